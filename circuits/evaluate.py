@@ -1,0 +1,170 @@
+"""Evaluate a circuit on any scalar type with ``+`` and ``*``.
+
+Gates are evaluated in topological order using only the binary operators
+``+`` and ``*`` of the input values (an operand with ``mult = m`` is added /
+multiplied ``m`` times), so the same circuit runs on sympy expressions,
+``Fraction``, mpmath ``mpf``, python floats, numpy arrays (batched,
+elementwise), numpy object arrays, gmpy2 ``mpq`` and sympy ``PolyElement``.
+
+Constants are stored as ``Fraction`` and mapped to the scalar type by a
+callable ``const: Fraction -> scalar``.  When ``const`` is None it is inferred
+from the value of the first input (in sorted input-name order):
+
+=============================  ============================================
+first input value              constant c becomes
+=============================  ============================================
+sympy ``PolyElement``          ``R.ground_new(R.domain.from_sympy(Rational(c)))``
+                               of its ring R (CircuitError if c is not in the
+                               ground domain, e.g. 1/2 over ZZ)
+sympy ``Basic`` (Expr, ...)    ``sympy.Rational(c)``
+mpmath ``mpf`` / ``mpc``       ``mpf(c.numerator) / c.denominator`` (current
+                               ``mp`` precision)
+gmpy2 ``mpq``/``mpz``          ``gmpy2.mpq(c)``
+``float`` / ``complex``        ``float(c)`` / ``complex(c)`` (correctly rounded)
+numpy array or numpy scalar    by dtype kind: float/complex ->
+                               ``dtype.type(float(c))`` (keeps float32 etc.); int/uint -> ``dtype.type``
+                               of c if c is an integer, else Fraction; object
+                               -> the rule applied to the first element
+anything else (int, Fraction)  the ``Fraction`` c itself
+=============================  ============================================
+
+A circuit without inputs gets ``Fraction`` constants.
+"""
+from __future__ import annotations
+
+import numbers
+from fractions import Fraction
+from typing import Callable, Mapping
+
+import networkx as nx
+
+from .graph import CircuitError, input_nodes, inputs, operands, output_nodes, validate
+
+
+def _ring_const(R) -> Callable[[Fraction], object]:
+    import sympy
+
+    def conv(c: Fraction):
+        try:
+            return R.ground_new(R.domain.from_sympy(sympy.Rational(c.numerator, c.denominator)))
+        except Exception as e:  # CoercionFailed etc.
+            raise CircuitError(f"constant {c} is not in the ground domain {R.domain} of {R}: {type(e).__name__}") from None
+
+    return conv
+
+
+def infer_const(x) -> Callable[[Fraction], object]:
+    """The ``Fraction -> scalar`` conversion used for a sample input value ``x``."""
+    import sympy
+    from sympy.polys.rings import PolyElement
+
+    if isinstance(x, PolyElement):
+        return _ring_const(x.ring)
+    if isinstance(x, sympy.Basic):
+        return lambda c: sympy.Rational(c.numerator, c.denominator)
+    try:
+        import mpmath
+
+        if isinstance(x, (mpmath.mpf, mpmath.mpc)):
+            return lambda c: mpmath.mpf(c.numerator) / c.denominator
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import gmpy2
+
+        if type(x) in (type(gmpy2.mpq(0)), type(gmpy2.mpz(0))):
+            return lambda c: gmpy2.mpq(c.numerator, c.denominator)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import numpy as np
+
+        if isinstance(x, (np.ndarray, np.generic)):
+            dt = np.asarray(x).dtype
+            if dt.kind in "fc":
+                return lambda c: dt.type(float(c))
+            if dt.kind in "iu":
+                return lambda c: dt.type(c.numerator) if c.denominator == 1 else c
+            if dt.kind == "O" and np.asarray(x).size:
+                return infer_const(np.asarray(x).flat[0])
+            return lambda c: c
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(x, bool):
+        return lambda c: c
+    if isinstance(x, float):
+        return float
+    if isinstance(x, complex):
+        return complex
+    return lambda c: c
+
+
+def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fraction], object] | None = None) -> dict:
+    """Values of all outputs, ``{output name: value}`` sorted by name.
+
+    ``inputs`` must give a value for every input name of ``g`` and nothing
+    else (CircuitError otherwise).  ``const`` maps each ``Fraction`` constant
+    to the scalar type; see the module docstring for the default.  Batched
+    numpy evaluation: give every input as an array of the same shape; an
+    output that is a bare constant is then returned as a scalar.
+    """
+    g = validate(g)
+    names = input_nodes(g)
+    missing = sorted(set(names) - set(inputs))
+    extra = sorted(set(inputs) - set(names))
+    if missing or extra:
+        raise CircuitError(f"evaluate: missing inputs {missing}, unknown inputs {extra}")
+    if const is None:
+        const = infer_const(inputs[next(iter(names))]) if names else (lambda c: c)
+    val: dict = {}
+    for v in nx.topological_sort(g):
+        d = g.nodes[v]
+        op = d["op"]
+        if op == "input":
+            val[v] = inputs[d["name"]]
+        elif op == "const":
+            val[v] = const(d["value"])
+        else:
+            acc = None
+            for u, m in operands(g, v):
+                for _ in range(m):
+                    if acc is None:
+                        acc = val[u]
+                    elif op == "add":
+                        acc = acc + val[u]
+                    else:
+                        acc = acc * val[u]
+            val[v] = acc
+    return {name: val[n] for name, n in output_nodes(g).items()}
+
+
+def to_ring(g: nx.DiGraph, R, gens: Mapping[str, object] | None = None) -> dict:
+    """Evaluate ``g`` in the sympy polynomial ring ``R`` (``sympy.polys.rings.ring``).
+
+    ``gens`` maps input names to ring elements; by default the generator of
+    ``R`` whose symbol has the input's name is used.  Constants become ground
+    elements of ``R``.
+    """
+    if gens is None:
+        by_name = {str(s): x for s, x in zip(R.symbols, R.gens)}
+        missing = [n for n in inputs(g) if n not in by_name]
+        if missing:
+            raise CircuitError(f"to_ring: ring {R} has no generators named {missing}")
+        gens = {n: by_name[n] for n in inputs(g)}
+    return evaluate(g, gens, const=_ring_const(R))
+
+
+def polynomials(g: nx.DiGraph) -> dict:
+    """Expanded output polynomials ``{output name: sympy.Expr}`` with rational coefficients.
+
+    Variables are ``sympy.Symbol(name)`` for each input name.  Computed in the
+    sparse polynomial ring ``QQ[inputs]`` (fast, exact), then converted.
+    """
+    import sympy
+    from sympy.polys.rings import ring
+
+    names = inputs(g)
+    if not names:
+        return {k: sympy.Rational(v.numerator, v.denominator) for k, v in evaluate(g, {}).items()}
+    R, *_ = ring([sympy.Symbol(n) for n in names], sympy.QQ)
+    return {k: p.as_expr() for k, p in to_ring(g, R).items()}

@@ -1,0 +1,248 @@
+"""Circuit graphs: validation, input/output names and a small builder.
+
+A circuit is a :class:`networkx.DiGraph` read as an arithmetic circuit in the
+sense of seed 000 ("Arithmetic Circuit Notation", Def. D.15): a DAG whose
+source nodes are variables (``op="input"``) or field constants
+(``op="const"``) and whose internal nodes are ``+`` / ``x`` gates of
+unbounded arity (``op="add"`` / ``op="mul"``).  Edges point operand -> result.
+
+Because a ``DiGraph`` has no parallel edges, an operand that is used several
+times by one gate (``x*x``, ``x+x``) is written as ONE edge with the integer
+edge attribute ``mult`` (>= 1, default 1): the operand is used ``mult`` times.
+Every count in this package (arity, size, width, degree) counts ``mult``.
+
+All validation failures raise :class:`CircuitError` (a ``ValueError``) whose
+message is a single line naming the offending node id.
+"""
+from __future__ import annotations
+
+import numbers
+import warnings
+from fractions import Fraction
+from typing import Hashable, Iterable
+
+import networkx as nx
+
+OPS = ("input", "const", "add", "mul")
+GATES = ("add", "mul")
+
+
+class CircuitError(ValueError):
+    """Raised for every malformed circuit (one-line message naming the node)."""
+
+
+class PrunedNodesWarning(UserWarning):
+    """Emitted by :func:`validate` when nodes feeding no output are removed."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def exact_constant(value, where: str = "const") -> Fraction:
+    """Convert an exact rational (int, Fraction, sympy Rational, numpy int) to Fraction.
+
+    Floats (python, numpy, mpmath) are rejected: they are not exact.
+    ``where`` prefixes the error message (e.g. ``"node 3"``).
+    """
+    if isinstance(value, bool):
+        raise CircuitError(f"{where}: const value {value!r} is a bool, not an exact number")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    try:  # sympy Rational / Integer without importing sympy eagerly
+        import sympy
+
+        if isinstance(value, sympy.Rational):
+            return Fraction(int(value.p), int(value.q))
+    except ImportError:  # pragma: no cover - sympy is a hard dependency
+        pass
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    raise CircuitError(
+        f"{where}: const value {_one_line(value)} is not exact ({type(value).__name__}); "
+        "use an int or fractions.Fraction"
+    )
+
+
+def mult(g: nx.DiGraph, u: Hashable, v: Hashable) -> int:
+    """Multiplicity of the wire ``u -> v`` (edge attribute ``mult``, default 1)."""
+    return g.edges[u, v].get("mult", 1)
+
+
+def operands(g: nx.DiGraph, v: Hashable) -> list[tuple[Hashable, int]]:
+    """``[(operand, mult), ...]`` of node ``v`` in edge insertion order."""
+    return [(u, d.get("mult", 1)) for u, _, d in g.in_edges(v, data=True)]
+
+
+def _one_line(x) -> str:
+    return " ".join(repr(x).split())
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_node(g: nx.DiGraph, n, d: dict) -> None:
+    where = f"node {_one_line(n)}"
+    if isinstance(n, bool) or not isinstance(n, (int, str)):
+        raise CircuitError(f"{where}: node ids must be int or str, got {type(n).__name__}")
+    if "op" not in d:
+        raise CircuitError(f"{where}: missing attribute 'op'")
+    op = d["op"]
+    if op not in OPS:
+        raise CircuitError(f"{where}: unknown op {_one_line(op)} (expected one of {', '.join(OPS)})")
+    arity = 0
+    for u, m in operands(g, n):
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            raise CircuitError(f"{where}: operand {_one_line(u)} has invalid mult {_one_line(m)} (need an int >= 1)")
+        arity += int(m)
+    if op in ("input", "const") and arity:
+        raise CircuitError(f"{where}: {op} takes no operands, has {arity}")
+    if op in GATES and arity < 2:
+        raise CircuitError(f"{where}: {op} needs at least 2 operands, has {arity}")
+    if op == "input":
+        if "name" not in d:
+            raise CircuitError(f"{where}: input missing attribute 'name'")
+        if not isinstance(d["name"], str) or not d["name"]:
+            raise CircuitError(f"{where}: input name must be a non-empty str, got {_one_line(d['name'])}")
+    if op == "const":
+        if "value" not in d:
+            raise CircuitError(f"{where}: const missing attribute 'value'")
+        exact_constant(d["value"], where)
+    if "output" in d and (not isinstance(d["output"], str) or not d["output"]):
+        raise CircuitError(f"{where}: output name must be a non-empty str, got {_one_line(d['output'])}")
+
+
+def _check_unique(g: nx.DiGraph, key: str, nodes: Iterable) -> None:
+    seen: dict[str, object] = {}
+    for n in nodes:
+        name = g.nodes[n][key]
+        if name in seen:
+            raise CircuitError(
+                f"node {_one_line(n)}: duplicate {key if key == 'output' else 'input'} name "
+                f"{name!r} (also on node {_one_line(seen[name])})"
+            )
+        seen[name] = n
+
+
+def validate(g: nx.DiGraph) -> nx.DiGraph:
+    """Check ``g`` and return a pruned, normalised copy.
+
+    Raises :class:`CircuitError` for: a graph that is not a simple directed
+    graph, cycles, unknown ops, wrong arity (``input``/``const`` with
+    operands, ``add``/``mul`` with fewer than 2 operands counting ``mult``),
+    bad ``mult``, missing attributes (``op``, input ``name``, const
+    ``value``), non-exact constants, duplicate input or output names, and a
+    circuit without outputs.
+
+    The returned copy stores every const ``value`` as a ``Fraction``.  Gates
+    and constants that feed no output are removed (with a
+    :class:`PrunedNodesWarning` naming them).  Unused *input* nodes are kept:
+    they are part of the variable set X of seed 000 Def. D.15 (the circuit is
+    still n-variate), and keeping them keeps the evaluation signature stable.
+    """
+    if not isinstance(g, nx.DiGraph) or g.is_multigraph():
+        raise CircuitError(f"a circuit must be a networkx.DiGraph, got {type(g).__name__}")
+    for n, d in g.nodes(data=True):
+        _check_node(g, n, d)
+    if not nx.is_directed_acyclic_graph(g):
+        cyc = nx.find_cycle(g)
+        path = " -> ".join(_one_line(u) for u, _ in cyc) + f" -> {_one_line(cyc[0][0])}"
+        raise CircuitError(f"node {_one_line(cyc[0][0])}: on a cycle {path}")
+    ins = [n for n, op in g.nodes(data="op") if op == "input"]
+    outs = [n for n, o in g.nodes(data="output") if o is not None]
+    _check_unique(g, "name", ins)
+    _check_unique(g, "output", outs)
+    if not outs:
+        raise CircuitError("circuit has no outputs (set output='<name>' on at least one node)")
+
+    keep = set(outs).union(ins)
+    for o in outs:
+        keep |= nx.ancestors(g, o)
+    dead = [n for n in g.nodes if n not in keep]
+    h = g.copy()
+    if dead:
+        warnings.warn(
+            f"pruned {len(dead)} node(s) feeding no output: {', '.join(_one_line(n) for n in dead)}",
+            PrunedNodesWarning,
+            stacklevel=2,
+        )
+        h.remove_nodes_from(dead)
+    for n, d in h.nodes(data=True):
+        if d["op"] == "const":
+            d["value"] = exact_constant(d["value"], f"node {_one_line(n)}")
+    return h
+
+
+def inputs(g: nx.DiGraph) -> list[str]:
+    """Input names of ``g``, sorted (deterministic)."""
+    return sorted(d["name"] for _, d in g.nodes(data=True) if d.get("op") == "input")
+
+
+def outputs(g: nx.DiGraph) -> list[str]:
+    """Output names of ``g``, sorted (deterministic)."""
+    return sorted(o for _, o in g.nodes(data="output") if o is not None)
+
+
+def input_nodes(g: nx.DiGraph) -> dict[str, Hashable]:
+    """``{input name: node id}``, sorted by name."""
+    return dict(sorted((d["name"], n) for n, d in g.nodes(data=True) if d.get("op") == "input"))
+
+
+def output_nodes(g: nx.DiGraph) -> dict[str, Hashable]:
+    """``{output name: node id}``, sorted by name."""
+    return dict(sorted(((o, n) for n, o in g.nodes(data="output") if o is not None), key=lambda t: t[0]))
+
+
+# --------------------------------------------------------------------------- builder
+
+
+class CircuitBuilder:
+    """Tiny imperative builder; node ids are consecutive ints.
+
+    >>> b = CircuitBuilder()
+    >>> x = b.input("x")
+    >>> b.output(b.mul(x, x, b.const(3)), "y")   # y = 3 x^2 (x used twice -> mult=2)
+    >>> g = b.graph()
+    """
+
+    def __init__(self) -> None:
+        self._g = nx.DiGraph()
+
+    def _new(self, **attrs) -> int:
+        n = self._g.number_of_nodes()
+        self._g.add_node(n, **attrs)
+        return n
+
+    def input(self, name: str) -> int:
+        return self._new(op="input", name=name)
+
+    def const(self, value) -> int:
+        return self._new(op="const", value=exact_constant(value, "const"))
+
+    def _gate(self, op: str, nodes) -> int:
+        for u in nodes:
+            if u not in self._g:
+                raise CircuitError(f"node {_one_line(u)}: unknown operand for {op}")
+        v = self._new(op=op)
+        for u in nodes:  # repeated operands become one edge with mult > 1
+            if self._g.has_edge(u, v):
+                self._g.edges[u, v]["mult"] += 1
+            else:
+                self._g.add_edge(u, v, mult=1)
+        return v
+
+    def add(self, *nodes) -> int:
+        return self._gate("add", nodes)
+
+    def mul(self, *nodes) -> int:
+        return self._gate("mul", nodes)
+
+    def output(self, node, name: str) -> None:
+        if node not in self._g:
+            raise CircuitError(f"node {_one_line(node)}: cannot mark unknown node as output")
+        self._g.nodes[node]["output"] = name
+
+    def graph(self) -> nx.DiGraph:
+        """Validated copy of the circuit built so far."""
+        return validate(self._g)

@@ -1,0 +1,168 @@
+"""A construction is prologue + body x k + epilogue, with exact weights.
+
+``../shared/DESIGN.md`` decision 4.  Each construction says which *state*
+(a function of its variables, on the named layout) holds between the
+sections:
+
+* ``input_state(v)``  --prologue-->  ``state(v)``
+* ``state(v)``        --body------>  ``state(step(v))``
+* ``state(v)``        --epilogue-->  ``final_state(v)``
+
+``verify/proof.py`` checks the three arrows once, in fresh symbols; by
+induction on k this proves the stack for every depth.  ``v`` is a dict of
+numpy arrays: exact object arrays (one problem) or float arrays with a
+leading batch axis, so the same functions embed symbolic and numeric inputs.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from .layers import Layer
+from .layout import Layout
+
+
+class DepthError(ValueError):
+    """A requested number of layers that the construction cannot realise."""
+
+
+@dataclass
+class Construction(abc.ABC):
+    """Base class; subclasses fill the sections and the state functions."""
+
+    name: str
+    reference: str  # paper and equation implemented
+    layout: Layout
+    prologue: list[Layer]
+    body: list[Layer]
+    epilogue: list[Layer]
+    params: dict  # exact (or symbolic) scalars the weights were built from
+    variables: dict[str, tuple[int, ...]]  # name -> shape of one problem's variable
+    carried: tuple[str, ...] = ()  # variables that ``step`` changes
+    notes: str = ""
+    #: builder(**params) -> Construction of the same kind, used by the proof to
+    #: rebuild the weights with symbolic parameters
+    rebuild: Callable[..., "Construction"] | None = field(default=None, repr=False)
+    #: parameters that may be replaced by a fresh symbol in the proof
+    symbolic_params: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------- depth
+    def depth(self, k: int) -> int:
+        return len(self.prologue) + k * len(self.body) + len(self.epilogue)
+
+    def steps_for_depth(self, layers: int) -> int:
+        """The repetition count k with ``depth(k) == layers``, or a DepthError
+        naming the nearest depths this construction realises."""
+        base, per = len(self.prologue) + len(self.epilogue), len(self.body)
+        if layers >= base and (layers - base) % per == 0:
+            return (layers - base) // per
+        k_lo = max(0, (layers - base) // per)
+        cands = sorted({self.depth(k) for k in (k_lo, k_lo + 1) if k >= 0})
+        below = [c for c in cands if c < layers]
+        above = [c for c in cands if c > layers]
+        near = ([f"{below[-1]}"] if below else []) + ([f"{above[0]}"] if above else [])
+        raise DepthError(
+            f"--layers {layers} is not realisable by {self.name}: depths are "
+            f"{base} + {per}*k (prologue {len(self.prologue)}, body {per}, epilogue "
+            f"{len(self.epilogue)}); nearest valid: {' or '.join(near)}")
+
+    def layers(self, k: int) -> list[Layer]:
+        return list(self.prologue) + list(self.body) * k + list(self.epilogue)
+
+    @property
+    def state_size(self) -> int:
+        r, c = self.layout.shape
+        return r * c
+
+    # ------------------------------------------------------------- semantics
+    @abc.abstractmethod
+    def input_state(self, v: dict) -> np.ndarray:
+        """The state fed to the first layer."""
+
+    @abc.abstractmethod
+    def state(self, v: dict) -> np.ndarray:
+        """The invariant state between body repetitions."""
+
+    @abc.abstractmethod
+    def final_state(self, v: dict) -> np.ndarray:
+        """The state after the epilogue."""
+
+    @abc.abstractmethod
+    def step(self, v: dict) -> dict:
+        """The algorithm step the body implements (same scalar type as ``v``)."""
+
+    def readout(self, state) -> dict:
+        """Named read-outs of a (batched) state; default: every carried variable."""
+        return {}
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "reference": self.reference,
+            "layers": {"prologue": len(self.prologue), "body": len(self.body), "epilogue": len(self.epilogue)},
+            "depth_formula": f"{len(self.prologue) + len(self.epilogue)} + {len(self.body)}*k",
+            "state_shape": list(self.layout.shape),
+            "state_size": self.state_size,
+            "params": {k: str(v) for k, v in self.params.items()},
+        }
+
+
+# ----------------------------------------------------------------- helpers
+
+def new_state(layout: Layout, like: np.ndarray, batch_ndim: int) -> np.ndarray:
+    """A zero state of the right kind: exact (object, 2-D) or float (batched)."""
+    if like.dtype == object:
+        return layout.new_state()
+    return np.zeros(like.shape[:batch_ndim] + tuple(layout.shape), dtype=like.dtype)
+
+
+def batch_ndim(v: dict, shapes: dict[str, tuple[int, ...]]) -> int:
+    """Number of leading batch axes of the variables ``v`` (0 for one problem)."""
+    for name, shp in shapes.items():
+        if name in v:
+            return np.ndim(v[name]) - len(shp)
+    return 0
+
+
+def exact(x) -> Fraction:
+    """An exact rational from int / Fraction / 'p/q' string / float (its exact binary value)."""
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, (int, np.integer)):
+        return Fraction(int(x))
+    if isinstance(x, str):
+        try:
+            return Fraction(x.strip())
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"not an exact rational: {x!r}") from None
+    if isinstance(x, (float, np.floating)):
+        if not np.isfinite(x):
+            raise ValueError(f"not a finite number: {x!r}")
+        return Fraction(float(x))
+    raise ValueError(f"not an exact rational: {x!r}")
+
+
+def exact_sqrt(q: Fraction, what: str) -> Fraction:
+    """The rational square root of ``q``, or a one-line error saying why not."""
+    q = exact(q)
+    if q < 0:
+        raise ValueError(f"{what} must be >= 0, got {q}")
+    import math
+
+    rn, rd = math.isqrt(q.numerator), math.isqrt(q.denominator)
+    if rn * rn != q.numerator or rd * rd != q.denominator:
+        raise ValueError(f"{what} = {q} has no rational square root; the construction stores "
+                         f"sqrt({what}) in its input (choose e.g. 1/16 or 1/64)")
+    return Fraction(rn, rd)
+
+
+def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """Exact object array -> float array (each entry correctly rounded once)."""
+    if a.dtype != object:
+        return a.astype(dtype)
+    return np.vectorize(lambda z: float(Fraction(z)) if not isinstance(z, float) else z,
+                        otypes=[np.float64])(a).astype(dtype)

@@ -1,0 +1,306 @@
+"""Layer definitions, each exactly as its paper defines it, written once.
+
+Every ``forward`` runs on numpy float arrays (any leading batch axes), numpy
+object arrays of exact scalars (one problem, 2-D), torch tensors and cupy
+arrays; see ``constructions/ops.py`` for the dispatch and the convolution
+semantics.  Weights are stored as numpy object arrays of exact scalars
+(``int``/``Fraction``/sympy); ``Layer.map`` converts them for a backend.
+
+* :class:`BaseConv`   seed 000 eq. (2)/(19), bias matrices as in Def. D.20.
+* :class:`LSA`        seed 001 eq. (8), multi-head as a sum of heads (eq. 39).
+* :class:`TokenLSA`   seed 004 eq. (2)-(3): the token form with (P, Q).
+* :class:`ELSA`       seed 001 eq. (16); sequential multi-head stages with one
+                      skip connection around them (eq. 57-59).
+"""
+from __future__ import annotations
+
+import abc
+
+from dataclasses import dataclass, replace
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from . import ops
+
+
+class Layer(abc.ABC):
+    """Common interface: ``forward(u)``, ``arrays()``, ``map(f)``, ``config()``."""
+
+    kind: ClassVar[str] = "layer"
+    #: names of the array-valued fields (weights), in export order
+    _array_fields: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def forward(self, u, *, conv_method: str = "direct"):
+        """Apply the layer to a state."""
+
+    @abc.abstractmethod
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Flat ``name -> array`` view of every weight (for export)."""
+
+    @abc.abstractmethod
+    def map(self, f: Callable[[np.ndarray], object]) -> "Layer":
+        """The same layer with ``f`` applied to every weight array."""
+
+    def config(self) -> dict:
+        """The non-array settings (for export)."""
+        return {}
+
+
+# --------------------------------------------------------------------------- BaseConv
+
+@dataclass
+class BaseConv(Layer):
+    r"""One BaseConv layer, seed 000 eq. (2)/(19) with bias matrices (Def. D.20):
+
+    .. math::
+        y = \big((u W_{gate} + B_{gate}) \odot (h * (u W_{in} + B_{in}) + B_{conv})\big) W_{out} + B_{out}
+
+    ``u`` is (T, C): T tokens (rows), C channels (columns).  ``W_*`` are
+    (C, C); the biases and the filter ``h`` are (T, C), position dependent.
+    ``causal=True`` is linear convolution truncated to T outputs,
+    ``causal=False`` circular convolution of length T (``ops.conv``).
+    ``residual=True`` returns ``u + y`` (the skip connection of seed 000
+    App. D.2.1 READ is applied outside ``W_out`` here; the constructions of
+    this toolkit do not rely on it).
+    """
+
+    W_in: np.ndarray
+    b_in: np.ndarray
+    h: np.ndarray
+    b_conv: np.ndarray
+    W_gate: np.ndarray
+    b_gate: np.ndarray
+    W_out: np.ndarray
+    b_out: np.ndarray
+    causal: bool = False
+    residual: bool = False
+
+    kind: ClassVar[str] = "baseconv"
+    _array_fields: ClassVar[tuple[str, ...]] = (
+        "W_in", "b_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out")
+
+    @classmethod
+    def zeros(cls, T: int, C: int, *, causal: bool = False, residual: bool = False) -> "BaseConv":
+        z = lambda *s: ops.zeros_like_object(s)  # noqa: E731
+        return cls(z(C, C), z(T, C), z(T, C), z(T, C), z(C, C), z(T, C), z(C, C), z(T, C),
+                   causal=causal, residual=residual)
+
+    def forward(self, u, *, conv_method: str = "direct"):
+        v = ops.add(ops.mm(u, self.W_in), self.b_in)
+        z = ops.add(ops.conv(v, self.h, causal=self.causal, method=conv_method), self.b_conv)
+        g = ops.add(ops.mm(u, self.W_gate), self.b_gate)
+        y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out), self.b_out)
+        return ops.add(u, y) if self.residual else y
+
+    def arrays(self):
+        return {k: getattr(self, k) for k in self._array_fields}
+
+    def map(self, f):
+        return replace(self, **{k: f(getattr(self, k)) for k in self._array_fields})
+
+    def config(self):
+        return {"causal": self.causal, "residual": self.residual}
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.b_in.shape)
+
+    def flops(self) -> int:
+        """Multiply-adds x2 of one forward on one (T, C) input, direct convolution."""
+        T, C = self.shape
+        mm = 2 * T * C * C
+        conv = 2 * T * T * C if not self.causal else T * (T + 1) * C
+        return 3 * mm + conv + 6 * T * C
+
+
+# --------------------------------------------------------------------------- LSA (seed 001)
+
+@dataclass
+class LSAHead:
+    """One head (W1, W2, W3) of seed 001 eq. (8); each (n, n)."""
+
+    W1: np.ndarray
+    W2: np.ndarray
+    W3: np.ndarray
+
+
+@dataclass
+class LSA(Layer):
+    r"""Multi-head linear self-attention in Hagiwara's form, seed 001 eq. (8), (39):
+
+    .. math:: \mathrm{LSA}(H) = \sum_k (H W_{k,3}) (H W_{k,1})^\top (H W_{k,2})
+
+    ``H`` is (m, n) and each ``W`` is (n, n).  Note the sum runs over the m
+    *rows* of H and the weights act on its columns: the transpose of the
+    usual token-major convention (seed 001 eq. (9)).  ``residual=True`` is
+    the module of eq. (38): ``H + LSA(H)``.
+    """
+
+    heads: list[LSAHead]
+    residual: bool = True
+
+    kind: ClassVar[str] = "lsa"
+
+    def forward(self, H, *, conv_method: str = "direct"):
+        out = None
+        for hd in self.heads:
+            K = ops.mm(H, hd.W1)
+            V = ops.mm(H, hd.W2)
+            Qm = ops.mm(H, hd.W3)
+            term = ops.mm(Qm, ops.mm(ops.transpose(K), V))
+            out = term if out is None else ops.add(out, term)
+        return ops.add(H, out) if self.residual else out
+
+    def arrays(self):
+        d = {}
+        for i, hd in enumerate(self.heads):
+            d[f"head{i}.W1"], d[f"head{i}.W2"], d[f"head{i}.W3"] = hd.W1, hd.W2, hd.W3
+        return d
+
+    def map(self, f):
+        return replace(self, heads=[LSAHead(f(h.W1), f(h.W2), f(h.W3)) for h in self.heads])
+
+    def config(self):
+        return {"residual": self.residual, "heads": len(self.heads)}
+
+
+@dataclass
+class TokenLSAHead:
+    """One head (P, Q) of seed 004 eq. (2); each (d+1, d+1)."""
+
+    P: np.ndarray
+    Q: np.ndarray
+
+
+@dataclass
+class TokenLSA(Layer):
+    r"""Linear self-attention in the token form of seed 004 eq. (2)-(3):
+
+    .. math:: e_i \leftarrow e_i + \sum_k \sum_{j \in \mathrm{keys}} (e_j^\top Q_k e_i)\, P_k e_j
+
+    Tokens are the rows of ``E`` (T, d+1).  With ``exclude_last=True`` the
+    keys/values are the first T-1 tokens only (seed 004 Sec. 2: the query
+    token, last, is never a key), while every token is updated.  In matrix
+    form ``E <- E + E Q_k^T (E_ctx^T E_ctx) P_k^T``; with all tokens as keys
+    this is Hagiwara's LSA with ``W3 W1^T = Q^T`` and ``W2 = P^T``.
+    Seed 004 reads the prediction as the *negated* last coordinate of the
+    last token.
+    """
+
+    heads: list[TokenLSAHead]
+    exclude_last: bool = True
+    residual: bool = True
+
+    kind: ClassVar[str] = "token_lsa"
+
+    def forward(self, E, *, conv_method: str = "direct"):
+        ctx = E[..., :-1, :] if self.exclude_last else E
+        G = ops.mm(ops.transpose(ctx), ctx)  # sum_j e_j e_j^T, (d+1, d+1)
+        out = None
+        for hd in self.heads:
+            S = ops.mm(ops.mm(ops.transpose(hd.Q), G), ops.transpose(hd.P))
+            term = ops.mm(E, S)
+            out = term if out is None else ops.add(out, term)
+        return ops.add(E, out) if self.residual else out
+
+    def arrays(self):
+        d = {}
+        for i, hd in enumerate(self.heads):
+            d[f"head{i}.P"], d[f"head{i}.Q"] = hd.P, hd.Q
+        return d
+
+    def map(self, f):
+        return replace(self, heads=[TokenLSAHead(f(h.P), f(h.Q)) for h in self.heads])
+
+    def config(self):
+        return {"residual": self.residual, "exclude_last": self.exclude_last, "heads": len(self.heads)}
+
+
+# --------------------------------------------------------------------------- ELSA (seed 001)
+
+@dataclass
+class ELSAHead:
+    """One head of seed 001 eq. (16): weights (n, n) and bias matrices (m, n)."""
+
+    W1: np.ndarray
+    B1: np.ndarray
+    W2: np.ndarray
+    B2: np.ndarray
+    W3: np.ndarray
+    B3: np.ndarray
+
+
+@dataclass
+class ELSA(Layer):
+    r"""Extended linear self-attention, seed 001 eq. (16):
+
+    .. math:: \mathrm{ELSA}(H) = (H W_3 + B_3)(H W_1 + B_1)^\top (H W_2 + B_2)
+
+    One ``ELSA`` layer is the module of seed 001 eq. (57)-(59): ``stages`` is
+    a list of multi-head ELSA blocks applied one after another (each block
+    the sum of its heads), and ``residual=True`` adds the module's input to
+    the last block's output (a single skip around all stages).
+    """
+
+    stages: list[list[ELSAHead]]
+    residual: bool = True
+
+    kind: ClassVar[str] = "elsa"
+
+    @staticmethod
+    def head(H, hd: ELSAHead):
+        K = ops.add(ops.mm(H, hd.W1), hd.B1)
+        V = ops.add(ops.mm(H, hd.W2), hd.B2)
+        Qm = ops.add(ops.mm(H, hd.W3), hd.B3)
+        return ops.mm(Qm, ops.mm(ops.transpose(K), V))
+
+    def forward(self, H, *, conv_method: str = "direct"):
+        P = H
+        for stage in self.stages:
+            acc = None
+            for hd in stage:
+                term = self.head(P, hd)
+                acc = term if acc is None else ops.add(acc, term)
+            P = acc
+        return ops.add(H, P) if self.residual else P
+
+    def arrays(self):
+        d = {}
+        for s, stage in enumerate(self.stages):
+            for k, hd in enumerate(stage):
+                for f in ("W1", "B1", "W2", "B2", "W3", "B3"):
+                    d[f"stage{s}.head{k}.{f}"] = getattr(hd, f)
+        return d
+
+    def map(self, f):
+        return replace(self, stages=[[ELSAHead(*(f(getattr(hd, n)) for n in ("W1", "B1", "W2", "B2", "W3", "B3")))
+                                      for hd in st] for st in self.stages])
+
+    def config(self):
+        return {"residual": self.residual, "heads": [len(s) for s in self.stages]}
+
+
+LAYER_TYPES: dict[str, type[Layer]] = {c.kind: c for c in (BaseConv, LSA, TokenLSA, ELSA)}
+
+
+def layer_from_arrays(kind: str, config: dict, arrays: dict[str, np.ndarray]) -> Layer:
+    """Inverse of ``Layer.arrays()`` + ``Layer.config()`` (used by the weight files)."""
+    if kind == "baseconv":
+        return BaseConv(**{k: arrays[k] for k in BaseConv._array_fields},
+                        causal=bool(config["causal"]), residual=bool(config["residual"]))
+    if kind == "lsa":
+        return LSA([LSAHead(arrays[f"head{i}.W1"], arrays[f"head{i}.W2"], arrays[f"head{i}.W3"])
+                    for i in range(int(config["heads"]))], residual=bool(config["residual"]))
+    if kind == "token_lsa":
+        return TokenLSA([TokenLSAHead(arrays[f"head{i}.P"], arrays[f"head{i}.Q"])
+                         for i in range(int(config["heads"]))],
+                        exclude_last=bool(config["exclude_last"]), residual=bool(config["residual"]))
+    if kind == "elsa":
+        stages = []
+        for s, nh in enumerate(config["heads"]):
+            stages.append([ELSAHead(*(arrays[f"stage{s}.head{k}.{f}"] for f in ("W1", "B1", "W2", "B2", "W3", "B3")))
+                           for k in range(int(nh))])
+        return ELSA(stages, residual=bool(config["residual"]))
+    raise ValueError(f"unknown layer kind {kind!r}")

@@ -1,0 +1,228 @@
+"""The array operations every layer is written in, for every scalar type.
+
+Each layer's math (``constructions/layers.py``) is written once in terms of
+the four functions below.  They dispatch on the array type:
+
+* numpy **object** arrays (exact scalars: ``fractions.Fraction``, sympy
+  expressions, sympy ``PolyElement`` of a polynomial ring, mpmath/gmpy2
+  numbers).  Products skip structural zeros, so a symbolic forward pass costs
+  what the nonzero pattern of the weights costs, not what the dense shapes
+  cost.  Object arrays are 2-D (one problem at a time).
+* numpy **float** arrays of any float dtype, with any leading batch axes.
+* **torch** tensors (CPU or CUDA), with any leading batch axes.
+* **cupy** arrays (GPU), through the same numpy-style calls.
+
+Convolution semantics (seed 003 App. H.1.1, seed 000 Def. D.20), with
+``h[s, c]`` the tap of channel ``c`` at lag ``s`` and ``T`` tokens:
+
+* causal (linear convolution truncated to the first T outputs):
+  ``y[t, c] = sum_{s=0}^{t} h[s, c] v[t-s, c]``;
+* non-causal (circular convolution of length T):
+  ``y[t, c] = sum_{s=0}^{T-1} h[s, c] v[(t-s) mod T, c]``.
+
+Lag 0 comes first; this is *not* ``torch.nn.Conv1d`` (a cross-correlation).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:  # torch is a core dependency, but keep the import failure readable
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def is_object(x) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype == object
+
+
+def is_torch(x) -> bool:
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _is_zero(v) -> bool:
+    try:
+        return v == 0
+    except Exception:  # pragma: no cover - exotic scalar types
+        return False
+
+
+def _is_one(v) -> bool:
+    try:
+        return v == 1
+    except Exception:  # pragma: no cover
+        return False
+
+
+def nonzero_pattern(M: np.ndarray) -> np.ndarray:
+    """Boolean mask of the structurally nonzero entries of an object array."""
+    out = np.zeros(M.shape, dtype=bool)
+    for idx, v in np.ndenumerate(M):
+        out[idx] = not _is_zero(v)
+    return out
+
+
+def zeros_like_object(shape, zero=0) -> np.ndarray:
+    a = np.empty(shape, dtype=object)
+    a.fill(zero)
+    return a
+
+
+def mm(X, Y):
+    """Matrix product ``X @ Y`` over the last two axes.
+
+    Object arrays: a sparse product that never multiplies by a structural
+    zero and never multiplies by a structural one.
+    """
+    if is_object(X) or is_object(Y):
+        X = np.asarray(X, dtype=object)
+        Y = np.asarray(Y, dtype=object)
+        if X.ndim != 2 or Y.ndim != 2:
+            raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
+        m, k = X.shape
+        k2, n = Y.shape
+        if k != k2:
+            raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
+        rows_y = [[(j, Y[r, j]) for j in range(n) if not _is_zero(Y[r, j])] for r in range(k)]
+        out = zeros_like_object((m, n))
+        acc = [dict() for _ in range(m)]
+        for i in range(m):
+            ai = acc[i]
+            for r in range(k):
+                x = X[i, r]
+                if _is_zero(x) or not rows_y[r]:
+                    continue
+                one = _is_one(x)
+                for j, y in rows_y[r]:
+                    term = y if one else (x if _is_one(y) else x * y)
+                    ai[j] = ai[j] + term if j in ai else term
+            for j, v in ai.items():
+                out[i, j] = v
+        return out
+    return X @ Y
+
+
+def transpose(X):
+    """Swap the last two axes (numpy, cupy or torch)."""
+    if is_torch(X):
+        return X.transpose(-1, -2)
+    return X.swapaxes(-1, -2)
+
+
+def conv(v, h, *, causal: bool, method: str = "direct"):
+    """Per-channel convolution of ``v`` (..., T, C) with filters ``h`` (T, C).
+
+    ``method`` is ``"direct"`` (an explicit sum over taps: the reference
+    semantics, and the only method for exact arrays) or ``"fft"``.
+    """
+    if method not in ("direct", "fft"):
+        raise ValueError(f"unknown convolution method {method!r} (use 'direct' or 'fft')")
+    if is_object(v) or is_object(h):
+        return _conv_exact(np.asarray(v, dtype=object), np.asarray(h, dtype=object), causal)
+    T = v.shape[-2]
+    if method == "fft":
+        return _conv_fft(v, h, causal)
+    # direct: a (C, T, T) Toeplitz (causal) or circulant (non-causal) matrix per channel
+    t = np.arange(T)
+    lag = t[:, None] - t[None, :]
+    if causal:
+        idx = np.where(lag >= 0, lag, 0)
+        mask = lag >= 0
+    else:
+        idx = lag % T
+        mask = np.ones_like(lag, dtype=bool)
+    if is_torch(v):
+        idx_t = torch.as_tensor(idx, device=v.device)
+        mask_t = torch.as_tensor(mask, device=v.device)
+        K = h[idx_t] * mask_t[..., None].to(h.dtype)  # (T, T, C)
+        return torch.einsum("trc,...rc->...tc", K, v)
+    xp = _array_module(v)
+    K = h[xp.asarray(idx)] * xp.asarray(mask)[..., None]
+    return xp.einsum("trc,...rc->...tc", K, v)
+
+
+def _array_module(v):
+    if type(v).__module__.startswith("cupy"):
+        import cupy  # noqa: PLC0415 - only when a cupy array is passed
+
+        return cupy
+    return np
+
+
+def _conv_fft(v, h, causal):
+    T = v.shape[-2]
+    n = 2 * T if causal else T
+    if is_torch(v):
+        ctype = v.dtype
+        work = v if ctype in (torch.float32, torch.float64) else v.to(torch.float32)
+        hw = h.to(work.dtype)
+        Vf = torch.fft.rfft(work, n=n, dim=-2)
+        Hf = torch.fft.rfft(hw, n=n, dim=-2)
+        y = torch.fft.irfft(Vf * Hf, n=n, dim=-2)[..., :T, :]
+        return y.to(ctype)
+    xp = _array_module(v)
+    dt = v.dtype
+    work = v if dt in (np.float32, np.float64) else v.astype(np.float32)
+    Vf = xp.fft.rfft(work, n=n, axis=-2)
+    Hf = xp.fft.rfft(h.astype(work.dtype), n=n, axis=-2)
+    return xp.fft.irfft(Vf * Hf, n=n, axis=-2)[..., :T, :].astype(dt)
+
+
+def _conv_exact(v, h, causal):
+    if v.ndim != 2:
+        raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
+    T, C = v.shape
+    out = zeros_like_object((T, C))
+    for c in range(C):
+        taps = [(s, h[s, c]) for s in range(T) if not _is_zero(h[s, c])]
+        if not taps:
+            continue
+        col = [v[t, c] for t in range(T)]
+        nz = [t for t in range(T) if not _is_zero(col[t])]
+        if not nz:
+            continue
+        acc = {}
+        for s, w in taps:
+            one = _is_one(w)
+            for r in nz:
+                t = r + s
+                if causal:
+                    if t >= T:
+                        continue
+                else:
+                    t %= T
+                term = col[r] if one else w * col[r]
+                acc[t] = acc[t] + term if t in acc else term
+        for t, val in acc.items():
+            out[t, c] = val
+    return out
+
+
+def hadamard(X, Y):
+    """Entry-wise product, skipping structural zeros for exact arrays."""
+    if is_object(X) or is_object(Y):
+        X = np.asarray(X, dtype=object)
+        Y = np.asarray(Y, dtype=object)
+        X, Y = np.broadcast_arrays(X, Y)
+        out = zeros_like_object(X.shape)
+        for idx in np.ndindex(X.shape):
+            x, y = X[idx], Y[idx]
+            if _is_zero(x) or _is_zero(y):
+                continue
+            out[idx] = y if _is_one(x) else (x if _is_one(y) else x * y)
+        return out
+    return X * Y
+
+
+def add(X, Y):
+    """Entry-wise sum, skipping structural zeros for exact arrays."""
+    if is_object(X) or is_object(Y):
+        X = np.asarray(X, dtype=object)
+        Y = np.asarray(Y, dtype=object)
+        X, Y = np.broadcast_arrays(X, Y)
+        out = zeros_like_object(X.shape)
+        for idx in np.ndindex(X.shape):
+            x, y = X[idx], Y[idx]
+            out[idx] = y if _is_zero(x) else (x if _is_zero(y) else x + y)
+        return out
+    return X + Y

@@ -1,0 +1,221 @@
+"""Exact proofs of constructions, valid at every depth.
+
+The claim for a construction ``C`` (``constructions/base.py``) is three
+polynomial identities in fresh variables (and, where the construction allows,
+a fresh symbol for the step size):
+
+1. prologue(input_state(v)) == state(v)
+2. body(state(v))           == state(step(v))
+3. epilogue(state(v))       == final_state(v)
+
+By induction on k, (1)-(3) prove ``prologue + body^k + epilogue`` for every
+k, at a cost independent of k.  Arithmetic is exact: states are numpy object
+arrays of elements of the polynomial ring ``QQ[variables]`` (sympy's sparse
+``PolyElement``), so equality is equality of polynomials.
+
+A failure names the section, the layer, the region and entry of the named
+layout, shows the residual polynomial (truncated) and a concrete rational
+counterexample input, with the value the layers produce and the value the
+specification demands there.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+from sympy import QQ
+from sympy.polys.rings import ring
+
+from constructions.base import Construction
+from constructions.layers import Layer
+
+RESIDUAL_CHARS = 300
+
+
+@dataclass
+class Counterexample:
+    assignment: dict[str, str]  # variable -> rational "p/q"; every other variable is 0
+    got: str
+    expected: str
+
+
+@dataclass
+class Failure:
+    section: str
+    layer: int  # index in the whole stack (0-based)
+    layer_in_section: int
+    region: str
+    entry: tuple[int, int]
+    state_index: tuple[int, int]
+    residual: str
+    counterexample: Counterexample | None
+    note: str = ""
+
+    def describe(self) -> str:
+        ce = ""
+        if self.counterexample:
+            a = ", ".join(f"{k}={v}" for k, v in self.counterexample.assignment.items()) or "all variables 0"
+            ce = (f"\n  counterexample: {a} (others 0): layers give {self.counterexample.got}, "
+                  f"specification {self.counterexample.expected}")
+        return (f"{self.section} fails at stack layer {self.layer} ({self.section} layer "
+                f"{self.layer_in_section}): region {self.region!r} entry {list(self.entry)} "
+                f"(state {list(self.state_index)})\n  residual (layers - spec): {self.residual}{ce}"
+                + (f"\n  {self.note}" if self.note else ""))
+
+
+@dataclass
+class ProofResult:
+    construction: str
+    ok: bool
+    seconds: float
+    sections: dict[str, bool] = field(default_factory=dict)
+    symbolic_params: list[str] = field(default_factory=list)
+    entries_checked: int = 0
+    failure: Failure | None = None
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return d
+
+
+class SymbolicProblem:
+    """Fresh ring variables for every entry of every construction variable."""
+
+    def __init__(self, variables: dict[str, tuple[int, ...]], params: tuple[str, ...] = ()):
+        names: list[str] = []
+        self.slots: dict[str, list[str]] = {}
+        for var, shape in variables.items():
+            idx = list(np.ndindex(*shape))
+            self.slots[var] = ["_".join([var] + [str(i) for i in ix]) for ix in idx]
+            names += self.slots[var]
+        names += list(params)
+        self.names = names
+        self.R, *gens = ring(",".join(names), QQ)
+        self.gen = dict(zip(names, gens))
+        self.v = {}
+        for var, shape in variables.items():
+            arr = np.empty(shape, dtype=object)
+            for ix, nm in zip(np.ndindex(*shape), self.slots[var]):
+                arr[ix] = self.gen[nm]
+            self.v[var] = arr
+        self.params = {p: self.gen[p] for p in params}
+
+
+def _as_poly(R, x):
+    if isinstance(x, (int, Fraction)):
+        return R(x)
+    return x
+
+
+def _run(layers: list[Layer], S):
+    states = []
+    for L in layers:
+        S = L.forward(S)
+        states.append(S)
+    return states
+
+
+def _first_mismatch(got, expected):
+    for idx in np.ndindex(expected.shape):
+        diff = got[idx] - expected[idx]
+        if not (diff == 0):
+            return idx, diff
+    return None, None
+
+
+def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: int = 0) -> Counterexample | None:
+    """A rational point where the nonzero polynomial ``diff`` does not vanish
+    (Schwartz-Zippel: random integers from a range larger than the degree)."""
+    diff = _as_poly(R, diff)
+    got, expected = _as_poly(R, got), _as_poly(R, expected)
+    support = [i for i in range(R.ngens) if any(m[i] for m in diff.monoms())]
+    rng = random.Random(seed)
+    deg = max((sum(m) for m in diff.monoms()), default=0)
+    for t in range(tries):
+        span = max(3, 2 * deg + 1) * (1 + t // 16)
+        vals = [0] * R.ngens
+        for i in support:
+            vals[i] = rng.randint(-span, span)
+        if diff(*vals) != 0:
+            return Counterexample({names[i]: str(Fraction(vals[i])) for i in support},
+                                  str(Fraction(int(got(*vals).numerator), int(got(*vals).denominator))),
+                                  str(Fraction(int(expected(*vals).numerator), int(expected(*vals).denominator))))
+    return None  # pragma: no cover - unreachable for a nonzero polynomial
+
+
+def _truncate(s: str, n: int = RESIDUAL_CHARS) -> str:
+    return s if len(s) <= n else s[:n] + f" ... ({len(s)} chars)"
+
+
+def prove(con: Construction, *, symbolic: bool = True,
+          sections: dict[str, list[Layer]] | None = None,
+          reference: Construction | None = None) -> ProofResult:
+    """Prove ``con`` exactly (see the module docstring).
+
+    ``symbolic``: replace the construction's ``symbolic_params`` (e.g. the
+    step size) by fresh symbols, so the proof holds for every value.
+    ``sections``: layers to prove instead of the construction's own (e.g. a
+    user's weight file), keyed ``prologue``/``body``/``epilogue``; the
+    specification (states, step, parameters) stays the construction's.  When
+    it fails, the first layer whose output differs from ``reference``'s
+    layer on the same symbolic input is named.
+    """
+    t0 = time.perf_counter()
+    params = tuple(con.symbolic_params) if (symbolic and sections is None and con.rebuild) else ()
+    sp = SymbolicProblem(con.variables, params)
+    spec = con.rebuild(**sp.params) if params else con
+    own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
+    layers = sections if sections is not None else own
+    ref_layers = own if reference is not None or sections is not None else None
+    R, v = sp.R, sp.v
+    offsets = {"prologue": 0, "body": len(layers["prologue"]),
+               "epilogue": len(layers["prologue"]) + len(layers["body"])}
+    claims = [
+        ("prologue", lambda: spec.input_state(v), lambda: spec.state(v)),
+        ("body", lambda: spec.state(v), lambda: spec.state(spec.step(v))),
+        ("epilogue", lambda: spec.state(v), lambda: spec.final_state(v)),
+    ]
+    result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
+    for sec, start, target in claims:
+        Ls = layers[sec]
+        if sec == "body" and not Ls:
+            result.sections[sec] = True
+            continue
+        S0 = start()
+        states = _run(Ls, S0) if Ls else [S0]
+        got = states[-1]
+        expected = target()
+        if got.shape != expected.shape:
+            raise ValueError(f"{sec}: layers produce a state of shape {got.shape}, "
+                             f"the specification {expected.shape}")
+        result.entries_checked += int(np.prod(expected.shape))
+        idx, diff = _first_mismatch(got, expected)
+        result.sections[sec] = idx is None
+        if idx is None:
+            continue
+        result.ok = False
+        layer_in_sec = len(Ls) - 1
+        note = ""
+        if ref_layers is not None and ref_layers[sec] and len(ref_layers[sec]) == len(Ls):
+            ref_states = _run(ref_layers[sec], S0)
+            for li, (a, b) in enumerate(zip(states, ref_states)):
+                j, _ = _first_mismatch(a, b)
+                if j is not None:
+                    layer_in_sec = li
+                    note = (f"first layer whose output differs from the construction's own layer: "
+                            f"{sec} layer {li}, at {con.layout.describe(*j)}")
+                    break
+        region, entry = con.layout.locate(*idx)
+        result.failure = Failure(
+            section=sec, layer=offsets[sec] + max(layer_in_sec, 0), layer_in_section=max(layer_in_sec, 0),
+            region=region, entry=entry, state_index=tuple(int(i) for i in idx),
+            residual=_truncate(str(_as_poly(R, diff).as_expr())),
+            counterexample=find_counterexample(R, diff, got[idx], expected[idx], sp.names),
+            note=note)
+        break
+    result.seconds = time.perf_counter() - t0
+    return result
