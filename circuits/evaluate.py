@@ -32,7 +32,6 @@ A circuit without inputs gets ``Fraction`` constants.
 """
 from __future__ import annotations
 
-import numbers
 from fractions import Fraction
 from typing import Callable, Mapping
 

@@ -24,11 +24,8 @@ from constructions.base import DepthError, exact
 from constructions.registry import CATALOGUE, GD_ARCHS
 from constructions.weights_io import WeightFileError, load, same_layer, save, split_sections
 
+from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,15 +78,6 @@ def _fmt(x: float | None) -> str:
     return f"{x:.3e}"
 
 
-def _print_proof(res: ProofResult, out) -> None:
-    status = "PROVED" if res.ok else "FAILED"
-    sym = f" (symbolic in {', '.join(res.symbolic_params)})" if res.symbolic_params else ""
-    print(f"proof: {status} in {res.seconds:.3f} s{sym}; {res.entries_checked} state entries checked; "
-          f"sections {', '.join(k + '=' + ('ok' if v else 'FAIL') for k, v in res.sections.items())}", file=out)
-    if res.failure:
-        print("  " + res.failure.describe().replace("\n", "\n  "), file=out)
-
-
 def _checkpoints(k: int) -> list[int]:
     pts = {k}
     for base in (1, 2, 5):
@@ -107,17 +95,22 @@ def _prove_weights(con, path: str, k: int) -> tuple[ProofResult, dict]:
     if k_file != k:
         raise UsageError(f"{path} has {len(lw.layers)} layers (k={k_file}), but --layers asks for "
                          f"{con.depth(k)} (k={k})")
-    variants: list[list] = []
-    for body in secs["bodies"]:
-        if not any(all(same_layer(a, b) for a, b in zip(body, v)) for v in variants):
-            variants.append(body)
+    variants: list[tuple[int, list]] = []  # (first copy index, body layers)
+    for j, body in enumerate(secs["bodies"]):
+        if not any(all(same_layer(a, b) for a, b in zip(body, v)) for _, v in variants):
+            variants.append((j, body))
     t0 = time.perf_counter()
     result = None
-    for vi, body in enumerate(variants or [[]]):
+    for j, body in variants or [(0, [])]:
         r = prove(con, sections={"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]})
         if result is None or not r.ok:
             result = r
         if not r.ok:
+            if r.failure.section == "body":  # name the copy in the file, not the variant
+                r.failure.layer += j * len(con.body)
+                r.failure.note = (f"body copy {j} (steps before it are other variants); " + r.failure.note).strip()
+            if r.failure.section == "epilogue":
+                r.failure.layer += (k - 1) * len(con.body) if k else 0
             break
     result.seconds = time.perf_counter() - t0
     info = {"file": str(path), "layers": len(lw.layers), "distinct_bodies": len(variants),
@@ -172,7 +165,7 @@ def cmd_gd(a, out) -> int:
         print(f"weights: {a.weights} ({user['weights']['distinct_bodies']} distinct body variant(s))", file=out)
     else:
         proof = prove(con)
-    _print_proof(proof, out)
+    print_proof(proof, out)
 
     if a.export:
         save(a.export, con, k)

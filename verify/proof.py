@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Callable
 
 import numpy as np
-from sympy import QQ
+from sympy import QQ, Symbol
 from sympy.polys.rings import ring
 
 from constructions.base import Construction
@@ -94,7 +94,7 @@ class SymbolicProblem:
             names += self.slots[var]
         names += list(params)
         self.names = names
-        self.R, *gens = ring(",".join(names), QQ)
+        self.R, *gens = ring([Symbol(nm) for nm in names], QQ)
         self.gen = dict(zip(names, gens))
         self.v = {}
         for var, shape in variables.items():
