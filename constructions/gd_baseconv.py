@@ -53,10 +53,23 @@ class _LSBaseConv(Construction):
         S[(...,) + (n, slice(*lay["q"].cols))] = v["q"]
         return S, n, d, nb
 
+    def final_state(self, v):
+        S = self.state(v)
+        n = self.variables["A"][0]
+        S[(...,) + (n, self.layout["y"].cols[0])] = dot(v["q"], v["x"])
+        return S
+
     def readout(self, state):
         n = self.variables["A"][0]
         return {"x": state[..., n, slice(*self.layout["x"].cols)],
                 "prediction": state[..., n, self.layout["y"].cols[0]]}
+
+
+def _check_args(n, d, eta):
+    """Validate sizes; return eta as an exact rational (or the symbol passed in)."""
+    if n < 1 or d < 1:
+        raise ValueError(f"need n >= 1 and d >= 1, got n={n}, d={d}")
+    return exact("1/16") if eta is None else (eta if not isinstance(eta, (str, float, int)) else exact(eta))
 
 
 class GDBaseConv(_LSBaseConv):
@@ -71,18 +84,11 @@ class GDBaseConv(_LSBaseConv):
         self._put_x(S, v, n)
         return S
 
-    def final_state(self, v):
-        S = self.state(v)
-        n = self.variables["A"][0]
-        S[(...,) + (n, self.layout["y"].cols[0])] = dot(v["q"], v["x"])
-        return S
 
 
 def gd_baseconv(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConv:
     """The non-causal BaseConv GD construction (seed 000 App. D.3.1)."""
-    eta = exact("1/16") if eta is None else (eta if not isinstance(eta, (str, float, int)) else exact(eta))
-    if n < 1 or d < 1:
-        raise ValueError(f"need n >= 1 and d >= 1, got n={n}, d={d}")
+    eta = _check_args(n, d, eta)
     T = n + 1
     al = ChannelAllocator(T)
     al.block("a", d, "rows a_i of A (tokens 0..n-1); 0 at the query token")
@@ -160,11 +166,6 @@ class GDBaseConvCausal(_LSBaseConv):
         self._sums(S, v, n, d)
         return S
 
-    def final_state(self, v):
-        S = self.state(v)
-        n = self.variables["A"][0]
-        S[(...,) + (n, self.layout["y"].cols[0])] = dot(v["q"], v["x"])
-        return S
 
 
 def _prefix(M):
@@ -178,9 +179,7 @@ def _prefix(M):
 
 def gd_baseconv_causal(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConvCausal:
     """The causal BaseConv GD construction (seed 000 App. D.3.1, eq. (47))."""
-    eta = exact("1/16") if eta is None else (eta if not isinstance(eta, (str, float, int)) else exact(eta))
-    if n < 1 or d < 1:
-        raise ValueError(f"need n >= 1 and d >= 1, got n={n}, d={d}")
+    eta = _check_args(n, d, eta)
     T = n + 1
     al = ChannelAllocator(T)
     al.block("a", d, "rows a_i of A (tokens 0..n-1)")

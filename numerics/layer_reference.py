@@ -24,13 +24,12 @@ per layer and problem at N=20, D=5; meant for a few problems.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import gmpy2
 import numpy as np
 
-from constructions.base import Construction
+from constructions.base import Construction, exact
 from constructions.layers import Layer
 
 from . import metrics
@@ -113,18 +112,27 @@ def _exact_pass(stack, states, digits, n_layers):
     cache: dict[int, Layer] = {}
     P = states[0].shape[0]
     local, cumul, local_mp = [], [], []
-    exact = [to_mpfr_array(states[0][p], prec) for p in range(P)]
+    chain = [to_mpfr_array(states[0][p], prec) for p in range(P)]
     for i in range(n_layers):
         L = stack[i]
         if id(L) not in cache:
             cache[id(L)] = mp_layer(L, prec)
         Lm = cache[id(L)]
         loc_mp = [exact_forward(Lm, states[i][p], prec) for p in range(P)]
-        exact = [exact_forward(Lm, exact[p], prec) for p in range(P)]
+        chain = [exact_forward(Lm, chain[p], prec) for p in range(P)]
         local_mp.append(loc_mp)
         local.append(np.stack([from_mpfr_array(m) for m in loc_mp]))
-        cumul.append(np.stack([from_mpfr_array(m) for m in exact]))
+        cumul.append(np.stack([from_mpfr_array(m) for m in chain]))
     return local, cumul, local_mp
+
+
+def _cast_is_exact(W, backend) -> bool:
+    """Is the dtype-cast weight array equal to the exact one, entry by entry?"""
+    Wf = backend.to_numpy64(backend.asarray(W)).ravel().tolist()
+    try:
+        return all(exact(w) == exact(f) for w, f in zip(np.asarray(W, dtype=object).ravel().tolist(), Wf))
+    except ValueError:  # a weight overflowed to inf in the dtype
+        return False
 
 
 def _region_errors(layout, err: np.ndarray) -> dict[str, float]:
@@ -175,12 +183,8 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
     local, cumul, local_mp = prev
 
     # are the cast weights the exact weights? (dyadic weights are, e.g. eta = 1/16)
-    exact_w = True
-    for L in {id(L): L for L in stack}.values():
-        for W in L.arrays().values():
-            Wf = backend.to_numpy64(backend.asarray(W))
-            if not np.array_equal(Wf, from_mpfr_array(to_mpfr_array(np.asarray(W, dtype=object), 256))):
-                exact_w = False
+    exact_w = all(_cast_is_exact(W, backend) for L in {id(L): L for L in stack}.values()
+                  for W in L.arrays().values())
 
     lay = con.layout
     xreg = lay["x"] if "x" in lay.regions else lay["w"]
@@ -209,6 +213,9 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
         })
         records.append(rec)
     notes = []
+    if not exact_w:
+        notes.append(f"some weights are not representable in {backend.dtype}: the local error includes "
+                     "their rounding (the reference uses the exact weights)")
     if max_layers is not None and max_layers < len(con.layers(k)):
         notes.append(f"first {max_layers} of {len(con.layers(k))} layers examined")
     return LayerLevelResult(dtype=backend.dtype, layers=records, digits_used=d, problems=S0.shape[0],
@@ -241,7 +248,3 @@ def summarize(res: LayerLevelResult, con: Construction) -> dict:
                         "max_local_bits": float(np.max([r["local_bits_max"] for r in recs])),
                         "worst_regions": {r["local_worst_region"]: 1 for r in recs if r["local_worst_region"]}}
     return out
-
-
-def _unused():  # pragma: no cover - keep math imported for readers extending the module
-    return math.inf
