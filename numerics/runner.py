@@ -43,6 +43,11 @@ def run_construction(con: Construction, v: dict[str, np.ndarray], k: int, backen
             cache[id(L)] = backend.cast_layer(L)
         return cache[id(L)]
 
+    with np.errstate(all="ignore"):  # overflow is reported as the first non-finite layer
+        return _stream(con, v, k, backend, sections, cast, conv_method, progress)
+
+
+def _stream(con, v, k, backend, sections, cast, conv_method, progress) -> RunResult:
     S = backend.asarray(con.input_state(v))
     xs = []
     layer = 0
@@ -88,11 +93,12 @@ def plain_gd(A, b, x0, eta: float, k: int, backend: Backend, lam: float = 0.0) -
         ein = torch.einsum
     else:
         ein = backend.xp.einsum
-    for _ in range(k):
-        r = ein("bij,bj->bi", At, x) - bt
-        g = ein("bij,bi->bj", At, r)
-        if lam:
-            g = g + lamt * x
-        x = x - etat * g
-        out.append(backend.to_numpy64(x))
+    with np.errstate(all="ignore"):
+        for _ in range(k):
+            r = ein("bij,bj->bi", At, x) - bt
+            g = ein("bij,bi->bj", At, r)
+            if lam:
+                g = g + lamt * x
+            x = x - etat * g
+            out.append(backend.to_numpy64(x))
     return np.stack(out)
