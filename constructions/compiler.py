@@ -228,7 +228,8 @@ class CompiledCircuit(Construction):
         if first.dtype == object or not names:
             S = self.layout.new_state()
             for i, nme in enumerate(names):
-                S[0, i] = v[nme]
+                val = v[nme]
+                S[0, i] = val.item() if isinstance(val, np.ndarray) else val  # a scalar, never a 0-d array
             return S
         S = np.zeros(first.shape + tuple(self.layout.shape), dtype=first.dtype)
         for i, nme in enumerate(names):

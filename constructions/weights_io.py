@@ -161,3 +161,19 @@ def same_layer(a: Layer, b: Layer) -> bool:
     A, B = a.arrays(), b.arrays()
     return A.keys() == B.keys() and all(
         A[n].shape == B[n].shape and all(x == y for x, y in zip(A[n].flat, B[n].flat)) for n in A)
+
+
+def check_against(spec_layers: list[Layer], layers: list[Layer], path) -> None:
+    """Each layer of a file has the kind, settings and array shapes of the spec's layer."""
+    if len(spec_layers) != len(layers):
+        raise WeightFileError(f"{path} has {len(layers)} layers; the construction has {len(spec_layers)}")
+    for i, (a, b) in enumerate(zip(spec_layers, layers)):
+        if a.kind != b.kind:
+            raise WeightFileError(f"{path}: layer {i} is {b.kind}, the construction needs {a.kind}")
+        A, B = a.arrays(), b.arrays()
+        for name, arr in A.items():
+            if name not in B:
+                raise WeightFileError(f"{path}: layer {i} lacks array {name}")
+            if tuple(B[name].shape) != tuple(arr.shape):
+                raise WeightFileError(f"{path}: layer {i} {name} has shape {tuple(B[name].shape)}, "
+                                      f"the construction needs {tuple(arr.shape)}")

@@ -18,13 +18,13 @@ import numpy as np
 
 import circuits as C
 from constructions.compiler import compile_circuit
-from constructions.weights_io import WeightFileError, load, save
+from constructions.weights_io import WeightFileError, check_against, load, save
 
 from .cli_common import UsageError, print_proof
 
 
 def _run_exact(con, values: dict):
-    S = con.input_state({k: np.asarray(v, dtype=object) for k, v in values.items()})
+    S = con.input_state(dict(values))
     for L in con.epilogue:
         S = L.forward(S)
     return con.readout(S)
@@ -54,10 +54,9 @@ def cmd_circuit(a, out) -> int:
     if a.weights:
         try:
             lw = load(a.weights, spec=con, k=0)
+            check_against(con.epilogue, lw.layers, a.weights)
         except WeightFileError as e:
             raise UsageError(str(e)) from None
-        if len(lw.layers) != len(con.epilogue):
-            raise UsageError(f"{a.weights} has {len(lw.layers)} layers; the compiled circuit has {len(con.epilogue)}")
         proof = prove(con, sections={"prologue": [], "body": [], "epilogue": lw.layers})
         weights_info = {"file": a.weights, "layers": len(lw.layers)}
         con.epilogue = lw.layers

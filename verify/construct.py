@@ -22,7 +22,7 @@ import numpy as np
 
 from constructions.base import DepthError, exact
 from constructions.registry import CATALOGUE, GD_ARCHS
-from constructions.weights_io import WeightFileError, load, same_layer, save, split_sections
+from constructions.weights_io import WeightFileError, check_against, load, same_layer, save, split_sections
 
 from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
@@ -95,6 +95,7 @@ def _prove_weights(con, path: str, k: int) -> tuple[ProofResult, dict]:
     if k_file != k:
         raise UsageError(f"{path} has {len(lw.layers)} layers (k={k_file}), but --layers asks for "
                          f"{con.depth(k)} (k={k})")
+    check_against(con.layers(k), lw.layers, path)
     variants: list[tuple[int, list]] = []  # (first copy index, body layers)
     for j, body in enumerate(secs["bodies"]):
         if not any(all(same_layer(a, b) for a, b in zip(body, v)) for _, v in variants):

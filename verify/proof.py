@@ -147,6 +147,15 @@ def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: in
     return None  # pragma: no cover - unreachable for a nonzero polynomial
 
 
+def _same_stack(a: Construction, b: Construction) -> bool:
+    """The two constructions hold exactly the same layers in every section."""
+    from constructions.weights_io import same_layer
+
+    return all(len(getattr(a, sec)) == len(getattr(b, sec)) and
+               all(same_layer(x, y) for x, y in zip(getattr(a, sec), getattr(b, sec)))
+               for sec in ("prologue", "body", "epilogue"))
+
+
 def _truncate(s: str, n: int = RESIDUAL_CHARS) -> str:
     return s if len(s) <= n else s[:n] + f" ... ({len(s)} chars)"
 
@@ -166,6 +175,8 @@ def prove(con: Construction, *, symbolic: bool = True,
     """
     t0 = time.perf_counter()
     params = tuple(con.symbolic_params) if (symbolic and sections is None and con.rebuild) else ()
+    if params and not _same_stack(con, con.rebuild(**con.params)):
+        params = ()  # the layers were edited after building: prove them as they are
     sp = SymbolicProblem(con.variables, params)
     spec = con.rebuild(**sp.params) if params else con
     own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}

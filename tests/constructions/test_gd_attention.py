@@ -1,0 +1,204 @@
+"""Ridge GD with LSA (seed 001 Sec. 3.4, eq. (37)-(55)) and ELSA (Sec. 3.5, eq. (56)-(86)).
+
+Both compute ``w <- w - eta (X^T X w - X^T y + lam w)`` (seed 001 eq. (35)-(36)).  The
+exact runs feed Fraction problems through body^k + output module and compare with k exact
+(ridge) GD steps.
+"""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from constructions.base import DepthError
+from constructions.gd_attention import gd_elsa, gd_lsa
+from constructions.lsq import gd_step
+from constructions.registry import CATALOGUE, GD_ARCHS
+from verify.proof import prove
+
+BUILDERS = [gd_lsa, gd_elsa]
+SQUARES = [Fraction(1, 16), Fraction(1, 4), Fraction(1, 9), Fraction(4, 25), Fraction(1)]
+q_st = st.fractions(min_value=-3, max_value=3, max_denominator=5)
+
+
+def F(a):
+    return [Fraction(z) for z in np.asarray(a, dtype=object).flat]
+
+
+@st.composite
+def problem(draw, n, d):
+    def vec(m):
+        a = np.empty(m, dtype=object)
+        for i in range(m):
+            a[i] = draw(q_st)
+        return a
+
+    return {"A": vec(n * d).reshape(n, d), "b": vec(n), "x": vec(d), "q": vec(d)}
+
+
+def ridge_by_hand(v, eta, lam):
+    A, b, x = v["A"], v["b"], v["x"]
+    n, d = A.shape
+    r = [sum(Fraction(A[i, j]) * Fraction(x[j]) for j in range(d)) - Fraction(b[i]) for i in range(n)]
+    g = [sum(Fraction(A[i, j]) * r[i] for i in range(n)) + lam * Fraction(x[j]) for j in range(d)]
+    out = dict(v)
+    out["x"] = np.array([Fraction(x[j]) - eta * g[j] for j in range(d)], dtype=object)
+    return out
+
+
+def run_exact(con, v, k):
+    S = con.input_state(v)
+    for L in con.prologue:
+        S = L.forward(S)
+    assert F(S) == F(con.state(v))
+    vj = v
+    for _ in range(k):
+        for L in con.body:
+            S = L.forward(S)
+        vj = con.step(vj)
+        assert F(S) == F(con.state(vj))
+    for L in con.epilogue:
+        S = L.forward(S)
+    assert F(S) == F(con.final_state(vj))
+    return S, vj
+
+
+# ----------------------------------------------------------------------------- proofs
+
+@pytest.mark.parametrize("build", BUILDERS)
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 1), (2, 2), (3, 3), (4, 2), (6, 3)])
+def test_proof_ok(build, n, d):
+    res = prove(build(n, d))
+    assert res.ok, res.failure and res.failure.describe()
+    assert res.sections == {"prologue": True, "body": True, "epilogue": True}
+    assert res.symbolic_params == (["sqrt_eta", "sqrt_lam"] if build is gd_lsa else ["sqrt_eta", "lam"])
+
+
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (4, 4)])
+def test_ridge_proofs(n, d):
+    for con in (gd_lsa(n, d, eta="1/16", lam="1/4"), gd_elsa(n, d, eta="1/4", lam="1/3"),
+                gd_lsa(n, d, eta="4/9", lam="9/4")):
+        assert prove(con).ok
+        assert prove(con, symbolic=False).ok
+
+
+# ----------------------------------------------------------------------------- exact runs
+
+@pytest.mark.parametrize("build", BUILDERS)
+@given(data=st.data())
+def test_exact_stack_equals_exact_ridge_gd(build, data):
+    n = data.draw(st.integers(1, 4), label="N")
+    d = data.draw(st.integers(1, 3), label="D")
+    k = data.draw(st.integers(0, 3), label="k")
+    eta = data.draw(st.sampled_from(SQUARES), label="eta")
+    if build is gd_lsa:
+        lam = data.draw(st.sampled_from([Fraction(0)] + SQUARES[:3]), label="lam")
+    else:
+        lam = data.draw(st.fractions(min_value=0, max_value=2, max_denominator=7), label="lam")
+    con = build(n, d, eta=eta, lam=lam)
+    v = data.draw(problem(n, d))
+    S, vk = run_exact(con, v, k)
+    w, h = v, v
+    for _ in range(k):
+        w, h = gd_step(w, eta, lam), ridge_by_hand(h, eta, lam)
+    assert F(vk["x"]) == F(w["x"]) == F(h["x"])
+    out = con.readout(S)
+    assert F(out["x"]) == F(w["x"])
+    pred = sum(Fraction(a) * Fraction(b) for a, b in zip(v["q"], w["x"]))
+    assert Fraction(np.asarray(out["prediction"]).item()) == pred
+
+
+def test_lsa_lam_zero_is_plain_least_squares():
+    con = gd_lsa(3, 2)
+    v = {"A": np.array([[1, 2], [0, 1], [3, -1]], dtype=object), "b": np.array([1, 2, 3], dtype=object),
+         "x": np.array([0, 0], dtype=object), "q": np.array([1, -1], dtype=object)}
+    S, vk = run_exact(con, v, 1)
+    # x1 = eta A^T b with eta = 1/16: A^T b = (1 + 0 + 9, 2 + 2 - 3) = (10, 1)
+    assert F(vk["x"]) == [Fraction(10, 16), Fraction(1, 16)]
+    assert Fraction(np.asarray(con.readout(S)["prediction"]).item()) == Fraction(9, 16)
+
+
+def test_lsa_state_is_eq37():
+    n, d = 2, 2
+    con = gd_lsa(n, d, eta="1/4", lam="1/9")
+    v = {"A": np.array([[1, 2], [3, 4]], dtype=object), "b": np.array([5, 6], dtype=object),
+         "x": np.array([7, 8], dtype=object), "q": np.array([9, 10], dtype=object)}
+    H = con.state(v)
+    assert H.shape == (d + 1, 2 * n + d + 3)
+    r, rl = Fraction(1, 2), Fraction(1, 6)
+    want = [[r * 1, r * 3, 0, 0, 0, rl, 0, 9, 7],
+            [r * 2, r * 4, 0, 0, 0, 0, rl, 10, 8],
+            [0, 0, r * 5, r * 6, 1, 0, 0, 0, 0]]
+    assert [[Fraction(z) for z in row] for row in H] == want
+
+
+def test_elsa_state_is_eq56():
+    n, d = 2, 2
+    con = gd_elsa(n, d, eta="1/4", lam="1/3")
+    v = {"A": np.array([[1, 2], [3, 4]], dtype=object), "b": np.array([5, 6], dtype=object),
+         "x": np.array([7, 8], dtype=object), "q": np.array([9, 10], dtype=object)}
+    H = con.state(v)
+    assert H.shape == (d, 2 * n + 2 * d + 3)
+    third, r = Fraction(1, 3), Fraction(1, 2)
+    want = [[1, 3, 0, 0, third, 0, r, 0, 9, 0, 7],
+            [2, 4, 5, 6, 0, third, 0, r, 10, 0, 8]]
+    assert [[Fraction(z) for z in row] for row in H] == want
+
+
+# ----------------------------------------------------------------------------- depth, registry
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_depth(build):
+    con = build(4, 2)
+    assert [con.depth(k) for k in range(4)] == [1, 2, 3, 4]
+    assert con.steps_for_depth(100) == 99 and con.steps_for_depth(1) == 0
+    with pytest.raises(DepthError, match="nearest valid: 1"):
+        con.steps_for_depth(0)
+    assert (len(con.prologue), len(con.body), len(con.epilogue)) == (0, 1, 1)
+
+
+@pytest.mark.parametrize("arch", ["lsa", "elsa"])
+def test_registry_entry_matches_construction(arch):
+    e = GD_ARCHS[arch]
+    assert CATALOGUE[e.name] is e
+    n, d = 5, 3
+    con = e.build(n, d)
+    assert con.name == e.name and con.reference == e.reference
+    assert e.depth == "1 + k"
+    shape = (d + 1, 2 * n + d + 3) if arch == "lsa" else (d, 2 * n + 2 * d + 3)
+    assert con.layout.shape == shape
+
+
+def test_heads_as_documented():
+    lsa, elsa = gd_lsa(3, 2), gd_elsa(3, 2)
+    assert len(lsa.body[0].heads) == 3 and lsa.body[0].residual
+    assert [len(s) for s in elsa.body[0].stages] == [4, 1] and elsa.body[0].residual
+
+
+# ----------------------------------------------------------------------------- parameters
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_non_square_eta_is_rejected(build):
+    with pytest.raises(ValueError, match="no rational square root") as e:
+        build(3, 2, eta="1/10")
+    assert "eta" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=">= 0"):
+        build(3, 2, eta="-1/16")
+
+
+def test_lsa_non_square_lam_is_rejected_elsa_accepts_it():
+    with pytest.raises(ValueError, match="lam = 1/2 has no rational square root"):
+        gd_lsa(3, 2, lam="1/2")
+    assert gd_elsa(3, 2, lam="1/2").params["lam"] == Fraction(1, 2)
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_parameters_and_bad_dimensions(build):
+    con = build(2, 1, eta="1/9")
+    assert con.params["sqrt_eta"] == Fraction(1, 3)
+    assert build(2, 1).params["sqrt_eta"] == Fraction(1, 4)  # default eta 1/16
+    with pytest.raises(ValueError, match="n >= 1 and d >= 1"):
+        build(0, 1)
+    with pytest.raises(ValueError, match="n >= 1 and d >= 1"):
+        build(1, 0)

@@ -1,0 +1,203 @@
+"""BaseConv gradient descent, seed 000 App. D.3.1: gd-baseconv (non-causal, 3 layers per step)
+and gd-baseconv-causal (eq. (47), prologue 2 + 1 layer per step + epilogue 1).
+
+The exact runs below feed Fraction problems through prologue + body^k + epilogue with
+``Layer.forward`` on object arrays and compare with k exact GD steps
+``x <- x - eta A^T (A x - b)`` (seed 000 eq. (3)).
+"""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from constructions.base import DepthError
+from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
+from constructions.lsq import gd_step
+from constructions.registry import CATALOGUE, GD_ARCHS
+from verify.proof import prove
+
+BUILDERS = [gd_baseconv, gd_baseconv_causal]
+q_st = st.fractions(min_value=-3, max_value=3, max_denominator=5)
+
+
+def F(a):
+    a = np.asarray(a, dtype=object)
+    return [Fraction(z) for z in a.flat]
+
+
+@st.composite
+def problem(draw, n, d):
+    def vec(m):
+        a = np.empty(m, dtype=object)
+        for i in range(m):
+            a[i] = draw(q_st)
+        return a
+
+    A = vec(n * d).reshape(n, d)
+    return {"A": A, "b": vec(n), "x": vec(d), "q": vec(d)}
+
+
+def gd_by_hand(v, eta, lam=Fraction(0)):
+    """One GD step on plain lists of Fractions (independent of constructions.lsq)."""
+    A, b, x = v["A"], v["b"], v["x"]
+    n, d = A.shape
+    r = [sum(Fraction(A[i, j]) * Fraction(x[j]) for j in range(d)) - Fraction(b[i]) for i in range(n)]
+    g = [sum(Fraction(A[i, j]) * r[i] for i in range(n)) + lam * Fraction(x[j]) for j in range(d)]
+    out = dict(v)
+    out["x"] = np.array([Fraction(x[j]) - eta * g[j] for j in range(d)], dtype=object)
+    return out
+
+
+def run_exact(con, v, k):
+    """Apply the stack to one exact problem; check the invariant state after every section."""
+    S = con.input_state(v)
+    for L in con.prologue:
+        S = L.forward(S)
+    assert F(S) == F(con.state(v)), "prologue"
+    vj = v
+    for _ in range(k):
+        for L in con.body:
+            S = L.forward(S)
+        vj = con.step(vj)
+        assert F(S) == F(con.state(vj)), "body"
+        assert F(con.readout(S)["x"]) == F(vj["x"])
+    for L in con.epilogue:
+        S = L.forward(S)
+    assert F(S) == F(con.final_state(vj)), "epilogue"
+    return S, vj
+
+
+# ----------------------------------------------------------------------------- proofs
+
+@pytest.mark.parametrize("build", BUILDERS)
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 1), (2, 2), (3, 3), (4, 2), (6, 3)])
+def test_proof_ok(build, n, d):
+    res = prove(build(n, d))
+    assert res.ok, res.failure and res.failure.describe()
+    assert res.sections == {"prologue": True, "body": True, "epilogue": True}
+    assert res.symbolic_params == ["eta"]
+    assert res.failure is None and res.entries_checked == 3 * (n + 1) * build(n, d).layout.shape[1]
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+@pytest.mark.parametrize("eta", ["1/10", "3/7", "2"])
+def test_proof_ok_for_non_dyadic_eta_without_symbols(build, eta):
+    res = prove(build(3, 2, eta=eta), symbolic=False)
+    assert res.ok and res.symbolic_params == []
+
+
+# ----------------------------------------------------------------------------- exact runs
+
+@pytest.mark.parametrize("build", BUILDERS)
+@given(data=st.data())
+def test_exact_stack_equals_exact_gd(build, data):
+    n = data.draw(st.integers(1, 4), label="N")
+    d = data.draw(st.integers(1, 3), label="D")
+    k = data.draw(st.integers(0, 3), label="k")
+    eta = data.draw(st.fractions(min_value=Fraction(1, 12), max_value=1, max_denominator=12), label="eta")
+    con = build(n, d, eta=eta)
+    v = data.draw(problem(n, d))
+    S, vk = run_exact(con, v, k)
+    # k steps of the library's exact GD, and by hand
+    w, h = v, v
+    for _ in range(k):
+        w, h = gd_step(w, eta), gd_by_hand(h, eta)
+    assert F(vk["x"]) == F(w["x"]) == F(h["x"])
+    out = con.readout(S)
+    assert F(out["x"]) == F(w["x"])
+    pred = sum(Fraction(a) * Fraction(b) for a, b in zip(v["q"], w["x"]))
+    assert Fraction(np.asarray(out["prediction"]).item()) == pred
+    assert len(con.layers(k)) == con.depth(k)
+
+
+def test_causal_x_lives_at_the_last_token_only():
+    con = gd_baseconv_causal(3, 2)
+    v = {"A": np.array([[1, 2], [3, 4], [5, 6]], dtype=object), "b": np.array([1, 0, -1], dtype=object),
+         "x": np.array([Fraction(1, 2), 2], dtype=object), "q": np.array([1, 1], dtype=object)}
+    S = con.state(v)
+    xs = con.layout.cols("x")
+    assert all(S[t, c] == 0 for t in range(3) for c in xs)
+    assert [S[3, c] for c in xs] == [Fraction(1, 2), 2]
+    # the full sums sit at the last token: sum_i b_i a_i and flt(sum_i a_i a_i^T)
+    assert [S[3, c] for c in con.layout.cols("Sba")] == [1 - 5, 2 - 6]
+    assert [S[3, c] for c in con.layout.cols("Saa")] == [35, 44, 44, 56]
+
+
+# ----------------------------------------------------------------------------- depth
+
+def test_depth_formulas():
+    a, c = gd_baseconv(4, 2), gd_baseconv_causal(4, 2)
+    assert [a.depth(k) for k in range(4)] == [1, 4, 7, 10]
+    assert [c.depth(k) for k in range(4)] == [3, 4, 5, 6]
+    assert a.summary()["depth_formula"] == "1 + 3*k" and c.summary()["depth_formula"] == "3 + 1*k"
+    assert (len(a.prologue), len(a.body), len(a.epilogue)) == (0, 3, 1)
+    assert (len(c.prologue), len(c.body), len(c.epilogue)) == (2, 1, 1)
+
+
+def test_steps_for_depth_baseconv():
+    con = gd_baseconv()
+    assert con.steps_for_depth(100) == 33
+    assert con.steps_for_depth(1) == 0
+    with pytest.raises(DepthError) as e:
+        con.steps_for_depth(99)
+    msg = str(e.value)
+    assert "97" in msg and "100" in msg and "99" in msg and "\n" not in msg
+    with pytest.raises(DepthError, match="nearest valid: 97 or 100"):
+        con.steps_for_depth(98)
+    with pytest.raises(DepthError, match="nearest valid: 1 or 4"):
+        con.steps_for_depth(2)
+    assert isinstance(DepthError("x"), ValueError)
+
+
+def test_steps_for_depth_causal():
+    con = gd_baseconv_causal()
+    assert con.steps_for_depth(3) == 0 and con.steps_for_depth(100) == 97
+    with pytest.raises(DepthError, match="nearest valid: 3$"):
+        con.steps_for_depth(2)
+
+
+@pytest.mark.parametrize("arch", ["baseconv", "baseconv-causal"])
+def test_registry_entry_matches_construction(arch):
+    e = GD_ARCHS[arch]
+    assert CATALOGUE[e.name] is e and e.build in BUILDERS
+    n, d = 5, 3
+    con = e.build(n, d)
+    assert con.name == e.name and con.reference == e.reference
+    b_s, p_s = e.depth.split(" + ")
+    base, per = int(b_s), int(p_s[:-1] or 1)
+    assert all(con.depth(k) == base + per * k for k in range(5))
+    channels = {"baseconv": 5 * d + 2, "baseconv-causal": 2 * d * d + 5 * d + 2}[arch]
+    assert con.layout.shape == (n + 1, channels) and con.state_size == (n + 1) * channels
+
+
+# ----------------------------------------------------------------------------- parameters
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_bad_dimensions(build):
+    with pytest.raises(ValueError, match="n >= 1 and d >= 1"):
+        build(0, 2)
+    with pytest.raises(ValueError, match="n >= 1 and d >= 1"):
+        build(2, 0)
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_eta_is_exact(build):
+    assert build(2, 1).params["eta"] == Fraction(1, 16)
+    assert build(2, 1, eta="1/10").params["eta"] == Fraction(1, 10)
+    assert build(2, 1, eta=0.25).params["eta"] == Fraction(1, 4)
+    assert build(2, 1, eta=Fraction(2, 3)).params["eta"] == Fraction(2, 3)
+    with pytest.raises(ValueError, match="not an exact rational"):
+        build(2, 1, eta="abc")
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_default_weights_are_dyadic(build):
+    # DESIGN decision 2: the default step 1/16 gives weights that float32 holds exactly
+    con = build(4, 2)
+    for L in con.layers(1):
+        for a in L.arrays().values():
+            for z in a.flat:
+                den = Fraction(z).denominator
+                assert den & (den - 1) == 0

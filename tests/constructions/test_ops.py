@@ -1,0 +1,251 @@
+"""constructions/ops.py: the four array operations on exact, numpy and torch arrays.
+
+Convolution semantics (ops docstring, seed 003 App. H.1.1, seed 000 Def. D.20):
+causal ``y[t] = sum_{s<=t} h[s] v[t-s]``, circular ``y[t] = sum_s h[s] v[(t-s) mod T]``,
+lag 0 first -- a convolution, not the cross-correlation of ``torch.nn.Conv1d``.
+"""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from constructions import ops
+
+small_q = st.one_of(
+    st.sampled_from([Fraction(0), Fraction(1), Fraction(-1)]),  # structural zeros and ones
+    st.fractions(min_value=-5, max_value=5, max_denominator=6),
+)
+
+
+@st.composite
+def exact_matrix(draw, rows, cols):
+    a = np.empty((rows, cols), dtype=object)
+    for idx in np.ndindex(rows, cols):
+        a[idx] = draw(small_q)
+    return a
+
+
+@st.composite
+def conv_case(draw):
+    T = draw(st.integers(1, 6))
+    C = draw(st.integers(1, 3))
+    return draw(exact_matrix(T, C)), draw(exact_matrix(T, C))
+
+
+def conv_by_definition(v, h, causal):
+    """The definition, written out on plain Python lists of Fractions."""
+    T, C = v.shape
+    y = [[Fraction(0)] * C for _ in range(T)]
+    for c in range(C):
+        for t in range(T):
+            acc = Fraction(0)
+            if causal:
+                for s in range(t + 1):
+                    acc += Fraction(h[s, c]) * Fraction(v[t - s, c])
+            else:
+                for s in range(T):
+                    acc += Fraction(h[s, c]) * Fraction(v[(t - s) % T, c])
+            y[t][c] = acc
+    return y
+
+
+def as_fractions(a):
+    return [[Fraction(x) for x in row] for row in np.asarray(a, dtype=object)]
+
+
+# ----------------------------------------------------------------------------- exact conv
+
+@pytest.mark.parametrize("causal", [True, False])
+@given(case=conv_case())
+def test_exact_conv_equals_definition(causal, case):
+    v, h = case
+    y = ops.conv(v, h, causal=causal)
+    assert y.dtype == object and y.shape == v.shape
+    assert as_fractions(y) == conv_by_definition(v, h, causal)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@given(case=conv_case())
+def test_exact_conv_is_commutative(causal, case):
+    # both the truncated linear and the circular convolution are symmetric in (v, h)
+    v, h = case
+    assert as_fractions(ops.conv(v, h, causal=causal)) == as_fractions(ops.conv(h, v, causal=causal))
+
+
+def test_exact_conv_ignores_method_but_checks_it():
+    v = np.array([[Fraction(1)], [Fraction(2)]], dtype=object)
+    h = np.array([[Fraction(0)], [Fraction(1)]], dtype=object)
+    assert as_fractions(ops.conv(v, h, causal=True, method="fft")) == [[0], [1]]
+    with pytest.raises(ValueError, match="unknown convolution method"):
+        ops.conv(v, h, causal=True, method="winograd")
+
+
+def test_exact_conv_rejects_batched_object_arrays():
+    v = np.empty((2, 3, 1), dtype=object)
+    v.fill(Fraction(1))
+    with pytest.raises(ValueError, match="2-D"):
+        ops.conv(v, v[0], causal=True)
+
+
+# ----------------------------------------------------------------------------- shift semantics
+
+@pytest.mark.parametrize("T", [1, 4, 7])
+def test_unit_filter_shifts_down_causal_and_rolls_circular(T):
+    C = 2
+    v = np.arange(1, T * C + 1, dtype=np.float64).reshape(T, C)
+    vx = v.astype(object)
+    for s in range(T):
+        h = np.zeros((T, C))
+        h[s, :] = 1
+        hx = h.astype(object)
+        shifted = np.zeros_like(v)
+        shifted[s:] = v[: T - s]
+        rolled = np.roll(v, s, axis=0)
+        # exact, numpy direct, numpy fft and torch direct all agree on the direction
+        np.testing.assert_array_equal(np.array(ops.conv(vx, hx, causal=True), dtype=float), shifted)
+        np.testing.assert_array_equal(np.array(ops.conv(vx, hx, causal=False), dtype=float), rolled)
+        np.testing.assert_array_equal(ops.conv(v, h, causal=True), shifted)
+        np.testing.assert_array_equal(ops.conv(v, h, causal=False), rolled)
+        np.testing.assert_allclose(ops.conv(v, h, causal=True, method="fft"), shifted, atol=1e-12)
+        np.testing.assert_allclose(ops.conv(v, h, causal=False, method="fft"), rolled, atol=1e-12)
+        tv, th = torch.from_numpy(v), torch.from_numpy(h)
+        np.testing.assert_array_equal(ops.conv(tv, th, causal=True).numpy(), shifted)
+        np.testing.assert_array_equal(ops.conv(tv, th, causal=False).numpy(), rolled)
+
+
+def test_not_cross_correlation():
+    # an asymmetric filter: convolution y[t] = sum_s h[s] v[t-s]; cross-correlation would give
+    # y[t] = sum_s h[s] v[t+s] (what torch.nn.functional.conv1d computes)
+    T = 5
+    v = np.arange(1.0, T + 1).reshape(T, 1)
+    h = np.zeros((T, 1))
+    h[0, 0], h[1, 0] = 2.0, 3.0
+    y = ops.conv(v, h, causal=True)[:, 0]
+    expect = [2 * v[t, 0] + (3 * v[t - 1, 0] if t >= 1 else 0.0) for t in range(T)]
+    np.testing.assert_array_equal(y, expect)
+    xcorr = torch.nn.functional.conv1d(torch.from_numpy(np.pad(v[:, 0], (0, 1)))[None, None],
+                                       torch.from_numpy(h[:2, 0])[None, None])[0, 0, :T].numpy()
+    assert not np.array_equal(y, xcorr)
+
+
+# ----------------------------------------------------------------------------- float conv
+
+float_conv_shapes = st.tuples(st.integers(0, 2), st.integers(1, 9), st.integers(1, 4), st.integers(0, 2**31 - 1))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@given(shape=float_conv_shapes)
+def test_float64_direct_equals_fft(causal, shape):
+    nb, T, C, seed = shape
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((3,) * nb + (T, C))
+    h = rng.standard_normal((T, C))
+    d = ops.conv(v, h, causal=causal, method="direct")
+    f = ops.conv(v, h, causal=causal, method="fft")
+    assert d.shape == v.shape and f.shape == v.shape and f.dtype == np.float64
+    np.testing.assert_allclose(f, d, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@given(case=conv_case())
+def test_float_direct_equals_exact_on_small_integers(causal, case):
+    # integers keep every partial sum exact in float64
+    v, h = case
+    vi = np.vectorize(lambda z: float(round(4 * z)), otypes=[float])(v)
+    hi = np.vectorize(lambda z: float(round(4 * z)), otypes=[float])(h)
+    exact = ops.conv(vi.astype(object), hi.astype(object), causal=causal)
+    np.testing.assert_array_equal(ops.conv(vi, hi, causal=causal), np.array(exact, dtype=float))
+
+
+@pytest.mark.parametrize("method", ["direct", "fft"])
+@pytest.mark.parametrize("causal", [True, False])
+@given(shape=float_conv_shapes)
+def test_numpy_and_torch_float64_agree(method, causal, shape):
+    nb, T, C, seed = shape
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((2,) * nb + (T, C))
+    h = rng.standard_normal((T, C))
+    a = ops.conv(v, h, causal=causal, method=method)
+    b = ops.conv(torch.from_numpy(v), torch.from_numpy(h), causal=causal, method=method)
+    assert isinstance(b, torch.Tensor) and b.dtype == torch.float64
+    np.testing.assert_allclose(b.numpy(), a, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_fft_keeps_the_input_dtype(dtype):
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((2, 6, 3)).astype(dtype)
+    h = rng.standard_normal((6, 3)).astype(dtype)
+    for causal in (True, False):
+        assert ops.conv(v, h, causal=causal, method="fft").dtype == dtype
+        assert ops.conv(v, h, causal=causal).dtype == dtype
+
+
+def test_torch_mm_hadamard_add_transpose_match_numpy():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((3, 4, 5))
+    Y = rng.standard_normal((3, 5, 2))
+    Z = rng.standard_normal((3, 4, 5))
+    tX, tY, tZ = map(torch.from_numpy, (X, Y, Z))
+    np.testing.assert_allclose(ops.mm(tX, tY).numpy(), ops.mm(X, Y), rtol=1e-13)
+    np.testing.assert_array_equal(ops.hadamard(tX, tZ).numpy(), ops.hadamard(X, Z))
+    np.testing.assert_array_equal(ops.add(tX, tZ).numpy(), ops.add(X, Z))
+    np.testing.assert_array_equal(ops.transpose(tX).numpy(), ops.transpose(X))
+    assert ops.transpose(X).shape == (3, 5, 4)
+
+
+# ----------------------------------------------------------------------------- exact mm / hadamard / add
+
+@st.composite
+def mm_case(draw):
+    m, k, n = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    return draw(exact_matrix(m, k)), draw(exact_matrix(k, n))
+
+
+@given(case=mm_case())
+def test_exact_mm_equals_dense_object_product(case):
+    X, Y = case
+    got = ops.mm(X, Y)
+    assert got.dtype == object and got.shape == (X.shape[0], Y.shape[1])
+    assert as_fractions(got) == as_fractions(np.dot(X, Y))
+
+
+@given(data=st.data())
+def test_exact_hadamard_and_add_equal_dense(data):
+    m, n = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    X, Y = data.draw(exact_matrix(m, n)), data.draw(exact_matrix(m, n))
+    assert as_fractions(ops.hadamard(X, Y)) == as_fractions(X * Y)
+    assert as_fractions(ops.add(X, Y)) == as_fractions(X + Y)
+    row = data.draw(exact_matrix(1, n))  # broadcasting
+    assert as_fractions(ops.hadamard(X, row)) == as_fractions(X * row)
+    assert as_fractions(ops.add(X, row)) == as_fractions(X + row)
+
+
+def test_exact_mm_shape_errors():
+    X = ops.zeros_like_object((2, 3))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        ops.mm(X, ops.zeros_like_object((2, 3)))
+    with pytest.raises(ValueError, match="2-D"):
+        ops.mm(ops.zeros_like_object((2, 2, 3)), ops.zeros_like_object((3, 1)))
+
+
+def test_exact_ops_work_on_sympy_symbols():
+    import sympy
+
+    a, b, c = sympy.symbols("a b c")
+    X = np.array([[a, 0], [1, b]], dtype=object)
+    Y = np.array([[c], [a]], dtype=object)
+    got = ops.mm(X, Y)
+    assert sympy.expand(got[0, 0] - a * c) == 0
+    assert sympy.expand(got[1, 0] - (c + a * b)) == 0
+
+
+def test_nonzero_pattern_and_zeros():
+    M = np.array([[0, Fraction(1, 3)], [Fraction(0), -2]], dtype=object)
+    np.testing.assert_array_equal(ops.nonzero_pattern(M), [[False, True], [False, True]])
+    Z = ops.zeros_like_object((2, 3))
+    assert Z.dtype == object and Z.shape == (2, 3) and all(z == 0 for z in Z.flat)
+    assert ops.is_object(Z) and not ops.is_object(np.zeros(2)) and ops.is_torch(torch.zeros(1))
