@@ -160,9 +160,35 @@ def exact_sqrt(q: Fraction, what: str) -> Fraction:
     return Fraction(rn, rd)
 
 
+#: (precision bits, emin, emax) of each float format in MPFR's convention
+#: (value = m 2^e with 1/2 <= m < 1), used to round an exact rational once
+FLOAT_FORMATS = {"float64": (53, -1073, 1024), "float32": (24, -148, 128),
+                 "float16": (11, -23, 16), "bfloat16": (8, -132, 128)}
+
+
+def round_exact(z, fmt: str = "float64") -> float:
+    """The exact rational ``z`` correctly rounded (to nearest, ties to even) to
+    the float format ``fmt``, returned as a Python float holding that value."""
+    if isinstance(z, float):
+        z = Fraction(z)
+    q = Fraction(z)
+    if fmt == "float64":
+        return float(q)
+    import gmpy2
+
+    prec, emin, emax = FLOAT_FORMATS[fmt]
+    ctx = gmpy2.context(precision=prec, emin=emin, emax=emax, subnormalize=True,
+                        round=gmpy2.RoundToNearest)
+    with ctx:
+        r = gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
+    return float(r)
+
+
 def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """Exact object array -> float array (each entry correctly rounded once)."""
+    """Exact object array -> float array, each entry correctly rounded *once*
+    to ``dtype`` (``"bfloat16"``: a float64 array holding bfloat16 values)."""
+    name = np.dtype(dtype).name if dtype != "bfloat16" else "bfloat16"
     if a.dtype != object:
-        return a.astype(dtype)
-    return np.vectorize(lambda z: float(Fraction(z)) if not isinstance(z, float) else z,
-                        otypes=[np.float64])(a).astype(dtype)
+        return a.astype(dtype if name != "bfloat16" else np.float64)
+    vals = np.vectorize(lambda z: round_exact(z, name), otypes=[np.float64])(a) if a.size else a.astype(np.float64)
+    return vals if name == "bfloat16" else vals.astype(dtype)

@@ -69,7 +69,9 @@ class Backend:
 
     def asarray(self, a: np.ndarray):
         """float64/object numpy array -> backend array of this dtype."""
-        a = to_float_array(np.asarray(a), np.float64) if np.asarray(a).dtype == object else np.asarray(a, np.float64)
+        a = np.asarray(a)
+        # exact weights: rounded once, straight to the target format; the cast below is then exact
+        a = to_float_array(a, self.dtype).astype(np.float64) if a.dtype == object else np.asarray(a, np.float64)
         if self.name == "torch":
             import torch
 
@@ -78,7 +80,8 @@ class Backend:
             import cupy
 
             return cupy.asarray(a).astype(self.dtype)
-        return a.astype(self.dtype)
+        with np.errstate(over="ignore"):  # out-of-range inputs become inf, reported by the runner
+            return a.astype(self.dtype)
 
     def to_numpy64(self, a) -> np.ndarray:
         if self.name == "torch":

@@ -191,7 +191,11 @@ def test_weights_for_another_problem_size_exit_2(tmp_path, capsys):
     w = _export(tmp_path)  # N=4, D=2
     rc, _ = run(["gd", "--layers", "7", "--n", "6", "--d", "3", *FAST, "--weights", str(w)])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and str(w) in err
+    # the same file read as another architecture of the same depth (gd-lsa: 1 + 6 steps)
+    rc, _ = run(["gd", "--layers", "7", "--arch", "lsa", *SMALL, "--weights", str(w)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and str(w) in err
 
 
 # ----------------------------------------------------------------------------- overflow

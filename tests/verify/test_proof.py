@@ -170,10 +170,10 @@ def test_wrong_construction_fails_symbolically():
 
 
 def test_mutated_construction_is_not_proved_with_symbolic_params():
-    """``prove(con)`` must check ``con``'s own layers.
+    """``prove(con)`` must check ``con``'s own layers, also with ``symbolic=True`` (the default).
 
-    With ``symbolic=True`` (the default) it rebuilds the weights with ``con.rebuild`` and
-    proves those; a construction whose layers were changed afterwards is then "PROVED".
+    The symbolic proof rebuilds the weights with ``con.rebuild``; a construction whose layers
+    were changed after building must not be "PROVED" on the strength of the rebuilt ones.
     """
     con = gd_baseconv(3, 2)
     con.body[2] = _flip_eta_sign(con)
