@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--weights", help="prove this weight file against the circuit instead")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--trials", type=int, default=64, help="random rational and float inputs to evaluate")
+    from constructions.catalogue import entries
+
+    for name, e in entries().items():
+        s = sub.add_parser(name, help=f"{e.summary} [{e.paper}]")
+        s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help=f"sizes (defaults: {', '.join(f'{k}={v}' for k, v in e.sizes.items()) or 'none'})")
+        s.add_argument("--json", help="write the report as JSON")
     return p
 
 
@@ -246,6 +253,14 @@ def cmd_list(out) -> int:
         print(f"  {arch:<16} {e.name:<20} depth {e.depth:<7} state {e.state:<22} {e.summary}", file=out)
         print(f"  {'':<16} {'':<20} {e.reference}", file=out)
     print("circuit --graph FILE.json: any arithmetic circuit (networkx node-link JSON) -> BaseConv stack", file=out)
+    from constructions.catalogue import entries, errata
+
+    cat = entries()
+    if cat:
+        print("catalogue (python -m verify.construct NAME [--set KEY=VALUE] [--json FILE]):", file=out)
+        for name, e in cat.items():
+            print(f"  {name:<28} {e.summary}  [{e.paper}]", file=out)
+    print(f"errata: {len(errata())} (python -m verify.errata)", file=out)
     return 0
 
 
@@ -262,7 +277,13 @@ def main(argv=None, out=None) -> int:
             from .circuit_cmd import cmd_circuit
 
             return cmd_circuit(a, out)
-        raise UsageError("choose a command: gd, circuit, or --list")
+        from constructions.catalogue import entries
+
+        if a.command in entries():
+            from .catalogue_cmd import cmd_entry
+
+            return cmd_entry(entries()[a.command], a, out)
+        raise UsageError("choose a command: gd, circuit, a catalogue name, or --list")
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

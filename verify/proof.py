@@ -61,9 +61,11 @@ class Failure:
             a = ", ".join(f"{k}={v}" for k, v in self.counterexample.assignment.items()) or "all variables 0"
             ce = (f"\n  counterexample: {a} (others 0): layers give {self.counterexample.got}, "
                   f"specification {self.counterexample.expected}")
-        return (f"{self.section} fails at stack layer {self.layer} ({self.section} layer "
-                f"{self.layer_in_section}): region {self.region!r} entry {list(self.entry)} "
-                f"(state {list(self.state_index)})\n  residual (layers - spec): {self.residual}{ce}"
+        where = (f"{self.section} fails at stack layer {self.layer} ({self.section} layer "
+                 f"{self.layer_in_section}): region {self.region!r} entry {list(self.entry)} "
+                 f"(state {list(self.state_index)})") if self.layer >= 0 else (
+                 f"identity fails: {self.region} entry {list(self.entry)}")
+        return (f"{where}\n  residual (layers - spec): {self.residual}{ce}"
                 + (f"\n  {self.note}" if self.note else ""))
 
 
@@ -228,5 +230,44 @@ def prove(con: Construction, *, symbolic: bool = True,
             counterexample=find_counterexample(R, diff, got[idx], expected[idx], sp.names),
             note=note)
         break
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callable[[dict], np.ndarray],
+                   rhs: Callable[[dict], np.ndarray], *, params: tuple[str, ...] = (),
+                   locate: Callable[[tuple], str] | None = None) -> ProofResult:
+    """Prove a polynomial identity ``lhs(v) == rhs(v)`` entry by entry.
+
+    For claims that are not a layer stack (a recursion of seed 004 Lemma 4.3,
+    an equivalence of two parameterisations, ...).  ``v`` maps each variable
+    (and each name in ``params``) to an exact object array (or scalar) of
+    fresh ring variables.  ``lhs``/``rhs`` return arrays of the same shape.
+    A failure names the entry (through ``locate`` when given), the residual
+    and a rational counterexample.
+    """
+    t0 = time.perf_counter()
+    sp = SymbolicProblem(variables, params)
+    v = dict(sp.v)
+    v.update(sp.params)
+    got = np.asarray(lhs(v), dtype=object)
+    expected = np.asarray(rhs(v), dtype=object)
+    if got.shape != expected.shape:
+        raise ValueError(f"{name}: the two sides have shapes {got.shape} and {expected.shape}")
+    result = ProofResult(name, True, 0.0, sections={"identity": True}, symbolic_params=list(params),
+                         entries_checked=int(np.prod(got.shape)) if got.shape else 1)
+    g2 = got.reshape(-1) if got.shape else got.reshape(1)
+    e2 = expected.reshape(-1) if expected.shape else expected.reshape(1)
+    idx, diff = _first_mismatch(g2, e2)
+    if idx is not None:
+        full = np.unravel_index(idx[0], got.shape) if got.shape else ()
+        full = tuple(int(i) for i in full)
+        result.ok = False
+        result.sections["identity"] = False
+        result.failure = Failure(
+            section="identity", layer=-1, layer_in_section=-1,
+            region=locate(full) if locate else name, entry=full, state_index=full,
+            residual=_truncate(str(_as_poly(sp.R, diff).as_expr())),
+            counterexample=find_counterexample(sp.R, diff, g2[idx], e2[idx], sp.names))
     result.seconds = time.perf_counter() - t0
     return result
