@@ -22,8 +22,8 @@ def parse_sets(pairs: list[str] | None, entry: CatalogueEntry) -> dict:
             sizes[k] = int(val)
         except ValueError:
             raise UsageError(f"--set {k}= needs an integer, got {val!r}") from None
-        if sizes[k] < 1:
-            raise UsageError(f"--set {k}= must be >= 1, got {sizes[k]}")
+        if sizes[k] < 0:
+            raise UsageError(f"--set {k}= must be >= 0, got {sizes[k]}")
     return sizes
 
 
@@ -40,7 +40,7 @@ def cmd_entry(entry: CatalogueEntry, a, out) -> int:
     sizes = parse_sets(a.set, entry)
     try:
         obj = entry.build(**sizes)
-    except ValueError as e:
+    except (ValueError, IndexError) as e:
         raise UsageError(f"{entry.name}: {e}") from None
     info = describe_built(obj)
     print(f"{entry.name}: {entry.summary}", file=out)
