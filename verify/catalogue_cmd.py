@@ -49,6 +49,16 @@ def cmd_entry(entry: CatalogueEntry, a, out) -> int:
         print(f"  layers {info['depth_formula']} (prologue {info['layers']['prologue']}, body "
               f"{info['layers']['body']}, epilogue {info['layers']['epilogue']}); state "
               f"{info['state_shape'][0]} x {info['state_shape'][1]} = {info['state_size']}", file=out)
+    compiled = getattr(getattr(obj, "schedule", None), "info", None)  # a compiled circuit
+    if compiled:
+        m, cm = compiled["circuit"], compiled["compiled"]
+        print(f"  circuit: depth {m['depth']}, width {m['width']}, size {m['size']}, degree {m['degree']}; "
+              f"compiled: {cm['layers']} layers, state {cm['tokens']} x {cm['state_width']}; Thm. H.21 bound "
+              f"{compiled['theorem_H21_bound']['layers']} layers, {compiled['theorem_H21_bound']['inner_dimension']} "
+              f"width", file=out)
+        info["circuit"] = compiled
+    if isinstance(obj, Construction) and obj.notes:
+        print(f"  notes: {obj.notes}", file=out)
     if entry.claim:
         print(f"  paper's claim: {entry.claim}", file=out)
     res = check(obj)
