@@ -15,13 +15,12 @@ import json
 import math
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from constructions.base import DepthError, exact
-from constructions.registry import CATALOGUE, GD_ARCHS
+from constructions.registry import GD_ARCHS
 from constructions.weights_io import WeightFileError, check_against, load, same_layer, save, split_sections
 
 from .cli_common import UsageError, print_proof

@@ -271,3 +271,30 @@ def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callab
             counterexample=find_counterexample(sp.R, diff, g2[idx], e2[idx], sp.names))
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def problem_from_assignment(variables: dict[str, tuple[int, ...]], assignment: dict[str, str]) -> dict:
+    """The exact problem a counterexample names: its values, every other entry 0."""
+    v = {}
+    for var, shape in variables.items():
+        a = np.empty(shape, dtype=object)
+        for ix in np.ndindex(*shape):
+            a[ix] = Fraction(assignment.get("_".join([var] + [str(i) for i in ix]), "0"))
+        v[var] = a
+    return v
+
+
+def replay_counterexample(con: Construction, sections: dict[str, list[Layer]], failure: Failure):
+    """Run the failing section exactly on the failure's counterexample.
+
+    Returns ``(got, expected)`` at the failing state entry as Fractions: the
+    layers' value and the specification's value (they differ)."""
+    v = problem_from_assignment(con.variables, failure.counterexample.assignment)
+    start = {"prologue": con.input_state, "body": con.state, "epilogue": con.state}[failure.section](v)
+    expected = {"prologue": lambda: con.state(v), "body": lambda: con.state(con.step(v)),
+                "epilogue": lambda: con.final_state(v)}[failure.section]()
+    S = start
+    for L in sections[failure.section]:
+        S = L.forward(S)
+    idx = failure.state_index
+    return Fraction(S[idx]), Fraction(expected[idx])

@@ -28,7 +28,7 @@ from constructions.catalogue.seed000_softmax import (attention_enclosure, attent
                                                      check_softmax_square, derive_witness,
                                                      softmax_vs_square_witness)
 from verify.construct import main
-from verify.proof import ProofResult, prove
+from verify.proof import ProofResult, prove, replay_counterexample
 
 NAMES = {"s000-read", "s000-linear", "s000-multiply", "s000-newton", "s000-poly", "s000-poly-horner",
          "s000-softmax-square"}
@@ -74,26 +74,11 @@ def perturbed(layer, name, delta=Fraction(1, 1024)):
     return L
 
 
-def problem_from_assignment(con, assignment):
-    v = {}
-    for var, shape in con.variables.items():
-        a = np.empty(shape, dtype=object)
-        for ix in np.ndindex(*shape):
-            a[ix] = Fraction(assignment.get("_".join([var] + [str(i) for i in ix]), "0"))
-        v[var] = a
-    return v
-
-
 def check_counterexample(con, sections, failure):
     """Run the failing section exactly on the counterexample: the layers really miss the spec there."""
     ce = failure.counterexample
     assert ce is not None  # an empty assignment is the all-zero input
-    v = problem_from_assignment(con, ce.assignment)
-    start = {"prologue": con.input_state, "body": con.state, "epilogue": con.state}[failure.section](v)
-    expected = {"prologue": lambda: con.state(v), "body": lambda: con.state(con.step(v)),
-                "epilogue": lambda: con.final_state(v)}[failure.section]()
-    S = run(sections[failure.section], start)
-    got, want = Fraction(S[failure.state_index]), Fraction(expected[failure.state_index])
+    got, want = replay_counterexample(con, sections, failure)
     assert got != want
     assert got == Fraction(ce.got) and want == Fraction(ce.expected)
 

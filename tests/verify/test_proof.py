@@ -15,7 +15,7 @@ from sympy.polys.rings import ring
 
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
-from verify.proof import RESIDUAL_CHARS, ProofResult, SymbolicProblem, find_counterexample, prove
+from verify.proof import RESIDUAL_CHARS, ProofResult, SymbolicProblem, find_counterexample, prove, replay_counterexample
 
 EPS = Fraction(1, 1024)
 
@@ -40,32 +40,13 @@ def own_sections(con):
     return {"prologue": list(con.prologue), "body": list(con.body), "epilogue": list(con.epilogue)}
 
 
-def problem_from_assignment(con, assignment):
-    """Variables of one problem: the counterexample's values, every other entry 0."""
-    v = {}
-    for var, shape in con.variables.items():
-        a = np.empty(shape, dtype=object)
-        for ix in np.ndindex(*shape):
-            a[ix] = Fraction(assignment.get("_".join([var] + [str(i) for i in ix]), "0"))
-        v[var] = a
-    return v
-
-
 def check_counterexample(con, sections, failure):
     """Run the (wrong) section exactly on the counterexample and compare with the spec."""
     ce = failure.counterexample
     assert ce is not None and ce.assignment
     assert set(ce.assignment) <= {f"{var}_{'_'.join(map(str, ix))}" if ix else var
                                   for var, shape in con.variables.items() for ix in np.ndindex(*shape)}
-    v = problem_from_assignment(con, ce.assignment)
-    start = {"prologue": con.input_state, "body": con.state, "epilogue": con.state}[failure.section](v)
-    expected = {"prologue": lambda: con.state(v), "body": lambda: con.state(con.step(v)),
-                "epilogue": lambda: con.final_state(v)}[failure.section]()
-    S = start
-    for L in sections[failure.section]:
-        S = L.forward(S)
-    idx = failure.state_index
-    got, want = Fraction(S[idx]), Fraction(expected[idx])
+    got, want = replay_counterexample(con, sections, failure)
     assert got != want
     assert got == Fraction(ce.got) and want == Fraction(ce.expected)
 
