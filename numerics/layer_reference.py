@@ -94,7 +94,8 @@ def _float_states(con, stack, S0, backend, conv_method):
     for i, L in enumerate(stack):
         if id(L) not in cache:
             cache[id(L)] = backend.cast_layer(L)
-        S = cache[id(L)].forward(S, conv_method=conv_method)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported, not warned
+            S = cache[id(L)].forward(S, conv_method=conv_method)
         states.append(backend.to_numpy64(S))
         if not np.all(np.isfinite(states[-1])):
             bad = i
@@ -155,8 +156,9 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
     * ``local_mse``, ``local_max_abs``, ``local_rel`` (normwise over the state),
       ``local_bits_mean`` / ``local_bits_max`` (bits of error against the exact
       output correctly rounded to the dtype), ``local_worst_region``;
-    * ``cumulative_mse``, ``cumulative_rel``, ``cumulative_x_mse`` (the iterate
-      region only, comparable with the algorithm-level MSE at body ends).
+    * ``cumulative_mse``, ``cumulative_rel``, ``cumulative_x_mse`` (the iterate x
+      as ``con.readout`` reads it, comparable with the algorithm-level MSE at
+      body ends).
     """
     stack = con.layers(k)
     if max_layers is not None:
@@ -187,7 +189,6 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
                   for W in L.arrays().values())
 
     lay = con.layout
-    xreg = lay["x"] if "x" in lay.regions else lay["w"]
     records = []
     for i in range(n_layers):
         out_f = states[i + 1]
@@ -209,7 +210,7 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
             "local_region_max_abs": regs,
             "cumulative_mse": float(metrics.mse(out_f, cumul[i])),
             "cumulative_rel": float(np.max(metrics.normwise_rel_err(out_f, cumul[i], axis=(-2, -1)))),
-            "cumulative_x_mse": float(metrics.mse(out_f[(...,) + xreg.index], cumul[i][(...,) + xreg.index])),
+            "cumulative_x_mse": float(metrics.mse(con.readout(out_f)["x"], con.readout(cumul[i])["x"])),
         })
         records.append(rec)
     notes = []

@@ -150,7 +150,7 @@ def ulp_distance(x, ref, dtype) -> np.ndarray:
     sx, sr = bx >> shift, br >> shift
     mx, mr = bx & mask, br & mask
     same = sx == sr
-    d_same = np.where(mx >= mr, mx - mr, mr - mx)
+    d_same = np.maximum(mx, mr) - np.minimum(mx, mr)
     d_diff = mx + mr  # < 2^64: each magnitude < 2^63
     d = np.where(same, d_same, d_diff).astype(np.float64)
     return np.where(np.isnan(x) | np.isnan(ref), np.nan, d)

@@ -11,7 +11,7 @@
 Command line (the doc figure from saved reports)::
 
     python -m numerics.plots out/roundoff/gd-baseconv/roundoff.json [...] --out docs/roundoff.png
-        [--backend torch] [--conv direct] [--kappa 5] [--sigma 1]
+        [--backend torch] [--conv direct] [--kappa 5] [--sigma 1] [--x depth|step] [--max-x 300] [--hline 1e-12]
 """
 from __future__ import annotations
 
@@ -50,23 +50,34 @@ def _label(r, multi_backend):
     return f"{r['dtype']}" + (f" ({r['backend']})" if multi_backend else "")
 
 
-def _mse_panel(ax, records, *, legend=True, metric="mse"):
+def _log_or_note(ax, any_data: bool, note="no finite error values to plot"):
+    if any_data:
+        ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=9)
+
+
+def _mse_panel(ax, records, *, legend=True, metric="mse", xkey="depth"):
     multi = len({r["backend"] for r in records}) > 1
+    any_data = False
     for r in _sorted(records):
         c = COLORS.get(r["dtype"], None)
         per = r.get("per_step")
         fb = r.get("first_nonfinite")
         if per is not None:
-            depth = np.array(per["depth"][1:])
-            ax.plot(depth, _pos(per[metric][1:]), "-", color=c, lw=1.6, label=_label(r, multi))
-            ax.plot(depth, _pos(per["plain_" + metric][1:]), "--", color=c, lw=1.0, alpha=0.8)
+            depth = np.array(per[xkey][1:])
+            yc, yp = _pos(per[metric][1:]), _pos(per["plain_" + metric][1:])
+            any_data |= bool(np.any(np.isfinite(yc)) or np.any(np.isfinite(yp)))
+            ax.plot(depth, yc, "-", color=c, lw=1.6, label=_label(r, multi))
+            ax.plot(depth, yp, "--", color=c, lw=1.0, alpha=0.8)
         if fb is not None and fb["layer"] >= 0:
-            ax.axvline(fb["layer"] + 1, color=c, ls=":", lw=1)
-            ax.plot([fb["layer"] + 1], [1.0], "x", color=c, ms=9, mew=2,
+            xb = fb["layer"] + 1 if xkey == "depth" else fb.get("step") or 0
+            ax.axvline(xb, color=c, ls=":", lw=1)
+            ax.plot([xb], [1.0], "x", color=c, ms=9, mew=2,
                     transform=ax.get_xaxis_transform(), clip_on=False,
                     label=f"{r['dtype']}: non-finite at layer {fb['layer'] + 1}")
-    ax.set_yscale("log")
-    ax.set_xlabel("model depth (layers)")
+    _log_or_note(ax, any_data)
+    ax.set_xlabel("model depth (layers)" if xkey == "depth" else "GD steps")
     ax.grid(True, which="major", alpha=0.3)
     if legend:
         h, lab = ax.get_legend_handles_labels()
@@ -103,16 +114,18 @@ def error_vs_depth(records: list[dict], path, *, title: str = "") -> None:
 def layer_errors(layer_runs: list[dict], path, *, title: str = "") -> None:
     """Local (markers) and cumulative (line) MSE of the state, layer by layer."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
+    any_data = False
     for lr in sorted(layer_runs, key=lambda r: ORDER.index(r["dtype"]) if r["dtype"] in ORDER else 9):
         c = COLORS.get(lr["dtype"], None)
         recs = lr["layers"]
         if not recs:
             continue
         x = np.array([r["layer"] + 1 for r in recs])
-        ax.plot(x, _pos([r["local_mse"] for r in recs]), ".", color=c, ms=5, label=f"{lr['dtype']}: local")
-        ax.plot(x, _pos([r["cumulative_mse"] for r in recs]), "-", color=c, lw=1, alpha=0.7,
-                label=f"{lr['dtype']}: cumulative")
-    ax.set_yscale("log")
+        yl, yc = _pos([r["local_mse"] for r in recs]), _pos([r["cumulative_mse"] for r in recs])
+        any_data |= bool(np.any(np.isfinite(yl)) or np.any(np.isfinite(yc)))
+        ax.plot(x, yl, ".", color=c, ms=5, label=f"{lr['dtype']}: local")
+        ax.plot(x, yc, "-", color=c, lw=1, alpha=0.7, label=f"{lr['dtype']}: cumulative")
+    _log_or_note(ax, any_data, "no nonzero layer errors to plot")
     ax.set_xlabel("layer")
     ax.set_ylabel("MSE of the state vs mpfr layers")
     ax.grid(True, alpha=0.3)
@@ -140,19 +153,26 @@ def _select(report: dict, backend=None, conv=None, kappa=None, sigma=None) -> li
 
 
 def compare_constructions(reports: list[dict], path, *, backend=None, conv="direct", kappa=None, sigma=None,
-                          title: str = "") -> None:
-    """One MSE-vs-depth panel per report (construction), shared y axis."""
+                          title: str = "", xkey: str = "depth", max_x: float | None = None,
+                          hline: float | None = None) -> None:
+    """One MSE panel per report (construction), shared y axis; x is the model
+    depth (``xkey="depth"``) or the number of GD steps (``"step"``)."""
     n = len(reports)
     cols = min(n, 2)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.3 * rows), sharey=True, squeeze=False)
     for ax, rep in zip(axes.ravel(), reports):
         sel = _select(rep, backend, conv, kappa, sigma)
-        _mse_panel(ax, sel)
+        _mse_panel(ax, sel, xkey=xkey)
+        if max_x is not None:
+            ax.set_xlim(0, max_x)
+        if hline is not None:
+            ax.axhline(hline, color="k", ls=":", lw=0.8)
         name = rep["construction"]["name"]
         ks = sorted({r["kappa"] for r in sel})
-        ax.set_title(f"{name} ({', '.join(sorted({r['conv'] for r in sel}))} conv, kappa={','.join(f'{k:g}' for k in ks)})",
-                     fontsize=10)
+        ax.set_title(f"{name}: depth {rep['construction']['depth_formula']} for k steps "
+                     f"({', '.join(sorted({r['conv'] for r in sel}))} conv, kappa={','.join(f'{k:g}' for k in ks)})",
+                     fontsize=9)
         ax.set_ylabel("MSE of x vs exact GD")
     for ax in axes.ravel()[n:]:
         ax.axis("off")
@@ -160,7 +180,7 @@ def compare_constructions(reports: list[dict], path, *, backend=None, conv="dire
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
@@ -173,6 +193,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kappa", type=float)
     ap.add_argument("--sigma", type=float)
     ap.add_argument("--title", default="")
+    ap.add_argument("--x", choices=["depth", "step"], default="depth", help="x axis: model depth or GD steps")
+    ap.add_argument("--max-x", type=float, help="right end of the x axis")
+    ap.add_argument("--hline", type=float, help="a dotted horizontal reference line (e.g. 1e-12)")
     a = ap.parse_args(argv)
     try:
         reports = [json.loads(Path(p).read_text()) for p in a.reports]
@@ -180,7 +203,7 @@ def main(argv=None) -> int:
         print(f"error: cannot read report: {e}", file=sys.stderr)
         return 2
     compare_constructions(reports, a.out, backend=a.backend, conv=a.conv, kappa=a.kappa, sigma=a.sigma,
-                          title=a.title)
+                          title=a.title, xkey=a.x, max_x=a.max_x, hline=a.hline)
     print(f"wrote {a.out}")
     return 0
 

@@ -55,7 +55,7 @@ from constructions.registry import CATALOGUE, GD_ARCHS, Entry
 
 from . import metrics
 from .backends import BACKENDS, DTYPES, Backend, BackendError
-from .reference import gd_reference, stable_reference
+from .reference import gd_reference, stable_reference, working_precision
 
 CONV_METHODS = ("direct", "fft")
 
@@ -119,10 +119,19 @@ def build(entry: Entry, n: int, d: int, eta: Fraction, lam: Fraction) -> Constru
 # ------------------------------------------------------------------ streaming run
 
 def _first_bad(con: Construction, S64: np.ndarray) -> dict:
+    """Where a state first holds non-finite values.  An overflow (inf) usually
+    turns into NaN in every channel a dense weight matrix mixes it into
+    (inf * 0 = NaN), so the reported entry is an inf one when there is one."""
     bad = ~np.isfinite(S64)
-    p, i, j = (int(t) for t in np.argwhere(bad)[0])
+    infs = np.isinf(S64)
+    p, i, j = (int(t) for t in np.argwhere(infs if infs.any() else bad)[0])
     region, entry = con.layout.locate(i, j)
+    counts: dict[str, int] = {}
+    for _, ii, jj in np.argwhere(bad):
+        name = con.layout.locate(int(ii), int(jj))[0]
+        counts[name] = counts.get(name, 0) + 1
     return {"problem": p, "region": region, "entry": list(entry), "state_index": [i, j],
+            "value": str(float(S64[p, i, j])), "regions_nonfinite": counts,
             "problems_affected": int(np.any(bad.reshape(bad.shape[0], -1), axis=1).sum())}
 
 
@@ -165,7 +174,8 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
     def apply(layers, section, step):
         nonlocal S, layer
         for j, L in enumerate(layers):
-            S = cast(L).forward(S, conv_method=conv_method)
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+                S = cast(L).forward(S, conv_method=conv_method)
             layer += 1
             if not backend.isfinite_all(S):
                 out["first_nonfinite"] = {"layer": layer - 1, "section": section, "step": step,
@@ -182,8 +192,9 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
             dev_rel[lab][step] = dd["max_rel"]
         if step in checkpoints:
             Se = S
-            for L in con.epilogue:
-                Se = cast(L).forward(Se, conv_method=conv_method)
+            with np.errstate(over="ignore", invalid="ignore"):
+                for L in con.epilogue:
+                    Se = cast(L).forward(Se, conv_method=conv_method)
             out["predictions"][step] = backend.to_numpy64(con.readout(Se)["prediction"])
         return S64
 
@@ -224,7 +235,8 @@ def reference(v: dict, eta: Fraction, lam: Fraction, k: int, digits: int, q: np.
     t0 = time.perf_counter()
     (ref_f, ref_mp), used = stable_reference(gd_reference, v["A"], v["b"], v["x"], eta, k, digits=digits,
                                              lam=lam, return_mp=True)
-    prec = 4 * int(used * math.log2(10)) + 64
+    # x - ref (a float64 against a p-bit mpfr) and q . ref are then computed with room to spare
+    prec = 2 * working_precision(used) + 64
     with gmpy2.context(precision=prec):
         qm = np.array([[gmpy2.mpfr(float(t)) for t in row] for row in q], dtype=object)
         pred = (ref_mp * qm[None]).sum(axis=-1)  # (k+1, B)
@@ -399,6 +411,8 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
         raise UsageError("--lam needs lsa or elsa (the BaseConv constructions are plain least squares)")
     if lam < 0:
         raise UsageError(f"--lam must be >= 0, got {lam}")
+    if not (a.device == "cpu" or a.device.startswith("cuda")):
+        raise UsageError(f"--device must be cpu or cuda[:index], got {a.device!r}")
     # backends: every valid (backend, dtype) pair; bfloat16 exists only in torch
     pairs, skipped = [], []
     for bn in backends:
@@ -438,11 +452,15 @@ def _print_record(rec: dict, out) -> None:
     fb = rec["first_nonfinite"]
     head = (f"  {rec['dtype']:<9} {rec['backend']}/{rec['device']} {rec['conv']:<6}")
     if fb is not None:
-        where = ("the input state (the inputs overflow in this dtype)" if fb["layer"] == -1 else
-                 f"layer {fb['layer']} (0-based; {fb['section']} step {fb.get('step')}, layer {fb.get('layer_in_section')} "
-                 f"of the section)")
-        print(f"{head} first non-finite value in {where}: region {fb['region']!r} entry {fb['entry']}, "
-              f"{fb['problems_affected']} problem(s) affected", file=out)
+        if fb["layer"] == -1:
+            where = "the input state (the inputs overflow in this dtype)"
+        else:
+            where = (f"the output of layer index {fb['layer']} (layer {fb['layer'] + 1} of {rec['depth']}; "
+                     f"{fb['section']} step {fb.get('step')}, index {fb.get('layer_in_section')} in the section)")
+        regs = ", ".join(f"{k} ({v})" for k, v in fb["regions_nonfinite"].items())
+        print(f"{head} first non-finite value in {where}: {fb['value']} in region {fb['region']!r} entry "
+              f"{fb['entry']}; non-finite entries by region: {regs}; {fb['problems_affected']} problem(s) affected",
+              file=out)
     if rec.get("per_step") is None:
         return
     for c in rec["checkpoints"]:
