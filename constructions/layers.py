@@ -47,6 +47,10 @@ class Layer(abc.ABC):
         """The non-array settings (for export)."""
         return {}
 
+    def prepare(self) -> "Layer":
+        """Precompute what a float forward can reuse (default: nothing)."""
+        return self
+
 
 # --------------------------------------------------------------------------- BaseConv
 
@@ -88,11 +92,36 @@ class BaseConv(Layer):
                    causal=causal, residual=residual)
 
     def forward(self, u, *, conv_method: str = "direct"):
+        fast = self.__dict__.get("_plan")  # set by prepare() on float weights
+        if fast is not None and conv_method == "direct":
+            plan, zb = fast
+            v = u @ self.W_in
+            if not zb["b_in"]:
+                v = v + self.b_in
+            z = plan(v)
+            if not zb["b_conv"]:
+                z = z + self.b_conv
+            g = u @ self.W_gate
+            if not zb["b_gate"]:
+                g = g + self.b_gate
+            y = (g * z) @ self.W_out
+            if not zb["b_out"]:
+                y = y + self.b_out
+            return u + y if self.residual else y
         v = ops.add(ops.mm(u, self.W_in), self.b_in)
         z = ops.add(ops.conv(v, self.h, causal=self.causal, method=conv_method), self.b_conv)
         g = ops.add(ops.mm(u, self.W_gate), self.b_gate)
         y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out), self.b_out)
         return ops.add(u, y) if self.residual else y
+
+    def prepare(self) -> "BaseConv":
+        """Plan the float forward once (after a cast): the direct convolution per
+        channel class (``ops.ConvPlan``) and which bias matrices are identically
+        zero (skipped).  The arithmetic is the same sums; exact weights are left alone."""
+        if self.h.dtype != object:
+            zero = {k: not bool((getattr(self, k) != 0).any()) for k in ("b_in", "b_conv", "b_gate", "b_out")}
+            self.__dict__["_plan"] = (ops.ConvPlan(self.h, causal=self.causal), zero)
+        return self
 
     def arrays(self):
         return {k: getattr(self, k) for k in self._array_fields}

@@ -141,6 +141,77 @@ def conv(v, h, *, causal: bool, method: str = "direct"):
     return xp.einsum("trc,...rc->...tc", K, v)
 
 
+class ConvPlan:
+    """The direct convolution of ``conv`` for one fixed float filter ``h`` (T, C),
+    planned once: the same sums, with the work each channel really needs.
+
+    * lag-0-only channels (identity and scaling filters): ``h[0] * v``;
+    * channels whose taps are all equal (the all-ones "sum" filter): one sum
+      over tokens (circular) or a prefix sum (causal), times the tap;
+    * the other channels: a Toeplitz/circulant product built once.
+
+    Channels with an all-zero filter give 0.  This is what
+    :meth:`constructions.layers.BaseConv.prepare` installs after a cast.
+    """
+
+    def __init__(self, h, *, causal: bool):
+        self.causal = causal
+        hn = h.detach().cpu().double().numpy() if is_torch(h) else np.asarray(h.get() if hasattr(h, "get") else h,
+                                                                                dtype=np.float64)
+        T, C = hn.shape
+        nz = hn != 0
+        lag0 = nz[0] & ~nz[1:].any(axis=0)
+        uniform = (hn == hn[0]).all(axis=0) & nz[0] & ~lag0
+        general = nz.any(axis=0) & ~lag0 & ~uniform
+        self.T, self.C = T, C
+        self.lag0 = np.flatnonzero(lag0)
+        self.uniform = np.flatnonzero(uniform)
+        self.general = np.flatnonzero(general)
+        self.h = h
+        self.torch = is_torch(h)
+        if self.torch:
+            idx = lambda a: torch.as_tensor(a, device=h.device, dtype=torch.long)  # noqa: E731
+            self._lag0, self._uni, self._gen = idx(self.lag0), idx(self.uniform), idx(self.general)
+        else:
+            xp = _array_module(h)
+            self._lag0, self._uni, self._gen = (xp.asarray(a) for a in (self.lag0, self.uniform, self.general))
+        self.h0_lag0 = h[0][self._lag0]
+        self.h0_uni = h[0][self._uni]
+        self.K = None
+        if len(self.general):
+            t = np.arange(T)
+            lag = t[:, None] - t[None, :]
+            idx_np = np.where(lag >= 0, lag, 0) if causal else lag % T
+            mask_np = (lag >= 0) if causal else np.ones_like(lag, dtype=bool)
+            hg = h[:, self._gen]
+            if self.torch:
+                self.K = hg[torch.as_tensor(idx_np, device=h.device)] * torch.as_tensor(
+                    mask_np, device=h.device)[..., None].to(h.dtype)
+            else:
+                xp = _array_module(h)
+                self.K = hg[xp.asarray(idx_np)] * xp.asarray(mask_np)[..., None]
+
+    def __call__(self, v):
+        if self.torch:
+            out = torch.zeros_like(v)
+            ein = torch.einsum
+        else:
+            out = _array_module(v).zeros_like(v)
+            ein = _array_module(v).einsum
+        if len(self.lag0):
+            out[..., self._lag0] = v[..., self._lag0] * self.h0_lag0
+        if len(self.uniform):
+            vu = v[..., self._uni]
+            if self.causal:
+                acc = vu.cumsum(-2) if self.torch else vu.cumsum(axis=-2)
+            else:
+                acc = vu.sum(-2, keepdim=True) if self.torch else vu.sum(axis=-2, keepdims=True)
+            out[..., self._uni] = acc * self.h0_uni
+        if self.K is not None:
+            out[..., self._gen] = ein("trc,...rc->...tc", self.K, v[..., self._gen])
+        return out
+
+
 def _array_module(v):
     if type(v).__module__.startswith("cupy"):
         import cupy  # noqa: PLC0415 - only when a cupy array is passed

@@ -98,7 +98,7 @@ class Backend:
         return bool(self.xp.isfinite(a).all())
 
     def cast_layer(self, layer: Layer) -> Layer:
-        return layer.map(self.asarray)
+        return layer.map(self.asarray).prepare()
 
     def round_input(self, a: np.ndarray) -> np.ndarray:
         """The float64 value of ``a`` rounded to this dtype (what the run sees)."""
