@@ -11,12 +11,8 @@ times
 * ``straightforward torch``: the same layers as an ML user writes BaseConv
   (zoology / H3 style): ``nn.Linear`` projections and an FFT long convolution,
   weights loaded from the construction (checked to give the same output);
-* ``structured conv (prototype)``: the toolkit's layer math with a convolution
-  that uses the filter's structure (lag-0-only channels are an elementwise
-  product, constant circulant channels a sum over tokens): what the proposed
-  change to ``ops.conv`` would give;
-* ``+ zero-bias skip (prototype)``: the same, also leaving out the bias
-  matrices that are identically zero (b_in, b_conv, b_out in this construction);
+  (``Backend.cast_layer`` plans each layer once, ``BaseConv.prepare``: lag-0
+  channels are products, uniform filters sums, zero bias matrices skipped);
 * ``GEMM, same shapes``: plain batched matmuls of exactly the layer's shapes
   (three (B*T, C) x (C, C) projections and the convolution as C batched
   (T, T) x (T, B) products), the attainable rate for these shapes;
@@ -98,63 +94,6 @@ class TorchBaseConv(nn.Module):
         return self.out_proj(g * z) + self.b_out
 
 
-class StructuredConv:
-    """Prototype of a structure-aware ``ops.conv`` for one BaseConv layer.
-
-    Channels whose filter has only a lag-0 tap are ``h[0] * v``; channels with
-    the same tap at every lag (the all-ones circulant of GD layer 3) are
-    ``h[0] * sum_t v`` (non-causal) or ``h[0] * cumsum_t v`` (causal); the
-    remaining channels (none in the GD construction) use the direct Toeplitz
-    product.  Exact semantics unchanged; O(T C) instead of O(T^2 C).
-    """
-
-    def __init__(self, layer: BaseConv, dtype, device):
-        h = np.asarray(layer.h, dtype=object)
-        T, C = h.shape
-        nz = np.array([[h[s, c] != 0 for c in range(C)] for s in range(T)])
-        lag0 = np.array([nz[0, c] and not nz[1:, c].any() for c in range(C)])
-        const = np.array([T > 1 and all(h[s, c] == h[0, c] for s in range(T)) and nz[0, c] for c in range(C)])
-        general = nz.any(axis=0) & ~lag0 & ~const
-        t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype, device=device)  # noqa: E731
-        h0 = h[0].astype(float)
-        self.a = t(np.where(lag0, h0, 0.0))
-        self.b = t(np.where(const, h0, 0.0))
-        self.has_const = bool(const.any())
-        self.causal = layer.causal
-        self.general = np.flatnonzero(general)
-        self.h = t(h.astype(float))
-        self.zero_bias = {n: not any(w != 0 for w in np.asarray(getattr(layer, n), dtype=object).ravel())
-                          for n in ("b_in", "b_conv", "b_gate", "b_out")}
-
-    def __call__(self, v):
-        y = v * self.a
-        if self.has_const:
-            s = torch.cumsum(v, dim=-2) if self.causal else v.sum(dim=-2, keepdim=True)
-            y = y + s * self.b
-        if self.general.size:
-            g = torch.as_tensor(self.general, device=v.device)
-            y[..., g] = y[..., g] + ops.conv(v[..., g], self.h[:, g], causal=self.causal)
-        return y
-
-
-def structured_forward(L: BaseConv, conv: StructuredConv, u, skip_zero_bias: bool = False):
-    """BaseConv.forward with the structured convolution; ``skip_zero_bias``
-    also leaves out the bias matrices that are identically zero (in the GD
-    construction b_in, b_conv and b_out are), each a full memory pass."""
-    zb = conv.zero_bias if skip_zero_bias else {}
-    v = u @ L.W_in
-    if not zb.get("b_in"):
-        v = v + L.b_in
-    z = conv(v)
-    if not zb.get("b_conv"):
-        z = z + L.b_conv
-    g = u @ L.W_gate
-    if not zb.get("b_gate"):
-        g = g + L.b_gate
-    y = (g * z) @ L.W_out
-    return y if zb.get("b_out") else y + L.b_out
-
-
 # ------------------------------------------------------------------ timing
 
 def _sync(device):
@@ -187,11 +126,13 @@ def breakdown(layer: BaseConv, u, device, repeats: int) -> dict:
     """Time of each piece of one ``BaseConv.forward`` (the toolkit's ops path)."""
     L = layer
     v = ops.add(ops.mm(u, L.W_in), L.b_in)
+    plan = ops.ConvPlan(L.h, causal=L.causal)
     z = ops.conv(v, L.h, causal=L.causal)
     g = ops.add(ops.mm(u, L.W_gate), L.b_gate)
     pieces = {
         "u W_in + b_in": lambda: ops.add(ops.mm(u, L.W_in), L.b_in),
-        "conv (direct: (T,T,C) Toeplitz + einsum)": lambda: ops.conv(v, L.h, causal=L.causal),
+        "conv (direct, planned: ops.ConvPlan)": lambda: plan(v),
+        "conv (direct, unplanned: (T,T,C) Toeplitz + einsum)": lambda: ops.conv(v, L.h, causal=L.causal),
         "conv (fft)": lambda: ops.conv(v, L.h, causal=L.causal, method="fft"),
         "+ b_conv": lambda: ops.add(z, L.b_conv),
         "u W_gate + b_gate": lambda: ops.add(ops.mm(u, L.W_gate), L.b_gate),
@@ -237,7 +178,6 @@ def main(argv=None) -> int:
     T, C = con.layout.shape
     cast = {id(L): be.cast_layer(L) for L in stack}
     tlayers = {id(L): TorchBaseConv(L, dt, a.device) for L in stack}
-    sconv = {id(L): StructuredConv(L, dt, a.device) for L in stack}
     flops_problem = sum(L.flops() for L in stack)
     dev_name = torch.cuda.get_device_name() if a.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} torch threads"
     print(f"{con.name}: {len(stack)} layers (1 + 3 x {k}), state T={T} x C={C}, {a.dtype} on {a.device} ({dev_name}); "
@@ -276,14 +216,6 @@ def main(argv=None) -> int:
                 S = tlayers[id(L)](S)
             return S
 
-        def run_struct(skip=False):
-            def f():
-                S = S0
-                for L in stack:
-                    S = structured_forward(cast[id(L)], sconv[id(L)], S, skip)
-                return S
-            return f
-
         # same-shape GEMMs: 3 projections + the convolution as C batched (T,T)x(T,B) products, per layer
         U = torch.randn(B * T, C, dtype=dt, device=a.device)
         W = torch.randn(C, C, dtype=dt, device=a.device)
@@ -300,15 +232,11 @@ def main(argv=None) -> int:
         with torch.inference_mode():
             ref = run_ops("direct")()
             diffs = {"fft": float((run_ops("fft")() - ref).abs().max()),
-                     "straightforward": float((run_torch() - ref).abs().max()),
-                     "structured": float((run_struct()() - ref).abs().max()),
-                     "structured + zero-bias skip": float((run_struct(True)() - ref).abs().max())}
+                     "straightforward": float((run_torch() - ref).abs().max())}
             tm = time_round_robin({
                 "construction (ops, direct)": run_ops("direct"),
                 "construction (ops, fft)": run_ops("fft"),
                 "straightforward torch": run_torch,
-                "structured conv (prototype)": run_struct(),
-                "+ zero-bias skip (prototype)": run_struct(True),
                 "GEMM, same shapes": run_gemm,
             }, a.device, a.repeats)
             times = {k: t for k, (t, _) in tm.items()}
