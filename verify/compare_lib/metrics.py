@@ -1,0 +1,419 @@
+"""Float metrics: functional differences, sensitivities, invariants up to symmetry with the
+interpolation curve, the implicit weight vector per layer, and iterating both models as solvers."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from constructions import ops
+from constructions.base import Construction
+from constructions.layers import LSA, BaseConv, LSAHead, TokenLSA, TokenLSAHead
+from constructions.layout import Layout
+
+from .models import (Problems, Stack, TOKEN_NAMES, prediction, run_float, sizes, to_float, to_torch,
+                     var_names)
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+# ------------------------------------------------------------------ embedding
+
+def input_state(con: Construction, P: Problems, x=None, q=None) -> np.ndarray:
+    """The batched float input state of the problems (seed 004 tokens built directly: raw tokens)."""
+    q = P.q if q is None else q
+    if var_names(con) is TOKEN_NAMES:
+        B, n, d = P.A.shape
+        E = np.zeros((B, n + 1, d + 1))
+        E[:, :n, :d], E[:, :n, d], E[:, n, :d] = P.A, P.b, q
+        return E
+    v = P.variables(con, x)
+    v[var_names(con)["q"]] = q
+    return np.asarray(con.input_state(v), dtype=np.float64)
+
+
+def query_jacobian(con: Construction, P: Problems) -> np.ndarray:
+    """(d, B, *state): d state / d q_j (the embeddings place q affinely)."""
+    d = P.q.shape[1]
+    base = input_state(con, P, q=np.zeros_like(P.q))
+    out = []
+    for j in range(d):
+        e = np.zeros_like(P.q)
+        e[:, j] = 1.0
+        out.append(input_state(con, P, q=e) - base)
+    return np.stack(out)
+
+
+def region_masks(layout: Layout) -> dict[str, np.ndarray]:
+    masks, covered = {}, np.zeros(layout.shape, dtype=bool)
+    for name, reg in layout.regions.items():
+        m = np.zeros(layout.shape, dtype=bool)
+        m[reg.index] = True
+        masks[name] = m
+        covered |= m
+    if not covered.all():
+        masks["(unassigned)"] = ~covered
+    return masks
+
+
+def section_of(stack: Stack, i: int) -> str:
+    p, b = len(stack.prologue), sum(len(x) for x in stack.bodies)
+    if i < p:
+        return f"prologue[{i}]"
+    if i < p + b:
+        nb = len(stack.bodies[0])
+        return f"body{(i - p) // nb}[{(i - p) % nb}]"
+    return f"epilogue[{i - p - b}]"
+
+
+# ------------------------------------------------------------------ (1) functional
+
+def functional(con: Construction, learned: Stack, constructed: Stack, problem_sets: list[Problems],
+               per_layer_sets: int = 1) -> dict:
+    Lf = [to_float(L) for L in learned.layers]
+    Cf = [to_float(L) for L in constructed.layers]
+    masks = region_masks(con.layout)
+    rows, per_layer = [], []
+    for si, P in enumerate(problem_sets):
+        S0 = input_state(con, P)
+        Ls = run_float(Lf, S0, keep=True)
+        Cs = run_float(Cf, S0, keep=True)
+        pl, pc = prediction(con, Ls[-1]), prediction(con, Cs[-1])
+        diff = pl - pc
+        ref = float(np.sqrt(np.mean(pc ** 2)))
+        rows.append({"set": P.label, "problems": int(len(pc)),
+                     "max_abs": _f(np.max(np.abs(diff))), "rms": _f(np.sqrt(np.mean(diff ** 2))),
+                     "relative_rms": _f(np.sqrt(np.mean(diff ** 2)) / ref) if ref > 0 else None,
+                     "rms_constructed_prediction": ref,
+                     "learned_vs_lstsq_rms": _f(np.sqrt(np.mean((pl - np.einsum("bi,bi->b", P.q, P.x_star)) ** 2))),
+                     "constructed_vs_lstsq_rms": _f(np.sqrt(np.mean((pc - np.einsum("bi,bi->b", P.q, P.x_star)) ** 2)))})
+        if si < per_layer_sets:
+            layers = []
+            first = None
+            for i, (a, b) in enumerate(zip(Ls, Cs)):
+                D = np.abs(a - b)
+                regs = {name: _f(np.max(np.where(m, D, 0.0))) for name, m in masks.items()}
+                mx = _f(np.max(D))
+                worst = max(regs, key=lambda r: -1 if regs[r] is None else regs[r]) if mx else None
+                if first is None and (mx is None or mx > 0):
+                    first = {"layer": i, "section": section_of(learned, i), "region": worst,
+                             "entry": _worst_entry(con.layout, D)}
+                layers.append({"layer": i, "section": section_of(learned, i), "max_abs": mx,
+                               "worst_region": worst, "regions": regs})
+            per_layer.append({"set": P.label, "first_difference": first, "layers": layers})
+    return {"predictions": rows, "per_layer": per_layer}
+
+
+def _worst_entry(layout, D):
+    flat = np.nan_to_num(D, nan=np.inf).reshape(-1, *layout.shape).max(axis=0)
+    i, j = np.unravel_index(int(np.argmax(flat)), flat.shape)
+    return layout.describe(int(i), int(j))
+
+
+# ------------------------------------------------------------------ (2) sensitivities
+
+def _query_grad(con, layers_t, P, J):
+    import torch
+
+    S = torch.tensor(input_state(con, P), dtype=torch.float64, requires_grad=True)
+    X = S
+    for L in layers_t:
+        X = L.forward(X)
+    pred = prediction(con, X)
+    (g,) = torch.autograd.grad(pred.sum(), S)
+    g = g.numpy()
+    B, d = J.shape[1], J.shape[0]
+    return np.einsum("jbs,bs->bj", J.reshape(d, B, -1), g.reshape(B, -1))  # (B, d)
+
+
+def sensitivities(con, learned: Stack, constructed: Stack, problem_sets: list[Problems]) -> list[dict]:
+    Lt = [to_torch(L) for L in learned.layers]
+    Ct = [to_torch(L) for L in constructed.layers]
+    rows = []
+    for P in problem_sets:
+        J = query_jacobian(con, P)
+        gl, gc = _query_grad(con, Lt, P, J), _query_grad(con, Ct, P, J)
+        nl, nc = np.linalg.norm(gl, axis=1), np.linalg.norm(gc, axis=1)
+        with np.errstate(all="ignore"):
+            cos = np.einsum("bj,bj->b", gl, gc) / (nl * nc)
+        l2 = np.linalg.norm(gl - gc, axis=1)
+        rows.append({"set": P.label, "cosine_mean": _f(np.nanmean(cos)), "cosine_min": _f(np.nanmin(cos)),
+                     "l2_mean": _f(np.mean(l2)), "l2_max": _f(np.max(l2)),
+                     "relative_l2_mean": _f(np.mean(l2 / np.where(nc > 0, nc, np.nan)))})
+    return rows
+
+
+# ------------------------------------------------------------------ (4) invariants
+
+def _cos(a, b):
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0 and nb == 0:
+        return 1.0, na, nb
+    if na == 0 or nb == 0:
+        return 0.0, na, nb
+    return float(np.dot(a.ravel(), b.ravel()) / (na * nb)), na, nb
+
+
+def _tensor_cmp(factors_l, factors_c) -> dict:
+    """Compare the rank-one tensors f_1 (x) f_2 (x) ... (the invariant of a scaling symmetry).
+
+    The distance is computed from the telescoping sum of rank-one differences (exactly 0 for
+    equal factors, no cancellation for small ones)."""
+    cs, sl, sc = 1.0, 1.0, 1.0
+    for a, b in zip(factors_l, factors_c):
+        c, na, nb = _cos(a, b)
+        cs, sl, sc = cs * c, sl * na, sc * nb
+    m = len(factors_c)
+    terms = []  # T_l - T_c = sum_i c_1..c_{i-1} (l_i - c_i) l_{i+1}..l_m
+    for i in range(m):
+        f = [np.ravel(x) for x in factors_c[:i]] + [np.ravel(factors_l[i] - factors_c[i])] + \
+            [np.ravel(x) for x in factors_l[i + 1:]]
+        if np.any(f[i]):
+            terms.append(f)
+    d2 = sum(float(np.prod([np.dot(x, y) for x, y in zip(s_, t_)])) for s_ in terms for t_ in terms)
+    dist = math.sqrt(max(d2, 0.0))
+    return {"scale_learned": sl, "scale_constructed": sc, "cosine": cs,
+            "distance": dist, "relative_distance": dist / sc if sc > 0 else (0.0 if sl == 0 else None)}
+
+
+def baseconv_factors(L: BaseConv) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per inner channel c: gate (W_gate[:, c], b_gate[:, c]), convolution branch (the affine map
+    u -> h_c * (u W_in[:, c] + b_in[:, c]) + b_conv[:, c], as (h_c W_in[:, c]^T, h_c * b_in_c + b_conv_c)),
+    output W_out[c, :]; the channel's term is invariant under the per-channel rescalings."""
+    out = []
+    T, C = L.shape
+    for c in range(C):
+        g = np.concatenate([L.W_gate[:, c], L.b_gate[:, c]])
+        aff = ops.conv(L.b_in[:, c:c + 1], L.h[:, c:c + 1], causal=L.causal)[:, 0] + L.b_conv[:, c]
+        k = np.concatenate([np.outer(L.h[:, c], L.W_in[:, c]).ravel(), aff])
+        out.append((g, k, L.W_out[c, :].copy()))
+    return out
+
+
+def head_factors(L) -> list[tuple[np.ndarray, np.ndarray]]:
+    if isinstance(L, LSA):  # (H W3)(H W1)^T (H W2) = H (W3 W1^T) H^T H W2
+        return [(h.W3 @ h.W1.T, h.W2) for h in L.heads]
+    if isinstance(L, TokenLSA):  # E Q^T G P^T
+        return [(h.Q, h.P) for h in L.heads]
+    raise TypeError(L.kind)
+
+
+def _match_heads(fl, fc):
+    """Learned head order matching the constructed heads best (largest sum of |tensor cosine|)."""
+    H = len(fc)
+    if H > 6:
+        return list(range(H))
+    score = lambda p: sum(abs(_tensor_cmp(fl[p[i]], fc[i])["cosine"]) for i in range(H))  # noqa: E731
+    return list(max(itertools.permutations(range(H)), key=score))
+
+
+def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
+    layers = []
+    for i, (a, b) in enumerate(zip(learned.layers, constructed.layers)):
+        a, b = to_float(a), to_float(b)
+        if isinstance(a, BaseConv):
+            rows = [dict(channel=c, **_tensor_cmp(x, y)) for c, (x, y) in
+                    enumerate(zip(baseconv_factors(a), baseconv_factors(b)))]
+            extra = {"b_out_max_abs_diff": float(np.max(np.abs(a.b_out - b.b_out)))}
+            unit = "channel"
+        elif isinstance(a, (LSA, TokenLSA)):
+            fl, fc = head_factors(a), head_factors(b)
+            perm = _match_heads(fl, fc)
+            rows = [dict(head=h, learned_head=perm[h], **_tensor_cmp(fl[perm[h]], fc[h])) for h in range(len(fc))]
+            extra = {"invariant": "W3 W1^T (x) W2" if isinstance(a, LSA) else "Q (x) P"}
+            unit = "head"
+        else:
+            layers.append({"layer": i, "kind": a.kind, "supported": False})
+            continue
+        differing = [r[unit] for r in rows if (r["distance"] or 0) > tol]
+        layers.append({"layer": i, "section": section_of(learned, i), "kind": a.kind, "unit": unit,
+                       "differing": differing,
+                       "max_relative_distance": max((r["relative_distance"] or 0) for r in rows),
+                       "max_distance": max(r["distance"] for r in rows), "rows": rows, **extra})
+    return {"layers": layers}
+
+
+# ------------------------------------------------------------------ (4) interpolation in invariant space
+
+def _align_baseconv(a: BaseConv, b: BaseConv) -> BaseConv:
+    """``a`` reparametrised (per-channel rescalings, function unchanged) to the factor norms and
+    signs of ``b``."""
+    W_in, b_in, h, b_conv = a.W_in.copy(), a.b_in.copy(), a.h.copy(), a.b_conv.copy()
+    W_gate, b_gate, W_out = a.W_gate.copy(), a.b_gate.copy(), a.W_out.copy()
+    for c in range(a.shape[1]):
+        def ratio(x, y):
+            c_, nx, ny = _cos(x, y)
+            if nx == 0 or ny == 0:
+                return 1.0
+            return (ny / nx) * (-1.0 if c_ < 0 else 1.0)
+        al = ratio(np.concatenate([W_gate[:, c], b_gate[:, c]]), np.concatenate([b.W_gate[:, c], b.b_gate[:, c]]))
+        be = ratio(h[:, c], b.h[:, c])
+        ga = ratio(np.concatenate([W_in[:, c], b_in[:, c]]), np.concatenate([b.W_in[:, c], b.b_in[:, c]]))
+        W_gate[:, c] *= al
+        b_gate[:, c] *= al
+        h[:, c] *= be
+        W_in[:, c] *= ga
+        b_in[:, c] *= ga
+        b_conv[:, c] *= be * ga
+        W_out[c, :] /= al * be * ga
+    return BaseConv(W_in, b_in, h, b_conv, W_gate, b_gate, W_out, a.b_out.copy(), causal=a.causal,
+                    residual=a.residual)
+
+
+def _lerp_layer(a, b, t: float):
+    """The layer at ``t`` on the path from the constructed ``b`` (t=0) to the aligned learned ``a``."""
+    if isinstance(a, BaseConv):
+        A = _align_baseconv(a, b)
+        return b.map(lambda x: x)  if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)
+                                                             for k in BaseConv._array_fields},
+                                                          causal=b.causal, residual=b.residual)
+    if isinstance(a, LSA):
+        fl, fc = head_factors(a), head_factors(b)
+        perm = _match_heads(fl, fc)
+        heads = []
+        n = fc[0][0].shape[0]
+        for h in range(len(fc)):
+            (QKl, Vl), (QKc, Vc) = fl[perm[h]], fc[h]
+            cq, nl, nc = _cos(QKl, QKc)
+            s = (nc / nl) * (-1.0 if cq < 0 else 1.0) if nl > 0 and nc > 0 else 1.0
+            heads.append(LSAHead(np.eye(n), (1 - t) * Vc + t * Vl / s, (1 - t) * QKc + t * QKl * s))
+        return LSA(heads, residual=b.residual)
+    if isinstance(a, TokenLSA):
+        fl, fc = head_factors(a), head_factors(b)
+        perm = _match_heads(fl, fc)
+        heads = []
+        for h in range(len(fc)):
+            (Ql, Pl), (Qc, Pc) = fl[perm[h]], fc[h]
+            cq, nl, nc = _cos(Ql, Qc)
+            s = (nc / nl) * (-1.0 if cq < 0 else 1.0) if nl > 0 and nc > 0 else 1.0
+            heads.append(TokenLSAHead((1 - t) * Pc + t * Pl / s, (1 - t) * Qc + t * Ql * s))
+        return TokenLSA(heads, exclude_last=b.exclude_last, residual=b.residual)
+    raise TypeError(a.kind)
+
+
+def interpolation(con, learned: Stack, constructed: Stack, P: Problems, steps: int = 11) -> dict:
+    """Prediction along the straight path in the aligned (symmetry-normalised) parameters from the
+    construction (t = 0) to the learned model (t = 1): RMS difference to the construction and RMS
+    error against the least-squares prediction q^T x*."""
+    Lf = [to_float(L) for L in learned.layers]
+    Cf = [to_float(L) for L in constructed.layers]
+    S0 = input_state(con, P)
+    pc = prediction(con, run_float(Cf, S0))
+    target = np.einsum("bi,bi->b", P.q, P.x_star)
+    ts = np.linspace(0.0, 1.0, steps)
+    rows = []
+    try:
+        for t in ts:
+            layers = [_lerp_layer(a, b, float(t)) for a, b in zip(Lf, Cf)]
+            p = prediction(con, run_float(layers, S0))
+            rows.append({"t": float(t), "rms_vs_constructed": _f(np.sqrt(np.mean((p - pc) ** 2))),
+                         "rms_vs_lstsq": _f(np.sqrt(np.mean((p - target) ** 2)))})
+    except TypeError as e:
+        return {"supported": False, "reason": f"no interpolation for layer kind {e}"}
+    vals = [r["rms_vs_constructed"] for r in rows]
+    end = vals[-1]
+    bump = max((v for v in vals if v is not None), default=None)
+    return {"supported": True, "set": P.label, "curve": rows,
+            "monotone": all(x is not None and y is not None and y >= x * (1 - 1e-9) for x, y in zip(vals, vals[1:])),
+            "max_over_endpoint": (bump / end) if end else None}
+
+
+# ------------------------------------------------------------------ (5) implicit weight vector
+
+def _depth_stack(stack: Stack, l: int):
+    bodies = [L for j in range(l) for L in stack.bodies[j % max(len(stack.bodies), 1)]]
+    return list(stack.prologue) + bodies + list(stack.epilogue)
+
+
+def implicit_w(con, learned: Stack, constructed: Stack, P: Problems, depth: int | None = None) -> dict:
+    """w^l = d prediction / d query of the model cut after l body copies (prologue + l bodies + epilogue).
+
+    For a token-form linear transformer (seed 004) the prediction after l layers is exactly
+    <w^l, x_t> (Theorem 4.1, Lemma 4.3 corrected), so this *is* the implicit weight vector; it is
+    also recomputed by the corrected recursion as a check.  For gd-lsa / gd-baseconv the constructed
+    w^l is the l-th GD iterate; the learned one is the linear predictor its query sees."""
+    depth = learned.k if depth is None else depth
+    J = query_jacobian(con, P)
+    rows = []
+    token = var_names(con) is TOKEN_NAMES
+    for l in range(depth + 1):
+        wl = _query_grad(con, [to_torch(L) for L in _depth_stack(learned, l)], P, J)
+        wc = _query_grad(con, [to_torch(L) for L in _depth_stack(constructed, l)], P, J)
+        d = np.linalg.norm(wl - wc, axis=1)
+        nc = np.linalg.norm(wc, axis=1)
+        row = {"l": l, "l2_mean": _f(np.mean(d)), "l2_max": _f(np.max(d)),
+               "relative_l2_mean": _f(np.mean(d / np.where(nc > 0, nc, np.nan))) if (nc > 0).any() else None,
+               "norm_constructed_mean": _f(np.mean(nc)), "norm_learned_mean": _f(np.mean(np.linalg.norm(wl, axis=1)))}
+        if token:
+            wr = lemma43_w([to_float(L) for L in _depth_stack(learned, l)], P)
+            row["recursion_vs_gradient_max"] = _f(np.max(np.abs(wr - wl)))
+        rows.append(row)
+    return {"definition": "w^l = d prediction / d query after l body copies"
+                          + (" (= Thm 4.1 w^l; Lemma 4.3 recursion cross-checked)" if token else ""),
+            "set": P.label, "layers": rows}
+
+
+def lemma43_w(layers, P: Problems) -> np.ndarray:
+    """Seed 004 Lemma 4.3 (corrected sign) in float, batched: w^L of token-LSA layers on raw tokens."""
+    B, n, d = P.A.shape
+    E = np.zeros((B, n + 1, d + 1))
+    E[:, :n, :d], E[:, :n, d], E[:, n, :d] = P.A, P.b, P.q
+    M = np.broadcast_to(np.eye(d), (B, d, d)).copy()
+    u, a, w = np.zeros((B, d)), np.ones(B), np.zeros((B, d))
+    for L in layers:
+        G = np.einsum("bji,bjk->bik", E[:, :n], E[:, :n])
+        S = sum(np.einsum("ij,bjk,kl->bil", h.P, G, h.Q) for h in L.heads)
+        A_, b_, c_, dd = S[:, :d, :d], S[:, :d, d], S[:, d, :d], S[:, d, d]
+        M, u, a, w = (M + A_ @ M - np.einsum("bi,bj->bij", b_, w), u + np.einsum("bij,bj->bi", A_, u) + b_ * a[:, None],
+                      a + dd * a + np.einsum("bi,bi->b", c_, u), w + w * dd[:, None] - np.einsum("bji,bj->bi", M, c_))
+        E = L.forward(E)
+    return w
+
+
+# ------------------------------------------------------------------ (6) iterating as solvers
+
+def iterate(con, learned: Stack, constructed: Stack, P: Problems, iters: int = 200,
+            diverge_factor: float = 10.0) -> dict:
+    """Prologue, then the body repeated ``iters`` times (the learned body copies in turn); after
+    each step the error of the iterate (the ``x`` read-out; for token models the prediction) against
+    the float64 least-squares solution."""
+    token = var_names(con) is TOKEN_NAMES
+    target = np.einsum("bi,bi->b", P.q, P.x_star)
+
+    def curve(stack: Stack):
+        S = run_float([to_float(L) for L in stack.prologue], input_state(con, P))
+        bodies = [[to_float(L) for L in b] for b in stack.bodies] or [[]]
+        E = [to_float(L) for L in stack.epilogue]
+        errs = []
+        for it in range(iters + 1):
+            if it:
+                S = run_float(bodies[(it - 1) % len(bodies)], S)
+            if not token and "x" in con.readout(S):
+                e = np.mean(np.sum((con.readout(S)["x"] - P.x_star) ** 2, axis=-1))
+            else:
+                e = np.mean((prediction(con, run_float(E, S)) - target) ** 2)
+            errs.append(float(e) if np.isfinite(e) else float("inf"))
+            if not np.isfinite(e):
+                errs += [float("inf")] * (iters - it)
+                break
+        return errs
+
+    el, ec = curve(learned), curve(constructed)
+
+    def summary(errs):
+        finite = [e for e in errs if math.isfinite(e)]
+        best = int(np.argmin(errs)) if finite else 0
+        floor = errs[best]
+        stops = next((i for i, e in enumerate(errs) if e <= floor * 1.01 + 1e-300), best)
+        div = next((i for i, e in enumerate(errs) if not math.isfinite(e) or e > diverge_factor * max(errs[0], floor)), None)
+        return {"initial": errs[0], "best": floor if math.isfinite(floor) else None, "best_iter": best,
+                "stops_improving_at": stops, "diverges_at": div,
+                "final": errs[-1] if math.isfinite(errs[-1]) else None}
+
+    return {"set": P.label, "error": "mean ||x - x*||^2" if not token else "mean (pred - q^T x*)^2",
+            "iters": iters, "learned": summary(el), "constructed": summary(ec),
+            "curve_learned": el, "curve_constructed": ec}

@@ -1,0 +1,80 @@
+"""Plots of a comparison report (matplotlib, Agg)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_plots(report: dict, out: Path) -> list[str]:
+    plt = _plt()
+    files = []
+    fn = report.get("functional")
+    if fn and fn["per_layer"]:
+        pl = fn["per_layer"][0]
+        regions = list(pl["layers"][0]["regions"])
+        M = np.array([[r["regions"][g] if r["regions"][g] is not None else np.inf for g in regions]
+                      for r in pl["layers"]])
+        fig, ax = plt.subplots(figsize=(1.2 + 0.6 * len(regions), 1.5 + 0.35 * len(M)))
+        im = ax.imshow(np.log10(np.maximum(M, 1e-300)).clip(-20, None), aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(regions)), regions, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(len(M)), [r["section"] for r in pl["layers"]], fontsize=7)
+        ax.set_title("log10 max |state diff| per layer and region", fontsize=8)
+        fig.colorbar(im)
+        fig.tight_layout()
+        fig.savefig(out / "state_diff.png", dpi=90)
+        plt.close(fig)
+        files.append("state_diff.png")
+    it = report.get("iterate")
+    if it:
+        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        for k, row in enumerate(it):
+            c = f"C{k}"
+            ax.semilogy(row["curve_learned"], "-", color=c, label=f"learned {row['set']}")
+            ax.semilogy(row["curve_constructed"], "--", color=c, alpha=0.6, label=f"constructed {row['set']}")
+        ax.set_xlabel("iterations (body applications)")
+        ax.set_ylabel(it[0]["error"])
+        ax.legend(fontsize=6)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "iterate.png", dpi=90)
+        plt.close(fig)
+        files.append("iterate.png")
+    ip = report.get("interpolation")
+    if ip and ip.get("supported"):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        t = [r["t"] for r in ip["curve"]]
+        ax.semilogy(t, [max(r["rms_vs_constructed"] or 0, 1e-300) for r in ip["curve"]], "o-", label="vs constructed")
+        ax.semilogy(t, [max(r["rms_vs_lstsq"] or 0, 1e-300) for r in ip["curve"]], "s--", label="vs least squares")
+        ax.set_xlabel("t (0 = constructed, 1 = learned, symmetry-aligned)")
+        ax.set_ylabel("RMS prediction difference")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "interpolation.png", dpi=90)
+        plt.close(fig)
+        files.append("interpolation.png")
+    iw = report.get("implicit_w")
+    if iw:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ls = [r["l"] for r in iw["layers"]]
+        ax.semilogy(ls, [max(r["l2_mean"] or 0, 1e-300) for r in iw["layers"]], "o-", label="mean ||w_l - w_c||")
+        ax.semilogy(ls, [max(r["norm_constructed_mean"] or 0, 1e-300) for r in iw["layers"]], "s--",
+                    label="mean ||w_c||")
+        ax.set_xlabel("l (body copies)")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "implicit_w.png", dpi=90)
+        plt.close(fig)
+        files.append("implicit_w.png")
+    return files
