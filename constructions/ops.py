@@ -175,8 +175,12 @@ class ConvPlan:
         else:
             xp = _array_module(h)
             self._lag0, self._uni, self._gen = (xp.asarray(a) for a in (self.lag0, self.uniform, self.general))
-        self.h0_lag0 = h[0][self._lag0]
-        self.h0_uni = h[0][self._uni]
+        # per-channel coefficient vectors, zero outside their class: whole-array products, no scatter
+        zeros = h[0] * 0
+        self.c_lag0 = zeros.clone() if self.torch else zeros.copy()
+        self.c_lag0[self._lag0] = h[0][self._lag0]
+        self.c_uni = zeros.clone() if self.torch else zeros.copy()
+        self.c_uni[self._uni] = h[0][self._uni]
         self.K = None
         if len(self.general):
             t = np.arange(T)
@@ -192,22 +196,18 @@ class ConvPlan:
                 self.K = hg[xp.asarray(idx_np)] * xp.asarray(mask_np)[..., None]
 
     def __call__(self, v):
-        if self.torch:
-            out = torch.zeros_like(v)
-            ein = torch.einsum
-        else:
-            out = _array_module(v).zeros_like(v)
-            ein = _array_module(v).einsum
-        if len(self.lag0):
-            out[..., self._lag0] = v[..., self._lag0] * self.h0_lag0
+        out = v * self.c_lag0 if len(self.lag0) else None
         if len(self.uniform):
-            vu = v[..., self._uni]
             if self.causal:
-                acc = vu.cumsum(-2) if self.torch else vu.cumsum(axis=-2)
+                acc = v.cumsum(-2) if self.torch else v.cumsum(axis=-2)
             else:
-                acc = vu.sum(-2, keepdim=True) if self.torch else vu.sum(axis=-2, keepdims=True)
-            out[..., self._uni] = acc * self.h0_uni
+                acc = v.sum(-2, keepdim=True) if self.torch else v.sum(axis=-2, keepdims=True)
+            term = acc * self.c_uni
+            out = term if out is None else out + term
+        if out is None:
+            out = v * 0
         if self.K is not None:
+            ein = torch.einsum if self.torch else _array_module(v).einsum
             out[..., self._gen] = ein("trc,...rc->...tc", self.K, v[..., self._gen])
         return out
 
