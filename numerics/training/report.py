@@ -1,0 +1,76 @@
+"""Figures and the results table of docs/training.md from saved runs.
+
+    python -m numerics.training.report out/train --docs docs
+
+reads ``out/train/*/history.json`` (and ``result.json`` where a run finished)
+and writes ``training_gradient.png`` (test MSE against step: recipe vs
+StepLR, per model), ``training_multiply.png`` (best test MSE against depth,
+BaseConv vs softmax Transformer) and prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .plots import plot_compare
+
+
+def load_runs(root: Path) -> dict[str, list[dict]]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(root.glob("*/history.json"))}
+
+
+def at_step(h, step):
+    """Test MSE of the last evaluation at or before ``step``."""
+    pts = [r for r in h if r["step"] <= step]
+    return pts[-1]["test_mse"] if pts else float("nan")
+
+
+def table(runs, root: Path) -> str:
+    lines = ["| run | steps | test MSE (last) | best test MSE | wall s | load avg (1 min) at end | finished |",
+             "|---|---|---|---|---|---|---|"]
+    for name, h in runs.items():
+        last = h[-1]
+        fin = (root / name / "result.json").is_file()
+        lines.append(f"| {name} | {last['step']} | {last['test_mse']:.2e} | {min(r['test_mse'] for r in h):.2e} | "
+                     f"{last['wall_s']:.0f} | {last['loadavg'][0]:.1f} | {'yes' if fin else 'no (stopped)'} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root", type=Path)
+    ap.add_argument("--docs", type=Path, default=Path("docs"))
+    a = ap.parse_args(argv)
+    runs = load_runs(a.root)
+    grad = {k: v for k, v in runs.items() if k.startswith("grad_")}
+    if grad:
+        plot_compare(grad, a.docs / "training_gradient.png",
+                     title="explicit gradient task (N=20, D=5): recipe vs StepLR Adam")
+    mul = {k: v for k, v in runs.items() if k.startswith("mul_")}
+    if mul:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for arch, mk in (("baseconv", "o-"), ("transformer", "s--")):
+            pts = sorted((int(k.rsplit("_L", 1)[1]), min(r["test_mse"] for r in v))
+                         for k, v in mul.items() if k.startswith(f"mul_{arch}_L"))
+            if pts:
+                ax.semilogy([p[0] for p in pts], [p[1] for p in pts], mk, label=arch)
+        ax.set_xlabel("layers")
+        ax.set_ylabel("best test MSE")
+        ax.set_xticks([1, 2, 4])
+        ax.grid(alpha=0.3)
+        ax.legend()
+        ax.set_title("MULTIPLY (N=20, D=10), equal steps", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(a.docs / "training_multiply.png", dpi=90)
+        plt.close(fig)
+    print(table(runs, a.root))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""The training loop: fresh data every step, periodic evaluation on fresh
+problems, the gradient-cosine metric, checkpoints in safetensors, resume.
+
+Outputs in ``out_dir``: ``history.json`` (one record per evaluation: step,
+test MSE, train loss, LR, metric, skipped steps, wall seconds, load
+average), ``checkpoint.safetensors`` (model, Adam and EMA state; the run's
+configuration and scheduler state in the metadata), ``weights.safetensors``
+(toolkit weight format, when the model has one), ``result.json`` and
+``curves.png``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .modules import ModelConfig, SequenceModel, export_weights
+from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
+from .tasks import Task, make_task
+
+CKPT = "checkpoint.safetensors"
+
+
+@dataclass
+class TaskConfig:
+    name: str = "gradient"
+    n: int | None = None
+    d: int | None = None
+    kappa: float = 5.0
+    sigma: float = 1.0
+    k: int = 1
+    eta: float | None = None
+    param_seed: int = 0
+
+    def build(self) -> Task:
+        return make_task(self.name, n=self.n, d=self.d, kappa=self.kappa, sigma=self.sigma, k=self.k,
+                         eta=self.eta, param_seed=self.param_seed)
+
+
+@dataclass
+class TrainConfig:
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    recipe: RecipeConfig = field(default_factory=RecipeConfig)
+    steps: int = 1000
+    batch: int = 1024
+    eval_every: int = 1000
+    eval_batch: int = 2048
+    checkpoint_every: int = 10_000
+    seed: int = 0
+    dtype: str = "float64"
+    device: str = "cpu"
+    threads: int | None = None
+
+    def to_json(self):
+        return {"task": asdict(self.task), "model": self.model.to_json(), "recipe": self.recipe.to_json(),
+                **{k: getattr(self, k) for k in ("steps", "batch", "eval_every", "eval_batch",
+                                                   "checkpoint_every", "seed", "dtype", "device", "threads")}}
+
+    @classmethod
+    def from_json(cls, d) -> "TrainConfig":
+        r = dict(d["recipe"])
+        r["betas"] = tuple(r["betas"])
+        return cls(task=TaskConfig(**d["task"]), model=ModelConfig(**d["model"]), recipe=RecipeConfig(**r),
+                   **{k: d[k] for k in ("steps", "batch", "eval_every", "eval_batch", "checkpoint_every",
+                                         "seed", "dtype", "device", "threads")})
+
+
+def rng_for(seed: int, stream: int, *idx: int) -> np.random.Generator:
+    """Independent generator per (seed, stream, step, ...): 0 train, 1 eval, 2 metric."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, *idx])))
+
+
+def build_model(cfg: TrainConfig, task: Task) -> SequenceModel:
+    mc = cfg.model
+    mc.T, mc.d_in, mc.d_out = task.T, task.d_in, task.d_out
+    torch.manual_seed(cfg.seed)
+    return SequenceModel(mc).to(device=cfg.device, dtype=getattr(torch, cfg.dtype))
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, out_dir=None, *, progress: bool = True):
+        self.cfg = cfg
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.dtype = getattr(torch, cfg.dtype)
+        self.task = cfg.task.build()
+        self.model = build_model(cfg, self.task)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        rc = cfg.recipe
+        self.opt = torch.optim.Adam(self.params, lr=rc.lr, betas=rc.betas, eps=rc.adam_eps)
+        self.sched = make_scheduler(rc)
+        self.ema = make_ema(rc, self.params)
+        self.step = 0
+        self.skipped = 0
+        self.elapsed = 0.0
+        self.history: list[dict] = []
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.progress = progress
+
+    # ------------------------------------------------------------ data
+    def tensors(self, u, y):
+        t = lambda a: torch.as_tensor(a, dtype=self.dtype, device=self.cfg.device)  # noqa: E731
+        return t(u), t(y)
+
+    def loss_on(self, u, y):
+        out = self.model(u)[:, self.task.out_rows]
+        return torch.mean((out - y) ** 2)
+
+    @torch.no_grad()
+    def evaluate(self, n: int | None = None, stream_idx: int | None = None) -> float:
+        n = n or self.cfg.eval_batch
+        rng = rng_for(self.cfg.seed, 1, self.step if stream_idx is None else stream_idx)
+        tot, done = 0.0, 0
+        while done < n:
+            b = min(1024, n - done)
+            u, y = self.tensors(*self.task.sample(b, rng))
+            tot += float(self.loss_on(u, y)) * b
+            done += b
+        return tot / n
+
+    def gradient_metric(self) -> float:
+        """Eq. (6) on ``metric_batches`` fresh minibatches at the current weights."""
+        rc = self.cfg.recipe
+        rng = rng_for(self.cfg.seed, 2, self.step)
+        grads = []
+        for _ in range(rc.metric_batches):
+            u, y = self.tensors(*self.task.sample(self.cfg.batch, rng))
+            self.opt.zero_grad(set_to_none=True)
+            self.loss_on(u, y).backward()
+            grads.append(flat_grad(self.params).detach().clone())
+        self.opt.zero_grad(set_to_none=True)
+        return cosine_metric(grads, rc.metric_pairs)
+
+    # ------------------------------------------------------------ loop
+    def train_step(self) -> tuple[float, bool]:
+        rc = self.cfg.recipe
+        u, y = self.tensors(*self.task.sample(self.cfg.batch, rng_for(self.cfg.seed, 0, self.step)))
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_on(u, y)
+        loss.backward()
+        gn = grad_norm(self.params)
+        ok = math.isfinite(gn) and gn <= rc.skip_grad_norm
+        if ok:
+            for g in self.opt.param_groups:
+                g["lr"] = self.sched.lr
+            self.ema.before_step()
+            saved = self.ema.save_params()
+            self.opt.step()
+            self.ema.after_step(saved)
+        else:
+            self.skipped += 1
+        self.step += 1
+        if rc.scheduler == "adaptive" and self.step % rc.metric_every == 0:
+            self.sched.observe(self.gradient_metric())
+        self.sched.step(self.step)
+        return float(loss.detach()), ok
+
+    def run(self, steps: int | None = None) -> dict:
+        steps = self.cfg.steps if steps is None else steps
+        cfg = self.cfg
+        bar = None
+        if self.progress and steps > self.step:
+            from tqdm import tqdm
+
+            bar = tqdm(total=steps, initial=self.step, desc=f"{cfg.model.model}/{self.task.name}",
+                       dynamic_ncols=True, mininterval=1.0)
+        t0 = time.perf_counter() - self.elapsed
+        recent = []
+        if self.step == 0 and not self.history:
+            self._record(float("nan"), t0)
+        while self.step < steps:
+            loss, _ = self.train_step()
+            recent.append(loss)
+            if bar is not None:
+                bar.update(1)
+                if self.step % 50 == 0:
+                    bar.set_postfix(loss=f"{loss:.2e}", lr=f"{self.sched.lr:.1e}", refresh=False)
+            if self.step % cfg.eval_every == 0 or self.step == steps:
+                self._record(float(np.mean(recent)) if recent else float("nan"), t0)
+                recent = []
+                if bar is not None:
+                    bar.set_postfix(test=f"{self.history[-1]['test_mse']:.2e}", lr=f"{self.sched.lr:.1e}")
+            if self.out_dir and (self.step % cfg.checkpoint_every == 0 or self.step == steps):
+                self.elapsed = time.perf_counter() - t0
+                self.save(self.out_dir / CKPT)
+        if bar is not None:
+            bar.close()
+        self.elapsed = time.perf_counter() - t0
+        return self.finish()
+
+    def _record(self, train_loss, t0):
+        st = self.sched.state()
+        rec = {"step": self.step, "test_mse": self.evaluate(), "train_loss": train_loss, "lr": st["lr"],
+               "metric": st["last_metric"], "metric_ema": st["metric_ema"], "skipped": self.skipped,
+               "wall_s": round(time.perf_counter() - t0, 2), "loadavg": list(os.getloadavg())}
+        self.history.append(rec)
+        if self.out_dir:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / "history.json").write_text(json.dumps(self.history, indent=1))
+
+    def finish(self) -> dict:
+        res = {"config": self.cfg.to_json(), "task": self.task.describe(), "steps": self.step,
+               "final_test_mse": self.history[-1]["test_mse"] if self.history else None,
+               "best_test_mse": min((h["test_mse"] for h in self.history), default=None),
+               "skipped": self.skipped, "wall_s": round(self.elapsed, 1), "loadavg_end": list(os.getloadavg()),
+               "params": sum(p.numel() for p in self.params)}
+        if self.out_dir:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if self.model.exportable():
+                export_weights(self.model, self.out_dir / "weights.safetensors",
+                               name=f"trained-{self.cfg.model.model}-{self.task.name}")
+                res["weights"] = str(self.out_dir / "weights.safetensors")
+            (self.out_dir / "result.json").write_text(json.dumps(res, indent=1))
+            from .plots import plot_curves
+
+            plot_curves(self.history, self.out_dir / "curves.png",
+                        title=f"{self.cfg.model.model} {self.task.name} ({self.cfg.recipe.scheduler}, ema={self.cfg.recipe.ema})")
+        return res
+
+    # ------------------------------------------------------------ checkpoints
+    def save(self, path):
+        from safetensors.torch import save_file
+
+        t = {f"model.{k}": v.detach().contiguous() for k, v in self.model.state_dict().items()}
+        for i, p in enumerate(self.params):
+            for k, v in self.opt.state.get(p, {}).items():
+                t[f"opt.{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().reshape(v.shape if torch.is_tensor(v) else ()).contiguous()
+        for k, v in self.ema.state().items():
+            t[k] = v.detach().contiguous()
+        meta = {"config": json.dumps(self.cfg.to_json()), "step": str(self.step), "skipped": str(self.skipped),
+                "elapsed": str(self.elapsed), "sched": json.dumps(self.sched.state())}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        save_file({k: v.cpu() for k, v in t.items()}, str(tmp), metadata=meta)
+        os.replace(tmp, path)
+
+    @classmethod
+    def resume(cls, path, out_dir=None, *, steps: int | None = None, progress=True, device=None) -> "Trainer":
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if path.is_dir():
+            path = path / CKPT
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata()
+        cfg = TrainConfig.from_json(json.loads(meta["config"]))
+        if steps is not None:
+            cfg.steps = steps
+        if device is not None:
+            cfg.device = device
+        tr = cls(cfg, out_dir or path.parent, progress=progress)
+        t = load_file(str(path), device=cfg.device)
+        tr.model.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")})
+        for i, p in enumerate(tr.params):
+            st = {k.split(".", 2)[2]: v for k, v in t.items() if k.startswith(f"opt.{i}.")}
+            if st:
+                if "step" in st:
+                    st["step"] = st["step"].cpu()
+                tr.opt.state[p] = st
+        tr.ema.load(t)
+        tr.step, tr.skipped, tr.elapsed = int(meta["step"]), int(meta["skipped"]), float(meta["elapsed"])
+        tr.sched.load(json.loads(meta["sched"]))
+        hist = tr.out_dir / "history.json"
+        if hist.is_file():
+            tr.history = [h for h in json.loads(hist.read_text()) if h["step"] <= tr.step]
+        return tr
