@@ -197,7 +197,6 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
                                for p in range(out_f.shape[0])])
         regs = _region_errors(lay, err)
         worst = max(regs, key=regs.get) if any(v > 0 for v in regs.values()) else None
-        cerr = out_f - cumul[i]
         rec = dict(labels[i])
         rec.update({
             "layer": i,

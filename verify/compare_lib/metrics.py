@@ -12,7 +12,7 @@ from constructions.base import Construction
 from constructions.layers import LSA, BaseConv, LSAHead, TokenLSA, TokenLSAHead
 from constructions.layout import Layout
 
-from .models import (Problems, Stack, TOKEN_NAMES, prediction, run_float, sizes, to_float, to_torch,
+from .models import (Problems, Stack, TOKEN_NAMES, prediction, run_float, to_float, to_torch,
                      var_names)
 
 

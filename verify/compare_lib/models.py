@@ -6,7 +6,7 @@ the *construction's layer structure* (same kinds, settings and array shapes as
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
