@@ -39,8 +39,9 @@ def write_plots(report: dict, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(5.5, 3.8))
         for k, row in enumerate(it):
             c = f"C{k}"
-            ax.semilogy(row["curve_learned"], "-", color=c, label=f"learned {row['set']}")
-            ax.semilogy(row["curve_constructed"], "--", color=c, alpha=0.6, label=f"constructed {row['set']}")
+            # a diverging solver gives inf/nan: plot the finite part (the report keeps where it diverged)
+            ax.semilogy(_finite(row["curve_learned"]), "-", color=c, label=f"learned {row['set']}")
+            ax.semilogy(_finite(row["curve_constructed"]), "--", color=c, alpha=0.6, label=f"constructed {row['set']}")
         ax.set_xlabel("iterations (body applications)")
         ax.set_ylabel(it[0]["error"])
         ax.legend(fontsize=6)
@@ -78,3 +79,10 @@ def write_plots(report: dict, out: Path) -> list[str]:
         plt.close(fig)
         files.append("implicit_w.png")
     return files
+
+
+def _finite(curve):
+    """Non-finite or huge (> 1e100) values of a diverged iterate become NaN, which matplotlib skips."""
+    a = np.asarray([np.nan if v is None else v for v in curve], dtype=float)
+    a[~np.isfinite(a) | (a > 1e100)] = np.nan
+    return a
