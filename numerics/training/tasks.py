@@ -40,6 +40,8 @@ READ(i, j) and LINEAR(h) of seed 000 Sec. 3.3 as fixed maps to learn.
 """
 from __future__ import annotations
 
+import abc
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,15 +56,16 @@ def _seed_from(rng: np.random.Generator) -> int:
 
 
 @dataclass
-class Task:
+class Task(abc.ABC):
     name: str
     T: int
     d_in: int
     d_out: int
     out_rows: slice
 
+    @abc.abstractmethod
     def sample(self, batch: int, rng: np.random.Generator):
-        raise NotImplementedError
+        """A batch of (inputs, targets) for this task."""
 
     def describe(self) -> dict:
         return {"name": self.name, "T": self.T, "d_in": self.d_in, "d_out": self.d_out,
