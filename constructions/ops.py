@@ -269,31 +269,34 @@ def _conv_exact(v, h, causal):
     return out
 
 
+def _entrywise_exact(X, Y, combine):
+    """Apply ``combine(x, y)`` entry by entry to two (broadcast) object arrays."""
+    X, Y = np.broadcast_arrays(np.asarray(X, dtype=object), np.asarray(Y, dtype=object))
+    out = zeros_like_object(X.shape)
+    for idx in np.ndindex(X.shape):
+        out[idx] = combine(X[idx], Y[idx])
+    return out
+
+
+def _times(x, y):
+    if _is_zero(x) or _is_zero(y):
+        return 0
+    return y if _is_one(x) else (x if _is_one(y) else x * y)
+
+
+def _plus(x, y):
+    return y if _is_zero(x) else (x if _is_zero(y) else x + y)
+
+
 def hadamard(X, Y):
-    """Entry-wise product, skipping structural zeros for exact arrays."""
+    """Entry-wise product, skipping structural zeros and ones for exact arrays."""
     if is_object(X) or is_object(Y):
-        X = np.asarray(X, dtype=object)
-        Y = np.asarray(Y, dtype=object)
-        X, Y = np.broadcast_arrays(X, Y)
-        out = zeros_like_object(X.shape)
-        for idx in np.ndindex(X.shape):
-            x, y = X[idx], Y[idx]
-            if _is_zero(x) or _is_zero(y):
-                continue
-            out[idx] = y if _is_one(x) else (x if _is_one(y) else x * y)
-        return out
+        return _entrywise_exact(X, Y, _times)
     return X * Y
 
 
 def add(X, Y):
     """Entry-wise sum, skipping structural zeros for exact arrays."""
     if is_object(X) or is_object(Y):
-        X = np.asarray(X, dtype=object)
-        Y = np.asarray(Y, dtype=object)
-        X, Y = np.broadcast_arrays(X, Y)
-        out = zeros_like_object(X.shape)
-        for idx in np.ndindex(X.shape):
-            x, y = X[idx], Y[idx]
-            out[idx] = y if _is_zero(x) else (x if _is_zero(y) else x + y)
-        return out
+        return _entrywise_exact(X, Y, _plus)
     return X + Y
