@@ -51,6 +51,13 @@ class Layer(abc.ABC):
         """Precompute what a float forward can reuse (default: nothing)."""
         return self
 
+    def forward_rows(self, u, rows, cols=None):
+        """Rows ``rows`` (and columns ``cols``) of ``forward(u)``.  The default runs the whole
+        forward; a layer whose rows can be computed separately overrides it (BaseConv), which is
+        what bounds the memory of a dense exact (symbolic) forward."""
+        y = self.forward(u)[list(rows)]
+        return y if cols is None else y[:, list(cols)]
+
 
 # --------------------------------------------------------------------------- BaseConv
 
@@ -113,6 +120,18 @@ class BaseConv(Layer):
         g = ops.add(ops.mm(u, self.W_gate), self.b_gate)
         y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out), self.b_out)
         return ops.add(u, y) if self.residual else y
+
+    def forward_rows(self, u, rows, cols=None):
+        """Rows ``rows`` / columns ``cols`` of :meth:`forward` (2-D states): the convolution needs
+        every row of ``u W_in + B_in``, but the gate, the product and ``W_out`` only the rows (and
+        output columns) asked for.  Same sums as ``forward``, fewer of them."""
+        rows = list(rows)
+        cols = list(range(self.W_out.shape[1])) if cols is None else list(cols)
+        v = ops.add(ops.mm(u, self.W_in), self.b_in)
+        z = ops.add(ops.conv(v, self.h, causal=self.causal), self.b_conv)[rows]
+        g = ops.add(ops.mm(u[rows], self.W_gate), self.b_gate[rows])
+        y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out[:, cols]), self.b_out[rows][:, cols])
+        return ops.add(u[rows][:, cols], y) if self.residual else y
 
     def prepare(self) -> "BaseConv":
         """Plan the float forward once (after a cast): the direct convolution per

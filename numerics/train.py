@@ -44,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--causal", action="store_true")
     g.add_argument("--conv", choices=("direct", "fft"), default="direct")
     g.add_argument("--init-scale", type=float, default=0.1)
+    g.add_argument("--bias", choices=("matrix", "vector"), default="matrix",
+                   help="baseconv: (T, C) bias matrices (Def. D.20) or one bias row shared by all tokens")
     g = p.add_argument_group("optimisation")
     g.add_argument("--recipe", choices=("paper", "standard"), default="paper")
     for name, typ in (("lr", float), ("scheduler", str), ("step-size", int), ("gamma", float),
@@ -73,7 +75,7 @@ def config_from(a) -> TrainConfig:
     rc = RecipeConfig.paper(**over) if a.recipe == "paper" else RecipeConfig.standard(**over)
     mc = ModelConfig(model=a.model, width=a.width, layers=a.layers, heads=a.heads, head_dim=a.head_dim,
                      mlp=a.mlp, layernorm=a.layernorm, causal=a.causal, conv_method=a.conv,
-                     init_scale=a.init_scale)
+                     init_scale=a.init_scale, bias=a.bias)
     tc = TaskConfig(a.task, n=a.n, d=a.d, kappa=a.kappa, sigma=a.sigma, k=a.k, eta=a.eta)
     return TrainConfig(task=tc, model=mc, recipe=rc, steps=a.steps, batch=a.batch, eval_every=a.eval_every,
                        eval_batch=a.eval_batch, checkpoint_every=a.checkpoint_every, seed=a.seed,

@@ -37,7 +37,7 @@ def problem_sets(con, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0, 20.
 def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: int = 32,
             sigmas=(1.0, 4.0), kappas=(5.0, 20.0), scales=(1.0, 2.0), iters: int = 100,
             iter_sigmas=(0.25, 1.0, 4.0, 16.0), weights: bool = False, skip=(), seed: int = 0,
-            poly_max_terms: int = 200000) -> dict:
+            poly_timeout: float = 300.0, poly_memory_gb: float | None = 8.0) -> dict:
     """The full report as a dict (JSON-ready).  ``con``: the construction (specification);
     ``learned``: a :class:`Stack` (``load_learned`` or ``stack_of(con, layers)``)."""
     constructed = constructed or constructed_stack(con, learned.k)
@@ -50,7 +50,8 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
     if "sensitivities" not in skip:
         rep["sensitivities"] = sensitivities(con, learned, constructed, sets)
     if "polynomial" not in skip:
-        rep["polynomial"] = polynomial_view(con, learned, constructed, max_terms=poly_max_terms)
+        rep["polynomial"] = polynomial_view(con, learned, constructed, timeout=poly_timeout,
+                                            memory_gb=poly_memory_gb)
     if "invariants" not in skip:
         rep["invariants"] = invariants(learned, constructed)
         rep["interpolation"] = interpolation(con, learned, constructed, sets[0])
@@ -61,7 +62,7 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
                                   sample(con, problems, sigma=s, seed=seed + 7 + i, label=f"sigma={s:g}"), iters)
                           for i, s in enumerate(iter_sigmas)]
     if weights:
-        rep["weights"] = weights_check(con, learned)
+        rep["weights"] = weights_check(con, learned, timeout=2 * poly_timeout, memory_gb=poly_memory_gb)
     return rep
 
 
@@ -69,6 +70,20 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
 
 def _g(x):
     return "n/a" if x is None else f"{x:.3g}"
+
+
+def _poly_lines(p: dict) -> list[str]:
+    t, s = p["true_monomials"], p["spurious_monomials"]
+    L = [f"constructed: {p['constructed']['terms']} monomials, degree {p['constructed']['degree']}, mass {_g(p['constructed']['mass'])}; "
+         f"learned: {p['learned']['terms']} monomials, degree {p['learned']['degree']}, mass {_g(p['learned']['mass'])}",
+         f"true monomials: error mass {_g(t['error_mass'])}, max error {_g(t['error_max'])}, missing in learned {t['missing_in_learned']}",
+         f"spurious monomials: {s['count']}, mass {_g(s['mass'])}, largest |coeff| {_g(s['max'])}",
+         "spurious mass by degree: " + (", ".join(f"{k}: {_g(v)}" for k, v in s["mass_by_degree"].items()) or "none"),
+         "true-monomial error mass by degree: " + (", ".join(f"{k}: {_g(v)}" for k, v in t["error_mass_by_degree"].items()) or "none"), ""]
+    L += [f"- spurious {r['monomial']}: {r['coefficient']['value']:.4g}" for r in s["largest"]]
+    L += [f"- true {r['monomial']}: constructed {r['constructed']:.4g}, learned {r['learned']:.4g}, error {r['error']['value']:.3g}"
+          for r in t["worst"]]
+    return L + [""]
 
 
 def summary_lines(rep: dict) -> list[str]:
@@ -96,14 +111,18 @@ def summary_lines(rep: dict) -> list[str]:
         if not p["supported"]:
             L.append(f"not computed: {p['reason']}")
         else:
-            t, s = p["true_monomials"], p["spurious_monomials"]
-            L += [f"constructed: {p['constructed']['terms']} monomials, degree {p['constructed']['degree']}, mass {_g(p['constructed']['mass'])}; "
-                  f"learned: {p['learned']['terms']} monomials, degree {p['learned']['degree']}, mass {_g(p['learned']['mass'])}",
-                  f"true monomials: error mass {_g(t['error_mass'])}, max error {_g(t['error_max'])}, missing in learned {t['missing_in_learned']}",
-                  f"spurious monomials: {s['count']}, mass {_g(s['mass'])}, largest |coeff| {_g(s['max'])}", ""]
-            L += [f"- spurious {r['monomial']}: {r['coefficient']['value']:.4g}" for r in s["largest"]]
-            L += [f"- true {r['monomial']}: constructed {r['constructed']:.4g}, learned {r['learned']:.4g}, error {r['error']['value']:.3g}"
-                  for r in t["worst"]]
+            L.append(f"{p['variables']} variables, {p['backend']}; limits {p['limits']}")
+            b = p.get("body")
+            if b:
+                L += ["", f"### one body copy: {b['what']}", ""]
+                if not b["finished"]:
+                    L.append(f"not finished ({len(b['entries'])} entries done): {b['reason']}")
+                for e in b["entries"]:
+                    L += [f"#### entry {e['entry']} (region {e['region']} {e['index']}, {e['seconds']:.1f} s)", ""]
+                    L += _poly_lines(e)
+            pr = p["prediction"]
+            L += ["", "### the prediction (whole stack)", ""]
+            L += _poly_lines(pr) if pr["finished"] else [f"not finished: {pr['reason']}"]
     inv = rep.get("invariants")
     if inv:
         L += ["", "## (4) invariants up to symmetry", ""]
@@ -136,9 +155,12 @@ def summary_lines(rep: dict) -> list[str]:
     w = rep.get("weights")
     if w:
         L += ["", "## --weights: exact section identities", "", f"exact: {w['exact']}", ""]
-        L += [f"- {s['section']}: " + ("exact" if s["exact"] else
-              f"{s['failing_entries']} failing entries, residual mass {_g(s['residual_mass'])}, max |coeff| "
-              f"{_g(s['residual_max_coeff'])}, regions {sorted(s['regions'])}") for s in w["sections"]]
+        if not w["complete"]:
+            L += [f"not complete: {w['reason']}", ""]
+        L += [f"- {s['section']}" + ("" if s["complete"] else f" (rows {s['rows_checked']} of {s['rows']} checked)") + ": "
+              + ("exact" if s["exact"] else
+                 f"{s['failing_entries']} failing entries, residual mass {_g(s['residual_mass'])}, max |coeff| "
+                 f"{_g(s['residual_max_coeff'])}, regions {sorted(s['regions'])}") for s in w["sections"]]
         if w["first_failure"]:
             L += ["", "```", w["first_failure"], "```"]
     return L
@@ -184,6 +206,9 @@ def main(argv=None) -> int:
     ap.add_argument("--iter-sigmas", type=_floats, default=(0.25, 1.0, 4.0, 16.0))
     ap.add_argument("--skip", default="", help=f"comma-separated sections to skip: {', '.join(SECTIONS)}")
     ap.add_argument("--weights", action="store_true", help="exact section identities with residual sizes")
+    ap.add_argument("--poly-timeout", type=float, default=300.0,
+                    help="seconds for each exact symbolic part (body, prediction; --weights gets twice this)")
+    ap.add_argument("--poly-memory-gb", type=float, default=8.0, help="address-space limit of the exact parts")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     try:
@@ -193,6 +218,8 @@ def main(argv=None) -> int:
             raise CompareError(f"--skip: unknown section(s) {', '.join(bad)}; sections are {', '.join(SECTIONS)}")
         if a.problems < 1 or a.iters < 0:
             raise CompareError("--problems must be >= 1 and --iters >= 0")
+        if a.poly_timeout <= 0 or a.poly_memory_gb <= 0:
+            raise CompareError("--poly-timeout and --poly-memory-gb must be positive")
         n, d = a.n, a.d
         if n is None or d is None:
             fn, fd = _file_sizes(a.learned)
@@ -202,7 +229,8 @@ def main(argv=None) -> int:
         con = build_construction(a.construction, n, d, **({"eta": a.eta} if a.eta else {}))
         learned = load_learned(a.learned, con)
         rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
-                      iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed)
+                      iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
+                      poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
         rep["learned_file"] = str(a.learned)
         files = write_report(rep, Path(a.out))
     except (CompareError, ValueError) as e:

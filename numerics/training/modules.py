@@ -46,24 +46,33 @@ class BaseConvBlock(nn.Module):
 
     kind = "baseconv"
 
+    BIASES = ("b_in", "b_conv", "b_gate", "b_out")
+
     def __init__(self, T: int, C: int, *, causal: bool = False, residual: bool = False,
-                 conv_method: str = "direct", init_scale: float = 1.0):
+                 conv_method: str = "direct", init_scale: float = 1.0, bias: str = "matrix"):
         super().__init__()
+        if bias not in ("matrix", "vector"):
+            raise ValueError(f"bias must be 'matrix' (T x C, Def. D.20) or 'vector' (one row shared by all tokens), not {bias!r}")
         self.T, self.C, self.causal, self.residual, self.conv_method = T, C, causal, residual, conv_method
+        self.bias = bias
+        rows = T if bias == "matrix" else 1
         s = 1.0 / math.sqrt(C)
         self.W_in = nn.Parameter(torch.randn(C, C) * s)
-        self.b_in = nn.Parameter(torch.zeros(T, C))
+        self.b_in = nn.Parameter(torch.zeros(rows, C))
         self.h = nn.Parameter(torch.randn(T, C) / math.sqrt(T))
-        self.b_conv = nn.Parameter(torch.zeros(T, C))
+        self.b_conv = nn.Parameter(torch.zeros(rows, C))
         self.W_gate = nn.Parameter(torch.randn(C, C) * s)
-        self.b_gate = nn.Parameter(torch.zeros(T, C))
+        self.b_gate = nn.Parameter(torch.zeros(rows, C))
         self.W_out = nn.Parameter(torch.randn(C, C) * s * init_scale)
-        self.b_out = nn.Parameter(torch.zeros(T, C))
+        self.b_out = nn.Parameter(torch.zeros(rows, C))
 
     def layer(self) -> L.BaseConv:
-        """The toolkit layer over this module's (torch) arrays."""
-        return L.BaseConv(*(getattr(self, k) for k in L.BaseConv._array_fields),
-                          causal=self.causal, residual=self.residual)
+        """The toolkit layer over this module's (torch) arrays (a shared bias row is expanded to
+        the (T, C) bias matrix it stands for)."""
+        arr = {k: getattr(self, k) for k in L.BaseConv._array_fields}
+        if self.bias == "vector":
+            arr.update({k: arr[k].expand(self.T, self.C) for k in self.BIASES})
+        return L.BaseConv(**arr, causal=self.causal, residual=self.residual)
 
     def forward(self, u):
         return self.layer().forward(u, conv_method=self.conv_method)
@@ -210,6 +219,7 @@ class ModelConfig:
     init_scale: float = 1.0  # scales the init of each mixer's output map
     pos_embedding: bool = True  # transformer only (GPT-2 learned positions)
     lsa_embed_scale: float = 0.25  # lsa only: scales the input projection's init
+    bias: str = "matrix"  # baseconv: (T, C) bias matrices (Def. D.20) or one shared row ("vector")
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -236,7 +246,7 @@ class SequenceModel(nn.Module):
         for _ in range(cfg.layers):
             if cfg.model == "baseconv":
                 mix = BaseConvBlock(cfg.T, C, causal=cfg.causal, conv_method=cfg.conv_method,
-                                    init_scale=cfg.init_scale)
+                                    init_scale=cfg.init_scale, bias=cfg.bias)
             elif cfg.model == "lsa":
                 # the layer is cubic in its input and sums over T tokens: start its output small
                 mix = LSABlock(C, cfg.heads, cfg.head_dim, init_scale=cfg.init_scale / (cfg.T * C))

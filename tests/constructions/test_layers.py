@@ -345,3 +345,17 @@ def test_layer_types_and_unknown_kind():
     assert all(LAYER_TYPES[k].kind == k for k in LAYER_TYPES)
     with pytest.raises(ValueError, match="unknown layer kind"):
         layer_from_arrays("rnn", {}, {})
+
+
+@given(case=any_layer(), data=st.data())
+def test_forward_rows_equals_rows_of_forward(case, data):
+    """``forward_rows`` (BaseConv: gate and product on the asked rows only) gives exactly the
+    asked rows and columns of ``forward``, for every layer kind."""
+    L, x = case
+    T, C = np.asarray(L.forward(x)).shape
+    rows = data.draw(st.lists(st.integers(0, T - 1), min_size=1, max_size=T, unique=True))
+    cols = data.draw(st.one_of(st.none(), st.lists(st.integers(0, C - 1), min_size=1, max_size=C, unique=True)))
+    want = np.asarray(L.forward(x), dtype=object)[rows]
+    if cols is not None:
+        want = want[:, cols]
+    assert F(L.forward_rows(x, rows, cols)) == F(want)

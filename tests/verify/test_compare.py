@@ -58,7 +58,9 @@ def test_unperturbed_copy_is_exactly_zero(reports, name):
     assert r["functional"]["per_layer"][0]["first_difference"] is None
     assert all(s["l2_max"] == 0 and s["cosine_min"] == pytest.approx(1.0) for s in r["sensitivities"])
     p = r["polynomial"]
-    assert p["true_monomials"]["error_mass"] == 0 and p["spurious_monomials"]["count"] == 0
+    assert p["prediction"]["finished"] and p["body"]["finished"] and len(p["body"]["entries"]) == 2
+    for q in [p["prediction"], *p["body"]["entries"]]:
+        assert q["true_monomials"]["error_mass"] == 0 and q["spurious_monomials"]["count"] == 0
     assert all(L["differing"] == [] and L["max_distance"] == 0 for L in r["invariants"]["layers"])
     assert all(row["l2_max"] == 0 for row in r["implicit_w"]["layers"])
     assert all(row["rms_vs_constructed"] == 0 for row in r["interpolation"]["curve"])
@@ -101,16 +103,27 @@ def test_sensitivities(reports, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_polynomial_view_sees_delta_sized_monomials(reports, name):
     con, layer, unit, region, reps = reports[name]
-    p1, p2 = reps[DELTA]["polynomial"], reps[DELTA / 2]["polynomial"]
-    s1, s2 = p1["spurious_monomials"], p2["spurious_monomials"]
-    t1, t2 = p1["true_monomials"], p2["true_monomials"]
-    # exact arithmetic: the changes are exactly linear in delta
-    assert s1["mass"] + t1["error_mass"] > 0
-    assert s1["mass"] == pytest.approx(2 * s2["mass"], rel=1e-12)
-    assert t1["error_mass"] == pytest.approx(2 * t2["error_mass"], rel=1e-12)
-    biggest = max(s1["max"], t1["error_max"])
+    P1, P2 = reps[DELTA]["polynomial"], reps[DELTA / 2]["polynomial"]
+    pairs = [(P1["prediction"], P2["prediction"])] + list(zip(P1["body"]["entries"], P2["body"]["entries"]))
+    for p1, p2 in pairs:
+        s1, s2 = p1["spurious_monomials"], p2["spurious_monomials"]
+        t1, t2 = p1["true_monomials"], p2["true_monomials"]
+        # exact arithmetic: the changes are exactly linear in delta
+        assert s1["mass"] == pytest.approx(2 * s2["mass"], rel=1e-12)
+        assert t1["error_mass"] == pytest.approx(2 * t2["error_mass"], rel=1e-12)
+        assert sum(t1["error_mass_by_degree"].values()) == pytest.approx(t1["error_mass"], rel=1e-12)
+    p1 = P1["prediction"]
+    assert p1["spurious_monomials"]["mass"] + p1["true_monomials"]["error_mass"] > 0
+    biggest = max(p1["spurious_monomials"]["max"], p1["true_monomials"]["error_max"])
     assert float(DELTA) / 64 <= biggest <= 64 * float(DELTA)
-    assert p1["constructed"]["terms"] == reps[0]["polynomial"]["learned"]["terms"]
+    assert p1["constructed"]["terms"] == reps[0]["polynomial"]["prediction"]["learned"]["terms"]
+    # the body polynomial: the perturbation reaches the iterate's first component by delta times
+    # products of data entries (BaseConv: the other component is untouched)
+    b0, b1 = P1["body"]["entries"]
+    assert b0["region"] == b1["region"] == ("x" if name == "gd-baseconv" else "w")
+    assert float(DELTA) / 64 <= b0["true_monomials"]["error_max"] <= float(DELTA)
+    if name == "gd-baseconv":
+        assert b1["true_monomials"]["error_mass"] == 0 and b1["spurious_monomials"]["count"] == 0
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -207,3 +220,44 @@ def test_cli_wrong_shape_file_exits_2(tmp_path):
                         "gd-lsa", "--out", str(tmp_path / "o")], capture_output=True, text=True,
                        cwd=str(__import__("pathlib").Path(__file__).parents[2]))
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ limits of the exact parts
+
+def _slow_items():
+    yield {"n": 1}
+    import time as _t
+
+    _t.sleep(30)
+    yield {"n": 2}
+
+
+def test_run_limited_keeps_streamed_items_and_names_the_time_limit():
+    from verify.compare_lib.poly import run_limited
+
+    items, status = run_limited(_slow_items, timeout=2.0, memory_gb=None)
+    assert items == [{"n": 1}]
+    assert "time limit (2 s)" in status
+
+
+def _big_items():
+    yield {"n": 1}
+    blob = bytearray(3 * 2 ** 30)  # 3 GiB, over the 1 GiB limit
+    yield {"n": len(blob)}
+
+
+def test_run_limited_names_the_memory_limit():
+    from verify.compare_lib.poly import run_limited
+
+    items, status = run_limited(_big_items, timeout=60.0, memory_gb=1.0)
+    assert items == [{"n": 1}] and "memory limit (1 GiB)" in status
+
+
+def test_weights_check_cut_off_reports_rows_checked():
+    from verify.compare_lib.poly import weights_check
+
+    con = build_construction("gd-baseconv", 4, 2)
+    C = constructed_stack(con, 1)
+    w = weights_check(con, C, timeout=1e-3, memory_gb=None)
+    assert not w["complete"] and not w["exact"] and "time limit" in w["reason"]
+    assert all(s["rows_checked"] <= s["rows"] for s in w["sections"])

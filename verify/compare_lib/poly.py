@@ -1,43 +1,118 @@
 """The polynomial view (exact) and ``--weights``: how far from exact the learned layers are.
 
 Without MLPs and LayerNorms a BaseConv / linear-attention stack computes a polynomial of its
-inputs.  The learned float weights are exact binary fractions (``weights_io.load``), so the
-prediction is a polynomial over QQ, computed by a symbolic forward (``verify.proof``'s ring) and
-compared monomial by monomial with the construction's."""
+inputs.  The learned float weights are exact binary fractions (``weights_io.load``), so every
+state entry is a polynomial over QQ, computed by a symbolic forward of the toolkit's own layer
+math (``constructions.layers``) over python-flint's multivariate polynomials (``fmpq_mpoly``,
+C arithmetic; the sympy ring of ``verify.proof`` is 100x slower on dense learned weights) and
+compared monomial by monomial with the construction's.
+
+Two polynomials are compared:
+
+* **body**: one body copy (the learned GD step) as a map of the state, on the entries of the
+  result region (``x`` / ``w``; replicated copies of the same target entry are taken once, the
+  last), against the construction's specification of that entry (``con.state(con.step(v))``,
+  which the construction's body equals, proved by ``verify.proof``).  The last layer is evaluated
+  only on the rows needed (``Layer.forward_rows``), which is what makes a dense 3-layer BaseConv
+  body (degree 8) fit in memory;
+* **prediction**: the whole stack's prediction, learned against constructed.  For dense learned
+  weights the degree multiplies per layer (BaseConv x2, linear attention x3), so this one
+  finishes only for sparse (near-constructed) weights or shallow stacks.
+
+A dense symbolic forward can need minutes and gigabytes, so each part runs in a child process
+with a time limit and an address-space limit (``timeout``, ``memory_gb``); results stream back
+entry by entry (row by row for ``--weights``), and what did not finish is reported as such, with
+the limit that stopped it.
+"""
 from __future__ import annotations
 
+import multiprocessing as mp
+import queue
+import random
 import time
 from fractions import Fraction
 
+import flint
 import numpy as np
 
 from constructions.base import Construction
-from verify.proof import SymbolicProblem, _as_poly, _run, prove
+from verify.proof import SymbolicProblem
 
 from .models import Stack, TOKEN_NAMES, var_names
 
 
-def _symbolic_input(con: Construction):
-    sp = SymbolicProblem(con.variables)
-    v = dict(sp.v)
-    if var_names(con) is TOKEN_NAMES:  # raw tokens: w = 0
-        w = np.empty(con.variables["w"], dtype=object)
-        w[...] = 0
-        v["w"] = w
-    return sp, v
+# ------------------------------------------------------------------ exact backend (python-flint)
+
+def fq(x) -> "flint.fmpq":
+    """An exact rational scalar (int, Fraction, sympy Rational, gmpy2 mpq) as flint.fmpq."""
+    if isinstance(x, flint.fmpq):
+        return x
+    if isinstance(x, (int, np.integer)):
+        return flint.fmpq(int(x))
+    try:
+        q = Fraction(x)
+    except TypeError:
+        q = Fraction(str(x))
+    return flint.fmpq(q.numerator, q.denominator)
 
 
-def _prediction_poly(con, layers, sp, S0, max_terms):
-    S = S0
-    for i, L in enumerate(layers):
-        S = L.forward(S)
-        terms = max(len(_as_poly(sp.R, x)) for x in S.flat)
-        if terms > max_terms:
-            raise OverflowError(f"layer {i}: a state entry has {terms} terms (> {max_terms})")
-    p = con.readout(S)["prediction"]
-    if isinstance(p, np.ndarray):
-        p = p.reshape(-1)[0]
-    return _as_poly(sp.R, p)
+def to_fraction(c) -> Fraction:
+    return Fraction(int(c.p), int(c.q))
+
+
+class FlintProblem:
+    """The construction's variables as generators of QQ[vars] (flint), plus the sympy
+    :class:`verify.proof.SymbolicProblem` the construction's own ``state``/``step`` run on."""
+
+    def __init__(self, con: Construction):
+        self.con = con
+        self.sp = SymbolicProblem(con.variables)
+        self.names = list(self.sp.names)
+        self.ctx = flint.fmpq_mpoly_ctx.get(tuple(self.names), "degrevlex")
+        self._gens = self.ctx.gens()
+        self.v = dict(self.sp.v)
+        if var_names(con) is TOKEN_NAMES:  # raw tokens: w = 0
+            w = np.empty(con.variables["w"], dtype=object)
+            w[...] = 0
+            self.v["w"] = w
+
+    def poly(self, x):
+        """A sympy ring element or an exact scalar as an fmpq_mpoly."""
+        if hasattr(x, "terms") and hasattr(x, "ring"):
+            return self.ctx.from_dict({tuple(int(e) for e in m): fq(c) for m, c in x.terms()})
+        return self.ctx.from_dict({(0,) * len(self.names): fq(x)}) if x != 0 else self.ctx.from_dict({})
+
+    def array(self, S) -> np.ndarray:
+        out = np.empty(S.shape, dtype=object)
+        for idx in np.ndindex(S.shape):
+            out[idx] = self.poly(S[idx])
+        return out
+
+    def input_state(self):
+        return self.array(self.con.input_state(self.v))
+
+    def state(self, v=None):
+        return self.array(self.con.state(self.v if v is None else v))
+
+    def target_state(self):
+        """The specification of one body copy: the state of the next iterate."""
+        return self.array(self.con.state(self.con.step(self.v)))
+
+    def final_state(self):
+        return self.array(self.con.final_state(self.v))
+
+
+def flint_layers(layers):
+    conv = np.vectorize(fq, otypes=[object])
+    return [L.map(lambda a: conv(np.asarray(a, dtype=object))) for L in layers]
+
+
+def _terms(p) -> int:
+    return len(p) if hasattr(p, "terms") else (0 if p == 0 else 1)
+
+
+def _as_mpoly(fp: FlintProblem, x):
+    return x if hasattr(x, "terms") else fp.poly(x)
 
 
 def _mono_str(names, m) -> str:
@@ -45,95 +120,299 @@ def _mono_str(names, m) -> str:
     return "*".join(parts) or "1"
 
 
-def _num(c) -> dict:
-    q = Fraction(int(c.numerator), int(c.denominator))
-    s = str(q)
-    return {"value": float(q), "exact": s if len(s) <= 40 else f"{s[:18]}...({len(s)} chars)"}
+def _num(c: Fraction) -> dict:
+    s = str(c)
+    return {"value": float(c), "exact": s if len(s) <= 40 else f"{s[:18]}...({len(s)} chars)"}
+
+
+def compare_polys(pc, pl, names, *, top: int = 10) -> dict:
+    """Monomial-by-monomial comparison of the constructed polynomial ``pc`` and the learned
+    ``pl`` (fmpq_mpoly): true monomials (those of ``pc``) with their errors, spurious ones
+    (only in ``pl``), and the mass (sum of |coefficients|) of each, also by total degree."""
+    tc = {m: to_fraction(c) for m, c in pc.terms()}
+    tl = {m: to_fraction(c) for m, c in pl.terms()}
+    true_err = sorted(((abs(tl.get(m, 0) - c), m, c, tl.get(m, Fraction(0))) for m, c in tc.items()),
+                      key=lambda r: -r[0])
+    spurious = sorted(((abs(c), m, c) for m, c in tl.items() if m not in tc), key=lambda r: -r[0])
+    by_deg_sp: dict[int, float] = {}
+    for a, m, _ in spurious:
+        by_deg_sp[sum(m)] = by_deg_sp.get(sum(m), 0.0) + float(a)
+    by_deg_err: dict[int, float] = {}
+    for e, m, _, _ in true_err:
+        if e:
+            by_deg_err[sum(m)] = by_deg_err.get(sum(m), 0.0) + float(e)
+    mass = lambda it: float(sum(abs(c) for c in it))  # noqa: E731
+    return {
+        "constructed": {"terms": len(tc), "degree": max((sum(m) for m in tc), default=0), "mass": mass(tc.values())},
+        "learned": {"terms": len(tl), "degree": max((sum(m) for m in tl), default=0), "mass": mass(tl.values())},
+        "true_monomials": {
+            "count": len(tc), "missing_in_learned": sum(1 for m in tc if m not in tl),
+            "error_mass": float(sum(e for e, *_ in true_err)),
+            "error_max": float(true_err[0][0]) if true_err else 0.0,
+            "error_mass_by_degree": {str(k): by_deg_err[k] for k in sorted(by_deg_err)},
+            "worst": [{"monomial": _mono_str(names, m), "constructed": float(c), "learned": float(cl),
+                       "error": _num(e), "relative_error": float(e / abs(c)) if c else None}
+                      for e, m, c, cl in true_err[:top] if e]},
+        "spurious_monomials": {
+            "count": len(spurious), "mass": float(sum(a for a, *_ in spurious)),
+            "max": float(spurious[0][0]) if spurious else 0.0,
+            "mass_by_degree": {str(k): by_deg_sp[k] for k in sorted(by_deg_sp)},
+            "largest": [{"monomial": _mono_str(names, m), "coefficient": _num(c)} for _, m, c in spurious[:top]]},
+    }
+
+
+# ------------------------------------------------------------------ limited child processes
+
+def _vm_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            import os
+
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):  # pragma: no cover - not Linux
+        return 0
+
+
+def run_limited(gen_fn, *, timeout: float, memory_gb: float | None):
+    """Run ``gen_fn()`` (a generator of small JSON-able items) in a forked child with a wall-clock
+    limit and an address-space limit; return ``(items, status)`` with status ``"done"``, or a
+    one-line reason (time limit, memory limit, error) for what stopped it."""
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child():
+        if memory_gb:
+            try:
+                import resource
+
+                lim = _vm_bytes() + int(memory_gb * 2 ** 30)
+                resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+            except (ImportError, ValueError, OSError):  # pragma: no cover
+                pass
+        try:
+            for item in gen_fn():
+                q.put(("item", item))
+            q.put(("done", None))
+        except MemoryError:
+            q.put(("stop", f"stopped at the memory limit ({memory_gb:g} GiB)"))
+        except OverflowError as e:
+            q.put(("stop", str(e)))
+        except Exception as e:  # noqa: BLE001 - reported, not raised, across the process boundary
+            q.put(("stop", f"{type(e).__name__}: {e}"))
+
+    p = ctx.Process(target=child, daemon=True)
+    p.start()
+    items, status = [], None
+    deadline = time.monotonic() + timeout
+    while status is None:
+        try:
+            kind, val = q.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            if time.monotonic() >= deadline or not p.is_alive():
+                status = (f"did not finish within the time limit ({timeout:g} s)" if p.is_alive()
+                          else f"the worker died (exit code {p.exitcode}; memory?)")
+            continue
+        if kind == "item":
+            items.append(val)
+        else:
+            status = "done" if kind == "done" else val
+    if p.is_alive():
+        p.kill()
+    p.join(5)
+    return items, status
+
+
+# ------------------------------------------------------------------ body and prediction polynomials
+
+def _result_entries(con: Construction, target: np.ndarray) -> list[tuple[int, int]]:
+    """Entries of the result region (``x`` or ``w``), one per distinct target polynomial (the
+    last copy: the query token for a replicated iterate)."""
+    names = [nm for nm in (var_names(con)["x"], "x", "w") if nm in con.layout.regions]
+    if not names:
+        return []
+    reg = con.layout[names[0]]
+    seen: dict = {}
+    for r in range(*reg.rows):
+        for c in range(*reg.cols):
+            seen[str(target[r, c])] = (r, c)
+    return sorted(seen.values())
+
+
+def _body_items(con, learned: Stack, top: int, max_terms: int):
+    fp = FlintProblem(con)
+    target = fp.target_state()
+    entries = _result_entries(con, target)
+    body = flint_layers(learned.bodies[0])
+    S = fp.state()
+    for i, L in enumerate(body[:-1]):
+        t0 = time.perf_counter()
+        S = L.forward(S)
+        terms = max(_terms(x) for x in S.flat)
+        yield {"kind": "layer", "layer": i, "max_terms": terms, "seconds": time.perf_counter() - t0}
+        if terms > max_terms:
+            raise OverflowError(f"body layer {i}: a state entry has {terms} terms (> {max_terms})")
+    for r in sorted({r for r, _ in entries}):
+        cols = [c for rr, c in entries if rr == r]
+        t0 = time.perf_counter()
+        out = body[-1].forward_rows(S, [r], cols)
+        for j, c in enumerate(cols):
+            pl = _as_mpoly(fp, out[0, j])
+            reg, local = con.layout.locate(r, c)
+            cmp = compare_polys(target[r, c], pl, fp.names, top=top)
+            yield {"kind": "entry", "entry": [r, c], "region": reg, "index": list(local),
+                   "seconds": time.perf_counter() - t0, **cmp}
+
+
+def _prediction_items(con, learned: Stack, constructed: Stack, top: int, max_terms: int):
+    fp = FlintProblem(con)
+
+    def pred(layers):
+        S = fp.array(con.input_state(fp.v))
+        for i, L in enumerate(flint_layers(layers)):
+            S = L.forward(S)
+            terms = max(_terms(x) for x in S.flat)
+            if terms > max_terms:
+                raise OverflowError(f"prediction: layer {i}: a state entry has {terms} terms (> {max_terms})")
+        p = con.readout(S)["prediction"]
+        if isinstance(p, np.ndarray):
+            p = p.reshape(-1)[0]
+        return _as_mpoly(fp, p)
+
+    t0 = time.perf_counter()
+    pc = pred(constructed.layers)
+    pl = pred(learned.layers)
+    yield {"seconds": time.perf_counter() - t0, **compare_polys(pc, pl, fp.names, top=top)}
 
 
 def polynomial_view(con: Construction, learned: Stack, constructed: Stack, *, top: int = 10,
-                    max_terms: int = 200000, max_vars: int = 40) -> dict:
-    """Exact prediction polynomials of both stacks and their monomial-by-monomial comparison."""
-    t0 = time.perf_counter()
+                    max_terms: int = 5_000_000, max_vars: int = 40, timeout: float = 300.0,
+                    memory_gb: float | None = 8.0) -> dict:
+    """Exact polynomials of one body copy (result region) and of the whole prediction, learned
+    against constructed, monomial by monomial (module docstring)."""
     nvars = sum(int(np.prod(s)) for s in con.variables.values())
     if nvars > max_vars:
         return {"supported": False, "reason": f"{nvars} input variables (> {max_vars}); use small N, D"}
-    sp, v = _symbolic_input(con)
-    S0 = con.input_state(v)
-    try:
-        pc = _prediction_poly(con, constructed.layers, sp, S0, max_terms)
-        pl = _prediction_poly(con, learned.layers, sp, S0, max_terms)
-    except OverflowError as e:
-        return {"supported": False, "reason": f"the symbolic forward grows too large: {e}"}
-    names = sp.names
-    tc, tl = dict(pc.terms()), dict(pl.terms())
-    true_err = []
-    for m, c in tc.items():
-        e = tl.get(m, 0) - c
-        true_err.append((abs(e), m, c, tl.get(m, 0)))
-    spurious = sorted(((abs(c), m, c) for m, c in tl.items() if m not in tc), key=lambda r: -r[0])
-    true_err.sort(key=lambda r: -r[0])
-    mass = lambda it: float(sum(abs(Fraction(int(c.numerator), int(c.denominator))) for c in it))  # noqa: E731
-    degs_l = max((sum(m) for m in tl), default=0)
-    out = {
-        "supported": True, "variables": nvars, "seconds": None,
-        "constructed": {"terms": len(tc), "degree": max((sum(m) for m in tc), default=0), "mass": mass(tc.values())},
-        "learned": {"terms": len(tl), "degree": degs_l, "mass": mass(tl.values())},
-        "true_monomials": {
-            "count": len(tc), "missing_in_learned": sum(1 for m in tc if m not in tl),
-            "error_mass": mass(e for e, *_ in true_err if e),
-            "error_max": float(true_err[0][0]) if true_err else 0.0,
-            "worst": [{"monomial": _mono_str(names, m), "constructed": _num(c)["value"],
-                       "learned": _num(cl)["value"] if cl else 0.0, "error": _num(e)}
-                      for e, m, c, cl in true_err[:top] if e]},
-        "spurious_monomials": {
-            "count": len(spurious), "mass": mass(c for _, _, c in spurious),
-            "max": float(spurious[0][0]) if spurious else 0.0,
-            "largest": [{"monomial": _mono_str(names, m), "coefficient": _num(c)} for _, m, c in spurious[:top]]},
-    }
-    out["seconds"] = time.perf_counter() - t0
+    names = list(SymbolicProblem(con.variables).names)
+    out = {"supported": True, "variables": nvars, "variable_names": names,
+           "backend": f"python-flint {flint.__version__} fmpq_mpoly",
+           "limits": {"timeout_s": timeout, "memory_gb": memory_gb, "max_terms": max_terms}}
+    if learned.bodies:
+        t0 = time.perf_counter()
+        items, status = run_limited(lambda: _body_items(con, learned, top, max_terms), timeout=timeout,
+                                    memory_gb=memory_gb)
+        ents = [it for it in items if it["kind"] == "entry"]
+        out["body"] = {"what": "one body copy (body 0), result-region entries, against the specification "
+                               "con.state(con.step(v)) (= the construction's body, proved)",
+                       "finished": status == "done", "reason": None if status == "done" else status,
+                       "seconds": time.perf_counter() - t0,
+                       "layers": [it for it in items if it["kind"] == "layer"],
+                       "entries": [{k: v for k, v in it.items() if k != "kind"} for it in ents]}
+    t0 = time.perf_counter()
+    items, status = run_limited(lambda: _prediction_items(con, learned, constructed, top, max_terms),
+                                timeout=timeout, memory_gb=memory_gb)
+    out["prediction"] = ({"finished": True, **items[0]} if status == "done" and items else
+                         {"finished": False, "reason": status, "seconds": time.perf_counter() - t0})
     return out
 
 
-def weights_check(con: Construction, learned: Stack, *, max_terms: int = 200000) -> dict:
-    """``--weights``: the three section identities of ``verify.proof`` for the learned layers
-    (every body copy separately), with the residual's size: per failing section the number of
-    failing state entries, the total coefficient mass (sum |coeff| over the residual polynomials)
-    and the largest |coeff|, by region; plus ``verify.proof.prove``'s first failure."""
-    sp = SymbolicProblem(con.variables)
-    v = sp.v
-    claims = [("prologue", learned.prologue, lambda: con.input_state(v), lambda: con.state(v))]
-    for j, body in enumerate(learned.bodies):
-        claims.append((f"body{j}", body, lambda: con.state(v), lambda: con.state(con.step(v))))
-    claims.append(("epilogue", learned.epilogue, lambda: con.state(v), lambda: con.final_state(v)))
-    sections, ok = [], True
+# ------------------------------------------------------------------ --weights
+
+def _counterexample(fp: FlintProblem, got, exp, seed: int = 0):
+    """Small integer inputs where the two polynomials differ (exact values of both)."""
+    rng = random.Random(seed)
+    for _ in range(64):
+        vals = [flint.fmpq(rng.randint(-3, 3)) for _ in fp.names]
+        a, b = got(*vals), exp(*vals)
+        if a != b:
+            return {nm: int(v.p) for nm, v in zip(fp.names, vals)}, to_fraction(a), to_fraction(b)
+    return None
+
+
+def _weights_items(con, learned: Stack):
+    fp = FlintProblem(con)
+    claims = [("prologue", learned.prologue, fp.input_state, fp.state)]
+    claims += [(f"body{j}", body, fp.state, fp.target_state) for j, body in enumerate(learned.bodies)]
+    claims.append(("epilogue", learned.epilogue, fp.state, fp.final_state))
+    first = True
     for name, layers, start, target in claims:
         if not layers:
             continue
-        got = _run(layers, start())[-1]
+        fl = flint_layers(layers)
+        S = start()
+        for L in fl[:-1]:
+            S = L.forward(S)
         exp = target()
-        fail, mass, mx, regions = 0, Fraction(0), Fraction(0), {}
-        for idx in np.ndindex(exp.shape):
-            r = _as_poly(sp.R, got[idx] - exp[idx])
-            if r == 0:
-                continue
-            fail += 1
-            cs = [abs(Fraction(int(c.numerator), int(c.denominator))) for c in r.coeffs()]
-            s, m = sum(cs), max(cs)
-            mass += s
-            mx = max(mx, m)
-            reg, _ = con.layout.locate(*idx)
-            rr = regions.setdefault(reg, {"entries": 0, "mass": 0.0, "max": 0.0})
-            rr["entries"] += 1
-            rr["mass"] += float(s)
-            rr["max"] = max(rr["max"], float(m))
-        ok &= fail == 0
-        sections.append({"section": name, "exact": fail == 0, "failing_entries": fail,
-                         "residual_mass": float(mass), "residual_max_coeff": float(mx), "regions": regions})
+        for r in range(exp.shape[0]):
+            row = fl[-1].forward_rows(S, [r])
+            fail, mass, mx, regions = 0, Fraction(0), Fraction(0), {}
+            for c in range(exp.shape[1]):
+                got_p = _as_mpoly(fp, row[0, c])
+                res = got_p - exp[r, c]
+                if res == 0:
+                    continue
+                fail += 1
+                cs = [abs(to_fraction(x)) for _, x in res.terms()]
+                s, m = sum(cs), max(cs)
+                mass += s
+                mx = max(mx, m)
+                reg, local = con.layout.locate(r, c)
+                rr = regions.setdefault(reg, {"entries": 0, "mass": 0.0, "max": 0.0})
+                rr["entries"] += 1
+                rr["mass"] += float(s)
+                rr["max"] = max(rr["max"], float(m))
+                if first:
+                    first = False
+                    big = max(res.terms(), key=lambda t: abs(to_fraction(t[1])))
+                    msg = (f"{name} fails at state entry [{r}, {c}] (region {reg!r} {list(local)}): residual has "
+                           f"{len(res)} terms, mass {float(s):.3g}, largest {_mono_str(fp.names, big[0])} "
+                           f"{float(to_fraction(big[1])):.3g}")
+                    ce = _counterexample(fp, got_p, exp[r, c])
+                    if ce:
+                        vals, a, b = ce
+                        zero = " (others 0)" if not all(vals.values()) else ""
+                        msg += (f"; counterexample {', '.join(f'{k}={v}' for k, v in vals.items() if v)}"
+                                f"{zero}: layers give {a}, specification {b}")
+                    yield {"kind": "first", "text": msg}
+            yield {"kind": "row", "section": name, "row": r, "rows": exp.shape[0], "failing_entries": fail,
+                   "mass": mass, "max": mx, "regions": regions}
+
+
+def weights_check(con: Construction, learned: Stack, *, timeout: float = 600.0,
+                  memory_gb: float | None = 8.0) -> dict:
+    """``--weights``: the section identities of ``verify.proof`` (prologue, every body copy
+    separately, epilogue) for the learned layers, exactly, with the residual's size: per section
+    the number of failing state entries, the total coefficient mass (sum |coeff| over the
+    residual polynomials) and the largest |coeff|, by region; and the first failing entry with
+    an exact integer counterexample.  Rows stream back from a child process with limits; a
+    section cut off by them is reported with the rows it checked."""
+    t0 = time.perf_counter()
+    items, status = run_limited(lambda: _weights_items(con, learned), timeout=timeout, memory_gb=memory_gb)
+    sections: dict[str, dict] = {}
     first = None
-    if not ok:
-        bad = [int(x["section"][4:]) for x in sections if x["section"].startswith("body") and not x["exact"]]
-        res = prove(con, sections=learned.sections(bad[0] if bad else 0), symbolic=False)
-        if res.failure is not None:
-            first = res.failure.describe()
-    return {"exact": bool(ok), "sections": sections, "first_failure": first}
+    for it in items:
+        if it["kind"] == "first":
+            first = it["text"]
+            continue
+        s = sections.setdefault(it["section"], {"section": it["section"], "rows_checked": 0, "rows": it["rows"],
+                                                "failing_entries": 0, "mass": Fraction(0), "max": Fraction(0),
+                                                "regions": {}})
+        s["rows_checked"] += 1
+        s["failing_entries"] += it["failing_entries"]
+        s["mass"] += it["mass"]
+        s["max"] = max(s["max"], it["max"])
+        for reg, v in it["regions"].items():
+            rr = s["regions"].setdefault(reg, {"entries": 0, "mass": 0.0, "max": 0.0})
+            rr["entries"] += v["entries"]
+            rr["mass"] += v["mass"]
+            rr["max"] = max(rr["max"], v["max"])
+    out = []
+    for s in sections.values():
+        complete = s["rows_checked"] == s["rows"]
+        out.append({"section": s["section"], "complete": complete, "rows_checked": s["rows_checked"],
+                    "rows": s["rows"], "exact": complete and s["failing_entries"] == 0,
+                    "failing_entries": s["failing_entries"], "residual_mass": float(s["mass"]),
+                    "residual_max_coeff": float(s["max"]), "regions": s["regions"]})
+    done = status == "done"
+    return {"exact": done and all(s["exact"] for s in out), "complete": done,
+            "reason": None if done else status, "seconds": time.perf_counter() - t0,
+            "sections": out, "first_failure": first}

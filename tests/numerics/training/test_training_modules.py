@@ -50,11 +50,17 @@ def test_weight_file_loads_into_torch(tmp_path):
     np.testing.assert_allclose(stack(torch.as_tensor(S)).detach().numpy(), ref, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("model,kw", [("baseconv", {}), ("lsa", {"heads": 2, "head_dim": 3}),
-                                      ("lsa", {"heads": 2})])
+@pytest.mark.parametrize("model,kw", [("baseconv", {}), ("baseconv", {"bias": "vector"}),
+                                      ("lsa", {"heads": 2, "head_dim": 3}), ("lsa", {"heads": 2})])
 def test_trained_model_exports_to_weight_format(tmp_path, model, kw):
     torch.manual_seed(0)
     m = SequenceModel(ModelConfig(model=model, T=7, d_in=4, d_out=3, width=6, layers=2, **kw)).double()
+    if kw.get("bias") == "vector":  # one shared row per bias, exported as the (T, C) matrix it stands for
+        with torch.no_grad():
+            for b in m.blocks:
+                for k in b.mixer.BIASES:
+                    getattr(b.mixer, k).normal_()
+        assert m.blocks[0].mixer.b_in.shape == (1, 6)
     p = export_weights(m, tmp_path / "m.safetensors")
     lw = load(p)  # the toolkit's reader: exact binary fractions of the float64 weights
     assert [L.kind for L in lw.layers] == [model] * 2 and all(L.residual for L in lw.layers)
