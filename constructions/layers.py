@@ -130,7 +130,11 @@ class BaseConv(Layer):
         v = ops.add(ops.mm(u, self.W_in), self.b_in)
         z = ops.add(ops.conv(v, self.h, causal=self.causal), self.b_conv)[rows]
         g = ops.add(ops.mm(u[rows], self.W_gate), self.b_gate[rows])
-        y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out[:, cols]), self.b_out[rows][:, cols])
+        W = self.W_out[:, cols]
+        y = self.b_out[rows][:, cols]
+        # (g . z) W_out one inner channel at a time: for exact polynomials only one product is alive
+        for c in range(W.shape[0]):
+            y = ops.add(y, ops.mm(ops.hadamard(g[:, c:c + 1], z[:, c:c + 1]), W[c:c + 1]))
         return ops.add(u[rows][:, cols], y) if self.residual else y
 
     def prepare(self) -> "BaseConv":

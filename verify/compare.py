@@ -19,6 +19,8 @@ from verify.compare_lib import (CompareError, Stack, build_construction, constru
                                 implicit_w, interpolation, invariants, iterate, load_learned,
                                 polynomial_view, sample, sensitivities, weights_check)
 from verify.compare_lib.models import sizes
+from verify.compare_lib.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
+                                         load_sequence_model)
 
 SECTIONS = ("functional", "sensitivities", "polynomial", "invariants", "implicit_w", "iterate")
 
@@ -66,6 +68,18 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
     return rep
 
 
+def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0, 20.0), scales=(1.0, 2.0),
+                  iters: int = 100, iter_sigmas=(0.25, 1.0, 4.0, 16.0), skip=(), seed: int = 0,
+                  poly_timeout: float = 300.0, poly_memory_gb: float | None = 8.0) -> dict:
+    """The report for a trained ``numerics.training`` SequenceModel on the gradient task
+    (``verify.compare_lib.seqmodel``): the sections that do not need the construction's layout."""
+    sets = problem_sets(con, problems=problems, sigmas=sigmas, kappas=kappas, scales=scales, seed=seed)
+    iter_sets = [sample(con, problems, sigma=s, seed=seed + 7 + i, label=f"sigma={s:g}")
+                 for i, s in enumerate(iter_sigmas)]
+    return compare_sequence_model(m, con, sets, iter_sets, iters=iters, skip=skip, poly_timeout=poly_timeout,
+                                  poly_memory_gb=poly_memory_gb)
+
+
 # ------------------------------------------------------------------ readable summary
 
 def _g(x):
@@ -92,8 +106,12 @@ def summary_lines(rep: dict) -> list[str]:
     if fn:
         L += ["## (1) predictions", "", "| set | max abs | rms | relative rms | learned vs lstsq | constructed vs lstsq |", "|---|---|---|---|---|---|"]
         L += [f"| {r['set']} | {_g(r['max_abs'])} | {_g(r['rms'])} | {_g(r['relative_rms'])} | "
-              f"{_g(r['learned_vs_lstsq_rms'])} | {_g(r['constructed_vs_lstsq_rms'])} |" for r in fn["predictions"]]
-        for pl in fn["per_layer"]:
+              f"{_g(r.get('learned_vs_lstsq_rms'))} | {_g(r.get('constructed_vs_lstsq_rms'))} |" for r in fn["predictions"]]
+        if fn.get("per_layer") is None and "mse_learned_vs_exact" in fn["predictions"][0]:
+            L += ["", "MSE against the exact gradient (1/N) A^T (A x0 - b): "
+                  + ", ".join(f"{r['set']}: learned {_g(r['mse_learned_vs_exact'])} / constructed "
+                              f"{_g(r['mse_constructed_vs_exact'])}" for r in fn["predictions"])]
+        for pl in fn.get("per_layer") or []:
             f = pl["first_difference"]
             L += ["", f"Layer by layer ({pl['set']}): " + (
                 "no state entry differs at any layer" if f is None else
@@ -123,6 +141,19 @@ def summary_lines(rep: dict) -> list[str]:
             pr = p["prediction"]
             L += ["", "### the prediction (whole stack)", ""]
             L += _poly_lines(pr) if pr["finished"] else [f"not finished: {pr['reason']}"]
+    pm = rep.get("polynomial_model")
+    if pm:
+        L += ["", "## (3) polynomial view (exact)", ""]
+        if not pm["supported"]:
+            L.append(f"not computed: {pm['reason']}")
+        else:
+            L += [f"{pm['what']}; {pm['variables']} variables, {pm['backend']}; limits {pm['limits']}", ""]
+            if not pm["finished"]:
+                L.append(f"not finished ({len(pm['outputs'])} outputs done): {pm['reason']}")
+            for e in pm["outputs"]:
+                L += [f"### output {e['output']} ({e['seconds']:.1f} s)", ""] + _poly_lines(e)
+    if rep.get("not_applicable"):
+        L += ["", f"Not applicable to this model: {rep['not_applicable']}."]
     inv = rep.get("invariants")
     if inv:
         L += ["", "## (4) invariants up to symmetry", ""]
@@ -221,16 +252,28 @@ def main(argv=None) -> int:
         if a.poly_timeout <= 0 or a.poly_memory_gb <= 0:
             raise CompareError("--poly-timeout and --poly-memory-gb must be positive")
         n, d = a.n, a.d
-        if n is None or d is None:
+        if (n is None or d is None) and not is_sequence_model_file(a.learned):
             fn, fd = _file_sizes(a.learned)
             n, d = n or fn, d or fd
-        if n is None or d is None:
+        if (n is None or d is None) and not is_sequence_model_file(a.learned):
             raise CompareError(f"{a.learned}: the file does not record N and D; give --n and --d")
-        con = build_construction(a.construction, n, d, **({"eta": a.eta} if a.eta else {}))
-        learned = load_learned(a.learned, con)
-        rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
-                      iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
-                      poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
+        eta = {"eta": a.eta} if a.eta else {}
+        if is_sequence_model_file(a.learned):
+            m = load_sequence_model(a.learned)
+            if (a.n or m.n, a.d or m.d) != (m.n, m.d):
+                raise CompareError(f"{a.learned}: the model was trained at N={m.n}, D={m.d}, not --n {a.n} --d {a.d}")
+            con = build_construction(a.construction, m.n, m.d, **eta)
+            rep = compare_model(con, m, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
+                                iters=a.iters, iter_sigmas=a.iter_sigmas, skip=skip, seed=a.seed,
+                                poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
+            if a.weights:
+                rep["weights_reason"] = "--weights needs the construction's layout (" + NOT_APPLICABLE + ")"
+        else:
+            con = build_construction(a.construction, n, d, **eta)
+            learned = load_learned(a.learned, con)
+            rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
+                          iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
+                          poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
         rep["learned_file"] = str(a.learned)
         files = write_report(rep, Path(a.out))
     except (CompareError, ValueError) as e:

@@ -214,8 +214,10 @@ class Trainer:
         if self.out_dir:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if self.model.exportable():
+                tinfo = {**self.task.describe(), **{k: getattr(self.task, k) for k in ("kappa", "sigma", "eta", "k")
+                                                     if isinstance(getattr(self.task, k, None), (int, float))}}
                 export_weights(self.model, self.out_dir / "weights.safetensors",
-                               name=f"trained-{self.cfg.model.model}-{self.task.name}")
+                               name=f"trained-{self.cfg.model.model}-{self.task.name}", notes={"task": tinfo})
                 res["weights"] = str(self.out_dir / "weights.safetensors")
             (self.out_dir / "result.json").write_text(json.dumps(res, indent=1))
             from .plots import plot_curves

@@ -403,17 +403,19 @@ def iterate(con, learned: Stack, constructed: Stack, P: Problems, iters: int = 2
         return errs
 
     el, ec = curve(learned), curve(constructed)
-
-    def summary(errs):
-        finite = [e for e in errs if math.isfinite(e)]
-        best = int(np.argmin(errs)) if finite else 0
-        floor = errs[best]
-        stops = next((i for i, e in enumerate(errs) if e <= floor * 1.01 + 1e-300), best)
-        div = next((i for i, e in enumerate(errs) if not math.isfinite(e) or e > diverge_factor * max(errs[0], floor)), None)
-        return {"initial": errs[0], "best": floor if math.isfinite(floor) else None, "best_iter": best,
-                "stops_improving_at": stops, "diverges_at": div,
-                "final": errs[-1] if math.isfinite(errs[-1]) else None}
-
     return {"set": P.label, "error": "mean ||x - x*||^2" if not token else "mean (pred - q^T x*)^2",
-            "iters": iters, "learned": summary(el), "constructed": summary(ec),
+            "iters": iters, "learned": _summary(el, diverge_factor), "constructed": _summary(ec, diverge_factor),
             "curve_learned": el, "curve_constructed": ec}
+
+
+def _summary(errs: list[float], diverge_factor: float = 10.0) -> dict:
+    """Best error and iteration, where an error curve stops improving (first iteration within 1%
+    of the best) and where it diverges (non-finite or ``diverge_factor`` x the start)."""
+    finite = [e for e in errs if math.isfinite(e)]
+    best = int(np.argmin(errs)) if finite else 0
+    floor = errs[best]
+    stops = next((i for i, e in enumerate(errs) if e <= floor * 1.01 + 1e-300), best)
+    div = next((i for i, e in enumerate(errs) if not math.isfinite(e) or e > diverge_factor * max(errs[0], floor)), None)
+    return {"initial": errs[0], "best": floor if math.isfinite(floor) else None, "best_iter": best,
+            "stops_improving_at": stops, "diverges_at": div,
+            "final": errs[-1] if math.isfinite(errs[-1]) else None}

@@ -78,7 +78,41 @@ def write_plots(report: dict, out: Path) -> list[str]:
         fig.savefig(out / "implicit_w.png", dpi=90)
         plt.close(fig)
         files.append("implicit_w.png")
+    polys = _polys(report)
+    if polys:
+        fig, axes = plt.subplots(1, len(polys), figsize=(3.2 * len(polys) + 0.6, 3.2), squeeze=False)
+        for ax, (label, p) in zip(axes[0], polys):
+            sp, te = p["spurious_monomials"]["mass_by_degree"], p["true_monomials"]["error_mass_by_degree"]
+            degs = sorted({int(k) for k in sp} | {int(k) for k in te})
+            x = np.arange(len(degs))
+            ax.bar(x - 0.2, [max(te.get(str(k), 0.0), 1e-300) for k in degs], 0.4, label="error in true monomials")
+            ax.bar(x + 0.2, [max(sp.get(str(k), 0.0), 1e-300) for k in degs], 0.4, label="spurious monomials")
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=max(1e-20, min([v for v in list(sp.values()) + list(te.values()) if v > 0] or [1e-20]) / 10))
+            ax.set_xticks(x, [str(k) for k in degs])
+            ax.set_xlabel("total degree")
+            ax.set_title(label, fontsize=8)
+        axes[0][0].set_ylabel("coefficient mass (sum |c|)")
+        axes[0][0].legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(out / "poly_degrees.png", dpi=90)
+        plt.close(fig)
+        files.append("poly_degrees.png")
     return files
+
+
+def _polys(report):
+    """(label, comparison) for every finished exact polynomial comparison in the report."""
+    out = []
+    p = report.get("polynomial")
+    if p and p.get("supported"):
+        out += [(f"body {e['region']}{e['index']}", e) for e in (p.get("body") or {}).get("entries", [])]
+        if p["prediction"].get("finished"):
+            out.append(("prediction", p["prediction"]))
+    pm = report.get("polynomial_model")
+    if pm and pm.get("supported"):
+        out += [(f"output {e['output']}", e) for e in pm["outputs"]]
+    return [(lab, e) for lab, e in out if e["spurious_monomials"]["mass"] or e["true_monomials"]["error_mass"]]
 
 
 def _finite(curve):

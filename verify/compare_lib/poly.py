@@ -206,11 +206,12 @@ def run_limited(gen_fn, *, timeout: float, memory_gb: float | None):
     deadline = time.monotonic() + timeout
     while status is None:
         try:
-            kind, val = q.get(timeout=max(0.01, deadline - time.monotonic()))
+            kind, val = q.get(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
         except queue.Empty:
             if time.monotonic() >= deadline or not p.is_alive():
                 status = (f"did not finish within the time limit ({timeout:g} s)" if p.is_alive()
-                          else f"the worker died (exit code {p.exitcode}; memory?)")
+                          else f"the worker died (exit code {p.exitcode}; FLINT aborts when it cannot "
+                               f"allocate: the memory limit, {memory_gb} GiB?)")
             continue
         if kind == "item":
             items.append(val)
