@@ -62,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     g.add_argument("--device", default="cpu")
     g.add_argument("--threads", type=int, default=None)
+    g.add_argument("--max-minutes", type=float, default=None,
+                   help="stop cleanly (evaluate, checkpoint, export) once this much training wall time has passed")
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--iterate", action="store_true", help="gradient task: iterate the model, sweep sigma")
     return p
@@ -94,7 +96,10 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    res = tr.run()
+    if a.max_minutes is not None and a.max_minutes <= 0:
+        print("error: --max-minutes must be positive", file=sys.stderr)
+        return 2
+    res = tr.run(max_seconds=None if a.max_minutes is None else 60.0 * a.max_minutes)
     print(json.dumps({k: res[k] for k in ("steps", "final_test_mse", "best_test_mse", "skipped", "wall_s",
                                           "loadavg_end", "params")}))
     if a.iterate:

@@ -101,6 +101,7 @@ class Trainer:
         self.skipped = 0
         self.elapsed = 0.0
         self.history: list[dict] = []
+        self.stopped_by_time = False
         self.out_dir = Path(out_dir) if out_dir else None
         self.progress = progress
 
@@ -162,7 +163,9 @@ class Trainer:
         self.sched.step(self.step)
         return float(loss.detach()), ok
 
-    def run(self, steps: int | None = None) -> dict:
+    def run(self, steps: int | None = None, *, max_seconds: float | None = None) -> dict:
+        """Train to ``steps`` (default the configuration's); with ``max_seconds``, stop earlier once
+        that much wall time (this run plus any resumed time) has passed, after an evaluation."""
         steps = self.cfg.steps if steps is None else steps
         cfg = self.cfg
         bar = None
@@ -176,6 +179,11 @@ class Trainer:
         if self.step == 0 and not self.history:
             self._record(float("nan"), t0)
         while self.step < steps:
+            if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                if self.history[-1]["step"] != self.step:
+                    self._record(float(np.mean(recent)) if recent else float("nan"), t0)
+                self.stopped_by_time = True
+                break
             loss, _ = self.train_step()
             recent.append(loss)
             if bar is not None:
@@ -193,6 +201,8 @@ class Trainer:
         if bar is not None:
             bar.close()
         self.elapsed = time.perf_counter() - t0
+        if self.out_dir and self.stopped_by_time:
+            self.save(self.out_dir / CKPT)
         return self.finish()
 
     def _record(self, train_loss, t0):
@@ -209,7 +219,7 @@ class Trainer:
         res = {"config": self.cfg.to_json(), "task": self.task.describe(), "steps": self.step,
                "final_test_mse": self.history[-1]["test_mse"] if self.history else None,
                "best_test_mse": min((h["test_mse"] for h in self.history), default=None),
-               "skipped": self.skipped, "wall_s": round(self.elapsed, 1), "loadavg_end": list(os.getloadavg()),
+               "skipped": self.skipped, "wall_s": round(self.elapsed, 1), "stopped_by_time": self.stopped_by_time, "loadavg_end": list(os.getloadavg()),
                "params": sum(p.numel() for p in self.params)}
         if self.out_dir:
             self.out_dir.mkdir(parents=True, exist_ok=True)

@@ -79,6 +79,21 @@ def test_cli_writes_outputs(tmp_path, capsys):
     json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+def test_max_minutes_stops_cleanly_with_outputs(tmp_path):
+    """--max-minutes: the run stops after its wall-time budget, evaluated, checkpointed and exported;
+    a zero budget is a one-line error (exit 2)."""
+    out = tmp_path / "timed"
+    rc = cli.main(["gradient", "--n", "4", "--d", "2", "--width", "8", "--steps", "10000000", "--batch", "8",
+                   "--eval-every", "100000", "--eval-batch", "16", "--out", str(out), "--no-progress",
+                   "--threads", "1", "--max-minutes", "0.02"])
+    assert rc == 0
+    res = json.loads((out / "result.json").read_text())
+    assert res["stopped_by_time"] and 0 < res["steps"] < 10000000
+    assert json.loads((out / "history.json").read_text())[-1]["step"] == res["steps"]
+    assert (out / "checkpoint.safetensors").is_file() and (out / "weights.safetensors").is_file()
+    assert cli.main(["gradient", "--out", str(tmp_path / "x"), "--max-minutes", "0", "--no-progress"]) == 2
+
+
 def test_iterating_an_exact_gradient_model_is_gd():
     """A 'model' that returns the exact gradient reproduces exact GD's fixed point."""
     from numerics.training.tasks import make_task
