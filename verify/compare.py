@@ -120,7 +120,8 @@ def summary_lines(rep: dict) -> list[str]:
             L += [f"- layer {r['layer']} {r['section']}: max {_g(r['max_abs'])} (worst region {r['worst_region']})"
                   for r in pl["layers"]]
     if rep.get("sensitivities"):
-        L += ["", "## (2) sensitivities d prediction / d query", "", "| set | mean cosine | min cosine | mean L2 | mean relative L2 |", "|---|---|---|---|---|"]
+        what = rep["sensitivities"][0].get("what", "d prediction / d query") if rep["sensitivities"] else ""
+        L += ["", f"## (2) sensitivities: {what}", "", "| set | mean cosine | min cosine | mean L2 | mean relative L2 |", "|---|---|---|---|---|"]
         L += [f"| {r['set']} | {_g(r['cosine_mean'])} | {_g(r['cosine_min'])} | {_g(r['l2_mean'])} | {_g(r['relative_l2_mean'])} |"
               for r in rep["sensitivities"]]
     p = rep.get("polynomial")

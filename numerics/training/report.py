@@ -37,6 +37,25 @@ def table(runs, root: Path) -> str:
     return "\n".join(lines)
 
 
+#: (recipe run, StepLR run) pairs compared at equal steps
+PAIRS = (("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe", "grad_baseconv_steplr"),
+         ("grad_lsa_recipe", "grad_lsa_steplr"))
+
+
+def ratio_table(runs, pairs=PAIRS, steps=(1000, 2000, 4000, 6000, 10000, 15000, 20000)) -> str:
+    """Test MSE of each (recipe, StepLR) pair at equal steps and the ratio StepLR / recipe, up to
+    the last step both runs reached."""
+    lines = ["| recipe run / StepLR run | step | recipe | StepLR | ratio |", "|---|---|---|---|---|"]
+    for a, b in pairs:
+        if a not in runs or b not in runs:
+            continue
+        last = min(runs[a][-1]["step"], runs[b][-1]["step"])
+        for st in [x for x in steps if x <= last] + ([last] if last not in steps else []):
+            ra, rb = at_step(runs[a], st), at_step(runs[b], st)
+            lines.append(f"| {a} / {b} | {st} | {ra:.2e} | {rb:.2e} | {rb / ra:.3g}x |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("root", type=Path)
@@ -70,6 +89,8 @@ def main(argv=None):
         fig.savefig(a.docs / "training_multiply.png", dpi=90)
         plt.close(fig)
     print(table(runs, a.root))
+    print()
+    print(ratio_table(runs))
 
 
 if __name__ == "__main__":
