@@ -88,7 +88,8 @@ def write_plots(report: dict, out: Path) -> list[str]:
             ax.bar(x - 0.2, [max(te.get(str(k), 0.0), 1e-300) for k in degs], 0.4, label="error in true monomials")
             ax.bar(x + 0.2, [max(sp.get(str(k), 0.0), 1e-300) for k in degs], 0.4, label="spurious monomials")
             ax.set_yscale("log")
-            ax.set_ylim(bottom=max(1e-20, min([v for v in list(sp.values()) + list(te.values()) if v > 0] or [1e-20]) / 10))
+            vals = [v for v in list(sp.values()) + list(te.values()) if v > 0] or [1.0]
+            ax.set_ylim(max(1e-30, min(vals) / 10), max(vals) * 10)
             ax.set_xticks(x, [str(k) for k in degs])
             ax.set_xlabel("total degree")
             ax.set_title(label, fontsize=8)
