@@ -188,7 +188,7 @@ def summary_lines(rep: dict) -> list[str]:
     if w:
         L += ["", "## --weights: exact section identities", "", f"exact: {w['exact']}", ""]
         if not w["complete"]:
-            L += [f"not complete: {w['reason']}", ""]
+            L += [f"not complete: {w['reason']}" + ("" if w["sections"] else " (no row of the first section finished)"), ""]
         L += [f"- {s['section']}" + ("" if s["complete"] else f" (rows {s['rows_checked']} of {s['rows']} checked)") + ": "
               + ("exact" if s["exact"] else
                  f"{s['failing_entries']} failing entries, residual mass {_g(s['residual_mass'])}, max |coeff| "

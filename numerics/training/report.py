@@ -38,7 +38,8 @@ def table(runs, root: Path) -> str:
 
 
 #: (recipe run, StepLR run) pairs compared at equal steps
-PAIRS = (("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe", "grad_baseconv_steplr"),
+PAIRS = (("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe30b", "grad_baseconv_steplr30"),
+         ("grad_baseconv_recipe", "grad_baseconv_steplr"),
          ("grad_lsa_recipe", "grad_lsa_steplr"))
 
 

@@ -318,6 +318,14 @@ def polynomial_view(con: Construction, learned: Stack, constructed: Stack, *, to
 
 # ------------------------------------------------------------------ --weights
 
+def _short(q: Fraction, limit: int = 60) -> str:
+    """An exact rational, or its float value and size when the fraction is too long to read."""
+    t = str(q)
+    if len(t) <= limit:
+        return t
+    return f"{float(q):.17g} (exactly a fraction of {len(str(abs(q.numerator)))}/{len(str(q.denominator))} digits)"
+
+
 def _counterexample(fp: FlintProblem, got, exp, seed: int = 0):
     """Small integer inputs where the two polynomials differ (exact values of both)."""
     rng = random.Random(seed)
@@ -372,7 +380,7 @@ def _weights_items(con, learned: Stack):
                         vals, a, b = ce
                         zero = " (others 0)" if not all(vals.values()) else ""
                         msg += (f"; counterexample {', '.join(f'{k}={v}' for k, v in vals.items() if v)}"
-                                f"{zero}: layers give {a}, specification {b}")
+                                f"{zero}: layers give {_short(a)}, specification {_short(b)}")
                     yield {"kind": "first", "text": msg}
             yield {"kind": "row", "section": name, "row": r, "rows": exp.shape[0], "failing_entries": fail,
                    "mass": mass, "max": mx, "regions": regions}
