@@ -86,6 +86,10 @@ def _g(x):
     return "n/a" if x is None else f"{x:.3g}"
 
 
+def _poly_header(p: dict) -> list[str]:
+    return ["", "## (3) polynomial view (exact)", ""] + ([] if p["supported"] else [f"not computed: {p['reason']}"])
+
+
 def _poly_lines(p: dict) -> list[str]:
     t, s = p["true_monomials"], p["spurious_monomials"]
     L = [f"constructed: {p['constructed']['terms']} monomials, degree {p['constructed']['degree']}, mass {_g(p['constructed']['mass'])}; "
@@ -126,10 +130,8 @@ def summary_lines(rep: dict) -> list[str]:
               for r in rep["sensitivities"]]
     p = rep.get("polynomial")
     if p:
-        L += ["", "## (3) polynomial view (exact)", ""]
-        if not p["supported"]:
-            L.append(f"not computed: {p['reason']}")
-        else:
+        L += _poly_header(p)
+        if p["supported"]:
             L.append(f"{p['variables']} variables, {p['backend']}; limits {p['limits']}")
             b = p.get("body")
             if b:
@@ -144,10 +146,8 @@ def summary_lines(rep: dict) -> list[str]:
             L += _poly_lines(pr) if pr["finished"] else [f"not finished: {pr['reason']}"]
     pm = rep.get("polynomial_model")
     if pm:
-        L += ["", "## (3) polynomial view (exact)", ""]
-        if not pm["supported"]:
-            L.append(f"not computed: {pm['reason']}")
-        else:
+        L += _poly_header(pm)
+        if pm["supported"]:
             L += [f"{pm['what']}; {pm['variables']} variables, {pm['backend']}; limits {pm['limits']}", ""]
             if not pm["finished"]:
                 L.append(f"not finished ({len(pm['outputs'])} outputs done): {pm['reason']}")
