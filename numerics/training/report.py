@@ -40,7 +40,7 @@ def table(runs, root: Path) -> str:
 #: (recipe run, StepLR run) pairs compared at equal steps
 PAIRS = (("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe30b", "grad_baseconv_steplr30"),
          ("grad_baseconv_recipe", "grad_baseconv_steplr"),
-         ("grad_lsa_recipe", "grad_lsa_steplr"))
+         ("grad_lsa_recipe30", "grad_lsa_steplr30"), ("grad_lsa_recipe", "grad_lsa_steplr"))
 
 
 def ratio_table(runs, pairs=PAIRS, steps=(1000, 2000, 4000, 6000, 10000, 15000, 20000)) -> str:
