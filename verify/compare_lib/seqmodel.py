@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from constructions import ops, weights_io
-from constructions.base import Construction
+from constructions.base import Construction, exact
 
 from .models import LS_NAMES, CompareError, Problems, run_float, to_float, to_torch, var_names
 
@@ -95,13 +95,19 @@ def load_sequence_model(path, *, kappa: float = 5.0) -> SeqModel:
     return SeqModel(lw.layers, t["embed.weight"], t["readout.weight"], n, d_out, task, float(eta), str(path))
 
 
-def construction_step_size(con: Construction) -> float:
+def construction_step_size(con: Construction):
+    """The construction's GD step eta, exact (from ``eta`` or ``sqrt_eta``)."""
     p = getattr(con, "params", {}) or {}
     if "eta" in p:
-        return float(p["eta"])
+        return p["eta"]
     if "sqrt_eta" in p:
-        return float(p["sqrt_eta"]) ** 2
+        return p["sqrt_eta"] ** 2
     raise CompareError(f"{con.name}: no step size eta among its parameters {sorted(p)}")
+
+
+def _exact_array(a: np.ndarray) -> np.ndarray:
+    """Float64 entries as the exact binary fractions they are (``constructions.base.exact``)."""
+    return np.vectorize(exact, otypes=[object])(a)
 
 
 def constructed_gradient(con: Construction, A, b, x0) -> np.ndarray:
@@ -113,7 +119,7 @@ def constructed_gradient(con: Construction, A, b, x0) -> np.ndarray:
     P = Problems(A, b, x0, np.zeros((B, d)), np.zeros((B, d)), "")
     S = run_float([to_float(L) for L in con.prologue + con.body], input_state(con, P))
     x1 = con.readout(S)["x"]
-    return (x0 - x1) / (construction_step_size(con) * n)
+    return (x0 - x1) / (float(construction_step_size(con)) * n)
 
 
 def exact_gradient(A, b, x) -> np.ndarray:
@@ -192,7 +198,7 @@ def _poly_items(m: SeqModel, con, top: int):
     u[n, d + 1:2 * d + 1], u[n, 2 * d + 1] = x, 1
     u = fp.array(u)
     conv = np.vectorize(fq, otypes=[object])
-    S = ops.mm(u, conv(weights_io_exact(m.embed).T))
+    S = ops.mm(u, conv(_exact_array(m.embed).T))
     layers = flint_layers(m.layers)
     for i, L in enumerate(layers[:-1]):
         t0 = time.perf_counter()
@@ -201,9 +207,8 @@ def _poly_items(m: SeqModel, con, top: int):
                "seconds": time.perf_counter() - t0}
     t0 = time.perf_counter()
     row = layers[-1].forward_rows(S, [n]) if layers else S[[n]]
-    out = ops.mm(row, conv(weights_io_exact(m.readout).T))
-    p = con.params
-    eta = p["eta"] if "eta" in p else p["sqrt_eta"] ** 2
+    out = ops.mm(row, conv(_exact_array(m.readout).T))
+    eta = construction_step_size(con)
     step = con.step(fp.sp.v)[nm["x"]]
     # self-check: the exact polynomials evaluated at a few small integer inputs against the float forward
     rng = np.random.default_rng(0)
@@ -220,16 +225,6 @@ def _poly_items(m: SeqModel, con, top: int):
         chk = float(np.max(np.abs(ex - flt[:, j]) / np.maximum(1.0, np.abs(ex))))
         yield {"kind": "entry", "output": j, "seconds": time.perf_counter() - t0,
                "float_forward_check": chk, **compare_polys(g, pl, fp.names, top=top)}
-
-
-def weights_io_exact(a: np.ndarray) -> np.ndarray:
-    """Float64 entries as the exact binary fractions they are (as ``weights_io.load`` reads them)."""
-    from fractions import Fraction
-
-    out = np.empty(a.shape, dtype=object)
-    for idx in np.ndindex(a.shape):
-        out[idx] = Fraction(float(a[idx]))
-    return out
 
 
 def polynomial_view(m: SeqModel, con, *, top: int = 10, max_vars: int = 40, timeout: float = 300.0,
