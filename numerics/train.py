@@ -100,8 +100,8 @@ def main(argv=None) -> int:
         print("error: --max-minutes must be positive", file=sys.stderr)
         return 2
     res = tr.run(max_seconds=None if a.max_minutes is None else 60.0 * a.max_minutes)
-    print(json.dumps({k: res[k] for k in ("steps", "final_test_mse", "best_test_mse", "skipped", "wall_s",
-                                          "loadavg_end", "params")}))
+    print(json.dumps({k: res[k] for k in ("steps", "final_test_mse", "final_test_mse_f64", "best_test_mse",
+                                          "skipped", "wall_s", "loadavg_end", "params") if k in res}))
     if a.iterate:
         from numerics.training.iterate import ood_sweep, plot_ood
 

@@ -115,14 +115,23 @@ class Trainer:
         return torch.mean((out - y) ** 2)
 
     @torch.no_grad()
-    def evaluate(self, n: int | None = None, stream_idx: int | None = None) -> float:
+    def evaluate(self, n: int | None = None, stream_idx: int | None = None, *, float64: bool = False) -> float:
+        """Test MSE on ``n`` fresh problems.  ``float64=True``: the same problems through a float64
+        copy of the model (the trained weights exactly, the arithmetic in double precision), so a
+        float32 run's error is not confused with float32 roundoff in the evaluation."""
         n = n or self.cfg.eval_batch
         rng = rng_for(self.cfg.seed, 1, self.step if stream_idx is None else stream_idx)
+        model, dtype = self.model, self.dtype
+        if float64 and dtype != torch.float64:
+            import copy
+
+            model, dtype = copy.deepcopy(self.model).to(torch.float64), torch.float64
         tot, done = 0.0, 0
         while done < n:
             b = min(1024, n - done)
-            u, y = self.tensors(*self.task.sample(b, rng))
-            tot += float(self.loss_on(u, y)) * b
+            u, y = (torch.as_tensor(a, dtype=dtype, device=self.cfg.device) for a in self.task.sample(b, rng))
+            out = model(u)[:, self.task.out_rows]
+            tot += float(torch.mean((out - y) ** 2)) * b
             done += b
         return tot / n
 
@@ -208,6 +217,7 @@ class Trainer:
     def _record(self, train_loss, t0):
         st = self.sched.state()
         rec = {"step": self.step, "test_mse": self.evaluate(), "train_loss": train_loss, "lr": st["lr"],
+               **({"test_mse_f64": self.evaluate(float64=True)} if self.dtype != torch.float64 else {}),
                "metric": st["last_metric"], "metric_ema": st["metric_ema"], "skipped": self.skipped,
                "wall_s": round(time.perf_counter() - t0, 2), "loadavg": list(os.getloadavg())}
         self.history.append(rec)
@@ -219,6 +229,8 @@ class Trainer:
         res = {"config": self.cfg.to_json(), "task": self.task.describe(), "steps": self.step,
                "final_test_mse": self.history[-1]["test_mse"] if self.history else None,
                "best_test_mse": min((h["test_mse"] for h in self.history), default=None),
+               **({"final_test_mse_f64": self.history[-1]["test_mse_f64"]}
+                  if self.history and "test_mse_f64" in self.history[-1] else {}),
                "skipped": self.skipped, "wall_s": round(self.elapsed, 1), "stopped_by_time": self.stopped_by_time, "loadavg_end": list(os.getloadavg()),
                "params": sum(p.numel() for p in self.params)}
         if self.out_dir:

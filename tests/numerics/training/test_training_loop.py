@@ -117,3 +117,19 @@ def test_trains_on_cuda():
     tr = Trainer(cfg(steps=50, device="cuda"), progress=False)
     tr.run()
     assert next(tr.model.parameters()).is_cuda
+
+
+def test_float32_run_is_also_evaluated_in_float64():
+    """A float32 run records the float64 evaluation of its own weights on the same problems: close to
+    the float32 figure (same function) but not bit-equal (different arithmetic), and a float64 run
+    records no second figure."""
+    tr = Trainer(cfg(steps=100, dtype="float32"), progress=False)
+    res = tr.run()
+    h = tr.history[-1]
+    assert h["test_mse_f64"] != h["test_mse"]
+    assert abs(h["test_mse_f64"] - h["test_mse"]) <= 1e-4 * h["test_mse"]
+    assert res["final_test_mse_f64"] == h["test_mse_f64"]
+    assert next(tr.model.parameters()).dtype == torch.float32   # the training model is left alone
+    tr64 = Trainer(cfg(steps=100), progress=False)
+    tr64.run()
+    assert "test_mse_f64" not in tr64.history[-1]
