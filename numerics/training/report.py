@@ -27,23 +27,28 @@ def at_step(h, step):
 
 
 def table(runs, root: Path) -> str:
-    lines = ["| run | steps | test MSE (last) | best test MSE | wall s | load avg (1 min) at end | finished |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| run | steps | test MSE (last) | same weights in float64 | best test MSE | wall s | "
+             "load avg (1 min) at end | finished |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, h in runs.items():
         last = h[-1]
         fin = (root / name / "result.json").is_file()
-        lines.append(f"| {name} | {last['step']} | {last['test_mse']:.2e} | {min(r['test_mse'] for r in h):.2e} | "
+        f64 = f"{last['test_mse_f64']:.2e}" if "test_mse_f64" in last else "(float64 run)"
+        lines.append(f"| {name} | {last['step']} | {last['test_mse']:.2e} | {f64} | {min(r['test_mse'] for r in h):.2e} | "
                      f"{last['wall_s']:.0f} | {last['loadavg'][0]:.1f} | {'yes' if fin else 'no (stopped)'} |")
     return "\n".join(lines)
 
 
 #: (recipe run, StepLR run) pairs compared at equal steps
-PAIRS = (("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe30b", "grad_baseconv_steplr30"),
+PAIRS = (("grad_baseconv_recipe30_f32", "grad_baseconv_steplr30_f32"),
+         ("grad_baseconv_recipe30_f32s", "grad_baseconv_steplr30_f32"),
+         ("grad_lsa_recipe30_f32", "grad_lsa_steplr30_f32"),
+         ("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe30b", "grad_baseconv_steplr30"),
          ("grad_baseconv_recipe", "grad_baseconv_steplr"),
          ("grad_lsa_recipe30", "grad_lsa_steplr30"), ("grad_lsa_recipe", "grad_lsa_steplr"))
 
 
-def ratio_table(runs, pairs=PAIRS, steps=(1000, 2000, 4000, 6000, 10000, 15000, 20000)) -> str:
+def ratio_table(runs, pairs=PAIRS, steps=(1000, 2000, 4000, 6000, 10000, 15000, 20000, 30000, 40000, 50000, 60000)) -> str:
     """Test MSE of each (recipe, StepLR) pair at equal steps and the ratio StepLR / recipe, up to
     the last step both runs reached."""
     lines = ["| recipe run / StepLR run | step | recipe | StepLR | ratio |", "|---|---|---|---|---|"]
@@ -54,6 +59,48 @@ def ratio_table(runs, pairs=PAIRS, steps=(1000, 2000, 4000, 6000, 10000, 15000, 
         for st in [x for x in steps if x <= last] + ([last] if last not in steps else []):
             ra, rb = at_step(runs[a], st), at_step(runs[b], st)
             lines.append(f"| {a} / {b} | {st} | {ra:.2e} | {rb:.2e} | {rb / ra:.3g}x |")
+    return "\n".join(lines)
+
+
+def ratio_summary(ha, hb, *, factor=100.0) -> dict:
+    """The StepLR / recipe ratio at every evaluation step both runs recorded (step 0 excluded), and
+    against StepLR's best value so far.  ``from_step``: the first step from which the ratio stays
+    >= ``factor`` at every later common point (None if the last point is below it)."""
+    b = {r["step"]: r["test_mse"] for r in hb}
+    pts = [(r["step"], b[r["step"]] / r["test_mse"]) for r in ha if r["step"] > 0 and r["step"] in b]
+    if not pts:
+        return {"points": 0}
+    best, run_best = [], float("inf")
+    for r in hb:
+        run_best = min(run_best, r["test_mse"])
+        best.append((r["step"], run_best))
+    bestd = dict(best)
+    ra = {r["step"]: r["test_mse"] for r in ha}
+    from_step = None
+    for st, q in reversed(pts):
+        if q < factor:
+            break
+        from_step = st
+    qs = sorted(q for _, q in pts)
+    last = pts[-1][0]
+    return {"points": len(pts), "at_least": sum(q >= factor for _, q in pts), "factor": factor,
+            "min": qs[0], "median": qs[len(qs) // 2], "from_step": from_step, "last_step": last,
+            "ratio_last": pts[-1][1], "ratio_last_vs_best": bestd[last] / ra[last]}
+
+
+def summary_table(runs, pairs=PAIRS, factor=100.0) -> str:
+    lines = [f"| recipe run / StepLR run | common eval points | >= {factor:g}x | min | median | "
+             f">= {factor:g}x at every point from step | ratio at last common step | vs StepLR's best so far |",
+             "|---|---|---|---|---|---|---|---|"]
+    for a, b in pairs:
+        if a not in runs or b not in runs:
+            continue
+        s = ratio_summary(runs[a], runs[b], factor=factor)
+        if not s["points"]:
+            continue
+        lines.append(f"| {a} / {b} | {s['points']} | {s['at_least']} | {s['min']:.3g}x | {s['median']:.3g}x | "
+                     f"{s['from_step'] if s['from_step'] is not None else 'never'} | "
+                     f"{s['ratio_last']:.3g}x (step {s['last_step']}) | {s['ratio_last_vs_best']:.3g}x |")
     return "\n".join(lines)
 
 
@@ -92,6 +139,8 @@ def main(argv=None):
     print(table(runs, a.root))
     print()
     print(ratio_table(runs))
+    print()
+    print(summary_table(runs))
 
 
 if __name__ == "__main__":
