@@ -42,7 +42,7 @@ def table(runs, root: Path) -> str:
 #: (recipe run, StepLR run) pairs compared at equal steps
 PAIRS = (("grad_baseconv_recipe30_f32", "grad_baseconv_steplr30_f32"),
          ("grad_baseconv_recipe30_f32s", "grad_baseconv_steplr30_f32"),
-         ("grad_lsa_recipe30_f32", "grad_lsa_steplr30_f32"),
+         ("grad_lsa_recipe30_f32", "grad_lsa_steplr30_f32"), ("grad_lsa_recipe30_f32s", "grad_lsa_steplr30_f32"),
          ("grad_baseconv_recipe30", "grad_baseconv_steplr30"), ("grad_baseconv_recipe30b", "grad_baseconv_steplr30"),
          ("grad_baseconv_recipe", "grad_baseconv_steplr"),
          ("grad_lsa_recipe30", "grad_lsa_steplr30"), ("grad_lsa_recipe", "grad_lsa_steplr"))
