@@ -114,25 +114,28 @@ def main(argv=None):
     if grad:
         plot_compare(grad, a.docs / "training_gradient.png",
                      title="explicit gradient task (N=20, D=5): recipe vs StepLR Adam")
-    mul = {k: v for k, v in runs.items() if k.startswith("mul_")}
+    mul = {k: v for k, v in runs.items() if k.startswith(("mul_", "mulr_"))}
     if mul:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(5, 3.6))
-        for arch, mk in (("baseconv", "o-"), ("transformer", "s--")):
-            pts = sorted((int(k.rsplit("_L", 1)[1]), min(r["test_mse"] for r in v))
-                         for k, v in mul.items() if k.startswith(f"mul_{arch}_L"))
-            if pts:
-                ax.semilogy([p[0] for p in pts], [p[1] for p in pts], mk, label=arch)
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        series = (("mul", "StepLR, float64, 3000 steps", "C0"), ("mulr", "recipe, float32, 5 min", "C1"))
+        for prefix, what, colour in series:
+            for arch, mk in (("baseconv", "o-"), ("transformer", "s--")):
+                pts = sorted((int(k.rsplit("_L", 1)[1]), min(r["test_mse"] for r in v))
+                             for k, v in mul.items() if k.startswith(f"{prefix}_{arch}_L"))
+                if pts:
+                    ax.semilogy([p[0] for p in pts], [p[1] for p in pts], mk, color=colour,
+                                label=f"{arch} ({what})")
         ax.set_xlabel("layers")
         ax.set_ylabel("best test MSE")
         ax.set_xticks([1, 2, 4])
         ax.grid(alpha=0.3)
-        ax.legend()
-        ax.set_title("MULTIPLY (N=20, D=10), equal steps", fontsize=10)
+        ax.legend(fontsize=7)
+        ax.set_title("MULTIPLY (N=20, D=10)", fontsize=10)
         fig.tight_layout()
         fig.savefig(a.docs / "training_multiply.png", dpi=90)
         plt.close(fig)
