@@ -10,7 +10,9 @@ BaseConv vs softmax Transformer) and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import statistics
 from pathlib import Path
 
 from .plots import plot_compare
@@ -70,22 +72,17 @@ def ratio_summary(ha, hb, *, factor=100.0) -> dict:
     pts = [(r["step"], b[r["step"]] / r["test_mse"]) for r in ha if r["step"] > 0 and r["step"] in b]
     if not pts:
         return {"points": 0}
-    best, run_best = [], float("inf")
-    for r in hb:
-        run_best = min(run_best, r["test_mse"])
-        best.append((r["step"], run_best))
-    bestd = dict(best)
-    ra = {r["step"]: r["test_mse"] for r in ha}
+    best_so_far = dict(zip((r["step"] for r in hb), itertools.accumulate((r["test_mse"] for r in hb), min)))
     from_step = None
     for st, q in reversed(pts):
         if q < factor:
             break
         from_step = st
-    qs = sorted(q for _, q in pts)
-    last = pts[-1][0]
-    return {"points": len(pts), "at_least": sum(q >= factor for _, q in pts), "factor": factor,
-            "min": qs[0], "median": qs[len(qs) // 2], "from_step": from_step, "last_step": last,
-            "ratio_last": pts[-1][1], "ratio_last_vs_best": bestd[last] / ra[last]}
+    qs = [q for _, q in pts]
+    last, ratio_last = pts[-1]
+    return {"points": len(pts), "at_least": sum(q >= factor for q in qs), "factor": factor,
+            "min": min(qs), "median": statistics.median(qs), "from_step": from_step, "last_step": last,
+            "ratio_last": ratio_last, "ratio_last_vs_best": ratio_last * best_so_far[last] / b[last]}
 
 
 def summary_table(runs, pairs=PAIRS, factor=100.0) -> str:
