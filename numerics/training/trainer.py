@@ -106,12 +106,12 @@ class Trainer:
         self.progress = progress
 
     # ------------------------------------------------------------ data
-    def tensors(self, u, y):
-        t = lambda a: torch.as_tensor(a, dtype=self.dtype, device=self.cfg.device)  # noqa: E731
+    def tensors(self, u, y, dtype=None):
+        t = lambda a: torch.as_tensor(a, dtype=dtype or self.dtype, device=self.cfg.device)  # noqa: E731
         return t(u), t(y)
 
-    def loss_on(self, u, y):
-        out = self.model(u)[:, self.task.out_rows]
+    def loss_on(self, u, y, model=None):
+        out = (model or self.model)(u)[:, self.task.out_rows]
         return torch.mean((out - y) ** 2)
 
     @torch.no_grad()
@@ -129,9 +129,8 @@ class Trainer:
         tot, done = 0.0, 0
         while done < n:
             b = min(1024, n - done)
-            u, y = (torch.as_tensor(a, dtype=dtype, device=self.cfg.device) for a in self.task.sample(b, rng))
-            out = model(u)[:, self.task.out_rows]
-            tot += float(torch.mean((out - y) ** 2)) * b
+            u, y = self.tensors(*self.task.sample(b, rng), dtype=dtype)
+            tot += float(self.loss_on(u, y, model)) * b
             done += b
         return tot / n
 
