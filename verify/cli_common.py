@@ -1,11 +1,9 @@
 """Pieces shared by the command-line tools."""
 from __future__ import annotations
 
+from polyverify.cli import UsageError  # noqa: F401  (re-exported: one UsageError everywhere)
+
 from .proof import ProofResult
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2."""
 
 
 def print_proof(res: ProofResult, out) -> None:

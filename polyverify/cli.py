@@ -1,0 +1,252 @@
+"""The command-line conventions every ``python -m ...`` tool of the toolkit follows.
+
+* **Exit codes** mean one thing each, everywhere: ``EXIT_OK`` (0) proved / ok,
+  ``EXIT_FAILED`` (1) a proof failed (the report carries the counterexample),
+  ``EXIT_USAGE`` (2) bad input or a refused request (one line on stderr, no
+  traceback, no output file touched).
+* **Bad input is refused before any work**: :class:`Parser` turns argparse's
+  errors into :class:`UsageError`; :func:`output_file` / :func:`output_dir`
+  check every output path up front (parent folder exists or can be created,
+  the path is not a folder / not a file, writable); :func:`check_range`,
+  :func:`check_finite` and :func:`check_memory` bound every size.
+* **Outputs are written atomically** (:func:`atomic_write_text`,
+  :func:`atomic_path`): a temporary file in the same folder, renamed over the
+  target only when complete, so a failure never leaves half a file and never
+  clobbers an old one.
+* **Progress only on a terminal** (:func:`progress`): a tqdm bar when stderr
+  is a terminal, otherwise one plain line per stage (no carriage returns in
+  logs).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+#: memory (bytes) a run may plan to allocate without an explicit override: the
+#: machines this toolkit targets have 24 GiB; leave room for the rest
+DEFAULT_MEMORY_LIMIT = 16 * 2**30
+
+
+class UsageError(Exception):
+    """Bad input or a refused request: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (:class:`UsageError`) instead of a usage dump + exit."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def run_main(fn, argv=None, prog: str | None = None) -> int:
+    """Call ``fn(argv)``; a :class:`UsageError` becomes one line on stderr and exit 2."""
+    try:
+        return fn(argv)
+    except UsageError as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def one_line(e: BaseException | str) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0] if s else (type(e).__name__ if isinstance(e, BaseException) else "error")
+
+
+# ------------------------------------------------------------------ numbers and sizes
+
+def check_range(flag: str, value, lo=None, hi=None, *, override: str | None = None):
+    """``lo <= value <= hi`` or a UsageError naming the flag, the bound and (for an
+    upper bound a user could mean to exceed) the ``override`` flag."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number, got {value}")
+    if lo is not None and value < lo:
+        raise UsageError(f"{flag} must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        more = f" (pass {override} to allow more)" if override else ""
+        raise UsageError(f"{flag} = {value} exceeds the limit {hi}{more}")
+    return value
+
+
+def check_finite(flag: str, value: float, *, positive: bool = False) -> float:
+    if not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number, got {value}")
+    if positive and value <= 0:
+        raise UsageError(f"{flag} must be > 0, got {value}")
+    return value
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def check_memory(what: str, nbytes: float, limit: float = DEFAULT_MEMORY_LIMIT, *,
+                 override: str | None = None) -> None:
+    """Refuse a run whose estimated memory exceeds ``limit`` before allocating it."""
+    if nbytes > limit:
+        more = f"; pass {override} to allow it" if override else ""
+        raise UsageError(f"{what} needs about {human_bytes(nbytes)} of memory, above the limit "
+                         f"{human_bytes(limit)}{more}")
+
+
+# ------------------------------------------------------------------ output paths
+
+def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
+    """Check an output file path before any work: not a folder, its folder exists
+    (created if missing) and is writable.  Returns the path (or None)."""
+    if path is None:
+        return None
+    p = Path(path)
+    if str(path) == "" or str(path).endswith(os.sep):
+        raise UsageError(f"{flag} {str(path)!r}: not a file name")
+    if p.is_dir():
+        raise UsageError(f"{flag} {p}: is a folder, not a file")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{flag} {p}: file is not writable")
+    _ensure_folder(flag, p.parent if str(p.parent) else Path("."))
+    return p
+
+
+def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool = False) -> Path | None:
+    """Check an output folder before any work: not a file, created if missing,
+    writable; ``must_be_new``: refuse a non-empty existing folder."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{flag} {p}: is a file, not a folder")
+    if must_be_new and p.is_dir() and any(p.iterdir()):
+        raise UsageError(f"{flag} {p}: folder exists and is not empty")
+    _ensure_folder(flag, p)
+    return p
+
+
+def _ensure_folder(flag: str, d: Path) -> None:
+    for anc in [d, *d.parents]:
+        if anc.exists():
+            if not anc.is_dir():
+                raise UsageError(f"{flag}: {anc} is a file, not a folder")
+            break
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{flag}: cannot create folder {d} ({e.strerror or one_line(e)})") from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: folder {d} is not writable")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path in ``path``'s folder; on success it is renamed onto
+    ``path`` (atomic on POSIX), on an exception it is removed and ``path`` is untouched."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+# ------------------------------------------------------------------ progress
+
+def interactive(stream=None) -> bool:
+    stream = stream or sys.stderr
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class _LineProgress:
+    """tqdm's small interface for logs: a plain line at the start, about every
+    10% and at the end; never a carriage return."""
+
+    def __init__(self, total: int | None, desc: str, stream, every: int | None = None):
+        self.total, self.desc, self.stream, self.n = total, desc, stream, 0
+        self.every = every or (max(1, total // 10) if total else 1)
+        self._next = self.every
+        print(f"{desc}: started" + (f" ({total} steps)" if total else ""), file=stream, flush=True)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.n >= self._next and (self.total is None or self.n < self.total):
+            print(f"{self.desc}: {self.n}" + (f"/{self.total}" if self.total else ""), file=self.stream, flush=True)
+            self._next = (self.n // self.every + 1) * self.every
+
+    def set_postfix_str(self, s: str, refresh: bool = True) -> None:
+        self.postfix = s
+
+    def set_postfix(self, *a, **kw) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.stream is not None:
+            print(f"{self.desc}: done ({self.n}" + (f"/{self.total}" if self.total else "") + ")",
+                  file=self.stream, flush=True)
+            self.stream = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _NoProgress:
+    n = 0
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix_str(self, *a, **kw) -> None:
+        pass
+
+    set_postfix = set_postfix_str
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def progress(total: int | None, desc: str, *, enabled: bool = True, stream=None, **tqdm_kw):
+    """A progress reporter on stderr: a tqdm bar on a terminal, plain lines
+    otherwise (logs), nothing when ``enabled`` is False."""
+    stream = stream or sys.stderr
+    if not enabled:
+        return _NoProgress()
+    if interactive(stream):
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, file=stream, **tqdm_kw)
+    return _LineProgress(total, desc, stream)
