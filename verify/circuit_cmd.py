@@ -30,6 +30,16 @@ def _run_exact(con, values: dict):
     return con.readout(S)
 
 
+def add_arguments(c) -> None:
+    """The options of ``python -m verify.construct circuit``."""
+    c.add_argument("--graph", required=True, help="circuit as networkx node-link JSON")
+    c.add_argument("--json", help="write the report as JSON")
+    c.add_argument("--export", help="write the compiled weights")
+    c.add_argument("--weights", help="prove this weight file against the circuit instead")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--trials", type=int, default=64, help="random rational and float inputs to evaluate")
+
+
 def cmd_circuit(a, out) -> int:
     from .proof import prove
 

@@ -59,13 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--weights", help="prove (and run) this weight file instead of the built weights")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    c = sub.add_parser("circuit", help="compile a user's arithmetic circuit (node-link JSON) to BaseConv")
-    c.add_argument("--graph", required=True, help="circuit as networkx node-link JSON")
-    c.add_argument("--json", help="write the report as JSON")
-    c.add_argument("--export", help="write the compiled weights")
-    c.add_argument("--weights", help="prove this weight file against the circuit instead")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--trials", type=int, default=64, help="random rational and float inputs to evaluate")
+    from .circuit_cmd import add_arguments as add_circuit_arguments
+
+    add_circuit_arguments(sub.add_parser("circuit", help="compile a user's arithmetic circuit "
+                                                         "(node-link JSON) to BaseConv"))
     from constructions.catalogue import entries
 
     for name, e in entries().items():
