@@ -84,27 +84,57 @@ class ProofResult:
         return d
 
 
+def _display(name: str) -> str:
+    return name if name.isidentifier() else repr(name)
+
+
+def entry_name(var: str, ix: tuple[int, ...]) -> str:
+    """The display name of one entry of a variable: ``A[1,2]``, ``b[0]``; a
+    scalar variable is its own name.  A name that is not an identifier is
+    quoted (``'x[0]'``), so no entry name can equal another entry's or a
+    parameter's: bare names are identifiers, indexed names are an
+    identifier or a quoted string followed by ``[``."""
+    return f"{_display(var)}[{','.join(str(int(i)) for i in ix)}]" if len(ix) else _display(var)
+
+
 class SymbolicProblem:
-    """Fresh ring variables for every entry of every construction variable."""
+    """Fresh ring variables for every entry of every construction variable.
+
+    Generators are assigned by *position* (one generator per entry and per
+    parameter, never looked up by name), so two distinct entries are always
+    distinct polynomials; the display names (:func:`entry_name`) are
+    unambiguous as well: variable and parameter names must be distinct, and
+    entries carry their index in brackets.
+    """
 
     def __init__(self, variables: dict[str, tuple[int, ...]], params: tuple[str, ...] = ()):
+        seen: set[str] = set()
+        for nm in [*variables, *params]:
+            if not isinstance(nm, str) or not nm:
+                raise ValueError(f"variable/parameter name {nm!r} is not a non-empty string")
+            if nm in seen:
+                raise ValueError(f"name {nm!r} is used twice (variables and parameters must be distinct)")
+            seen.add(nm)
         names: list[str] = []
         self.slots: dict[str, list[str]] = {}
         for var, shape in variables.items():
-            idx = list(np.ndindex(*shape))
-            self.slots[var] = ["_".join([var] + [str(i) for i in ix]) for ix in idx]
+            self.slots[var] = [entry_name(var, ix) for ix in np.ndindex(*shape)]
             names += self.slots[var]
-        names += list(params)
+        names += [_display(p) for p in params]
         self.names = names
         self.R, *gens = ring([Symbol(nm) for nm in names], QQ)
-        self.gen = dict(zip(names, gens))
+        self.gens = list(gens)
+        pos = 0
         self.v = {}
         for var, shape in variables.items():
             arr = np.empty(shape, dtype=object)
-            for ix, nm in zip(np.ndindex(*shape), self.slots[var]):
-                arr[ix] = self.gen[nm]
+            for ix in np.ndindex(*shape):
+                arr[ix] = gens[pos]
+                pos += 1
             self.v[var] = arr
-        self.params = {p: self.gen[p] for p in params}
+        self.params = {p: gens[pos + i] for i, p in enumerate(params)}
+        assert len(set(names)) == len(names)  # guaranteed by entry_name's grammar
+        self.gen = dict(zip(names, gens))
 
 
 def _as_poly(R, x):
@@ -279,7 +309,7 @@ def problem_from_assignment(variables: dict[str, tuple[int, ...]], assignment: d
     for var, shape in variables.items():
         a = np.empty(shape, dtype=object)
         for ix in np.ndindex(*shape):
-            a[ix] = Fraction(assignment.get("_".join([var] + [str(i) for i in ix]), "0"))
+            a[ix] = Fraction(assignment.get(entry_name(var, ix), "0"))
         v[var] = a
     return v
 

@@ -74,7 +74,7 @@ def test_errata_as_printed_rejected_corrected_proved(eid):
 def test_e1_as_printed_fails_on_an_x_coordinate_and_needs_w():
     bad = check(errata()["S004-E1-lemma4.3-sign"].as_printed_check())
     assert "region 'x'" in bad.failure.region
-    assert Fraction(bad.failure.counterexample.assignment["w_0"]) != 0  # invisible while w^l = 0
+    assert Fraction(bad.failure.counterexample.assignment["w[0]"]) != 0  # invisible while w^l = 0
     # the construction with the as-printed recursion fails its body (induction step) the same way
     res = prove(implicit_w(2, 1, 1, symbolic=False, seed=1, sign=+1))
     assert not res.ok and res.failure.section == "body" and res.failure.region == "x"

@@ -15,7 +15,8 @@ from sympy.polys.rings import ring
 
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
-from verify.proof import RESIDUAL_CHARS, ProofResult, SymbolicProblem, find_counterexample, prove, replay_counterexample
+from verify.proof import (RESIDUAL_CHARS, ProofResult, SymbolicProblem, entry_name, find_counterexample, prove,
+                          replay_counterexample)
 
 EPS = Fraction(1, 1024)
 
@@ -44,7 +45,7 @@ def check_counterexample(con, sections, failure):
     """Run the (wrong) section exactly on the counterexample and compare with the spec."""
     ce = failure.counterexample
     assert ce is not None and ce.assignment
-    assert set(ce.assignment) <= {f"{var}_{'_'.join(map(str, ix))}" if ix else var
+    assert set(ce.assignment) <= {entry_name(var, ix)
                                   for var, shape in con.variables.items() for ix in np.ndindex(*shape)}
     got, want = replay_counterexample(con, sections, failure)
     assert got != want
@@ -185,9 +186,9 @@ def test_long_residual_is_truncated():
 
 def test_symbolic_problem_names():
     sp = SymbolicProblem({"A": (2, 3), "b": (2,)}, ("eta",))
-    assert sp.names == ["A_0_0", "A_0_1", "A_0_2", "A_1_0", "A_1_1", "A_1_2", "b_0", "b_1", "eta"]
+    assert sp.names == ["A[0,0]", "A[0,1]", "A[0,2]", "A[1,0]", "A[1,1]", "A[1,2]", "b[0]", "b[1]", "eta"]
     assert sp.v["A"].shape == (2, 3) and sp.v["b"].shape == (2,)
-    assert str(sp.v["A"][1, 2]) == "A_1_2" and str(sp.params["eta"]) == "eta"
+    assert str(sp.v["A"][1, 2]) == "A[1,2]" and str(sp.params["eta"]) == "eta"
     assert sp.R.ngens == 9
 
 

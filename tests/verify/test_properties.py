@@ -12,7 +12,7 @@ import circuits as C
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.lsq import gd_step
-from verify.proof import prove
+from verify.proof import entry_name, prove
 from verify.strategies import KINDS, circuits_st, malformed_circuits_st, rationals_st
 
 BUILDERS = [gd_baseconv, gd_baseconv_causal, gd_lsa, gd_elsa]
@@ -166,7 +166,7 @@ def test_proof_verdict_is_sound_and_complete_on_random_perturbations(data):
         ce = f.counterexample
         vals = {}
         for var, shape in con.variables.items():
-            vals[var] = obj([Fraction(ce.assignment.get(f"{var}_{'_'.join(map(str, ix))}", "0"))
+            vals[var] = obj([Fraction(ce.assignment.get(entry_name(var, ix), "0"))
                              for ix in np.ndindex(*shape)], shape)
         start = con.input_state(vals) if section == "prologue" else con.state(vals)
         target = {"prologue": con.state, "epilogue": con.final_state,
