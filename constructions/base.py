@@ -12,6 +12,26 @@ sections:
 induction on k this proves the stack for every depth.  ``v`` is a dict of
 numpy arrays: exact object arrays (one problem) or float arrays with a
 leading batch axis, so the same functions embed symbolic and numeric inputs.
+
+Intermediate states (optional).  A section of several layers may also state
+what holds *inside* it: ``intermediate_states(v, section)`` returns one entry
+per layer of the section, entry ``i`` the state after layer ``i`` as a
+:class:`PartialState` (the expected state and a mask of its *declared*
+entries), or ``None`` where the construction declares nothing.  The entry of
+the section's last layer is always ``None``: the state after it is the
+section's target (``state`` / ``final_state``), declared in full.
+Convention: the declared entries of the state after layer ``i`` are
+everything the later layers of the section read and everything that
+survives to the target; the others (scratch channels a layer writes and the
+next drops) may hold anything.  So layer ``i+1`` (up to the next declared
+state) must take *any* state that agrees with the declared one on its
+declared entries to the next declared state.  ``verify.proof`` proves this
+for the construction's own layers (undeclared entries as free symbols,
+``prove_intermediate_states``; part of ``prove(con)``), and when a section
+of some weights fails, names the first layer whose exact output differs from
+its declared state on a declared entry: that layer got a correct input
+(where it matters) and returned a wrong output.  Without declared states a
+failure can only be located where the residual appears.
 """
 from __future__ import annotations
 
@@ -24,6 +44,31 @@ import numpy as np
 
 from .layers import Layer
 from .layout import Layout
+
+
+@dataclass
+class PartialState:
+    """A state of which only some entries are specified (see the module docstring).
+
+    ``expected``: a full state (exact 2-D object array, or float with leading
+    batch axes); ``mask``: a bool array of the layout's shape, True on the
+    declared entries.  ``expected`` is meaningless where ``mask`` is False.
+    """
+
+    expected: np.ndarray
+    mask: np.ndarray
+
+    @classmethod
+    def on_regions(cls, layout: Layout, state: np.ndarray, regions) -> "PartialState":
+        """``state`` declared on the named regions of ``layout`` only."""
+        mask = np.zeros(layout.shape, dtype=bool)
+        for r in regions:
+            mask[layout[r].index] = True
+        return cls(state, mask)
+
+    def declared_regions(self, layout: Layout) -> list[str]:
+        """Names of the regions with at least one declared entry."""
+        return [r.name for r in layout.regions.values() if self.mask[r.index].any()]
 
 
 class DepthError(ValueError):
@@ -94,6 +139,15 @@ class Construction(abc.ABC):
     @abc.abstractmethod
     def step(self, v: dict) -> dict:
         """The algorithm step the body implements (same scalar type as ``v``)."""
+
+    def intermediate_states(self, v: dict, section: str) -> "list[PartialState | None] | None":
+        """The state after each layer of ``section`` (``prologue``/``body``/``epilogue``):
+        a list with one entry per layer, a :class:`PartialState` or ``None`` (nothing
+        declared after that layer; always ``None`` for the last layer, whose output is
+        the section's target).  ``None`` for the whole list: no intermediate states
+        declared (the default).  For ``body`` the input is ``state(v)``, for the
+        prologue ``input_state(v)``, for the epilogue ``state(v)``."""
+        return None
 
     def readout(self, state) -> dict:
         """Named read-outs of a (batched) state; default: every carried variable."""

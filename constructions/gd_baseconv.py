@@ -23,14 +23,24 @@ step: at the last token, ``P[j,k] = (sum_i a_i a_i^T)[j,k] x_k`` and
 ``G = sum_i b_i a_i`` (gated by a bias that is 1 at the last token only), and
 W_out sets ``x <- x - eta (sum_k P[:,k] - G)``.  One epilogue layer writes the
 prediction.  Depth ``3 + k``.  ``x`` lives at the last token only.
+
+Intermediate states (``Construction.intermediate_states``), declared on every
+region except the scratch ones a layer writes and the next drops:
+
+* non-causal body, after layer 1: ``state(v)`` with ``s2[i, :] = (a_i^T x - b_i) 1^D``
+  (``s1`` undeclared); after layer 2: ``s2[i, :] = (a_i^T x - b_i) a_i`` (``s1``
+  undeclared).  At the query token ``a = 0, b = 0``, so both are 0 there.
+* causal prologue, after layer 1: ``input_state(v)`` with the per-token products
+  ``Sba[i] = b_i a_i`` and ``Saa[i] = flt(a_i a_i^T)`` (0 at the last token;
+  ``G``, ``P`` undeclared).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .base import Construction, batch_ndim, exact, new_state
+from .base import Construction, PartialState, batch_ndim, exact, new_state
 from .layout import ChannelAllocator
-from .lsq import LS_VARIABLES, dot, gd_step
+from .lsq import LS_VARIABLES, dot, gd_step, matvec
 from .weights import BaseConvBuilder
 
 REFERENCE_NC = "seed 000 App. D.3.1 (non-causal BaseConv), eq. (3), (46); layer eq. (2)/(19)"
@@ -84,6 +94,19 @@ class GDBaseConv(_LSBaseConv):
         self._put_x(S, v, n)
         return S
 
+    def intermediate_states(self, v, section):
+        if section != "body":
+            return None
+        n, d = self.variables["A"]
+        A = np.asarray(v["A"])
+        r = matvec(A, v["x"]) - np.asarray(v["b"])  # residual a_i^T x - b_i, (.., n)
+        s2 = (slice(0, n), slice(*self.layout["s2"].cols))
+        after1, after2 = self.state(v), self.state(v)
+        after1[(...,) + s2] = r[..., :, None]  # eq. (46): (x^T a_i - b_i) 1^D
+        after2[(...,) + s2] = r[..., :, None] * A  # (x^T a_i - b_i) a_i
+        declared = ("a", "b", "x", "s2", "q", "y")  # s1 is scratch
+        return [PartialState.on_regions(self.layout, after1, declared),
+                PartialState.on_regions(self.layout, after2, declared), None]
 
 
 def gd_baseconv(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConv:
@@ -139,13 +162,20 @@ def gd_baseconv(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConv:
 
 
 class GDBaseConvCausal(_LSBaseConv):
+    @staticmethod
+    def _products(v, d):
+        """Per-token products b_i a_i (.., n, d) and flt(a_i a_i^T) (.., n, d*d)."""
+        A = np.asarray(v["A"])
+        b = np.asarray(v["b"])
+        ba = b[..., :, None] * A
+        aa = (A[..., :, :, None] * A[..., :, None, :]).reshape(A.shape[:-1] + (d * d,))
+        return ba, aa
+
     def _sums(self, S, v, n, d):
         """Prefix sums of b_i a_i and a_i a_i^T over tokens (token n: full sums)."""
         A = np.asarray(v["A"])
-        b = np.asarray(v["b"])
         lay = self.layout
-        ba = b[..., :, None] * A  # (.., n, d)
-        aa = (A[..., :, :, None] * A[..., :, None, :]).reshape(A.shape[:-1] + (d * d,))
+        ba, aa = self._products(v, d)
         if A.dtype == object:
             ba_c, aa_c = _prefix(ba), _prefix(aa)
         else:
@@ -165,6 +195,17 @@ class GDBaseConvCausal(_LSBaseConv):
         n, d = self.variables["A"]
         self._sums(S, v, n, d)
         return S
+
+    def intermediate_states(self, v, section):
+        if section != "prologue":
+            return None
+        n, d = self.variables["A"]
+        S = self.input_state(v)
+        ba, aa = self._products(v, d)
+        S[(...,) + (slice(0, n), slice(*self.layout["Sba"].cols))] = ba
+        S[(...,) + (slice(0, n), slice(*self.layout["Saa"].cols))] = aa
+        declared = ("a", "b", "x", "q", "y", "Sba", "Saa")  # G, P are scratch
+        return [PartialState.on_regions(self.layout, S, declared), None]
 
 
 

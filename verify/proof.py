@@ -17,11 +17,32 @@ A failure names the section, the layer, the region and entry of the named
 layout, shows the residual polynomial (truncated) and a concrete rational
 counterexample input, with the value the layers produce and the value the
 specification demands there.
+
+Which layer a failure blames (``Failure.located_by``):
+
+* ``intermediate states``: the construction declares the state after the
+  layers of the section (``Construction.intermediate_states``); the blamed
+  layer is the first whose exact output differs from its declared state on a
+  declared entry (``Failure.culprit`` holds that entry, its residual and a
+  counterexample).  The declared states are themselves proved: ``prove(con)``
+  checks that the construction's own layers take each declared state to the
+  next whatever the undeclared entries hold (:func:`prove_intermediate_states`).
+* ``own layers``: no intermediate states, but the construction's own layers
+  are at hand (weights proved against it): the first layer whose output
+  differs from the construction's own layer on the same input.  Only useful
+  when the weights are meant to equal the construction's.
+* ``last layer``: neither; the section's last layer, where the residual
+  appears, not necessarily the culprit.
+
+The region, entry, residual and counterexample of a section failure are
+always about the section's final state (what :func:`replay_counterexample`
+replays); ``culprit`` is about the blamed layer's own output.
 """
 from __future__ import annotations
 
 import random
 import time
+from types import SimpleNamespace
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Callable
@@ -30,7 +51,7 @@ import numpy as np
 from sympy import QQ, Symbol
 from sympy.polys.rings import ring
 
-from constructions.base import Construction
+from constructions.base import Construction, PartialState
 from constructions.layers import Layer
 
 RESIDUAL_CHARS = 300
@@ -43,30 +64,72 @@ class Counterexample:
     expected: str
 
 
+#: values of ``Failure.located_by`` (see the module docstring)
+LOCATED_STATES = "intermediate states"
+LOCATED_OWN = "own layers"
+LOCATED_LAST = "last layer"
+LOCATED_ONLY = "only layer"  # a section of one layer: nothing to locate
+
+
+def _describe_ce(ce: Counterexample | None, got: str = "layers give", want: str = "specification") -> str:
+    if not ce:
+        return ""
+    a = ", ".join(f"{k}={v}" for k, v in ce.assignment.items()) or "all variables 0"
+    return f"{a} (others 0): {got} {ce.got}, {want} {ce.expected}"
+
+
+@dataclass
+class LayerMismatch:
+    """Where the blamed layer's exact output first differs from the state declared after it."""
+
+    region: str
+    entry: tuple[int, int]
+    state_index: tuple[int, int]
+    residual: str  # layer output - declared value, from the section's start state
+    counterexample: Counterexample | None  # got: the layer's output there, expected: the declared value
+
+
 @dataclass
 class Failure:
     section: str
-    layer: int  # index in the whole stack (0-based)
+    layer: int  # index in the whole stack (0-based) of the blamed layer
     layer_in_section: int
+    # region .. counterexample: the first entry where the *section's final state* differs
+    # from the specification (replay_counterexample replays it)
     region: str
     entry: tuple[int, int]
     state_index: tuple[int, int]
     residual: str
     counterexample: Counterexample | None
     note: str = ""
+    located_by: str = ""  # how ``layer`` was found: LOCATED_* ("" for an identity)
+    culprit: LayerMismatch | None = None  # the blamed layer's own mismatch (LOCATED_STATES)
 
     def describe(self) -> str:
-        ce = ""
-        if self.counterexample:
-            a = ", ".join(f"{k}={v}" for k, v in self.counterexample.assignment.items()) or "all variables 0"
-            ce = (f"\n  counterexample: {a} (others 0): layers give {self.counterexample.got}, "
-                  f"specification {self.counterexample.expected}")
-        where = (f"{self.section} fails at stack layer {self.layer} ({self.section} layer "
-                 f"{self.layer_in_section}): region {self.region!r} entry {list(self.entry)} "
-                 f"(state {list(self.state_index)})") if self.layer >= 0 else (
-                 f"identity fails: {self.region} entry {list(self.entry)}")
-        return (f"{where}\n  residual (layers - spec): {self.residual}{ce}"
-                + (f"\n  {self.note}" if self.note else ""))
+        if self.layer < 0:
+            where = f"identity fails: {self.region} entry {list(self.entry)}"
+            ce = _describe_ce(self.counterexample)
+            return (f"{where}\n  residual (layers - spec): {self.residual}"
+                    + (f"\n  counterexample: {ce}" if ce else "") + (f"\n  {self.note}" if self.note else ""))
+        lines = [f"{self.section} fails at stack layer {self.layer} ({self.section} layer {self.layer_in_section})"]
+        c = self.culprit
+        if c is not None:
+            lines[0] += (f": the first layer whose output differs from its declared intermediate state, at region "
+                         f"{c.region!r} entry {list(c.entry)} (state {list(c.state_index)})")
+            if (c.state_index, c.residual) != (tuple(self.state_index), self.residual):
+                lines.append(f"  residual there (layer output - declared): {c.residual}")
+                ce = _describe_ce(c.counterexample, "the layer gives", "declared")
+                if ce:
+                    lines.append(f"  counterexample there: {ce}")
+        lines.append(f"  the {self.section}'s output differs from the specification at region {self.region!r} "
+                     f"entry {list(self.entry)} (state {list(self.state_index)})")
+        lines.append(f"  residual (layers - spec): {self.residual}")
+        ce = _describe_ce(self.counterexample)
+        if ce:
+            lines.append(f"  counterexample: {ce}")
+        if self.note:
+            lines.append(f"  {self.note}")
+        return "\n".join(lines)
 
 
 @dataclass
@@ -78,6 +141,8 @@ class ProofResult:
     symbolic_params: list[str] = field(default_factory=list)
     entries_checked: int = 0
     failure: Failure | None = None
+    #: sections whose declared intermediate states were proved (prove_intermediate_states)
+    intermediate_states: dict[str, bool] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -192,6 +257,147 @@ def _truncate(s: str, n: int = RESIDUAL_CHARS) -> str:
     return s if len(s) <= n else s[:n] + f" ... ({len(s)} chars)"
 
 
+def _symbolic_spec(con: Construction, symbolic: bool, sections) -> tuple[str, ...]:
+    """The parameters the proof replaces by fresh symbols (none when the layers were
+    edited after building: they are proved as they are)."""
+    params = tuple(con.symbolic_params) if (symbolic and sections is None and con.rebuild) else ()
+    if params and not _same_stack(con, con.rebuild(**con.params)):
+        params = ()
+    return params
+
+
+def _section_claims(spec: Construction, v: dict):
+    """(section, start state, target state) thunks of the three claims."""
+    return [
+        ("prologue", lambda: spec.input_state(v), lambda: spec.state(v)),
+        ("body", lambda: spec.state(v), lambda: spec.state(spec.step(v))),
+        ("epilogue", lambda: spec.state(v), lambda: spec.final_state(v)),
+    ]
+
+
+def _declared_states(con: Construction, v: dict, sec: str, n_layers: int) -> list[PartialState | None] | None:
+    """``con.intermediate_states(v, sec)`` checked against the hook's contract
+    (``constructions/base.py``); ``None`` when nothing is declared."""
+    if n_layers < 2:
+        return None
+    ds = con.intermediate_states(v, sec)
+    if ds is None:
+        return None
+    ds = list(ds)
+    what = f"{con.name}.intermediate_states(v, {sec!r})"
+    if len(ds) != n_layers:
+        raise ValueError(f"{what} has {len(ds)} entries; the {sec} has {n_layers} layers (one entry per layer)")
+    if ds[-1] is not None:
+        raise ValueError(f"{what}: the entry of the last layer must be None (its output is the section's target)")
+    for i, d in enumerate(ds[:-1]):
+        if d is None:
+            continue
+        if not isinstance(d, PartialState):
+            raise ValueError(f"{what}[{i}] is {type(d).__name__}, not a PartialState or None")
+        if tuple(np.shape(d.mask)) != tuple(con.layout.shape) or np.asarray(d.mask).dtype != bool:
+            raise ValueError(f"{what}[{i}].mask must be a bool array of the layout's shape {con.layout.shape}")
+        if tuple(np.shape(d.expected))[-2:] != tuple(con.layout.shape):
+            raise ValueError(f"{what}[{i}].expected has shape {np.shape(d.expected)}, the state {con.layout.shape}")
+    return ds if any(d is not None for d in ds) else None
+
+
+def _first_masked_mismatch(got, want: PartialState):
+    for idx in zip(*np.nonzero(want.mask)):
+        diff = got[idx] - want.expected[idx]
+        if not (diff == 0):
+            return tuple(int(i) for i in idx), diff
+    return None, None
+
+
+def _first_off_declared(states, declared, target):
+    """The first layer whose output differs from the state declared after it (the
+    last layer: from the target): ``(layer, index, diff, declared value, previous
+    declared layer)``, or None."""
+    prev = -1
+    last = len(states) - 1
+    for i, S in enumerate(states):
+        if i == last:
+            j, diff = _first_mismatch(S, target)
+            want = target
+        elif declared[i] is None:
+            continue
+        else:
+            j, diff = _first_masked_mismatch(S, declared[i])
+            want = declared[i].expected
+        if j is not None:
+            return i, j, diff, want[j], prev
+        prev = i
+    return None
+
+
+@dataclass
+class _Location:
+    layer: int
+    by: str
+    note: str = ""
+    culprit: LayerMismatch | None = None
+
+
+def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pristine) -> _Location:
+    """Which layer of the failing section ``sec`` to blame (module docstring)."""
+    n, lay = len(Ls), con.layout
+    own = getattr(spec, sec)
+    declared = _declared_states(spec, v, sec, n) if n > 1 and len(own) == n else None
+    why_not = "no intermediate states declared"
+    if declared is not None:
+        # guard: the construction's own layers (as built) must produce the declared states
+        P = pristine()
+        P = getattr(P, sec) if P is not None else None
+        if P is not None and len(P) == n and not all(_same_layer(a, b) for a, b in zip(P, Ls)):
+            pst = _run(P[:-1], S0)
+            for i, S in enumerate(pst):
+                j, _ = (None, None) if declared[i] is None else _first_masked_mismatch(S, declared[i])
+                if j is not None:
+                    why_not = (f"declared intermediate states not used: the construction's own {sec} layers "
+                               f"do not produce the state declared after {sec} layer {i} (at {lay.describe(*j)})")
+                    declared = None
+                    break
+    ref_li = ref_j = None
+    if ref_layers is not None and ref_layers[sec] and len(ref_layers[sec]) == n:
+        for li, (a, b) in enumerate(zip(states, _run(ref_layers[sec], S0))):
+            j, _ = _first_mismatch(a, b)
+            if j is not None:
+                ref_li, ref_j = li, j
+                break
+    if declared is not None:
+        i, j, diff, want, prev = _first_off_declared(states, declared, target)
+        region, entry = lay.locate(*j)
+        culprit = LayerMismatch(region, entry, tuple(int(t) for t in j), _truncate(str(_as_poly(R, diff).as_expr())),
+                                find_counterexample(R, diff, states[i][j], want, names))
+        note = (f"located by the declared intermediate states: {sec} layer {i} is the first layer whose output "
+                f"differs from the state declared after it (at {lay.describe(*j)})")
+        if prev < i - 1:
+            note += (f"; no state is declared after {sec} layers {prev + 1}..{i - 1}: the culprit is one of "
+                     f"{sec} layers {prev + 1}..{i}")
+        if ref_li is not None and (ref_li, ref_j) != (i, j):
+            undeclared = ref_li < n - 1 and declared[ref_li] is not None and not declared[ref_li].mask[ref_j]
+            note += (f" (the first layer differing from the construction's own layer is {sec} layer {ref_li}, at "
+                     f"{lay.describe(*ref_j)}{', an undeclared entry' if undeclared else ''})")
+        return _Location(i, LOCATED_STATES, note, culprit)
+    if ref_li is not None:
+        note = (f"first layer whose output differs from the construction's own layer: {sec} layer {ref_li}, "
+                f"at {lay.describe(*ref_j)}")
+        if n > 1:
+            note += f"; {why_not}: this is where the first difference appears, not necessarily the culprit layer"
+        return _Location(ref_li, LOCATED_OWN if n > 1 else LOCATED_ONLY, note)
+    if n <= 1:
+        return _Location(0, LOCATED_ONLY)
+    return _Location(n - 1, LOCATED_LAST,
+                     f"{why_not}: located where the residual appears ({sec} layer {n - 1}, the section's last "
+                     f"layer), not necessarily the culprit layer")
+
+
+def _same_layer(a: Layer, b: Layer) -> bool:
+    from constructions.weights_io import same_layer
+
+    return same_layer(a, b)
+
+
 def prove(con: Construction, *, symbolic: bool = True,
           sections: dict[str, list[Layer]] | None = None,
           reference: Construction | None = None) -> ProofResult:
@@ -201,14 +407,18 @@ def prove(con: Construction, *, symbolic: bool = True,
     step size) by fresh symbols, so the proof holds for every value.
     ``sections``: layers to prove instead of the construction's own (e.g. a
     user's weight file), keyed ``prologue``/``body``/``epilogue``; the
-    specification (states, step, parameters) stays the construction's.  When
-    it fails, the first layer whose output differs from ``reference``'s
-    layer on the same symbolic input is named.
+    specification (states, step, parameters) stays the construction's.
+
+    When a section fails, the blamed layer is the first whose output differs
+    from the construction's declared intermediate state (when it declares
+    them), else the first layer whose output differs from the construction's
+    own layer on the same symbolic input (when ``sections`` or ``reference``
+    is given), else the section's last layer (``Failure.located_by``).
+    Without ``sections``, the construction's declared intermediate states are
+    proved as well (:func:`prove_intermediate_states`).
     """
     t0 = time.perf_counter()
-    params = tuple(con.symbolic_params) if (symbolic and sections is None and con.rebuild) else ()
-    if params and not _same_stack(con, con.rebuild(**con.params)):
-        params = ()  # the layers were edited after building: prove them as they are
+    params = _symbolic_spec(con, symbolic, sections)
     sp = SymbolicProblem(con.variables, params)
     spec = con.rebuild(**sp.params) if params else con
     own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
@@ -217,13 +427,19 @@ def prove(con: Construction, *, symbolic: bool = True,
     R, v = sp.R, sp.v
     offsets = {"prologue": 0, "body": len(layers["prologue"]),
                "epilogue": len(layers["prologue"]) + len(layers["body"])}
-    claims = [
-        ("prologue", lambda: spec.input_state(v), lambda: spec.state(v)),
-        ("body", lambda: spec.state(v), lambda: spec.state(spec.step(v))),
-        ("epilogue", lambda: spec.state(v), lambda: spec.final_state(v)),
-    ]
+    cache: dict = {}
+
+    def pristine():
+        """The construction as its builder makes it (None when unknown)."""
+        if "p" not in cache:
+            try:
+                cache["p"] = spec if params else (con.rebuild(**con.params) if con.rebuild else None)
+            except Exception:  # noqa: BLE001 - only a guard; without it the location falls back
+                cache["p"] = None
+        return cache["p"]
+
     result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
-    for sec, start, target in claims:
+    for sec, start, target in _section_claims(spec, v):
         Ls = layers[sec]
         if sec == "body" and not Ls:
             result.sections[sec] = True
@@ -241,25 +457,122 @@ def prove(con: Construction, *, symbolic: bool = True,
         if idx is None:
             continue
         result.ok = False
-        layer_in_sec = len(Ls) - 1
-        note = ""
-        if ref_layers is not None and ref_layers[sec] and len(ref_layers[sec]) == len(Ls):
-            ref_states = _run(ref_layers[sec], S0)
-            for li, (a, b) in enumerate(zip(states, ref_states)):
-                j, _ = _first_mismatch(a, b)
-                if j is not None:
-                    layer_in_sec = li
-                    note = (f"first layer whose output differs from the construction's own layer: "
-                            f"{sec} layer {li}, at {con.layout.describe(*j)}")
-                    break
+        loc = (_locate(con, spec, sec, Ls, S0, states, expected, v, R, sp.names, ref_layers, pristine)
+               if Ls else _Location(0, LOCATED_ONLY))
         region, entry = con.layout.locate(*idx)
         result.failure = Failure(
-            section=sec, layer=offsets[sec] + max(layer_in_sec, 0), layer_in_section=max(layer_in_sec, 0),
+            section=sec, layer=offsets[sec] + loc.layer, layer_in_section=loc.layer,
             region=region, entry=entry, state_index=tuple(int(i) for i in idx),
             residual=_truncate(str(_as_poly(R, diff).as_expr())),
             counterexample=find_counterexample(R, diff, got[idx], expected[idx], sp.names),
-            note=note)
+            note=loc.note, located_by=loc.by, culprit=loc.culprit)
         break
+    if result.ok and sections is None:
+        states_proof = _prove_states(con, params, sp, spec)
+        result.intermediate_states = states_proof.intermediate_states  # entries_checked: the stack's
+        if not states_proof.ok:
+            result.ok = False
+            result.failure = states_proof.failure
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> ProofResult:
+    """Prove the construction's declared intermediate states (``constructions/base.py``).
+
+    For each section that declares them, and each pair of consecutive declared
+    states (the section's start and target included, both in full), the
+    construction's own layers between them take the earlier one to the later
+    one on its declared entries, whatever the undeclared entries of the earlier
+    one hold: those are free symbols ``undeclared[i,j]`` (i, j: state index).
+    By induction the layers produce every declared state from the section's
+    start, and each declared state holds all its later layers read, which is
+    what makes blaming the first layer off its declared state sound.
+    ``result.intermediate_states`` maps each checked section to the verdict;
+    a failure names the layer, the entry and a counterexample (which may
+    assign undeclared entries).
+    """
+    params = _symbolic_spec(con, symbolic, None)
+    base = SymbolicProblem(con.variables, params)
+    return _prove_states(con, params, base, con.rebuild(**base.params) if params else con)
+
+
+def _prove_states(con: Construction, params: tuple[str, ...], base: SymbolicProblem,
+                  spec0: Construction) -> ProofResult:
+    """:func:`prove_intermediate_states` given the proof's symbolic problem ``base`` and the
+    specification built on it (no second ring when nothing is declared)."""
+    t0 = time.perf_counter()
+    result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
+    # one extra generator per entry that some declared state leaves undeclared (the masks do
+    # not depend on v: read them in the problem's own ring)
+    slots: set[tuple[int, int]] = set()
+    any_declared = False
+    for sec in ("prologue", "body", "epilogue"):
+        for d in _declared_states(spec0, base.v, sec, len(getattr(spec0, sec))) or []:
+            if d is not None:
+                any_declared = True
+                slots.update((int(i), int(j)) for i, j in zip(*np.nonzero(~d.mask)))
+    if not any_declared:
+        result.seconds = time.perf_counter() - t0
+        return result
+    free = "undeclared"
+    while free in con.variables or free in params:
+        free += "_"
+    slots_sorted = sorted(slots)
+    names = base.names + [entry_name(free, ij) for ij in slots_sorted]
+    R, *gens = ring([Symbol(nm) for nm in names], QQ)  # generators by position, as SymbolicProblem
+    to_new = dict(zip(base.gens, gens))
+    v = {}
+    for k, a in base.v.items():
+        b = np.empty(a.shape, dtype=object)
+        for ix in np.ndindex(*a.shape):
+            b[ix] = to_new[a[ix]]
+        v[k] = b
+    spec = con.rebuild(**{p: to_new[g] for p, g in base.params.items()}) if params else con
+    U = np.zeros(con.layout.shape, dtype=object)
+    for (i, j), g in zip(slots_sorted, gens[len(base.names):]):
+        U[i, j] = g
+    sp = SimpleNamespace(R=R, names=names)
+    offset = 0
+    for sec, start, target in _section_claims(spec, v):
+        Ls = getattr(spec, sec)
+        declared = _declared_states(spec, v, sec, len(Ls))
+        if declared is not None:
+            points = ([(-1, None)] + [(i, d) for i, d in enumerate(declared) if d is not None]
+                      + [(len(Ls) - 1, None)])
+            ok = True
+            for (p, dp), (q, dq) in zip(points, points[1:]):
+                S = start() if dp is None else np.where(dp.mask, dp.expected, U)
+                for L in Ls[p + 1:q + 1]:
+                    S = L.forward(S)
+                if dq is None:
+                    want = target()
+                    result.entries_checked += int(np.prod(want.shape))
+                    j, diff = _first_mismatch(S, want)
+                else:
+                    want = dq.expected
+                    result.entries_checked += int(dq.mask.sum())
+                    j, diff = _first_masked_mismatch(S, dq)
+                if j is None:
+                    continue
+                ok = result.ok = False
+                j = tuple(int(t) for t in j)
+                region, entry = con.layout.locate(*j)
+                what = f"the {sec}'s target" if dq is None else f"the state declared after {sec} layer {q}"
+                frm = f"the {sec}'s start state" if dp is None else f"the state declared after {sec} layer {p}"
+                result.failure = Failure(
+                    section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
+                    residual=_truncate(str(_as_poly(sp.R, diff).as_expr())),
+                    counterexample=find_counterexample(sp.R, diff, S[j], want[j], sp.names),
+                    note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
+                          f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
+                          f"or its layers are wrong"),
+                    located_by=LOCATED_STATES)
+                break
+            result.intermediate_states[sec] = ok
+            if not ok:
+                break
+        offset += len(Ls)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -320,11 +633,31 @@ def replay_counterexample(con: Construction, sections: dict[str, list[Layer]], f
     Returns ``(got, expected)`` at the failing state entry as Fractions: the
     layers' value and the specification's value (they differ)."""
     v = problem_from_assignment(con.variables, failure.counterexample.assignment)
-    start = {"prologue": con.input_state, "body": con.state, "epilogue": con.state}[failure.section](v)
-    expected = {"prologue": lambda: con.state(v), "body": lambda: con.state(con.step(v)),
-                "epilogue": lambda: con.final_state(v)}[failure.section]()
-    S = start
+    _, start, target = next(c for c in _section_claims(con, v) if c[0] == failure.section)
+    S = start()
     for L in sections[failure.section]:
         S = L.forward(S)
     idx = failure.state_index
-    return Fraction(S[idx]), Fraction(expected[idx])
+    return Fraction(S[idx]), Fraction(target()[idx])
+
+
+def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure: Failure):
+    """Run the failing section exactly on the culprit's counterexample, up to the
+    blamed layer (``failure.located_by == LOCATED_STATES``).
+
+    Returns ``(got, declared)`` at the culprit's entry as Fractions: the blamed
+    layer's output and the value the declared intermediate state (or, for the
+    section's last layer, the target) holds there (they differ)."""
+    c = failure.culprit
+    v = problem_from_assignment(con.variables, c.counterexample.assignment)
+    _, start, target = next(cl for cl in _section_claims(con, v) if cl[0] == failure.section)
+    layers = sections[failure.section]
+    li = failure.layer_in_section
+    S = start()
+    for L in layers[:li + 1]:
+        S = L.forward(S)
+    if li == len(layers) - 1:
+        want = target()
+    else:
+        want = _declared_states(con, v, failure.section, len(layers))[li].expected
+    return Fraction(S[c.state_index]), Fraction(want[c.state_index])
