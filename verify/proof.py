@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import random
 import time
-from types import SimpleNamespace
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -111,18 +111,20 @@ class Failure:
             ce = _describe_ce(self.counterexample)
             return (f"{where}\n  residual (layers - spec): {self.residual}"
                     + (f"\n  counterexample: {ce}" if ce else "") + (f"\n  {self.note}" if self.note else ""))
-        lines = [f"{self.section} fails at stack layer {self.layer} ({self.section} layer {self.layer_in_section})"]
+        head = f"{self.section} fails at stack layer {self.layer} ({self.section} layer {self.layer_in_section}): "
+        final = f"region {self.region!r} entry {list(self.entry)} (state {list(self.state_index)})"
         c = self.culprit
-        if c is not None:
-            lines[0] += (f": the first layer whose output differs from its declared intermediate state, at region "
-                         f"{c.region!r} entry {list(c.entry)} (state {list(c.state_index)})")
-            if (c.state_index, c.residual) != (tuple(self.state_index), self.residual):
-                lines.append(f"  residual there (layer output - declared): {c.residual}")
-                ce = _describe_ce(c.counterexample, "the layer gives", "declared")
-                if ce:
-                    lines.append(f"  counterexample there: {ce}")
-        lines.append(f"  the {self.section}'s output differs from the specification at region {self.region!r} "
-                     f"entry {list(self.entry)} (state {list(self.state_index)})")
+        lines = []
+        if c is not None and (c.state_index, c.residual) != (tuple(self.state_index), self.residual):
+            lines += [head + f"region {c.region!r} entry {list(c.entry)} (state {list(c.state_index)}) of its "
+                      f"output differs from the declared intermediate state",
+                      f"  residual (layer output - declared): {c.residual}"]
+            ce = _describe_ce(c.counterexample, "the layer gives", "declared")
+            if ce:
+                lines.append(f"  counterexample: {ce}")
+            lines.append(f"  the {self.section}'s output differs from the specification at {final}")
+        else:
+            lines.append(head + final)
         lines.append(f"  residual (layers - spec): {self.residual}")
         ce = _describe_ce(self.counterexample)
         if ce:
@@ -370,7 +372,7 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
         culprit = LayerMismatch(region, entry, tuple(int(t) for t in j), _truncate(str(_as_poly(R, diff).as_expr())),
                                 find_counterexample(R, diff, states[i][j], want, names))
         note = (f"located by the declared intermediate states: {sec} layer {i} is the first layer whose output "
-                f"differs from the state declared after it (at {lay.describe(*j)})")
+                f"differs from the state declared after it, at {lay.describe(*j)}")
         if prev < i - 1:
             note += (f"; no state is declared after {sec} layers {prev + 1}..{i - 1}: the culprit is one of "
                      f"{sec} layers {prev + 1}..{i}")
