@@ -337,22 +337,63 @@ class ELSA(Layer):
 LAYER_TYPES: dict[str, type[Layer]] = {c.kind: c for c in (BaseConv, LSA, TokenLSA, ELSA)}
 
 
+def _flag(config: dict, key: str) -> bool:
+    v = config.get(key)
+    if not isinstance(v, bool):
+        raise ValueError(f"setting {key!r} must be true or false, got {v!r}")
+    return v
+
+
+def _count(config: dict, key: str = "heads", hi: int = 4096):
+    v = config.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
+        raise ValueError(f"setting {key!r} must be an integer in [0, {hi}], got {v!r}")
+    return v
+
+
+def array_names(kind: str, config: dict) -> list[str]:
+    """The array names ``Layer.arrays()`` has for a layer of this kind and
+    settings (the tensors a weight file must hold for it, no more, no fewer);
+    a ValueError names a malformed setting."""
+    if not isinstance(config, dict):
+        raise ValueError(f"layer settings must be an object, got {type(config).__name__}")
+    if kind == "baseconv":
+        _flag(config, "causal"), _flag(config, "residual")
+        return list(BaseConv._array_fields)
+    if kind == "lsa":
+        _flag(config, "residual")
+        return [f"head{i}.{w}" for i in range(_count(config)) for w in ("W1", "W2", "W3")]
+    if kind == "token_lsa":
+        _flag(config, "residual"), _flag(config, "exclude_last")
+        return [f"head{i}.{w}" for i in range(_count(config)) for w in ("P", "Q")]
+    if kind == "elsa":
+        _flag(config, "residual")
+        heads = config.get("heads")
+        if not isinstance(heads, list) or len(heads) > 64:
+            raise ValueError(f"setting 'heads' must be a list of head counts, got {heads!r}")
+        counts = [_count({"heads": nh}) for nh in heads]
+        return [f"stage{s}.head{k}.{f}" for s, nh in enumerate(counts) for k in range(nh)
+                for f in ("W1", "B1", "W2", "B2", "W3", "B3")]
+    raise ValueError(f"unknown layer kind {kind!r}")
+
+
 def layer_from_arrays(kind: str, config: dict, arrays: dict[str, np.ndarray]) -> Layer:
-    """Inverse of ``Layer.arrays()`` + ``Layer.config()`` (used by the weight files)."""
+    """Inverse of ``Layer.arrays()`` + ``Layer.config()`` (used by the weight files).
+    Settings are validated (:func:`array_names`); ``arrays`` must hold exactly
+    the arrays of that layer (a KeyError names a missing one)."""
+    array_names(kind, config)
     if kind == "baseconv":
         return BaseConv(**{k: arrays[k] for k in BaseConv._array_fields},
-                        causal=bool(config["causal"]), residual=bool(config["residual"]))
+                        causal=config["causal"], residual=config["residual"])
     if kind == "lsa":
         return LSA([LSAHead(arrays[f"head{i}.W1"], arrays[f"head{i}.W2"], arrays[f"head{i}.W3"])
-                    for i in range(int(config["heads"]))], residual=bool(config["residual"]))
+                    for i in range(config["heads"])], residual=config["residual"])
     if kind == "token_lsa":
         return TokenLSA([TokenLSAHead(arrays[f"head{i}.P"], arrays[f"head{i}.Q"])
-                         for i in range(int(config["heads"]))],
-                        exclude_last=bool(config["exclude_last"]), residual=bool(config["residual"]))
-    if kind == "elsa":
-        stages = []
-        for s, nh in enumerate(config["heads"]):
-            stages.append([ELSAHead(*(arrays[f"stage{s}.head{k}.{f}"] for f in ("W1", "B1", "W2", "B2", "W3", "B3")))
-                           for k in range(int(nh))])
-        return ELSA(stages, residual=bool(config["residual"]))
-    raise ValueError(f"unknown layer kind {kind!r}")
+                         for i in range(config["heads"])],
+                        exclude_last=config["exclude_last"], residual=config["residual"])
+    stages = []
+    for s, nh in enumerate(config["heads"]):
+        stages.append([ELSAHead(*(arrays[f"stage{s}.head{k}.{f}"] for f in ("W1", "B1", "W2", "B2", "W3", "B3")))
+                       for k in range(nh)])
+    return ELSA(stages, residual=config["residual"])

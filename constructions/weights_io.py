@@ -20,14 +20,17 @@ of the construction they are checked against.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+from polyverify.cli import one_line
+
 from .base import Construction, to_float_array
-from .layers import Layer, layer_from_arrays
+from .layers import Layer, array_names, layer_from_arrays
 
 FORMAT = "polyverify-weights/1"
 
@@ -83,64 +86,174 @@ def save(path: str | Path, con: Construction, k: int) -> Path:
 
 @dataclass
 class LoadedWeights:
-    layers: list[Layer]  # exact object arrays of Fractions
+    layers: list[Layer]  # exact object arrays of Fractions (integers for integer tensors)
     meta: dict
     entries_from_exact: int
     entries_from_float: int
+    declared: dict | None = None  # the file's validated ``construction`` metadata, if any
+    tensors_read: int = 0
+
+
+#: a weight file may hold at most this many entries in all (every entry becomes an
+#: exact rational); constructions at research sizes hold far fewer
+MAX_ENTRIES = 20_000_000
+#: ... and at most this many layers
+MAX_LAYERS = 100_000
+
+_TENSOR_NAME = re.compile(r"layers\.(0|[1-9][0-9]*)\.(.+)")
+
+
+def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
+    """Validate a polyverify header: (layer specs, exact entries, construction)."""
+    def bad(what):
+        return WeightFileError(f"{path}: malformed {FORMAT} metadata: {what}")
+
+    out = {}
+    for key in ("construction", "layers", "exact"):
+        if key not in meta:
+            raise bad(f"missing {key!r}")
+        try:
+            out[key] = json.loads(meta[key])
+        except (json.JSONDecodeError, TypeError) as e:
+            raise bad(f"{key!r} is not JSON ({one_line(e)})") from None
+    specs, exact, cons = out["layers"], out["exact"], out["construction"]
+    if not isinstance(specs, list) or len(specs) > MAX_LAYERS:
+        raise bad(f"'layers' must be a list of at most {MAX_LAYERS} layers")
+    for i, sp in enumerate(specs):
+        if not isinstance(sp, dict) or not isinstance(sp.get("kind"), str):
+            raise bad(f"layer {i} must be an object with a 'kind'")
+        try:
+            sp["names"] = array_names(sp["kind"], sp.get("config"))
+        except ValueError as e:
+            raise bad(f"layer {i}: {e}") from None
+        src = sp.get("source")
+        if src is not None and (not isinstance(src, int) or isinstance(src, bool) or not 0 <= src <= i):
+            raise bad(f"layer {i}: 'source' must be a layer index <= {i}, got {src!r}")
+    if not isinstance(exact, dict):
+        raise bad("'exact' must be an object")
+    for key, arrs in exact.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) < len(specs)) or not isinstance(arrs, dict):
+            raise bad(f"'exact' entry {key!r} is not a layer index with an object of arrays")
+        for name, entries in arrs.items():
+            if name not in specs[int(key)]["names"] or not isinstance(entries, list):
+                raise bad(f"'exact' entry for layer {key} names {name!r}, not an array of that layer")
+            for e in entries:
+                if (not isinstance(e, list) or len(e) < 1 or not isinstance(e[-1], str)
+                        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in e[:-1])):
+                    raise bad(f"'exact' entry {e!r} of layer {key} {name} is not [index..., \"p/q\"]")
+                try:
+                    Fraction(e[-1])
+                except (ValueError, ZeroDivisionError):
+                    raise bad(f"'exact' value {e[-1]!r} of layer {key} {name} is not a rational") from None
+    if not isinstance(cons, dict):
+        raise bad("'construction' must be an object")
+    return specs, exact, cons
+
+
+def _exact_array(t: np.ndarray, name: str, path) -> np.ndarray:
+    """A tensor as an exact object array: integers as integers, floats as the
+    exact binary fractions they are; other dtypes are refused by name."""
+    kind = t.dtype.kind
+    a = np.empty(t.shape, dtype=object)
+    if kind in "iub":
+        for idx, val in np.ndenumerate(t):
+            a[idx] = int(val)
+        return a
+    if kind != "f":
+        raise WeightFileError(f"{path}: tensor {name} has dtype {t.dtype}, which cannot be read exactly "
+                              f"(integer and float tensors only)")
+    if not np.isfinite(t).all():
+        raise WeightFileError(f"{path}: tensor {name} holds non-finite values")
+    for idx, val in np.ndenumerate(t):
+        a[idx] = Fraction(float(val)) if val != 0 else 0  # float16/32/64 are exact in Python floats
+    return a
 
 
 def load(path: str | Path, spec: Construction | None = None, k: int | None = None) -> LoadedWeights:
-    """Read a weight file into exact layers (see the module docstring)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    """Read a weight file into exact layers (see the module docstring).
+
+    Every tensor of the file is consumed by exactly one layer array, or the
+    file is refused naming the tensors nothing reads.  Files without our
+    metadata are read with the layer structure of ``spec``; their layer count
+    comes from the tensor names (``k`` is not used: the caller compares the
+    count with what it proves)."""
+    from safetensors import SafetensorError, safe_open
 
     path = Path(path)
     if not path.is_file():
         raise WeightFileError(f"weight file not found: {path}")
     try:
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise WeightFileError(f"{path}: not a readable safetensors file ({str(e).splitlines()[0]})") from None
+            names = list(f.keys())
+            total = sum(int(np.prod(f.get_slice(n).get_shape())) for n in names)
+            if total > MAX_ENTRIES:
+                raise WeightFileError(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+            tensors = {n: f.get_tensor(n) for n in names}
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
+        if isinstance(e, WeightFileError):
+            raise
+        raise WeightFileError(f"{path}: not a readable safetensors file ({one_line(e)})") from None
+    by_layer: dict[int, set[str]] = {}
+    unread = []
+    for n in names:
+        m = _TENSOR_NAME.fullmatch(n)
+        if m:
+            by_layer.setdefault(int(m[1]), set()).add(m[2])
+        else:
+            unread.append(n)
+    declared = None
     if meta.get("format") == FORMAT:
-        specs = json.loads(meta["layers"])
-        exact = json.loads(meta["exact"])
+        specs, exact, declared = _header(meta, path)
     else:
-        if spec is None or k is None:
+        if spec is None:
             raise WeightFileError(f"{path}: no {FORMAT} metadata; give the construction to read it against")
-        specs = [{"kind": L.kind, "config": L.config(), "source": None} for L in spec.layers(k)]
+        n_layers = 1 + max(by_layer) if by_layer else 0
+        if n_layers > MAX_LAYERS:
+            raise WeightFileError(f"{path}: {n_layers} layers, above the limit {MAX_LAYERS}")
+        try:
+            layers_spec, _ = split_sections(spec, [None] * n_layers)
+        except WeightFileError as e:
+            raise WeightFileError(f"{path}: {e}") from None
+        k_file = len(layers_spec["bodies"])
+        specs = [{"kind": L.kind, "config": L.config(), "source": None,
+                  "names": array_names(L.kind, L.config())} for L in spec.layers(k_file)]
         exact = {}
+    unread += [f"layers.{i}.{nm}" for i, nms in sorted(by_layer.items()) if i >= len(specs) for nm in sorted(nms)]
+    for i, sp in enumerate(specs):
+        unread += [f"layers.{i}.{nm}" for nm in sorted(by_layer.get(i, set()) - set(sp["names"]))]
+    if unread:
+        more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+        raise WeightFileError(f"{path}: tensors that no layer of the stack reads: {', '.join(unread[:5])}{more} "
+                              f"(the file is refused: every tensor must be part of the proof)")
     n_exact = n_float = 0
     layers = []
     for i, sp in enumerate(specs):
         prefix = f"layers.{i}."
-        arrays = {}
-        names = [t[len(prefix):] for t in tensors if t.startswith(prefix)]
-        if not names:
+        have = by_layer.get(i, set())
+        if not have:
             raise WeightFileError(f"{path}: no tensors for layer {i} (expected names {prefix}*)")
+        missing = [nm for nm in sp["names"] if nm not in have]
+        if missing:
+            raise WeightFileError(f"{path}: layer {i} ({sp['kind']}) lacks tensor {prefix}{missing[0]}")
         ex = exact.get(str(sp.get("source")), {}) if sp.get("source") is not None else {}
-        for name in names:
-            f = np.asarray(tensors[prefix + name], dtype=np.float64)
-            if not np.isfinite(f).all():
-                raise WeightFileError(f"{path}: tensor {prefix + name} holds non-finite values")
-            a = np.empty(f.shape, dtype=object)
-            for idx, val in np.ndenumerate(f):
-                a[idx] = Fraction(float(val)) if val != 0 else 0
-            for *idx, q in ex.get(name, []):
-                qf = Fraction(q)
-                if float(qf) == f[tuple(idx)]:
-                    a[tuple(idx)] = qf
-                    n_exact += 1
+        arrays = {}
+        for name in sp["names"]:
+            t = tensors[prefix + name]
+            a = _exact_array(t, prefix + name, path)
+            if t.dtype.kind == "f":
+                for *idx, q in ex.get(name, []):
+                    if len(idx) != t.ndim or any(j >= n for j, n in zip(idx, t.shape)):
+                        raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' index {idx} "
+                                              f"outside {prefix + name} of shape {tuple(t.shape)}")
+                    qf = Fraction(q)
+                    if float(qf) == t[tuple(idx)]:
+                        a[tuple(idx)] = qf
+                        n_exact += 1
+            n_float += int(np.count_nonzero(t))
             arrays[name] = a
-        n_float += sum(int(np.count_nonzero(np.asarray(tensors[prefix + nm]))) for nm in names)
-        try:
-            layers.append(layer_from_arrays(sp["kind"], sp["config"], arrays))
-        except KeyError as e:
-            raise WeightFileError(f"{path}: layer {i} ({sp['kind']}) lacks tensor {prefix}{e.args[0]}") from None
-    return LoadedWeights(layers, meta, n_exact, n_float - n_exact)
+        layers.append(layer_from_arrays(sp["kind"], sp["config"], arrays))
+    return LoadedWeights(layers, meta, n_exact, n_float - n_exact, declared, len(names))
 
 
 def split_sections(con: Construction, layers: list[Layer]) -> tuple[dict[str, list[Layer]], int]:
@@ -177,3 +290,40 @@ def check_against(spec_layers: list[Layer], layers: list[Layer], path) -> None:
             if tuple(B[name].shape) != tuple(arr.shape):
                 raise WeightFileError(f"{path}: layer {i} {name} has shape {tuple(B[name].shape)}, "
                                       f"the construction needs {tuple(arr.shape)}")
+
+
+def declared_mismatches(con: Construction, k: int, lw: LoadedWeights) -> list[str]:
+    """How the file's self-description differs from what is about to be proved:
+    construction name, problem variables (sizes), parameters, repetition count
+    and section sizes (from the ``construction`` metadata), and each layer's
+    settings (causal, residual, heads, ...).  Empty for a file without metadata
+    (nothing declared) or one that agrees."""
+    out: list[str] = []
+    d = lw.declared
+    if d is not None:
+        if d.get("name") != con.name:
+            out.append(f"construction {d.get('name')!r} (proving {con.name!r})")
+        dv = d.get("variables")
+        want_v = {v: list(s) for v, s in con.variables.items()}
+        if dv != want_v:
+            out.append(f"variables {_short(dv)} (proving {_short(want_v)})")
+        dp = d.get("params")
+        want_p = {p: str(v) for p, v in con.params.items()}
+        if not isinstance(dp, dict) or {p: str(v) for p, v in dp.items()} != want_p:
+            out.append(f"parameters {_short(dp)} (proving {_short(want_p)})")
+        if d.get("k") != k:
+            out.append(f"k={d.get('k')!r} body repetitions (proving k={k})")
+        want_s = {"prologue": len(con.prologue), "body": len(con.body), "epilogue": len(con.epilogue)}
+        if d.get("sections") != want_s:
+            out.append(f"sections {_short(d.get('sections'))} (proving {_short(want_s)})")
+    spec_layers = con.layers(k)
+    for i, (a, b) in enumerate(zip(spec_layers, lw.layers)):
+        if a.kind != b.kind or a.config() != b.config():
+            out.append(f"layer {i} is {b.kind} {_short(b.config())} (proving {a.kind} {_short(a.config())})")
+            break
+    return out
+
+
+def _short(x, n: int = 80) -> str:
+    s = json.dumps(x, sort_keys=True, default=str)
+    return s if len(s) <= n else s[:n] + "..."
