@@ -17,6 +17,7 @@ class Entry:
     summary: str
     depth: str
     state: str
+    ridge: bool = False  #: the builder takes a ridge parameter ``lam`` besides ``eta``
 
 
 GD_ARCHS: dict[str, Entry] = {
@@ -26,9 +27,9 @@ GD_ARCHS: dict[str, Entry] = {
                              "least-squares GD, causal BaseConv, 1 layer per step after a 2-layer prologue",
                              "3 + k", "(N+1) x (2D^2+5D+2)"),
     "lsa": Entry("gd-lsa", "lsa", gd_lsa, REFERENCE_LSA,
-                 "ridge GD, 3-head LSA + skip per step (lam = 0: least squares)", "1 + k", "(D+1) x (2N+D+3)"),
+                 "ridge GD, 3-head LSA + skip per step (lam = 0: least squares)", "1 + k", "(D+1) x (2N+D+3)", ridge=True),
     "elsa": Entry("gd-elsa", "elsa", gd_elsa, REFERENCE_ELSA,
-                  "ridge GD, two ELSA stages + skip per step (lam = 0: least squares)", "1 + k", "D x (2N+2D+3)"),
+                  "ridge GD, two ELSA stages + skip per step (lam = 0: least squares)", "1 + k", "D x (2N+2D+3)", ridge=True),
 }
 
 CATALOGUE: dict[str, Entry] = {e.name: e for e in GD_ARCHS.values()}

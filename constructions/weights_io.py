@@ -92,6 +92,7 @@ class LoadedWeights:
     entries_from_float: int
     declared: dict | None = None  # the file's validated ``construction`` metadata, if any
     tensors_read: int = 0
+    extra: dict | None = None  # the ``extra`` tensors the caller reads itself (numpy arrays, as stored)
 
 
 #: a weight file may hold at most this many entries in all (every entry becomes an
@@ -169,7 +170,8 @@ def _exact_array(t: np.ndarray, name: str, path) -> np.ndarray:
     return a
 
 
-def load(path: str | Path, spec: Construction | None = None, k: int | None = None) -> LoadedWeights:
+def load(path: str | Path, spec: Construction | None = None, k: int | None = None, *,
+         extra: tuple[str, ...] = ()) -> LoadedWeights:
     """Read a weight file into exact layers (see the module docstring).
 
     Every tensor of the file is consumed by exactly one layer array, or the
@@ -196,7 +198,12 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
         raise WeightFileError(f"{path}: not a readable safetensors file ({one_line(e)})") from None
     by_layer: dict[int, set[str]] = {}
     unread = []
+    missing_extra = [n for n in extra if n not in tensors]
+    if missing_extra:
+        raise WeightFileError(f"{path}: lacks tensor {missing_extra[0]}")
     for n in names:
+        if n in extra:
+            continue
         m = _TENSOR_NAME.fullmatch(n)
         if m:
             by_layer.setdefault(int(m[1]), set()).add(m[2])
@@ -253,7 +260,8 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
             n_float += int(np.count_nonzero(t))
             arrays[name] = a
         layers.append(layer_from_arrays(sp["kind"], sp["config"], arrays))
-    return LoadedWeights(layers, meta, n_exact, n_float - n_exact, declared, len(names))
+    return LoadedWeights(layers, meta, n_exact, n_float - n_exact, declared, len(names),
+                         {n: tensors[n] for n in extra})
 
 
 def split_sections(con: Construction, layers: list[Layer]) -> tuple[dict[str, list[Layer]], int]:

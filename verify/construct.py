@@ -21,43 +21,60 @@ import numpy as np
 
 from constructions.base import DepthError, exact
 from constructions.registry import GD_ARCHS
-from constructions.weights_io import WeightFileError, check_against, load, same_layer, save, split_sections
+from constructions.weights_io import (WeightFileError, check_against, declared_mismatches, load, same_layer, save,
+                                      split_sections)
+
+#: sizes ``gd`` accepts without --allow-large (the exact proof grows fast with N*D:
+#: 0.3 s at 20 x 5, 12 s at 40 x 10, 175 s at 64 x 16 for gd-baseconv on this CPU)
+GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof variables)": 1024,
+             "--batch": 1 << 20, "--digits": 10_000, "memory (estimate)": "16 GiB"}
+DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
+
+from numerics.backends import BACKENDS, DTYPES
+from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, output_file,
+                            progress)
 
 from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage dump
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m verify.construct",
+    p = Parser(prog="python -m verify.construct",
                 description="Build explicit BaseConv/LSA/ELSA weights, prove them exactly at every depth, "
                             "and run them in floating point against an mpmath reference.")
     p.add_argument("--list", action="store_true", help="list the available constructions and exit")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
 
-    g = sub.add_parser("gd", help="gradient descent on least squares")
-    g.add_argument("--layers", type=int, required=True, help="model depth (layers of the stack)")
-    g.add_argument("--arch", default="baseconv", choices=sorted(GD_ARCHS), help="construction (default baseconv)")
-    g.add_argument("--n", type=int, default=20, help="rows N of A (default 20)")
-    g.add_argument("--d", type=int, default=5, help="columns D of A (default 5)")
-    g.add_argument("--eta", default="1/16", help="step size, an exact rational (default 1/16)")
-    g.add_argument("--lam", default="0", help="ridge parameter (lsa/elsa only; default 0)")
-    g.add_argument("--dtype", default="float32", help="comma-separated dtypes (float16,bfloat16,float32,float64)")
-    g.add_argument("--backend", default="numpy", help="numpy | torch | cupy (default numpy)")
+    g = sub.add_parser("gd", help="gradient descent on least squares",
+                       description="Build a GD construction, prove it exactly at every depth, run it in floating "
+                                   "point against a high-precision reference of exact GD.  With --weights, "
+                                   "unset options are taken from the file's metadata.  Limits: "
+                                   + "; ".join(f"{k} <= {v}" for k, v in GD_LIMITS.items())
+                                   + " (--allow-large lifts them).")
+    g.add_argument("--layers", type=int, default=None,
+                   help="model depth (layers of the stack); required unless --weights gives it")
+    g.add_argument("--arch", default=None, choices=sorted(GD_ARCHS), help="construction (default baseconv)")
+    g.add_argument("--n", type=int, default=None, help="rows N of A (default 20)")
+    g.add_argument("--d", type=int, default=None, help="columns D of A (default 5)")
+    g.add_argument("--eta", default=None, help="step size, an exact rational (default 1/16)")
+    g.add_argument("--lam", default=None, help="ridge parameter (lsa/elsa only; default 0)")
+    g.add_argument("--dtype", default="float32",
+                   help=f"comma-separated dtypes ({','.join(DTYPES)}; default float32)")
+    g.add_argument("--backend", default="numpy", choices=list(BACKENDS), help="array library (default numpy)")
     g.add_argument("--device", default="cpu", help="torch device (default cpu)")
     g.add_argument("--conv", default="direct", choices=["direct", "fft"], help="convolution algorithm")
     g.add_argument("--batch", type=int, default=256, help="number of random problems (default 256)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--kappa", type=float, default=5.0, help="singular values rescaled to [1, kappa]")
+    g.add_argument("--seed", type=int, default=0, help="seed of the problem sampler (>= 0; default 0)")
+    g.add_argument("--kappa", type=float, default=5.0, help="singular values rescaled to [1, kappa] (default 5)")
     g.add_argument("--digits", type=int, default=50, help="digits of the mpmath reference (default 50)")
-    g.add_argument("--json", help="write the whole report as JSON")
+    g.add_argument("--json", help="write the whole report as JSON (folder created if missing)")
     g.add_argument("--export", help="write the weights (safetensors + layout + exact rationals)")
     g.add_argument("--weights", help="prove (and run) this weight file instead of the built weights")
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--allow-metadata-mismatch", action="store_true",
+                   help="prove --weights even where its metadata declares another construction, size, "
+                        "parameter, depth or layer setting than the command line")
+    g.add_argument("--allow-large", action="store_true", help="lift the size limits (see above)")
+    g.add_argument("--quiet", action="store_true", help="no progress output")
 
     from .circuit_cmd import add_arguments as add_circuit_arguments
 
@@ -91,9 +108,8 @@ def _checkpoints(k: int) -> list[int]:
     return sorted(p for p in pts if p >= 1)
 
 
-def _prove_weights(con, path: str, k: int) -> tuple[ProofResult, dict]:
-    """Prove a weight file: each distinct body copy once, plus prologue and epilogue."""
-    lw = load(path, spec=con, k=k)
+def _prove_weights(con, lw, path: str, k: int) -> tuple[ProofResult, dict]:
+    """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue."""
     secs, k_file = split_sections(con, lw.layers)
     if k_file != k:
         raise UsageError(f"{path} has {len(lw.layers)} layers (k={k_file}), but --layers asks for "
@@ -117,9 +133,76 @@ def _prove_weights(con, path: str, k: int) -> tuple[ProofResult, dict]:
                 r.failure.layer += (k - 1) * len(con.body) if k else 0
             break
     result.seconds = time.perf_counter() - t0
-    info = {"file": str(path), "layers": len(lw.layers), "distinct_bodies": len(variants),
+    info = {"file": str(path), "layers": len(lw.layers), "tensors_read": lw.tensors_read,
+            "distinct_bodies": len(variants),
             "entries_from_exact_metadata": lw.entries_from_exact, "entries_from_float_values": lw.entries_from_float}
     return result, {"weights": info, "sections": secs}
+
+
+def _from_file(declared: dict | None) -> dict:
+    """The ``gd`` options a weight file's metadata declares: arch, n, d, eta, lam, layers."""
+    if not declared:
+        return {}
+    out = {}
+    arch = {e.name: key for key, e in GD_ARCHS.items()}.get(declared.get("name"))
+    if arch is None:
+        return {}
+    out["arch"] = arch
+    A = (declared.get("variables") or {}).get("A")
+    if isinstance(A, list) and len(A) == 2 and all(isinstance(x, int) for x in A):
+        out["n"], out["d"] = A
+    P = declared.get("params") or {}
+    try:
+        if "eta" in P:
+            out["eta"] = str(exact(P["eta"]))
+        elif "sqrt_eta" in P:
+            out["eta"] = str(exact(P["sqrt_eta"]) ** 2)
+        if "lam" in P:
+            out["lam"] = str(exact(P["lam"]))
+        elif "sqrt_lam" in P:
+            out["lam"] = str(exact(P["sqrt_lam"]) ** 2)
+    except ValueError:
+        pass  # a malformed parameter shows up as a mismatch below
+    sec, kk = declared.get("sections"), declared.get("k")
+    if isinstance(sec, dict) and isinstance(kk, int) and all(isinstance(sec.get(x), int) for x in
+                                                             ("prologue", "body", "epilogue")):
+        out["layers"] = sec["prologue"] + sec["body"] * kk + sec["epilogue"]
+    return out
+
+
+def _resolve(a) -> tuple[dict, dict, object]:
+    """Each gd option's value and where it came from (command line, weight file, default)."""
+    lw = None
+    if a.weights:
+        try:
+            lw = load(a.weights)
+        except WeightFileError as e:
+            if "no polyverify-weights" not in str(e):
+                raise UsageError(str(e)) from None
+            lw = None  # a foreign file: read against the construction below
+    filed = _from_file(lw.declared if lw is not None else None)
+    vals, source = {}, {}
+    for key in ("arch", "n", "d", "eta", "lam", "layers"):
+        given = getattr(a, key)
+        if given is not None:
+            vals[key], source[key] = given, "command line"
+        elif key in filed:
+            vals[key], source[key] = filed[key], "file"
+        elif key in DEFAULTS:
+            vals[key], source[key] = DEFAULTS[key], "default"
+    return vals, source, lw
+
+
+def _estimate_bytes(con, k: int, batch: int, n_dtypes: int, digits: int) -> float:
+    """A rough upper estimate of a gd run's memory: the streamed float states
+    (a few copies of the batched state), the iterates kept per step, and the
+    mpfr reference (matrix M, vector c and the iterates, ~(digits/2 + 40) bytes each)."""
+    d = con.variables["x"][0]
+    mp = digits / 2 + 40
+    state = 4 * batch * con.state_size * 8
+    iterates = (k + 1) * batch * d * 8 * 3
+    reference = batch * (d * d + d) * mp + (k + 1) * batch * d * 8
+    return state + iterates + reference + n_dtypes * 0
 
 
 # ------------------------------------------------------------------ gd
@@ -130,74 +213,109 @@ def cmd_gd(a, out) -> int:
     from numerics.reference import gd_reference, lstsq_solution
     from numerics.runner import plain_gd, run_construction
 
-    entry = GD_ARCHS[a.arch]
-    for name, val, lo in (("--n", a.n, 1), ("--d", a.d, 1), ("--batch", a.batch, 1), ("--digits", a.digits, 16)):
-        if val < lo:
-            raise UsageError(f"{name} must be >= {lo}, got {val}")
-    if a.n < a.d:
-        raise UsageError(f"--n ({a.n}) must be >= --d ({a.d}) for a least-squares problem")
-    if a.layers < 1:
-        raise UsageError(f"--layers must be >= 1, got {a.layers}")
+    # ---- everything is validated before any work
+    json_path = output_file("--json", a.json)
+    export_path = output_file("--export", a.export)
+    vals, source, lw = _resolve(a)
+    if "layers" not in vals:
+        raise UsageError("--layers is required (or a --weights file whose metadata gives the depth)")
+    arch, n, d, layers = vals["arch"], vals["n"], vals["d"], vals["layers"]
+    big = None if a.allow_large else "--allow-large"
+    lim = lambda key: None if a.allow_large else GD_LIMITS[key]  # noqa: E731
+    check_range("--layers", layers, 1, lim("--layers"), override=big)
+    check_range("--n", n, 1, lim("--n"), override=big)
+    check_range("--d", d, 1, lim("--d"), override=big)
+    if n < d:
+        raise UsageError(f"--n ({n}) must be >= --d ({d}) for a least-squares problem")
+    check_range("--n x --d", n * d, 1, lim("--n x --d (proof variables)"), override=big)
+    check_range("--batch", a.batch, 1, lim("--batch"), override=big)
+    check_range("--digits", a.digits, 16, lim("--digits"), override=big)
+    check_range("--seed", a.seed, 0, 2**63 - 1)
+    check_range("--kappa", a.kappa, 1.0)
     try:
-        eta = exact(a.eta)
-        lam = exact(a.lam)
+        eta = exact(vals["eta"])
+        lam = exact(vals["lam"])
     except ValueError as e:
         raise UsageError(str(e)) from None
     if eta <= 0:
         raise UsageError(f"--eta must be > 0, got {eta}")
-    if lam != 0 and a.arch.startswith("baseconv"):
-        raise UsageError("--lam needs --arch lsa or elsa (the BaseConv constructions are plain least squares)")
+    if lam < 0:
+        raise UsageError(f"--lam must be >= 0, got {lam}")
+    entry = GD_ARCHS[arch]
+    if lam != 0 and not entry.ridge:
+        raise UsageError(f"--lam needs --arch lsa or elsa (a ridge construction); {arch} is plain least squares")
+    dtypes = [t.strip() for t in a.dtype.split(",")]
+    if not all(dtypes):
+        raise UsageError(f"--dtype {a.dtype!r}: an empty name in the list; choose from {', '.join(DTYPES)}")
     try:
-        con = entry.build(a.n, a.d, eta=eta) if a.arch.startswith("baseconv") else entry.build(a.n, a.d, eta=eta, lam=lam)
-        k = con.steps_for_depth(a.layers)
-        dtypes = [s.strip() for s in a.dtype.split(",") if s.strip()]
+        con = entry.build(n, d, eta=eta, lam=lam) if entry.ridge else entry.build(n, d, eta=eta)
+        k = con.steps_for_depth(layers)
         backends = [Backend(a.backend, dt, a.device) for dt in dtypes]
     except (ValueError, DepthError, BackendError) as e:
         raise UsageError(str(e)) from None
+    if not a.allow_large:
+        check_memory(f"gd at depth {layers}, batch {a.batch}, N={n}, D={d}",
+                     _estimate_bytes(con, k, a.batch, len(backends), a.digits), override="--allow-large")
+    if a.weights:
+        try:
+            if lw is None:
+                lw = load(a.weights, spec=con)
+            bad = declared_mismatches(con, k, lw)
+        except WeightFileError as e:
+            raise UsageError(str(e)) from None
+        if bad and not a.allow_metadata_mismatch:
+            raise UsageError(f"{a.weights} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove "
+                             f"it as given on the command line")
+    # the problems are sampled (cheap) and rounded up front: a dtype they overflow is refused now
+    P = sample_ls(a.batch, n, d, kappa=a.kappa, seed=a.seed)
+    q = np.random.default_rng(a.seed + 1).standard_normal((a.batch, d))
+    inputs = []
+    for be in backends:
+        v = {"A": be.round_input(P.A), "b": be.round_input(P.b), "x": be.round_input(P.x0), "q": be.round_input(q)}
+        for nm, arr in v.items():
+            if not np.isfinite(np.asarray(arr, dtype=np.float64)).all():
+                raise UsageError(f"{be.dtype}: the sampled problems overflow it in {nm} (max |entry| "
+                                 f"{float(np.max(np.abs(getattr(P, 'A' if nm == 'A' else 'b', q)))):.3g}); use a "
+                                 f"smaller --kappa or --n, or another --dtype")
+        inputs.append((be, v))
 
+    print(f"{con.name}: {con.reference}", file=out)
     print(f"{con.name}: {con.reference}", file=out)
     print(f"  depth {con.depth(k)} = {len(con.prologue)} prologue + {len(con.body)} x {k} steps + "
           f"{len(con.epilogue)} epilogue; state {con.layout.shape[0]} x {con.layout.shape[1]} "
-          f"= {con.state_size}; N={a.n}, D={a.d}, eta={eta}" + (f", lam={lam}" if lam else ""), file=out)
+          f"= {con.state_size}; N={n}, D={d}, eta={eta}" + (f", lam={lam}" if lam else ""), file=out)
 
     user = None
     if a.weights:
         try:
-            proof, user = _prove_weights(con, a.weights, k)
+            proof, user = _prove_weights(con, lw, a.weights, k)
         except WeightFileError as e:
             raise UsageError(str(e)) from None
-        print(f"weights: {a.weights} ({user['weights']['distinct_bodies']} distinct body variant(s))", file=out)
+        print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
+              f"{user['weights']['distinct_bodies']} distinct body variant(s))", file=out)
     else:
         proof = prove(con)
     print_proof(proof, out)
 
-    if a.export:
-        save(a.export, con, k)
-        print(f"exported {con.depth(k)} layers to {a.export}", file=out)
+    if export_path:
+        with atomic_path(export_path) as tmp:
+            save(tmp, con, k)
+        print(f"exported {con.depth(k)} layers to {export_path}", file=out)
 
     # ---- numeric runs
-    P = sample_ls(a.batch, a.n, a.d, kappa=a.kappa, seed=a.seed)
-    rng = np.random.default_rng(a.seed + 1)
-    q = rng.standard_normal((a.batch, a.d))
     eta_f, lam_f = float(eta), float(lam)
     runs, dtype_reports = [], []
-    for be in backends:
-        v = {"A": be.round_input(P.A), "b": be.round_input(P.b), "x": be.round_input(P.x0), "q": be.round_input(q)}
+    for be, v in inputs:
         t0 = time.perf_counter()
         ref = gd_reference(v["A"], v["b"], v["x"], eta, k, digits=a.digits, lam=lam)
         t_ref = time.perf_counter() - t0
         xstar = lstsq_solution(v["A"], v["b"], lam=lam)
-        progress = None
-        if not a.quiet:
-            from tqdm import tqdm
-
-            progress = tqdm(total=k, desc=f"{be.dtype} run", unit="step", file=sys.stderr, leave=False)
+        bar = progress(k, f"{be.dtype} run", enabled=not a.quiet, unit="step", leave=False)
         t0 = time.perf_counter()
-        res = run_construction(con, v, k, be, conv_method=a.conv, progress=progress,
+        res = run_construction(con, v, k, be, conv_method=a.conv, progress=bar,
                                sections=user["sections"] if user is not None else None)
         t_run = time.perf_counter() - t0
-        if progress is not None:
-            progress.close()
+        bar.close()
         plain = plain_gd(v["A"], v["b"], v["x"], eta_f, k, be, lam=lam_f)
         mse = lambda u, w: float(np.mean((u - w) ** 2))  # noqa: E731
         pred_ref = np.einsum("bd,bd->b", v["q"], ref[-1])
@@ -230,14 +348,14 @@ def cmd_gd(a, out) -> int:
                   file=out)
 
     report = {"command": "gd", "construction": con.summary(), "k": k, "depth": con.depth(k),
-              "n": a.n, "d": a.d, "batch": a.batch, "seed": a.seed, "kappa": a.kappa, "digits": a.digits,
+              "n": n, "d": d, "parameter_sources": source, "batch": a.batch, "seed": a.seed, "kappa": a.kappa, "digits": a.digits,
               "eta": str(eta), "lam": str(lam),
               "proof": proof.to_json(), "runs": runs, "dtypes": dtype_reports}
     if user is not None:
         report["weights"] = user["weights"]
-    if a.json:
-        Path(a.json).write_text(json.dumps(report, indent=1, default=str))
-        print(f"\nreport written to {a.json}", file=out)
+    if json_path:
+        atomic_write_text(json_path, json.dumps(report, indent=1, default=str))
+        print(f"\nreport written to {json_path}", file=out)
     return 0 if proof.ok else 1
 
 

@@ -95,7 +95,7 @@ def test_gd_subprocess_entry_point(tmp_path):
     (["gd", "--layers", "10", "--lam", "1/4"], ["--lam needs --arch lsa or elsa"]),
     (["gd", "--layers", "10", "--dtype", "float8"], ["unknown dtype 'float8'"]),
     (["gd", "--layers", "10", "--dtype", "bfloat16"], ["bfloat16 needs --backend torch"]),
-    (["gd", "--layers", "10", "--backend", "jax"], ["unknown backend 'jax'"]),
+    (["gd", "--layers", "10", "--backend", "jax"], ["invalid choice: 'jax'"]),
     (["gd", "--layers", "10", "--arch", "rnn"], ["invalid choice", "rnn"]),
     (["gd", "--layers", "0"], ["--layers must be >= 1"]),
     (["gd", "--layers", "4", "--batch", "0"], ["--batch must be >= 1"]),
@@ -182,6 +182,10 @@ def test_perturbed_epilogue_names_the_last_layer(tmp_path):
 def test_weights_with_wrong_depth_exit_2(tmp_path, capsys):
     w = _export(tmp_path)
     rc, _ = run(["gd", "--layers", "10", *SMALL, "--weights", str(w)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "declares k=2" in err and "(proving k=3)" in err
+    # overriding the metadata does not make 7 layers prove as 10
+    rc, _ = run(["gd", "--layers", "10", *SMALL, "--weights", str(w), "--allow-metadata-mismatch"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "has 7 layers (k=2)" in err and "(k=3)" in err
 

@@ -72,18 +72,12 @@ def is_sequence_model_file(path) -> bool:
 
 
 def load_sequence_model(path, *, kappa: float = 5.0) -> SeqModel:
-    from safetensors import safe_open
-    from safetensors.numpy import load_file
-
     try:
-        lw = weights_io.load(path, None, None)
+        lw = weights_io.load(path, None, None, extra=("embed.weight", "readout.weight"))
     except weights_io.WeightFileError as e:
-        raise CompareError(str(e)) from None
-    with safe_open(str(path), framework="numpy") as f:
-        c = json.loads((f.metadata() or {})["construction"])
-    t = load_file(str(path))
-    if "embed.weight" not in t or "readout.weight" not in t:
-        raise CompareError(f"{path}: a SequenceModel export without embed.weight / readout.weight")
+        raise CompareError(f"{e} (a SequenceModel export holds embed.weight and readout.weight)") from None
+    c = lw.declared
+    t = lw.extra
     m = c["model"]
     task = (c.get("notes") or {}).get("task", {}).get("name") or c.get("name", "").rsplit("-", 1)[-1]
     n, d_in, d_out = m["T"] - 1, m["d_in"], m["d_out"]
@@ -186,6 +180,8 @@ def sensitivities(m: SeqModel, con, sets) -> list[dict]:
 def _poly_items(m: SeqModel, con, top: int):
     import flint
 
+    from verify.proof import entry_name
+
     from .poly import FlintProblem, _as_mpoly, compare_polys, flint_layers, fq
 
     fp = FlintProblem(con)
@@ -214,9 +210,9 @@ def _poly_items(m: SeqModel, con, top: int):
     rng = np.random.default_rng(0)
     pts = rng.integers(-2, 3, size=(3, len(fp.names)))
     vals = [dict(zip(fp.names, pt)) for pt in pts]
-    Ab = np.array([[[v[f"{nm['A']}_{i}_{j}"] for j in range(d)] for i in range(n)] for v in vals], dtype=float)
-    bb = np.array([[v[f"{nm['b']}_{i}"] for i in range(n)] for v in vals], dtype=float)
-    xb = np.array([[v[f"{nm['x']}_{j}"] for j in range(d)] for v in vals], dtype=float)
+    Ab = np.array([[[v[entry_name(nm['A'], (i, j))] for j in range(d)] for i in range(n)] for v in vals], dtype=float)
+    bb = np.array([[v[entry_name(nm['b'], (i,))] for i in range(n)] for v in vals], dtype=float)
+    xb = np.array([[v[entry_name(nm['x'], (j,))] for j in range(d)] for v in vals], dtype=float)
     flt = m.predict(Ab, bb, xb)
     for j in range(d):
         g = fp.poly((fp.sp.v[nm["x"]][j] - step[j]) * (1 / (eta * n)))
