@@ -31,6 +31,16 @@ class CircuitError(ValueError):
     """Raised for every malformed circuit (one-line message naming the node)."""
 
 
+class LimitError(CircuitError):
+    """A circuit (or a request) beyond a size limit: the message names the node
+    (where there is one), the value and the limit; ``key`` is the name of the
+    limit (e.g. ``"max_degree"``), so a command can say how to raise it."""
+
+    def __init__(self, message: str, key: str | None = None, value=None, limit=None):
+        super().__init__(message)
+        self.key, self.value, self.limit = key, value, limit
+
+
 class PrunedNodesWarning(UserWarning):
     """Emitted by :func:`validate` when nodes feeding no output are removed."""
 
@@ -75,8 +85,9 @@ def operands(g: nx.DiGraph, v: Hashable) -> list[tuple[Hashable, int]]:
     return [(u, d.get("mult", 1)) for u, _, d in g.in_edges(v, data=True)]
 
 
-def _one_line(x) -> str:
-    return " ".join(repr(x).split())
+def _one_line(x, width: int = 60) -> str:
+    s = " ".join(repr(x).split())
+    return s if len(s) <= width else s[: width - 3] + "..."
 
 
 # --------------------------------------------------------------------------- validation
@@ -157,8 +168,12 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
         raise CircuitError("circuit has no outputs (set output='<name>' on at least one node)")
 
     keep = set(outs).union(ins)
-    for o in outs:
-        keep |= nx.ancestors(g, o)
+    stack = list(outs)  # one backward search from all outputs (not one per output)
+    while stack:
+        for u in g.predecessors(stack.pop()):
+            if u not in keep:
+                keep.add(u)
+                stack.append(u)
     dead = [n for n in g.nodes if n not in keep]
     h = g.copy()
     if dead:

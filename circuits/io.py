@@ -17,37 +17,77 @@ File format (a networkx node-link document)::
   or ``"edges"`` (networkx >= 3.6 default); optional integer ``mult``.
 
 Every problem raises :class:`~circuits.graph.CircuitError` with a one-line
-message.
+message.  :func:`load` takes optional ``limits`` (file bytes, nodes, wires,
+constant digits; :class:`~circuits.graph.LimitError` beyond one), checked
+while reading, before the graph is built; an integer with more digits than
+Python converts (``sys.get_int_max_str_digits``) is always refused, naming
+the node.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import sys
+from collections import Counter
 from fractions import Fraction
 
 import networkx as nx
 
-from .graph import CircuitError, validate
+from .graph import CircuitError, LimitError, _one_line, validate
 
 _RATIONAL = re.compile(r"^\s*([+-]?\d+)\s*(?:/\s*(\d+)\s*)?$")
 
 
-def parse_value(v, where: str = "const"):
-    """JSON const value -> Fraction (int, ``"p/q"`` or ``"3"``)."""
+class _LongInt:
+    """A JSON integer literal with more digits than the limit (never converted)."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __repr__(self):
+        return f"<integer of {self.digits} digits>"
+
+
+def _python_digit_limit() -> float:
+    n = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    return n or math.inf
+
+
+def _refuse_digits(where: str, v, digits: int, max_digits) -> None:
+    py = _python_digit_limit()
+    if max_digits is not None and max_digits < py:
+        if digits > max_digits:
+            raise LimitError(f"{where}: const value has {digits} digits, which exceeds the limit max_const_digits "
+                             f"= {max_digits}", "max_const_digits", digits, max_digits)
+    elif digits > py:
+        raise LimitError(f"{where}: const value has {digits} digits, which exceeds Python's limit of {py} digits "
+                         f"for integer conversion", "max_const_digits", digits, py)
+
+
+def parse_value(v, where: str = "const", max_digits: int | None = None):
+    """JSON const value -> Fraction (int, ``"p/q"`` or ``"3"``); ``max_digits``
+    bounds the digits of the numerator and of the denominator."""
     if isinstance(v, bool):
-        raise CircuitError(f"{where}: const value {v!r} is a bool, not an exact number")
+        raise CircuitError(f"{where}: const value {_one_line(v)} is a bool, not an exact number")
+    if isinstance(v, _LongInt):
+        _refuse_digits(where, v, v.digits, max_digits)
     if isinstance(v, int):
+        if max_digits is not None and v.bit_length() > 3.33 * max_digits:  # cheap pre-check, then exact
+            _refuse_digits(where, v, len(str(abs(v))), max_digits)
         return Fraction(v)
     if isinstance(v, str):
         m = _RATIONAL.match(v)
         if not m:
-            raise CircuitError(f"{where}: const value {v!r} is not an integer or 'p/q' string")
+            raise CircuitError(f"{where}: const value {_one_line(v)} is not an integer or 'p/q' string")
+        digits = max(len(m.group(1).lstrip("+-")), len(m.group(2) or ""))
+        _refuse_digits(where, v, digits, max_digits)
         q = int(m.group(2)) if m.group(2) else 1
         if q == 0:
-            raise CircuitError(f"{where}: const value {v!r} has zero denominator")
+            raise CircuitError(f"{where}: const value {_one_line(v)} has zero denominator")
         return Fraction(int(m.group(1)), q)
-    raise CircuitError(f"{where}: const value {v!r} is not exact ({type(v).__name__}); use an int or 'p/q' string")
+    raise CircuitError(f"{where}: const value {_one_line(v)} is not exact ({type(v).__name__}); use an int or 'p/q' string")
 
 
 def format_value(c: Fraction):
@@ -74,28 +114,55 @@ def dump(g: nx.DiGraph, path: str | os.PathLike | None = None) -> dict:
         h.add_edge(u, v, **d)
     data = nx.node_link_data(h, edges="links")
     if path is not None:
+        from polyverify.cli import atomic_write_text
+
         try:
-            with open(path, "w") as f:
-                json.dump(data, f, indent=1)
-                f.write("\n")
+            text = json.dumps(data, indent=1) + "\n"
+            atomic_write_text(path, text)  # a failure never leaves half a file
         except (OSError, TypeError, ValueError) as e:
             raise CircuitError(f"cannot write {os.fspath(path)}: {' '.join(str(e).split())}") from None
     return data
 
 
-def _read(path) -> dict:
+def _read(path, limits) -> dict:
+    max_bytes = limits.get("max_file_bytes")
+    if max_bytes is not None:
+        try:
+            n = os.path.getsize(path)
+        except OSError:
+            n = 0  # open() below reports it
+        if n > max_bytes:
+            raise LimitError(f"{os.fspath(path)}: file has {n} bytes, above the limit max_file_bytes = {max_bytes}",
+                             "max_file_bytes", n, max_bytes)
+    lim = min(limits.get("max_const_digits", math.inf), _python_digit_limit())
+
+    def parse_int(text: str):
+        digits = len(text.lstrip("-"))
+        return _LongInt(digits) if digits > lim else int(text)
+
     try:
         with open(path) as f:
-            return json.load(f)
+            return json.load(f, parse_int=parse_int)
     except OSError as e:
         raise CircuitError(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
         raise CircuitError(f"{os.fspath(path)}: invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
+        raise CircuitError(f"{os.fspath(path)}: not a JSON text file ({type(e).__name__})") from None
 
 
-def load(src) -> nx.DiGraph:
-    """Read a circuit from a JSON file path or an already parsed dict; returns ``validate(g)``."""
-    data = src if isinstance(src, dict) else _read(src)
+def load(src, limits=None) -> nx.DiGraph:
+    """Read a circuit from a JSON file path or an already parsed dict; returns ``validate(g)``.
+
+    ``limits`` (a mapping; a missing key or None: no limit): ``max_file_bytes``
+    (checked before reading), ``max_const_digits`` (numerator or denominator
+    digits of a const), ``max_nodes`` and ``max_size`` (number of edges),
+    checked before the graph is built; a value beyond one raises
+    :class:`~circuits.graph.LimitError`.  The other limits of
+    :func:`circuits.metrics.check_limits` need the validated graph.
+    """
+    limits = {k: v for k, v in (limits or {}).items() if v is not None}
+    data = src if isinstance(src, dict) else _read(src, limits)
     if not isinstance(data, dict):
         raise CircuitError(f"node-link JSON must be an object, got {type(data).__name__}")
     if data.get("directed", True) is not True:
@@ -112,6 +179,12 @@ def load(src) -> nx.DiGraph:
         raise CircuitError(f"node-link JSON: '{key}' must be a list")
     if not isinstance(data.get("graph", {}), dict):
         raise CircuitError("node-link JSON: 'graph' must be an object")
+    if len(nodes) > limits.get("max_nodes", math.inf):
+        raise LimitError(f"circuit has {len(nodes)} nodes, which exceeds the limit max_nodes = {limits['max_nodes']}",
+                         "max_nodes", len(nodes), limits["max_nodes"])
+    if len(edges) > limits.get("max_size", math.inf):
+        raise LimitError(f"circuit has {len(edges)} wires, which exceeds the limit max_size = {limits['max_size']}",
+                         "max_size", len(edges), limits["max_size"])
     ids = set()
     clean_nodes = []
     for i, nd in enumerate(nodes):
@@ -119,24 +192,25 @@ def load(src) -> nx.DiGraph:
             raise CircuitError(f"node-link JSON: nodes[{i}] must be an object with an 'id'")
         n = nd["id"]
         if isinstance(n, bool) or not isinstance(n, (int, str)):
-            raise CircuitError(f"node-link JSON: nodes[{i}] id {n!r} must be an int or str")
+            raise CircuitError(f"node-link JSON: nodes[{i}] id {_one_line(n)} must be an int or str")
         if n in ids:
-            raise CircuitError(f"node {n!r}: duplicate node id")
+            raise CircuitError(f"node {_one_line(n)}: duplicate node id")
         ids.add(n)
         nd = dict(nd)
         if nd.get("op") == "const" and "value" in nd:
-            nd["value"] = parse_value(nd["value"], f"node {n!r}")
+            nd["value"] = parse_value(nd["value"], f"node {_one_line(n)}", limits.get("max_const_digits"))
         clean_nodes.append(nd)
     for i, e in enumerate(edges):
         if not isinstance(e, dict) or "source" not in e or "target" not in e:
             raise CircuitError(f"node-link JSON: {key}[{i}] must be an object with 'source' and 'target'")
         for end in ("source", "target"):
             if isinstance(e[end], (list, dict)) or e[end] not in ids:
-                raise CircuitError(f"node-link JSON: {key}[{i}] {end} {e[end]!r} is not a node id")
+                raise CircuitError(f"node-link JSON: {key}[{i}] {end} {_one_line(e[end])} is not a node id")
     pairs = [(e["source"], e["target"]) for e in edges]
     if len(set(pairs)) != len(pairs):
-        dup = next(p for p in pairs if pairs.count(p) > 1)
-        raise CircuitError(f"node {dup[1]!r}: duplicate edge from {dup[0]!r} (use 'mult' for repeated operands)")
+        counts = Counter(pairs)
+        dup = next(p for p in pairs if counts[p] > 1)
+        raise CircuitError(f"node {_one_line(dup[1])}: duplicate edge from {_one_line(dup[0])} (use 'mult' for repeated operands)")
     doc = {"directed": True, "multigraph": False, "graph": data.get("graph", {}) or {},
            "nodes": clean_nodes, "links": edges}
     try:

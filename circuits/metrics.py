@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .graph import operands, validate
+import math
+from collections.abc import Mapping
+
+from .graph import LimitError, _one_line, operands, validate
 
 
 def levels(g: nx.DiGraph) -> dict:
@@ -63,12 +66,16 @@ def metrics(g: nx.DiGraph) -> dict:
     lev = levels(g)
     deg = formal_degrees(g)
     depth = max(lev.values(), default=0)
-    cuts = [0] * depth
+    diff = [0] * (depth + 1)  # wire u -> v crosses the cuts lev[u] .. lev[v]-1: a difference array
     size = 0
     for u, v, m in g.edges(data="mult", default=1):
         size += m
-        for k in range(lev[u], lev[v]):
-            cuts[k] += m
+        diff[lev[u]] += m
+        diff[lev[v]] -= m
+    cuts, run = [], 0
+    for k in range(depth):
+        run += diff[k]
+        cuts.append(run)
     return dict(
         n_inputs=sum(1 for _, op in g.nodes(data="op") if op == "input"),
         size=size,
@@ -77,3 +84,101 @@ def metrics(g: nx.DiGraph) -> dict:
         degree=max(deg[n] for n, o in g.nodes(data="output") if o is not None),
         n_gates=sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul")),
     )
+
+
+
+#: what each key of a limits mapping bounds (see :func:`check_limits`)
+LIMIT_DOC = {
+    "max_nodes": "nodes (inputs, constants and gates)",
+    "max_size": "size: wires counted with their mult",
+    "max_fan_in": "operands of one gate, counted with mult",
+    "max_mult": "mult of one wire",
+    "max_degree": "formal degree of a node",
+    "max_terms": "monomials of a node's expanded polynomial (an upper bound, see check_limits)",
+}
+
+
+def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
+    """Refuse a validated circuit beyond ``limits`` before any work on it.
+
+    Keys (a missing key or None: no limit) are those of :data:`LIMIT_DOC`.
+    One pass over the nodes in topological order, with integers that never
+    grow past a limit; the first node beyond one raises
+    :class:`~circuits.graph.LimitError` naming it (``key`` = the limit's name).
+    The degree is the formal degree (module docstring).  The monomial bound
+    of a node is the smaller of the sum (add) / product (mul, with mult) of
+    its operands' bounds and ``C(v + deg, deg)``, the number of monomials of
+    degree <= deg in its ``v`` variables: it never under-counts.
+    """
+    lim = {k: v for k, v in limits.items() if v is not None}
+
+    def refuse(key, value, text):
+        raise LimitError(f"{text} exceeds the limit {key} = {lim[key]}", key, value, lim[key])
+
+    n = g.number_of_nodes()
+    if n > lim.get("max_nodes", math.inf):
+        refuse("max_nodes", n, f"circuit has {n} nodes, which")
+    size = 0
+    for u, v, m in g.edges(data="mult", default=1):
+        if m > lim.get("max_mult", math.inf):
+            refuse("max_mult", m, f"node {_one_line(v)}: operand {_one_line(u)} has mult {m}, which")
+        size += m
+    if size > lim.get("max_size", math.inf):
+        refuse("max_size", size, f"circuit has size {size} (wires counted with mult), which")
+    max_deg, max_terms = lim.get("max_degree", math.inf), lim.get("max_terms")
+    deg: dict = {}
+    terms: dict = {}
+    var_mask: dict = {}
+    bit = {x: 1 << i for i, x in enumerate(x for x, op in g.nodes(data="op") if op == "input")}
+    for v in nx.topological_sort(g):
+        op = g.nodes[v]["op"]
+        if op == "input":
+            deg[v], terms[v], var_mask[v] = 1, 1, bit[v]
+            continue
+        if op == "const":
+            deg[v], terms[v], var_mask[v] = 0, 1, 0
+            continue
+        ops = operands(g, v)
+        fan_in = sum(m for _, m in ops)
+        if fan_in > lim.get("max_fan_in", math.inf):
+            refuse("max_fan_in", fan_in, f"node {_one_line(v)}: {op} gate has {fan_in} operands (with mult), which")
+        if op == "add":
+            deg[v] = max(deg[u] for u, _ in ops)
+        else:
+            deg[v] = sum(m * deg[u] for u, m in ops)
+        if deg[v] > max_deg:
+            refuse("max_degree", deg[v], f"node {_one_line(v)}: formal degree {deg[v]}")
+        if max_terms is None:
+            continue
+        mask = 0
+        for u, _ in ops:
+            mask |= var_mask[u]
+        var_mask[v] = mask
+        if op == "add":
+            t = sum(terms[u] for u, _ in ops)
+        else:
+            t = 1
+            for u, m in ops:  # capped: stop as soon as the product passes the limit
+                for _ in range(m):
+                    t *= terms[u]
+                    if t > max_terms:
+                        break
+                if t > max_terms:
+                    break
+        if t > max_terms:
+            nv = bin(mask).count("1")
+            t = math.comb(nv + deg[v], deg[v])
+            if t > max_terms:
+                refuse("max_terms", t, f"node {_one_line(v)}: its polynomial may have up to C({nv} variables + "
+                                       f"degree {deg[v]}, {deg[v]}) = {_short(t)} monomials, which")
+        terms[v] = t
+
+
+def _short(n: int) -> str:
+    """An integer for a message: in full up to 15 digits, else about 1.2e+345."""
+    if n < 10**15:
+        return str(n)
+    e = n.bit_length() * 0.30102999566398120 - 1
+    k = max(0, int(e) - 15)
+    lead = n // 10**k
+    return f"about {lead / 10 ** (len(str(lead)) - 1):.1f}e+{len(str(lead)) - 1 + k}"

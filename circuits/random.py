@@ -4,12 +4,14 @@ CLI::
 
     python -m circuits.random --seed 0 --inputs 4 --gates 12 --out FILE.json
 
-writes a node-link JSON file (see :mod:`circuits.io`); without ``--out`` the
-JSON goes to stdout.
+writes a node-link JSON file (see :mod:`circuits.io`; written atomically, the
+path checked before any work) and prints one line saying what it wrote;
+without ``--out`` the JSON goes to stdout.  Sizes are bounded by
+:data:`LIMITS` (``--allow-large``: :data:`LARGE_LIMITS`); beyond them the
+command refuses (exit 2, one line on stderr) before generating anything.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -66,7 +68,7 @@ def random_circuit(
         k = max(int(rng.integers(2, max_arity + 1)), c_min)
         c = max(c_min, min(len(dangling), int(rng.random() < 0.6)))
         picks = [dangling[j] for j in rng.choice(len(dangling), size=c, replace=False)] if c else []
-        pool = list(range(n_inputs)) + gates
+        pool = n_inputs + len(gates)  # operands 0..n_inputs-1 are the inputs, then the gates (not copied)
         for _ in range(k - c):
             if not pool or rng.random() < const_prob:
                 n = g.number_of_nodes()
@@ -75,7 +77,8 @@ def random_circuit(
                 deg[n] = 0
                 picks.append(n)
             else:
-                picks.append(pool[int(rng.integers(len(pool)))])
+                j = int(rng.integers(pool))
+                picks.append(j if j < n_inputs else gates[j - n_inputs])
         ops = Counter(picks)
         op = "add" if rng.random() < 0.5 else "mul"
         mdeg = sum(m * deg[u] for u, m in ops.items())
@@ -96,30 +99,71 @@ def random_circuit(
     return validate(g)
 
 
-def main(argv=None) -> int:
+#: the limits of ``python -m circuits.random`` (generation is about quadratic in the gates)
+LIMITS = {"max_gates": 10_000, "max_inputs": 10_000, "max_arity": 1_024}
+#: the limits with ``--allow-large``
+LARGE_LIMITS = {"max_gates": 100_000, "max_inputs": 100_000, "max_arity": 65_536}
+
+
+def _limits_text() -> str:
+    return ", ".join(f"{k} {LIMITS[k]} ({LARGE_LIMITS[k]} with --allow-large)" for k in LIMITS)
+
+
+def build_parser():
+    from polyverify.cli import Parser
+
+    p = Parser(prog="python -m circuits.random", description=__doc__.splitlines()[0],
+               epilog=f"Limits: {_limits_text()}. Exit status: 0 written, 2 bad input (one line on stderr).")
+    p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default 0)")
+    p.add_argument("--inputs", type=int, default=3, help="number of input variables x0, x1, ... (default 3)")
+    p.add_argument("--gates", type=int, default=8, help="number of add/mul gates, >= 1 (default 8)")
+    p.add_argument("--outputs", type=int, default=1, help="number of outputs y0, y1, ..., 1..GATES (default 1)")
+    p.add_argument("--max-arity", type=int, default=3,
+                   help="largest number of operands a gate draws, >= 2 (default 3)")
+    p.add_argument("--const-prob", type=float, default=0.2,
+                   help="probability that an operand is a fresh rational constant, in [0, 1] (default 0.2)")
+    p.add_argument("--max-degree", type=int, default=12,
+                   help="a mul gate whose formal degree would exceed this becomes an add, >= 0 (default 12)")
+    p.add_argument("--out", default=None, help="output JSON file (default: the JSON on stdout)")
+    p.add_argument("--allow-large", action="store_true",
+                   help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
+    return p
+
+
+def _main(argv) -> int:
+    from polyverify.cli import UsageError, check_range, output_file
+
     from .io import dump
 
-    p = argparse.ArgumentParser(prog="python -m circuits.random", description=__doc__.splitlines()[0])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--inputs", type=int, default=3)
-    p.add_argument("--gates", type=int, default=8)
-    p.add_argument("--outputs", type=int, default=1)
-    p.add_argument("--max-arity", type=int, default=3)
-    p.add_argument("--const-prob", type=float, default=0.2)
-    p.add_argument("--max-degree", type=int, default=12)
-    p.add_argument("--out", default=None, help="output JSON file (default: stdout)")
-    a = p.parse_args(argv)
+    a = build_parser().parse_args(argv)
+    lim = LARGE_LIMITS if a.allow_large else LIMITS
+    more = None if a.allow_large else "--allow-large"
+    check_range("--seed", a.seed, 0)
+    check_range("--inputs", a.inputs, 0, lim["max_inputs"], override=more)
+    check_range("--gates", a.gates, 1, lim["max_gates"], override=more)
+    check_range("--max-arity", a.max_arity, 2, lim["max_arity"], override=more)
+    check_range("--const-prob", a.const_prob, 0.0, 1.0)
+    check_range("--max-degree", a.max_degree, 0)
+    out = output_file("--out", a.out)
     try:
         g = random_circuit(a.seed, a.inputs, a.gates, max_arity=a.max_arity, const_prob=a.const_prob,
                            n_outputs=a.outputs, max_degree=a.max_degree)
-        data = dump(g, a.out)
+        data = dump(g, out)
     except CircuitError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if a.out is None:
+        raise UsageError(str(e)) from None
+    if out is None:
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
+    else:
+        print(f"wrote a circuit with {g.number_of_nodes()} nodes ({a.gates} gates), {a.inputs} inputs, "
+              f"{a.outputs} output{'s' if a.outputs != 1 else ''} to {out}")
     return 0
+
+
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

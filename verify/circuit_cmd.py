@@ -5,10 +5,17 @@ to a BaseConv stack (``constructions/compiler.py``), proves the stack's output
 polynomials equal the circuit's, and evaluates both on random rational inputs
 (exactly) and random float64 inputs (against the exact value of the same
 float inputs).
+
+Sizes are bounded by :data:`LIMITS` (``--allow-large``: :data:`LARGE_LIMITS`),
+checked on the file and the circuit's metrics before any compile or proof
+work; the output paths (``--json``, ``--export``) are checked before that work
+too and written atomically.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
 import random
 import time
 from fractions import Fraction
@@ -17,10 +24,47 @@ from pathlib import Path
 import numpy as np
 
 import circuits as C
+from circuits.graph import LimitError
+from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import compile_circuit
 from constructions.weights_io import WeightFileError, check_against, load, save
+from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
+                            interactive, output_file, progress)
 
 from .cli_common import UsageError, print_proof
+
+#: the limits of ``python -m verify.construct circuit`` (measured: at these sizes a
+#: circuit compiles, proves and runs its default 64 trials in well under a minute)
+LIMITS = {
+    "max_file_bytes": 64 * 2**20,  # the --graph file
+    "max_nodes": 10_000,
+    "max_size": 50_000,  # wires counted with mult
+    "max_fan_in": 1_024,  # operands of one gate, with mult
+    "max_mult": 1_024,  # mult of one wire
+    "max_degree": 1_024,  # formal degree of any node (exact trials cost about degree^2)
+    "max_terms": 1_000_000,  # upper bound on the monomials of any node's polynomial (the proof expands them)
+    "max_const_digits": 1_000,  # digits of a constant's numerator or denominator
+    "max_trials": 10_000,  # --trials
+}
+#: the limits with ``--allow-large`` (the constant digits stay below Python's 4300-digit
+#: limit for integer/string conversion: every constant is written out in decimal)
+LARGE_LIMITS = {
+    "max_file_bytes": 2**30,
+    "max_nodes": 200_000,
+    "max_size": 1_000_000,
+    "max_fan_in": 16_384,
+    "max_mult": 16_384,
+    "max_degree": 65_536,
+    "max_terms": 100_000_000,
+    "max_const_digits": 4_000,
+    "max_trials": 1_000_000,
+}
+_DOC = dict(LIMIT_DOC, max_file_bytes="bytes of the --graph file",
+            max_const_digits="digits of a constant's numerator or denominator", max_trials="--trials")
+
+
+def limits_help() -> str:
+    return "; ".join(f"{k} {LIMITS[k]} ({LARGE_LIMITS[k]} with --allow-large): {_DOC[k]}" for k in LIMITS)
 
 
 def _run_exact(con, values: dict):
@@ -32,23 +76,74 @@ def _run_exact(con, values: dict):
 
 def add_arguments(c) -> None:
     """The options of ``python -m verify.construct circuit``."""
-    c.add_argument("--graph", required=True, help="circuit as networkx node-link JSON")
-    c.add_argument("--json", help="write the report as JSON")
-    c.add_argument("--export", help="write the compiled weights")
-    c.add_argument("--weights", help="prove this weight file against the circuit instead")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--trials", type=int, default=64, help="random rational and float inputs to evaluate")
+    c.description = ("Compile a user's arithmetic circuit (networkx node-link JSON) to a BaseConv stack, "
+                     "prove it exactly and evaluate it on random rational and float64 inputs.")
+    c.epilog = (f"Limits (refused beyond them, exit 2, before any work): {limits_help()}. "
+                "Exit status: 0 proved, 1 the proof or a trial failed, 2 bad input.")
+    c.add_argument("--graph", required=True, help="circuit as networkx node-link JSON (see circuits/io.py)")
+    c.add_argument("--json", help="write the report as JSON to this file (checked before any work, "
+                                  "written atomically; a missing folder is created)")
+    c.add_argument("--export", help="write the compiled weights (safetensors) to this file (checked before "
+                                    "any work, written atomically)")
+    c.add_argument("--weights", help="prove this weight file against the circuit instead of the compiled weights")
+    c.add_argument("--seed", type=int, default=0, help="seed of the random trial inputs (default 0)")
+    c.add_argument("--trials", type=int, default=64,
+                   help=f"random rational and float inputs to evaluate, 1..{LIMITS['max_trials']} (default 64)")
+    c.add_argument("--allow-large", action="store_true",
+                   help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
+
+
+def _load_circuit(a, lim: dict):
+    path = os.fspath(a.graph)
+    try:
+        g = C.load(a.graph, limits=lim)
+        check_limits(g, lim)
+    except LimitError as e:
+        msg = str(e) if path in str(e) else f"{path}: {e}"
+        if not a.allow_large and e.key in LARGE_LIMITS and LARGE_LIMITS[e.key] > LIMITS[e.key]:
+            msg += f" (pass --allow-large to allow up to {LARGE_LIMITS[e.key]})"
+        raise UsageError(msg) from None
+    except (C.CircuitError, OSError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(msg if path in msg else f"{path}: {msg}") from None
+    return g
+
+
+def _check_paths(a) -> None:
+    """Inputs exist; outputs are writable files, distinct from each other and from the inputs."""
+    if a.weights is not None and not Path(a.weights).is_file():
+        what = "is a folder, not a file" if Path(a.weights).is_dir() else "file not found"
+        raise UsageError(f"--weights {a.weights}: {what}")
+    outs = [(flag, output_file(flag, p)) for flag, p in (("--json", a.json), ("--export", a.export))
+            if p is not None]
+    ins = [(flag, Path(p)) for flag, p in (("--graph", a.graph), ("--weights", a.weights)) if p is not None]
+    seen = {}
+    for flag, p in ins + outs:
+        key = os.path.realpath(p)
+        if key in seen and (flag, p) in outs:
+            raise UsageError(f"{flag} {p}: the same file as {seen[key]}")
+        seen.setdefault(key, flag)
+
+
+def _float_of(x) -> float:
+    try:
+        return float(Fraction(x))
+    except (OverflowError, ValueError):  # an exact value beyond float64
+        return math.inf
 
 
 def cmd_circuit(a, out) -> int:
     from .proof import prove
 
-    try:
-        g = C.load(a.graph)
-    except (C.CircuitError, OSError, ValueError) as e:
-        raise UsageError(f"{a.graph}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    if a.trials < 1:
-        raise UsageError(f"--trials must be >= 1, got {a.trials}")
+    lim = LARGE_LIMITS if a.allow_large else LIMITS
+    check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
+    g = _load_circuit(a, lim)
+    names = C.inputs(g)
+    m0 = C.metrics(g)
+    # the float64 trials hold the inputs, the state and a layer's temporaries for every trial at once
+    check_memory(f"--trials {a.trials} on this circuit", 8.0 * a.trials * (len(names) + m0["size"] + 1) * 4)
+    _check_paths(a)
+
     t0 = time.perf_counter()
     con = compile_circuit(g, name=Path(a.graph).stem)
     t_compile = time.perf_counter() - t0
@@ -66,7 +161,7 @@ def cmd_circuit(a, out) -> int:
             lw = load(a.weights, spec=con, k=0)
             check_against(con.epilogue, lw.layers, a.weights)
         except WeightFileError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
         proof = prove(con, sections={"prologue": [], "body": [], "epilogue": lw.layers})
         weights_info = {"file": a.weights, "layers": len(lw.layers)}
         con.epilogue = lw.layers
@@ -74,42 +169,53 @@ def cmd_circuit(a, out) -> int:
         proof = prove(con)
     print_proof(proof, out)
     if a.export:
-        save(a.export, con, 0)
+        with atomic_path(a.export) as tmp:
+            save(tmp, con, 0)
         print(f"exported {len(con.epilogue)} layers to {a.export}", file=out)
 
-    names = C.inputs(g)
+    show = interactive()
     rng = random.Random(a.seed)
     exact_ok = 0
-    for _ in range(a.trials):
-        vals = {n: Fraction(rng.randint(-9, 9), rng.randint(1, 9)) for n in names}
-        want = C.evaluate(g, vals)
-        got = _run_exact(con, vals)
-        exact_ok += all(Fraction(np.asarray(got[o]).item()) == Fraction(want[o]) for o in want)
+    with progress(a.trials, "rational trials", enabled=show) as bar:
+        for _ in range(a.trials):
+            vals = {n: Fraction(rng.randint(-9, 9), rng.randint(1, 9)) for n in names}
+            want = C.evaluate(g, vals)
+            got = _run_exact(con, vals)
+            exact_ok += all(Fraction(np.asarray(got[o]).item()) == Fraction(want[o]) for o in want)
+            bar.update()
     xs = np.random.default_rng(a.seed).standard_normal((len(names), a.trials))
     fv = {n: xs[i] for i, n in enumerate(names)}
     S = con.input_state(fv) if names else np.zeros((a.trials,) + con.layout.shape)
-    for L in con.epilogue:
-        S = L.map(lambda w: np.vectorize(lambda z: float(Fraction(z)), otypes=[float])(w)).forward(S)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for L in con.epilogue:
+            S = L.map(lambda w: np.vectorize(_float_of, otypes=[float])(w)).forward(S)
     got_f = con.readout(S)
-    max_rel = 0.0
-    for t in range(a.trials):
-        want = C.evaluate(g, {n: Fraction(float(fv[n][t])) for n in names})
-        for o, w in want.items():
-            w = Fraction(w)
-            err = abs(Fraction(float(np.asarray(got_f[o]).reshape(-1)[t if np.ndim(got_f[o]) else 0])) - w)
-            scale = max(abs(w), Fraction(1))
-            max_rel = max(max_rel, float(err / scale))
+    max_rel, non_finite = 0.0, 0
+    with progress(a.trials, "float64 trials", enabled=show) as bar:
+        for t in range(a.trials):
+            want = C.evaluate(g, {n: Fraction(float(fv[n][t])) for n in names})
+            for o, w in want.items():
+                w = Fraction(w)
+                f = float(np.asarray(got_f[o]).reshape(-1)[t if np.ndim(got_f[o]) else 0])
+                if not math.isfinite(f):  # overflow of a high-degree output in float64
+                    non_finite += 1
+                    continue
+                scale = max(abs(w), Fraction(1))
+                max_rel = max(max_rel, float(abs(Fraction(f) - w) / scale))
+            bar.update()
     print(f"random rational inputs: {exact_ok}/{a.trials} agree exactly with the circuit", file=out)
     print(f"random float64 inputs: max error {max_rel:.3e} (relative to max(|exact|, 1)) "
-          f"against the exact value at the same inputs", file=out)
+          f"against the exact value at the same inputs"
+          + (f"; {non_finite} output value(s) not finite in float64 (overflow), left out" if non_finite else ""),
+          file=out)
     report = {"command": "circuit", "graph": a.graph, "metrics": m, "compiled": cm,
               "bound": info["theorem_H21_bound"], "proof": proof.to_json(),
               "rational_trials": {"n": a.trials, "exact_agreement": exact_ok},
-              "float64_trials": {"n": a.trials, "max_relative_error": max_rel}}
+              "float64_trials": {"n": a.trials, "max_relative_error": max_rel, "non_finite": non_finite}}
     if weights_info:
         report["weights"] = weights_info
     if a.json:
-        Path(a.json).write_text(json.dumps(report, indent=1, default=str))
+        atomic_write_text(a.json, json.dumps(report, indent=1, default=str))
         print(f"report written to {a.json}", file=out)
     ok = proof.ok and exact_ok == a.trials
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_FAILED
