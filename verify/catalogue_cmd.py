@@ -2,15 +2,21 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from constructions.base import Construction
 from constructions.catalogue import CatalogueEntry, check
 
+from polyverify.cli import atomic_write_text, output_file
+
 from .cli_common import UsageError, print_proof
 
+#: the largest value ``--set`` accepts for a size without --allow-large (the exact proofs
+#: grow polynomially in the sizes; every entry proves in seconds at its defaults)
+MAX_SIZE = 64
+MAX_SEED = 2**32 - 1
 
-def parse_sets(pairs: list[str] | None, entry: CatalogueEntry) -> dict:
+
+def parse_sets(pairs: list[str] | None, entry: CatalogueEntry, allow_large: bool = False) -> dict:
     sizes = dict(entry.sizes)
     for p in pairs or []:
         if "=" not in p:
@@ -24,6 +30,10 @@ def parse_sets(pairs: list[str] | None, entry: CatalogueEntry) -> dict:
             raise UsageError(f"--set {k}= needs an integer, got {val!r}") from None
         if sizes[k] < 0:
             raise UsageError(f"--set {k}= must be >= 0, got {sizes[k]}")
+        hi = MAX_SEED if k == "seed" else MAX_SIZE
+        if sizes[k] > hi and not (allow_large and k != "seed"):
+            raise UsageError(f"--set {k}={sizes[k]} exceeds the limit {hi}"
+                             + (" (pass --allow-large to allow more)" if k != "seed" else ""))
     return sizes
 
 
@@ -36,8 +46,18 @@ def describe_built(obj) -> dict:
     return {"kind": "identity"}
 
 
+def add_arguments(s, entry: CatalogueEntry) -> None:
+    """The options of ``python -m verify.construct NAME`` for a catalogue entry."""
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help=f"sizes, each <= {MAX_SIZE} unless --allow-large (defaults: "
+                        f"{', '.join(f'{k}={v}' for k, v in entry.sizes.items()) or 'none'})")
+    s.add_argument("--json", help="write the report as JSON (folder created if missing)")
+    s.add_argument("--allow-large", action="store_true", help=f"allow sizes above {MAX_SIZE}")
+
+
 def cmd_entry(entry: CatalogueEntry, a, out) -> int:
-    sizes = parse_sets(a.set, entry)
+    json_path = output_file("--json", a.json)
+    sizes = parse_sets(a.set, entry, a.allow_large)
     try:
         obj = entry.build(**sizes)
     except (ValueError, IndexError) as e:
@@ -63,9 +83,9 @@ def cmd_entry(entry: CatalogueEntry, a, out) -> int:
         print(f"  paper's claim: {entry.claim}", file=out)
     res = check(obj)
     print_proof(res, out)
-    if a.json:
-        Path(a.json).write_text(json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,
+    if json_path:
+        atomic_write_text(json_path, json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,
                                             "built": info, "claim": entry.claim, "proof": res.to_json()},
                                            indent=1, default=str))
-        print(f"report written to {a.json}", file=out)
+        print(f"report written to {json_path}", file=out)
     return 0 if res.ok else 1

@@ -43,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                 description="Build explicit BaseConv/LSA/ELSA weights, prove them exactly at every depth, "
                             "and run them in floating point against an mpmath reference.")
     p.add_argument("--list", action="store_true", help="list the available constructions and exit")
-    sub = p.add_subparsers(dest="command", parser_class=Parser)
+    p.epilog = ("NAME: a catalogue entry, proved with `python -m verify.construct NAME [--set KEY=VALUE]`. "
+                "Exit status: 0 proved, 1 proof failed (with a counterexample), 2 bad input or refused.")
+    sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND",
+                           title="commands (gd, circuit, or a catalogue NAME: --list shows them all)")
 
     g = sub.add_parser("gd", help="gradient descent on least squares",
                        description="Build a GD construction, prove it exactly at every depth, run it in floating "
@@ -82,11 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "(node-link JSON) to BaseConv"))
     from constructions.catalogue import entries
 
+    from .catalogue_cmd import add_arguments as add_entry_arguments
+
     for name, e in entries().items():
-        s = sub.add_parser(name, help=f"{e.summary} [{e.paper}]")
-        s.add_argument("--set", action="append", metavar="KEY=VALUE",
-                       help=f"sizes (defaults: {', '.join(f'{k}={v}' for k, v in e.sizes.items()) or 'none'})")
-        s.add_argument("--json", help="write the report as JSON")
+        add_entry_arguments(sub.add_parser(name, description=f"{e.summary} [{e.paper}]"), e)
     return p
 
 

@@ -1,0 +1,101 @@
+"""Bad input to ``python -m verify.construct`` (gd and catalogue entries) is refused
+before any work: exit 2, one line on stderr, nothing on stdout, no file touched."""
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from verify.construct import main
+
+SMALL = ["--n", "4", "--d", "2", "--batch", "4", "--quiet"]
+
+# (argv with {tmp} for the test folder, words the one-line error must contain)
+CASES = [
+    (["gd", "--layers", "7", *SMALL, "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
+    (["gd", "--layers", "7", *SMALL, "--export", "{tmp}/afolder"], ["--export", "is a folder"]),
+    (["gd", "--layers", "7", *SMALL, "--json", "{tmp}/afile/x.json"], ["--json", "is a file, not a folder"]),
+    (["gd", "--layers", "7", *SMALL, "--json", "{tmp}/x/"], ["--json", "not a file name"]),
+    (["gd", "--layers", "7", *SMALL, "--kappa", "nan"], ["--kappa", "finite"]),
+    (["gd", "--layers", "7", *SMALL, "--kappa", "inf"], ["--kappa", "finite"]),
+    (["gd", "--layers", "7", *SMALL, "--kappa", "-1"], ["--kappa", ">= 1"]),
+    (["gd", "--layers", "7", *SMALL, "--seed=-1"], ["--seed", ">= 0"]),
+    (["gd", "--layers", "7", "--n", "4", "--d", "2", "--batch", "1000000000"], ["--batch", "limit", "--allow-large"]),
+    (["gd", "--layers", "7", "--n", "4", "--d", "2", "--batch", "1048576", "--layers", "100000"],
+     ["memory", "--allow-large"]),
+    (["gd", "--layers", "1000000000", *SMALL], ["--layers", "limit"]),
+    (["gd", "--layers", "1e9", *SMALL], ["--layers", "invalid int value"]),
+    (["gd", "--layers", "7", "--n", "100000", "--d", "2"], ["--n", "limit"]),
+    (["gd", "--layers", "7", "--n", "3000", "--d", "3000"], ["limit"]),
+    (["gd", "--layers", "7", *SMALL, "--digits", "10000000"], ["--digits", "limit"]),
+    (["gd", "--layers", "7", *SMALL, "--digits", "3"], ["--digits", ">= 16"]),
+    (["gd", "--layers", "7", *SMALL, "--dtype", ","], ["--dtype", "empty name"]),
+    (["gd", "--layers", "7", *SMALL, "--dtype", "float64,"], ["--dtype", "empty name"]),
+    (["gd", "--layers", "7", *SMALL, "--dtype", "float8"], ["unknown dtype"]),
+    (["gd", "--layers", "7", *SMALL, "--dtype", "float16", "--kappa", "1e6"], ["float16", "overflow"]),
+    (["gd", "--layers", "0", *SMALL], ["--layers", ">= 1"]),
+    (["gd", "--layers", "99", *SMALL], ["nearest valid"]),
+    (["gd", *SMALL], ["--layers is required"]),
+    (["gd", "--layers", "7", *SMALL, "--eta", "0"], ["--eta", "> 0"]),
+    (["gd", "--layers", "7", *SMALL, "--eta", "1/0"], ["not an exact rational"]),
+    (["gd", "--layers", "7", "--arch", "lsa", *SMALL, "--lam=-1/4"], ["--lam", ">= 0"]),
+    (["gd", "--layers", "7", *SMALL, "--weights", "{tmp}/missing.safetensors"], ["not found"]),
+    (["gd", "--layers", "7", *SMALL, "--weights", "{tmp}/afile"], ["not a readable safetensors"]),
+    (["s003-add", "--set", "N=100000"], ["N=100000", "limit 64", "--allow-large"]),
+    (["s003-add", "--set", "seed=5"], ["no size 'seed'"]),
+    (["s003-add", "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
+    (["no-such-entry"], ["invalid choice"]),
+    ([], ["choose a command"]),
+]
+
+
+def _snapshot(root):
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        for f in fns:
+            p = os.path.join(dp, f)
+            out[p] = open(p, "rb").read()
+        for d in dns:
+            out[os.path.join(dp, d)] = None
+    return out
+
+
+@pytest.mark.parametrize("argv,needles", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_bad_input_is_refused_up_front(tmp_path, capsys, argv, needles):
+    (tmp_path / "afolder").mkdir()
+    (tmp_path / "afile").write_text("not a weight file")
+    before = _snapshot(tmp_path)
+    out = io.StringIO()
+    rc = main([a.replace("{tmp}", str(tmp_path)) for a in argv], out=out)
+    err = capsys.readouterr().err
+    assert rc == 2, (out.getvalue(), err)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    for s in needles:
+        assert s in err, err
+    assert out.getvalue() == "", "refused after work had started"
+    assert _snapshot(tmp_path) == before, "an output file was touched"
+
+
+def test_missing_output_folder_is_created(tmp_path):
+    """The README's own example in a fresh checkout: --json out/x.json without out/."""
+    rep = tmp_path / "out" / "x.json"
+    assert main(["gd", "--layers", "7", *SMALL, "--json", str(rep)], out=io.StringIO()) == 0
+    assert json.loads(rep.read_text())["proof"]["ok"] is True
+
+
+def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
+    """Outputs are written atomically: a failure while writing keeps the old report whole."""
+    rep = tmp_path / "r.json"
+    rep.write_text("old report")
+    import polyverify.cli as cli
+
+    def boom(*a, **kw):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cli.os, "replace", boom)
+    with pytest.raises(OSError):
+        main(["gd", "--layers", "7", *SMALL, "--json", str(rep)], out=io.StringIO())
+    assert rep.read_text() == "old report"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left behind
