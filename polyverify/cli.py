@@ -250,3 +250,16 @@ def progress(total: int | None, desc: str, *, enabled: bool = True, stream=None,
 
         return tqdm(total=total, desc=desc, file=stream, **tqdm_kw)
     return _LineProgress(total, desc, stream)
+
+
+def exit_with(main_fn, *args, **kwargs) -> None:
+    """``sys.exit(main_fn())`` for a ``__main__`` block; output piped into a
+    reader that stops early (``| head``) ends quietly instead of in a traceback."""
+    try:
+        rc = main_fn(*args, **kwargs)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        rc = EXIT_OK
+    sys.exit(rc)

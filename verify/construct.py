@@ -31,8 +31,8 @@ GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof va
 DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 
 from numerics.backends import BACKENDS, DTYPES
-from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, output_file,
-                            progress)
+from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
+                            output_file, progress)
 
 from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
@@ -282,11 +282,16 @@ def cmd_gd(a, out) -> int:
         inputs.append((be, v))
 
     print(f"{con.name}: {con.reference}", file=out)
-    print(f"{con.name}: {con.reference}", file=out)
     print(f"  depth {con.depth(k)} = {len(con.prologue)} prologue + {len(con.body)} x {k} steps + "
           f"{len(con.epilogue)} epilogue; state {con.layout.shape[0]} x {con.layout.shape[1]} "
           f"= {con.state_size}; N={n}, D={d}, eta={eta}" + (f", lam={lam}" if lam else ""), file=out)
 
+    if a.weights:
+        by = {}
+        for key, src in source.items():
+            by.setdefault(src, []).append(key)
+        print("  parameters: " + "; ".join(f"{', '.join(keys)} from the {src}" if src != "default"
+                                          else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
     user = None
     if a.weights:
         try:
@@ -406,4 +411,4 @@ def main(argv=None, out=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)
