@@ -254,12 +254,14 @@ def progress(total: int | None, desc: str, *, enabled: bool = True, stream=None,
 
 def exit_with(main_fn, *args, **kwargs) -> None:
     """``sys.exit(main_fn())`` for a ``__main__`` block; output piped into a
-    reader that stops early (``| head``) ends quietly instead of in a traceback."""
+    reader that stops early (``| head``) ends quietly instead of in a traceback,
+    with status 141 as a process killed by SIGPIPE would (the verdict was not
+    read, so none of 0/1/2 is claimed)."""
     try:
         rc = main_fn(*args, **kwargs)
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        rc = EXIT_OK
+        rc = 141
     sys.exit(rc)
