@@ -132,7 +132,7 @@ def _read(path, limits) -> dict:
         except OSError:
             n = 0  # open() below reports it
         if n > max_bytes:
-            raise LimitError(f"{os.fspath(path)}: file has {n} bytes, above the limit max_file_bytes = {max_bytes}",
+            raise LimitError(f"{os.fspath(path)}: file has {n} bytes, which exceeds the limit max_file_bytes = {max_bytes}",
                              "max_file_bytes", n, max_bytes)
     lim = min(limits.get("max_const_digits", math.inf), _python_digit_limit())
 

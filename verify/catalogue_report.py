@@ -3,9 +3,7 @@ at its default sizes and tabulate layers and state size against the paper's clai
 with the measured proof time (seconds on the machine that ran it)."""
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from constructions.catalogue import check, entries
 
@@ -45,17 +43,36 @@ def markdown(rs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m verify.catalogue_report", description=__doc__.splitlines()[0])
-    p.add_argument("--markdown", help="write the table to this file")
-    a = p.parse_args(argv)
+def build_parser():
+    from polyverify.cli import Parser
+
+    p = Parser(prog="python -m verify.catalogue_report", description=" ".join(__doc__.split()),
+               epilog="Exit status: 0 every entry proved, 1 one did not, 2 bad input.")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="write the table to this file instead of stdout (checked before any work, written "
+                        "atomically; a missing folder is created)")
+    return p
+
+
+def _main(argv) -> int:
+    from polyverify.cli import atomic_write_text, output_file
+
+    a = build_parser().parse_args(argv)
+    md = output_file("--markdown", a.markdown)
     rs = rows()
     text = markdown(rs)
-    if a.markdown:
-        Path(a.markdown).write_text(text)
+    if md is not None:
+        atomic_write_text(md, text)
+        print(f"wrote the table of {len(rs)} entries to {md}")
     else:
         print(text)
     return 0 if all(r["proved"] for r in rs) else 1
+
+
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -147,6 +147,14 @@ def cmd_circuit(a, out) -> int:
     t0 = time.perf_counter()
     con = compile_circuit(g, name=Path(a.graph).stem)
     t_compile = time.perf_counter() - t0
+    weights_info = None
+    lw = None
+    if a.weights:  # a weight file that does not fit is refused before anything is printed
+        try:
+            lw = load(a.weights, spec=con, k=0)
+            check_against(con.epilogue, lw.layers, a.weights)
+        except WeightFileError as e:
+            raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
     info = con.schedule.info
     m, cm = info["circuit"], info["compiled"]
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.schedule.outputs)} outputs, size {m['size']}, "
@@ -155,13 +163,7 @@ def cmd_circuit(a, out) -> int:
           f"state 1 x {cm['state_width']} (circuit width {m['width']}); "
           f"Thm. H.21 bound: {info['theorem_H21_bound']['layers']} layers, "
           f"{info['theorem_H21_bound']['inner_dimension']} width", file=out)
-    weights_info = None
-    if a.weights:
-        try:
-            lw = load(a.weights, spec=con, k=0)
-            check_against(con.epilogue, lw.layers, a.weights)
-        except WeightFileError as e:
-            raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
+    if lw is not None:
         proof = prove(con, sections={"prologue": [], "body": [], "epilogue": lw.layers})
         weights_info = {"file": a.weights, "layers": len(lw.layers)}
         con.epilogue = lw.layers

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from verify.compare_lib import (CompareError, Stack, build_construction, constructed_stack, functional,
@@ -201,13 +200,27 @@ def summary_lines(rep: dict) -> list[str]:
 def write_report(rep: dict, out: Path) -> list[str]:
     from verify.compare_lib.plots import write_plots
 
+    from polyverify.cli import atomic_write_text
+
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(rep, indent=1, default=str))
-    (out / "report.md").write_text("\n".join(summary_lines(rep)) + "\n")
+    atomic_write_text(out / "report.json", json.dumps(rep, indent=1, default=str))
+    atomic_write_text(out / "report.md", "\n".join(summary_lines(rep)) + "\n")
     return ["report.json", "report.md"] + write_plots(rep, out)
 
 
 # ------------------------------------------------------------------ CLI
+
+#: the names ``--construction`` accepts: the gd constructions and the catalogue constructions
+#: whose variables are a least-squares problem (A, b, x, q) or seed 004 tokens (X, y, xt, w)
+CONSTRUCTIONS = ("gd-baseconv", "gd-baseconv-causal", "gd-elsa", "gd-lsa", "s004-gd")
+
+#: the limits of ``python -m verify.compare`` (refused beyond them, before any work)
+LIMITS = {"max_n": 1_024, "max_d": 256, "max_problems": 4_096, "max_iters": 10_000, "max_values": 16}
+#: the limits with ``--allow-large``
+LARGE_LIMITS = {"max_n": 16_384, "max_d": 4_096, "max_problems": 100_000, "max_iters": 1_000_000, "max_values": 256}
+_LIMIT_FLAGS = {"max_n": "--n", "max_d": "--d", "max_problems": "--problems", "max_iters": "--iters",
+                "max_values": "values in each of --sigmas, --kappas, --scales, --iter-sigmas"}
+
 
 def _floats(s: str):
     try:
@@ -216,54 +229,136 @@ def _floats(s: str):
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {s!r}") from None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"verify.compare: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
+def build_parser():
+    from polyverify.cli import Parser
 
-
-def main(argv=None) -> int:
-    ap = _Parser(prog="python -m verify.compare", description=__doc__.splitlines()[0])
-    ap.add_argument("--learned", required=True, help="weight file (constructions.weights_io format)")
-    ap.add_argument("--construction", required=True, help="gd-baseconv, gd-lsa, ... or s004-gd")
+    lims = "; ".join(f"{_LIMIT_FLAGS[k]} <= {LIMITS[k]} ({LARGE_LIMITS[k]} with --allow-large)" for k in LIMITS)
+    ap = Parser(prog="python -m verify.compare", description=__doc__.splitlines()[0],
+                epilog=f"Limits (refused beyond them, exit 2, before any work): {lims}. "
+                       "Exit status: 0 report written, 2 bad input (one line on stderr).")
+    ap.add_argument("--learned", required=True,
+                    help="the learned model: a safetensors weight file (constructions.weights_io format, "
+                         "or a numerics.training SequenceModel export)")
+    ap.add_argument("--construction", required=True, metavar="NAME",
+                    help=f"the construction to compare with: {', '.join(CONSTRUCTIONS)}")
     ap.add_argument("--n", type=int, default=None, help="problem size N (default: from the file)")
     ap.add_argument("--d", type=int, default=None, help="problem size D (default: from the file)")
-    ap.add_argument("--eta", default=None, help="construction step size (default: the builder's)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--problems", type=int, default=32)
-    ap.add_argument("--sigmas", type=_floats, default=(1.0, 4.0))
-    ap.add_argument("--kappas", type=_floats, default=(5.0, 20.0))
-    ap.add_argument("--scales", type=_floats, default=(1.0, 2.0))
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--iter-sigmas", type=_floats, default=(0.25, 1.0, 4.0, 16.0))
+    ap.add_argument("--eta", default=None, help="construction step size, an exact rational (default: the builder's)")
+    ap.add_argument("--out", required=True,
+                    help="output folder (created if missing; report.json, report.md and the plots)")
+    ap.add_argument("--problems", type=int, default=32, help="random problems in each problem set (default 32)")
+    ap.add_argument("--sigmas", type=_floats, default=(1.0, 4.0),
+                    help="comma-separated scales of the true solution, each >= 0 (default 1,4)")
+    ap.add_argument("--kappas", type=_floats, default=(5.0, 20.0),
+                    help="comma-separated condition numbers of A, each >= 1 (default 5,20)")
+    ap.add_argument("--scales", type=_floats, default=(1.0, 2.0),
+                    help="comma-separated input scales, each > 0 (default 1,2)")
+    ap.add_argument("--iters", type=int, default=100,
+                    help="iterations of both models as solvers, >= 0 (default 100)")
+    ap.add_argument("--iter-sigmas", type=_floats, default=(0.25, 1.0, 4.0, 16.0),
+                    help="comma-separated solution scales of the solver runs, each >= 0 (default 0.25,1,4,16)")
     ap.add_argument("--skip", default="", help=f"comma-separated sections to skip: {', '.join(SECTIONS)}")
     ap.add_argument("--weights", action="store_true", help="exact section identities with residual sizes")
     ap.add_argument("--poly-timeout", type=float, default=300.0,
                     help="seconds for each exact symbolic part (body, prediction; --weights gets twice this)")
     ap.add_argument("--poly-memory-gb", type=float, default=8.0, help="address-space limit of the exact parts")
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random problems (default 0)")
+    ap.add_argument("--allow-large", action="store_true",
+                    help="raise the limits to " + ", ".join(f"{_LIMIT_FLAGS[k]} {v}" for k, v in LARGE_LIMITS.items()
+                                                           if k != "max_values") + f", {LARGE_LIMITS['max_values']} "
+                         "values per list")
+    return ap
+
+
+def _check_learned(path: str) -> None:
+    """The learned file exists and is a safetensors file (before its contents are looked at)."""
+    from polyverify.cli import UsageError, one_line
+
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"--learned {path}: file not found")
+    if not p.is_file():
+        raise UsageError(f"--learned {path}: is a folder, not a file")
     try:
-        skip = tuple(s for s in a.skip.split(",") if s)
-        bad = [s for s in skip if s not in SECTIONS]
-        if bad:
-            raise CompareError(f"--skip: unknown section(s) {', '.join(bad)}; sections are {', '.join(SECTIONS)}")
-        if a.problems < 1 or a.iters < 0:
-            raise CompareError("--problems must be >= 1 and --iters >= 0")
-        if a.poly_timeout <= 0 or a.poly_memory_gb <= 0:
-            raise CompareError("--poly-timeout and --poly-memory-gb must be positive")
-        n, d = a.n, a.d
-        if (n is None or d is None) and not is_sequence_model_file(a.learned):
-            fn, fd = _file_sizes(a.learned)
-            n, d = n or fn, d or fd
-        if (n is None or d is None) and not is_sequence_model_file(a.learned):
-            raise CompareError(f"{a.learned}: the file does not record N and D; give --n and --d")
+        from safetensors import safe_open
+
+        with safe_open(str(p), framework="numpy") as f:
+            f.metadata()
+    except Exception as e:  # noqa: BLE001 - whatever the reader says, it is not a safetensors file
+        raise UsageError(f"--learned {path}: not a safetensors file ({one_line(e)})") from None
+
+
+def _check_args(a, n, d) -> None:
+    from polyverify.cli import UsageError, check_range
+
+    lim = LARGE_LIMITS if a.allow_large else LIMITS
+    more = None if a.allow_large else "--allow-large"
+    if a.construction not in CONSTRUCTIONS:
+        raise UsageError(f"--construction: unknown construction {a.construction!r}; choose one of "
+                         f"{', '.join(CONSTRUCTIONS)}")
+    skip = tuple(s for s in a.skip.split(",") if s)
+    bad = [s for s in skip if s not in SECTIONS]
+    if bad:
+        raise UsageError(f"--skip: unknown section(s) {', '.join(bad)}; sections are {', '.join(SECTIONS)}")
+    for flag, v, key in (("--n", n, "max_n"), ("--d", d, "max_d")):
+        if v is not None:
+            check_range(flag, v, 1, lim[key], override=more)
+    check_range("--problems", a.problems, 1, lim["max_problems"], override=more)
+    check_range("--iters", a.iters, 0, lim["max_iters"], override=more)
+    for flag, vals, lo in (("--sigmas", a.sigmas, 0.0), ("--kappas", a.kappas, 1.0), ("--scales", a.scales, None),
+                           ("--iter-sigmas", a.iter_sigmas, 0.0)):
+        check_range(f"number of values in {flag}", len(vals), None, lim["max_values"], override=more)
+        for v in vals:
+            check_range(flag, v, lo)
+            if lo is None and v <= 0:
+                raise UsageError(f"{flag} must be > 0, got {v}")
+    for flag, v in (("--poly-timeout", a.poly_timeout), ("--poly-memory-gb", a.poly_memory_gb)):
+        check_range(flag, v, None)
+        if v <= 0:
+            raise UsageError(f"{flag} must be > 0, got {v}")
+    check_range("--seed", a.seed, 0)
+
+
+def _check_memory(a, n: int, d: int, state_size: int = 0, layers: int = 0) -> None:
+    """Refuse a comparison whose problems (and, once the construction is known, kept states)
+    would not fit in memory: an estimate, before the work."""
+    from polyverify.cli import check_memory
+
+    n_sets = (1 + sum(s != 1.0 for s in a.sigmas) + sum(k != 5.0 for k in a.kappas)
+              + sum(c != 1.0 for c in a.scales) + len(a.iter_sigmas))
+    problems = 8.0 * a.problems * (n * d + n + 3 * d) * n_sets
+    states = 8.0 * a.problems * state_size * (layers + 2) * 2  # learned and constructed, every layer kept
+    check_memory(f"--problems {a.problems} at N={n}, D={d}", problems + states)
+
+
+def _main(argv) -> int:
+    from polyverify.cli import UsageError, output_dir
+
+    a = build_parser().parse_args(argv)
+    _check_args(a, a.n, a.d)
+    _check_learned(a.learned)
+    seq = is_sequence_model_file(a.learned)
+    n, d = a.n, a.d
+    if (n is None or d is None) and not seq:
+        fn, fd = _file_sizes(a.learned)
+        n, d = n or fn, d or fd
+        if n is None or d is None:
+            raise UsageError(f"--learned {a.learned}: the file does not record N and D (no toolkit construction "
+                             f"metadata); give --n and --d")
+        _check_args(a, n, d)
+    if n is not None and d is not None:
+        _check_memory(a, n, d)
+    skip = tuple(s for s in a.skip.split(",") if s)
+    try:
         eta = {"eta": a.eta} if a.eta else {}
-        if is_sequence_model_file(a.learned):
+        if seq:
             m = load_sequence_model(a.learned)
             if (a.n or m.n, a.d or m.d) != (m.n, m.d):
                 raise CompareError(f"{a.learned}: the model was trained at N={m.n}, D={m.d}, not --n {a.n} --d {a.d}")
+            _check_args(a, m.n, m.d)
             con = build_construction(a.construction, m.n, m.d, **eta)
+            _check_memory(a, m.n, m.d, con.state_size, len(m.layers))
+            out = output_dir("--out", a.out)  # refused before the work; created if missing
             rep = compare_model(con, m, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                                 iters=a.iters, iter_sigmas=a.iter_sigmas, skip=skip, seed=a.seed,
                                 poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
@@ -272,17 +367,24 @@ def main(argv=None) -> int:
         else:
             con = build_construction(a.construction, n, d, **eta)
             learned = load_learned(a.learned, con)
+            _check_memory(a, n, d, con.state_size, len(learned.layers))
+            out = output_dir("--out", a.out)  # refused before the work; created if missing
             rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                           iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
                           poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
         rep["learned_file"] = str(a.learned)
-        files = write_report(rep, Path(a.out))
+        files = write_report(rep, out)
     except (CompareError, ValueError) as e:
-        print(f"verify.compare: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     print("\n".join(summary_lines(rep)[:1]))
     print(f"wrote {', '.join(files)} to {a.out}")
     return 0
+
+
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
 
 
 def _file_sizes(path):

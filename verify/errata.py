@@ -9,10 +9,8 @@ Exit 0 when every erratum behaves as documented, 1 otherwise.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 from constructions.catalogue import check, errata
 
@@ -66,22 +64,43 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m verify.errata", description=__doc__.splitlines()[0])
-    p.add_argument("--markdown", help="write the errata table (markdown) to this file")
-    p.add_argument("--json", help="write the full results as JSON")
-    a = p.parse_args(argv)
+def build_parser():
+    from polyverify.cli import Parser
+
+    p = Parser(prog="python -m verify.errata", description=__doc__.splitlines()[0],
+               epilog="Exit status: 0 every erratum behaves as documented, 1 one does not, 2 bad input.")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="write the errata table (markdown) to this file (checked before any work, written "
+                        "atomically; a missing folder is created)")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the full results as JSON to this file (checked before any work, written atomically)")
+    return p
+
+
+def _main(argv) -> int:
+    from polyverify.cli import UsageError, atomic_write_text, output_file
+
+    a = build_parser().parse_args(argv)
+    md, js = output_file("--markdown", a.markdown), output_file("--json", a.json)
+    if md is not None and js is not None and md.resolve() == js.resolve():
+        raise UsageError(f"--json {a.json}: the same file as --markdown")
     rows = run_all()
     for r in rows:
         ok = r["as_printed_rejected"] and r["corrected_proved"]
         print(f"{'ok ' if ok else 'BAD'} {r['id']}: {r['paper']} {r['location']}")
         if r["failure"]:
             print("    as printed: " + r["failure"].replace("\n", "\n    "))
-    if a.markdown:
-        Path(a.markdown).write_text(markdown(rows))
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+    if md is not None:
+        atomic_write_text(md, markdown(rows))
+    if js is not None:
+        atomic_write_text(js, json.dumps(rows, indent=1))
     return 0 if all(r["as_printed_rejected"] and r["corrected_proved"] for r in rows) else 1
+
+
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

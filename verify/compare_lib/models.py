@@ -44,7 +44,8 @@ def build_construction(name: str, n: int, d: int, **params) -> Construction:
             raise CompareError(f"catalogue entry {name!r} is a claim, not a construction")
         return con
     raise CompareError(f"unknown construction {name!r}; choose one of "
-                       f"{', '.join(sorted(CATALOGUE))} or a catalogue construction (e.g. s004-gd)")
+                       f"{', '.join(sorted(CATALOGUE))} or a catalogue construction whose variables are a "
+                       f"least-squares problem or seed 004 tokens (s004-gd)")
 
 
 #: the variable names of the two problem families the comparison knows
