@@ -1,72 +1,300 @@
-"""``python -m numerics.train TASK --model M --steps S --out DIR`` (see docs/training.md).
+"""``python -m numerics.train TASK --out DIR [options]`` (see docs/training.md).
 
 TASK: gradient | iterate | icls | read | linear | multiply.  ``--recipe
 paper`` (default: Adam lr 1e-2, adaptive LR, grad-filter EMA; App. B.2
 Table 5) or ``standard`` (Adam lr 1e-3, StepLR 1e4 / 0.9, no EMA; Table 4);
-any flag given overrides the preset.  ``--resume DIR`` continues a run from
-its checkpoint to ``--steps``.  ``--iterate`` (gradient task) then applies
-the model as an iterative solver and sweeps sigma (Figures 1b, 2).
+any flag given overrides the preset.  ``--resume`` (a flag) continues the run
+in ``--out DIR`` from ``DIR/checkpoint.safetensors`` to ``--steps``; the
+model, task and recipe then come from the checkpoint.  ``--iterate``
+(gradient task) then applies the model as an iterative solver and sweeps
+sigma (Figures 1b, 2).
+
+Every value is checked before anything is built or written: a bad one is
+one ``error:`` line and exit status 2 (exit 0: trained).  Size limits
+(``LIMITS``; ``--allow-large`` lifts them and the memory limit):
+{limits}
+and the estimated memory of the run (``estimate_memory``: activations kept
+for the backward pass x 2, the direct convolution's (T, T, C) kernels,
+parameters x (7 + metric batches) for weights, gradients, Adam, EMA and the
+cosine metric, 0.5 GiB for torch itself; 1.5x to 2.5x the peak measured on
+CPU) must stay under {memory}.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from pathlib import Path
+
+from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
+                            check_memory, check_range, human_bytes, output_dir, run_main)
 
 from numerics.training.modules import MODELS, ModelConfig
 from numerics.training.recipe import RecipeConfig
 from numerics.training.tasks import TASKS
-from numerics.training.trainer import TaskConfig, TrainConfig, Trainer
+from numerics.training.trainer import CKPT, TaskConfig, TrainConfig, Trainer
+
+#: upper bounds of the sizes (inclusive; the lower bound of each is 1); ``--allow-large`` lifts them
+LIMITS = {
+    "steps": 10_000_000,
+    "batch": 65_536,
+    "eval_batch": 1_048_576,
+    "n": 4096,
+    "d": 1024,
+    "width": 8192,
+    "layers": 256,
+    "heads": 256,
+    "k": 10_000,
+    "metric_batches": 1024,
+    "threads": 1024,
+}
+#: the largest seed torch.manual_seed takes
+MAX_SEED = 2**63 - 1
+#: bytes of memory a run may be estimated to need without ``--allow-large``
+MEMORY_LIMIT = DEFAULT_MEMORY_LIMIT
+ALLOW = "--allow-large"
+
+LS_TASKS = ("gradient", "iterate", "icls")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m numerics.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", choices=TASKS)
-    p.add_argument("--out", required=True, help="output folder (history, checkpoint, weights, curves)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
+def _limits_text() -> str:
+    return "\n".join(f"  --{k.replace('_', '-'):<15} 1 .. {v:,}" for k, v in LIMITS.items())
+
+
+if __doc__:  # (None under python -OO)
+    __doc__ = __doc__.format(limits=_limits_text(), memory=human_bytes(MEMORY_LIMIT))
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m numerics.train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", choices=TASKS, help="what the model learns: " + ", ".join(TASKS))
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder (history.json, checkpoint.safetensors, weights.safetensors, result.json, "
+                        "curves.png); created if missing, must not be a file")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out DIR from DIR/checkpoint.safetensors to --steps "
+                        "(model, task and recipe from the checkpoint)")
+    p.add_argument("--allow-large", action="store_true",
+                   help=f"lift the size limits (LIMITS) and the memory limit ({human_bytes(MEMORY_LIMIT)})")
     g = p.add_argument_group("task")
-    g.add_argument("--n", type=int, help="rows N (LS default 20, primitives 40)")
-    g.add_argument("--d", type=int, help="columns D (LS default 5, primitives 20)")
-    g.add_argument("--kappa", type=float, default=5.0)
-    g.add_argument("--sigma", type=float, default=1.0)
-    g.add_argument("--k", type=int, default=1, help="iterate task: number of GD steps")
-    g.add_argument("--eta", type=float, default=None, help="GD step on (1/N) A^T(Ax-b); default 2N/(kappa^2+1)")
+    g.add_argument("--n", type=int, help=f"rows N (LS default 20, primitives 40; <= {LIMITS['n']})")
+    g.add_argument("--d", type=int, help=f"columns D (LS default 5, primitives 20; <= {LIMITS['d']})")
+    g.add_argument("--kappa", type=float, default=5.0, help="LS tasks: condition number of A, >= 1 (default 5)")
+    g.add_argument("--sigma", type=float, default=1.0, help="LS tasks: scale of x_true, > 0 (default 1)")
+    g.add_argument("--k", type=int, default=1, help=f"iterate task: number of GD steps (1 .. {LIMITS['k']})")
+    g.add_argument("--eta", type=float, default=None,
+                   help="GD step on (1/N) A^T(Ax-b), > 0; default 2N/(kappa^2+1)")
     g = p.add_argument_group("model")
-    g.add_argument("--model", choices=MODELS, default="baseconv")
-    g.add_argument("--width", type=int, default=64)
-    g.add_argument("--layers", type=int, default=3)
-    g.add_argument("--heads", type=int, default=1)
-    g.add_argument("--head-dim", type=int, default=None)
-    g.add_argument("--mlp", action="store_true")
-    g.add_argument("--layernorm", action="store_true")
-    g.add_argument("--causal", action="store_true")
-    g.add_argument("--conv", choices=("direct", "fft"), default="direct")
-    g.add_argument("--init-scale", type=float, default=0.1)
+    g.add_argument("--model", choices=MODELS, default="baseconv", help="architecture (default baseconv)")
+    g.add_argument("--width", type=int, default=64, help=f"channels C (default 64; <= {LIMITS['width']})")
+    g.add_argument("--layers", type=int, default=3, help=f"blocks (default 3; <= {LIMITS['layers']})")
+    g.add_argument("--heads", type=int, default=1,
+                   help=f"lsa / transformer heads (default 1; <= {LIMITS['heads']}; transformer: divides --width)")
+    g.add_argument("--head-dim", type=int, default=None,
+                   help="lsa: low-rank head size, 1 .. width (default: full width x width heads)")
+    g.add_argument("--mlp", action="store_true", help="an MLP after each mixer")
+    g.add_argument("--layernorm", action="store_true", help="pre-LN LayerNorms")
+    g.add_argument("--causal", action="store_true", help="causal convolution / attention mask")
+    g.add_argument("--conv", choices=("direct", "fft"), default="direct",
+                   help="BaseConv convolution algorithm (default direct)")
+    g.add_argument("--init-scale", type=float, default=0.1,
+                   help="scales the init of each mixer's output map, finite (default 0.1)")
     g.add_argument("--bias", choices=("matrix", "vector"), default="matrix",
                    help="baseconv: (T, C) bias matrices (Def. D.20) or one bias row shared by all tokens")
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--recipe", choices=("paper", "standard"), default="paper")
-    for name, typ in (("lr", float), ("scheduler", str), ("step-size", int), ("gamma", float),
-                      ("threshold", float), ("metric-every", int), ("metric-batches", int),
-                      ("metric-pairs", str), ("warmup", int), ("ema", str), ("ema-decay", float),
-                      ("ema-lambda", float), ("max-lr", float), ("skip-grad-norm", float)):
-        g.add_argument(f"--{name}", type=typ, default=None)
-    g.add_argument("--steps", type=int, default=1000)
-    g.add_argument("--batch", type=int, default=1024)
-    g.add_argument("--eval-every", type=int, default=1000)
-    g.add_argument("--eval-batch", type=int, default=2048)
-    g.add_argument("--checkpoint-every", type=int, default=10_000)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    g.add_argument("--device", default="cpu")
-    g.add_argument("--threads", type=int, default=None)
+    g = p.add_argument_group("optimisation (unset: the --recipe preset)")
+    g.add_argument("--recipe", choices=("paper", "standard"), default="paper",
+                   help="preset: paper (App. B.2 Table 5) or standard (Table 4); default paper")
+    g.add_argument("--lr", type=float, help="initial learning rate, > 0")
+    g.add_argument("--scheduler", choices=("adaptive", "steplr", "constant"), help="learning-rate schedule")
+    g.add_argument("--step-size", type=int, help="steps between LR decisions, >= 1")
+    g.add_argument("--gamma", type=float, help="LR factor per decision, in (0, 1]")
+    g.add_argument("--threshold", type=float, help="adaptive: metric threshold sigma_th, in [-1, 1]")
+    g.add_argument("--metric-every", type=int, help="adaptive: steps between cosine metrics, >= 1")
+    g.add_argument("--metric-batches", type=int,
+                   help=f"adaptive: minibatches per cosine metric, 2 .. {LIMITS['metric_batches']}")
+    g.add_argument("--metric-pairs", choices=("all", "consecutive"),
+                   help="cosine metric over all pairs (eq. 6) or consecutive ones (official code)")
+    g.add_argument("--warmup", type=int, help="adaptive: no LR increase before this step, >= 0")
+    g.add_argument("--ema", choices=("grad-filter", "update", "none"), help="which EMA (recipe module docstring)")
+    g.add_argument("--ema-decay", type=float, help="EMA decay, in [0, 1)")
+    g.add_argument("--ema-lambda", type=float, help="grad-filter EMA amplification, finite, >= 0")
+    g.add_argument("--max-lr", type=float, help="cap of the adaptive LR increase, > 0")
+    g.add_argument("--skip-grad-norm", type=float,
+                   help="skip a step whose gradient norm exceeds this, >= 0 (inf: never skip a finite one)")
+    g.add_argument("--steps", type=int, default=1000,
+                   help=f"train to this step (default 1000; 1 .. {LIMITS['steps']:,})")
+    g.add_argument("--batch", type=int, default=1024,
+                   help=f"problems per training step (default 1024; <= {LIMITS['batch']:,})")
+    g.add_argument("--eval-every", type=int, default=1000, help="steps between evaluations, >= 1 (default 1000)")
+    g.add_argument("--eval-batch", type=int, default=2048,
+                   help=f"fresh problems per evaluation (default 2048; <= {LIMITS['eval_batch']:,})")
+    g.add_argument("--checkpoint-every", type=int, default=10_000,
+                   help="steps between checkpoints, >= 1 (default 10000)")
+    g.add_argument("--seed", type=int, default=0, help="random seed, 0 .. 2^63-1 (default 0)")
+    g.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="training dtype (default float64)")
+    g.add_argument("--device", default="cpu", help="cpu or cuda[:index] (default cpu)")
+    g.add_argument("--threads", type=int, default=None,
+                   help=f"torch CPU threads, 1 .. {LIMITS['threads']} (default: torch's)")
     g.add_argument("--max-minutes", type=float, default=None,
-                   help="stop cleanly (evaluate, checkpoint, export) once this much training wall time has passed")
-    g.add_argument("--no-progress", action="store_true")
-    g.add_argument("--iterate", action="store_true", help="gradient task: iterate the model, sweep sigma")
+                   help="stop cleanly (evaluate, checkpoint, export) once this much training wall time has "
+                        "passed; > 0")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress report (default: a bar on a terminal, plain lines in a log)")
+    g.add_argument("--iterate", action="store_true",
+                   help="gradient task: afterwards iterate the model as a solver and sweep sigma")
     return p
+
+
+# ------------------------------------------------------------------ validation
+
+def _size(flag: str, value, a, *, lo: int = 1, key: str | None = None):
+    """``lo <= value <= LIMITS[key]`` (the upper bound lifted by --allow-large)."""
+    if value is None:
+        return None
+    hi = None if a.allow_large else LIMITS[key or flag.lstrip("-").replace("-", "_")]
+    return check_range(flag, value, lo, hi, override=ALLOW)
+
+
+def _positive(flag: str, value):
+    return None if value is None else check_finite(flag, value, positive=True)
+
+
+def _device(flag: str, device: str) -> str:
+    if device == "cpu":
+        return device
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise UsageError(f"{flag} must be cpu or cuda[:index], got {device!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"{flag} {device}: no CUDA GPU is available (torch.cuda.is_available() is False)")
+    if ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
+        raise UsageError(f"{flag} {device}: only {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def check_args(a) -> None:
+    """Every command-line value on its own (not the combination: :func:`check_config`)."""
+    _size("--steps", a.steps, a)
+    _size("--batch", a.batch, a)
+    _size("--eval-batch", a.eval_batch, a)
+    check_range("--eval-every", a.eval_every, 1)
+    check_range("--checkpoint-every", a.checkpoint_every, 1)
+    check_range("--seed", a.seed, 0, MAX_SEED)
+    _size("--threads", a.threads, a)
+    if a.max_minutes is not None:
+        check_finite("--max-minutes", a.max_minutes, positive=True)
+    _device("--device", a.device)
+    if a.resume:
+        return
+    _size("--n", a.n, a)
+    _size("--d", a.d, a)
+    _size("--width", a.width, a)
+    _size("--layers", a.layers, a)
+    _size("--heads", a.heads, a)
+    _size("--k", a.k, a)
+    if a.head_dim is not None:
+        check_range("--head-dim", a.head_dim, 1, a.width)
+    check_finite("--kappa", a.kappa)
+    check_range("--kappa", a.kappa, 1)
+    check_finite("--sigma", a.sigma, positive=True)
+    _positive("--eta", a.eta)
+    check_finite("--init-scale", a.init_scale)
+    _positive("--lr", a.lr)
+    _positive("--max-lr", a.max_lr)
+    if a.gamma is not None:
+        check_finite("--gamma", a.gamma, positive=True)
+        check_range("--gamma", a.gamma, hi=1.0)
+    if a.threshold is not None:
+        check_range("--threshold", a.threshold, -1.0, 1.0)
+    if a.ema_decay is not None:
+        check_range("--ema-decay", a.ema_decay, 0.0)
+        if a.ema_decay >= 1:
+            raise UsageError(f"--ema-decay must be < 1, got {a.ema_decay}")
+    if a.ema_lambda is not None:
+        check_range("--ema-lambda", a.ema_lambda, 0.0)
+    if a.skip_grad_norm is not None and (math.isnan(a.skip_grad_norm) or a.skip_grad_norm < 0):
+        raise UsageError(f"--skip-grad-norm must be >= 0 (or inf), got {a.skip_grad_norm}")
+    for flag in ("--step-size", "--metric-every"):
+        v = getattr(a, flag[2:].replace("-", "_"))
+        if v is not None:
+            check_range(flag, v, 1)
+    if a.warmup is not None:
+        check_range("--warmup", a.warmup, 0)
+    _size("--metric-batches", a.metric_batches, a, lo=2)
+
+
+def check_config(cfg: TrainConfig, *, allow_large: bool = False) -> None:
+    """The combination: task sizes, heads against width, and the memory estimate."""
+    t, m = cfg.task, cfg.model
+    if t.name in LS_TASKS:
+        n, d = t.n or 20, t.d or 5
+        if n < d:
+            raise UsageError(f"--n ({n}) must be >= --d ({d}) for a least-squares task")
+    else:
+        n, d = t.n or 40, t.d or 20
+        if n < 2:
+            raise UsageError(f"--n must be >= 2 for the {t.name} task, got {n}")
+        if t.name == "multiply" and d < 2:
+            raise UsageError(f"--d must be >= 2 for the multiply task (it multiplies pairs of columns), got {d}")
+    if m.model == "transformer" and m.width % m.heads:
+        raise UsageError(f"--width {m.width} is not divisible by --heads {m.heads} (transformer)")
+    if not allow_large:
+        check_memory(f"this run ({m.model}, batch {cfg.batch}, width {m.width}, {m.layers} layers, {cfg.dtype})",
+                     estimate_memory(cfg), MEMORY_LIMIT, override=ALLOW)
+
+
+#: activations kept per block for the backward pass, in units of T x C values per problem
+#: (BaseConv: the projection, convolution, gate, product, output and sum; attention: q, k, v, output, sum)
+ACT_PER_BLOCK = {"baseconv": 6, "lsa": 1, "transformer": 6}
+#: copies of the parameters: weights, gradients, Adam's two moments, the EMA buffers (two), the flat gradient
+PARAM_COPIES = 7
+#: torch's kernels, thread pools and allocator slack on the first steps (about 0.4 GiB measured on CPU)
+FIXED_OVERHEAD = 512 * 2**20
+
+
+def estimate_memory(cfg: TrainConfig) -> float:
+    """A rough upper estimate (bytes) of what training ``cfg`` allocates, computed without allocating:
+    the parameter count from the model built on torch's ``meta`` device, the values every block
+    keeps for the backward pass (x 2: and their gradients) or, if larger, one block of an
+    evaluation chunk (1024 problems, no gradients), the direct convolution's (T, T, C) kernels
+    (and gradients), parameters x (PARAM_COPIES + metric batches), the float64 numpy batch and
+    FIXED_OVERHEAD.  Against the peak RSS measured on CPU (2-step runs, float32 and float64,
+    BaseConv / LSA / Transformer, 0.6 to 2.6 GiB measured) it is 1.5x to 2.5x the measurement."""
+    import torch
+
+    from numerics.training.modules import SequenceModel
+
+    task = cfg.task.build()
+    m = ModelConfig(**{**cfg.model.to_json(), "T": task.T, "d_in": task.d_in, "d_out": task.d_out})
+    with torch.device("meta"):
+        params = sum(p.numel() for p in SequenceModel(m).parameters())
+    T, C, L = task.T, m.width, m.layers
+
+    def block(heads):  # values one block keeps per problem
+        act = ACT_PER_BLOCK[m.model] * T * C
+        if m.model == "lsa":  # per head: H W1, H W2, H W3, (H W1)^T (H W2), the product
+            act += heads * (4 * T * C + C * C)
+        if m.model == "transformer":  # attention scores and probabilities per head
+            act += 2 * heads * T * T
+        if m.mlp:
+            act += (2 * m.mlp_mult + 1) * T * C
+        if m.layernorm:
+            act += 2 * T * C
+        return act
+
+    train = 2 * cfg.batch * L * block(m.heads)  # every block's values, and their gradients
+    evaluation = 2 * min(cfg.eval_batch, 1024) * block(1)  # no gradients: about one block (one head) at a time
+    io = max(cfg.batch, min(cfg.eval_batch, 1024)) * T * (task.d_in + task.d_out + C)
+    kernels = 2 * L * T * T * C if m.model == "baseconv" and m.conv_method == "direct" else 0
+    el = 8 if cfg.dtype == "float64" else 4
+    metric = cfg.recipe.metric_batches if cfg.recipe.scheduler == "adaptive" else 0
+    values = max(train, evaluation) + io + kernels + params * (PARAM_COPIES + metric)
+    numpy_batch = 8 * 2 * cfg.batch * T * (task.d_in + task.d_out)
+    return float(el * values + numpy_batch + FIXED_OVERHEAD)
 
 
 def config_from(a) -> TrainConfig:
@@ -84,33 +312,60 @@ def config_from(a) -> TrainConfig:
                        dtype=a.dtype, device=a.device, threads=a.threads)
 
 
-def main(argv=None) -> int:
-    a = parser().parse_args(argv)
+def resumed_config(a) -> TrainConfig:
+    """The configuration stored in ``--out``'s checkpoint, with --steps / --device applied."""
     out = Path(a.out)
+    if not out.is_dir():
+        raise UsageError(f"--resume: --out {out} is not a folder with a run")
+    ckpt = out / CKPT
+    if not ckpt.is_file():
+        raise UsageError(f"--resume: no {CKPT} in {out}")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(ckpt), framework="pt") as f:
+            meta = f.metadata() or {}
+        cfg = TrainConfig.from_json(json.loads(meta["config"]))
+    except Exception as e:  # noqa: BLE001 -- a damaged checkpoint is bad input, reported in one line
+        raise UsageError(f"--resume: cannot read {ckpt} ({type(e).__name__}: {e})") from None
+    cfg.steps = a.steps
+    if a.device != "cpu":
+        cfg.device = a.device
+    return cfg
+
+
+def main(argv=None) -> int:
+    return run_main(_main, argv)
+
+
+def _main(argv) -> int:
+    a = parser().parse_args(argv)
+    check_args(a)
+    cfg = resumed_config(a) if a.resume else config_from(a)
+    try:
+        check_config(cfg, allow_large=a.allow_large)
+    except ValueError as e:  # a task / model the builders refuse
+        raise UsageError(str(e)) from None
+    if a.iterate and cfg.task.name != "gradient":
+        raise UsageError(f"--iterate needs the gradient task, not {cfg.task.name}")
+    out = output_dir("--out", a.out)  # last check: it creates the folder
     try:
         if a.resume:
             tr = Trainer.resume(out, out, steps=a.steps, progress=not a.no_progress,
                                 device=a.device if a.device != "cpu" else None)
         else:
-            tr = Trainer(config_from(a), out, progress=not a.no_progress)
+            tr = Trainer(cfg, out, progress=not a.no_progress)
     except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if a.max_minutes is not None and a.max_minutes <= 0:
-        print("error: --max-minutes must be positive", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     res = tr.run(max_seconds=None if a.max_minutes is None else 60.0 * a.max_minutes)
     print(json.dumps({k: res[k] for k in ("steps", "final_test_mse", "final_test_mse_f64", "best_test_mse",
                                           "skipped", "wall_s", "loadavg_end", "params") if k in res}))
     if a.iterate:
         from numerics.training.iterate import ood_sweep, plot_ood
 
-        if tr.task.name != "gradient":
-            print("error: --iterate needs the gradient task", file=sys.stderr)
-            return 2
         tr.model.eval()
         rows = ood_sweep(tr.model, tr.task, dtype=tr.dtype, device=tr.cfg.device)
-        (out / "iterate.json").write_text(json.dumps(rows, indent=1))
+        atomic_write_text(out / "iterate.json", json.dumps(rows, indent=1))
         plot_ood(rows, out / "iterate.png", title=f"{tr.cfg.model.model}: iterated vs exact GD (eta={tr.task.eta})")
         for r in rows:
             print(f"sigma={r['sigma']:g} iters={r['iters']} model_mse={r['model_mse']:.3e} gd_mse={r['gd_mse']:.3e}")

@@ -70,5 +70,7 @@ def plot_ood(rows, path, *, title=""):
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    from .plots import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)

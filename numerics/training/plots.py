@@ -9,6 +9,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from polyverify.cli import atomic_path  # noqa: E402
+
+
+def save_figure(fig, path, *, dpi: int = 90) -> Path:
+    """``fig.savefig(path)`` atomically (``polyverify.cli.atomic_path``: a temporary file renamed
+    over ``path`` when complete), in the format ``path``'s suffix names (png without one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+    return path
+
 
 def _finite(xs, ys):
     pts = [(x, y) for x, y in zip(xs, ys) if y is not None and isinstance(y, (int, float)) and math.isfinite(y) and y > 0]
@@ -35,11 +47,9 @@ def plot_curves(history, path, *, title=""):
         a.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path)
     plt.close(fig)
-    return path
+    return Path(path)
 
 
 def plot_compare(runs: dict[str, list[dict]], path, *, title="", key="test_mse", x="step"):
@@ -53,7 +63,6 @@ def plot_compare(runs: dict[str, list[dict]], path, *, title="", key="test_mse",
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path)
     plt.close(fig)
     return Path(path)

@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from polyverify.cli import atomic_path, atomic_write_text, interactive
+from polyverify.cli import progress as progress_reporter
+
 from .modules import ModelConfig, SequenceModel, export_weights
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
 from .tasks import Task, make_task
@@ -178,10 +181,7 @@ class Trainer:
         cfg = self.cfg
         bar = None
         if self.progress and steps > self.step:
-            from tqdm import tqdm
-
-            bar = tqdm(total=steps, initial=self.step, desc=f"{cfg.model.model}/{self.task.name}",
-                       dynamic_ncols=True, mininterval=1.0)
+            bar = self._progress_bar(steps)
         t0 = time.perf_counter() - self.elapsed
         recent = []
         if self.step == 0 and not self.history:
@@ -213,6 +213,16 @@ class Trainer:
             self.save(self.out_dir / CKPT)
         return self.finish()
 
+    def _progress_bar(self, steps: int):
+        """Steps ``self.step .. steps``: a tqdm bar on a terminal (loss, LR, last test MSE), plain
+        lines in a log (``polyverify.cli.progress``: no carriage returns)."""
+        desc = f"{self.cfg.model.model}/{self.task.name}"
+        if interactive():
+            return progress_reporter(steps, desc, initial=self.step, dynamic_ncols=True, mininterval=1.0)
+        if self.step:
+            desc += f" (resumed at step {self.step} of {steps})"
+        return progress_reporter(steps - self.step, desc)
+
     def _record(self, train_loss, t0):
         st = self.sched.state()
         rec = {"step": self.step, "test_mse": self.evaluate(), "train_loss": train_loss, "lr": st["lr"],
@@ -222,7 +232,7 @@ class Trainer:
         self.history.append(rec)
         if self.out_dir:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / "history.json").write_text(json.dumps(self.history, indent=1))
+            atomic_write_text(self.out_dir / "history.json", json.dumps(self.history, indent=1))
 
     def finish(self) -> dict:
         res = {"config": self.cfg.to_json(), "task": self.task.describe(), "steps": self.step,
@@ -237,10 +247,11 @@ class Trainer:
             if self.model.exportable():
                 tinfo = {**self.task.describe(), **{k: getattr(self.task, k) for k in ("kappa", "sigma", "eta", "k")
                                                      if isinstance(getattr(self.task, k, None), (int, float))}}
-                export_weights(self.model, self.out_dir / "weights.safetensors",
-                               name=f"trained-{self.cfg.model.model}-{self.task.name}", notes={"task": tinfo})
+                with atomic_path(self.out_dir / "weights.safetensors") as tmp:
+                    export_weights(self.model, tmp, name=f"trained-{self.cfg.model.model}-{self.task.name}",
+                                   notes={"task": tinfo})
                 res["weights"] = str(self.out_dir / "weights.safetensors")
-            (self.out_dir / "result.json").write_text(json.dumps(res, indent=1))
+            atomic_write_text(self.out_dir / "result.json", json.dumps(res, indent=1))
             from .plots import plot_curves
 
             plot_curves(self.history, self.out_dir / "curves.png",
@@ -261,9 +272,8 @@ class Trainer:
                 "elapsed": str(self.elapsed), "sched": json.dumps(self.sched.state())}
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        save_file({k: v.cpu() for k, v in t.items()}, str(tmp), metadata=meta)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            save_file({k: v.cpu() for k, v in t.items()}, str(tmp), metadata=meta)
 
     @classmethod
     def resume(cls, path, out_dir=None, *, steps: int | None = None, progress=True, device=None) -> "Trainer":
