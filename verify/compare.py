@@ -229,11 +229,26 @@ def _floats(s: str):
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {s!r}") from None
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter without line breaks inside hyphenated names (gd-baseconv-causal, --allow-large)."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+
 def build_parser():
     from polyverify.cli import Parser
 
     lims = "; ".join(f"{_LIMIT_FLAGS[k]} <= {LIMITS[k]} ({LARGE_LIMITS[k]} with --allow-large)" for k in LIMITS)
-    ap = Parser(prog="python -m verify.compare", description=__doc__.splitlines()[0],
+    ap = Parser(prog="python -m verify.compare", description=__doc__.splitlines()[0], formatter_class=_HelpFormatter,
                 epilog=f"Limits (refused beyond them, exit 2, before any work): {lims}. "
                        "Exit status: 0 report written, 2 bad input (one line on stderr).")
     ap.add_argument("--learned", required=True,
