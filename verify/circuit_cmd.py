@@ -29,7 +29,7 @@ from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import compile_circuit
 from constructions.weights_io import WeightFileError, check_against, load, save
 from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
-                            interactive, output_file, progress)
+                            interactive, one_line, output_file, progress)
 
 from .cli_common import UsageError, print_proof
 
@@ -171,8 +171,11 @@ def cmd_circuit(a, out) -> int:
         proof = prove(con)
     print_proof(proof, out)
     if a.export:
-        with atomic_path(a.export) as tmp:
-            save(tmp, con, 0)
+        try:
+            with atomic_path(a.export) as tmp:
+                save(tmp, con, 0)
+        except OSError as e:  # checked up front; a file system can still refuse (full, read-only, /proc)
+            raise UsageError(f"--export {a.export}: cannot write ({e.strerror or one_line(e)})") from None
         print(f"exported {len(con.epilogue)} layers to {a.export}", file=out)
 
     show = interactive()
@@ -217,7 +220,10 @@ def cmd_circuit(a, out) -> int:
     if weights_info:
         report["weights"] = weights_info
     if a.json:
-        atomic_write_text(a.json, json.dumps(report, indent=1, default=str))
+        try:
+            atomic_write_text(a.json, json.dumps(report, indent=1, default=str))
+        except OSError as e:
+            raise UsageError(f"--json {a.json}: cannot write ({e.strerror or one_line(e)})") from None
         print(f"report written to {a.json}", file=out)
     ok = proof.ok and exact_ok == a.trials
     return EXIT_OK if ok else EXIT_FAILED

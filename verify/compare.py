@@ -388,7 +388,10 @@ def _main(argv) -> int:
                           iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
                           poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
         rep["learned_file"] = str(a.learned)
-        files = write_report(rep, out)
+        try:
+            files = write_report(rep, out)
+        except OSError as e:  # checked up front; a file system can still refuse (full, read-only)
+            raise UsageError(f"--out {a.out}: cannot write the report ({e.strerror or type(e).__name__})") from None
     except (CompareError, ValueError) as e:
         raise UsageError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     print("\n".join(summary_lines(rep)[:1]))

@@ -78,7 +78,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import UsageError, atomic_write_text, output_file
+    from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
 
     a = build_parser().parse_args(argv)
     md, js = output_file("--markdown", a.markdown), output_file("--json", a.json)
@@ -90,10 +90,13 @@ def _main(argv) -> int:
         print(f"{'ok ' if ok else 'BAD'} {r['id']}: {r['paper']} {r['location']}")
         if r["failure"]:
             print("    as printed: " + r["failure"].replace("\n", "\n    "))
-    if md is not None:
-        atomic_write_text(md, markdown(rows))
-    if js is not None:
-        atomic_write_text(js, json.dumps(rows, indent=1))
+    texts = {"--markdown": lambda: markdown(rows), "--json": lambda: json.dumps(rows, indent=1)}
+    for (flag, text), path in zip(texts.items(), (md, js)):
+        if path is not None:
+            try:
+                atomic_write_text(path, text())
+            except OSError as e:  # checked up front; a file system can still refuse (full, read-only)
+                raise UsageError(f"{flag} {path}: cannot write ({e.strerror or one_line(e)})") from None
     return 0 if all(r["as_printed_rejected"] and r["corrected_proved"] for r in rows) else 1
 
 

@@ -188,6 +188,30 @@ def test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, needles):
     assert _snapshot(workdir) == before, "an output file was touched"
 
 
+NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+@pytest.mark.parametrize("argv", [
+    ["circuit", "--graph", "{tmp}/dot.json", "--json", NOWHERE + "/r.json"],
+    ["circuit", "--graph", "{tmp}/dot.json", "--export", NOWHERE + "/w.safetensors"],
+])
+def test_circuit_unwritable_output_is_refused_up_front(workdir, capsys, argv):
+    test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, ["cannot create folder", NOWHERE])
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
+def test_circuit_read_only_folder_is_refused_up_front(workdir, capsys):
+    ro = workdir / "afolder"
+    ro.chmod(0o555)
+    try:
+        test_circuit_bad_input_is_refused_up_front(
+            workdir, capsys, ["circuit", "--graph", "{tmp}/dot.json", "--json", "{tmp}/afolder/r.json"],
+            ["--json", "not writable"])
+    finally:
+        ro.chmod(0o755)
+
+
 @pytest.mark.parametrize("name", ["not_json.json", "missing.json", "deg60.json", "const_int.json"])
 def test_graph_file_named_once(workdir, capsys, name):
     assert construct_main(["circuit", "--graph", str(workdir / name)], out=io.StringIO()) == 2
@@ -266,6 +290,12 @@ def test_random_bad_input_is_refused_up_front(workdir, capsys, argv, needles):
         assert s in cap.err, cap.err
     assert cap.out == ""
     assert _snapshot(workdir) == before, "an output file was touched"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_random_unwritable_out_is_refused_up_front(workdir, capsys):
+    test_random_bad_input_is_refused_up_front(workdir, capsys, ["--out", NOWHERE + "/c.json"],
+                                              ["--out", "cannot create folder"])
 
 
 def test_random_out_says_what_it_wrote(tmp_path, capsys):

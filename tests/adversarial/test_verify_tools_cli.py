@@ -198,6 +198,24 @@ def test_catalogue_report_bad_input_is_refused_up_front(workdir, capsys, monkeyp
     _refused(catalogue_report.main, _fill(argv, workdir, ""), workdir, capsys, needles)
 
 
+NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+@pytest.mark.parametrize("tool,argv", [
+    ("errata", ["--markdown", NOWHERE + "/errata.md"]),
+    ("errata", ["--json", NOWHERE + "/errata.json"]),
+    ("catalogue_report", ["--markdown", NOWHERE + "/catalogue.md"]),
+    ("compare", _cmp("{in}/gd42.safetensors", out=NOWHERE + "/out")),
+])
+def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypatch, tool, argv):
+    monkeypatch.setattr(errata, "run_all", _no_work)
+    monkeypatch.setattr(catalogue_report, "rows", _no_work)
+    monkeypatch.setattr(compare, "compare", _no_work)
+    main = {"errata": errata.main, "catalogue_report": catalogue_report.main, "compare": compare.main}[tool]
+    _refused(main, _fill(argv, workdir, inputs), workdir, capsys, ["cannot create folder", NOWHERE])
+
+
 ROW = {"id": "e1", "paper": "seed 000", "location": "eq. (1)", "as_printed": "a", "correction": "b",
        "as_printed_rejected": True, "corrected_proved": True, "failure": None, "residual": None,
        "counterexample": {"assignment": {"x": "1"}, "left": "1", "right": "2"}, "seconds": 0.0}
