@@ -4,7 +4,7 @@
         [--backend torch[,numpy,cupy]] [--device cpu|cuda] [--conv direct[,fft]]
         [--kappa 5[,10]] [--sigma 1[,100]] [--eta 1/16|auto] [--lam 0]
         [--batch 64] [--n 20] [--d 5] [--seed 0] [--digits 50]
-        [--layer-ref 2] [--layer-ref-layers 40] [--out DIR] [--quiet]
+        [--layer-ref 2] [--layer-ref-layers 40] [--out DIR] [--quiet] [--allow-large]
 
 ``CONSTRUCTION`` is an arch of ``constructions.registry.GD_ARCHS`` (baseconv,
 baseconv-causal, lsa, elsa) or a construction name (gd-baseconv, ...).
@@ -34,12 +34,16 @@ layer whose output holds a non-finite value is reported (and the run of that
 configuration stops there) instead of failing.
 
 Writes ``DIR/roundoff.json`` and PNG plots (``numerics.plots``): MSE against
-depth, one line per dtype, plain GD dashed.  Exit status 0, or 2 on bad input
-(a one-line message).
+depth, one line per dtype, plain GD dashed, each file written atomically.
+Exit status 0, or 2 on bad input (a one-line message), checked before any
+work: every list and number, the sizes against ``LIMITS``, the estimated
+memory and mpfr work (``estimate_cost``) -- ``--allow-large`` lifts those --
+and ``--out``.  Progress: a bar on a terminal, plain lines in a log.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -52,6 +56,9 @@ import numpy as np
 
 from constructions.base import Construction, DepthError, exact
 from constructions.registry import CATALOGUE, GD_ARCHS, Entry
+from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_path, atomic_write_text,
+                            check_memory, check_range, human_bytes, output_dir, run_main)
+from polyverify.cli import progress as progress_reporter
 
 from . import metrics
 from .backends import BACKENDS, DTYPES, Backend, BackendError
@@ -59,14 +66,32 @@ from .reference import gd_reference, stable_reference, working_precision
 
 CONV_METHODS = ("direct", "fft")
 
+#: upper bounds (inclusive) of the sizes; ``--allow-large`` lifts them and the memory limit
+LIMITS = {
+    "layers": 100_000,          # the largest --layers depth
+    "batch": 4096,
+    "n": 1024,
+    "d": 32,                    # baseconv-causal carries D^2 channels: D = 64 takes 8 GiB to build
+    "layer_ref": 64,
+    "layer_ref_layers": 10_000,
+    "list": 32,                 # values in one comma-separated list
+    "configurations": 256,      # backend/dtype pairs x conv x kappa x sigma
+    "reference_ops": 10**9,     # mpfr multiply-adds of the references (1 to 3 million a second)
+}
+#: digits the references start at: at least float64's, at most stable_reference's ceiling (not liftable)
+DIGITS_RANGE = (16, 400)
+MAX_SEED = 2**62
+#: bytes of memory a run may be estimated to need without ``--allow-large``
+MEMORY_LIMIT = DEFAULT_MEMORY_LIMIT
+ALLOW = "--allow-large"
+#: one gmpy2 mpfr of a few hundred bits with its object-array slot (160 measured at 416 bits)
+MP_BYTES = 160
+#: an error entry (mpfr difference, bits of error, relative error) costs about this many multiply-adds
+ERROR_OPS = 10
+#: the interpreter, numpy, torch and gmpy2 themselves
+FIXED_OVERHEAD = 512 * 2**20
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage dump
-        raise UsageError(message)
+_Parser = Parser  # (the name this module used before polyverify.cli)
 
 
 # ------------------------------------------------------------------ construction specifics
@@ -330,13 +355,22 @@ def run_config(con: Construction, v: dict, q: np.ndarray, ref: dict | None, k: i
 
 # ------------------------------------------------------------------ CLI
 
+def _limits_text() -> str:
+    return "; ".join(f"{k.replace('_', '-')} <= {v:,}" for k, v in LIMITS.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m numerics.roundoff",
-                description="Roundoff of a GD construction against exact GD (mpmath/mpfr) across depth, "
-                            "dtype, backend, convolution algorithm and problem conditioning.")
+    p = Parser(prog="python -m numerics.roundoff",
+               description="Roundoff of a GD construction against exact GD (mpmath/mpfr) across depth, "
+                           "dtype, backend, convolution algorithm and problem conditioning.  Every value is "
+                           "checked before any work (exit 2 and one 'error:' line otherwise).  Limits: "
+                           f"{_limits_text()}; estimated memory <= {human_bytes(MEMORY_LIMIT)} "
+                           f"(--allow-large lifts these).")
     p.add_argument("construction", help=f"{', '.join(GD_ARCHS)} (or {', '.join(CATALOGUE)})")
-    p.add_argument("--layers", required=True, help="comma-separated model depths; the run streams to the largest")
-    p.add_argument("--dtypes", default="float64,float32,bfloat16,float16", help="comma-separated dtypes")
+    p.add_argument("--layers", required=True,
+                   help=f"comma-separated model depths, 1 .. {LIMITS['layers']:,}; the run streams to the largest")
+    p.add_argument("--dtypes", default="float64,float32,bfloat16,float16",
+                   help=f"comma-separated dtypes: {', '.join(DTYPES)}")
     p.add_argument("--backend", default="torch", help="comma-separated: numpy, torch, cupy (default torch)")
     p.add_argument("--device", default="cpu", help="torch device: cpu or cuda[:i] (default cpu)")
     p.add_argument("--conv", default="direct", help="comma-separated convolution methods: direct, fft")
@@ -344,40 +378,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sigma", default="1", help="comma-separated target scales of D_OOD^b(sigma) (default 1)")
     p.add_argument("--eta", default="1/16", help="step size, an exact rational, or 'auto' (per kappa)")
     p.add_argument("--lam", default="0", help="ridge parameter (lsa/elsa only; default 0)")
-    p.add_argument("--batch", type=int, default=64, help="problems (default 64)")
-    p.add_argument("--n", type=int, default=20, help="rows N of A (default 20)")
-    p.add_argument("--d", type=int, default=5, help="columns D of A (default 5)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--digits", type=int, default=50, help="starting digits of the references (default 50)")
-    p.add_argument("--layer-ref", type=int, default=2, help="problems for the layer-level reference (0: off)")
-    p.add_argument("--layer-ref-layers", type=int, default=40, help="layers examined by it (default 40)")
-    p.add_argument("--out", help="output folder (default out/roundoff/<construction>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--batch", type=int, default=64, help=f"problems, 1 .. {LIMITS['batch']} (default 64)")
+    p.add_argument("--n", type=int, default=20, help=f"rows N of A, d .. {LIMITS['n']} (default 20)")
+    p.add_argument("--d", type=int, default=5, help=f"columns D of A, 1 .. {LIMITS['d']} (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the problems, >= 0 (default 0)")
+    p.add_argument("--digits", type=int, default=50,
+                   help=f"starting digits of the references, {DIGITS_RANGE[0]} .. {DIGITS_RANGE[1]} (default 50)")
+    p.add_argument("--layer-ref", type=int, default=2,
+                   help=f"problems for the layer-level reference, 0 (off) .. {LIMITS['layer_ref']} (default 2)")
+    p.add_argument("--layer-ref-layers", type=int, default=40,
+                   help=f"layers examined by it, 1 .. {LIMITS['layer_ref_layers']:,} (default 40)")
+    p.add_argument("--out", help="output folder (default out/roundoff/<construction>); created if missing")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress report (default: a bar on a terminal, plain lines in a log)")
+    p.add_argument("--allow-large", action="store_true",
+                   help=f"lift the size limits and the memory limit ({human_bytes(MEMORY_LIMIT)})")
     return p
 
 
-def _list(s: str, what: str, conv=str) -> list:
-    items = [t.strip() for t in str(s).split(",") if t.strip()]
-    if not items:
+def _list(s: str, what: str, conv=str, *, allow_large: bool = False) -> list:
+    raw = str(s).split(",")
+    items = [t.strip() for t in raw]
+    if not any(items):
         raise UsageError(f"{what} is empty")
+    if not all(items):
+        raise UsageError(f"{what}: empty item in {s!r}")
     try:
         vals = [conv(t) for t in items]
-    except ValueError:
+    except (ValueError, OverflowError):
         raise UsageError(f"{what}: not a list of {conv.__name__} values: {s!r}") from None
     if conv is float and not all(math.isfinite(x) for x in vals):
         raise UsageError(f"{what} must be finite, got {s!r}")
-    return list(dict.fromkeys(vals))
+    vals = list(dict.fromkeys(vals))
+    if not allow_large and len(vals) > LIMITS["list"]:
+        raise UsageError(f"{what} has {len(vals)} values, above the limit {LIMITS['list']} "
+                         f"(pass {ALLOW} to allow more)")
+    return vals
 
 
 def _parse(argv) -> tuple[argparse.Namespace, dict]:
     a = build_parser().parse_args(argv)
+    big = a.allow_large
     entry = resolve(a.construction)
-    layers = _list(a.layers, "--layers", int)
-    dtypes = _list(a.dtypes, "--dtypes")
-    backends = _list(a.backend, "--backend")
-    convs = _list(a.conv, "--conv")
-    kappas = _list(a.kappa, "--kappa", float)
-    sigmas = _list(a.sigma, "--sigma", float)
+    layers = _list(a.layers, "--layers", int, allow_large=big)
+    dtypes = _list(a.dtypes, "--dtypes", allow_large=big)
+    backends = _list(a.backend, "--backend", allow_large=big)
+    convs = _list(a.conv, "--conv", allow_large=big)
+    kappas = _list(a.kappa, "--kappa", float, allow_large=big)
+    sigmas = _list(a.sigma, "--sigma", float, allow_large=big)
     for t in dtypes:
         if t not in DTYPES:
             raise UsageError(f"unknown dtype {t!r}; choose from {', '.join(DTYPES)}")
@@ -387,15 +435,17 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
     for t in convs:
         if t not in CONV_METHODS:
             raise UsageError(f"unknown convolution method {t!r}; choose from {', '.join(CONV_METHODS)}")
-    for name, val, lo in (("--n", a.n, 1), ("--d", a.d, 1), ("--batch", a.batch, 1), ("--digits", a.digits, 16),
-                          ("--layer-ref", a.layer_ref, 0), ("--layer-ref-layers", a.layer_ref_layers, 1),
-                          ("--seed", a.seed, 0)):
-        if val < lo:
-            raise UsageError(f"{name} must be >= {lo}, got {val}")
+    for name, val, lo in (("--n", a.n, 1), ("--d", a.d, 1), ("--batch", a.batch, 1),
+                          ("--layer-ref", a.layer_ref, 0), ("--layer-ref-layers", a.layer_ref_layers, 1)):
+        check_range(name, val, lo, None if big else LIMITS[name[2:].replace("-", "_")], override=ALLOW)
+    check_range("--digits", a.digits, *DIGITS_RANGE)
+    check_range("--seed", a.seed, 0, MAX_SEED)
     if a.n < a.d:
         raise UsageError(f"--n ({a.n}) must be >= --d ({a.d}) for a least-squares problem")
     if any(x < 1 for x in layers):
         raise UsageError(f"--layers must be >= 1, got {a.layers}")
+    if not big and max(layers) > LIMITS["layers"]:
+        raise UsageError(f"--layers {max(layers)} exceeds the limit {LIMITS['layers']:,} (pass {ALLOW} to allow more)")
     if any(x < 1 for x in kappas):
         raise UsageError(f"--kappa must be >= 1, got {a.kappa}")
     if any(x <= 0 for x in sigmas):
@@ -428,6 +478,10 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
         raise UsageError("no valid backend/dtype combination: " + "; ".join(skipped))
     if a.device != "cpu" and "torch" not in backends:
         raise UsageError("--device applies to --backend torch only (cupy always runs on the GPU)")
+    n_cfg = len(pairs) * len(convs) * len(kappas) * len(sigmas)
+    if not big and n_cfg > LIMITS["configurations"]:
+        raise UsageError(f"{n_cfg} configurations (backend/dtype pairs x --conv x --kappa x --sigma) exceed the "
+                         f"limit {LIMITS['configurations']} (pass {ALLOW} to allow more)")
     # constructions per kappa (eta may depend on kappa), and the depths they realise
     cons = {}
     for kappa in kappas:
@@ -438,8 +492,66 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
         except (ValueError, DepthError) as err:
             raise UsageError(str(err)) from None
         cons[kappa] = (con, e, ks)
-    return a, {"entry": entry, "layers": layers, "pairs": pairs, "skipped": skipped, "convs": convs,
-               "kappas": kappas, "sigmas": sigmas, "lam": lam, "cons": cons}
+    cfg = {"entry": entry, "layers": layers, "pairs": pairs, "skipped": skipped, "convs": convs,
+           "kappas": kappas, "sigmas": sigmas, "lam": lam, "cons": cons}
+    if not big:
+        nbytes, ops = estimate_cost(a, cfg)
+        check_memory("this run", nbytes, MEMORY_LIMIT, override=ALLOW)
+        if ops > LIMITS["reference_ops"]:
+            raise UsageError(f"the exact references need about {ops:.1e} mpfr multiply-adds (1 to 3 million a "
+                             f"second), above the limit {LIMITS['reference_ops']:.0e} (pass {ALLOW} to allow it)")
+    # the output folder last: checking it creates it
+    cfg["outdir"] = output_dir("--out", a.out if a.out else Path("out") / "roundoff" / entry.name)
+    return a, cfg
+
+
+def _general_channels(layer) -> int:
+    """Channels of a BaseConv layer whose direct convolution ``ops.ConvPlan`` runs as a (T, T)
+    Toeplitz/circulant product (not lag-0 only, not all taps equal, not all zero); 0 for others."""
+    if layer.kind != "baseconv":
+        return 0
+    h = np.asarray(layer.h)
+    nz = h != 0
+    lag0 = nz[0] & ~nz[1:].any(axis=0)
+    uniform = (h == h[0]).all(axis=0) & nz[0] & ~lag0
+    return int((nz.any(axis=0) & ~lag0 & ~uniform).sum())
+
+
+def estimate_cost(a, cfg) -> tuple[float, float]:
+    """A rough upper estimate of a run's memory (bytes) and of the mpfr multiply-adds of its
+    references, computed from the sizes alone (nothing is allocated):
+
+    * per kappa (one at a time): the state in the backend and its float64 copies (x 4), the cast
+      weights (x 2) and the direct convolution's (T, T) kernel per general channel, the exact
+      references of every dtype (one more while ``stable_reference`` compares two precisions,
+      ``MP_BYTES`` a value),
+      the float64 iterates, and the layer-level reference's float states and mpfr states;
+    * for the whole run: the per-step records kept for the report (x 2: the JSON copy);
+    * ``FIXED_OVERHEAD`` for the libraries.
+    """
+    B, N, D = a.batch, a.n, a.d
+    n_dt = len({be.dtype for be in cfg["pairs"]})
+    n_run = len(cfg["pairs"]) * len(cfg["convs"])  # stream runs per (kappa, sigma)
+    n_sig = len(cfg["sigmas"])
+    peak = records = ops = 0.0
+    for con, _, ks in cfg["cons"].values():
+        k = max(ks)
+        T, C = con.layout.shape
+        distinct = list({id(L): L for L in (*con.prologue, *con.body, *con.epilogue)}.values())
+        weights = sum(int(np.size(w)) for L in distinct for w in L.arrays().values())
+        kernels = T * T * sum(_general_channels(L) for L in distinct) if "direct" in cfg["convs"] else 0
+        state = 4 * B * T * C
+        ref = (n_dt + 1) * (k + 1) * B * (D + 1) * MP_BYTES
+        iterates = 4 * (k + 1) * B * D
+        depth = con.depth(k)
+        P2, nl = min(a.layer_ref, B), min(a.layer_ref_layers, depth)
+        layer_ref = (3 * P2 * T * C * (nl + 1) * 8 + 2 * nl * P2 * T * C * MP_BYTES) if a.layer_ref else 0
+        peak = max(peak, 8 * (state + 2 * weights + kernels + iterates) + ref + layer_ref)
+        records += n_sig * n_run * (k + 1) * 24 * 32 * 2
+        ops += n_sig * (n_dt * 2 * B * ((k + 1) * D * D + N * D * D) + ERROR_OPS * n_run * 2 * (k + 1) * B * D)
+        if a.layer_ref:
+            ops += n_sig * n_run * 2 * P2 * nl * T * C * (C + T)
+    return peak + records + FIXED_OVERHEAD, ops
 
 
 def _fmt(x) -> str:
@@ -472,32 +584,39 @@ def _print_record(rec: dict, out) -> None:
               f"  drift[{dd}]", file=out)
 
 
+@contextlib.contextmanager
+def _atomic_figure(path: Path):
+    """A temporary path with ``path``'s suffix (matplotlib reads the format from it) in its folder,
+    renamed over ``path`` once the figure is complete (``polyverify.cli.atomic_path``)."""
+    with atomic_path(path) as tmp:
+        fig = tmp.with_name(tmp.name + path.suffix)
+        try:
+            yield fig
+            fig.replace(tmp)
+        finally:
+            with contextlib.suppress(OSError):
+                fig.unlink()
+
+
 def main(argv=None, out=None) -> int:
+    return run_main(lambda av: _main(av, out), argv)
+
+
+def _main(argv, out) -> int:
     out = out or sys.stdout
-    try:
-        a, cfg = _parse(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    from tqdm import tqdm
+    a, cfg = _parse(argv)
 
     from . import plots
     from .layer_reference import layer_level, summarize
     from .problems import sample_ls
 
     entry = cfg["entry"]
-    outdir = Path(a.out) if a.out else Path("out") / "roundoff" / entry.name
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        print(f"error: cannot create --out {outdir}: {e.strerror}", file=sys.stderr)
-        return 2
+    outdir = cfg["outdir"]
     for s in cfg["skipped"]:
         print(f"skipped {s}", file=out)
     n_cfg = len(cfg["pairs"]) * len(cfg["convs"]) * len(cfg["kappas"]) * len(cfg["sigmas"])
     total_steps = n_cfg * max(ks for (_, _, kk) in cfg["cons"].values() for ks in kk)
-    progress = tqdm(total=total_steps, desc=entry.name, unit="step", file=sys.stderr, disable=a.quiet,
-                    leave=False)
+    bar = progress_reporter(total_steps, entry.name, enabled=not a.quiet, unit="step", leave=False)
     runs, layer_runs, plots_written = [], [], []
     t_start = time.perf_counter()
     for kappa in cfg["kappas"]:
@@ -523,8 +642,8 @@ def main(argv=None, out=None) -> int:
                     refs[be.dtype] = reference(v, eta, cfg["lam"], k, a.digits, v["q"]) if finite else None
                 ref = refs[be.dtype]
                 for conv in cfg["convs"]:
-                    progress.set_postfix_str(f"{be.name}/{be.dtype}/{conv} kappa={kappa:g} sigma={sigma:g}")
-                    rec = run_config(con, v, v["q"], ref, k, be, conv, checkpoints, eta, cfg["lam"], progress)
+                    bar.set_postfix_str(f"{be.name}/{be.dtype}/{conv} kappa={kappa:g} sigma={sigma:g}")
+                    rec = run_config(con, v, v["q"], ref, k, be, conv, checkpoints, eta, cfg["lam"], bar)
                     rec.update({"kappa": kappa, "sigma": sigma, "eta": str(eta),
                                 "reference_digits": None if ref is None else ref["digits"]})
                     if not group:
@@ -545,21 +664,23 @@ def main(argv=None, out=None) -> int:
                     done = rec["first_nonfinite"] is not None and rec["first_nonfinite"]["layer"] >= 0
                     if done or rec["per_step"] is None:
                         stopped = (rec["first_nonfinite"].get("step") or 0) if done else 0
-                        progress.update(max(0, k - stopped))
+                        bar.update(max(0, k - stopped))
             for key in sorted({(r["backend"], r["conv"]) for r in group}):
                 sel = [r for r in group if (r["backend"], r["conv"]) == key]
                 tag = f"{key[0]}_{key[1]}_kappa{kappa:g}_sigma{sigma:g}"
                 title = f"{con.name}: {key[0]}, {key[1]} conv, kappa={kappa:g}, sigma={sigma:g}, eta={eta}"
                 path = outdir / f"mse_{tag}.png"
-                plots.error_vs_depth(sel, path, title=title)
+                with _atomic_figure(path) as tmp:
+                    plots.error_vs_depth(sel, tmp, title=title)
                 plots_written.append(str(path))
                 lsel = [r for r in layer_runs if (r["backend"], r["conv"], r["kappa"], r["sigma"])
                         == (key[0], key[1], kappa, sigma)]
                 if lsel:
                     lpath = outdir / f"layers_{tag}.png"
-                    plots.layer_errors(lsel, lpath, title=f"{con.name}: per-layer error ({tag})")
+                    with _atomic_figure(lpath) as tmp:
+                        plots.layer_errors(lsel, tmp, title=f"{con.name}: per-layer error ({tag})")
                     plots_written.append(str(lpath))
-    progress.close()
+    bar.close()
     con0 = cfg["cons"][cfg["kappas"][0]][0]
     report = {"command": "roundoff", "argv": list(sys.argv[1:] if argv is None else argv),
               "construction": con0.summary(), "arch": entry.arch, "layers": cfg["layers"],
@@ -570,7 +691,7 @@ def main(argv=None, out=None) -> int:
               "skipped": cfg["skipped"], "runs": runs, "layer_level": layer_runs, "plots": plots_written,
               "seconds": time.perf_counter() - t_start}
     path = outdir / "roundoff.json"
-    path.write_text(json.dumps(_clean(report), indent=1))
+    atomic_write_text(path, json.dumps(_clean(report), indent=1))
     print(f"report written to {path}; plots: {', '.join(Path(p).name for p in plots_written)}", file=out)
     return 0
 
