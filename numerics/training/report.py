@@ -5,7 +5,10 @@
 reads ``out/train/*/history.json`` (and ``result.json`` where a run finished)
 and writes ``training_gradient.png`` (test MSE against step: recipe vs
 StepLR, per model), ``training_multiply.png`` (best test MSE against depth,
-BaseConv vs softmax Transformer) and prints a Markdown table.
+BaseConv vs softmax Transformer) and prints Markdown tables.  A missing or
+empty runs folder, an unreadable ``history.json`` or a bad ``--docs`` is one
+``error:`` line and exit status 2, before anything is written; the figures
+are written atomically.
 """
 from __future__ import annotations
 
@@ -13,13 +16,45 @@ import argparse
 import itertools
 import json
 import statistics
+import sys
 from pathlib import Path
 
-from .plots import plot_compare
+from polyverify.cli import Parser, UsageError, output_dir, run_main
+
+from .plots import plot_compare, save_figure
+
+#: what every evaluation record of a history must hold for the tables
+REQUIRED = ("step", "test_mse")
 
 
 def load_runs(root: Path) -> dict[str, list[dict]]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(root.glob("*/history.json"))}
+
+
+def check_runs(root: Path) -> dict[str, list[dict]]:
+    """The runs under ``root`` (:func:`load_runs`), or a UsageError naming the folder or the
+    history file that is missing or not a list of evaluation records."""
+    if not root.exists():
+        raise UsageError(f"runs folder {root} does not exist")
+    if not root.is_dir():
+        raise UsageError(f"runs folder {root} is not a folder")
+    runs = {}
+    for p in sorted(root.glob("*/history.json")):
+        try:
+            h = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise UsageError(f"{p}: not a readable JSON history ({type(e).__name__}: {e})") from None
+        if not isinstance(h, list) or not h:
+            raise UsageError(f"{p}: not a non-empty list of evaluation records")
+        for i, r in enumerate(h):
+            if not isinstance(r, dict) or any(k not in r for k in REQUIRED):
+                raise UsageError(f"{p}: record {i} lacks {' / '.join(REQUIRED)}")
+            if not isinstance(r["step"], int) or not isinstance(r["test_mse"], (int, float)):
+                raise UsageError(f"{p}: record {i}: step must be an integer and test_mse a number")
+        runs[p.parent.name] = h
+    if not runs:
+        raise UsageError(f"no runs under {root} (no {root}/*/history.json)")
+    return runs
 
 
 def at_step(h, step):
@@ -36,8 +71,10 @@ def table(runs, root: Path) -> str:
         last = h[-1]
         fin = (root / name / "result.json").is_file()
         f64 = f"{last['test_mse_f64']:.2e}" if "test_mse_f64" in last else "(float64 run)"
+        wall = f"{last['wall_s']:.0f}" if isinstance(last.get("wall_s"), (int, float)) else "-"
+        load = f"{last['loadavg'][0]:.1f}" if last.get("loadavg") else "-"
         lines.append(f"| {name} | {last['step']} | {last['test_mse']:.2e} | {f64} | {min(r['test_mse'] for r in h):.2e} | "
-                     f"{last['wall_s']:.0f} | {last['loadavg'][0]:.1f} | {'yes' if fin else 'no (stopped)'} |")
+                     f"{wall} | {load} | {'yes' if fin else 'no (stopped)'} |")
     return "\n".join(lines)
 
 
@@ -101,12 +138,23 @@ def summary_table(runs, pairs=PAIRS, factor=100.0) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--docs", type=Path, default=Path("docs"))
-    a = ap.parse_args(argv)
-    runs = load_runs(a.root)
+def parser() -> Parser:
+    ap = Parser(prog="python -m numerics.training.report", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", type=Path, help="folder of runs: ROOT/<run>/history.json (e.g. out/train)")
+    ap.add_argument("--docs", type=Path, default=Path("docs"),
+                    help="folder the figures are written to (default docs; created if missing, not a file)")
+    return ap
+
+
+def main(argv=None) -> int:
+    return run_main(_main, argv)
+
+
+def _main(argv) -> int:
+    a = parser().parse_args(argv)
+    runs = check_runs(a.root)
+    output_dir("--docs", a.docs)
     grad = {k: v for k, v in runs.items() if k.startswith("grad_")}
     if grad:
         plot_compare(grad, a.docs / "training_gradient.png",
@@ -123,7 +171,8 @@ def main(argv=None):
         for prefix, what, colour in series:
             for arch, mk in (("baseconv", "o-"), ("transformer", "s--")):
                 pts = sorted((int(k.rsplit("_L", 1)[1]), min(r["test_mse"] for r in v))
-                             for k, v in mul.items() if k.startswith(f"{prefix}_{arch}_L"))
+                             for k, v in mul.items()
+                             if k.startswith(f"{prefix}_{arch}_L") and k.rsplit("_L", 1)[1].isdigit())
                 if pts:
                     ax.semilogy([p[0] for p in pts], [p[1] for p in pts], mk, color=colour,
                                 label=f"{arch} ({what})")
@@ -134,14 +183,15 @@ def main(argv=None):
         ax.legend(fontsize=7)
         ax.set_title("MULTIPLY (N=20, D=10)", fontsize=10)
         fig.tight_layout()
-        fig.savefig(a.docs / "training_multiply.png", dpi=90)
+        save_figure(fig, a.docs / "training_multiply.png")
         plt.close(fig)
     print(table(runs, a.root))
     print()
     print(ratio_table(runs))
     print()
     print(summary_table(runs))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
