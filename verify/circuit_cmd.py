@@ -37,14 +37,14 @@ from .cli_common import UsageError, print_proof
 #: circuit compiles, proves and runs its default 64 trials in well under a minute)
 LIMITS = {
     "max_file_bytes": 64 * 2**20,  # the --graph file
-    "max_nodes": 10_000,
+    "max_nodes": 20_000,  # circuits.random --gates 10000 makes about 15,000
     "max_size": 50_000,  # wires counted with mult
     "max_fan_in": 1_024,  # operands of one gate, with mult
     "max_mult": 1_024,  # mult of one wire
     "max_degree": 1_024,  # formal degree of any node (exact trials cost about degree^2)
-    "max_terms": 1_000_000,  # upper bound on the monomials of any node's polynomial (the proof expands them)
     "max_const_digits": 1_000,  # digits of a constant's numerator or denominator
     "max_trials": 10_000,  # --trials
+    "max_trial_nodes": 2_000_000,  # --trials x nodes: the exact trials cost about 60 us per node and trial
 }
 #: the limits with ``--allow-large`` (the constant digits stay below Python's 4300-digit
 #: limit for integer/string conversion: every constant is written out in decimal)
@@ -55,12 +55,13 @@ LARGE_LIMITS = {
     "max_fan_in": 16_384,
     "max_mult": 16_384,
     "max_degree": 65_536,
-    "max_terms": 100_000_000,
     "max_const_digits": 4_000,
     "max_trials": 1_000_000,
+    "max_trial_nodes": 1_000_000_000,
 }
 _DOC = dict(LIMIT_DOC, max_file_bytes="bytes of the --graph file",
-            max_const_digits="digits of a constant's numerator or denominator", max_trials="--trials")
+            max_const_digits="digits of a constant's numerator or denominator", max_trials="--trials",
+            max_trial_nodes="--trials times the circuit's nodes")
 
 
 def limits_help() -> str:
@@ -139,6 +140,11 @@ def cmd_circuit(a, out) -> int:
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
     g = _load_circuit(a, lim)
     names = C.inputs(g)
+    work = a.trials * g.number_of_nodes()
+    if work > lim["max_trial_nodes"]:
+        more = "" if a.allow_large else f"; pass --allow-large to allow up to {LARGE_LIMITS['max_trial_nodes']}"
+        raise UsageError(f"--trials {a.trials} x {g.number_of_nodes()} nodes = {work} exceeds the limit "
+                         f"max_trial_nodes = {lim['max_trial_nodes']} (lower --trials{more})")
     m0 = C.metrics(g)
     # the float64 trials hold the inputs, the state and a layer's temporaries for every trial at once
     check_memory(f"--trials {a.trials} on this circuit", 8.0 * a.trials * (len(names) + m0["size"] + 1) * 4)
