@@ -17,14 +17,16 @@ import json
 import math
 import os
 import random
+import sys
 import time
+import warnings
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 import circuits as C
-from circuits.graph import LimitError
+from circuits.graph import LimitError, PrunedNodesWarning
 from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import compile_circuit
 from constructions.weights_io import WeightFileError, check_against, load, save
@@ -97,7 +99,9 @@ def add_arguments(c) -> None:
 def _load_circuit(a, lim: dict):
     path = os.fspath(a.graph)
     try:
-        g = C.load(a.graph, limits=lim)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PrunedNodesWarning)
+            g = C.load(a.graph, limits=lim)
         check_limits(g, lim)
     except LimitError as e:
         msg = str(e) if path in str(e) else f"{path}: {e}"
@@ -107,7 +111,16 @@ def _load_circuit(a, lim: dict):
     except (C.CircuitError, OSError, ValueError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UsageError(msg if path in msg else f"{path}: {msg}") from None
-    return g
+    return g, caught
+
+
+def _print_warnings(path, caught) -> None:
+    """After every check passed: one line each, not python's two-line warning with a source line."""
+    for w in caught:
+        if issubclass(w.category, PrunedNodesWarning):
+            print(f"warning: {path}: {one_line(str(w.message))}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _check_paths(a) -> None:
@@ -138,7 +151,7 @@ def cmd_circuit(a, out) -> int:
 
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
-    g = _load_circuit(a, lim)
+    g, caught = _load_circuit(a, lim)
     names = C.inputs(g)
     work = a.trials * g.number_of_nodes()
     if work > lim["max_trial_nodes"]:
@@ -161,6 +174,7 @@ def cmd_circuit(a, out) -> int:
             check_against(con.epilogue, lw.layers, a.weights)
         except WeightFileError as e:
             raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
+    _print_warnings(a.graph, caught)  # every check passed
     info = con.schedule.info
     m, cm = info["circuit"], info["compiled"]
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.schedule.outputs)} outputs, size {m['size']}, "

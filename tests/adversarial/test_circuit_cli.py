@@ -82,6 +82,10 @@ FILES = {
     "const_python.json": lambda: const_text("7" * 4400),
     "not_json.json": lambda: "not json at all",
     "dot.json": lambda: json.dumps(C.dump(C.dot(2))),
+    "dead.json": lambda: json.dumps(_doc([{"id": 0, "op": "input", "name": "x"}, {"id": 1, "op": "mul", "output": "y"},
+                                          {"id": 2, "op": "add"}],
+                                         [{"source": 0, "target": 1, "mult": 2}, {"source": 0, "target": 2,
+                                                                                   "mult": 2}])),
     "weights.txt": lambda: "not a weight file",
 }
 
@@ -164,6 +168,9 @@ CIRCUIT_CASES = [
     (_graph("dot.json", "--weights", "{tmp}/missing.safetensors"), ["--weights", "file not found"]),
     (_graph("dot.json", "--weights", "{tmp}/afolder"), ["--weights", "is a folder"]),
     (_graph("dot.json", "--weights", "{tmp}/weights.txt"), ["not a readable safetensors file"]),
+    # a circuit with a dead node: its warning is not printed when the run is refused
+    (_graph("dead.json", "--weights", "{tmp}/weights.txt"), ["not a readable safetensors file"]),
+    (_graph("dead.json", "--trials", "0"), ["--trials must be >= 1"]),
 ]
 
 
@@ -236,6 +243,12 @@ def test_outputs_into_a_new_folder_written_whole(workdir):
     assert rc == 0, out.getvalue()
     assert json.loads(rep.read_text())["proof"]["ok"] is True and w.stat().st_size > 0
     assert sorted(p.name for p in (workdir / "new").rglob("*")) == ["r.json", "sub", "w.safetensors"]  # no temp
+
+
+def test_pruned_nodes_warning_is_one_line(workdir, capsys):
+    assert construct_main(["circuit", "--graph", str(workdir / "dead.json"), "--trials", "2"], out=io.StringIO()) == 0
+    err = capsys.readouterr().err
+    assert err == f"warning: {workdir / 'dead.json'}: pruned 1 node(s) feeding no output: 2\n"
 
 
 def test_degree_2048_runs_with_allow_large_and_reports_float_overflow(workdir):
