@@ -68,7 +68,8 @@ if __doc__:  # (None under python -OO)
 
 
 def parser() -> Parser:
-    p = Parser(prog="python -m numerics.train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m numerics.train", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", choices=TASKS, help="what the model learns: " + ", ".join(TASKS))
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output folder (history.json, checkpoint.safetensors, weights.safetensors, result.json, "
@@ -256,22 +257,37 @@ PARAM_COPIES = 7
 FIXED_OVERHEAD = 512 * 2**20
 
 
+def param_count(m: ModelConfig) -> int:
+    """The number of trainable parameters of ``SequenceModel(m)``, from the sizes alone (building
+    the model, even on torch's meta device, costs seconds; tests compare the two)."""
+    T, C, H, tr = m.T, m.width, m.heads, m.model == "transformer"
+    n = m.d_in * C + (C if tr else 0) + C * m.d_out + (m.d_out if tr else 0)  # in / out projections
+    n += T * C if tr and m.pos_embedding else 0
+    if m.model == "baseconv":
+        block = 3 * C * C + T * C + 4 * (T if m.bias == "matrix" else 1) * C
+    elif m.model == "lsa":
+        block = 3 * H * C * C if m.head_dim is None or m.head_dim == C else 4 * H * C * m.head_dim
+    else:
+        block = 4 * C * C + 4 * C  # qkv and proj, with biases
+    if m.mlp:
+        block += 2 * m.mlp_mult * C * C + m.mlp_mult * C + C
+    if m.layernorm:
+        block += 2 * C + (2 * C if m.mlp else 0)
+        n += 2 * C  # the final LayerNorm
+    return n + m.layers * block
+
+
 def estimate_memory(cfg: TrainConfig) -> float:
     """A rough upper estimate (bytes) of what training ``cfg`` allocates, computed without allocating:
-    the parameter count from the model built on torch's ``meta`` device, the values every block
+    the parameter count (:func:`param_count`), the values every block
     keeps for the backward pass (x 2: and their gradients) or, if larger, one block of an
     evaluation chunk (1024 problems, no gradients), the direct convolution's (T, T, C) kernels
     (and gradients), parameters x (PARAM_COPIES + metric batches), the float64 numpy batch and
     FIXED_OVERHEAD.  Against the peak RSS measured on CPU (2-step runs, float32 and float64,
     BaseConv / LSA / Transformer, 0.6 to 2.6 GiB measured) it is 1.5x to 2.5x the measurement."""
-    import torch
-
-    from numerics.training.modules import SequenceModel
-
     task = cfg.task.build()
     m = ModelConfig(**{**cfg.model.to_json(), "T": task.T, "d_in": task.d_in, "d_out": task.d_out})
-    with torch.device("meta"):
-        params = sum(p.numel() for p in SequenceModel(m).parameters())
+    params = param_count(m)
     T, C, L = task.T, m.width, m.layers
 
     def block(heads):  # values one block keeps per problem
