@@ -6,7 +6,8 @@ Seed 000 Sec. 5 trains a 3-layer BaseConv (App. B.1 Table 2) to output
 in the same parameterisation as ``numerics.training.SequenceModel`` (linear embedding, three
 residual BaseConv blocks ``u + BaseConv(u)`` with (T, C) bias matrices, linear read-out), which
 shows the target is exactly realisable by the trained architecture and gives
-``verify.compare`` a constructed model to compare trained ones with.
+``verify.compare`` a constructed model to compare trained ones with
+(``numerics.training.modules.save_token_gradient`` writes it as a SequenceModel export).
 
 Tokens (T = N + 1, 2D + 2 features): data ``[a_i | b_i | 0 | 0]``, query ``[0 | 0 | x0 | 1]``.
 Channels (width 5D + 2): ``a`` (D), ``b`` (1), ``x`` (D), ``m`` (query marker), then scratch
@@ -80,29 +81,3 @@ def token_gradient_weights(n: int, d: int) -> dict:
     layers = [BaseConv(**{k: np.asarray(v, dtype=object) for k, v in L.items()}, causal=False, residual=True)
               for L in (L1, L2, L3)]
     return {"embed": embed, "layers": layers, "readout": readout}
-
-
-def save_token_gradient(path, n: int, d: int, *, kappa: float = 5.0):
-    """Write the weights as a ``numerics.training`` SequenceModel export (``verify.compare`` reads
-    it as a trained gradient model).  1/N must be a binary fraction (N a power of two) for the
-    float64 file to be exact; otherwise it is rounded once."""
-    import torch
-
-    from numerics.training.modules import ModelConfig, SequenceModel, export_weights
-
-    w = token_gradient_weights(n, d)
-    C = 5 * d + 2
-    model = SequenceModel(ModelConfig(model="baseconv", T=n + 1, d_in=2 * d + 2, d_out=d, width=C,
-                                      layers=3)).double()
-    f = lambda a: torch.as_tensor(np.asarray(a, dtype=float))  # noqa: E731
-    with torch.no_grad():
-        model.in_proj.weight.copy_(f(w["embed"]))
-        model.out_proj.weight.copy_(f(w["readout"]))
-        for blk, L in zip(model.blocks, w["layers"]):
-            for k in BaseConv._array_fields:
-                getattr(blk.mixer, k).copy_(f(getattr(L, k)))
-    eta = 2.0 * n / (kappa ** 2 + 1.0)
-    return export_weights(model, path, name="trained-baseconv-gradient",
-                          notes={"task": {"name": "gradient", "T": n + 1, "d_in": 2 * d + 2, "d_out": d,
-                                          "kappa": kappa, "eta": eta},
-                                 "constructed": "constructions.token_gradient (hand-set, not trained)"})

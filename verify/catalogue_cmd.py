@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 
 from constructions.base import Construction
-from constructions.catalogue import CatalogueEntry, check
+from constructions.catalogue import CatalogueEntry
+
 
 from polyverify.cli import atomic_write_text, output_file
 
 from .cli_common import UsageError, print_proof
+from .proof import check
 
 #: the largest value ``--set`` accepts for a size without --allow-large (the exact proofs
 #: grow polynomially in the sizes; every entry proves in seconds at its defaults)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from constructions.catalogue import check, entries
+from constructions.catalogue import entries
+
 
 from .catalogue_cmd import describe_built
+from .proof import check
 
 
 def rows() -> list[dict]:

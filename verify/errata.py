@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import sys
 
-from constructions.catalogue import check, errata
+from constructions.catalogue import errata
+
+from .proof import check
+
 
 
 def run_all() -> list[dict]:

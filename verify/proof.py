@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Callable
@@ -52,103 +52,11 @@ from sympy import QQ, Symbol
 from sympy.polys.rings import ring
 
 from constructions.base import Construction, PartialState
+from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES,  # noqa: F401
+                                  RESIDUAL_CHARS, Counterexample, Failure, IdentityClaim, LayerMismatch,
+                                  ProofResult, WitnessClaim)
 from constructions.layers import Layer
 
-RESIDUAL_CHARS = 300
-
-
-@dataclass
-class Counterexample:
-    assignment: dict[str, str]  # variable -> rational "p/q"; every other variable is 0
-    got: str
-    expected: str
-
-
-#: values of ``Failure.located_by`` (see the module docstring)
-LOCATED_STATES = "intermediate states"
-LOCATED_OWN = "own layers"
-LOCATED_LAST = "last layer"
-LOCATED_ONLY = "only layer"  # a section of one layer: nothing to locate
-
-
-def _describe_ce(ce: Counterexample | None, got: str = "layers give", want: str = "specification") -> str:
-    if not ce:
-        return ""
-    a = ", ".join(f"{k}={v}" for k, v in ce.assignment.items()) or "all variables 0"
-    return f"{a} (others 0): {got} {ce.got}, {want} {ce.expected}"
-
-
-@dataclass
-class LayerMismatch:
-    """Where the blamed layer's exact output first differs from the state declared after it."""
-
-    region: str
-    entry: tuple[int, int]
-    state_index: tuple[int, int]
-    residual: str  # layer output - declared value, from the section's start state
-    counterexample: Counterexample | None  # got: the layer's output there, expected: the declared value
-
-
-@dataclass
-class Failure:
-    section: str
-    layer: int  # index in the whole stack (0-based) of the blamed layer
-    layer_in_section: int
-    # region .. counterexample: the first entry where the *section's final state* differs
-    # from the specification (replay_counterexample replays it)
-    region: str
-    entry: tuple[int, int]
-    state_index: tuple[int, int]
-    residual: str
-    counterexample: Counterexample | None
-    note: str = ""
-    located_by: str = ""  # how ``layer`` was found: LOCATED_* ("" for an identity)
-    culprit: LayerMismatch | None = None  # the blamed layer's own mismatch (LOCATED_STATES)
-
-    def describe(self) -> str:
-        if self.layer < 0:
-            where = f"identity fails: {self.region} entry {list(self.entry)}"
-            ce = _describe_ce(self.counterexample)
-            return (f"{where}\n  residual (layers - spec): {self.residual}"
-                    + (f"\n  counterexample: {ce}" if ce else "") + (f"\n  {self.note}" if self.note else ""))
-        head = f"{self.section} fails at stack layer {self.layer} ({self.section} layer {self.layer_in_section}): "
-        final = f"region {self.region!r} entry {list(self.entry)} (state {list(self.state_index)})"
-        c = self.culprit
-        lines = []
-        if c is not None and (c.state_index, c.residual) != (tuple(self.state_index), self.residual):
-            lines += [head + f"region {c.region!r} entry {list(c.entry)} (state {list(c.state_index)}) of its "
-                      f"output differs from the declared intermediate state",
-                      f"  residual (layer output - declared): {c.residual}"]
-            ce = _describe_ce(c.counterexample, "the layer gives", "declared")
-            if ce:
-                lines.append(f"  counterexample: {ce}")
-            lines.append(f"  the {self.section}'s output differs from the specification at {final}")
-        else:
-            lines.append(head + final)
-        lines.append(f"  residual (layers - spec): {self.residual}")
-        ce = _describe_ce(self.counterexample)
-        if ce:
-            lines.append(f"  counterexample: {ce}")
-        if self.note:
-            lines.append(f"  {self.note}")
-        return "\n".join(lines)
-
-
-@dataclass
-class ProofResult:
-    construction: str
-    ok: bool
-    seconds: float
-    sections: dict[str, bool] = field(default_factory=dict)
-    symbolic_params: list[str] = field(default_factory=list)
-    entries_checked: int = 0
-    failure: Failure | None = None
-    #: sections whose declared intermediate states were proved (prove_intermediate_states)
-    intermediate_states: dict[str, bool] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        return d
 
 
 def _display(name: str) -> str:
@@ -663,3 +571,19 @@ def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure:
     else:
         want = _declared_states(con, v, failure.section, len(layers))[li].expected
     return Fraction(S[c.state_index]), Fraction(want[c.state_index])
+
+
+def check(obj) -> ProofResult:
+    """Prove a catalogue item, whatever it claims: a Construction (its section
+    identities, every depth), an IdentityClaim, or a WitnessClaim (its own
+    certified computation)."""
+    if isinstance(obj, Construction):
+        return prove(obj)
+    if not isinstance(obj, (IdentityClaim, WitnessClaim)) and callable(getattr(obj, "claim", None)):
+        obj = obj.claim()
+    if isinstance(obj, IdentityClaim):
+        return prove_identity(obj.name, obj.variables, obj.lhs, obj.rhs, params=tuple(obj.params),
+                              locate=obj.locate)
+    if isinstance(obj, WitnessClaim):
+        return obj.run()
+    raise TypeError(f"not a claim: {type(obj).__name__} (a Construction, IdentityClaim or WitnessClaim)")

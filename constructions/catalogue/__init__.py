@@ -4,11 +4,12 @@ Each module of this package registers its items at import:
 
 * :func:`register` a :class:`CatalogueEntry`: a named construction or claim,
   ``python -m verify.construct NAME`` builds it with ``sizes`` (overridable
-  with ``--set key=value``) and proves it.  ``build(**sizes)`` returns either a
-  :class:`~constructions.base.Construction` (proved by ``verify.proof.prove``
-  at every depth) or a zero-argument callable returning a
-  ``verify.proof.ProofResult`` (for claims that are identities rather than
-  layer stacks, proved with ``verify.proof.prove_identity``).
+  with ``--set key=value``) and proves it.  ``build(**sizes)`` returns a
+  *description* of what is claimed (``constructions/claims.py``): a
+  :class:`~constructions.base.Construction` (proved at every depth), an
+  :class:`~constructions.claims.IdentityClaim` (or an object whose
+  ``claim()`` returns one), or a :class:`~constructions.claims.WitnessClaim`.
+  ``verify.proof.check`` proves any of them; nothing here imports ``verify``.
 * :func:`register_erratum` an :class:`Erratum`: a formula that is wrong as
   printed.  ``as_printed()`` must be *rejected* by the verifier (with a
   counterexample), ``corrected()`` must be proved.  ``python -m
@@ -32,7 +33,7 @@ class CatalogueEntry:
     name: str  # CLI name, lower-case with dashes
     paper: str  # seed, section and equation implemented
     summary: str
-    build: Callable[..., object]  # build(**sizes) -> Construction | (() -> ProofResult)
+    build: Callable[..., object]  # build(**sizes) -> Construction | IdentityClaim | WitnessClaim
     sizes: dict = field(default_factory=dict)  # default sizes, each an int
     claim: str = ""  # what the paper states about layers / state size
 
@@ -44,7 +45,7 @@ class Erratum:
     location: str  # "Prop. H.10 (shift_up)"
     as_printed: str  # the formula as printed
     correction: str  # the corrected form
-    as_printed_check: Callable[[], object]  # -> Construction | (() -> ProofResult); must fail
+    as_printed_check: Callable[[], object]  # -> Construction | IdentityClaim | WitnessClaim; must fail
     corrected_check: Callable[[], object]  # must pass
 
 
@@ -83,13 +84,3 @@ def entries() -> dict[str, CatalogueEntry]:
 def errata() -> dict[str, Erratum]:
     load_all()
     return dict(sorted(ERRATA.items()))
-
-
-def check(obj):
-    """Run a built item: prove a Construction, or call an identity check."""
-    from constructions.base import Construction
-    from verify.proof import prove
-
-    if isinstance(obj, Construction):
-        return prove(obj)
-    return obj()

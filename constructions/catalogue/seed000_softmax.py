@@ -43,7 +43,7 @@ import numpy as np
 from mpmath import iv
 
 from constructions.base import exact
-from verify.proof import Failure, ProofResult
+from constructions.claims import Failure, ProofResult, WitnessClaim
 
 from . import CatalogueEntry, register
 from .seed000_primitives import random_rational_matrix
@@ -250,7 +250,7 @@ def check_softmax_square(weights: dict, n: int, d: int, *, digits: int = 50,
     ``ok``: the analytic bound ``t^2 > bound(t)`` holds exactly *and* the interval
     enclosure at ``digits`` digits separates the layer's output from ``t^2``.
     ``sections``: ``{"derivation": ..., "certificate": ...}``; on failure a
-    :class:`verify.proof.Failure` names the entry (no counterexample: the claim is
+    :class:`constructions.claims.Failure` names the entry (no counterexample: the claim is
     an inequality at one input, not a polynomial identity)."""
     t0 = time.perf_counter()
     w = check_weights(weights, n, d)
@@ -277,12 +277,12 @@ def check_softmax_square(weights: dict, n: int, d: int, *, digits: int = 50,
 
 def softmax_square(n: int = 4, d: int = 3, seed: int = 1):
     """Theorem D.31 (seed 000 App. D.2.4) for one layer of eq. (26)-(27) with exact rational
-    weights drawn from ``seed``: returns the zero-argument check :func:`check_softmax_square`
+    weights drawn from ``seed``: returns a WitnessClaim running :func:`check_softmax_square`
     (derive the eq. (29) witness, certify it in interval arithmetic)."""
     if n < 1 or d < 1:
         raise ValueError(f"need n, d >= 1, got n={n}, d={d}")
     weights = random_attention_weights(n, d, seed)
-    return lambda: check_softmax_square(weights, n, d)
+    return WitnessClaim("s000-softmax-square", lambda: check_softmax_square(weights, n, d))
 
 
 register(CatalogueEntry(

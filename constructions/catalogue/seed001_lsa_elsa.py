@@ -32,6 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions.claims import IdentityClaim
 from constructions import ops
 from constructions.base import Construction
 from constructions.layers import ELSA, LSA, ELSAHead, LSAHead
@@ -119,7 +120,6 @@ def mask_move_identity(m: int = 4, n: int = 5, i: int = 2, j: int = 3, k: int = 
     ``W``, ``V`` default to the weights of the proof of Property 1; pass
     others to check them (e.g. a perturbed pair, which must be rejected).
     """
-    from verify.proof import prove_identity
 
     W0, V0 = mskmov_weights(m, n, i, j, k, l, a, b)
     W = W0 if W is None else W
@@ -136,8 +136,8 @@ def mask_move_identity(m: int = 4, n: int = 5, i: int = 2, j: int = 3, k: int = 
         inside = i + a - 1 <= r < j + a and k + b - 1 <= c < l + b
         return f"MskMov(A)[{r + 1}, {c + 1}] (1-based; {'the moved block' if inside else 'outside the block: 0'})"
 
-    return lambda: prove_identity(f"s001-mask-move (m={m}, n={n}, i={i}, j={j}, k={k}, l={l}, a={a}, b={b})",
-                                  {"A": (m, n)}, lhs, rhs, locate=locate)
+    return IdentityClaim(f"s001-mask-move (m={m}, n={n}, i={i}, j={j}, k={k}, l={l}, a={a}, b={b})",
+                         {"A": (m, n)}, lhs, rhs, locate=locate)
 
 
 def _mask_move_entry(m=4, n=5, i=2, j=3, k=2, l=4, dst_row=1, dst_col=3):

@@ -45,11 +45,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions.claims import IdentityClaim
 from constructions import ops
 from constructions.base import Construction, batch_ndim, new_state
 from constructions.layout import ChannelAllocator
 from constructions.weights import BaseConvBuilder
-from verify.proof import prove_identity
 
 from . import CatalogueEntry, register
 
@@ -197,8 +197,8 @@ def _inverse(M):
 
 
 class ConvToRNN:
-    """An RNN (eq. (1)) realising any filter ``L`` of length T; calling it proves
-    ``RNN(x) == conv_L(x)`` with ``x`` and ``L`` symbolic (``prove_identity``).
+    """An RNN (eq. (1)) realising any filter ``L`` of length T; ``claim()`` states
+    ``RNN(x) == conv_L(x)`` with ``x`` and ``L`` symbolic (an IdentityClaim).
 
     ``W`` and ``F`` are exact; ``C`` is linear in ``L`` (``C_of(L)``).  ``active`` hidden
     states carry the construction; ``n`` (a perfect square, for exact ``sqrt(n)``) adds
@@ -257,10 +257,10 @@ class ConvToRNN:
         return {"method": self.method, "T": self.T, "n_x": self.n_x, "n_y": self.n_y, "active_states": self.active,
                 "hidden_n": self.n, "paper_bound_T_nx_ny": self.T * self.n_x * self.n_y}
 
-    def __call__(self):
+    def claim(self) -> IdentityClaim:
         name = "s002-conv-lrnn" + ("-shift" if self.method == "shift" else "")
-        return prove_identity(name, {"x": (self.T, self.n_x), "L": (self.T, self.n_y, self.n_x)}, self.lhs, self.rhs,
-                              locate=lambda ix: f"y_{ix[0]}[{ix[1]}]" if ix else "y")
+        return IdentityClaim(name, {"x": (self.T, self.n_x), "L": (self.T, self.n_y, self.n_x)}, self.lhs, self.rhs,
+                             locate=lambda ix: f"y_{ix[0]}[{ix[1]}]" if ix else "y")
 
 
 def conv_lrnn(T: int = 4, n_x: int = 1, n_y: int = 1) -> ConvToRNN:

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from constructions.claims import IdentityClaim
 from constructions.layers import BaseConv
 from constructions.layout import Layout
-from verify.proof import prove_identity
 
 from . import CatalogueEntry, Erratum, register, register_erratum
 from .seed003_primitives import (Z, conv_spec, identity, paper_layer, rand_rat, remember_min_rows, remember_stack,
@@ -132,7 +132,7 @@ def hyena_to_baseconv(N: int = 4, d: int = 2, L: int = 2, seed: int = 1, *, weig
 
 
 class BaseConvAsHyena:
-    """Zero-argument check (``prove_identity``): L paper-form BaseConv layers (toolkit layer with
+    """An identity (``claim()``): L paper-form BaseConv layers (toolkit layer with
     ``W_in = W_out = I``; these two fixed matrices are the attributes ``W_in``/``W_out``, which a
     test may perturb) == L Hyena layers of depth 1, in symbolic ``u, W^l, h^l``."""
 
@@ -167,9 +167,9 @@ class BaseConvAsHyena:
             S, _ = hyena_reference(S, W_proj, [1], [v[f"h{l}"]], self.N, self.d, 1)
         return S
 
-    def __call__(self):
-        return prove_identity("s003-baseconv-as-hyena", self.variables(), self.lhs, self.rhs,
-                              locate=lambda ix: f"output row {ix[0]} channel {ix[1]}" if ix else "output")
+    def claim(self) -> IdentityClaim:
+        return IdentityClaim("s003-baseconv-as-hyena", self.variables(), self.lhs, self.rhs,
+                             locate=lambda ix: f"output row {ix[0]} channel {ix[1]}" if ix else "output")
 
 
 def baseconv_as_hyena(N: int = 3, d: int = 2, L: int = 2) -> BaseConvAsHyena:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from constructions.claims import IdentityClaim
 from constructions.base import Construction
 from constructions.layers import TokenLSAHead
 
@@ -208,7 +209,6 @@ register(CatalogueEntry(
 def _e3_check(as_printed: bool):
     """Theorem 4.1's statement at l = 0: the output of layer 1 is given by (M, u, a, w) with
     index 1 (corrected, same index on both sides) or index 0 (as printed: x^{l+1} = M^l x + y u^l)."""
-    from verify.proof import prove_identity
 
     n, d, H = 2, 1, 1
     names = _weight_names(d, H)
@@ -225,8 +225,8 @@ def _e3_check(as_printed: bool):
         return implicit_state(v["X"], v["y"], v["xt"], M, u, a, w)
 
     lay = token_layout(n, d)
-    return lambda: prove_identity("seed 004 Thm 4.1 at l = 0", {"X": (n, d), "y": (n,), "xt": (d,)}, lhs, rhs,
-                                  params=tuple(names), locate=lambda e: "layer-1 output, " + lay.describe(*e))
+    return IdentityClaim("seed 004 Thm 4.1 at l = 0", {"X": (n, d), "y": (n,), "xt": (d,)}, lhs, rhs,
+                         params=tuple(names), locate=lambda e: "layer-1 output, " + lay.describe(*e))
 
 
 register_erratum(Erratum(
@@ -241,7 +241,6 @@ register_erratum(Erratum(
 def lemma43_identity(n: int = 2, d: int = 1, heads: int = 1, *, sign: int = -1):
     """The induction step of Theorem 4.1 as one identity, all weights symbolic:
     ``layer(state(M, u, a, w)) == state(Lemma 4.3 step)``; ``sign=+1`` is the recursion as printed (E1)."""
-    from verify.proof import prove_identity
 
     names = _weight_names(d, heads)
     shapes = {"X": (n, d), "y": (n,), "xt": (d,), "M": (d, d), "u": (d,), "a": (1,), "w": (d,)}
@@ -258,8 +257,8 @@ def lemma43_identity(n: int = 2, d: int = 1, heads: int = 1, *, sign: int = -1):
 
     lay = token_layout(n, d)
     which = "as printed (+ b w^T)" if sign == 1 else "corrected (- b w^T)"
-    return lambda: prove_identity(f"seed 004 Lemma 4.3, {which}", shapes, lhs, rhs, params=tuple(names),
-                                  locate=lambda e: "layer output vs recursion, " + lay.describe(*e))
+    return IdentityClaim(f"seed 004 Lemma 4.3, {which}", shapes, lhs, rhs, params=tuple(names),
+                         locate=lambda e: "layer output vs recursion, " + lay.describe(*e))
 
 
 def _e1_check(sign):
@@ -314,7 +313,6 @@ def ols_data(X, z, ws):
 
 def alpha_identity(n: int = 2, d: int = 1, *, as_printed: bool = False):
     """Proof of Lemma A.1: ``alpha^l = sum_i y_i^l x_i^l`` in terms of w* (E2)."""
-    from verify.proof import prove_identity
 
     def lhs(v):
         y, r, Sig = ols_data(v["X"], v["z"], v["ws"])
@@ -332,9 +330,9 @@ def alpha_identity(n: int = 2, d: int = 1, *, as_printed: bool = False):
         return mv(G, mv(Sig, scal(v["ws"], a) - obj(v["w"]))) + scal(v["u"], a * rho)
 
     which = "as printed (M + a u w*^T)" if as_printed else "corrected (M + u w*^T)"
-    return lambda: prove_identity(
+    return IdentityClaim(
         f"seed 004 Lemma A.1 alpha^l, {which}", {"X": (n, d), "z": (n,), "ws": (d,), "M": (d, d), "u": (d,),
-                                                "a": (1,), "w": (d,)},
+                                       "a": (1,), "w": (d,)},
         lhs, rhs, locate=lambda e: f"alpha^l[{e[0]}]")
 
 

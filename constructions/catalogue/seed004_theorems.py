@@ -66,6 +66,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions.claims import IdentityClaim
 from constructions.base import Construction, exact
 
 from . import CatalogueEntry, Erratum, register, register_erratum
@@ -135,7 +136,6 @@ register(CatalogueEntry(
 
 def lemma_a3_identity(n: int = 2, d: int = 2):
     """Lemma A.3 and the Sigma update, as exact polynomial identities (module docstring)."""
-    from verify.proof import prove_identity
 
     labels = ["f'(x) = (1 - gamma x)(1 - 3 gamma x)",
               "f(nu)/f(mu) = kappa (4/9)/(1 - 1/(3 kappa))^2 at gamma = 1/(3 nu) (cross-multiplied)",
@@ -189,9 +189,9 @@ def lemma_a3_identity(n: int = 2, d: int = 2):
         return f"Sigma^(l+1) = (I - gamma Sigma^l) Sigma^l (I - gamma Sigma^l), entry [{r}, {c}]"
 
     one = (1,)
-    return lambda: prove_identity(
+    return IdentityClaim(
         "seed 004 Lemma A.3 + Sigma update", {"x": one, "gamma": one, "nu": one, "mu": one, "eps": one,
-                                              "kappa": one, "X": (n, d), "M": (d, d)},
+                                     "kappa": one, "X": (n, d), "M": (d, d)},
         lambda v: items(v)[0], lambda v: items(v)[1], locate=locate)
 
 
@@ -265,7 +265,6 @@ register(CatalogueEntry(
 
 def ridge2_omega_identity():
     """(1 + n s_k omega_yy)(-omega_yx) = 1/(1 + s_k), k = 1, 2, for the closed-form omegas (symbolic s1, s2, n)."""
-    from verify.proof import prove_identity
 
     def items(v):
         s1, s2, nn = v["s1"][0], v["s2"][0], v["n"][0]
@@ -277,9 +276,9 @@ def ridge2_omega_identity():
             L.append(a), R.append(b)
         return np.array(L, dtype=object), np.array(R, dtype=object)
 
-    return lambda: prove_identity("seed 004 Thm 5.2 omegas", {"s1": (1,), "s2": (1,), "n": (1,)},
-                                  lambda v: items(v)[0], lambda v: items(v)[1],
-                                  locate=lambda e: f"condition for sigma_{e[0] + 1} (cross-multiplied)")
+    return IdentityClaim("seed 004 Thm 5.2 omegas", {"s1": (1,), "s2": (1,), "n": (1,)},
+                         lambda v: items(v)[0], lambda v: items(v)[1],
+                         locate=lambda e: f"condition for sigma_{e[0] + 1} (cross-multiplied)")
 
 
 register(CatalogueEntry(
@@ -292,7 +291,6 @@ register(CatalogueEntry(
 def _e5_check(as_printed: bool):
     """After layer 1 (only omega_yx), -y_q^1 = <w^1, x_q> with w^1 = -omega_yx alpha (corrected)
     or omega_yx alpha (as printed); symbolic data and omega_yx, n = 3, d = 2."""
-    from verify.proof import prove_identity
 
     n, d = 3, 2
 
@@ -304,8 +302,8 @@ def _e5_check(as_printed: bool):
         w1 = scal(rmv(v["X"], v["y"]), v["omega_yx"] if as_printed else -v["omega_yx"])
         return np.array([dot(w1, v["xt"])], dtype=object)
 
-    return lambda: prove_identity("seed 004 Thm 5.2 proof, w^1", {"X": (n, d), "y": (n,), "xt": (d,)}, lhs, rhs,
-                                  params=("omega_yx",), locate=lambda e: "prediction -y_q^1 after layer 1")
+    return IdentityClaim("seed 004 Thm 5.2 proof, w^1", {"X": (n, d), "y": (n,), "xt": (d,)}, lhs, rhs,
+                         params=("omega_yx",), locate=lambda e: "prediction -y_q^1 after layer 1")
 
 
 register_erratum(Erratum(

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from constructions.claims import IdentityClaim
 from constructions.base import Construction, exact
 from constructions.layers import TokenLSAHead
 
@@ -66,7 +67,6 @@ def diag_update_identity(n: int = 3, d: int = 2, heads: int = 2):
     For every token (query included): ``x <- x + omega_xx Sigma^l x + omega_xy y alpha^l``,
     ``y <- y + omega_yx <alpha^l, x> + omega_yy y lambda^l``; sums over the n context tokens.
     """
-    from verify.proof import prove_identity
 
     _check_nd(n, d)
     names = [f"{nm}{k}" for k in range(heads) for nm in ("px", "py", "qx", "qy")]
@@ -87,8 +87,8 @@ def diag_update_identity(n: int = 3, d: int = 2, heads: int = 2):
         return out
 
     lay = token_layout(n, d)
-    return lambda: prove_identity(f"s004-diag-update (n={n}, d={d}, heads={heads})", {"E": (n + 1, d + 1)},
-                                  lhs, rhs, params=tuple(names), locate=lambda e: lay.describe(*e))
+    return IdentityClaim(f"s004-diag-update (n={n}, d={d}, heads={heads})", {"E": (n + 1, d + 1)},
+                         lhs, rhs, params=tuple(names), locate=lambda e: lay.describe(*e))
 
 
 register(CatalogueEntry(
@@ -224,7 +224,6 @@ register(CatalogueEntry(
 
 def full_vs_diag_identity(n: int = 3, d: int = 2):
     """The Diag-built GD and GD++ layers equal their Full-matrix variants as maps of the tokens."""
-    from verify.proof import prove_identity
 
     _check_nd(n, d)
 
@@ -237,9 +236,9 @@ def full_vs_diag_identity(n: int = 3, d: int = 2):
                          token_layer(gdpp_heads(d, v["gamma"], v["eta"], True)).forward(v["E"])])
 
     lay = token_layout(n, d)
-    return lambda: prove_identity(f"s004-full-vs-diag (n={n}, d={d})", {"E": (n + 1, d + 1)}, lhs, rhs,
-                                  params=("gamma", "eta"),
-                                  locate=lambda e: f"{['GD', 'GD++'][e[0]]} layer output, " + lay.describe(*e[1:]))
+    return IdentityClaim(f"s004-full-vs-diag (n={n}, d={d})", {"E": (n + 1, d + 1)}, lhs, rhs,
+                         params=("gamma", "eta"),
+                         locate=lambda e: f"{['GD', 'GD++'][e[0]]} layer output, " + lay.describe(*e[1:]))
 
 
 register(CatalogueEntry(

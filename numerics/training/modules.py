@@ -378,3 +378,27 @@ def _to_tensor(a) -> torch.Tensor:
     if a.dtype == object:
         a = to_float_array(a, np.float64)
     return torch.as_tensor(np.asarray(a, dtype=np.float64))
+
+
+def save_token_gradient(path, n: int, d: int, *, kappa: float = 5.0):
+    """Write the hand-set weights of ``constructions.token_gradient`` as a ``numerics.training`` SequenceModel export (``verify.compare`` reads
+    it as a trained gradient model).  1/N must be a binary fraction (N a power of two) for the
+    float64 file to be exact; otherwise it is rounded once."""
+    from constructions.token_gradient import token_gradient_weights
+
+    w = token_gradient_weights(n, d)
+    C = 5 * d + 2
+    model = SequenceModel(ModelConfig(model="baseconv", T=n + 1, d_in=2 * d + 2, d_out=d, width=C,
+                                      layers=3)).double()
+    f = lambda a: torch.as_tensor(np.asarray(a, dtype=float))  # noqa: E731
+    with torch.no_grad():
+        model.in_proj.weight.copy_(f(w["embed"]))
+        model.out_proj.weight.copy_(f(w["readout"]))
+        for blk, layer in zip(model.blocks, w["layers"]):
+            for k in L.BaseConv._array_fields:
+                getattr(blk.mixer, k).copy_(f(getattr(layer, k)))
+    eta = 2.0 * n / (kappa ** 2 + 1.0)
+    return export_weights(model, path, name="trained-baseconv-gradient",
+                          notes={"task": {"name": "gradient", "T": n + 1, "d_in": 2 * d + 2, "d_out": d,
+                                          "kappa": kappa, "eta": eta},
+                                 "constructed": "constructions.token_gradient (hand-set, not trained)"})

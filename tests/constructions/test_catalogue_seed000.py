@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from constructions.base import Construction
-from constructions.catalogue import check, entries, errata
+from constructions.catalogue import entries, errata
 from constructions.catalogue.seed000_errata import causal_gd_layer
 from constructions.catalogue.seed000_newton import flat_product_monomial, gram_layer, newton
 from constructions.catalogue.seed000_poly import poly, poly_horner
@@ -28,7 +28,7 @@ from constructions.catalogue.seed000_softmax import (attention_enclosure, attent
                                                      check_softmax_square, derive_witness,
                                                      softmax_vs_square_witness)
 from verify.construct import main
-from verify.proof import ProofResult, prove, replay_counterexample
+from verify.proof import ProofResult, check, prove, replay_counterexample
 
 NAMES = {"s000-read", "s000-linear", "s000-multiply", "s000-newton", "s000-poly", "s000-poly-horner",
          "s000-softmax-square"}

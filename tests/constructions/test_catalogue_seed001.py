@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.catalogue import check, entries
+from constructions.catalogue import entries
 from constructions.catalogue.seed001_lsa_elsa import (V_J, W_K, elsa_constant, elsa_identity, elsa_product,
                                                       lsa_product, mask_move_identity, mskmov, mskmov_weights)
 from constructions.weights import mask_move
 from verify import construct
-from verify.proof import prove
+from verify.proof import check, prove
 
 NAMES = ["s001-mask-move", "s001-elsa-constant", "s001-elsa-identity", "s001-elsa-product", "s001-lsa-product"]
 q_st = st.fractions(min_value=-5, max_value=5, max_denominator=6)
@@ -67,7 +67,7 @@ def mskmov_indices(draw):
 @FEW
 @given(mskmov_indices())
 def test_mask_move_proved_for_random_indices(idx):
-    res = mask_move_identity(*idx)()
+    res = check(mask_move_identity(*idx))
     assert res.ok, res.failure and res.failure.describe()
 
 
@@ -103,7 +103,7 @@ def test_mask_move_eq7_example():
     kbar, jbar = j - i + 1, l - k + 1
     assert F(W) == F(W_K(m, [(t + 1, i + t) for t in range(kbar)]))
     assert F(V) == F(V_J(n, [(k + t, n - jbar + 1 + t) for t in range(jbar)]))
-    assert mask_move_identity(m, n, i, j, k, l, -(i - 1), n - l)().ok
+    assert check(mask_move_identity(m, n, i, j, k, l, -(i - 1), n - l)).ok
 
 
 @FEW
@@ -115,7 +115,7 @@ def test_mask_move_perturbed_weight_rejected(idx, data):
     M = (W if which == "W" else V).copy()
     r, c = data.draw(st.integers(0, M.shape[0] - 1)), data.draw(st.integers(0, M.shape[1] - 1))
     M[r, c] = M[r, c] + 1
-    res = mask_move_identity(*idx, **{which: M})()
+    res = check(mask_move_identity(*idx, **{which: M}))
     assert not res.ok
     ce = res.failure.counterexample
     assert ce is not None and Fraction(ce.got) != Fraction(ce.expected)

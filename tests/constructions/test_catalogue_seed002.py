@@ -16,11 +16,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.catalogue import check, entries
+from constructions.catalogue import entries
 from constructions.catalogue.seed002_lrnn import (ConvToRNN, conv_lrnn, conv_lrnn_shift, conv_outputs,
                                                   impulse_response, lrnn_conv, rnn_outputs)
 from verify.construct import main
-from verify.proof import prove
+from verify.proof import check, prove
 
 NAMES = ["s002-lrnn-conv", "s002-conv-lrnn", "s002-conv-lrnn-shift"]
 FAST = settings(max_examples=8, deadline=None)
@@ -126,7 +126,7 @@ def test_lrnn_non_square_n_is_bad_input():
 @given(T=st.integers(1, 4), n_x=st.integers(1, 2), n_y=st.integers(1, 2), shift=st.booleans())
 def test_conv_to_rnn_identity_at_random_sizes(T, n_x, n_y, shift):
     obj = (conv_lrnn_shift if shift else conv_lrnn)(T, n_x, n_y)
-    _ok(obj())
+    _ok(check(obj))
     s = obj.summary()
     assert s["active_states"] == (T * n_x if shift else T * n_x * n_y) <= s["paper_bound_T_nx_ny"]
     assert math.isqrt(s["hidden_n"]) ** 2 == s["hidden_n"] >= s["active_states"]
@@ -139,7 +139,7 @@ def test_conv_to_rnn_perturbed_weight_rejected(T, n_x, n_y, shift):
     obj = ConvToRNN(T, n_x, n_y, "shift" if shift else "vandermonde")
     assert obj.F[0, 0] == 1
     obj.F[0, 0] = 2
-    _rejected(obj())
+    _rejected(check(obj))
 
 
 def test_vandermonde_nodes_and_readout():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.catalogue import check, entries, errata
+from constructions.catalogue import entries, errata
 from constructions.catalogue.seed004_common import (diag_head, eye, omegas, random_full_heads, token_layer, tokens,
                                                     zeros)
 from constructions.catalogue.seed004_implicit import (alpha_identity, implicit_state, implicit_w, initial_variables,
@@ -19,7 +19,7 @@ from constructions.catalogue.seed004_token_gd import (diag_update_identity, full
                                                       gdpp_heads)
 from constructions.layers import TokenLSA, TokenLSAHead
 from verify import construct
-from verify.proof import prove
+from verify.proof import check, prove
 
 NAMES = ["s004-diag-update", "s004-gd", "s004-gdpp", "s004-full-vs-diag", "s004-implicit-w", "s004-precond",
          "s004-lemma-a3", "s004-ridge2", "s004-ridge2-omega"]
@@ -102,7 +102,7 @@ def test_e2_as_printed_and_corrected_agree_when_a_is_1():
 
     assert prove_identity("a=1", {"X": (3, 2), "z": (3,), "ws": (2,), "M": (2, 2), "u": (2,), "w": (2,)},
                           actual, side(True)).ok
-    assert not alpha_identity(3, 2, as_printed=True)().ok and alpha_identity(4, 2)().ok
+    assert not check(alpha_identity(3, 2, as_printed=True)).ok and check(alpha_identity(4, 2)).ok
 
 
 # ----------------------------------------------------------------------------- helpers for perturbations
@@ -149,7 +149,7 @@ def test_perturbing_one_weight_is_rejected(build):
 @FEW
 @given(st.integers(1, 3), st.integers(1, 2), st.integers(1, 2))
 def test_diag_update_random_sizes(n, d, heads):
-    assert diag_update_identity(n, d, heads)().ok
+    assert check(diag_update_identity(n, d, heads)).ok
 
 
 def test_single_head_omega_constraint():
@@ -163,7 +163,7 @@ def test_single_head_omega_constraint():
 @FEW
 @given(st.integers(1, 3), st.integers(1, 2))
 def test_full_vs_diag_random_sizes(n, d):
-    assert full_vs_diag_identity(n, d)().ok
+    assert check(full_vs_diag_identity(n, d)).ok
 
 
 def test_diag_construction_as_full_matrices():
@@ -332,7 +332,7 @@ def test_precond_random_sizes(n, d):
 @FEW
 @given(st.integers(1, 3), st.integers(1, 2))  # d = 3 with n >= 2: seconds to minutes (degree-12 Sigma update)
 def test_lemma_a3_identities(n, d):
-    assert lemma_a3_identity(n, d)().ok
+    assert check(lemma_a3_identity(n, d)).ok
 
 
 def test_theorem_5_1_schedule_float64():

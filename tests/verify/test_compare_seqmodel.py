@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from constructions.token_gradient import save_token_gradient, token_gradient_weights
+from constructions.token_gradient import token_gradient_weights
+from numerics.training.modules import save_token_gradient
 from verify.compare import compare_model, main
 from verify.compare_lib import build_construction
 from verify.compare_lib.seqmodel import load_sequence_model
