@@ -4,9 +4,11 @@
         [--n 20] [--d 5] [--dtype float32[,float64,...]] [--batch 256] [--seed 0]
         [--json FILE] [--export FILE] [--weights FILE]
     python -m verify.construct circuit --graph FILE.json [--json FILE] [--export FILE] [--weights FILE]
+        [--seed 0] [--trials 64] [--allow-large]
+    python -m verify.construct NAME [--set KEY=VALUE ...] [--json FILE] [--allow-large]
     python -m verify.construct --list
 
-Exit status: 0 proved (and run), 1 the proof failed, 2 bad input.
+Exit status: 0 proved (and run), 1 the proof failed, 2 bad input or refused (one line, before any work).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 
 from numerics.backends import BACKENDS, DTYPES
 from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
-                            output_file, progress)
+                            one_line, output_file, progress)
 
 from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
@@ -305,8 +307,11 @@ def cmd_gd(a, out) -> int:
     print_proof(proof, out)
 
     if export_path:
-        with atomic_path(export_path) as tmp:
-            save(tmp, con, k)
+        try:
+            with atomic_path(export_path) as tmp:
+                save(tmp, con, k)
+        except OSError as e:
+            raise UsageError(f"--export {export_path}: cannot write ({e.strerror or one_line(e)})") from None
         print(f"exported {con.depth(k)} layers to {export_path}", file=out)
 
     # ---- numeric runs
@@ -361,7 +366,10 @@ def cmd_gd(a, out) -> int:
     if user is not None:
         report["weights"] = user["weights"]
     if json_path:
-        atomic_write_text(json_path, json.dumps(report, indent=1, default=str))
+        try:
+            atomic_write_text(json_path, json.dumps(report, indent=1, default=str))
+        except OSError as e:
+            raise UsageError(f"--json {json_path}: cannot write ({e.strerror or one_line(e)})") from None
         print(f"\nreport written to {json_path}", file=out)
     return 0 if proof.ok else 1
 
@@ -406,7 +414,7 @@ def main(argv=None, out=None) -> int:
             return cmd_entry(entries()[a.command], a, out)
         raise UsageError("choose a command: gd, circuit, a catalogue name, or --list")
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
 
 

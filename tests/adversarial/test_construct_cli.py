@@ -85,8 +85,9 @@ def test_missing_output_folder_is_created(tmp_path):
     assert json.loads(rep.read_text())["proof"]["ok"] is True
 
 
-def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
-    """Outputs are written atomically: a failure while writing keeps the old report whole."""
+def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch, capsys):
+    """Outputs are written atomically: a failure while writing keeps the old report whole,
+    and is one line (exit 2)."""
     rep = tmp_path / "r.json"
     rep.write_text("old report")
     import polyverify.cli as cli
@@ -95,7 +96,16 @@ def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(cli.os, "replace", boom)
-    with pytest.raises(OSError):
-        main(["gd", "--layers", "7", *SMALL, "--json", str(rep)], out=io.StringIO())
+    assert main(["gd", "--layers", "7", *SMALL, "--json", str(rep)], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --json") and "disk full" in err and err.count("\n") == 1
     assert rep.read_text() == "old report"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left behind
+
+
+def test_written_files_get_the_usual_mode(tmp_path):
+    rep = tmp_path / "r.json"
+    assert main(["gd", "--layers", "7", *SMALL, "--json", str(rep)], out=io.StringIO()) == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert rep.stat().st_mode & 0o777 == 0o666 & ~umask
