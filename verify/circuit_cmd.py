@@ -29,7 +29,7 @@ import circuits as C
 from circuits.graph import LimitError, PrunedNodesWarning
 from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import compile_circuit
-from constructions.weights_io import WeightFileError, check_against, load, save
+from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load, save
 from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
                             interactive, one_line, output_file, progress)
 
@@ -89,6 +89,9 @@ def add_arguments(c) -> None:
     c.add_argument("--export", help="write the compiled weights (safetensors) to this file (checked before "
                                     "any work, written atomically)")
     c.add_argument("--weights", help="prove this weight file against the circuit instead of the compiled weights")
+    c.add_argument("--allow-metadata-mismatch", action="store_true",
+                   help="prove --weights even where its metadata declares another circuit (name, inputs, "
+                        "layer settings)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random trial inputs (default 0)")
     c.add_argument("--trials", type=int, default=64,
                    help=f"random rational and float inputs to evaluate, 1..{LIMITS['max_trials']} (default 64)")
@@ -172,8 +175,12 @@ def cmd_circuit(a, out) -> int:
         try:
             lw = load(a.weights, spec=con, k=0)
             check_against(con.epilogue, lw.layers, a.weights)
+            bad = declared_mismatches(con, 0, lw)
         except WeightFileError as e:
             raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
+        if bad and not a.allow_metadata_mismatch:
+            raise UsageError(f"{a.weights} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove "
+                             f"it against {a.graph}")
     _print_warnings(a.graph, caught)  # every check passed
     info = con.schedule.info
     m, cm = info["circuit"], info["compiled"]

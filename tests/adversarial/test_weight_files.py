@@ -230,3 +230,16 @@ def test_malformed_header_is_one_line(tmp_path, capsys, edit, needle):
     rewrite(w, meta=edit)
     rc, _, err = run(["gd", "--layers", "7", *SMALL, "--weights", str(w)], capsys)
     one_line_error(rc, err, needle)
+
+
+def test_circuit_weights_declaring_another_circuit_are_refused(tmp_path, capsys):
+    g = _const_circuit(tmp_path)
+    w = tmp_path / "c.safetensors"
+    assert main(["circuit", "--graph", str(g), "--export", str(w), "--trials", "2"], out=io.StringIO()) == 0
+    other = tmp_path / "other.json"  # same shape, another input name: same compiled layers
+    other.write_text(g.read_text().replace('"name": "x"', '"name": "z"'))
+    rc, _, err = run(["circuit", "--graph", str(other), "--weights", str(w), "--trials", "2"], capsys)
+    one_line_error(rc, err, "declares", "--allow-metadata-mismatch")
+    rc, text, _ = run(["circuit", "--graph", str(other), "--weights", str(w), "--trials", "2",
+                       "--allow-metadata-mismatch"], capsys)
+    assert rc == 0 and "PROVED" in text
