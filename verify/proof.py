@@ -24,9 +24,10 @@ Which layer a failure blames (``Failure.located_by``):
   layers of the section (``Construction.intermediate_states``); the blamed
   layer is the first whose exact output differs from its declared state on a
   declared entry (``Failure.culprit`` holds that entry, its residual and a
-  counterexample).  The declared states are themselves proved: ``prove(con)``
-  checks that the construction's own layers take each declared state to the
-  next whatever the undeclared entries hold (:func:`prove_intermediate_states`).
+  counterexample).  The declared states are themselves proved, separately
+  (:func:`prove_intermediate_states`: the construction's own layers take each
+  declared state to the next whatever the undeclared entries hold), and used
+  to blame a layer only where the construction's own layers reproduce them.
 * ``own layers``: no intermediate states, but the construction's own layers
   are at hand (weights proved against it): the first layer whose output
   differs from the construction's own layer on the same input.  Only useful
@@ -324,8 +325,11 @@ def prove(con: Construction, *, symbolic: bool = True,
     them), else the first layer whose output differs from the construction's
     own layer on the same symbolic input (when ``sections`` or ``reference``
     is given), else the section's last layer (``Failure.located_by``).
-    Without ``sections``, the construction's declared intermediate states are
-    proved as well (:func:`prove_intermediate_states`).
+    The declared intermediate states only *locate* a failure, they prove
+    nothing, so they are not proved here (that would triple the cost of a
+    proof): :func:`prove_intermediate_states` proves them (the tests do, for
+    every construction that declares them), and a failure is blamed on them
+    only where the construction's own layers reproduce them.
     """
     t0 = time.perf_counter()
     params = _symbolic_spec(con, symbolic, sections)
@@ -377,12 +381,6 @@ def prove(con: Construction, *, symbolic: bool = True,
             counterexample=find_counterexample(R, diff, got[idx], expected[idx], sp.names),
             note=loc.note, located_by=loc.by, culprit=loc.culprit)
         break
-    if result.ok and sections is None:
-        states_proof = _prove_states(con, params, sp, spec)
-        result.intermediate_states = states_proof.intermediate_states  # entries_checked: the stack's
-        if not states_proof.ok:
-            result.ok = False
-            result.failure = states_proof.failure
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -199,7 +199,7 @@ def test_declared_states_are_produced_by_the_own_layers():
         assert set(res.intermediate_states) == declares and all(res.intermediate_states.values())
         if declares:
             seen.add(con.name)
-            assert prove(con).intermediate_states == res.intermediate_states
+            assert prove(con).ok  # the stack proof does not depend on the declarations
     assert seen == {"gd-baseconv", "gd-baseconv-causal"}
 
 
@@ -260,9 +260,9 @@ def test_a_wrong_declaration_is_caught():
     f = res.failure
     assert (f.section, f.layer_in_section, f.region) == ("body", 0, "s2")
     assert "intermediate_states" in f.note
-    # prove(con): the stack is right but the construction's claims are not
+    # prove(con): the stack is right (the declarations only locate failures, they prove nothing)
     full = prove(con)
-    assert not full.ok and all(full.sections.values()) and full.failure.region == "s2"
+    assert full.ok and all(full.sections.values())
     # and a wrong declaration is not used to blame a layer of some weights
     secs = own_sections(con)
     secs["body"][2] = bump("W_out", ("s2", 0), ("x", 0))(con, secs["body"][2])
