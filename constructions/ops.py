@@ -24,12 +24,22 @@ Lag 0 comes first; this is *not* ``torch.nn.Conv1d`` (a cross-correlation).
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-try:  # torch is a core dependency, but keep the import failure readable
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
+
+class _LazyTorch:
+    """``torch``, imported on first use: the numpy and exact paths never pay for it
+    (a torch tensor can only reach a torch branch once torch is loaded)."""
+
+    def __getattr__(self, name):
+        import torch  # noqa: PLC0415
+
+        return getattr(torch, name)
+
+
+torch = _LazyTorch()
 
 
 def is_object(x) -> bool:
@@ -37,7 +47,8 @@ def is_object(x) -> bool:
 
 
 def is_torch(x) -> bool:
-    return torch is not None and isinstance(x, torch.Tensor)
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(x, t.Tensor)
 
 
 def _is_zero(v) -> bool:
