@@ -103,15 +103,6 @@ def workdir(tmp_path):
     return tmp_path
 
 
-def _snapshot(root):
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for f in fns:
-            p = os.path.join(dp, f)
-            out[p] = open(p, "rb").read()
-        for d in dns:
-            out[os.path.join(dp, d)] = None
-    return out
 
 
 def _graph(name, *more):
@@ -175,8 +166,8 @@ CIRCUIT_CASES = [
 
 
 @pytest.mark.parametrize("argv,needles", CIRCUIT_CASES, ids=[" ".join(c[0][2:])[:70] for c in CIRCUIT_CASES])
-def test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, needles):
-    before = _snapshot(workdir)
+def test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, needles, snapshot):
+    before = snapshot(workdir)
     out = io.StringIO()
     rc = construct_main([a.replace("{tmp}", str(workdir)) for a in argv], out=out)
     cap = capsys.readouterr()
@@ -186,7 +177,7 @@ def test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, needles):
     for s in needles:
         assert s in err, err
     assert out.getvalue() == "" and cap.out == "", "refused after work had started"
-    assert _snapshot(workdir) == before, "an output file was touched"
+    assert snapshot(workdir) == before, "an output file was touched"
 
 
 NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
@@ -197,18 +188,18 @@ NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
     ["circuit", "--graph", "{tmp}/dot.json", "--json", NOWHERE + "/r.json"],
     ["circuit", "--graph", "{tmp}/dot.json", "--export", NOWHERE + "/w.safetensors"],
 ])
-def test_circuit_unwritable_output_is_refused_up_front(workdir, capsys, argv):
-    test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, ["cannot create folder", NOWHERE])
+def test_circuit_unwritable_output_is_refused_up_front(workdir, capsys, argv, snapshot):
+    test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, ["cannot create folder", NOWHERE], snapshot)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
-def test_circuit_read_only_folder_is_refused_up_front(workdir, capsys):
+def test_circuit_read_only_folder_is_refused_up_front(workdir, capsys, snapshot):
     ro = workdir / "afolder"
     ro.chmod(0o555)
     try:
         test_circuit_bad_input_is_refused_up_front(
             workdir, capsys, ["circuit", "--graph", "{tmp}/dot.json", "--json", "{tmp}/afolder/r.json"],
-            ["--json", "not writable"])
+            ["--json", "not writable"], snapshot)
     finally:
         ro.chmod(0o755)
 
@@ -287,8 +278,8 @@ RANDOM_CASES = [
 
 
 @pytest.mark.parametrize("argv,needles", RANDOM_CASES, ids=[" ".join(c[0])[:60] for c in RANDOM_CASES])
-def test_random_bad_input_is_refused_up_front(workdir, capsys, argv, needles):
-    before = _snapshot(workdir)
+def test_random_bad_input_is_refused_up_front(workdir, capsys, argv, needles, snapshot):
+    before = snapshot(workdir)
     rc = random_main([a.replace("{tmp}", str(workdir)) for a in argv])
     cap = capsys.readouterr()
     assert rc == 2, cap
@@ -296,13 +287,13 @@ def test_random_bad_input_is_refused_up_front(workdir, capsys, argv, needles):
     for s in needles:
         assert s in cap.err, cap.err
     assert cap.out == ""
-    assert _snapshot(workdir) == before, "an output file was touched"
+    assert snapshot(workdir) == before, "an output file was touched"
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
-def test_random_unwritable_out_is_refused_up_front(workdir, capsys):
+def test_random_unwritable_out_is_refused_up_front(workdir, capsys, snapshot):
     test_random_bad_input_is_refused_up_front(workdir, capsys, ["--out", NOWHERE + "/c.json"],
-                                              ["--out", "cannot create folder"])
+                                              ["--out", "cannot create folder"], snapshot)
 
 
 def test_random_out_says_what_it_wrote(tmp_path, capsys):

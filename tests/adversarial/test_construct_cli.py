@@ -51,22 +51,13 @@ CASES = [
 ]
 
 
-def _snapshot(root):
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for f in fns:
-            p = os.path.join(dp, f)
-            out[p] = open(p, "rb").read()
-        for d in dns:
-            out[os.path.join(dp, d)] = None
-    return out
 
 
 @pytest.mark.parametrize("argv,needles", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
-def test_bad_input_is_refused_up_front(tmp_path, capsys, argv, needles):
+def test_bad_input_is_refused_up_front(tmp_path, capsys, argv, needles, snapshot):
     (tmp_path / "afolder").mkdir()
     (tmp_path / "afile").write_text("not a weight file")
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     out = io.StringIO()
     rc = main([a.replace("{tmp}", str(tmp_path)) for a in argv], out=out)
     err = capsys.readouterr().err
@@ -75,7 +66,7 @@ def test_bad_input_is_refused_up_front(tmp_path, capsys, argv, needles):
     for s in needles:
         assert s in err, err
     assert out.getvalue() == "", "refused after work had started"
-    assert _snapshot(tmp_path) == before, "an output file was touched"
+    assert snapshot(tmp_path) == before, "an output file was touched"
 
 
 def test_missing_output_folder_is_created(tmp_path):

@@ -221,11 +221,6 @@ def arena(tmp_path):
     return tmp_path
 
 
-def snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.is_dir(), None if p.is_dir() else p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
-
-
 def fill(argv, root: Path) -> list[str]:
     return [a.format(out=root / "out", file=root / "existing.txt", tmp=root) for a in argv]
 
@@ -241,7 +236,7 @@ class _NoTrainer:
     resume = classmethod(lambda cls, *a, **kw: _tripwire())
 
 
-def refused(main, argv, msg, root, capsys):
+def refused(main, argv, msg, root, capsys, snapshot):
     before = snapshot(root)
     rc = main(fill(argv, root))
     err = capsys.readouterr().err
@@ -256,23 +251,23 @@ def refused(main, argv, msg, root, capsys):
 
 
 @pytest.mark.parametrize("argv,msg", TRAIN_CASES)
-def test_train_refuses(argv, msg, arena, capsys, monkeypatch):
+def test_train_refuses(argv, msg, arena, capsys, monkeypatch, snapshot):
     monkeypatch.setattr(train, "Trainer", _NoTrainer)
-    refused(train.main, argv, msg, arena, capsys)
+    refused(train.main, argv, msg, arena, capsys, snapshot)
 
 
 @pytest.mark.parametrize("argv,msg", ROUNDOFF_CASES)
-def test_roundoff_refuses(argv, msg, arena, capsys, monkeypatch):
+def test_roundoff_refuses(argv, msg, arena, capsys, monkeypatch, snapshot):
     monkeypatch.setattr(roundoff, "run_config", _tripwire)
     monkeypatch.setattr(roundoff, "reference", _tripwire)
-    refused(roundoff.main, argv, msg, arena, capsys)
+    refused(roundoff.main, argv, msg, arena, capsys, snapshot)
 
 
 @pytest.mark.parametrize("argv,msg", REPORT_CASES)
-def test_report_refuses(argv, msg, arena, capsys, monkeypatch):
+def test_report_refuses(argv, msg, arena, capsys, monkeypatch, snapshot):
     monkeypatch.setattr(report, "plot_compare", _tripwire)
     monkeypatch.setattr(report, "save_figure", _tripwire)
-    refused(report.main, argv, msg, arena, capsys)
+    refused(report.main, argv, msg, arena, capsys, snapshot)
 
 
 def test_allow_large_lifts_the_size_limits(arena):

@@ -39,23 +39,14 @@ def workdir(tmp_path):
     return tmp_path
 
 
-def _snapshot(root):
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for f in fns:
-            p = os.path.join(dp, f)
-            out[p] = open(p, "rb").read()
-        for d in dns:
-            out[os.path.join(dp, d)] = None
-    return out
 
 
 def _fill(argv, tmp, learned):
     return [a.replace("{tmp}", str(tmp)).replace("{in}", str(learned)) for a in argv]
 
 
-def _refused(main, argv, workdir, capsys, needles):
-    before = _snapshot(workdir)
+def _refused(main, argv, workdir, capsys, needles, snapshot):
+    before = snapshot(workdir)
     rc = main(argv)
     cap = capsys.readouterr()
     assert rc == 2, cap
@@ -63,7 +54,7 @@ def _refused(main, argv, workdir, capsys, needles):
     for s in needles:
         assert s in cap.err, cap.err
     assert cap.out == "", "refused after work had started"
-    assert _snapshot(workdir) == before, "an output file was touched"
+    assert snapshot(workdir) == before, "an output file was touched"
 
 
 # ------------------------------------------------------------------ verify.compare
@@ -123,8 +114,8 @@ COMPARE_CASES = [
 
 
 @pytest.mark.parametrize("argv,needles", COMPARE_CASES, ids=[" ".join(c[0])[:80] for c in COMPARE_CASES])
-def test_compare_bad_input_is_refused_up_front(workdir, inputs, capsys, argv, needles):
-    _refused(compare.main, _fill(argv, workdir, inputs), workdir, capsys, needles)
+def test_compare_bad_input_is_refused_up_front(workdir, inputs, capsys, argv, needles, snapshot):
+    _refused(compare.main, _fill(argv, workdir, inputs), workdir, capsys, needles, snapshot)
 
 
 def test_compare_construction_names_are_exactly_the_comparable_ones():
@@ -187,15 +178,15 @@ def _no_work(*a, **k):
 
 
 @pytest.mark.parametrize("argv,needles", ERRATA_CASES, ids=[" ".join(c[0])[:60] for c in ERRATA_CASES])
-def test_errata_bad_input_is_refused_up_front(workdir, capsys, monkeypatch, argv, needles):
+def test_errata_bad_input_is_refused_up_front(workdir, capsys, monkeypatch, argv, needles, snapshot):
     monkeypatch.setattr(errata, "run_all", _no_work)
-    _refused(errata.main, _fill(argv, workdir, ""), workdir, capsys, needles)
+    _refused(errata.main, _fill(argv, workdir, ""), workdir, capsys, needles, snapshot)
 
 
 @pytest.mark.parametrize("argv,needles", REPORT_CASES, ids=[" ".join(c[0])[:60] for c in REPORT_CASES])
-def test_catalogue_report_bad_input_is_refused_up_front(workdir, capsys, monkeypatch, argv, needles):
+def test_catalogue_report_bad_input_is_refused_up_front(workdir, capsys, monkeypatch, argv, needles, snapshot):
     monkeypatch.setattr(catalogue_report, "rows", _no_work)
-    _refused(catalogue_report.main, _fill(argv, workdir, ""), workdir, capsys, needles)
+    _refused(catalogue_report.main, _fill(argv, workdir, ""), workdir, capsys, needles, snapshot)
 
 
 NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
@@ -208,12 +199,12 @@ NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
     ("catalogue_report", ["--markdown", NOWHERE + "/catalogue.md"]),
     ("compare", _cmp("{in}/gd42.safetensors", out=NOWHERE + "/out")),
 ])
-def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypatch, tool, argv):
+def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypatch, tool, argv, snapshot):
     monkeypatch.setattr(errata, "run_all", _no_work)
     monkeypatch.setattr(catalogue_report, "rows", _no_work)
     monkeypatch.setattr(compare, "compare", _no_work)
     main = {"errata": errata.main, "catalogue_report": catalogue_report.main, "compare": compare.main}[tool]
-    _refused(main, _fill(argv, workdir, inputs), workdir, capsys, ["cannot create folder", NOWHERE])
+    _refused(main, _fill(argv, workdir, inputs), workdir, capsys, ["cannot create folder", NOWHERE], snapshot)
 
 
 ROW = {"id": "e1", "paper": "seed 000", "location": "eq. (1)", "as_printed": "a", "correction": "b",
