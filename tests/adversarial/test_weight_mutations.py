@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
@@ -106,7 +106,12 @@ def apply(tensors: dict, meta: dict, m) -> tuple[dict, dict]:
     elif kind == "entry":
         name = names[m[1] % len(names)]
         a = t[name].copy()
-        a.flat[m[2] % a.size] = a.flat[m[2] % a.size] + m[3]
+        try:
+            with np.errstate(all="ignore"):
+                a.flat[m[2] % a.size] = a.flat[m[2] % a.size] + m[3]
+        except (ValueError, OverflowError):  # not representable in this (integer) dtype: a float64 copy
+            a = a.astype(np.float64)
+            a.flat[m[2] % a.size] = a.flat[m[2] % a.size] + m[3]
         t[name] = a
     else:
         h = m[1]
@@ -144,7 +149,7 @@ def apply(tensors: dict, meta: dict, m) -> tuple[dict, dict]:
     return t, meta
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(muts=st.lists(mutation, min_size=1, max_size=3))
 @example(muts=[("dtype", 3, "float32")])  # lossless for these dyadic weights: PROVED, and the check agrees
@@ -162,6 +167,7 @@ def test_no_false_proved(original, tmp_path_factory, muts):
     out = io.StringIO()
     rc = main(["gd", *ARGS, "--weights", str(path)], out=out)
     assert rc in (0, 1, 2)
+    event(f"exit {rc}")
     if muts in ([("dtype", 3, "float32")], [("header", "exact-lie")]):
         assert rc == 0
     if rc == 0:
