@@ -76,6 +76,31 @@ class DepthError(ValueError):
 
 
 @dataclass
+class Sections:
+    """A stack split as the proof sees it: prologue, one list of layers per body
+    copy (a weight file's copies may differ), epilogue."""
+
+    prologue: list
+    bodies: list
+    epilogue: list
+
+    def layers(self) -> list:
+        return [*self.prologue, *(L for b in self.bodies for L in b), *self.epilogue]
+
+
+def run_layers(layers, S, *, keep: bool = False, conv_method: str = "direct"):
+    """Forward ``S`` through ``layers`` (no sections, no hooks); with ``keep``
+    the list of states after every layer.  The section-aware loop is
+    :meth:`Construction.run`."""
+    states = []
+    for L in layers:
+        S = L.forward(S, conv_method=conv_method)
+        if keep:
+            states.append(S)
+    return states if keep else S
+
+
+@dataclass
 class Construction(abc.ABC):
     """Base class; subclasses fill the sections and the state functions."""
 
@@ -117,6 +142,51 @@ class Construction(abc.ABC):
 
     def layers(self, k: int) -> list[Layer]:
         return list(self.prologue) + list(self.body) * k + list(self.epilogue)
+
+    def sections(self, k: int) -> "Sections":
+        """This construction's own stack of depth ``depth(k)``, as sections."""
+        return Sections(list(self.prologue), [list(self.body)] * k, list(self.epilogue))
+
+    def run(self, v: dict, k: int | None = None, *, sections: "Sections | None" = None, state=None,
+            cast: Callable[[Layer], Layer] | None = None, conv_method: str = "direct",
+            on_layer: Callable[[int, np.ndarray], bool | None] | None = None,
+            on_step: Callable[[int, np.ndarray], bool | None] | None = None):
+        """**The** run loop: prologue + body x k + epilogue on ``input_state(v)``
+        (or on ``state``), exact (object arrays) or float (any backend's arrays).
+
+        ``sections`` replaces the layers (a weight file: each body copy its
+        own); ``cast`` maps each distinct layer once before use (a backend's
+        float cast); ``on_layer(i, S)`` runs after stack layer ``i`` and
+        ``on_step(j, S)`` after the prologue (j = 0) and after body copy j;
+        either may return True to stop early.  Returns ``(S, layers_run)``.
+        """
+        secs = sections if sections is not None else self.sections(k or 0)
+        if k is not None and sections is not None:
+            secs = Sections(secs.prologue, secs.bodies[:k], secs.epilogue)
+        S = self.input_state(v) if state is None else state
+        done = 0
+        cache: dict[int, Layer] = {}
+
+        def apply(layers) -> bool:
+            nonlocal S, done
+            for L in layers:
+                if cast is not None:
+                    if id(L) not in cache:
+                        cache[id(L)] = cast(L)
+                    L = cache[id(L)]
+                S = L.forward(S, conv_method=conv_method)
+                done += 1
+                if on_layer is not None and on_layer(done - 1, S):
+                    return True
+            return False
+
+        if apply(secs.prologue) or (on_step is not None and on_step(0, S)):
+            return S, done
+        for j, body in enumerate(secs.bodies):
+            if apply(body) or (on_step is not None and on_step(j + 1, S)):
+                return S, done
+        apply(secs.epilogue)
+        return S, done
 
     @property
     def state_size(self) -> int:

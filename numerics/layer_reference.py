@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import gmpy2
 import numpy as np
 
-from constructions.base import Construction, exact
+from constructions.base import Construction, Sections, exact
 from constructions.layers import Layer
 
 from . import metrics
@@ -86,21 +86,22 @@ class LayerLevelResult:
 
 
 def _float_states(con, stack, S0, backend, conv_method):
-    """Float run of ``stack`` from ``S0``; float64 copies of every state."""
-    cache: dict[int, Layer] = {}
+    """Float run of ``stack`` from ``S0`` (``Construction.run``); float64 copies of every state."""
     S = backend.asarray(S0)
     states = [backend.to_numpy64(S)]
-    bad = None
-    for i, L in enumerate(stack):
-        if id(L) not in cache:
-            cache[id(L)] = backend.cast_layer(L)
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported, not warned
-            S = cache[id(L)].forward(S, conv_method=conv_method)
+    bad: list[int] = []
+
+    def on_layer(i, S):
         states.append(backend.to_numpy64(S))
         if not np.all(np.isfinite(states[-1])):
-            bad = i
-            break
-    return states, bad
+            bad.append(i)
+            return True
+        return False
+
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported, not warned
+        con.run({}, sections=Sections(list(stack), [], []), state=S, cast=backend.cast_layer,
+                conv_method=conv_method, on_layer=on_layer)
+    return states, (bad[0] if bad else None)
 
 
 def _exact_pass(stack, states, digits, n_layers):

@@ -54,7 +54,7 @@ from pathlib import Path
 import gmpy2
 import numpy as np
 
-from constructions.base import Construction, DepthError, exact
+from constructions.base import Construction, DepthError, exact, run_layers
 from constructions.registry import CATALOGUE, GD_ARCHS, Entry
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_path, atomic_write_text,
                             check_memory, check_range, human_bytes, output_dir, run_main)
@@ -171,13 +171,6 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
     ``checkpoints``); ``first_nonfinite``: None or where it happened.
     Identical arithmetic to ``numerics.runner.run_construction``.
     """
-    cache: dict[int, object] = {}
-
-    def cast(L):
-        if id(L) not in cache:
-            cache[id(L)] = backend.cast_layer(L)
-        return cache[id(L)]
-
     lay = con.layout
     regions = data_regions(con)
     stack_len = con.depth(k)
@@ -194,52 +187,46 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
         out["first_nonfinite"] = {"layer": -1, "section": "input", **_first_bad(con, S64)}
         return out
     base = {lab: lay.get(S64, reg).copy() for lab, reg, _, b in regions if b == "input"}
-    layer = 0
+    p, b, e = len(con.prologue), len(con.body), len(con.epilogue)
+    epilogue = [backend.cast_layer(L) for L in con.epilogue]
 
-    def apply(layers, section, step):
-        nonlocal S, layer
-        for j, L in enumerate(layers):
-            with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
-                S = cast(L).forward(S, conv_method=conv_method)
-            layer += 1
-            if not backend.isfinite_all(S):
-                out["first_nonfinite"] = {"layer": layer - 1, "section": section, "step": step,
-                                          "layer_in_section": j, **_first_bad(con, backend.to_numpy64(S))}
-                return False
-        return True
+    def where(i):  # stack layer i -> (section, step, layer in section)
+        if i < p:
+            return "prologue", 0, i
+        if i < p + b * k:
+            return "body", 1 + (i - p) // b, (i - p) % b
+        return "epilogue", k, i - p - b * k
 
-    def record(step):
+    def on_layer(i, S):
+        if not backend.isfinite_all(S):
+            sec, step, j = where(i)
+            out["first_nonfinite"] = {"layer": i, "section": sec, "step": step, "layer_in_section": j,
+                                      **_first_bad(con, backend.to_numpy64(S))}
+            return True
+        return False
+
+    def on_step(step, S):
         S64 = backend.to_numpy64(S)
+        if step == 0:
+            for lab, reg, _, b_ in regions:
+                if b_ == "prologue":
+                    base[lab] = lay.get(S64, reg).copy()
+        elif progress is not None:
+            progress.update(1)
         xs[step] = con.readout(S64)["x"]
         for lab, reg, scale, _ in regions:
             dd = metrics.data_deviation(lay.get(S64, reg), base[lab], float(scale))
             dev[lab][step] = dd["max_abs"]
             dev_rel[lab][step] = dd["max_rel"]
         if step in checkpoints:
-            Se = S
             with np.errstate(over="ignore", invalid="ignore"):
-                for L in con.epilogue:
-                    Se = cast(L).forward(Se, conv_method=conv_method)
+                Se = run_layers(epilogue, S, conv_method=conv_method)
             out["predictions"][step] = backend.to_numpy64(con.readout(Se)["prediction"])
-        return S64
+        return False
 
-    ok = apply(con.prologue, "prologue", 0)
-    if ok:
-        S64 = backend.to_numpy64(S)
-        for lab, reg, _, b in regions:
-            if b == "prologue":
-                base[lab] = lay.get(S64, reg).copy()
-        record(0)
-        for step in range(1, k + 1):
-            ok = apply(con.body, "body", step)
-            if progress is not None:
-                progress.update(1)
-            if not ok:
-                break
-            record(step)
-        if ok:
-            ok = apply(con.epilogue, "epilogue", k)
-    out["layers_run"] = layer
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported as the first non-finite layer
+        _, out["layers_run"] = con.run(v, k, state=S, cast=backend.cast_layer, conv_method=conv_method,
+                                       on_layer=on_layer, on_step=on_step)
     return out
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from constructions.base import Construction
+from constructions.base import Construction, Sections
 
 from .backends import Backend
 
@@ -34,51 +34,30 @@ def run_construction(con: Construction, v: dict[str, np.ndarray], k: int, backen
     ``sections`` replaces the construction's layers (e.g. a user's weight
     file): ``{"prologue": [...], "bodies": [[...] per step], "epilogue": [...]}``.
     """
-    if sections is None:
-        sections = {"prologue": con.prologue, "bodies": [con.body] * k, "epilogue": con.epilogue}
-    cache: dict[int, object] = {}
+    secs = con.sections(k) if sections is None else Sections(sections["prologue"], sections["bodies"],
+                                                                 sections["epilogue"])
+    xs: list[np.ndarray] = []
+    bad: list[int] = []
 
-    def cast(L):  # each distinct layer is cast once
-        if id(L) not in cache:
-            cache[id(L)] = backend.cast_layer(L)
-        return cache[id(L)]
+    def on_layer(i, S):  # the first non-finite layer; the run stops after that body copy
+        if not bad and not backend.isfinite_all(S):
+            bad.append(i)
+
+    def on_step(j, S):
+        xs.append(backend.to_numpy64(con.readout(S)["x"]))
+        if j and progress is not None:
+            progress.update(1)
+        return bool(bad)
 
     with np.errstate(all="ignore"):  # overflow is reported as the first non-finite layer
-        return _stream(con, v, k, backend, sections, cast, conv_method, progress)
-
-
-def _stream(con, v, k, backend, sections, cast, conv_method, progress) -> RunResult:
-    S = backend.asarray(con.input_state(v))
-    xs = []
-    layer = 0
-    first_bad = None
-
-    def apply(layers):
-        nonlocal S, layer, first_bad
-        for L in layers:
-            S = cast(L).forward(S, conv_method=conv_method)
-            if first_bad is None and not backend.isfinite_all(S):
-                first_bad = layer
-            layer += 1
-
-    apply(sections["prologue"])
-    xs.append(backend.to_numpy64(con.readout(S)["x"]))
-    for body in sections["bodies"][:k]:
-        apply(body)
-        xs.append(backend.to_numpy64(con.readout(S)["x"]))
-        if progress is not None:
-            progress.update(1)
-        if first_bad is not None:
-            break
-    pred = None
-    if first_bad is None:
-        apply(sections["epilogue"])
-        pred = backend.to_numpy64(con.readout(S)["prediction"])
+        S, done = con.run(v, k, sections=secs, state=backend.asarray(con.input_state(v)),
+                          cast=backend.cast_layer, conv_method=conv_method, on_layer=on_layer, on_step=on_step)
+    pred = None if bad else backend.to_numpy64(con.readout(S)["prediction"])
     x = np.stack(xs)
     if x.shape[0] < k + 1:  # stopped at a non-finite value: pad with NaN
         pad = np.full((k + 1 - x.shape[0],) + x.shape[1:], np.nan)
         x = np.concatenate([x, pad])
-    return RunResult(x=x, prediction=pred, first_nonfinite_layer=first_bad, layers_run=layer)
+    return RunResult(x=x, prediction=pred, first_nonfinite_layer=bad[0] if bad else None, layers_run=done)
 
 
 def plain_gd(A, b, x0, eta: float, k: int, backend: Backend, lam: float = 0.0) -> np.ndarray:

@@ -71,9 +71,7 @@ def limits_help() -> str:
 
 
 def _run_exact(con, values: dict):
-    S = con.input_state(dict(values))
-    for L in con.epilogue:
-        S = L.forward(S)
+    S, _ = con.run(dict(values), 0)
     return con.readout(S)
 
 
@@ -219,8 +217,7 @@ def cmd_circuit(a, out) -> int:
     fv = {n: xs[i] for i, n in enumerate(names)}
     S = con.input_state(fv) if names else np.zeros((a.trials,) + con.layout.shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        for L in con.epilogue:
-            S = L.map(lambda w: np.vectorize(_float_of, otypes=[float])(w)).forward(S)
+        S, _ = con.run(fv, 0, state=S, cast=lambda L: L.map(np.vectorize(_float_of, otypes=[float])))
     got_f = con.readout(S)
     max_rel, non_finite = 0.0, 0
     with progress(a.trials, "float64 trials", enabled=show) as bar:

@@ -52,7 +52,7 @@ import numpy as np
 from sympy import QQ, Symbol
 from sympy.polys.rings import ring
 
-from constructions.base import Construction, PartialState
+from constructions.base import Construction, PartialState, run_layers
 from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES,  # noqa: F401
                                   RESIDUAL_CHARS, Counterexample, Failure, IdentityClaim, LayerMismatch,
                                   ProofResult, WitnessClaim)
@@ -120,11 +120,7 @@ def _as_poly(R, x):
 
 
 def _run(layers: list[Layer], S):
-    states = []
-    for L in layers:
-        S = L.forward(S)
-        states.append(S)
-    return states
+    return run_layers(layers, S, keep=True)
 
 
 def _first_mismatch(got, expected):
@@ -450,9 +446,7 @@ def _prove_states(con: Construction, params: tuple[str, ...], base: SymbolicProb
                       + [(len(Ls) - 1, None)])
             ok = True
             for (p, dp), (q, dq) in zip(points, points[1:]):
-                S = start() if dp is None else np.where(dp.mask, dp.expected, U)
-                for L in Ls[p + 1:q + 1]:
-                    S = L.forward(S)
+                S = run_layers(Ls[p + 1:q + 1], start() if dp is None else np.where(dp.mask, dp.expected, U))
                 if dq is None:
                     want = target()
                     result.entries_checked += int(np.prod(want.shape))
@@ -542,9 +536,7 @@ def replay_counterexample(con: Construction, sections: dict[str, list[Layer]], f
     layers' value and the specification's value (they differ)."""
     v = problem_from_assignment(con.variables, failure.counterexample.assignment)
     _, start, target = next(c for c in _section_claims(con, v) if c[0] == failure.section)
-    S = start()
-    for L in sections[failure.section]:
-        S = L.forward(S)
+    S = run_layers(sections[failure.section], start())
     idx = failure.state_index
     return Fraction(S[idx]), Fraction(target()[idx])
 
@@ -561,9 +553,7 @@ def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure:
     _, start, target = next(cl for cl in _section_claims(con, v) if cl[0] == failure.section)
     layers = sections[failure.section]
     li = failure.layer_in_section
-    S = start()
-    for L in layers[:li + 1]:
-        S = L.forward(S)
+    S = run_layers(layers[:li + 1], start())
     if li == len(layers) - 1:
         want = target()
     else:
@@ -585,3 +575,27 @@ def check(obj) -> ProofResult:
     if isinstance(obj, WitnessClaim):
         return obj.run()
     raise TypeError(f"not a claim: {type(obj).__name__} (a Construction, IdentityClaim or WitnessClaim)")
+
+
+def run_checked(con: Construction, v: dict, k: int):
+    """Run the stack exactly (``Construction.run``) on one concrete problem ``v``,
+    checking the state after the prologue and after every body copy against the
+    specification, and the final state.  Returns ``(final state, v after k
+    steps)``; a ValueError names the first place where they differ.  (A check at
+    one point, for tests and examples; the proof is :func:`prove`.)"""
+    vs = [v]
+
+    def same(a, b) -> bool:
+        return a.shape == b.shape and all(Fraction(x) == Fraction(y) for x, y in zip(a.flat, b.flat))
+
+    def on_step(j, S):
+        if j:
+            vs.append(con.step(vs[-1]))
+        if not same(S, con.state(vs[-1])):
+            raise ValueError(f"{con.name}: the state after {'the prologue' if j == 0 else f'body copy {j}'} "
+                             f"differs from the specification")
+
+    S, _ = con.run(v, k, on_step=on_step)
+    if not same(S, con.final_state(vs[-1])):
+        raise ValueError(f"{con.name}: the final state differs from the specification")
+    return S, vs[-1]

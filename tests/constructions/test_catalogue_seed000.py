@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from constructions.base import Construction
+from constructions.base import Construction, run_layers
 from constructions.catalogue import entries, errata
 from constructions.catalogue.seed000_errata import causal_gd_layer
 from constructions.catalogue.seed000_newton import flat_product_monomial, gram_layer, newton
@@ -50,9 +50,7 @@ def mat(draw, r, c, elem=q_st):
 
 
 def run(layers, S):
-    for L in layers:
-        S = L.forward(S)
-    return S
+    return run_layers(layers, S)
 
 
 def own_sections(con):

@@ -15,7 +15,7 @@ from constructions.base import DepthError
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.lsq import gd_step
 from constructions.registry import CATALOGUE, GD_ARCHS
-from verify.proof import prove
+from verify.proof import prove, run_checked
 
 BUILDERS = [gd_lsa, gd_elsa]
 SQUARES = [Fraction(1, 16), Fraction(1, 4), Fraction(1, 9), Fraction(4, 25), Fraction(1)]
@@ -48,20 +48,7 @@ def ridge_by_hand(v, eta, lam):
 
 
 def run_exact(con, v, k):
-    S = con.input_state(v)
-    for L in con.prologue:
-        S = L.forward(S)
-    assert F(S) == F(con.state(v))
-    vj = v
-    for _ in range(k):
-        for L in con.body:
-            S = L.forward(S)
-        vj = con.step(vj)
-        assert F(S) == F(con.state(vj))
-    for L in con.epilogue:
-        S = L.forward(S)
-    assert F(S) == F(con.final_state(vj))
-    return S, vj
+    return run_checked(con, v, k)
 
 
 # ----------------------------------------------------------------------------- proofs

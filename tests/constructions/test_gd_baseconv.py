@@ -16,7 +16,7 @@ from constructions.base import DepthError
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.lsq import gd_step
 from constructions.registry import CATALOGUE, GD_ARCHS
-from verify.proof import prove
+from verify.proof import prove, run_checked
 
 BUILDERS = [gd_baseconv, gd_baseconv_causal]
 q_st = st.fractions(min_value=-3, max_value=3, max_denominator=5)
@@ -51,22 +51,7 @@ def gd_by_hand(v, eta, lam=Fraction(0)):
 
 
 def run_exact(con, v, k):
-    """Apply the stack to one exact problem; check the invariant state after every section."""
-    S = con.input_state(v)
-    for L in con.prologue:
-        S = L.forward(S)
-    assert F(S) == F(con.state(v)), "prologue"
-    vj = v
-    for _ in range(k):
-        for L in con.body:
-            S = L.forward(S)
-        vj = con.step(vj)
-        assert F(S) == F(con.state(vj)), "body"
-        assert F(con.readout(S)["x"]) == F(vj["x"])
-    for L in con.epilogue:
-        S = L.forward(S)
-    assert F(S) == F(con.final_state(vj)), "epilogue"
-    return S, vj
+    return run_checked(con, v, k)
 
 
 # ----------------------------------------------------------------------------- proofs

@@ -208,3 +208,16 @@ def test_shape_mismatch_is_reported():
     other = gd_baseconv(4, 2)
     with pytest.raises(ValueError):
         prove(con, sections={"prologue": [], "body": other.body, "epilogue": con.epilogue})
+
+
+def test_run_checked_names_the_first_wrong_step():
+    from verify.proof import run_checked
+
+    con = gd_baseconv(3, 2)
+    v = {name: np.array([Fraction(i + 1, 3) for i in range(int(np.prod(shp)))], dtype=object).reshape(shp)
+         for name, shp in con.variables.items()}
+    S, vk = run_checked(con, v, 2)
+    assert vk["x"].shape == (2,) and S.shape == con.layout.shape
+    con.body[2] = _flip_eta_sign(con)
+    with pytest.raises(ValueError, match="after body copy 1"):
+        run_checked(con, v, 2)

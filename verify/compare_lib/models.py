@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions.base import Construction, to_float_array
+from constructions.base import Construction, run_layers, to_float_array
 from constructions.layers import Layer
 from constructions import weights_io
 
@@ -146,13 +146,8 @@ def to_torch(L: Layer) -> Layer:
 
 def run_float(layers: list[Layer], S: np.ndarray, *, keep: bool = False):
     """Forward float64 states through ``layers``; with ``keep`` the state after every layer."""
-    states = []
     with np.errstate(all="ignore"):
-        for L in layers:
-            S = L.forward(S)
-            if keep:
-                states.append(S)
-    return states if keep else S
+        return run_layers(layers, S, keep=keep)
 
 
 # ------------------------------------------------------------------ problems
