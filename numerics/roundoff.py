@@ -6,7 +6,7 @@
         [--batch 64] [--n 20] [--d 5] [--seed 0] [--digits 50]
         [--layer-ref 2] [--layer-ref-layers 40] [--out DIR] [--quiet] [--allow-large]
 
-``CONSTRUCTION`` is an arch of ``constructions.registry.GD_ARCHS`` (baseconv,
+``CONSTRUCTION`` is a ``gd`` architecture of the registry (``constructions.catalogue``: baseconv,
 baseconv-causal, lsa, elsa) or a construction name (gd-baseconv, ...).
 
 For every combination of backend x dtype x convolution method x kappa x sigma
@@ -55,7 +55,8 @@ import gmpy2
 import numpy as np
 
 from constructions.base import Construction, DepthError, exact, run_layers
-from constructions.registry import CATALOGUE, GD_ARCHS, Entry
+from constructions.catalogue import CatalogueEntry as Entry
+from constructions.catalogue import gd_architectures
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_path, atomic_write_text,
                             check_memory, check_range, human_bytes, output_dir, run_main)
 from polyverify.cli import progress as progress_reporter
@@ -97,13 +98,15 @@ _Parser = Parser  # (the name this module used before polyverify.cli)
 # ------------------------------------------------------------------ construction specifics
 
 def resolve(name: str) -> Entry:
-    """An arch name of GD_ARCHS or a construction name of the catalogue."""
-    if name in GD_ARCHS:
-        return GD_ARCHS[name]
-    if name in CATALOGUE:
-        return CATALOGUE[name]
-    raise UsageError(f"unknown construction {name!r}; choose one of {', '.join(GD_ARCHS)} "
-                     f"(or {', '.join(CATALOGUE)})")
+    """A gd architecture, by its arch name (``baseconv``) or its entry name (``gd-baseconv``)."""
+    gd = gd_architectures()
+    by_entry = {e.name: e for e in gd.values()}
+    if name in gd:
+        return gd[name]
+    if name in by_entry:
+        return by_entry[name]
+    raise UsageError(f"unknown construction {name!r}; choose one of {', '.join(gd)} "
+                     f"(or {', '.join(by_entry)})")
 
 
 def data_regions(con: Construction) -> list[tuple[str, str, Fraction, str]]:
@@ -136,9 +139,7 @@ def auto_eta(kappa: float) -> Fraction:
 
 
 def build(entry: Entry, n: int, d: int, eta: Fraction, lam: Fraction) -> Construction:
-    if entry.arch.startswith("baseconv"):
-        return entry.build(n, d, eta=eta)
-    return entry.build(n, d, eta=eta, lam=lam)
+    return entry.build(n, d, eta=eta, lam=lam) if entry.ridge else entry.build(n, d, eta=eta)
 
 
 # ------------------------------------------------------------------ streaming run
@@ -353,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "checked before any work (exit 2 and one 'error:' line otherwise).  Limits: "
                            f"{_limits_text()}; estimated memory <= {human_bytes(MEMORY_LIMIT)} "
                            f"(--allow-large lifts these).")
-    p.add_argument("construction", help=f"{', '.join(GD_ARCHS)} (or {', '.join(CATALOGUE)})")
+    gd = gd_architectures()
+    p.add_argument("construction", help=f"{', '.join(gd)} (or {', '.join(e.name for e in gd.values())})")
     p.add_argument("--layers", required=True,
                    help=f"comma-separated model depths, 1 .. {LIMITS['layers']:,}; the run streams to the largest")
     p.add_argument("--dtypes", default="float64,float32,bfloat16,float16",

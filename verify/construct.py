@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from constructions.base import DepthError, exact
-from constructions.registry import GD_ARCHS
+from constructions.catalogue import gd_architectures
 from constructions.weights_io import (WeightFileError, check_against, declared_mismatches, load, same_layer, save,
                                       split_sections)
 
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    + " (--allow-large lifts them).")
     g.add_argument("--layers", type=int, default=None,
                    help="model depth (layers of the stack); required unless --weights gives it")
-    g.add_argument("--arch", default=None, choices=sorted(GD_ARCHS), help="construction (default baseconv)")
+    g.add_argument("--arch", default=None, choices=list(gd_architectures()), help="construction (default baseconv)")
     g.add_argument("--n", type=int, default=None, help="rows N of A (default 20)")
     g.add_argument("--d", type=int, default=None, help="columns D of A (default 5)")
     g.add_argument("--eta", default=None, help="step size, an exact rational (default 1/16)")
@@ -148,7 +148,7 @@ def _from_file(declared: dict | None) -> dict:
     if not declared:
         return {}
     out = {}
-    arch = {e.name: key for key, e in GD_ARCHS.items()}.get(declared.get("name"))
+    arch = {e.name: key for key, e in gd_architectures().items()}.get(declared.get("name"))
     if arch is None:
         return {}
     out["arch"] = arch
@@ -245,7 +245,7 @@ def cmd_gd(a, out) -> int:
         raise UsageError(f"--eta must be > 0, got {eta}")
     if lam < 0:
         raise UsageError(f"--lam must be >= 0, got {lam}")
-    entry = GD_ARCHS[arch]
+    entry = gd_architectures()[arch]
     if lam != 0 and not entry.ridge:
         raise UsageError(f"--lam needs --arch lsa or elsa (a ridge construction); {arch} is plain least squares")
     dtypes = [t.strip() for t in a.dtype.split(",")]
@@ -378,7 +378,7 @@ def cmd_gd(a, out) -> int:
 
 def cmd_list(out) -> int:
     print("gd --arch ARCH (python -m verify.construct gd --layers L --arch ARCH):", file=out)
-    for arch, e in GD_ARCHS.items():
+    for arch, e in gd_architectures().items():
         print(f"  {arch:<16} {e.name:<20} depth {e.depth:<7} state {e.state:<22} {e.summary}", file=out)
         print(f"  {'':<16} {'':<20} {e.reference}", file=out)
     print("circuit --graph FILE.json: any arithmetic circuit (networkx node-link JSON) -> BaseConv stack", file=out)
@@ -386,9 +386,11 @@ def cmd_list(out) -> int:
 
     cat = entries()
     if cat:
-        print("catalogue (python -m verify.construct NAME [--set KEY=VALUE] [--json FILE]):", file=out)
+        print("catalogue (python -m verify.construct NAME [--set KEY=VALUE] [--json FILE]; the gd entries above "
+              "are NAMEs too):", file=out)
         for name, e in cat.items():
-            print(f"  {name:<28} {e.summary}  [{e.paper}]", file=out)
+            if "gd" not in e.roles:
+                print(f"  {name:<28} {e.summary}  [{e.paper}]", file=out)
     print(f"errata: {len(errata())} (python -m verify.errata)", file=out)
     return 0
 

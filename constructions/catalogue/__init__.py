@@ -30,12 +30,30 @@ ERRATA: dict[str, "Erratum"] = {}
 
 @dataclass(frozen=True)
 class CatalogueEntry:
+    """One construction or claim of the registry (the only one: ``python -m
+    verify.construct --list``, its subcommands and the catalogue report are
+    generated from it)."""
+
     name: str  # CLI name, lower-case with dashes
     paper: str  # seed, section and equation implemented
     summary: str
     build: Callable[..., object]  # build(**sizes) -> Construction | IdentityClaim | WitnessClaim
-    sizes: dict = field(default_factory=dict)  # default sizes, each an int
+    sizes: dict = field(default_factory=dict)  # default sizes, each an int (``--set KEY=VALUE``)
     claim: str = ""  # what the paper states about layers / state size
+    #: ``"gd"``: a least-squares GD architecture (``verify.construct gd --arch ARCH``, numerics,
+    #: training and comparison): ``build(n, d, eta=..., [lam=...])`` with ``arch`` its short name
+    roles: frozenset = frozenset()
+    arch: str = ""
+    depth: str = ""  # depth formula in k, e.g. "1 + 3k"
+    state: str = ""  # state shape formula, e.g. "(N+1) x (5D+2)"
+    ridge: bool = False  # a gd builder that also takes the ridge parameter ``lam``
+
+    @property
+    def reference(self) -> str:
+        return self.paper
+
+
+Entry = CatalogueEntry
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,8 @@ class Erratum:
 def register(entry: CatalogueEntry) -> CatalogueEntry:
     if entry.name in ENTRIES:
         raise ValueError(f"catalogue entry {entry.name!r} registered twice")
+    if "gd" in entry.roles and not entry.arch:
+        raise ValueError(f"gd entry {entry.name!r} needs an arch name")
     ENTRIES[entry.name] = entry
     return entry
 
@@ -79,6 +99,19 @@ def load_all() -> None:
 def entries() -> dict[str, CatalogueEntry]:
     load_all()
     return dict(sorted(ENTRIES.items()))
+
+
+def gd_architectures() -> dict[str, CatalogueEntry]:
+    """The entries with the ``gd`` role, keyed by their arch name (``--arch``), in a fixed order."""
+    load_all()
+    order = {"baseconv": 0, "baseconv-causal": 1, "lsa": 2, "elsa": 3}
+    gd = [e for e in ENTRIES.values() if "gd" in e.roles]
+    return {e.arch: e for e in sorted(gd, key=lambda e: (order.get(e.arch, 99), e.arch))}
+
+
+def by_name(name: str) -> CatalogueEntry | None:
+    load_all()
+    return ENTRIES.get(name)
 
 
 def errata() -> dict[str, Erratum]:

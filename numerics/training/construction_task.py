@@ -77,11 +77,11 @@ class ConstructionTaskConfig:
 
 def build(name: str, n: int, d: int):
     """The construction (default eta) for ``name`` in :data:`SUPPORTED`."""
-    from constructions.registry import CATALOGUE
+    from constructions.catalogue import by_name
 
     if name not in SUPPORTED:
         raise ValueError(f"construction {name!r} not supported; choose one of {', '.join(SUPPORTED)}")
-    return CATALOGUE[name].build(n, d)
+    return by_name(name).build(n, d)
 
 
 # ------------------------------------------------------------------ data

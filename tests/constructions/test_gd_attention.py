@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from constructions.base import DepthError
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.lsq import gd_step
-from constructions.registry import CATALOGUE, GD_ARCHS
+from constructions.catalogue import entries, gd_architectures
 from verify.proof import prove, run_checked
 
 BUILDERS = [gd_lsa, gd_elsa]
@@ -147,8 +147,8 @@ def test_depth(build):
 
 @pytest.mark.parametrize("arch", ["lsa", "elsa"])
 def test_registry_entry_matches_construction(arch):
-    e = GD_ARCHS[arch]
-    assert CATALOGUE[e.name] is e
+    e = gd_architectures()[arch]
+    assert entries()[e.name] is e and "gd" in e.roles
     n, d = 5, 3
     con = e.build(n, d)
     assert con.name == e.name and con.reference == e.reference

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from constructions.base import DepthError
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.lsq import gd_step
-from constructions.registry import CATALOGUE, GD_ARCHS
+from constructions.catalogue import entries, gd_architectures
 from verify.proof import prove, run_checked
 
 BUILDERS = [gd_baseconv, gd_baseconv_causal]
@@ -145,8 +145,8 @@ def test_steps_for_depth_causal():
 
 @pytest.mark.parametrize("arch", ["baseconv", "baseconv-causal"])
 def test_registry_entry_matches_construction(arch):
-    e = GD_ARCHS[arch]
-    assert CATALOGUE[e.name] is e and e.build in BUILDERS
+    e = gd_architectures()[arch]
+    assert entries()[e.name] is e and e.build in BUILDERS and "gd" in e.roles
     n, d = 5, 3
     con = e.build(n, d)
     assert con.name == e.name and con.reference == e.reference

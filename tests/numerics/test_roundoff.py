@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from constructions.registry import GD_ARCHS
+from constructions.catalogue import gd_architectures
 from numerics import roundoff
 from numerics.backends import Backend, cuda_available, cupy_available
 from numerics.layer_reference import exact_forward, layer_level, mp_layer, stack_labels
@@ -68,7 +68,7 @@ def test_cli_reports_the_first_nonfinite_layer(tmp_path, capsys):
     assert rec["first_nonfinite"]["region"] == "s2" and rec["first_nonfinite"]["value"] in ("-inf", "inf")
     assert rec["per_step"]["mse"][1] is None  # no MSE for a run that overflowed
     # independently: the inputs are finite, layer 0's output is, layer 1's is not
-    con = GD_ARCHS["baseconv"].build(N, D)
+    con = gd_architectures()["baseconv"].build(N, D)
     be = Backend("numpy", "float16")
     v = _vars(be, sigma=3000.0)
     assert all(np.all(np.isfinite(t)) for t in v.values())
@@ -124,9 +124,9 @@ def test_auto_eta_converges_and_is_a_square():
 
 # ------------------------------------------------------------------ streaming run
 
-@pytest.mark.parametrize("arch", sorted(GD_ARCHS))
+@pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_stream_matches_the_runner_bit_for_bit(arch):
-    con = GD_ARCHS[arch].build(N, D)
+    con = gd_architectures()[arch].build(N, D)
     be = Backend("numpy", "float32")
     v = _vars(be)
     res = roundoff.stream(con, v, 3, be)
@@ -135,9 +135,9 @@ def test_stream_matches_the_runner_bit_for_bit(arch):
     assert res["first_nonfinite"] is None and res["layers_run"] == ref.layers_run == con.depth(3)
 
 
-@pytest.mark.parametrize("arch", sorted(GD_ARCHS))
+@pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_torch_and_numpy_agree_in_float64(arch):
-    con = GD_ARCHS[arch].build(N, D)
+    con = gd_architectures()[arch].build(N, D)
     xs = {}
     for name in ("numpy", "torch"):
         be = Backend(name, "float64")
@@ -146,10 +146,10 @@ def test_torch_and_numpy_agree_in_float64(arch):
     np.testing.assert_allclose(xs["torch"]["predictions"][4], xs["numpy"]["predictions"][4], rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize("arch", sorted(GD_ARCHS))
+@pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_carried_data_is_exact_with_direct_conv(arch):
     """0/1 weights move A and b without rounding; only the FFT spreads roundoff into them."""
-    con = GD_ARCHS[arch].build(N, D)
+    con = gd_architectures()[arch].build(N, D)
     be = Backend("numpy", "float32")
     res = roundoff.stream(con, _vars(be), 3, be)
     assert res["data"] and all(np.all(d == 0) for d in res["data"].values())
@@ -162,7 +162,7 @@ def test_carried_data_is_exact_with_direct_conv(arch):
 
 def test_mpfr_states_go_through_the_exact_object_path():
     """ops' object path with mpfr scalars gives the exact rational result."""
-    con = GD_ARCHS["baseconv"].build(N, D)
+    con = gd_architectures()["baseconv"].build(N, D)
     rng = np.random.default_rng(3)
     S = rng.integers(-9, 10, size=con.layout.shape).astype(float) / 8  # dyadic: exact in mpfr
     for L in con.body:
@@ -172,9 +172,9 @@ def test_mpfr_states_go_through_the_exact_object_path():
         S = got
 
 
-@pytest.mark.parametrize("arch", sorted(GD_ARCHS))
+@pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_layer_reference_agrees_with_the_float64_run(arch):
-    con = GD_ARCHS[arch].build(N, D)
+    con = gd_architectures()[arch].build(N, D)
     be = Backend("numpy", "float64")
     v = {k: t[:2] for k, t in _vars(be).items()}
     k = 2
@@ -194,7 +194,7 @@ def test_layer_reference_agrees_with_the_float64_run(arch):
 
 
 def test_layer_reference_in_float32_attributes_error_to_layers():
-    con = GD_ARCHS["baseconv-causal"].build(N, D)
+    con = gd_architectures()["baseconv-causal"].build(N, D)
     be = Backend("numpy", "float32")
     res = layer_level(con, _vars(be), 2, be, max_layers=3)
     assert len(res.layers) == 3 and res.notes
@@ -221,11 +221,11 @@ def test_compare_constructions_figure(tmp_path):
 
 # ------------------------------------------------------------------ GPU paths
 
-@pytest.mark.parametrize("arch", sorted(GD_ARCHS))
+@pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_cuda_agrees_with_cpu(arch):
     if not cuda_available():
         pytest.skip("no CUDA GPU: torch.cuda.is_available() is False")
-    con = GD_ARCHS[arch].build(N, D)
+    con = gd_architectures()[arch].build(N, D)
     cpu, gpu = Backend("torch", "float64"), Backend("torch", "float64", "cuda")
     for conv in ("direct", "fft"):
         a = roundoff.stream(con, _vars(cpu), 3, cpu, conv_method=conv)["x"]
@@ -233,11 +233,11 @@ def test_cuda_agrees_with_cpu(arch):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("arch", sorted(GD_ARCHS))
+@pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_cupy_agrees_with_numpy(arch):
     if not cupy_available():
         pytest.skip("no CUDA GPU: cupy or a device is missing")
-    con = GD_ARCHS[arch].build(N, D)
+    con = gd_architectures()[arch].build(N, D)
     npb, cpb = Backend("numpy", "float64"), Backend("cupy", "float64")
     for conv in ("direct", "fft"):
         a = roundoff.stream(con, _vars(npb), 3, npb, conv_method=conv)["x"]

@@ -25,13 +25,8 @@ class CompareError(ValueError):
 def build_construction(name: str, n: int, d: int, **params) -> Construction:
     """A named construction (``gd-baseconv``, ``gd-lsa``, ..., or a catalogue entry such as
     ``s004-gd``) at sizes ``n`` x ``d``."""
-    from constructions.registry import CATALOGUE
-
-    if name in CATALOGUE:
-        return CATALOGUE[name].build(n, d, **params)
     from constructions import catalogue
 
-    catalogue.load_all()
     ents = catalogue.entries()
     if name in ents:
         sizes = dict(ents[name].sizes)
@@ -44,7 +39,8 @@ def build_construction(name: str, n: int, d: int, **params) -> Construction:
             raise CompareError(f"catalogue entry {name!r} is a claim, not a construction")
         return con
     raise CompareError(f"unknown construction {name!r}; choose one of "
-                       f"{', '.join(sorted(CATALOGUE))} or a catalogue construction whose variables are a "
+                       f"{', '.join(e.name for e in catalogue.gd_architectures().values())} or a catalogue "
+                       f"construction whose variables are a "
                        f"least-squares problem or seed 004 tokens (s004-gd)")
 
 
