@@ -136,7 +136,7 @@ class Construction(abc.ABC):
         above = [c for c in cands if c > layers]
         near = ([f"{below[-1]}"] if below else []) + ([f"{above[0]}"] if above else [])
         raise DepthError(
-            f"--layers {layers} is not realisable by {self.name}: depths are "
+            f"depth {layers} is not realisable by {self.name}: depths are "
             f"{base} + {per}*k (prologue {len(self.prologue)}, body {per}, epilogue "
             f"{len(self.epilogue)}); nearest valid: {' or '.join(near)}")
 

@@ -478,7 +478,9 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
         try:
             con = build(entry, a.n, a.d, e, lam)
             ks = [con.steps_for_depth(L) for L in layers]
-        except (ValueError, DepthError) as err:
+        except DepthError as err:
+            raise UsageError(f"--layers: {err}") from None
+        except ValueError as err:
             raise UsageError(str(err)) from None
         cons[kappa] = (con, e, ks)
     cfg = {"entry": entry, "layers": layers, "pairs": pairs, "skipped": skipped, "convs": convs,

@@ -255,7 +255,9 @@ def cmd_gd(a, out) -> int:
         con = entry.build(n, d, eta=eta, lam=lam) if entry.ridge else entry.build(n, d, eta=eta)
         k = con.steps_for_depth(layers)
         backends = [Backend(a.backend, dt, a.device) for dt in dtypes]
-    except (ValueError, DepthError, BackendError) as e:
+    except DepthError as e:
+        raise UsageError(f"--layers: {e}") from None
+    except (ValueError, BackendError) as e:
         raise UsageError(str(e)) from None
     if not a.allow_large:
         check_memory(f"gd at depth {layers}, batch {a.batch}, N={n}, D={d}",
