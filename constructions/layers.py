@@ -47,6 +47,17 @@ class Layer(abc.ABC):
         """The non-array settings (for export)."""
         return {}
 
+    @classmethod
+    @abc.abstractmethod
+    def names_for(cls, config: dict) -> list[str]:
+        """The names ``arrays()`` has for a layer with these settings (a weight file's
+        tensors for it, no more, no fewer); a ValueError names a malformed setting."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_arrays(cls, config: dict, arrays: dict[str, np.ndarray]) -> "Layer":
+        """Inverse of ``arrays()`` + ``config()`` (``config`` already validated by ``names_for``)."""
+
     def prepare(self) -> "Layer":
         """Precompute what a float forward can reuse (default: nothing)."""
         return self
@@ -155,6 +166,15 @@ class BaseConv(Layer):
     def config(self):
         return {"causal": self.causal, "residual": self.residual}
 
+    @classmethod
+    def names_for(cls, config):
+        _flag(config, "causal"), _flag(config, "residual")
+        return list(cls._array_fields)
+
+    @classmethod
+    def from_arrays(cls, config, arrays):
+        return cls(**{k: arrays[k] for k in cls._array_fields}, causal=config["causal"], residual=config["residual"])
+
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.b_in.shape)
@@ -217,6 +237,16 @@ class LSA(Layer):
     def config(self):
         return {"residual": self.residual, "heads": len(self.heads)}
 
+    @classmethod
+    def names_for(cls, config):
+        _flag(config, "residual")
+        return [f"head{i}.{w}" for i in range(_count(config)) for w in ("W1", "W2", "W3")]
+
+    @classmethod
+    def from_arrays(cls, config, arrays):
+        return cls([LSAHead(arrays[f"head{i}.W1"], arrays[f"head{i}.W2"], arrays[f"head{i}.W3"])
+                    for i in range(config["heads"])], residual=config["residual"])
+
 
 @dataclass
 class TokenLSAHead:
@@ -268,6 +298,16 @@ class TokenLSA(Layer):
 
     def config(self):
         return {"residual": self.residual, "exclude_last": self.exclude_last, "heads": len(self.heads)}
+
+    @classmethod
+    def names_for(cls, config):
+        _flag(config, "residual"), _flag(config, "exclude_last")
+        return [f"head{i}.{w}" for i in range(_count(config)) for w in ("P", "Q")]
+
+    @classmethod
+    def from_arrays(cls, config, arrays):
+        return cls([TokenLSAHead(arrays[f"head{i}.P"], arrays[f"head{i}.Q"]) for i in range(config["heads"])],
+                   exclude_last=config["exclude_last"], residual=config["residual"])
 
 
 # --------------------------------------------------------------------------- ELSA (seed 001)
@@ -333,7 +373,25 @@ class ELSA(Layer):
     def config(self):
         return {"residual": self.residual, "heads": [len(s) for s in self.stages]}
 
+    _HEAD_FIELDS: ClassVar[tuple[str, ...]] = ("W1", "B1", "W2", "B2", "W3", "B3")
 
+    @classmethod
+    def names_for(cls, config):
+        _flag(config, "residual")
+        heads = config.get("heads")
+        if not isinstance(heads, list) or len(heads) > 64:
+            raise ValueError(f"setting 'heads' must be a list of head counts, got {heads!r}")
+        counts = [_count({"heads": nh}) for nh in heads]
+        return [f"stage{s}.head{k}.{f}" for s, nh in enumerate(counts) for k in range(nh) for f in cls._HEAD_FIELDS]
+
+    @classmethod
+    def from_arrays(cls, config, arrays):
+        return cls([[ELSAHead(*(arrays[f"stage{s}.head{k}.{f}"] for f in cls._HEAD_FIELDS)) for k in range(nh)]
+                    for s, nh in enumerate(config["heads"])], residual=config["residual"])
+
+
+#: every layer type by its ``kind`` (weight files, training modules); a new layer type is one
+#: ``Layer`` subclass added here
 LAYER_TYPES: dict[str, type[Layer]] = {c.kind: c for c in (BaseConv, LSA, TokenLSA, ELSA)}
 
 
@@ -352,48 +410,17 @@ def _count(config: dict, key: str = "heads", hi: int = 4096):
 
 
 def array_names(kind: str, config: dict) -> list[str]:
-    """The array names ``Layer.arrays()`` has for a layer of this kind and
-    settings (the tensors a weight file must hold for it, no more, no fewer);
-    a ValueError names a malformed setting."""
+    """The array names a layer of this kind and settings has (:meth:`Layer.names_for`)."""
     if not isinstance(config, dict):
         raise ValueError(f"layer settings must be an object, got {type(config).__name__}")
-    if kind == "baseconv":
-        _flag(config, "causal"), _flag(config, "residual")
-        return list(BaseConv._array_fields)
-    if kind == "lsa":
-        _flag(config, "residual")
-        return [f"head{i}.{w}" for i in range(_count(config)) for w in ("W1", "W2", "W3")]
-    if kind == "token_lsa":
-        _flag(config, "residual"), _flag(config, "exclude_last")
-        return [f"head{i}.{w}" for i in range(_count(config)) for w in ("P", "Q")]
-    if kind == "elsa":
-        _flag(config, "residual")
-        heads = config.get("heads")
-        if not isinstance(heads, list) or len(heads) > 64:
-            raise ValueError(f"setting 'heads' must be a list of head counts, got {heads!r}")
-        counts = [_count({"heads": nh}) for nh in heads]
-        return [f"stage{s}.head{k}.{f}" for s, nh in enumerate(counts) for k in range(nh)
-                for f in ("W1", "B1", "W2", "B2", "W3", "B3")]
-    raise ValueError(f"unknown layer kind {kind!r}")
+    if kind not in LAYER_TYPES:
+        raise ValueError(f"unknown layer kind {kind!r}")
+    return LAYER_TYPES[kind].names_for(config)
 
 
 def layer_from_arrays(kind: str, config: dict, arrays: dict[str, np.ndarray]) -> Layer:
     """Inverse of ``Layer.arrays()`` + ``Layer.config()`` (used by the weight files).
-    Settings are validated (:func:`array_names`); ``arrays`` must hold exactly
-    the arrays of that layer (a KeyError names a missing one)."""
+    Settings are validated (:func:`array_names`); ``arrays`` must hold the arrays
+    of that layer (a KeyError names a missing one)."""
     array_names(kind, config)
-    if kind == "baseconv":
-        return BaseConv(**{k: arrays[k] for k in BaseConv._array_fields},
-                        causal=config["causal"], residual=config["residual"])
-    if kind == "lsa":
-        return LSA([LSAHead(arrays[f"head{i}.W1"], arrays[f"head{i}.W2"], arrays[f"head{i}.W3"])
-                    for i in range(config["heads"])], residual=config["residual"])
-    if kind == "token_lsa":
-        return TokenLSA([TokenLSAHead(arrays[f"head{i}.P"], arrays[f"head{i}.Q"])
-                         for i in range(config["heads"])],
-                        exclude_last=config["exclude_last"], residual=config["residual"])
-    stages = []
-    for s, nh in enumerate(config["heads"]):
-        stages.append([ELSAHead(*(arrays[f"stage{s}.head{k}.{f}"] for f in ("W1", "B1", "W2", "B2", "W3", "B3")))
-                       for k in range(nh)])
-    return ELSA(stages, residual=config["residual"])
+    return LAYER_TYPES[kind].from_arrays(config, arrays)
