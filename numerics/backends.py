@@ -15,7 +15,6 @@ from constructions.base import to_float_array
 from constructions.layers import Layer
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
-BACKENDS = ("numpy", "torch", "cupy")
 
 
 class BackendError(ValueError):
@@ -40,62 +39,133 @@ def cupy_available() -> bool:
         return False
 
 
+class ArrayLibrary:
+    """One array library the numeric runs can use: how to make an array of a dtype
+    on a device from float64 numpy, read it back, test finiteness, and its einsum.
+    A new backend is one subclass added to :data:`LIBRARIES`."""
+
+    name = "?"
+    dtypes = ("float16", "float32", "float64")
+
+    def check(self, dtype: str, device: str) -> None:
+        """Raise BackendError if this library cannot run ``dtype`` on ``device`` here."""
+        if dtype not in self.dtypes:
+            raise BackendError(f"{dtype} needs the torch backend ({self.name} has no {dtype})")
+
+    @property
+    def xp(self):
+        return np
+
+    def asarray(self, a64: np.ndarray, dtype: str, device: str):
+        with np.errstate(over="ignore"):  # out-of-range inputs become inf, reported by the runner
+            return a64.astype(dtype)
+
+    def to_numpy64(self, a) -> np.ndarray:
+        return np.asarray(a, dtype=np.float64)
+
+    def isfinite_all(self, a) -> bool:
+        return bool(self.xp.isfinite(a).all())
+
+    def einsum(self, *args):
+        return self.xp.einsum(*args)
+
+
+class NumpyLibrary(ArrayLibrary):
+    name = "numpy"
+
+
+class TorchLibrary(ArrayLibrary):
+    name = "torch"
+    dtypes = DTYPES
+
+    def check(self, dtype, device):
+        super().check(dtype, device)
+        if device.startswith("cuda") and not cuda_available():
+            raise BackendError("device cuda requested but torch sees no CUDA GPU")
+
+    def asarray(self, a64, dtype, device):
+        import torch
+
+        return torch.as_tensor(a64, dtype=torch.float64, device=device).to(getattr(torch, dtype))
+
+    def to_numpy64(self, a):
+        return a.detach().to("cpu").double().numpy()
+
+    def isfinite_all(self, a):
+        import torch
+
+        return bool(torch.isfinite(a).all())
+
+    def einsum(self, *args):
+        import torch
+
+        return torch.einsum(*args)
+
+
+class CupyLibrary(ArrayLibrary):
+    name = "cupy"
+
+    def check(self, dtype, device):
+        super().check(dtype, device)
+        if not cupy_available():
+            raise BackendError("backend cupy needs cupy and a CUDA GPU; none found (pip install '.[gpu]')")
+
+    @property
+    def xp(self):
+        import cupy
+
+        return cupy
+
+    def asarray(self, a64, dtype, device):
+        return self.xp.asarray(a64).astype(dtype)
+
+    def to_numpy64(self, a):
+        return a.get().astype(np.float64)
+
+
+#: every backend by name
+LIBRARIES: dict[str, ArrayLibrary] = {lib.name: lib for lib in (NumpyLibrary(), TorchLibrary(), CupyLibrary())}
+BACKENDS = tuple(LIBRARIES)
+
+
 @dataclass(frozen=True)
 class Backend:
-    name: str  # numpy | torch | cupy
+    """A backend (array library), a dtype and a device, checked on creation."""
+
+    name: str  # a key of LIBRARIES
     dtype: str
     device: str = "cpu"
 
     def __post_init__(self):
-        if self.name not in BACKENDS:
+        if self.name not in LIBRARIES:
             raise BackendError(f"unknown backend {self.name!r}; choose one of {', '.join(BACKENDS)}")
         if self.dtype not in DTYPES:
             raise BackendError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPES)}")
-        if self.dtype == "bfloat16" and self.name != "torch":
-            raise BackendError("bfloat16 needs --backend torch (numpy and cupy have no bfloat16)")
-        if self.name == "cupy" and not cupy_available():
-            raise BackendError("backend cupy needs cupy and a CUDA GPU; none found (pip install '.[gpu]')")
-        if self.name == "torch" and self.device.startswith("cuda") and not cuda_available():
-            raise BackendError("device cuda requested but torch sees no CUDA GPU")
+        self.lib.check(self.dtype, self.device)
 
-    # ------------------------------------------------------------------
+    @property
+    def lib(self) -> ArrayLibrary:
+        return LIBRARIES[self.name]
+
     @property
     def xp(self):
-        if self.name == "cupy":
-            import cupy
-
-            return cupy
-        return np
+        return self.lib.xp
 
     def asarray(self, a: np.ndarray):
         """float64/object numpy array -> backend array of this dtype."""
         a = np.asarray(a)
         # exact weights: rounded once, straight to the target format; the cast below is then exact
         a = to_float_array(a, self.dtype).astype(np.float64) if a.dtype == object else np.asarray(a, np.float64)
-        if self.name == "torch":
-            import torch
-
-            return torch.as_tensor(a, dtype=torch.float64, device=self.device).to(getattr(torch, self.dtype))
-        if self.name == "cupy":
-            import cupy
-
-            return cupy.asarray(a).astype(self.dtype)
-        with np.errstate(over="ignore"):  # out-of-range inputs become inf, reported by the runner
-            return a.astype(self.dtype)
+        return self.lib.asarray(a, self.dtype, self.device)
 
     def to_numpy64(self, a) -> np.ndarray:
-        if self.name == "torch":
-            return a.detach().to("cpu").double().numpy()
-        if self.name == "cupy":
-            return a.get().astype(np.float64)
-        return np.asarray(a, dtype=np.float64)
+        return self.lib.to_numpy64(a)
 
     def isfinite_all(self, a) -> bool:
-        if self.name == "torch":
-            import torch
+        return self.lib.isfinite_all(a)
 
-            return bool(torch.isfinite(a).all())
-        return bool(self.xp.isfinite(a).all())
+    def einsum(self, *args):
+        return self.lib.einsum(*args)
 
     def cast_layer(self, layer: Layer) -> Layer:
         return layer.map(self.asarray).prepare()

@@ -66,12 +66,7 @@ def plain_gd(A, b, x0, eta: float, k: int, backend: Backend, lam: float = 0.0) -
     etat = backend.asarray(np.float64(eta))
     lamt = backend.asarray(np.float64(lam))
     out = [backend.to_numpy64(x)]
-    if backend.name == "torch":
-        import torch
-
-        ein = torch.einsum
-    else:
-        ein = backend.xp.einsum
+    ein = backend.einsum
     with np.errstate(all="ignore"):
         for _ in range(k):
             r = ein("bij,bj->bi", At, x) - bt

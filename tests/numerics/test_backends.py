@@ -18,7 +18,7 @@ from numerics.runner import plain_gd, run_construction
     ("numpy", "float8", "unknown dtype 'float8'"),
     ("torch", "int32", "unknown dtype 'int32'"),
     ("numpy", "Float32", "unknown dtype"),
-    ("numpy", "bfloat16", "bfloat16 needs --backend torch"),
+    ("numpy", "bfloat16", "bfloat16 needs the torch backend"),
 ])
 def test_bad_names_and_dtypes(name, dtype, needle):
     with pytest.raises(BackendError, match=needle) as e:
@@ -33,7 +33,7 @@ def test_cuda_and_cupy_requests_without_a_gpu_are_rejected(monkeypatch):
         Backend("torch", "float32", "cuda")
     with pytest.raises(BackendError, match="backend cupy needs cupy and a CUDA GPU"):
         Backend("cupy", "float32")
-    with pytest.raises(BackendError, match="bfloat16 needs --backend torch"):
+    with pytest.raises(BackendError, match="bfloat16 needs the torch backend"):
         Backend("cupy", "bfloat16")
     assert Backend("torch", "float32", "cpu").device == "cpu"
 

@@ -86,7 +86,7 @@ def test_cli_reports_the_first_nonfinite_layer(tmp_path, capsys):
     (["baseconv"], "--layers"),
     (["lsa", "--layers", "4", "--dtypes", "float8"], "unknown dtype 'float8'"),
     (["lsa", "--layers", "4", "--backend", "jax"], "unknown backend 'jax'"),
-    (["lsa", "--layers", "4", "--backend", "numpy", "--dtypes", "bfloat16"], "bfloat16 needs --backend torch"),
+    (["lsa", "--layers", "4", "--backend", "numpy", "--dtypes", "bfloat16"], "bfloat16 needs the torch backend"),
     (["elsa", "--layers", "4", "--conv", "winograd"], "unknown convolution method"),
     (["elsa", "--layers", "4", "--kappa", "0.5"], "--kappa must be >= 1"),
     (["elsa", "--layers", "4", "--sigma", "-1"], "--sigma must be > 0"),

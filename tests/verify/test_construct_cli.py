@@ -94,7 +94,7 @@ def test_gd_subprocess_entry_point(tmp_path):
     (["gd", "--layers", "10", "--arch", "lsa", "--lam", "1/2"], ["lam", "square root"]),
     (["gd", "--layers", "10", "--lam", "1/4"], ["--lam needs --arch lsa or elsa"]),
     (["gd", "--layers", "10", "--dtype", "float8"], ["unknown dtype 'float8'"]),
-    (["gd", "--layers", "10", "--dtype", "bfloat16"], ["bfloat16 needs --backend torch"]),
+    (["gd", "--layers", "10", "--dtype", "bfloat16"], ["bfloat16 needs the torch backend"]),
     (["gd", "--layers", "10", "--backend", "jax"], ["invalid choice: 'jax'"]),
     (["gd", "--layers", "10", "--arch", "rnn"], ["invalid choice", "rnn"]),
     (["gd", "--layers", "0"], ["--layers must be >= 1"]),
