@@ -32,7 +32,7 @@ import numpy as np
 from constructions.base import Construction, Sections, exact
 from constructions.layers import Layer
 
-from . import metrics
+from . import error_measures
 from .backends import Backend
 from .reference import from_mpfr_array, to_mpfr_array, working_precision
 
@@ -194,23 +194,23 @@ def layer_level(con: Construction, v: dict, k: int, backend: Backend, *, conv_me
     for i in range(n_layers):
         out_f = states[i + 1]
         err = out_f - local[i]
-        bits = np.concatenate([metrics.bits_of_error(out_f[p], local_mp[i][p], backend.dtype).ravel()
+        bits = np.concatenate([error_measures.bits_of_error(out_f[p], local_mp[i][p], backend.dtype).ravel()
                                for p in range(out_f.shape[0])])
         regs = _region_errors(lay, err)
         worst = max(regs, key=regs.get) if any(v > 0 for v in regs.values()) else None
         rec = dict(labels[i])
         rec.update({
             "layer": i,
-            "local_mse": float(metrics.mse(out_f, local[i])),
+            "local_mse": float(error_measures.mse(out_f, local[i])),
             "local_max_abs": float(np.max(np.abs(err))),
-            "local_rel": float(np.max(metrics.normwise_rel_err(out_f, local[i], axis=(-2, -1)))),
+            "local_rel": float(np.max(error_measures.normwise_rel_err(out_f, local[i], axis=(-2, -1)))),
             "local_bits_mean": float(np.mean(bits)),
             "local_bits_max": float(np.max(bits)),
             "local_worst_region": worst,
             "local_region_max_abs": regs,
-            "cumulative_mse": float(metrics.mse(out_f, cumul[i])),
-            "cumulative_rel": float(np.max(metrics.normwise_rel_err(out_f, cumul[i], axis=(-2, -1)))),
-            "cumulative_x_mse": float(metrics.mse(con.readout(out_f)["x"], con.readout(cumul[i])["x"])),
+            "cumulative_mse": float(error_measures.mse(out_f, cumul[i])),
+            "cumulative_rel": float(np.max(error_measures.normwise_rel_err(out_f, cumul[i], axis=(-2, -1)))),
+            "cumulative_x_mse": float(error_measures.mse(con.readout(out_f)["x"], con.readout(cumul[i])["x"])),
         })
         records.append(rec)
     notes = []

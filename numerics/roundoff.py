@@ -19,7 +19,7 @@ scale of D_OOD^b(sigma)) and measures, after every GD step:
   float inputs converted exactly (``numerics.reference.gd_reference`` in mpfr,
   precision raised until the float64 rounding is stable);
 * bits of error (Herbie: log2(1 + ulps) against the correctly rounded exact
-  iterate, ``numerics.metrics``);
+  iterate, ``numerics.error_measures``);
 * the same for **plain GD** run in the same backend and dtype, and the ratio
   of the two MSEs: the construction's overhead over the algorithm's own
   roundoff;
@@ -33,7 +33,7 @@ state it was fed, and the cumulative error of the whole state.  The first
 layer whose output holds a non-finite value is reported (and the run of that
 configuration stops there) instead of failing.
 
-Writes ``DIR/roundoff.json`` and PNG plots (``numerics.plots``): MSE against
+Writes ``DIR/roundoff.json`` and PNG plots (``numerics.roundoff_plots``): MSE against
 depth, one line per dtype, plain GD dashed, each file written atomically.
 Exit status 0, or 2 on bad input (a one-line message), checked before any
 work: every list and number, the sizes against ``LIMITS``, the estimated
@@ -61,7 +61,7 @@ from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_pat
                             check_memory, check_range, human_bytes, output_dir, run_main)
 from polyverify.cli import progress as progress_reporter
 
-from . import metrics
+from . import error_measures
 from .backends import BACKENDS, DTYPES, Backend, BackendError
 from .reference import gd_reference, stable_reference, working_precision
 
@@ -216,7 +216,7 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
             progress.update(1)
         xs[step] = con.readout(S64)["x"]
         for lab, reg, scale, _ in regions:
-            dd = metrics.data_deviation(lay.get(S64, reg), base[lab], float(scale))
+            dd = error_measures.data_deviation(lay.get(S64, reg), base[lab], float(scale))
             dev[lab][step] = dd["max_abs"]
             dev_rel[lab][step] = dd["max_rel"]
         if step in checkpoints:
@@ -270,8 +270,8 @@ def _errors(x: np.ndarray, ref: dict, key: str, dtype: str) -> dict:
         err = _mp_diff(x[j], mp[j], ref["prec"])
         reff = np.asarray(mp[j], dtype=np.float64)
         out["mse"].append(float(np.mean(err ** 2)))
-        out["max_rel"].append(float(metrics.max_rel_err(x[j], reff, err=err)))
-        bits = metrics.bits_of_error(x[j], mp[j], dtype)
+        out["max_rel"].append(float(error_measures.max_rel_err(x[j], reff, err=err)))
+        bits = error_measures.bits_of_error(x[j], mp[j], dtype)
         out["bits_mean"].append(float(np.mean(bits)))
         out["bits_max"].append(float(np.max(bits)))
     return out
@@ -286,7 +286,7 @@ def _clean(o):
     if isinstance(o, np.ndarray):
         return _clean(o.tolist())
     if isinstance(o, (float, np.floating)):
-        return metrics.finite_or_none(o)
+        return error_measures.finite_or_none(o)
     if isinstance(o, np.integer):
         return int(o)
     return o
@@ -318,7 +318,7 @@ def run_config(con: Construction, v: dict, q: np.ndarray, ref: dict | None, k: i
     per = {"step": list(range(k + 1)), "depth": [con.depth(j) for j in range(k + 1)]}
     per.update(ec)
     per.update({"plain_" + kk: vv for kk, vv in ep.items()})
-    per["overhead"] = [float(metrics.overhead(a, b)) if not (math.isnan(a) or math.isnan(b)) else math.nan
+    per["overhead"] = [float(error_measures.overhead(a, b)) if not (math.isnan(a) or math.isnan(b)) else math.nan
                        for a, b in zip(ec["mse"], ep["mse"])]
     per["data_deviation"] = {lab: arr.tolist() for lab, arr in res["data"].items()}
     per["data_deviation_rel"] = {lab: arr.tolist() for lab, arr in res["data_rel"].items()}
@@ -597,7 +597,7 @@ def _main(argv, out) -> int:
     out = out or sys.stdout
     a, cfg = _parse(argv)
 
-    from . import plots
+    from . import roundoff_plots
     from .layer_reference import layer_level, summarize
     from .problems import sample_ls
 
@@ -662,14 +662,14 @@ def _main(argv, out) -> int:
                 title = f"{con.name}: {key[0]}, {key[1]} conv, kappa={kappa:g}, sigma={sigma:g}, eta={eta}"
                 path = outdir / f"mse_{tag}.png"
                 with _atomic_figure(path) as tmp:
-                    plots.error_vs_depth(sel, tmp, title=title)
+                    roundoff_plots.error_vs_depth(sel, tmp, title=title)
                 plots_written.append(str(path))
                 lsel = [r for r in layer_runs if (r["backend"], r["conv"], r["kappa"], r["sigma"])
                         == (key[0], key[1], kappa, sigma)]
                 if lsel:
                     lpath = outdir / f"layers_{tag}.png"
                     with _atomic_figure(lpath) as tmp:
-                        plots.layer_errors(lsel, tmp, title=f"{con.name}: per-layer error ({tag})")
+                        roundoff_plots.layer_errors(lsel, tmp, title=f"{con.name}: per-layer error ({tag})")
                     plots_written.append(str(lpath))
     bar.close()
     con0 = cfg["cons"][cfg["kappas"][0]][0]

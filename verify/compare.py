@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-from verify.compare_lib import (CompareError, Stack, build_construction, constructed_stack, functional,
+from verify.comparison import (CompareError, Stack, build_construction, constructed_stack, functional,
                                 implicit_w, interpolation, invariants, iterate, load_learned,
                                 polynomial_view, sample, sensitivities, weights_check)
-from verify.compare_lib.models import sizes
-from verify.compare_lib.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
+from verify.comparison.models import sizes
+from verify.comparison.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
                                          load_sequence_model)
 
 SECTIONS = ("functional", "sensitivities", "polynomial", "invariants", "implicit_w", "iterate")
@@ -71,7 +71,7 @@ def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0,
                   iters: int = 100, iter_sigmas=(0.25, 1.0, 4.0, 16.0), skip=(), seed: int = 0,
                   poly_timeout: float = 300.0, poly_memory_gb: float | None = 8.0) -> dict:
     """The report for a trained ``numerics.training`` SequenceModel on the gradient task
-    (``verify.compare_lib.seqmodel``): the sections that do not need the construction's layout."""
+    (``verify.comparison.seqmodel``): the sections that do not need the construction's layout."""
     sets = problem_sets(con, problems=problems, sigmas=sigmas, kappas=kappas, scales=scales, seed=seed)
     iter_sets = [sample(con, problems, sigma=s, seed=seed + 7 + i, label=f"sigma={s:g}")
                  for i, s in enumerate(iter_sigmas)]
@@ -198,7 +198,7 @@ def summary_lines(rep: dict) -> list[str]:
 
 
 def write_report(rep: dict, out: Path) -> list[str]:
-    from verify.compare_lib.plots import write_plots
+    from verify.comparison.figures import write_plots
 
     from polyverify.cli import atomic_write_text
 

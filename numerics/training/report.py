@@ -21,7 +21,7 @@ from pathlib import Path
 
 from polyverify.cli import Parser, UsageError, output_dir, run_main
 
-from .plots import plot_compare, save_figure
+from .figures import plot_compare, save_figure
 
 #: what every evaluation record of a history must hold for the tables
 REQUIRED = ("step", "test_mse")

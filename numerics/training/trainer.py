@@ -252,7 +252,7 @@ class Trainer:
                                    notes={"task": tinfo})
                 res["weights"] = str(self.out_dir / "weights.safetensors")
             atomic_write_text(self.out_dir / "result.json", json.dumps(res, indent=1))
-            from .plots import plot_curves
+            from .figures import plot_curves
 
             plot_curves(self.history, self.out_dir / "curves.png",
                         title=f"{self.cfg.model.model} {self.task.name} ({self.cfg.recipe.scheduler}, ema={self.cfg.recipe.ema})")

@@ -15,7 +15,7 @@ import verify.catalogue_report as catalogue_report
 import verify.compare as compare
 import verify.errata as errata
 from constructions import weights_io
-from verify.compare_lib import build_construction
+from verify.comparison import build_construction
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +122,8 @@ def test_compare_construction_names_are_exactly_the_comparable_ones():
     """CONSTRUCTIONS (listed in --help and in the error) holds every name build_construction
     can compare: the gd constructions and the catalogue constructions with least-squares variables."""
     from constructions import catalogue
-    from verify.compare_lib import CompareError
-    from verify.compare_lib.models import sizes
+    from verify.comparison import CompareError
+    from verify.comparison.models import sizes
 
     catalogue.load_all()
     ok = {e.name for e in catalogue.gd_architectures().values()}

@@ -207,7 +207,7 @@ def test_layer_reference_in_float32_attributes_error_to_layers():
 # ------------------------------------------------------------------ plots
 
 def test_compare_constructions_figure(tmp_path):
-    from numerics import plots
+    from numerics import roundoff_plots as plots
 
     paths = []
     for arch in ("baseconv", "lsa"):

@@ -13,7 +13,7 @@ import pytest
 
 from constructions import weights_io
 from verify.compare import compare, main
-from verify.compare_lib import build_construction, constructed_stack, perturb, stack_of
+from verify.comparison import build_construction, constructed_stack, perturb, stack_of
 
 DELTA = Fraction(1, 2 ** 10)
 KW = dict(problems=8, iters=15, iter_sigmas=(1.0, 4.0), sigmas=(1.0, 4.0), kappas=(5.0,), scales=(1.0, 2.0))
@@ -233,7 +233,7 @@ def _slow_items():
 
 
 def test_run_limited_keeps_streamed_items_and_names_the_time_limit():
-    from verify.compare_lib.poly import run_limited
+    from verify.comparison.poly import run_limited
 
     items, status = run_limited(_slow_items, timeout=2.0, memory_gb=None)
     assert items == [{"n": 1}]
@@ -247,14 +247,14 @@ def _big_items():
 
 
 def test_run_limited_names_the_memory_limit():
-    from verify.compare_lib.poly import run_limited
+    from verify.comparison.poly import run_limited
 
     items, status = run_limited(_big_items, timeout=60.0, memory_gb=1.0)
     assert items == [{"n": 1}] and "memory limit (1 GiB)" in status
 
 
 def test_weights_check_cut_off_reports_rows_checked():
-    from verify.compare_lib.poly import weights_check
+    from verify.comparison.poly import weights_check
 
     con = build_construction("gd-baseconv", 4, 2)
     C = constructed_stack(con, 1)

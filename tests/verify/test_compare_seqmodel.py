@@ -14,8 +14,8 @@ import torch
 from constructions.token_gradient import token_gradient_weights
 from numerics.training.modules import save_token_gradient
 from verify.compare import compare_model, main
-from verify.compare_lib import build_construction
-from verify.compare_lib.seqmodel import load_sequence_model
+from verify.comparison import build_construction
+from verify.comparison.seqmodel import load_sequence_model
 
 N, D = 4, 2  # 1/N dyadic: the float64 file is exact
 DELTA = 2.0 ** -10

@@ -34,7 +34,7 @@ def test_region_masks():
 
 
 def test_train_from_construction_plus_noise_and_export(tmp_path):
-    from verify.compare_lib import build_construction, load_learned
+    from verify.comparison import build_construction, load_learned
 
     cfg = ConstructionTaskConfig(construction="gd-baseconv", n=3, d=2, init="construction", noise=1e-2,
                                  steps=300, batch=64, eval_every=100, eval_batch=256, k=2,

@@ -107,7 +107,7 @@ def _exact_array(a: np.ndarray) -> np.ndarray:
 def constructed_gradient(con: Construction, A, b, x0) -> np.ndarray:
     """(x0 - x1) / (eta N) with x1 the construction's body applied once (float64): the task's
     gradient (1/N) A^T (A x0 - b) as the construction computes it."""
-    from .metrics import input_state
+    from .analyses import input_state
 
     B, n, d = A.shape
     P = Problems(A, b, x0, np.zeros((B, d)), np.zeros((B, d)), "")
@@ -245,7 +245,7 @@ def polynomial_view(m: SeqModel, con, *, top: int = 10, max_vars: int = 40, time
 
 
 def iterate(m: SeqModel, con, P: Problems, iters: int = 100, diverge_factor: float = 10.0) -> dict:
-    from .metrics import _summary
+    from .analyses import _summary
 
     def curve(grad):
         x, errs = P.x0.copy(), []

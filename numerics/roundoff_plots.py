@@ -10,7 +10,7 @@
 
 Command line (the doc figure from saved reports)::
 
-    python -m numerics.plots out/roundoff/gd-baseconv/roundoff.json [...] --out docs/roundoff.png
+    python -m numerics.roundoff_plots out/roundoff/gd-baseconv/roundoff.json [...] --out docs/roundoff.png
         [--backend torch] [--conv direct] [--kappa 5] [--sigma 1] [--x depth|step] [--max-x 300] [--hline 1e-12]
 """
 from __future__ import annotations
@@ -185,7 +185,7 @@ def compare_constructions(reports: list[dict], path, *, backend=None, conv="dire
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m numerics.plots", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m numerics.roundoff_plots", description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="roundoff.json files")
     ap.add_argument("--out", required=True)
     ap.add_argument("--backend")
