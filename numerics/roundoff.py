@@ -188,7 +188,7 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
         out["first_nonfinite"] = {"layer": -1, "section": "input", **_first_bad(con, S64)}
         return out
     base = {lab: lay.get(S64, reg).copy() for lab, reg, _, b in regions if b == "input"}
-    p, b, e = len(con.prologue), len(con.body), len(con.epilogue)
+    p, b = len(con.prologue), len(con.body)
     epilogue = [backend.cast_layer(L) for L in con.epilogue]
 
     def where(i):  # stack layer i -> (section, step, layer in section)

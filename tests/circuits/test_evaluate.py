@@ -22,7 +22,7 @@ from circuits import (
     random_circuit,
     to_ring,
 )
-from verify.strategies import circuits_st, rationals_st
+from tests.strategies import circuits_st, rationals_st
 
 
 def mult_circuit():

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuits import CircuitBuilder, CircuitError, PrunedNodesWarning, inputs, outputs, validate
-from verify.strategies import KINDS, circuits_st, malformed_circuits_st
+
+from tests.strategies import KINDS, circuits_st, malformed_circuits_st
 
 
 def square_circuit():

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 
 from circuits import CircuitError, dump, horner, load, polynomials, ridge_gd_step
-from verify.strategies import circuits_st
+
+from tests.strategies import circuits_st
 
 DOC = {
     "directed": True,

@@ -7,7 +7,8 @@ import sympy
 from hypothesis import given
 
 from circuits import CircuitBuilder, dot, formal_degrees, gd_step, horner, levels, metrics, polynomials
-from verify.strategies import circuits_st
+
+from tests.strategies import circuits_st
 
 
 def test_square_with_mult():

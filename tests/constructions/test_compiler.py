@@ -1,6 +1,6 @@
 """constructions/compiler.py: arithmetic circuits -> levelled BaseConv stacks (T = 1).
 
-Checked on random circuits (verify.strategies.circuits_st): the stack is proved equal to the
+Checked on random circuits (tests.strategies.circuits_st): the stack is proved equal to the
 circuit's polynomials, it evaluates exactly like ``circuits.evaluate`` on random rationals,
 and its depth is the multiplicative depth (between log2 of the true degree and the
 multiplicative depth of the circuit as drawn).
@@ -20,7 +20,8 @@ import circuits as C
 from constructions.compiler import CompiledCircuit, compile_circuit
 from constructions.layers import BaseConv
 from verify.proof import prove
-from verify.strategies import circuits_st, malformed_circuits_st, rationals_st
+
+from tests.strategies import circuits_st, malformed_circuits_st, rationals_st
 
 
 def quiet_compile(g, **kw):

@@ -18,36 +18,13 @@ from constructions.lsq import gd_step
 from constructions.catalogue import entries, gd_architectures
 from verify.proof import prove, run_checked
 
+from tests.strategies import ls_problem_st
+from tests.support import F, gd_by_hand
+
 BUILDERS = [gd_baseconv, gd_baseconv_causal]
-q_st = st.fractions(min_value=-3, max_value=3, max_denominator=5)
 
 
-def F(a):
-    a = np.asarray(a, dtype=object)
-    return [Fraction(z) for z in a.flat]
-
-
-@st.composite
-def problem(draw, n, d):
-    def vec(m):
-        a = np.empty(m, dtype=object)
-        for i in range(m):
-            a[i] = draw(q_st)
-        return a
-
-    A = vec(n * d).reshape(n, d)
-    return {"A": A, "b": vec(n), "x": vec(d), "q": vec(d)}
-
-
-def gd_by_hand(v, eta, lam=Fraction(0)):
-    """One GD step on plain lists of Fractions (independent of constructions.lsq)."""
-    A, b, x = v["A"], v["b"], v["x"]
-    n, d = A.shape
-    r = [sum(Fraction(A[i, j]) * Fraction(x[j]) for j in range(d)) - Fraction(b[i]) for i in range(n)]
-    g = [sum(Fraction(A[i, j]) * r[i] for i in range(n)) + lam * Fraction(x[j]) for j in range(d)]
-    out = dict(v)
-    out["x"] = np.array([Fraction(x[j]) - eta * g[j] for j in range(d)], dtype=object)
-    return out
+problem = ls_problem_st
 
 
 def run_exact(con, v, k):

@@ -8,7 +8,6 @@ import sys
 from dataclasses import replace
 from fractions import Fraction
 
-import numpy as np
 import pytest
 
 from constructions import weights_io

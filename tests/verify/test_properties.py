@@ -9,11 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import circuits as C
+from constructions.base import Sections
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.lsq import gd_step
 from verify.proof import entry_name, prove
-from verify.strategies import KINDS, circuits_st, malformed_circuits_st, rationals_st
+
+from tests.strategies import KINDS, circuits_st, malformed_circuits_st, rationals_st
 
 BUILDERS = [gd_baseconv, gd_baseconv_causal, gd_lsa, gd_elsa]
 q_st = st.fractions(min_value=-3, max_value=3, max_denominator=4)
@@ -37,11 +39,8 @@ def problem(draw, n, d):
 
 
 def run_stack(con, v, k, sections=None):
-    secs = sections or {"prologue": con.prologue, "body": con.body, "epilogue": con.epilogue}
-    S = con.input_state(v)
-    for L in list(secs["prologue"]) + list(secs["body"]) * k + list(secs["epilogue"]):
-        S = L.forward(S)
-    return S
+    secs = None if sections is None else Sections(sections["prologue"], [sections["body"]] * k, sections["epilogue"])
+    return con.run(v, k, sections=secs)[0]
 
 
 # ----------------------------------------------------------------------------- strategies

@@ -1,6 +1,7 @@
 """Hypothesis strategies for arithmetic circuits (see :mod:`circuits`).
 
 * :func:`rationals_st` -- small exact ``Fraction`` values.
+* :func:`ls_problem_st` -- one exact least-squares problem ``{A, b, x, q}``.
 * :func:`circuits_st` -- random *valid* circuits, drawn choice by choice with
   ``st.composite`` so that Hypothesis can shrink them.
 * :func:`malformed_circuits_st` -- ``(graph, expected_substring)`` pairs: a
@@ -18,6 +19,22 @@ from hypothesis import strategies as st
 def rationals_st(max_abs: int = 4, max_denominator: int = 4) -> st.SearchStrategy[Fraction]:
     """Fractions in ``[-max_abs, max_abs]`` with denominator <= ``max_denominator``."""
     return st.fractions(min_value=-max_abs, max_value=max_abs, max_denominator=max_denominator)
+
+
+@st.composite
+def ls_problem_st(draw, n: int, d: int, elem=None):
+    """An exact least-squares problem: object arrays ``A`` (n x d), ``b`` (n), ``x``, ``q`` (d)."""
+    import numpy as np
+
+    elem = elem or st.fractions(min_value=-3, max_value=3, max_denominator=5)
+
+    def vec(m):
+        a = np.empty(m, dtype=object)
+        for i in range(m):
+            a[i] = draw(elem)
+        return a
+
+    return {"A": vec(n * d).reshape(n, d), "b": vec(n), "x": vec(d), "q": vec(d)}
 
 
 @st.composite
