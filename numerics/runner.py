@@ -76,3 +76,52 @@ def plain_gd(A, b, x0, eta: float, k: int, backend: Backend, lam: float = 0.0) -
             x = x - etat * g
             out.append(backend.to_numpy64(x))
     return np.stack(out)
+
+
+def rounded_inputs(A, b, x0, q, backends) -> list[tuple[Backend, dict]]:
+    """The problems rounded once to each backend's dtype (as float64 arrays); a
+    ValueError names a dtype the problems overflow (refused before any run)."""
+    out = []
+    for be in backends:
+        v = {"A": be.round_input(A), "b": be.round_input(b), "x": be.round_input(x0), "q": be.round_input(q)}
+        for name, arr in v.items():
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{be.dtype}: the sampled problems overflow it in {name} (max |entry| "
+                                 f"{float(np.max(np.abs({'A': A, 'b': b, 'x': x0, 'q': q}[name]))):.3g})")
+        out.append((be, v))
+    return out
+
+
+def gd_accuracy(con: Construction, k: int, v: dict, backend: Backend, eta, lam=0, *, digits: int = 50,
+                conv_method: str = "direct", sections: dict | None = None, progress=None) -> tuple[dict, list[dict]]:
+    """Run the construction (or ``sections``) for ``k`` steps on the rounded problems
+    ``v`` and compare every GD step with a ``digits``-digit reference of exact GD
+    from the same inputs, with the least-squares solution, and with plain GD run
+    in the same dtype.  Returns ``(dtype summary, one row per step)``."""
+    import time
+
+    from .reference import gd_reference, lstsq_solution
+
+    t0 = time.perf_counter()
+    ref = gd_reference(v["A"], v["b"], v["x"], eta, k, digits=digits, lam=lam)
+    t_ref = time.perf_counter() - t0
+    xstar = lstsq_solution(v["A"], v["b"], lam=lam)
+    t0 = time.perf_counter()
+    res = run_construction(con, v, k, backend, conv_method=conv_method, progress=progress, sections=sections)
+    t_run = time.perf_counter() - t0
+    plain = plain_gd(v["A"], v["b"], v["x"], float(eta), k, backend, lam=float(lam))
+
+    def mse(u, w):
+        return float(np.mean((u - w) ** 2))
+
+    pred_ref = np.einsum("bd,bd->b", v["q"], ref[-1])
+    summary = {"dtype": backend.dtype, "backend": backend.name, "conv": conv_method, "steps": k,
+               "first_nonfinite_layer": res.first_nonfinite_layer, "seconds_run": t_run, "seconds_reference": t_ref,
+               "prediction_mse_vs_exact": None if res.prediction is None else mse(res.prediction, pred_ref)}
+    rows = []
+    for j in range(1, k + 1):
+        m_c, m_p = mse(res.x[j], ref[j]), mse(plain[j], ref[j])
+        rows.append({"dtype": backend.dtype, "step": j, "depth": con.depth(j), "mse_vs_exact_gd": m_c,
+                     "mse_vs_solution": mse(res.x[j], xstar), "plain_gd_mse_vs_exact_gd": m_p,
+                     "construction_overhead": (m_c / m_p) if m_p > 0 else None})
+    return summary, rows

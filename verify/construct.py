@@ -17,10 +17,13 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
-from constructions.base import DepthError, exact
+from constructions.base import Construction, DepthError, exact
 from constructions.catalogue import gd_architectures
 from constructions.weights_io import (WeightFileError, check_against, declared_mismatches, load, same_layer, save,
                                       split_sections)
@@ -210,13 +213,30 @@ def _estimate_bytes(con, k: int, batch: int, n_dtypes: int, digits: int) -> floa
 
 # ------------------------------------------------------------------ gd
 
-def cmd_gd(a, out) -> int:
+@dataclass
+class GDSettings:
+    """A validated ``gd`` command: what to prove and run, and where each parameter came from."""
+
+    con: Construction
+    k: int
+    n: int
+    d: int
+    eta: Fraction
+    lam: Fraction
+    source: dict  # parameter -> "command line" | "file" | "default"
+    weights: object | None  # the loaded --weights file (constructions.weights_io.LoadedWeights)
+    inputs: list  # (backend, rounded problems) per dtype
+    json_path: Path | None
+    export_path: Path | None
+
+
+def gd_settings(a) -> GDSettings:
+    """Validate every option of ``gd`` (and the --weights file, and the problems' rounding)
+    before any work; a UsageError names the first problem."""
     from numerics.backends import Backend, BackendError
     from numerics.problems import sample_ls
-    from numerics.reference import gd_reference, lstsq_solution
-    from numerics.runner import plain_gd, run_construction
+    from numerics.runner import rounded_inputs
 
-    # ---- everything is validated before any work
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
     vals, source, lw = _resolve(a)
@@ -274,16 +294,20 @@ def cmd_gd(a, out) -> int:
     # the problems are sampled (cheap) and rounded up front: a dtype they overflow is refused now
     P = sample_ls(a.batch, n, d, kappa=a.kappa, seed=a.seed)
     q = np.random.default_rng(a.seed + 1).standard_normal((a.batch, d))
-    inputs = []
-    for be in backends:
-        v = {"A": be.round_input(P.A), "b": be.round_input(P.b), "x": be.round_input(P.x0), "q": be.round_input(q)}
-        for nm, arr in v.items():
-            if not np.isfinite(np.asarray(arr, dtype=np.float64)).all():
-                raise UsageError(f"{be.dtype}: the sampled problems overflow it in {nm} (max |entry| "
-                                 f"{float(np.max(np.abs(getattr(P, 'A' if nm == 'A' else 'b', q)))):.3g}); use a "
-                                 f"smaller --kappa or --n, or another --dtype")
-        inputs.append((be, v))
+    try:
+        inputs = rounded_inputs(P.A, P.b, P.x0, q, backends)
+    except ValueError as e:
+        raise UsageError(f"{e}; use a smaller --kappa or --n, or another --dtype") from None
 
+    return GDSettings(con, k, n, d, eta, lam, source, lw, inputs, json_path, export_path)
+
+
+def cmd_gd(a, out) -> int:
+    from numerics.runner import gd_accuracy
+
+    st = gd_settings(a)
+    con, k, n, d, eta, lam, source, lw = st.con, st.k, st.n, st.d, st.eta, st.lam, st.source, st.weights
+    inputs, json_path, export_path = st.inputs, st.json_path, st.export_path
     print(f"{con.name}: {con.reference}", file=out)
     print(f"  depth {con.depth(k)} = {len(con.prologue)} prologue + {len(con.body)} x {k} steps + "
           f"{len(con.epilogue)} epilogue; state {con.layout.shape[0]} x {con.layout.shape[1]} "
@@ -316,38 +340,20 @@ def cmd_gd(a, out) -> int:
         print(f"exported {con.depth(k)} layers to {export_path}", file=out)
 
     # ---- numeric runs
-    eta_f, lam_f = float(eta), float(lam)
     runs, dtype_reports = [], []
     for be, v in inputs:
-        t0 = time.perf_counter()
-        ref = gd_reference(v["A"], v["b"], v["x"], eta, k, digits=a.digits, lam=lam)
-        t_ref = time.perf_counter() - t0
-        xstar = lstsq_solution(v["A"], v["b"], lam=lam)
         bar = progress(k, f"{be.dtype} run", enabled=not a.quiet, unit="step", leave=False)
-        t0 = time.perf_counter()
-        res = run_construction(con, v, k, be, conv_method=a.conv, progress=bar,
-                               sections=user["sections"] if user is not None else None)
-        t_run = time.perf_counter() - t0
+        rep, rows = gd_accuracy(con, k, v, be, eta, lam, digits=a.digits, conv_method=a.conv, progress=bar,
+                                sections=user["sections"] if user is not None else None)
         bar.close()
-        plain = plain_gd(v["A"], v["b"], v["x"], eta_f, k, be, lam=lam_f)
-        mse = lambda u, w: float(np.mean((u - w) ** 2))  # noqa: E731
-        pred_ref = np.einsum("bd,bd->b", v["q"], ref[-1])
-        rep = {"dtype": be.dtype, "backend": be.name, "conv": a.conv, "steps": k,
-               "first_nonfinite_layer": res.first_nonfinite_layer,
-               "seconds_run": t_run, "seconds_reference": t_ref,
-               "prediction_mse_vs_exact": None if res.prediction is None else mse(res.prediction, pred_ref)}
         dtype_reports.append(rep)
-        for j in range(1, k + 1):
-            m_c = mse(res.x[j], ref[j])
-            m_p = mse(plain[j], ref[j])
-            runs.append({"dtype": be.dtype, "step": j, "depth": con.depth(j),
-                         "mse_vs_exact_gd": m_c, "mse_vs_solution": mse(res.x[j], xstar),
-                         "plain_gd_mse_vs_exact_gd": m_p,
-                         "construction_overhead": (m_c / m_p) if m_p > 0 else None})
+        runs += rows
+        t_ref, t_run = rep["seconds_reference"], rep["seconds_run"]
+        res_bad = rep["first_nonfinite_layer"]
         print(f"\n{be.dtype} ({be.name}, {a.conv} conv), {a.batch} problems, reference {a.digits} digits "
               f"({t_ref:.2f} s), run {t_run:.2f} s", file=out)
-        if res.first_nonfinite_layer is not None:
-            print(f"  first non-finite value after stack layer {res.first_nonfinite_layer}", file=out)
+        if res_bad is not None:
+            print(f"  first non-finite value after stack layer {res_bad}", file=out)
         print(f"  {'step':>6} {'depth':>6} {'MSE vs exact GD':>16} {'MSE vs solution':>16} "
               f"{'plain GD vs exact':>18} {'overhead':>9}", file=out)
         by_step = {r["step"]: r for r in runs if r["dtype"] == be.dtype}

@@ -142,3 +142,22 @@ def test_float32_run_is_float32_accurate():
     assert 1e-9 < err < 1e-4
     # every intermediate value was a float32
     assert np.array_equal(res.x, res.x.astype(np.float32).astype(np.float64))
+
+
+def test_gd_accuracy_and_rounded_inputs():
+    from fractions import Fraction
+
+    from constructions.gd_baseconv import gd_baseconv
+    from numerics.backends import Backend
+    from numerics.problems import sample_ls
+    from numerics.runner import gd_accuracy, rounded_inputs
+
+    con = gd_baseconv(6, 3)
+    P = sample_ls(8, 6, 3, kappa=5.0, seed=0)
+    q = np.ones((8, 3))
+    [(be, v)] = rounded_inputs(P.A, P.b, P.x0, q, [Backend("numpy", "float64")])
+    summary, rows = gd_accuracy(con, 4, v, be, Fraction(1, 16))
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and summary["first_nonfinite_layer"] is None
+    assert all(r["mse_vs_exact_gd"] < 1e-28 for r in rows) and summary["prediction_mse_vs_exact"] < 1e-28
+    with pytest.raises(ValueError, match="float16: the sampled problems overflow"):
+        rounded_inputs(P.A * 1e6, P.b, P.x0, q, [Backend("numpy", "float16")])
