@@ -37,3 +37,21 @@ def gd_by_hand(v: dict, eta, lam=Fraction(0)) -> dict:
     out = dict(v)
     out["x"] = np.array([Fraction(x[j]) - eta * g[j] for j in range(d)], dtype=object)
     return out
+
+
+def perturbed_copies(con):
+    """Copies of ``con`` with +1 on the first nonzero entry of each weight array of each layer."""
+    for sec in ("prologue", "body", "epilogue"):
+        for li, layer in enumerate(getattr(con, sec)):
+            for name, arr in layer.arrays().items():
+                nz = [ix for ix, z in np.ndenumerate(arr) if z != 0]
+                if not nz:
+                    continue
+                new = layer.map(lambda a: a.copy())
+                new.arrays()[name][nz[0]] += 1
+                bad = type(con)(**{f: getattr(con, f) for f in con.__dataclass_fields__})
+                bad.__dict__.update({k: v for k, v in con.__dict__.items() if k not in con.__dataclass_fields__})
+                layers = list(getattr(con, sec))
+                layers[li] = new
+                setattr(bad, sec, layers)
+                yield f"{sec}[{li}].{name}", bad

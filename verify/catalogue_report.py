@@ -9,6 +9,7 @@ from constructions.catalogue import entries
 
 
 from .catalogue_cmd import describe_built
+from .cli_common import markdown_table
 from .proof import check
 
 
@@ -34,14 +35,11 @@ def markdown(rs: list[dict]) -> str:
              "measured on the machine that generated it). Every entry is proved exactly at its default sizes",
              "(`python -m verify.construct NAME`, sizes overridable with `--set KEY=VALUE`) and property-tested",
              "at random sizes in `tests/constructions/test_catalogue_seed00*.py`. Layers are written",
-             "`fixed + per-step*k` (prologue + epilogue, body repeated k times).", "",
-             "| entry | paper | default sizes | layers | state | paper's claim | proved | proof time |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rs:
-        sz = ", ".join(f"{k}={v}" for k, v in r["sizes"].items()) or "-"
-        cells = [r["name"], r["paper"], sz, r["layers"], r["state"], r["claim"] or "-",
-                 "yes" if r["proved"] else "NO", f"{r['seconds']:.3f} s"]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+             "`fixed + per-step*k` (prologue + epilogue, body repeated k times).", ""]
+    lines += markdown_table(
+        ["entry", "paper", "default sizes", "layers", "state", "paper's claim", "proved", "proof time"],
+        [(r["name"], r["paper"], ", ".join(f"{k}={v}" for k, v in r["sizes"].items()) or "-", r["layers"],
+          r["state"], r["claim"] or "-", "yes" if r["proved"] else "NO", f"{r['seconds']:.3f} s") for r in rs])
     return "\n".join(lines) + "\n"
 
 

@@ -15,3 +15,12 @@ def print_proof(res: ProofResult, out) -> None:
         print("  " + res.failure.describe().replace("\n", "\n  "), file=out)
 
 
+
+
+def markdown_table(header: list[str], rows) -> list[str]:
+    """A markdown table's lines; cells escaped (``|``) and kept on one line."""
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])

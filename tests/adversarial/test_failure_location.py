@@ -127,15 +127,19 @@ def check_blame(con, secs, res, section, li, offset=0):
 
 @pytest.mark.parametrize("li,corrupt", [(li, c) for _, li, c in BODY_CASES], ids=[i for i, _, _ in BODY_CASES])
 def test_corrupted_body_layer_is_named(li, corrupt):
-    con = gd_baseconv(N, D)
+    check_corruption_named(gd_baseconv, "body", li, corrupt)
+
+
+def check_corruption_named(build, section, li, corrupt):
+    """One layer corrupted, proved as a weight file's sections against the construction and as an
+    edited construction (no reference stack): both name that layer."""
+    con = build(N, D)
     secs = own_sections(con)
-    secs["body"][li] = corrupt(con, secs["body"][li])
-    check_blame(con, secs, prove(con, sections=secs), "body", li)
-    # the same layer edited inside the construction: no reference stack, still named
-    edited = gd_baseconv(N, D)
-    edited.body[li] = secs["body"][li]
-    res = prove(edited)
-    check_blame(gd_baseconv(N, D), secs, res, "body", li)
+    secs[section][li] = corrupt(con, secs[section][li])
+    check_blame(con, secs, prove(con, sections=secs), section, li)
+    edited = build(N, D)
+    getattr(edited, section)[li] = secs[section][li]
+    check_blame(build(N, D), secs, prove(edited), section, li)
 
 
 def test_wrong_convention_everywhere_names_the_first_layer():
@@ -171,13 +175,7 @@ def test_scratch_difference_is_not_blamed():
                                         (1, flip_causal)],
                          ids=["W_gate-P0", "W_out-P0", "short-conv-P1", "causal-P1"])
 def test_corrupted_causal_prologue_layer_is_named(li, corrupt):
-    con = gd_baseconv_causal(N, D)
-    secs = own_sections(con)
-    secs["prologue"][li] = corrupt(con, secs["prologue"][li])
-    check_blame(con, secs, prove(con, sections=secs), "prologue", li)
-    edited = gd_baseconv_causal(N, D)
-    edited.prologue[li] = secs["prologue"][li]
-    check_blame(gd_baseconv_causal(N, D), secs, prove(edited), "prologue", li)
+    check_corruption_named(gd_baseconv_causal, "prologue", li, corrupt)
 
 
 # ---- the declared states are themselves proved

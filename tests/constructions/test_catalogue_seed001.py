@@ -15,6 +15,8 @@ from constructions.weights import mask_move
 from verify import construct
 from verify.proof import check, prove
 
+from tests.support import perturbed_copies
+
 NAMES = ["s001-mask-move", "s001-elsa-constant", "s001-elsa-identity", "s001-elsa-product", "s001-lsa-product"]
 q_st = st.fractions(min_value=-5, max_value=5, max_denominator=6)
 FEW = settings(max_examples=8, deadline=None)
@@ -112,24 +114,9 @@ def test_mask_move_perturbed_weight_rejected(idx, data):
 
 # ----------------------------------------------------------------------------- one-layer constructions
 
-def perturbations(con):
-    """Copies of ``con`` with +1 on the first nonzero entry of one weight array (each array in turn)."""
-    (layer,) = con.epilogue
-    for name, arr in layer.arrays().items():
-        nz = [ix for ix, z in np.ndenumerate(arr) if z != 0]
-        if not nz:
-            continue
-        new = layer.map(lambda a: a.copy())
-        new.arrays()[name][nz[0]] += 1
-        bad = type(con)(**{f: getattr(con, f) for f in con.__dataclass_fields__})
-        bad.embed, bad.spec = con.embed, con.spec
-        bad.epilogue = [new]
-        yield name, bad
-
-
 def assert_all_perturbations_fail(con):
     count = 0
-    for name, bad in perturbations(con):
+    for name, bad in perturbed_copies(con):
         res = prove(bad)
         assert not res.ok, f"perturbing {name} was not detected"
         assert res.failure.section == "epilogue" and res.failure.counterexample is not None, name

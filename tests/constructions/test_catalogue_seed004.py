@@ -18,6 +18,8 @@ from constructions.catalogue.seed004_token_gd import (diag_update_identity, full
 from constructions.layers import TokenLSA, TokenLSAHead
 from verify.proof import check, prove
 
+from tests.support import perturbed_copies
+
 NAMES = ["s004-diag-update", "s004-gd", "s004-gdpp", "s004-full-vs-diag", "s004-implicit-w", "s004-precond",
          "s004-lemma-a3", "s004-ridge2", "s004-ridge2-omega"]
 ERRATA = ["S004-E1-lemma4.3-sign", "S004-E2-lemmaA.1-alpha", "S004-E3-thm4.1-index", "S004-E5-thm5.2-sign"]
@@ -94,24 +96,6 @@ def test_e2_as_printed_and_corrected_agree_when_a_is_1():
 
 
 # ----------------------------------------------------------------------------- helpers for perturbations
-
-def perturbed_copies(con):
-    """Copies of ``con`` with +1 on the first nonzero entry of each weight array of each layer."""
-    for sec in ("prologue", "body", "epilogue"):
-        for li, layer in enumerate(getattr(con, sec)):
-            for name, arr in layer.arrays().items():
-                nz = [ix for ix, z in np.ndenumerate(arr) if z != 0]
-                if not nz:
-                    continue
-                new = layer.map(lambda a: a.copy())
-                new.arrays()[name][nz[0]] += 1
-                bad = type(con)(**{f: getattr(con, f) for f in con.__dataclass_fields__})
-                bad.__dict__.update({k: v for k, v in con.__dict__.items() if k not in con.__dataclass_fields__})
-                layers = list(getattr(con, sec))
-                layers[li] = new
-                setattr(bad, sec, layers)
-                yield f"{sec}[{li}].{name}", bad
-
 
 def assert_perturbations_rejected(con):
     n = 0
