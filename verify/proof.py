@@ -49,8 +49,6 @@ from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
-from sympy import QQ, Symbol
-from sympy.polys.rings import ring
 
 from constructions.base import Construction, PartialState, run_layers
 from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES,  # noqa: F401
@@ -71,6 +69,15 @@ def entry_name(var: str, ix: tuple[int, ...]) -> str:
     parameter's: bare names are identifiers, indexed names are an
     identifier or a quoted string followed by ``[``."""
     return f"{_display(var)}[{','.join(str(int(i)) for i in ix)}]" if len(ix) else _display(var)
+
+
+def _ring(names: list[str]):
+    """``QQ[names]`` (sympy's sparse polynomial ring) and its generators, in order.  sympy is
+    imported here, on the first proof, so that the CLIs start without it."""
+    from sympy import QQ, Symbol
+    from sympy.polys.rings import ring
+
+    return ring([Symbol(nm) for nm in names], QQ)
 
 
 class SymbolicProblem:
@@ -98,7 +105,7 @@ class SymbolicProblem:
             names += self.slots[var]
         names += [_display(p) for p in params]
         self.names = names
-        self.R, *gens = ring([Symbol(nm) for nm in names], QQ)
+        self.R, *gens = _ring(names)
         self.gens = list(gens)
         pos = 0
         self.v = {}
@@ -424,7 +431,7 @@ def _prove_states(con: Construction, params: tuple[str, ...], base: SymbolicProb
         free += "_"
     slots_sorted = sorted(slots)
     names = base.names + [entry_name(free, ij) for ij in slots_sorted]
-    R, *gens = ring([Symbol(nm) for nm in names], QQ)  # generators by position, as SymbolicProblem
+    R, *gens = _ring(names)  # generators by position, as SymbolicProblem
     to_new = dict(zip(base.gens, gens))
     v = {}
     for k, a in base.v.items():
