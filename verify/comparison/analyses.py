@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from constructions import ops
-from constructions.base import Construction
+from constructions.base import Construction, run_layers
 from constructions.layers import LSA, BaseConv, LSAHead, TokenLSA, TokenLSAHead
 from constructions.layout import Layout
 
@@ -120,9 +120,7 @@ def _query_grad(con, layers_t, P, J):
     import torch
 
     S = torch.tensor(input_state(con, P), dtype=torch.float64, requires_grad=True)
-    X = S
-    for L in layers_t:
-        X = L.forward(X)
+    X = run_layers(layers_t, S)
     pred = prediction(con, X)
     (g,) = torch.autograd.grad(pred.sum(), S)
     g = g.numpy()

@@ -35,7 +35,7 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from constructions.base import Construction
+from constructions.base import Construction, run_layers
 from verify.proof import SymbolicProblem
 
 from .models import Stack, TOKEN_NAMES, var_names
@@ -269,7 +269,7 @@ def _prediction_items(con, learned: Stack, constructed: Stack, top: int, max_ter
 
     def pred(layers):
         S = fp.array(con.input_state(fp.v))
-        for i, L in enumerate(flint_layers(layers)):
+        for i, L in enumerate(flint_layers(layers)):  # with a size check after every layer
             S = L.forward(S)
             terms = max(_terms(x) for x in S.flat)
             if terms > max_terms:
@@ -347,9 +347,7 @@ def _weights_items(con, learned: Stack):
         if not layers:
             continue
         fl = flint_layers(layers)
-        S = start()
-        for L in fl[:-1]:
-            S = L.forward(S)
+        S = run_layers(fl[:-1], start())
         exp = target()
         for r in range(exp.shape[0]):
             row = fl[-1].forward_rows(S, [r])

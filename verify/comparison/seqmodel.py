@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from constructions import ops, weights_io
-from constructions.base import Construction, exact
+from constructions.base import Construction, exact, run_layers
 
 from .models import LS_NAMES, CompareError, Problems, run_float, to_float, to_torch, var_names
 
@@ -157,9 +157,7 @@ def sensitivities(m: SeqModel, con, sets) -> list[dict]:
         sel[:, d + 1:2 * d + 1] = torch.eye(d, dtype=torch.float64)
         u = base.clone()
         u[:, n, :] = u[:, n, :] + x0 @ sel
-        S = u @ E.T
-        for L in Lt:
-            S = L.forward(S)
+        S = run_layers(Lt, u @ E.T)
         out = S[:, n] @ R.T  # (B, d)
         Jl = torch.stack([torch.autograd.grad(out[:, j].sum(), x0, retain_graph=True)[0] for j in range(d)], 1)
         Jl = Jl.detach().numpy()  # (B, d_out, d_in)
