@@ -135,7 +135,7 @@ class LSABlock(nn.Module):
         return self.layer().map(_to_numpy)
 
     @classmethod
-    def from_layer(cls, layer: L.LSA) -> "LSABlock":
+    def from_layer(cls, layer: L.LSA, *, conv_method: str = "direct") -> "LSABlock":  # no convolution
         C = np.asarray(layer.heads[0].W1).shape[0]
         m = cls(C, len(layer.heads), None, residual=layer.residual).double()
         with torch.no_grad():
@@ -306,6 +306,10 @@ class LayerStack(nn.Module):
         return [b.export_layer() for b in self.blocks]
 
 
+#: the trainable torch module of each toolkit layer kind (``constructions.layers.LAYER_TYPES``)
+TRAINABLE: dict[str, type[nn.Module]] = {b.kind: b for b in (BaseConvBlock, LSABlock)}
+
+
 def stack_from_layers(layers: list[L.Layer], *, conv_method: str = "direct",
                       dtype=torch.float64) -> LayerStack:
     """Load exact (or float) toolkit layers into trainable torch modules.
@@ -313,12 +317,9 @@ def stack_from_layers(layers: list[L.Layer], *, conv_method: str = "direct",
     Exact rationals are rounded once to float64 (``to_float_array``)."""
     blocks = []
     for lay in layers:
-        if isinstance(lay, L.BaseConv):
-            blocks.append(BaseConvBlock.from_layer(lay, conv_method=conv_method))
-        elif isinstance(lay, L.LSA):
-            blocks.append(LSABlock.from_layer(lay))
-        else:
-            raise ValueError(f"no torch module for layer kind {lay.kind!r} (baseconv and lsa are supported)")
+        if lay.kind not in TRAINABLE:
+            raise ValueError(f"no torch module for layer kind {lay.kind!r} ({' and '.join(TRAINABLE)} are supported)")
+        blocks.append(TRAINABLE[lay.kind].from_layer(lay, conv_method=conv_method))
     return LayerStack(blocks).to(dtype)
 
 
