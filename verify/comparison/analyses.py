@@ -192,12 +192,17 @@ def baseconv_factors(L: BaseConv) -> list[tuple[np.ndarray, np.ndarray, np.ndarr
     return out
 
 
+#: per attention kind: the reparameterisation-invariant factors of each head, and their name
+HEAD_FACTORS = {
+    "lsa": (lambda L: [(h.W3 @ h.W1.T, h.W2) for h in L.heads], "W3 W1^T (x) W2"),  # (HW3)(HW1)^T(HW2)
+    "token_lsa": (lambda L: [(h.Q, h.P) for h in L.heads], "Q (x) P"),  # E Q^T G P^T
+}
+
+
 def head_factors(L) -> list[tuple[np.ndarray, np.ndarray]]:
-    if isinstance(L, LSA):  # (H W3)(H W1)^T (H W2) = H (W3 W1^T) H^T H W2
-        return [(h.W3 @ h.W1.T, h.W2) for h in L.heads]
-    if isinstance(L, TokenLSA):  # E Q^T G P^T
-        return [(h.Q, h.P) for h in L.heads]
-    raise TypeError(L.kind)
+    if L.kind not in HEAD_FACTORS:
+        raise TypeError(L.kind)
+    return HEAD_FACTORS[L.kind][0](L)
 
 
 def _match_heads(fl, fc):
@@ -213,16 +218,16 @@ def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
     layers = []
     for i, (a, b) in enumerate(zip(learned.layers, constructed.layers)):
         a, b = to_float(a), to_float(b)
-        if isinstance(a, BaseConv):
+        if a.kind == "baseconv":
             rows = [dict(channel=c, **_tensor_cmp(x, y)) for c, (x, y) in
                     enumerate(zip(baseconv_factors(a), baseconv_factors(b)))]
             extra = {"b_out_max_abs_diff": float(np.max(np.abs(a.b_out - b.b_out)))}
             unit = "channel"
-        elif isinstance(a, (LSA, TokenLSA)):
+        elif a.kind in HEAD_FACTORS:
             fl, fc = head_factors(a), head_factors(b)
             perm = _match_heads(fl, fc)
             rows = [dict(head=h, learned_head=perm[h], **_tensor_cmp(fl[perm[h]], fc[h])) for h in range(len(fc))]
-            extra = {"invariant": "W3 W1^T (x) W2" if isinstance(a, LSA) else "Q (x) P"}
+            extra = {"invariant": HEAD_FACTORS[a.kind][1]}
             unit = "head"
         else:
             layers.append({"layer": i, "kind": a.kind, "supported": False})
@@ -262,35 +267,45 @@ def _align_baseconv(a: BaseConv, b: BaseConv) -> BaseConv:
                     residual=a.residual)
 
 
+def _lerp_baseconv(a, b, t):
+    A = _align_baseconv(a, b)
+    return b.map(lambda x: x) if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)
+                                                        for k in BaseConv._array_fields},
+                                                     causal=b.causal, residual=b.residual)
+
+
+def _lerp_heads(a, b, t):
+    """Per matched head, the invariant factors interpolated after the scale (and sign) of the
+    learned head is matched to the constructed one."""
+    fl, fc = head_factors(a), head_factors(b)
+    perm = _match_heads(fl, fc)
+    out = []
+    for h in range(len(fc)):
+        (Fl, Gl), (Fc, Gc) = fl[perm[h]], fc[h]
+        cq, nl, nc = _cos(Fl, Fc)
+        s = (nc / nl) * (-1.0 if cq < 0 else 1.0) if nl > 0 and nc > 0 else 1.0
+        out.append(((1 - t) * Fc + t * Fl * s, (1 - t) * Gc + t * Gl / s))
+    return out
+
+
+def _lerp_lsa(a, b, t):
+    n = head_factors(b)[0][0].shape[0]
+    return LSA([LSAHead(np.eye(n), G, F) for F, G in _lerp_heads(a, b, t)], residual=b.residual)
+
+
+def _lerp_token_lsa(a, b, t):
+    return TokenLSA([TokenLSAHead(G, F) for F, G in _lerp_heads(a, b, t)], exclude_last=b.exclude_last,
+                    residual=b.residual)
+
+
+#: per layer kind: the layer at ``t`` on the path from the constructed ``b`` (t=0) to the aligned learned ``a``
+LERP = {"baseconv": _lerp_baseconv, "lsa": _lerp_lsa, "token_lsa": _lerp_token_lsa}
+
+
 def _lerp_layer(a, b, t: float):
-    """The layer at ``t`` on the path from the constructed ``b`` (t=0) to the aligned learned ``a``."""
-    if isinstance(a, BaseConv):
-        A = _align_baseconv(a, b)
-        return b.map(lambda x: x)  if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)
-                                                             for k in BaseConv._array_fields},
-                                                          causal=b.causal, residual=b.residual)
-    if isinstance(a, LSA):
-        fl, fc = head_factors(a), head_factors(b)
-        perm = _match_heads(fl, fc)
-        heads = []
-        n = fc[0][0].shape[0]
-        for h in range(len(fc)):
-            (QKl, Vl), (QKc, Vc) = fl[perm[h]], fc[h]
-            cq, nl, nc = _cos(QKl, QKc)
-            s = (nc / nl) * (-1.0 if cq < 0 else 1.0) if nl > 0 and nc > 0 else 1.0
-            heads.append(LSAHead(np.eye(n), (1 - t) * Vc + t * Vl / s, (1 - t) * QKc + t * QKl * s))
-        return LSA(heads, residual=b.residual)
-    if isinstance(a, TokenLSA):
-        fl, fc = head_factors(a), head_factors(b)
-        perm = _match_heads(fl, fc)
-        heads = []
-        for h in range(len(fc)):
-            (Ql, Pl), (Qc, Pc) = fl[perm[h]], fc[h]
-            cq, nl, nc = _cos(Ql, Qc)
-            s = (nc / nl) * (-1.0 if cq < 0 else 1.0) if nl > 0 and nc > 0 else 1.0
-            heads.append(TokenLSAHead((1 - t) * Pc + t * Pl / s, (1 - t) * Qc + t * Ql * s))
-        return TokenLSA(heads, exclude_last=b.exclude_last, residual=b.residual)
-    raise TypeError(a.kind)
+    if a.kind not in LERP:
+        raise TypeError(a.kind)
+    return LERP[a.kind](a, b, t)
 
 
 def interpolation(con, learned: Stack, constructed: Stack, P: Problems, steps: int = 11) -> dict:
