@@ -147,6 +147,45 @@ def _float_of(x) -> float:
         return math.inf
 
 
+def rational_trials(g, con, names, trials: int, seed: int, show: bool) -> int:
+    """How many of ``trials`` random rational inputs give exactly the circuit's outputs."""
+    rng = random.Random(seed)
+    exact_ok = 0
+    with progress(trials, "rational trials", enabled=show) as bar:
+        for _ in range(trials):
+            vals = {n: Fraction(rng.randint(-9, 9), rng.randint(1, 9)) for n in names}
+            want = C.evaluate(g, vals)
+            got = _run_exact(con, vals)
+            exact_ok += all(Fraction(np.asarray(got[o]).item()) == Fraction(want[o]) for o in want)
+            bar.update()
+    return exact_ok
+
+
+def float_trials(g, con, names, trials: int, seed: int, show: bool) -> tuple[float, int]:
+    """The stack in float64 on ``trials`` random normal inputs against the exact value of the
+    circuit at the same inputs: (max error relative to max(|exact|, 1), non-finite outputs)."""
+    xs = np.random.default_rng(seed).standard_normal((len(names), trials))
+    fv = {n: xs[i] for i, n in enumerate(names)}
+    S = con.input_state(fv) if names else np.zeros((trials,) + con.layout.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        S, _ = con.run(fv, 0, state=S, cast=lambda L: L.map(np.vectorize(_float_of, otypes=[float])))
+    got_f = con.readout(S)
+    max_rel, non_finite = 0.0, 0
+    with progress(trials, "float64 trials", enabled=show) as bar:
+        for t in range(trials):
+            want = C.evaluate(g, {n: Fraction(float(fv[n][t])) for n in names})
+            for o, w in want.items():
+                w = Fraction(w)
+                f = float(np.asarray(got_f[o]).reshape(-1)[t if np.ndim(got_f[o]) else 0])
+                if not math.isfinite(f):  # overflow of a high-degree output in float64
+                    non_finite += 1
+                    continue
+                scale = max(abs(w), Fraction(1))
+                max_rel = max(max_rel, float(abs(Fraction(f) - w) / scale))
+            bar.update()
+    return max_rel, non_finite
+
+
 def cmd_circuit(a, out) -> int:
     from .proof import prove
 
@@ -204,34 +243,8 @@ def cmd_circuit(a, out) -> int:
         print(f"exported {len(con.epilogue)} layers to {a.export}", file=out)
 
     show = interactive()
-    rng = random.Random(a.seed)
-    exact_ok = 0
-    with progress(a.trials, "rational trials", enabled=show) as bar:
-        for _ in range(a.trials):
-            vals = {n: Fraction(rng.randint(-9, 9), rng.randint(1, 9)) for n in names}
-            want = C.evaluate(g, vals)
-            got = _run_exact(con, vals)
-            exact_ok += all(Fraction(np.asarray(got[o]).item()) == Fraction(want[o]) for o in want)
-            bar.update()
-    xs = np.random.default_rng(a.seed).standard_normal((len(names), a.trials))
-    fv = {n: xs[i] for i, n in enumerate(names)}
-    S = con.input_state(fv) if names else np.zeros((a.trials,) + con.layout.shape)
-    with np.errstate(over="ignore", invalid="ignore"):
-        S, _ = con.run(fv, 0, state=S, cast=lambda L: L.map(np.vectorize(_float_of, otypes=[float])))
-    got_f = con.readout(S)
-    max_rel, non_finite = 0.0, 0
-    with progress(a.trials, "float64 trials", enabled=show) as bar:
-        for t in range(a.trials):
-            want = C.evaluate(g, {n: Fraction(float(fv[n][t])) for n in names})
-            for o, w in want.items():
-                w = Fraction(w)
-                f = float(np.asarray(got_f[o]).reshape(-1)[t if np.ndim(got_f[o]) else 0])
-                if not math.isfinite(f):  # overflow of a high-degree output in float64
-                    non_finite += 1
-                    continue
-                scale = max(abs(w), Fraction(1))
-                max_rel = max(max_rel, float(abs(Fraction(f) - w) / scale))
-            bar.update()
+    exact_ok = rational_trials(g, con, names, a.trials, a.seed, show)
+    max_rel, non_finite = float_trials(g, con, names, a.trials, a.seed, show)
     print(f"random rational inputs: {exact_ok}/{a.trials} agree exactly with the circuit", file=out)
     print(f"random float64 inputs: max error {max_rel:.3e} (relative to max(|exact|, 1)) "
           f"against the exact value at the same inputs"
