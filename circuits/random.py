@@ -167,4 +167,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

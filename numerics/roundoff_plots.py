@@ -15,10 +15,8 @@ Command line (the doc figure from saved reports)::
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -26,6 +24,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from polyverify.cli import save_figure  # noqa: E402
 
 COLORS = {"float64": "tab:blue", "float32": "tab:orange", "bfloat16": "tab:green", "float16": "tab:red"}
 ORDER = ("float64", "float32", "bfloat16", "float16")
@@ -107,7 +107,7 @@ def error_vs_depth(records: list[dict], path, *, title: str = "") -> None:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -133,7 +133,7 @@ def layer_errors(layer_runs: list[dict], path, *, title: str = "") -> None:
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -180,33 +180,43 @@ def compare_constructions(reports: list[dict], path, *, backend=None, conv="dire
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m numerics.roundoff_plots", description=__doc__.splitlines()[0])
-    ap.add_argument("reports", nargs="+", help="roundoff.json files")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--backend")
-    ap.add_argument("--conv", default="direct")
-    ap.add_argument("--kappa", type=float)
-    ap.add_argument("--sigma", type=float)
-    ap.add_argument("--title", default="")
+def _main(argv) -> int:
+    from polyverify.cli import Parser, UsageError, one_line, output_file
+
+    ap = Parser(prog="python -m numerics.roundoff_plots", description=__doc__.splitlines()[0])
+    ap.add_argument("reports", nargs="+", help="roundoff.json files (python -m numerics.roundoff --out DIR)")
+    ap.add_argument("--out", required=True, help="the figure to write (PNG; folder created if missing)")
+    ap.add_argument("--backend", help="only runs of this backend (default: any)")
+    ap.add_argument("--conv", default="direct", help="only runs of this convolution method (default direct)")
+    ap.add_argument("--kappa", type=float, help="only runs at this kappa (default: any)")
+    ap.add_argument("--sigma", type=float, help="only runs at this sigma (default: any)")
+    ap.add_argument("--title", default="", help="figure title")
     ap.add_argument("--x", choices=["depth", "step"], default="depth", help="x axis: model depth or GD steps")
     ap.add_argument("--max-x", type=float, help="right end of the x axis")
     ap.add_argument("--hline", type=float, help="a dotted horizontal reference line (e.g. 1e-12)")
     a = ap.parse_args(argv)
+    out = output_file("--out", a.out)
     try:
         reports = [json.loads(Path(p).read_text()) for p in a.reports]
     except (OSError, ValueError) as e:
-        print(f"error: cannot read report: {e}", file=sys.stderr)
-        return 2
-    compare_constructions(reports, a.out, backend=a.backend, conv=a.conv, kappa=a.kappa, sigma=a.sigma,
+        raise UsageError(f"cannot read report: {one_line(e)}") from None
+    compare_constructions(reports, out, backend=a.backend, conv=a.conv, kappa=a.kappa, sigma=a.sigma,
                           title=a.title, xkey=a.x, max_x=a.max_x, hline=a.hline)
-    print(f"wrote {a.out}")
+    print(f"wrote {out}")
     return 0
 
 
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
@@ -389,4 +388,6 @@ def _main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

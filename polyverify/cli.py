@@ -45,7 +45,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def run_main(fn, argv=None, prog: str | None = None) -> int:
+def run_main(fn, argv=None) -> int:
     """Call ``fn(argv)``; a :class:`UsageError` becomes one line on stderr and exit 2."""
     try:
         return fn(argv)
@@ -170,10 +170,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def save_figure(fig, path: str | os.PathLike, *, dpi: int = 90) -> Path:
+    """``fig.savefig(path)`` (a matplotlib figure) atomically, in the format ``path``'s suffix
+    names (png without one); the folder is created if missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-    return Path(path)
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+    return path
 
 
 # ------------------------------------------------------------------ progress

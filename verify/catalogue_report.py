@@ -3,7 +3,6 @@ at its default sizes and tabulate layers and state size against the paper's clai
 with the measured proof time (seconds on the machine that ran it)."""
 from __future__ import annotations
 
-import sys
 
 from constructions.catalogue import entries
 
@@ -79,4 +78,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

@@ -420,4 +420,6 @@ def _file_sizes(path):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

@@ -36,7 +36,7 @@ DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 
 from numerics.backends import BACKENDS, DTYPES
 from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
-                            one_line, output_file, progress)
+                            one_line, output_file, progress, run_main)
 
 from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
@@ -402,29 +402,27 @@ def cmd_list(out) -> int:
     return 0
 
 
+def _main(argv, out) -> int:
+    a = build_parser().parse_args(argv)
+    if a.list:
+        return cmd_list(out)
+    if a.command == "gd":
+        return cmd_gd(a, out)
+    if a.command == "circuit":
+        from .circuit_cmd import cmd_circuit
+
+        return cmd_circuit(a, out)
+    from constructions.catalogue import entries
+
+    if a.command in entries():
+        from .catalogue_cmd import cmd_entry
+
+        return cmd_entry(entries()[a.command], a, out)
+    raise UsageError("choose a command: gd, circuit, a catalogue name, or --list")
+
+
 def main(argv=None, out=None) -> int:
-    out = out or sys.stdout
-    parser = build_parser()
-    try:
-        a = parser.parse_args(argv)
-        if a.list:
-            return cmd_list(out)
-        if a.command == "gd":
-            return cmd_gd(a, out)
-        if a.command == "circuit":
-            from .circuit_cmd import cmd_circuit
-
-            return cmd_circuit(a, out)
-        from constructions.catalogue import entries
-
-        if a.command in entries():
-            from .catalogue_cmd import cmd_entry
-
-            return cmd_entry(entries()[a.command], a, out)
-        raise UsageError("choose a command: gd, circuit, a catalogue name, or --list")
-    except UsageError as e:
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        return 2
+    return run_main(lambda av: _main(av, out or sys.stdout), argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Exit 0 when every erratum behaves as documented, 1 otherwise.
 from __future__ import annotations
 
 import json
-import sys
 
 from constructions.catalogue import errata
 
@@ -107,4 +106,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

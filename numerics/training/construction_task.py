@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from polyverify.cli import save_figure
+
 from .modules import LayerStack, stack_from_layers
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
 
@@ -266,7 +268,7 @@ def plot_loss(hist, path, title=""):
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_figure(fig, path, dpi=80)
     plt.close(fig)
 
 

@@ -9,17 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from polyverify.cli import atomic_path  # noqa: E402
-
-
-def save_figure(fig, path, *, dpi: int = 90) -> Path:
-    """``fig.savefig(path)`` atomically (``polyverify.cli.atomic_path``: a temporary file renamed
-    over ``path`` when complete), in the format ``path``'s suffix names (png without one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
-    return path
+from polyverify.cli import save_figure  # noqa: E402
 
 
 def _finite(xs, ys):

@@ -70,7 +70,7 @@ def plot_ood(rows, path, *, title=""):
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    from .figures import save_figure
+    from polyverify.cli import save_figure
 
     save_figure(fig, path)
     plt.close(fig)

@@ -16,12 +16,13 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 from pathlib import Path
 
 from polyverify.cli import Parser, UsageError, output_dir, run_main
 
-from .figures import plot_compare, save_figure
+from polyverify.cli import save_figure
+
+from .figures import plot_compare
 
 #: what every evaluation record of a history must hold for the tables
 REQUIRED = ("step", "test_mse")
@@ -194,4 +195,6 @@ def _main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
+from polyverify.cli import save_figure
+
 
 def _plt():
     import matplotlib
@@ -31,7 +33,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.set_title("log10 max |state diff| per layer and region", fontsize=8)
         fig.colorbar(im)
         fig.tight_layout()
-        fig.savefig(out / "state_diff.png", dpi=90)
+        save_figure(fig, out / "state_diff.png")
         plt.close(fig)
         files.append("state_diff.png")
     it = report.get("iterate")
@@ -47,7 +49,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.legend(fontsize=6)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(out / "iterate.png", dpi=90)
+        save_figure(fig, out / "iterate.png")
         plt.close(fig)
         files.append("iterate.png")
     ip = report.get("interpolation")
@@ -61,7 +63,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(out / "interpolation.png", dpi=90)
+        save_figure(fig, out / "interpolation.png")
         plt.close(fig)
         files.append("interpolation.png")
     iw = report.get("implicit_w")
@@ -75,7 +77,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(out / "implicit_w.png", dpi=90)
+        save_figure(fig, out / "implicit_w.png")
         plt.close(fig)
         files.append("implicit_w.png")
     polys = _polys(report)
@@ -96,7 +98,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         axes[0][0].set_ylabel("coefficient mass (sum |c|)")
         axes[0][0].legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(out / "poly_degrees.png", dpi=90)
+        save_figure(fig, out / "poly_degrees.png")
         plt.close(fig)
         files.append("poly_degrees.png")
     return files
