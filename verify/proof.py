@@ -45,7 +45,6 @@ import random
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -55,6 +54,7 @@ from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCAT
                                   RESIDUAL_CHARS, Counterexample, Failure, IdentityClaim, LayerMismatch,
                                   ProofResult, WitnessClaim)
 from constructions.layers import Layer
+from constructions.weights_io import same_layer
 
 
 
@@ -166,8 +166,6 @@ def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: in
 
 def _same_stack(a: Construction, b: Construction) -> bool:
     """The two constructions hold exactly the same layers in every section."""
-    from constructions.weights_io import same_layer
-
     return all(len(getattr(a, sec)) == len(getattr(b, sec)) and
                all(same_layer(x, y) for x, y in zip(getattr(a, sec), getattr(b, sec)))
                for sec in ("prologue", "body", "epilogue"))
@@ -268,7 +266,7 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
         # guard: the construction's own layers (as built) must produce the declared states
         P = pristine()
         P = getattr(P, sec) if P is not None else None
-        if P is not None and len(P) == n and not all(_same_layer(a, b) for a, b in zip(P, Ls)):
+        if P is not None and len(P) == n and not all(same_layer(a, b) for a, b in zip(P, Ls)):
             pst = _run(P[:-1], S0)
             for i, S in enumerate(pst):
                 j, _ = (None, None) if declared[i] is None else _first_masked_mismatch(S, declared[i])
@@ -310,12 +308,6 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
     return _Location(n - 1, LOCATED_LAST,
                      f"{why_not}: located where the residual appears ({sec} layer {n - 1}, the section's last "
                      f"layer), not necessarily the culprit layer")
-
-
-def _same_layer(a: Layer, b: Layer) -> bool:
-    from constructions.weights_io import same_layer
-
-    return same_layer(a, b)
 
 
 def prove(con: Construction, *, symbolic: bool = True,
@@ -410,17 +402,11 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     a failure names the layer, the entry and a counterexample (which may
     assign undeclared entries).
     """
-    params = _symbolic_spec(con, symbolic, None)
-    base = SymbolicProblem(con.variables, params)
-    return _prove_states(con, params, base, con.rebuild(**base.params) if params else con)
-
-
-def _prove_states(con: Construction, params: tuple[str, ...], base: SymbolicProblem,
-                  spec0: Construction) -> ProofResult:
-    """:func:`prove_intermediate_states` given the proof's symbolic problem ``base`` and the
-    specification built on it (no second ring when nothing is declared)."""
     _load_sympy()
     t0 = time.perf_counter()
+    params = _symbolic_spec(con, symbolic, None)
+    base = SymbolicProblem(con.variables, params)
+    spec0 = con.rebuild(**base.params) if params else con
     result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
     # one extra generator per entry that some declared state leaves undeclared (the masks do
     # not depend on v: read them in the problem's own ring)
@@ -451,7 +437,6 @@ def _prove_states(con: Construction, params: tuple[str, ...], base: SymbolicProb
     U = np.zeros(con.layout.shape, dtype=object)
     for (i, j), g in zip(slots_sorted, gens[len(base.names):]):
         U[i, j] = g
-    sp = SimpleNamespace(R=R, names=names)
     offset = 0
     for sec, start, target in _section_claims(spec, v):
         Ls = getattr(spec, sec)
@@ -479,8 +464,8 @@ def _prove_states(con: Construction, params: tuple[str, ...], base: SymbolicProb
                 frm = f"the {sec}'s start state" if dp is None else f"the state declared after {sec} layer {p}"
                 result.failure = Failure(
                     section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
-                    residual=_truncate(str(_as_poly(sp.R, diff).as_expr())),
-                    counterexample=find_counterexample(sp.R, diff, S[j], want[j], sp.names),
+                    residual=_truncate(str(_as_poly(R, diff).as_expr())),
+                    counterexample=find_counterexample(R, diff, S[j], want[j], names),
                     note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
                           f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
                           f"or its layers are wrong"),
