@@ -145,12 +145,24 @@ def _ensure_folder(flag: str, d: Path) -> None:
         raise UsageError(f"{flag}: folder {d} is not writable")
 
 
+def _cannot_write(flag: str | None, path: Path, e: OSError):
+    if flag is None:
+        raise e
+    # checked up front; a file system can still refuse at write time (full, read-only, /proc)
+    raise UsageError(f"{flag} {path}: cannot write ({e.strerror or one_line(e)})") from None
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike):
+def atomic_path(path: str | os.PathLike, flag: str | None = None):
     """Yield a temporary path in ``path``'s folder; on success it is renamed onto
-    ``path`` (atomic on POSIX), on an exception it is removed and ``path`` is untouched."""
+    ``path`` (atomic on POSIX), on an exception it is removed and ``path`` is untouched.
+    With ``flag`` (the option that named the path), an OSError is a UsageError naming it."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                   dir=path.parent if str(path.parent) else ".")
+    except OSError as e:
+        _cannot_write(flag, path, e)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -158,14 +170,16 @@ def atomic_path(path: str | os.PathLike):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open() would
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            _cannot_write(flag, path, e)
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    with atomic_path(path) as tmp:
+def atomic_write_text(path: str | os.PathLike, text: str, flag: str | None = None) -> Path:
+    with atomic_path(path, flag) as tmp:
         tmp.write_text(text)
     return Path(path)
 

@@ -54,17 +54,14 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
+    from polyverify.cli import atomic_write_text, output_file
 
     a = build_parser().parse_args(argv)
     md = output_file("--markdown", a.markdown)
     rs = rows()
     text = markdown(rs)
     if md is not None:
-        try:
-            atomic_write_text(md, text)
-        except OSError as e:  # checked up front; a file system can still refuse (full, read-only)
-            raise UsageError(f"--markdown {md}: cannot write ({e.strerror or one_line(e)})") from None
+        atomic_write_text(md, text, "--markdown")
         print(f"wrote the table of {len(rs)} entries to {md}")
     else:
         print(text)

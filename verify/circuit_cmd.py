@@ -235,11 +235,8 @@ def cmd_circuit(a, out) -> int:
         proof = prove(con)
     print_proof(proof, out)
     if a.export:
-        try:
-            with atomic_path(a.export) as tmp:
-                save(tmp, con, 0)
-        except OSError as e:  # checked up front; a file system can still refuse (full, read-only, /proc)
-            raise UsageError(f"--export {a.export}: cannot write ({e.strerror or one_line(e)})") from None
+        with atomic_path(a.export, "--export") as tmp:
+            save(tmp, con, 0)
         print(f"exported {len(con.epilogue)} layers to {a.export}", file=out)
 
     show = interactive()
@@ -257,10 +254,7 @@ def cmd_circuit(a, out) -> int:
     if weights_info:
         report["weights"] = weights_info
     if a.json:
-        try:
-            atomic_write_text(a.json, json.dumps(report, indent=1, default=str))
-        except OSError as e:
-            raise UsageError(f"--json {a.json}: cannot write ({e.strerror or one_line(e)})") from None
+        atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
         print(f"report written to {a.json}", file=out)
     ok = proof.ok and exact_ok == a.trials
     return EXIT_OK if ok else EXIT_FAILED

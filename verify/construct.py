@@ -36,7 +36,7 @@ DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 
 from numerics.backends import BACKENDS, DTYPES
 from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
-                            one_line, output_file, progress, run_main)
+                            output_file, progress, run_main)
 
 from .cli_common import UsageError, print_proof
 from .proof import ProofResult, prove
@@ -200,15 +200,17 @@ def _resolve(a) -> tuple[dict, dict, object]:
 
 
 def _estimate_bytes(con, k: int, batch: int, n_dtypes: int, digits: int) -> float:
-    """A rough upper estimate of a gd run's memory: the streamed float states
-    (a few copies of the batched state), the iterates kept per step, and the
-    mpfr reference (matrix M, vector c and the iterates, ~(digits/2 + 40) bytes each)."""
-    d = con.variables["x"][0]
+    """A rough upper estimate of a gd run's memory: the problems rounded to each dtype (kept
+    for all dtypes), the streamed float states (a few copies of the batched state), the
+    iterates kept per step, and the mpfr reference (matrix M, vector c and the iterates,
+    ~(digits/2 + 40) bytes each); the dtypes run one after another."""
+    n, d = con.variables["A"]
     mp = digits / 2 + 40
+    inputs = n_dtypes * batch * (n * d + n + 2 * d) * 8
     state = 4 * batch * con.state_size * 8
     iterates = (k + 1) * batch * d * 8 * 3
     reference = batch * (d * d + d) * mp + (k + 1) * batch * d * 8
-    return state + iterates + reference + n_dtypes * 0
+    return inputs + state + iterates + reference
 
 
 # ------------------------------------------------------------------ gd
@@ -332,11 +334,8 @@ def cmd_gd(a, out) -> int:
     print_proof(proof, out)
 
     if export_path:
-        try:
-            with atomic_path(export_path) as tmp:
-                save(tmp, con, k)
-        except OSError as e:
-            raise UsageError(f"--export {export_path}: cannot write ({e.strerror or one_line(e)})") from None
+        with atomic_path(export_path, "--export") as tmp:
+            save(tmp, con, k)
         print(f"exported {con.depth(k)} layers to {export_path}", file=out)
 
     # ---- numeric runs
@@ -373,10 +372,7 @@ def cmd_gd(a, out) -> int:
     if user is not None:
         report["weights"] = user["weights"]
     if json_path:
-        try:
-            atomic_write_text(json_path, json.dumps(report, indent=1, default=str))
-        except OSError as e:
-            raise UsageError(f"--json {json_path}: cannot write ({e.strerror or one_line(e)})") from None
+        atomic_write_text(json_path, json.dumps(report, indent=1, default=str), "--json")
         print(f"\nreport written to {json_path}", file=out)
     return 0 if proof.ok else 1
 

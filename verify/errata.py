@@ -77,7 +77,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
+    from polyverify.cli import UsageError, atomic_write_text, output_file
 
     a = build_parser().parse_args(argv)
     md, js = output_file("--markdown", a.markdown), output_file("--json", a.json)
@@ -92,10 +92,7 @@ def _main(argv) -> int:
     texts = {"--markdown": lambda: markdown(rows), "--json": lambda: json.dumps(rows, indent=1)}
     for (flag, text), path in zip(texts.items(), (md, js)):
         if path is not None:
-            try:
-                atomic_write_text(path, text())
-            except OSError as e:  # checked up front; a file system can still refuse (full, read-only)
-                raise UsageError(f"{flag} {path}: cannot write ({e.strerror or one_line(e)})") from None
+            atomic_write_text(path, text(), flag)
     return 0 if all(r["as_printed_rejected"] and r["corrected_proved"] for r in rows) else 1
 
 
