@@ -39,6 +39,10 @@ class WeightFileError(ValueError):
     pass
 
 
+class NoMetadataError(WeightFileError):
+    """A weight file without our metadata, read without a construction to read it against."""
+
+
 def _distinct(layers: list[Layer]) -> list[int]:
     """For each layer, the index of the first layer object identical to it."""
     ids, src = {}, []
@@ -214,7 +218,7 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
         specs, exact, declared = _header(meta, path)
     else:
         if spec is None:
-            raise WeightFileError(f"{path}: no {FORMAT} metadata; give the construction to read it against")
+            raise NoMetadataError(f"{path}: no {FORMAT} metadata; give the construction to read it against")
         n_layers = 1 + max(by_layer) if by_layer else 0
         if n_layers > MAX_LAYERS:
             raise WeightFileError(f"{path}: {n_layers} layers, above the limit {MAX_LAYERS}")

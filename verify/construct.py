@@ -25,8 +25,8 @@ import numpy as np
 
 from constructions.base import Construction, DepthError, exact
 from constructions.catalogue import gd_architectures
-from constructions.weights_io import (WeightFileError, check_against, declared_mismatches, load, same_layer, save,
-                                      split_sections)
+from constructions.weights_io import (NoMetadataError, WeightFileError, check_against, declared_mismatches, load,
+                                      same_layer, save, split_sections)
 
 #: sizes ``gd`` accepts without --allow-large (the exact proof grows fast with N*D:
 #: 0.3 s at 20 x 5, 12 s at 40 x 10, 175 s at 64 x 16 for gd-baseconv on this CPU)
@@ -182,10 +182,10 @@ def _resolve(a) -> tuple[dict, dict, object]:
     if a.weights:
         try:
             lw = load(a.weights)
-        except WeightFileError as e:
-            if "no polyverify-weights" not in str(e):
-                raise UsageError(str(e)) from None
+        except NoMetadataError:
             lw = None  # a foreign file: read against the construction below
+        except WeightFileError as e:
+            raise UsageError(str(e)) from None
     filed = _from_file(lw.declared if lw is not None else None)
     vals, source = {}, {}
     for key in ("arch", "n", "d", "eta", "lam", "layers"):
