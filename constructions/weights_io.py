@@ -223,10 +223,9 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
         if n_layers > MAX_LAYERS:
             raise WeightFileError(f"{path}: {n_layers} layers, above the limit {MAX_LAYERS}")
         try:
-            layers_spec, _ = split_sections(spec, [None] * n_layers)
+            k_file = repetitions(spec, n_layers)
         except WeightFileError as e:
             raise WeightFileError(f"{path}: {e}") from None
-        k_file = len(layers_spec["bodies"])
         specs = [{"kind": L.kind, "config": L.config(), "source": None,
                   "names": array_names(L.kind, L.config())} for L in spec.layers(k_file)]
         exact = {}
@@ -268,14 +267,22 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
                          {n: tensors[n] for n in extra})
 
 
+def repetitions(con: Construction, n_layers: int) -> int:
+    """The body repetition count k of a stack of ``n_layers`` layers of ``con``'s shape
+    (``p + b*k + e``), or a WeightFileError."""
+    p, b, e = len(con.prologue), len(con.body), len(con.epilogue)
+    L = n_layers
+    if L < p + e or (b and (L - p - e) % b) or (not b and L != p + e):
+        raise WeightFileError(f"the file has {L} layers; {con.name} needs {p} + {b}*k + {e}")
+    return (L - p - e) // b if b else 0
+
+
 def split_sections(con: Construction, layers: list[Layer]) -> tuple[dict[str, list[Layer]], int]:
     """Split a full stack into prologue / body copies / epilogue by the
     construction's section sizes; returns ({prologue, bodies, epilogue}, k)."""
     p, b, e = len(con.prologue), len(con.body), len(con.epilogue)
     L = len(layers)
-    if L < p + e or (b and (L - p - e) % b) or (not b and L != p + e):
-        raise WeightFileError(f"the file has {L} layers; {con.name} needs {p} + {b}*k + {e}")
-    k = (L - p - e) // b if b else 0
+    k = repetitions(con, L)
     bodies = [layers[p + j * b: p + (j + 1) * b] for j in range(k)]
     return {"prologue": layers[:p], "bodies": bodies, "epilogue": layers[L - e:]}, k
 
