@@ -84,9 +84,6 @@ class Sections:
     bodies: list
     epilogue: list
 
-    def layers(self) -> list:
-        return [*self.prologue, *(L for b in self.bodies for L in b), *self.epilogue]
-
 
 def run_layers(layers, S, *, keep: bool = False, conv_method: str = "direct"):
     """Forward ``S`` through ``layers`` (no sections, no hooks); with ``keep``

@@ -189,7 +189,12 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
         return out
     base = {lab: lay.get(S64, reg).copy() for lab, reg, _, b in regions if b == "input"}
     p, b = len(con.prologue), len(con.body)
-    epilogue = [backend.cast_layer(L) for L in con.epilogue]
+    cast_cache: dict[int, object] = {}
+
+    def cast(L):  # each distinct layer cast once, shared by the run and the checkpoint predictions
+        if id(L) not in cast_cache:
+            cast_cache[id(L)] = backend.cast_layer(L)
+        return cast_cache[id(L)]
 
     def where(i):  # stack layer i -> (section, step, layer in section)
         if i < p:
@@ -221,12 +226,12 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
             dev_rel[lab][step] = dd["max_rel"]
         if step in checkpoints:
             with np.errstate(over="ignore", invalid="ignore"):
-                Se = run_layers(epilogue, S, conv_method=conv_method)
+                Se = run_layers([cast(L) for L in con.epilogue], S, conv_method=conv_method)
             out["predictions"][step] = backend.to_numpy64(con.readout(Se)["prediction"])
         return False
 
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported as the first non-finite layer
-        _, out["layers_run"] = con.run(v, k, state=S, cast=backend.cast_layer, conv_method=conv_method,
+        _, out["layers_run"] = con.run(v, k, state=S, cast=cast, conv_method=conv_method,
                                        on_layer=on_layer, on_step=on_step)
     return out
 
