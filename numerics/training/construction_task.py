@@ -24,7 +24,6 @@ binary fractions of the float64 values) with ``constructions.weights_io.save``, 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyverify.cli import save_figure
+from polyverify.cli import atomic_path, atomic_write_text, save_figure
 
 from .modules import LayerStack, stack_from_layers
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
@@ -153,7 +152,9 @@ def export(con, model: LayerStack, path, k: int) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return weights_io.save(path, learned_construction(con, model), k)
+    with atomic_path(path) as tmp:
+        weights_io.save(tmp, learned_construction(con, model), k)
+    return path
 
 
 # ------------------------------------------------------------------ training
@@ -246,10 +247,10 @@ def train(cfg: ConstructionTaskConfig, out: str | Path | None = None, *, progres
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         export(con, model, out / "weights.safetensors", cfg.k)
-        (out / "history.json").write_text(json.dumps(hist, indent=1))
+        atomic_write_text(out / "history.json", json.dumps(hist, indent=1))
         plain = {k: v for k, v in res.items() if k not in ("model", "construction", "history")}
         plain["weights"] = str(out / "weights.safetensors")
-        (out / "result.json").write_text(json.dumps(plain, indent=1))
+        atomic_write_text(out / "result.json", json.dumps(plain, indent=1))
         plot_loss(hist, out / "loss.png", title=f"{cfg.construction} body, init={cfg.init}, loss={cfg.loss}")
     return res
 
@@ -274,42 +275,72 @@ def plot_loss(hist, path, title=""):
 
 # ------------------------------------------------------------------ CLI
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m numerics.training.construction_task",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("construction", choices=SUPPORTED)
+#: sizes accepted without --allow-large (this trains on CPU: the construction-shaped model of N x D)
+LIMITS = {"n": 256, "d": 64, "steps": 10_000_000, "batch": 65_536, "k": 10_000}
+
+
+def _main(argv) -> int:
+    from polyverify.cli import Parser, check_finite, check_range, output_dir
+
+    ap = Parser(prog="python -m numerics.training.construction_task", description=__doc__.splitlines()[0],
+                epilog="Limits (--allow-large lifts them): " + ", ".join(f"--{k} <= {v}" for k, v in LIMITS.items())
+                       + ". Exit status: 0 trained, 2 bad input.")
+    ap.add_argument("construction", choices=SUPPORTED, help="the construction whose layout the model learns")
     c = ConstructionTaskConfig()
-    ap.add_argument("--n", type=int, default=c.n)
-    ap.add_argument("--d", type=int, default=c.d)
-    ap.add_argument("--steps", type=int, default=c.steps)
-    ap.add_argument("--init", choices=("random", "construction"), default=c.init)
-    ap.add_argument("--init-scale", type=float, default=c.init_scale)
-    ap.add_argument("--noise", type=float, default=c.noise)
-    ap.add_argument("--loss", choices=("state", "x"), default=c.loss)
-    ap.add_argument("--batch", type=int, default=c.batch)
-    ap.add_argument("--eval-every", type=int, default=c.eval_every)
+    ap.add_argument("--n", type=int, default=c.n, help=f"rows N of A (default {c.n})")
+    ap.add_argument("--d", type=int, default=c.d, help=f"columns D of A (default {c.d})")
+    ap.add_argument("--steps", type=int, default=c.steps, help=f"training steps (default {c.steps})")
+    ap.add_argument("--init", choices=("random", "construction"), default=c.init,
+                    help="start from random weights or from the construction (plus --noise)")
+    ap.add_argument("--init-scale", type=float, default=c.init_scale, help="scale of a random start")
+    ap.add_argument("--noise", type=float, default=c.noise, help="noise added to a construction start")
+    ap.add_argument("--loss", choices=("state", "x"), default=c.loss, help="fit the whole state or the iterate x")
+    ap.add_argument("--batch", type=int, default=c.batch, help=f"problems per step (default {c.batch})")
+    ap.add_argument("--eval-every", type=int, default=c.eval_every, help="steps between evaluations")
     ap.add_argument("--k", type=int, default=c.k, help="body copies in the exported weight file")
-    ap.add_argument("--lr", type=float, default=c.lr)
-    ap.add_argument("--scheduler", choices=("adaptive", "steplr", "constant"), default=c.scheduler)
-    ap.add_argument("--step-size", type=int, default=c.step_size)
-    ap.add_argument("--gamma", type=float, default=c.gamma)
-    ap.add_argument("--ema", choices=("none", "grad-filter", "update"), default=c.ema)
-    ap.add_argument("--seed", type=int, default=c.seed)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--lr", type=float, default=c.lr, help="initial learning rate, > 0")
+    ap.add_argument("--scheduler", choices=("adaptive", "steplr", "constant"), default=c.scheduler,
+                    help="learning-rate schedule")
+    ap.add_argument("--step-size", type=int, default=c.step_size, help="steps between LR decisions")
+    ap.add_argument("--gamma", type=float, default=c.gamma, help="LR factor per decision, in (0, 1]")
+    ap.add_argument("--ema", choices=("none", "grad-filter", "update"), default=c.ema, help="which EMA")
+    ap.add_argument("--seed", type=int, default=c.seed, help="random seed, >= 0")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads, >= 1")
+    ap.add_argument("--out", required=True, help="output folder (weights, history, result, loss plot)")
+    ap.add_argument("--allow-large", action="store_true", help="lift the size limits")
     a = ap.parse_args(argv)
-    if a.n < a.d or a.d < 1 or a.steps < 1 or a.k < 1:
-        ap.error("need n >= d >= 1, steps >= 1, k >= 1")
+    lim = (lambda key: None) if a.allow_large else LIMITS.get
+    big = None if a.allow_large else "--allow-large"
+    for key, lo in (("n", 1), ("d", 1), ("steps", 1), ("batch", 1), ("k", 1)):
+        check_range(f"--{key}", getattr(a, key), lo, lim(key), override=big)
+    if a.n < a.d:
+        ap.error(f"--n ({a.n}) must be >= --d ({a.d})")
+    for flag, val in (("--eval-every", a.eval_every), ("--step-size", a.step_size), ("--threads", a.threads)):
+        check_range(flag, val, 1)
+    check_range("--seed", a.seed, 0, 2**63 - 1)
+    check_finite("--lr", a.lr, positive=True)
+    check_finite("--init-scale", a.init_scale)
+    check_finite("--noise", a.noise)
+    check_range("--gamma", check_finite("--gamma", a.gamma, positive=True), hi=1.0)
+    out = output_dir("--out", a.out)
     cfg = ConstructionTaskConfig(construction=a.construction, n=a.n, d=a.d, init=a.init, init_scale=a.init_scale,
                                  noise=a.noise, loss=a.loss, steps=a.steps, batch=a.batch,
                                  eval_every=a.eval_every, k=a.k, lr=a.lr, scheduler=a.scheduler,
                                  step_size=a.step_size, gamma=a.gamma, ema=a.ema, seed=a.seed, threads=a.threads)
-    res = train(cfg, a.out, progress=True)
+    res = train(cfg, out, progress=True)
     print(f"initial test MSE {res['initial_test_mse']:.3e}, final {res['final_test_mse']:.3e} "
           f"(construction {res['construction_test_mse']:.3e}); wrote weights.safetensors, history.json, "
-          f"result.json, loss.png to {a.out}")
+          f"result.json, loss.png to {out}")
     return 0
 
 
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from polyverify.cli import exit_with
+
+    exit_with(main)
