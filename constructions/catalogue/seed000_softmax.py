@@ -100,7 +100,9 @@ def _decimal(q: Fraction, down: bool, sig: int = 30) -> str:
         return "0"
     import math
 
-    e = math.floor(math.log10(abs(q)))
+    # a first guess from the digit counts (exact integers: a Fraction far below the float range
+    # would make math.log10 fail), then corrected exactly
+    e = len(str(abs(q.numerator))) - len(str(q.denominator))
     while Fraction(10) ** e > abs(q):
         e -= 1
     while Fraction(10) ** (e + 1) <= abs(q):

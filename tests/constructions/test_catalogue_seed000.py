@@ -15,7 +15,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from constructions.base import Construction, run_layers
@@ -343,6 +343,9 @@ def attention_weights(draw):
 
 
 @given(case=attention_weights())
+@example(case=(2, 1, {"W_Q": np.array([[Fraction(2)]], dtype=object), "W_K": np.array([[Fraction(-3)]], dtype=object),
+                      "W_V": np.array([[Fraction(11)]], dtype=object),
+                      "B": np.array([[Fraction(0)], [Fraction(0)]], dtype=object)}))  # underflowed math.log10
 def test_softmax_witness_always_found_and_certified(case):
     n, d, w = case
     res = check_softmax_square(w, n, d)
@@ -433,3 +436,15 @@ def test_causal_gd_errata_vanish_for_one_row():
     for layer in (1, 2):
         assert prove(causal_gd_layer(layer, True, n=1, d=2)).ok
         assert not prove(causal_gd_layer(layer, True, n=2, d=1)).ok
+
+
+@pytest.mark.parametrize("q", [Fraction(1, 10**400), Fraction(-7, 3 * 10**500), Fraction(10**400, 3),
+                               Fraction(1, 10), Fraction(999, 1000)])
+def test_decimal_bounds_numbers_outside_the_float_range(q):
+    """A certificate's decimal end points bracket the exact value, even far below the float range
+    (Hypothesis found softmax weights whose enclosure end point underflowed math.log10)."""
+    from constructions.catalogue.seed000_softmax import _decimal
+
+    lo, hi = Fraction(_decimal(q, down=True)), Fraction(_decimal(q, down=False))
+    assert lo <= q <= hi
+    assert hi - lo <= abs(q) * Fraction(1, 10**28)
