@@ -90,10 +90,15 @@ FILES = {
 }
 
 
+@pytest.fixture(scope="module")
+def texts():
+    return {name: make() for name, make in FILES.items()}  # built once: some are large
+
+
 @pytest.fixture
-def workdir(tmp_path):
-    for name, make in FILES.items():
-        (tmp_path / name).write_text(make())
+def workdir(tmp_path, texts):
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00garbage")
     with open(tmp_path / "huge.json", "wb") as f:  # sparse: no time, no disk
         f.truncate(LIMITS["max_file_bytes"] + 1)
