@@ -71,7 +71,7 @@ def cmd_entry(entry: CatalogueEntry, a, out) -> int:
         print(f"  layers {info['depth_formula']} (prologue {info['layers']['prologue']}, body "
               f"{info['layers']['body']}, epilogue {info['layers']['epilogue']}); state "
               f"{info['state_shape'][0]} x {info['state_shape'][1]} = {info['state_size']}", file=out)
-    compiled = getattr(getattr(obj, "schedule", None), "info", None)  # a compiled circuit
+    compiled = getattr(obj, "info", None)  # a compiled circuit
     if compiled:
         m, cm = compiled["circuit"], compiled["compiled"]
         print(f"  circuit: depth {m['depth']}, width {m['width']}, size {m['size']}, degree {m['degree']}; "

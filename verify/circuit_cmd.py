@@ -219,9 +219,9 @@ def cmd_circuit(a, out) -> int:
             raise UsageError(f"{a.weights} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove "
                              f"it against {a.graph}")
     _print_warnings(a.graph, caught)  # every check passed
-    info = con.schedule.info
+    info = con.info
     m, cm = info["circuit"], info["compiled"]
-    print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.schedule.outputs)} outputs, size {m['size']}, "
+    print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.output_slots)} outputs, size {m['size']}, "
           f"depth {m['depth']}, width {m['width']}, degree {m['degree']}", file=out)
     print(f"compiled to BaseConv in {t_compile:.3f} s: {cm['layers']} layers (circuit depth {m['depth']}), "
           f"state 1 x {cm['state_width']} (circuit width {m['width']}); "

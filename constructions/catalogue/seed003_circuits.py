@@ -90,7 +90,7 @@ def _compile(g, name) -> CompiledCircuit:
 
 def h21_report(con: CompiledCircuit) -> dict:
     """Depth and state of a compiled circuit against Thm. H.21 / Cor. H.20."""
-    m = con.schedule.info["circuit"]
+    m = con.info["circuit"]
     delta, w = m["depth"], m["width"]
     layers, width = len(con.epilogue), con.layout.shape[1]
     bound = delta * max(1.0, math.log2(max(w, 1)))

@@ -1,0 +1,51 @@
+"""Arithmetic circuits -> explicit BaseConv weight settings, one module per pass (as tracr's compiler).
+
+================  ==========================================================================
+module            pass
+================  ==========================================================================
+``linearise``     circuit -> affine forms over atoms (inputs, binary products), levels
+``mlp``           target ``baseconv-mlp``: one token, every live value its own channel
+``sequence``      targets ``baseconv`` / ``baseconv-causal``: the placed circuit's token grid;
+                  product layers, route layers where a factor must move
+``routing``       a linear map between two sequence states -> one BaseConv layer
+``circuit``       the :class:`CompiledCircuit` construction all targets return
+================  ==========================================================================
+
+:func:`compile_circuit` picks the target: ``baseconv`` for a placed circuit (inputs carrying
+``token``/``channel``, :func:`circuits.placement`), ``baseconv-mlp`` otherwise, unless told.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+import circuits as C
+
+from .circuit import CompiledCircuit
+from .mlp import compile_mlp
+from .routing import CompileError
+from .sequence import compile_sequence
+
+#: target name -> what it compiles to
+TARGETS = {
+    "baseconv": "BaseConv over the placed circuit's tokens, circular convolution (seed 000 Thm. D.30)",
+    "baseconv-causal": "BaseConv over the placed circuit's tokens, causal convolution",
+    "baseconv-mlp": "BaseConv on one token, every live value its own channel (a gated MLP)",
+}
+
+
+def default_target(g: nx.DiGraph) -> str:
+    return "baseconv" if C.placement(g) is not None else "baseconv-mlp"
+
+
+def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None) -> CompiledCircuit:
+    """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`)."""
+    g = C.validate(g)
+    target = target or default_target(g)
+    if target == "baseconv-mlp":
+        return compile_mlp(g, name)
+    if target in ("baseconv", "baseconv-causal"):
+        return compile_sequence(g, name, causal=target == "baseconv-causal")
+    raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
+
+
+__all__ = ["CompiledCircuit", "CompileError", "TARGETS", "compile_circuit", "default_target"]

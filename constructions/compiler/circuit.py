@@ -1,0 +1,73 @@
+"""The construction every target returns: a compiled circuit with its inputs and outputs on slots.
+
+A slot is a ``(token, channel)`` cell of the state.  The input state holds each circuit input
+at its slot and zeros elsewhere; the final state holds each output at its slot and zeros
+elsewhere (so the proof compares the whole final state, not only the outputs).
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+import circuits as C
+
+from ..base import Construction
+from ..layout import Layout
+
+
+class CompiledCircuit(Construction):
+    """A circuit compiled by :func:`constructions.compiler.compile_circuit` (no repeated body,
+    unless the circuit's outputs sit on its inputs' slots and :func:`as_body` made it one)."""
+
+    graph: nx.DiGraph = None
+    input_slots: dict = None  # input name -> (token, channel)
+    output_slots: dict = None  # output name -> (token, channel)
+    info: dict = None  # the compile report (circuit metrics, compiled sizes, bound)
+
+    def _first(self, v):
+        names = C.inputs(self.graph)
+        return names, (np.asarray(v[names[0]]) if names else np.zeros(()))
+
+    def _empty(self, names, first):
+        if first.dtype == object or not names:
+            return self.layout.new_state()
+        return np.zeros(first.shape + tuple(self.layout.shape), dtype=first.dtype)
+
+    def input_state(self, v):
+        names, first = self._first(v)
+        S = self._empty(names, first)
+        for nme in names:
+            t, c = self.input_slots[nme]
+            val = v[nme]
+            S[..., t, c] = val.item() if isinstance(val, np.ndarray) and val.ndim == 0 else val
+        return S
+
+    def state(self, v):
+        return self.input_state(v)
+
+    def final_state(self, v):
+        names, first = self._first(v)
+        vals = C.evaluate(self.graph, {n: v[n] for n in names})
+        S = self._empty(names, first)
+        for name, val in vals.items():
+            t, c = self.output_slots[name]
+            S[..., t, c] = val
+        return S
+
+    def step(self, v):
+        return v
+
+    def readout(self, state):
+        return {name: state[..., t, c] for name, (t, c) in sorted(self.output_slots.items())}
+
+
+def compiled(g, name: str, shape: tuple[int, int], layers: list, inputs: dict, outputs: dict, info: dict, *,
+             reference: str, notes: str) -> CompiledCircuit:
+    """A :class:`CompiledCircuit` whose epilogue is ``layers``; the layout names each output slot."""
+    lay = Layout(tuple(shape), row_axis="tokens", col_axis="channels")
+    for out, (t, c) in sorted(outputs.items()):
+        lay.add(f"out:{out}", (t, t + 1), (c, c + 1), f"output {out!r} after the last layer")
+    con = CompiledCircuit(name=name, reference=reference, layout=lay, prologue=[], body=[], epilogue=layers,
+                          params={}, variables={n: () for n in C.inputs(g)}, notes=notes)
+    con.graph, con.input_slots, con.output_slots, con.info = g, dict(inputs), dict(outputs), info
+    return con

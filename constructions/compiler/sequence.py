@@ -1,0 +1,362 @@
+"""Targets ``baseconv`` and ``baseconv-causal``: a placed circuit -> BaseConv over a sequence.
+
+Seed 000 Thm. D.30 / seed 003 Thm. H.21 compile a circuit whose inputs are an N x D matrix
+into BaseConv layers on an N' x D' state, moving values between tokens by convolution.  This
+pass keeps the circuit's own grid (N' = the placed tokens, no extra tokens) and, level by
+level of multiplicative depth (:mod:`.linearise`), emits:
+
+* a **product layer** (seed 000 App. D.2.1 MULTIPLY, Def. D.20): inner channel ``k`` forms
+  ``(u W_gate + B_gate)[:, k] * (h * (u W_in) + B_conv)[:, k]``.  A product atom ``p = f * g``
+  sits at a token ``t``: one factor (the *gate* form) must be a channel mix of atoms at ``t``
+  (``W_gate`` is shared by all tokens); the other (the *conv* form) a channel mix at ``t``
+  (filter = identity) or one channel read at any tokens through the filter's taps.  Products
+  with the same gate mix and conv channel/mix and consistent taps share an inner channel, at
+  different tokens.  Atoms still needed later are copied with a masked gate (``B_gate`` = 1 on
+  their tokens only).  Where a factor cannot be read that way, the level first gets
+* a **route layer** (:mod:`.routing`): any linear map, here putting both factors of each
+  product side by side at a token chosen to balance the products over the tokens (at most
+  ``ceil(m / N')`` per token for a level of ``m`` products, when the target allows it), and
+* one final route layer that writes every output at its place and zeros everywhere else.
+
+So the stack has at most ``2 md + 1`` layers for multiplicative depth ``md`` (the compiler's
+guarantee, reported as ``compiled.bound``), on the input grid's tokens.  Causal convolution
+only moves values to later tokens: a product sits at a token no earlier than its factors, and
+an output placed before a token it depends on is a :class:`CompileError` naming it.
+
+A slot ``(t, c)`` of a state holds an atom, *junk* (a product an inner channel formed at a
+token where nothing was asked of it: never read, and zeroed by the final route), or zero.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import circuits as C
+
+from ..layers import BaseConv
+from .circuit import CompiledCircuit, compiled
+from .linearise import CONST, linearise, needed
+from .routing import CompileError, LayerSpec, route, shift
+
+JUNK = "junk"
+
+
+@dataclass
+class SeqState:
+    T: int
+    slot_of: dict = field(default_factory=dict)  # atom -> (t, c)
+    occupied: dict = field(default_factory=dict)  # (t, c) -> atom | JUNK
+
+    def put(self, a, t: int, c: int) -> None:
+        assert (t, c) not in self.occupied, (a, t, c)
+        self.occupied[(t, c)] = a
+        if a != JUNK:
+            self.slot_of[a] = (t, c)
+
+    def free(self, t: int, c: int) -> bool:
+        return (t, c) not in self.occupied
+
+    def width(self) -> int:
+        return 1 + max((c for _, c in self.occupied), default=-1)
+
+    def lowest_free_channel(self, tokens, exclude=()) -> int:
+        c = 0
+        while c in exclude or not all(self.free(t, c) for t in tokens):
+            c += 1
+        return c
+
+
+def _token_of(form: dict, st: SeqState):
+    toks = {st.slot_of[a][0] for a in form if a != CONST}
+    return toks.pop() if len(toks) == 1 else None
+
+
+def _conv_side(form: dict, t: int, st: SeqState, causal: bool):
+    """How the conv side reads ``form`` at token ``t``: ``(key, taps)`` or None.
+    key ``("mix", channels)``: every atom at ``t`` (filter = identity);
+    key ``("chan", c)``: every atom in channel ``c``, moved by the taps (all occupied slots of
+    ``c`` get a tap, zero where the form does not read them)."""
+    atoms = {a: v for a, v in form.items() if a != CONST}
+    slots = {a: st.slot_of[a] for a in atoms}
+    if all(s[0] == t for s in slots.values()):
+        return ("mix", tuple(sorted((slots[a][1], v) for a, v in atoms.items()))), {0: Fraction(1)}
+    chans = {s[1] for s in slots.values()}
+    if len(chans) != 1:
+        return None
+    c = chans.pop()
+    want = {slots[a][0]: v for a, v in atoms.items()}
+    taps = {}
+    for (t2, c2), a in st.occupied.items():
+        if c2 != c:
+            continue
+        s = shift(t, t2, st.T, causal)
+        coef = want.get(t2, Fraction(0))
+        if s is None:
+            if coef != 0:
+                return None
+            continue
+        taps[s] = coef
+    return ("chan", c), taps
+
+
+@dataclass
+class _Group:
+    gate: tuple  # ((channel, coef), ...)
+    conv: tuple  # ("mix", channels) | ("chan", c)
+    taps: dict
+    members: dict = field(default_factory=dict)  # token -> (atom, gate const, conv const)
+
+
+def _product_layer(st: SeqState, prods: list, forms: dict, keep: set, causal: bool):
+    """A product layer from state ``st``, or None where some product's factors cannot be read
+    directly.  ``forms[p] = (f, g)``; ``keep``: the atoms to carry.  Returns (spec, new state)."""
+    groups: list[_Group] = []
+    for p in prods:
+        fa, fb = forms[p]
+        for G, V in ((fa, fb), (fb, fa)):
+            t = _token_of(G, st)
+            if t is None:
+                continue
+            conv = _conv_side(V, t, st, causal)
+            if conv is None:
+                continue
+            gate = tuple(sorted((st.slot_of[a][1], v) for a, v in G.items() if a != CONST))
+            key, taps = conv
+            member = (p, G.get(CONST, Fraction(0)), V.get(CONST, Fraction(0)))
+            for gr in groups:
+                if gr.gate == gate and gr.conv == key and t not in gr.members and \
+                        all(gr.taps.get(s, v) == v for s, v in taps.items()):
+                    gr.taps.update(taps)
+                    gr.members[t] = member
+                    break
+            else:
+                groups.append(_Group(gate, key, dict(taps), {t: member}))
+            break
+        else:
+            return None
+    spec = LayerSpec("product")
+    new = SeqState(st.T)
+    # carry: conv side reads the channel (identity filter), the gate is a 0/1 mask
+    carry: dict[int, list[int]] = {}
+    for a in sorted(keep, key=str):
+        t, c = st.slot_of[a]
+        carry.setdefault(c, []).append(t)
+        new.put(a, t, c)
+    for c, toks in sorted(carry.items()):
+        k = spec.new_inner()
+        spec.W_in[(c, k)] = spec.h[(0, k)] = spec.W_out[(k, c)] = Fraction(1)
+        for t in toks:
+            spec.b_gate[(t, k)] = Fraction(1)
+    for gr in groups:
+        k = spec.new_inner()
+        for c, v in gr.gate:
+            spec.W_gate[(c, k)] = v
+        if gr.conv[0] == "mix":
+            for c, v in gr.conv[1]:
+                spec.W_in[(c, k)] = v
+        else:
+            spec.W_in[(gr.conv[1], k)] = Fraction(1)
+        for s, v in gr.taps.items():
+            if v != 0:
+                spec.h[(s, k)] = v
+        for t, (p, cg, cv) in gr.members.items():
+            if cg != 0:
+                spec.b_gate[(t, k)] = cg
+            if cv != 0:
+                spec.b_conv[(t, k)] = cv
+        junk = [t for t in range(st.T) if t not in gr.members and _gate_reads(gr, t, st)
+                and _conv_reads(gr, t, st, causal)]
+        d = new.lowest_free_channel(list(gr.members) + junk)
+        spec.W_out[(k, d)] = Fraction(1)
+        for t, (p, _, _) in gr.members.items():
+            new.put(p, t, d)
+        for t in junk:
+            new.put(JUNK, t, d)
+    return spec, new
+
+
+def _gate_reads(gr: _Group, t: int, st: SeqState) -> bool:
+    return any(not st.free(t, c) for c, _ in gr.gate)
+
+
+def _conv_reads(gr: _Group, t: int, st: SeqState, causal: bool) -> bool:
+    if gr.conv[0] == "mix":
+        return any(not st.free(t, c) for c, _ in gr.conv[1])
+    c = gr.conv[1]
+    for s, v in gr.taps.items():
+        if v == 0:
+            continue
+        t2 = t - s if causal else (t - s) % st.T
+        if t2 >= 0 and not st.free(t2, c):
+            return True
+    return False
+
+
+def _place_products(st: SeqState, prods: list, forms: dict, causal: bool) -> dict:
+    """A token for each product of a level: one of its factors' tokens, unless that token
+    already holds ceil(m / T) of the level's products; then the least loaded allowed token."""
+    T, m = st.T, len(prods)
+    cap = math.ceil(m / T)
+    load = [0] * T
+    where = {}
+    for p in prods:
+        toks = [st.slot_of[a][0] for f in forms[p] for a in f if a != CONST]
+        lo = max(toks) if causal else 0
+        cands = sorted({t for t in toks if t >= lo}, key=lambda t: (load[t], t))
+        t = cands[0] if cands and load[cands[0]] < cap else min(range(lo, T), key=lambda t: (load[t], t))
+        where[p] = t
+        load[t] += 1
+    return where
+
+
+def _routed_level(st: SeqState, prods: list, forms: dict, keep: set, causal: bool):
+    """A route layer putting each product's two factors side by side (channels L_g, R_g of the
+    g-th product at its token), then the product layer on that state."""
+    where = _place_products(st, prods, forms, causal)
+    new = SeqState(st.T)
+    targets = {}
+    for a in sorted(keep, key=str):
+        t, c = st.slot_of[a]
+        new.put(a, t, c)
+        targets[(t, c)] = {a: Fraction(1)}
+    rank: dict[int, int] = {}
+    order = {}
+    for p in prods:
+        order[p] = rank.get(where[p], 0)
+        rank[where[p]] = order[p] + 1
+    pairs = []
+    for g in range(max(rank.values(), default=0)):
+        toks = [t for t, n in rank.items() if n > g]
+        cl = new.lowest_free_channel(toks, exclude={c for pr in pairs for c in pr})
+        cr = new.lowest_free_channel(toks, exclude={cl} | {c for pr in pairs for c in pr})
+        pairs.append((cl, cr))
+    next_forms = {}
+    for p in prods:
+        t, (cl, cr) = where[p], pairs[order[p]]
+        fa, fb = forms[p]
+        la, rb = ("L", p), ("R", p)
+        new.put(la, t, cl)
+        new.put(rb, t, cr)
+        targets[(t, cl)], targets[(t, cr)] = fa, fb
+        next_forms[p] = ({la: Fraction(1)}, {rb: Fraction(1)})
+    spec = route(st.occupied, st.slot_of, targets, st.T, causal)
+    out = _product_layer(new, prods, next_forms, keep, causal)
+    assert out is not None  # both factors sit at the product's token
+    return [spec, out[0]], out[1], new.width()
+
+
+def _output_slots(st: SeqState, outputs: dict, places: dict, causal: bool) -> dict:
+    slots, used = {}, set(p for p in places.values() if p is not None)
+    for name in sorted(outputs):
+        if places.get(name) is not None:
+            t, c = places[name]
+            toks = [st.slot_of[a][0] for a in outputs[name] if a != CONST]
+            if causal and toks and max(toks) > t:
+                raise CompileError(f"output {name!r} is placed at token {t} but depends on token {max(toks)}: "
+                                   "the causal target only moves values to later tokens")
+            slots[name] = (t, c)
+            continue
+        toks = [st.slot_of[a][0] for a in outputs[name] if a != CONST]
+        t = max(toks) if toks else 0
+        c = 0
+        while (t, c) in used:
+            c += 1
+        used.add((t, c))
+        slots[name] = (t, c)
+    return slots
+
+
+def _in_place(st: SeqState, outputs: dict, slots: dict) -> bool:
+    """Whether the state is already the final state: each output an atom at its slot, nothing else."""
+    for name, f in outputs.items():
+        (a, v), = f.items() if len(f) == 1 else ((None, None),)
+        if a in (None, CONST) or v != 1 or st.slot_of.get(a) != slots[name]:
+            return False
+    return len(st.occupied) == len(outputs)
+
+
+def plan(g, causal: bool):
+    """The layer specs, the input and output slots and the grid of a validated circuit."""
+    pl = C.placement(g)
+    if pl is None:
+        T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
+    else:
+        T, inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
+    atoms, level, outputs = linearise(g)
+    need = needed(atoms, outputs)
+    md = max([0] + [level[a] for a in need])
+    last_use = {}
+    for a in need:
+        if atoms[a][0] == "mul":
+            for f in atoms[a][1:]:
+                for x in f:
+                    if x != CONST:
+                        last_use[x] = max(last_use.get(x, 0), level[a])
+    for f in outputs.values():
+        for x in f:
+            if x != CONST:
+                last_use[x] = md + 1
+    st = SeqState(T)
+    for name, (t, c) in inputs.items():
+        st.put(f"in:{name}", t, c)
+    specs, kinds, widths = [], [], [st.width()]
+    for lv in range(1, md + 1):
+        prods = sorted((a for a in need if level[a] == lv), key=lambda a: int(a[1:]))
+        forms = {p: (atoms[p][1], atoms[p][2]) for p in prods}
+        keep = {a for a in st.slot_of if last_use.get(a, 0) > lv}
+        direct = _product_layer(st, prods, forms, keep, causal)
+        if direct is not None:
+            specs.append(direct[0])
+            kinds.append("product")
+            st = direct[1]
+        else:
+            pair, st, mid = _routed_level(st, prods, forms, keep, causal)
+            specs += pair
+            kinds += ["route", "product"]
+            widths.append(mid)
+        widths.append(st.width())
+    slots = _output_slots(st, outputs, places, causal)
+    if not (specs and _in_place(st, outputs, slots)):
+        specs.append(route(st.occupied, st.slot_of, {slots[n]: f for n, f in outputs.items()}, T, causal))
+        kinds.append("route (outputs)")
+    width = max([1, *widths] + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()]
+                + [c + 1 for _, c in inputs.values()])
+    return specs, kinds, inputs, slots, T, width, md
+
+
+def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
+    L = BaseConv.zeros(T, Cw, causal=causal)
+    for name in ("W_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out"):
+        arr = getattr(L, name)
+        for (i, j), v in getattr(spec, name).items():
+            arr[i, j] = arr[i, j] + Fraction(v)
+    return L
+
+
+def compile_sequence(g, name: str = "circuit", causal: bool = False) -> CompiledCircuit:
+    """Compile a validated (placed or unplaced) circuit to BaseConv over its token grid."""
+    specs, kinds, inputs, outputs, T, Cw, md = plan(g, causal)
+    layers = [_emit(sp, T, Cw, causal) for sp in specs]
+    m = C.metrics(g)
+    nnz = sum(sum(1 for a in L.arrays().values() for x in a.flat if x != 0) for L in layers)
+    total = sum(sum(a.size for a in L.arrays().values()) for L in layers)
+    target = "baseconv-causal" if causal else "baseconv"
+    info = {
+        "circuit": m,
+        "compiled": {"target": target, "layers": len(layers), "tokens": T, "state_width": Cw,
+                     "params": {"nonzero": nnz, "total": total}, "plan": kinds,
+                     "multiplicative_depth": md,
+                     "outputs": {n: list(s) for n, s in sorted(outputs.items())},
+                     "bound": {"layers": 2 * md + 1, "tokens": T,
+                               "rule": "one product layer per level of multiplicative depth md, preceded by "
+                                       "a route layer where a factor must move; one route layer for the "
+                                       "outputs: layers <= 2 md + 1, on the input grid's tokens"}},
+        "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
+                              "inner_dimension": f"O(w) = O({m['width']})"},
+    }
+    conv = "causal (linear) convolution" if causal else "circular convolution"
+    return compiled(g, name, (T, Cw), layers, inputs, outputs, info,
+                    reference="seed 000 Thm. D.30 / seed 003 Thm. H.21 (levelled; App. D.2.1 LINEAR, MULTIPLY; "
+                              "seed 003 Lemma H.7)",
+                    notes=f"placed circuit on {T} tokens, {conv}: product and route layers ({', '.join(kinds)})")
