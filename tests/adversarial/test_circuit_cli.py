@@ -95,13 +95,22 @@ def texts():
     return {name: make() for name, make in FILES.items()}  # built once: some are large
 
 
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory):
+    """One file just over the size limit, made once (sparse where the file system allows it;
+    where it does not, writing it for every test cost seconds of system time)."""
+    path = tmp_path_factory.mktemp("huge") / "huge.json"
+    with open(path, "wb") as f:
+        f.truncate(LIMITS["max_file_bytes"] + 1)
+    return path
+
+
 @pytest.fixture
-def workdir(tmp_path, texts):
+def workdir(tmp_path, texts, huge):
     for name, text in texts.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00garbage")
-    with open(tmp_path / "huge.json", "wb") as f:  # sparse: no time, no disk
-        f.truncate(LIMITS["max_file_bytes"] + 1)
+    os.link(huge, tmp_path / "huge.json")  # a hard link: no copy
     (tmp_path / "afolder").mkdir()
     (tmp_path / "afile").write_text("a file, not a folder")
     (tmp_path / "report.json").write_text("an old report")
