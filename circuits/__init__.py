@@ -16,6 +16,30 @@ Node attributes
 Node ids are ``int`` or ``str``.  ``input``/``const`` nodes have no operands;
 ``add``/``mul`` are n-ary with >= 2 operands counted with ``mult``.
 
+Places (optional; "placed circuits", :mod:`circuits.placement`): a place is
+``(token, channel)`` in a ``tokens x channels`` input matrix, rows are tokens
+(seed 000 Thm. D.30 / seed 003 Thm. H.21 take the inputs as an N x D matrix).
+Coordinates are ``int`` >= 0 (not bool); give both of a pair or neither.
+``token``,          on an ``input`` node: the input's place.  On a
+``channel``         non-input node that carries ``output``: where that
+                    output's value must be in the final state.  Not allowed
+                    on a non-input node without ``output``.
+``output_token``,   only on an ``input`` node that also carries ``output`` (a
+``output_channel``  pass-through output, e.g. the data kept in place across a
+                    GD step): that output's place (typically = its input
+                    place).
+Either every input is placed or none is.  Outputs may be unplaced (the
+compiler chooses) when the inputs are placed; with unplaced inputs no output
+may be placed.  No two inputs share a place, nor do two outputs.  A circuit
+without places keeps its plain meaning (``placement(g)`` is ``None``).
+
+Graph attributes
+----------------
+``tokens``,         optional grid size of a placed circuit: ints >= 1, at
+``channels``        least ``1 + max token`` / ``1 + max channel`` over all
+                    places (inputs and outputs), which is the default.
+                    Refused on a circuit without places.
+
 Edge attributes
 ---------------
 ``mult``            optional int >= 1 (default 1): the operand is used that
@@ -26,8 +50,13 @@ What each function needs / adds
 -------------------------------
 ``graph.validate(g)``       any DiGraph -> checked copy: const values become
                             ``Fraction``; gates/consts feeding no output are
-                            pruned (``PrunedNodesWarning``); unused inputs kept.
+                            pruned (``PrunedNodesWarning``); unused inputs kept;
+                            places and grid sizes checked (on the pruned copy)
+                            and stored as ``int``.
                             Raises ``CircuitError`` (one line, names the node).
+``placement.placement(g)``  ``Placement(tokens, channels, inputs={name: place},
+                            outputs={name: place or None})`` of a validated
+                            circuit, or ``None`` when it has no places.
 ``graph.inputs/outputs``    sorted input / output names (read-only).
 ``graph.CircuitBuilder``    builds graphs with int ids; ``graph()`` validates.
 ``metrics.metrics(g)``      validates, returns n_inputs, size (wires counting
@@ -38,9 +67,13 @@ What each function needs / adds
                             ``polynomials`` / ``to_ring`` are exact sympy
                             views.  Adds nothing to ``g``.
 ``builders.*``              return validated circuits with named inputs and
-                            outputs (``A_i_j``, ``x_j``, ``b_i``, ``y_i``, ...).
+                            outputs (``A_i_j``, ``x_j``, ``b_i``, ``y_i``, ...);
+                            ``placed=True`` adds the documented places (and,
+                            for the iterative steps, ``keep_data`` pass-through
+                            outputs so the step is a repeatable body).
 ``io.dump/load``            node-link JSON (``"links"`` written; ``"links"`` or
-                            ``"edges"`` read; const value int or ``"p/q"``);
+                            ``"edges"`` read; const value int or ``"p/q"``;
+                            places and ``tokens``/``channels`` kept);
                             ``load`` returns a validated graph.
 ``random.random_circuit``   random validated circuits; CLI
                             ``python -m circuits.random``.
@@ -63,6 +96,7 @@ from .graph import (
 )
 from .io import dump, load
 from .metrics import formal_degrees, levels, metrics
+from .placement import Placement, placement
 
 __all__ = [
     "CircuitBuilder", "CircuitError", "PrunedNodesWarning", "exact_constant", "input_nodes", "inputs",
@@ -71,6 +105,7 @@ __all__ = [
     "evaluate", "infer_const", "polynomials", "to_ring",
     "dot", "matvec", "gd_step", "ridge_gd_step", "newton_schulz_step", "horner",
     "dump", "load", "random_circuit",
+    "Placement", "placement",
 ]
 
 

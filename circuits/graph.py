@@ -143,10 +143,14 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
     graph, cycles, unknown ops, wrong arity (``input``/``const`` with
     operands, ``add``/``mul`` with fewer than 2 operands counting ``mult``),
     bad ``mult``, missing attributes (``op``, input ``name``, const
-    ``value``), non-exact constants, duplicate input or output names, and a
-    circuit without outputs.
+    ``value``), non-exact constants, duplicate input or output names, a
+    circuit without outputs, and bad places (node attributes ``token``,
+    ``channel``, ``output_token``, ``output_channel``; graph attributes
+    ``tokens``, ``channels``; see :mod:`circuits.placement`), checked on the
+    pruned copy.
 
-    The returned copy stores every const ``value`` as a ``Fraction``.  Gates
+    The returned copy stores every const ``value`` as a ``Fraction`` and
+    every place and grid size as an ``int``.  Gates
     and constants that feed no output are removed (with a
     :class:`PrunedNodesWarning` naming them).  Unused *input* nodes are kept:
     they are part of the variable set X of seed 000 Def. D.15 (the circuit is
@@ -186,6 +190,10 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
     for n, d in h.nodes(data=True):
         if d["op"] == "const":
             d["value"] = exact_constant(d["value"], f"node {_one_line(n)}")
+    from .placement import normalise_places, placement  # lazy: placement imports this module
+
+    placement(h)  # places of the kept nodes only (pruned nodes' places do not matter)
+    normalise_places(h)
     return h
 
 
@@ -212,6 +220,11 @@ def output_nodes(g: nx.DiGraph) -> dict[str, Hashable]:
 # --------------------------------------------------------------------------- builder
 
 
+def _place(k1: str, v1, k2: str, v2) -> dict:
+    """``{k1: v1, k2: v2}`` without the ``None`` values."""
+    return {k: v for k, v in ((k1, v1), (k2, v2)) if v is not None}
+
+
 class CircuitBuilder:
     """Tiny imperative builder; node ids are consecutive ints.
 
@@ -229,8 +242,9 @@ class CircuitBuilder:
         self._g.add_node(n, **attrs)
         return n
 
-    def input(self, name: str) -> int:
-        return self._new(op="input", name=name)
+    def input(self, name: str, *, token: int | None = None, channel: int | None = None) -> int:
+        """A new input; ``token``/``channel`` (give both or neither) place it."""
+        return self._new(op="input", name=name, **_place("token", token, "channel", channel))
 
     def const(self, value) -> int:
         return self._new(op="const", value=exact_constant(value, "const"))
@@ -253,10 +267,21 @@ class CircuitBuilder:
     def mul(self, *nodes) -> int:
         return self._gate("mul", nodes)
 
-    def output(self, node, name: str) -> None:
+    def output(self, node, name: str, *, token: int | None = None, channel: int | None = None) -> None:
+        """Mark ``node`` as output ``name``; ``token``/``channel`` place the output
+        (stored as ``output_token``/``output_channel`` when ``node`` is an input)."""
         if node not in self._g:
             raise CircuitError(f"node {_one_line(node)}: cannot mark unknown node as output")
-        self._g.nodes[node]["output"] = name
+        d = self._g.nodes[node]
+        d["output"] = name
+        if d["op"] == "input":
+            d.update(_place("output_token", token, "output_channel", channel))
+        else:
+            d.update(_place("token", token, "channel", channel))
+
+    def grid(self, tokens: int | None = None, channels: int | None = None) -> None:
+        """Set the graph attributes ``tokens``/``channels`` (the placement grid)."""
+        self._g.graph.update(_place("tokens", tokens, "channels", channels))
 
     def graph(self) -> nx.DiGraph:
         """Validated copy of the circuit built so far."""

@@ -12,7 +12,11 @@ File format (a networkx node-link document)::
 * node ``id``: int or str; ``op`` in input/const/add/mul; ``name`` for inputs;
   ``value`` for consts: a JSON integer, a ``"p/q"`` string or an integer
   string such as ``"3"`` (JSON floats are rejected, they are not exact);
-  optional ``output``.
+  optional ``output``; optional places ``token``/``channel`` and
+  ``output_token``/``output_channel`` (JSON integers >= 0; see
+  :mod:`circuits.placement`).
+* ``"graph"``: optional ``tokens``/``channels`` (JSON integers >= 1), the
+  grid of a placed circuit; other graph attributes are kept as they are.
 * edges under ``"links"`` (written by :func:`dump`, networkx < 3.6 default)
   or ``"edges"`` (networkx >= 3.6 default); optional integer ``mult``.
 
