@@ -451,8 +451,9 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
         raise UsageError(str(e)) from None
     if eta is not None and eta <= 0:
         raise UsageError(f"--eta must be > 0, got {eta}")
-    if lam != 0 and entry.arch.startswith("baseconv"):
-        raise UsageError("--lam needs lsa or elsa (the BaseConv constructions are plain least squares)")
+    if lam != 0 and not entry.ridge:
+        ridge = " or ".join(e.arch for e in gd_architectures().values() if e.ridge)
+        raise UsageError(f"--lam needs a ridge architecture ({ridge}); {entry.arch} is plain least squares")
     if lam < 0:
         raise UsageError(f"--lam must be >= 0, got {lam}")
     if not (a.device == "cpu" or a.device.startswith("cuda")):

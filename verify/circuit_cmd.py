@@ -28,7 +28,7 @@ import numpy as np
 import circuits as C
 from circuits.graph import LimitError, PrunedNodesWarning
 from circuits.metrics import LIMIT_DOC, check_limits
-from constructions.compiler import compile_circuit
+from constructions.compiler import TARGETS, CompileError, compile_circuit, default_target
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load, save
 from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
                             interactive, one_line, output_file, progress)
@@ -86,6 +86,10 @@ def add_arguments(c) -> None:
                                   "written atomically; a missing folder is created)")
     c.add_argument("--export", help="write the compiled weights (safetensors) to this file (checked before "
                                     "any work, written atomically)")
+    c.add_argument("--target", choices=sorted(TARGETS),
+                   help="what to compile to: " + "; ".join(f"{k}: {v}" for k, v in TARGETS.items())
+                        + " (default: baseconv for a circuit whose inputs carry token/channel places, "
+                          "baseconv-mlp otherwise)")
     c.add_argument("--weights", help="prove this weight file against the circuit instead of the compiled weights")
     c.add_argument("--allow-metadata-mismatch", action="store_true",
                    help="prove --weights even where its metadata declares another circuit (name, inputs, "
@@ -203,8 +207,12 @@ def cmd_circuit(a, out) -> int:
     check_memory(f"--trials {a.trials} on this circuit", 8.0 * a.trials * (len(names) + m0["size"] + 1) * 4)
     _check_paths(a)
 
+    target = a.target or default_target(g)
     t0 = time.perf_counter()
-    con = compile_circuit(g, name=Path(a.graph).stem)
+    try:
+        con = compile_circuit(g, name=Path(a.graph).stem, target=target)
+    except CompileError as e:
+        raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
     t_compile = time.perf_counter() - t0
     weights_info = None
     lw = None
@@ -223,10 +231,17 @@ def cmd_circuit(a, out) -> int:
     m, cm = info["circuit"], info["compiled"]
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.output_slots)} outputs, size {m['size']}, "
           f"depth {m['depth']}, width {m['width']}, degree {m['degree']}", file=out)
-    print(f"compiled to BaseConv in {t_compile:.3f} s: {cm['layers']} layers (circuit depth {m['depth']}), "
-          f"state 1 x {cm['state_width']} (circuit width {m['width']}); "
-          f"Thm. H.21 bound: {info['theorem_H21_bound']['layers']} layers, "
+    print(f"compiled to {target} in {t_compile:.3f} s: {cm['layers']} layers (circuit depth {m['depth']}), "
+          f"state {cm['tokens']} x {cm['state_width']} (circuit width {m['width']}); "
+          + (f"guaranteed: at most {cm['bound']['layers']} layers on {cm['bound']['tokens']} tokens; "
+             if "bound" in cm else "")
+          + f"Thm. H.21 bound: {info['theorem_H21_bound']['layers']} layers, "
           f"{info['theorem_H21_bound']['inner_dimension']} width", file=out)
+    if "outputs" in cm:
+        shown = list(cm["outputs"].items())
+        more = f", ... ({len(shown)} in all; --json lists them)" if len(shown) > 8 else ""
+        print("outputs at (token, channel): " + ", ".join(f"{n} {tuple(s)}" for n, s in shown[:8]) + more,
+              file=out)
     if lw is not None:
         proof = prove(con, sections={"prologue": [], "body": [], "epilogue": lw.layers})
         weights_info = {"file": a.weights, "layers": len(lw.layers)}

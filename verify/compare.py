@@ -14,6 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
+from constructions.catalogue import gd_architectures
 from verify.comparison import (CompareError, Stack, build_construction, constructed_stack, functional,
                                 implicit_w, interpolation, invariants, iterate, load_learned,
                                 polynomial_view, sample, sensitivities, weights_check)
@@ -212,7 +213,9 @@ def write_report(rep: dict, out: Path) -> list[str]:
 
 #: the names ``--construction`` accepts: the gd constructions and the catalogue constructions
 #: whose variables are a least-squares problem (A, b, x, q) or seed 004 tokens (X, y, xt, w)
-CONSTRUCTIONS = ("gd-baseconv", "gd-baseconv-causal", "gd-elsa", "gd-lsa", "s004-gd")
+#: every gd architecture of the registry, and the catalogue entries with least-squares variables
+#: (a test checks this is exactly what build_construction can compare)
+CONSTRUCTIONS = tuple(sorted({e.name for e in gd_architectures().values()} | {"s004-gd"}))
 
 #: the limits of ``python -m verify.compare`` (refused beyond them, before any work)
 LIMITS = {"max_n": 1_024, "max_d": 256, "max_problems": 4_096, "max_iters": 10_000, "max_values": 16}

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n", type=int, default=None, help="rows N of A (default 20)")
     g.add_argument("--d", type=int, default=None, help="columns D of A (default 5)")
     g.add_argument("--eta", default=None, help="step size, an exact rational (default 1/16)")
-    g.add_argument("--lam", default=None, help="ridge parameter (lsa/elsa only; default 0)")
+    g.add_argument("--lam", default=None, help="ridge parameter (the ridge architectures only: see --list; default 0)")
     g.add_argument("--dtype", default="float32",
                    help=f"comma-separated dtypes ({','.join(DTYPES)}; default float32)")
     g.add_argument("--backend", default="numpy", choices=list(BACKENDS), help="array library (default numpy)")
@@ -268,7 +268,8 @@ def gd_settings(a) -> GDSettings:
         raise UsageError(f"--lam must be >= 0, got {lam}")
     entry = gd_architectures()[arch]
     if lam != 0 and not entry.ridge:
-        raise UsageError(f"--lam needs --arch lsa or elsa (a ridge construction); {arch} is plain least squares")
+        ridge = " or ".join(e.arch for e in gd_architectures().values() if e.ridge)
+        raise UsageError(f"--lam needs a ridge architecture (--arch {ridge}); {arch} is plain least squares")
     dtypes = [t.strip() for t in a.dtype.split(",")]
     if not all(dtypes):
         raise UsageError(f"--dtype {a.dtype!r}: an empty name in the list; choose from {', '.join(DTYPES)}")

@@ -100,9 +100,9 @@ def _decimal(q: Fraction, down: bool, sig: int = 30) -> str:
         return "0"
     import math
 
-    # a first guess from the digit counts (exact integers: a Fraction far below the float range
-    # would make math.log10 fail), then corrected exactly
-    e = len(str(abs(q.numerator))) - len(str(q.denominator))
+    # a first guess from the bit lengths (a Fraction far below the float range makes math.log10
+    # fail, and str() of an integer beyond 4300 digits is refused), then corrected exactly
+    e = math.floor((abs(q.numerator).bit_length() - q.denominator.bit_length()) * math.log10(2))
     while Fraction(10) ** e > abs(q):
         e -= 1
     while Fraction(10) ** (e + 1) <= abs(q):

@@ -37,14 +37,16 @@ def default_target(g: nx.DiGraph) -> str:
     return "baseconv" if C.placement(g) is not None else "baseconv-mlp"
 
 
-def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None) -> CompiledCircuit:
-    """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`)."""
+def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None,
+                    min_width: int = 1) -> CompiledCircuit:
+    """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`); the
+    sequence targets use at least ``min_width`` channels (to share a state with other stacks)."""
     g = C.validate(g)
     target = target or default_target(g)
     if target == "baseconv-mlp":
         return compile_mlp(g, name)
     if target in ("baseconv", "baseconv-causal"):
-        return compile_sequence(g, name, causal=target == "baseconv-causal")
+        return compile_sequence(g, name, causal=target == "baseconv-causal", min_width=min_width)
     raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
 
 

@@ -276,7 +276,7 @@ def _in_place(st: SeqState, outputs: dict, slots: dict) -> bool:
     return len(st.occupied) == len(outputs)
 
 
-def plan(g, causal: bool):
+def plan(g, causal: bool, min_width: int = 1):
     """The layer specs, the input and output slots and the grid of a validated circuit."""
     pl = C.placement(g)
     if pl is None:
@@ -320,7 +320,7 @@ def plan(g, causal: bool):
     if not (specs and _in_place(st, outputs, slots)):
         specs.append(route(st.occupied, st.slot_of, {slots[n]: f for n, f in outputs.items()}, T, causal))
         kinds.append("route (outputs)")
-    width = max([1, *widths] + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()]
+    width = max([min_width, *widths] + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()]
                 + [c + 1 for _, c in inputs.values()])
     return specs, kinds, inputs, slots, T, width, md
 
@@ -334,9 +334,10 @@ def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
     return L
 
 
-def compile_sequence(g, name: str = "circuit", causal: bool = False) -> CompiledCircuit:
-    """Compile a validated (placed or unplaced) circuit to BaseConv over its token grid."""
-    specs, kinds, inputs, outputs, T, Cw, md = plan(g, causal)
+def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: int = 1) -> CompiledCircuit:
+    """Compile a validated (placed or unplaced) circuit to BaseConv over its token grid, on at
+    least ``min_width`` channels."""
+    specs, kinds, inputs, outputs, T, Cw, md = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g)
     nnz = sum(sum(1 for a in L.arrays().values() for x in a.flat if x != 0) for L in layers)

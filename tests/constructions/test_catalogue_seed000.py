@@ -439,6 +439,7 @@ def test_causal_gd_errata_vanish_for_one_row():
 
 
 @pytest.mark.parametrize("q", [Fraction(1, 10**400), Fraction(-7, 3 * 10**500), Fraction(10**400, 3),
+                               Fraction(3**9000, 7**9000 + 1), Fraction(1, 2**20000),
                                Fraction(1, 10), Fraction(999, 1000)])
 def test_decimal_bounds_numbers_outside_the_float_range(q):
     """A certificate's decimal end points bracket the exact value, even far below the float range

@@ -91,7 +91,7 @@ def test_cli_reports_the_first_nonfinite_layer(tmp_path, capsys):
     (["elsa", "--layers", "4", "--kappa", "0.5"], "--kappa must be >= 1"),
     (["elsa", "--layers", "4", "--sigma", "-1"], "--sigma must be > 0"),
     (["elsa", "--layers", "4", "--sigma", "nan"], "must be finite"),
-    (["baseconv", "--layers", "4", "--lam", "1/4"], "--lam needs lsa or elsa"),
+    (["baseconv", "--layers", "4", "--lam", "1/4"], "--lam needs a ridge architecture (lsa or elsa or compiled-baseconv"),
     (["lsa", "--layers", "4", "--eta", "1/8"], "no rational square root"),
     (["lsa", "--layers", "4", "--eta", "0"], "--eta must be > 0"),
     (["gd-lsa", "--layers", "4", "--n", "2", "--d", "3"], "must be >= --d"),

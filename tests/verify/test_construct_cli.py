@@ -92,7 +92,7 @@ def test_gd_subprocess_entry_point(tmp_path):
     (["gd", "--layers", "10", "--eta", "abc"], ["not an exact rational", "abc"]),
     (["gd", "--layers", "10", "--arch", "lsa", "--eta", "1/10"], ["1/10", "square root"]),
     (["gd", "--layers", "10", "--arch", "lsa", "--lam", "1/2"], ["lam", "square root"]),
-    (["gd", "--layers", "10", "--lam", "1/4"], ["--lam needs --arch lsa or elsa"]),
+    (["gd", "--layers", "10", "--lam", "1/4"], ["--lam needs a ridge architecture (--arch lsa or elsa or compiled-baseconv"]),
     (["gd", "--layers", "10", "--dtype", "float8"], ["unknown dtype 'float8'"]),
     (["gd", "--layers", "10", "--dtype", "bfloat16"], ["bfloat16 needs the torch backend"]),
     (["gd", "--layers", "10", "--backend", "jax"], ["invalid choice: 'jax'"]),

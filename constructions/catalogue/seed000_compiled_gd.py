@@ -1,0 +1,27 @@
+"""The compiled GD architectures (``constructions/compiled_gd.py``): the placed least-squares /
+ridge GD step of ``circuits.builders`` compiled by ``constructions/compiler`` and repeated as
+the body, registered as the ``gd`` architectures ``compiled-baseconv`` and
+``compiled-baseconv-causal``."""
+from __future__ import annotations
+
+from constructions.compiled_gd import REFERENCE, compiled_gd
+
+from . import CatalogueEntry, register
+
+
+def _arch(target: str):
+    def build(n: int = 20, d: int = 5, *, eta=None, lam=0):
+        return compiled_gd(n, d, eta=eta, lam=lam, target=target)
+
+    build.__doc__ = f"compiled_gd(n, d, eta=eta, lam=lam, target={target!r})"
+    return build
+
+
+register(CatalogueEntry(
+    name="gd-compiled-baseconv", paper=REFERENCE, build=_arch("baseconv"), sizes={"n": 20, "d": 5},
+    summary="(ridge) GD step compiled to non-causal BaseConv: 3 layers per step",
+    roles=frozenset({"gd"}), arch="compiled-baseconv", depth="2 + 3k", state="(N+1) x (3D+1)", ridge=True))
+register(CatalogueEntry(
+    name="gd-compiled-baseconv-causal", paper=REFERENCE, build=_arch("baseconv-causal"), sizes={"n": 20, "d": 5},
+    summary="(ridge) GD step compiled to causal BaseConv (no Gram re-association: O(N D) channels)",
+    roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="2 + 4k", state="(N+1) x O(N D)", ridge=True))
