@@ -31,6 +31,7 @@ import math
 from collections.abc import Mapping
 
 from .graph import LimitError, _one_line, operands, validate
+from .placement import placement
 
 
 def levels(g: nx.DiGraph) -> dict:
@@ -94,6 +95,7 @@ LIMIT_DOC = {
     "max_fan_in": "operands of one gate, counted with mult",
     "max_mult": "mult of one wire",
     "max_degree": "formal degree of a node",
+    "max_grid": "tokens x channels of a placed circuit's grid",
 }
 
 
@@ -122,6 +124,10 @@ def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
     n = g.number_of_nodes()
     if n > lim.get("max_nodes", math.inf):
         refuse("max_nodes", n, f"circuit has {n} nodes, which")
+    pl = placement(g)
+    if pl is not None and pl.tokens * pl.channels > lim.get("max_grid", math.inf):
+        refuse("max_grid", pl.tokens * pl.channels,
+               f"the placed grid {pl.tokens} tokens x {pl.channels} channels = {pl.tokens * pl.channels} cells")
     size = 0
     for u, v, m in g.edges(data="mult", default=1):
         if m > lim.get("max_mult", math.inf):

@@ -44,6 +44,7 @@ LIMITS = {
     "max_fan_in": 1_024,  # operands of one gate, with mult
     "max_mult": 1_024,  # mult of one wire
     "max_degree": 1_024,  # formal degree of any node (exact trials cost about degree^2)
+    "max_grid": 100_000,  # tokens x channels of a placed circuit (the compiled state has at least as many)
     "max_const_digits": 1_000,  # digits of a constant's numerator or denominator
     "max_trials": 10_000,  # --trials
     "max_trial_nodes": 2_000_000,  # --trials x nodes: the exact trials cost about 60 us per node and trial
@@ -57,6 +58,7 @@ LARGE_LIMITS = {
     "max_fan_in": 16_384,
     "max_mult": 16_384,
     "max_degree": 65_536,
+    "max_grid": 10_000_000,
     "max_const_digits": 4_000,
     "max_trials": 1_000_000,
     "max_trial_nodes": 1_000_000_000,

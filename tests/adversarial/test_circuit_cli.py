@@ -87,6 +87,14 @@ FILES = {
                                          [{"source": 0, "target": 1, "mult": 2}, {"source": 0, "target": 2,
                                                                                    "mult": 2}])),
     "weights.txt": lambda: "not a weight file",
+    # placed: x at token 200000 (a grid beyond max_grid); y = u*v placed before v's token
+    "grid.json": lambda: json.dumps(_doc([{"id": 0, "op": "input", "name": "x", "token": 200_000, "channel": 0},
+                                          {"id": 1, "op": "mul", "output": "y"}],
+                                         [{"source": 0, "target": 1, "mult": 2}])),
+    "backwards.json": lambda: json.dumps(_doc([{"id": 0, "op": "input", "name": "u", "token": 0, "channel": 0},
+                                               {"id": 1, "op": "input", "name": "v", "token": 1, "channel": 0},
+                                               {"id": 2, "op": "mul", "output": "y", "token": 0, "channel": 1}],
+                                              [{"source": 0, "target": 2}, {"source": 1, "target": 2}])),
 }
 
 
@@ -143,6 +151,11 @@ CIRCUIT_CASES = [
     (_graph("const_neg.json"), ["node 'big'", "1001 digits", "max_const_digits"]),
     (_graph("const_int.json", AL), ["node 'big'", f"max_const_digits = {LARGE_LIMITS['max_const_digits']}"]),
     (_graph("const_python.json", AL), ["node 'big'", "4400 digits"]),
+    (_graph("grid.json"), ["200001 tokens x 1 channels", f"max_grid = {LIMITS['max_grid']}", AL]),
+    # a target that cannot realise the circuit
+    (_graph("backwards.json", "--target", "baseconv-causal"),
+     ["backwards.json", "--target baseconv-causal", "output 'y'", "token 0", "depends on token 1"]),
+    (_graph("dot.json", "--target", "lsa-typo"), ["--target", "invalid choice"]),
     # --trials
     (_graph("dot.json", "--trials", "0"), ["--trials must be >= 1"]),
     (_graph("dot.json", "--trials", "1000000000"), ["--trials", f"limit {LIMITS['max_trials']}", AL]),
