@@ -109,3 +109,20 @@ def needed(atoms: dict, outputs: dict) -> set:
         if atoms[a][0] == "mul":
             stack += [x for f in atoms[a][1:] for x in f if x != CONST]
     return need
+
+
+def last_uses(atoms: dict, level: dict, need: set, outputs: dict, output_level: int) -> dict:
+    """atom -> the last level that reads it: the largest level of a product using it, or
+    ``output_level`` for an atom an output reads."""
+    last = {}
+    for a in need:
+        if atoms[a][0] == "mul":
+            for f in atoms[a][1:]:
+                for x in f:
+                    if x != CONST:
+                        last[x] = max(last.get(x, 0), level[a])
+    for f in outputs.values():
+        for x in f:
+            if x != CONST:
+                last[x] = max(last.get(x, 0), output_level)
+    return last

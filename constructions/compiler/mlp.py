@@ -36,7 +36,7 @@ import circuits as C
 
 from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled
-from .linearise import CONST, linearise, needed
+from .linearise import CONST, last_uses, linearise, needed
 
 
 @dataclass
@@ -55,17 +55,7 @@ def _schedule(g: nx.DiGraph) -> Schedule:
     atoms, level, outputs = linearise(g)
     need = needed(atoms, outputs)
     depth = max([1] + [level[a] for a in need])
-    last_use = {}
-    for a in need:
-        if atoms[a][0] == "mul":
-            for f in atoms[a][1:]:
-                for x in f:
-                    if x != CONST:
-                        last_use[x] = max(last_use.get(x, 0), level[a])
-    for f in outputs.values():
-        for x in f:
-            if x != CONST:
-                last_use[x] = max(last_use.get(x, 0), depth)
+    last_use = last_uses(atoms, level, need, outputs, depth)
     inputs = [f"in:{n}" for n in C.inputs(g)]
     live = [inputs]  # the input state holds every input
     products = [None]

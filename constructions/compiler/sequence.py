@@ -36,7 +36,7 @@ import circuits as C
 
 from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled
-from .linearise import CONST, linearise, needed
+from .linearise import CONST, last_uses, linearise, needed
 from .routing import CompileError, LayerSpec, route, shift
 
 JUNK = "junk"
@@ -286,17 +286,7 @@ def plan(g, causal: bool, min_width: int = 1):
     atoms, level, outputs = linearise(g)
     need = needed(atoms, outputs)
     md = max([0] + [level[a] for a in need])
-    last_use = {}
-    for a in need:
-        if atoms[a][0] == "mul":
-            for f in atoms[a][1:]:
-                for x in f:
-                    if x != CONST:
-                        last_use[x] = max(last_use.get(x, 0), level[a])
-    for f in outputs.values():
-        for x in f:
-            if x != CONST:
-                last_use[x] = md + 1
+    last_use = last_uses(atoms, level, need, outputs, md + 1)
     st = SeqState(T)
     for name, (t, c) in inputs.items():
         st.put(f"in:{name}", t, c)
