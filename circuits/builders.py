@@ -188,16 +188,7 @@ def gd_step(n: int, d: int, eta, *, placed: bool = False, keep_data: bool | None
     input ``x_j`` and the pass-through outputs at their input places, so the
     compiled step maps the state to the next state (a repeatable body).
     """
-    _positive(n=n, d=d)
-    placed = _flag("placed", placed)
-    keep = _keep_data(keep_data, placed)
-    b = _B()
-    A, bb, x = _gd_inputs(b, n, d, placed)
-    e_at = placed and (n, d) or None
-    e = b.param(eta, "eta", e_at)
-    grad = _lsq_gradient(b, A, bb, x, n, d)
-    new_x = [b.add(x[j], b.scale(e, grad[j], -1)) for j in range(d)]
-    return _gd_outputs(b, new_x, A, bb, [(e, e_at)], n, d, placed, keep)
+    return _gd(n, d, eta, None, placed, keep_data)
 
 
 def ridge_gd_step(n: int, d: int, eta, lam, *, placed: bool = False, keep_data: bool | None = None) -> nx.DiGraph:
@@ -210,21 +201,28 @@ def ridge_gd_step(n: int, d: int, eta, lam, *, placed: bool = False, keep_data: 
     token channel of A, otherwise empty) when ``eta`` is also a string (then
     at ``(n, d)``).  With ``keep_data`` both pass through in place.
     """
+    return _gd(n, d, eta, lam, placed, keep_data)
+
+
+def _gd(n: int, d: int, eta, lam, placed, keep_data) -> nx.DiGraph:
+    """:func:`gd_step` (``lam`` None) and :func:`ridge_gd_step`."""
     _positive(n=n, d=d)
     placed = _flag("placed", placed)
     keep = _keep_data(keep_data, placed)
     b = _B()
     A, bb, x = _gd_inputs(b, n, d, placed)
     e_at = placed and (n, d) or None
-    la_at = placed and ((n, 0) if isinstance(eta, str) else (n, d)) or None
     e = b.param(eta, "eta", e_at)
-    la = b.param(lam, "lam", la_at)
+    params = [(e, e_at)]
+    if lam is not None:
+        la_at = placed and ((n, 0) if isinstance(eta, str) else (n, d)) or None
+        la = b.param(lam, "lam", la_at)
+        params.append((la, la_at))
     grad = _lsq_gradient(b, A, bb, x, n, d)
-    new_x = []
-    for j in range(d):
-        gj = b.add(grad[j], b.scale(la, x[j]))
-        new_x.append(b.add(x[j], b.scale(e, gj, -1)))
-    return _gd_outputs(b, new_x, A, bb, [(e, e_at), (la, la_at)], n, d, placed, keep)
+    if lam is not None:
+        grad = [b.add(grad[j], b.scale(la, x[j])) for j in range(d)]
+    new_x = [b.add(x[j], b.scale(e, grad[j], -1)) for j in range(d)]
+    return _gd_outputs(b, new_x, A, bb, params, n, d, placed, keep)
 
 
 def newton_schulz_step(d: int, n: int, *, placed: bool = False, keep_data: bool | None = None) -> nx.DiGraph:

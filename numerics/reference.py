@@ -42,6 +42,8 @@ from typing import Any, Callable
 import gmpy2
 import numpy as np
 
+from .problems import _check_int
+
 __all__ = [
     "GUARD_BITS",
     "working_precision",
@@ -68,15 +70,6 @@ def working_precision(digits: int) -> int:
 # ----------------------------------------------------------------------------
 # argument checking / exact conversions
 # ----------------------------------------------------------------------------
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
 
 
 def _scalar_to_mpfr(v, name: str = "value"):
@@ -262,11 +255,7 @@ def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_m
     A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
     B, N, D = A.shape
     with gmpy2.context(precision=prec):
-        Am = _to_mpfr_current(A, "A")
-        bm = _to_mpfr_current(b, "b")[:, :, None]
-        x = _to_mpfr_current(x0, "x0")[:, :, None]
-        eta_m = _step_param(eta, B, "eta")
-        lam_m = _step_param(lam, B, "lam")
+        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
         At = Am.transpose(0, 2, 1)
         G = np.matmul(At, Am)  # (B, D, D)
         h = np.matmul(At, bm)  # (B, D, 1)
@@ -283,6 +272,13 @@ def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_m
     return _finish(iterates, squeeze, return_mp)
 
 
+def _mpfr_problem(A, b, x0, eta, lam):
+    """A, b (as a column), x0 (as a column), eta and lam as mpfr arrays in the current context."""
+    B = A.shape[0]
+    return (_to_mpfr_current(A, "A"), _to_mpfr_current(b, "b")[:, :, None],
+            _to_mpfr_current(x0, "x0")[:, :, None], _step_param(eta, B, "eta"), _step_param(lam, B, "lam"))
+
+
 def gd_reference_direct(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_mp: bool = False):
     """Same as :func:`gd_reference` but evaluating the update literally each step.
 
@@ -293,11 +289,7 @@ def gd_reference_direct(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, r
     A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
     B, N, D = A.shape
     with gmpy2.context(precision=prec):
-        Am = _to_mpfr_current(A, "A")
-        bm = _to_mpfr_current(b, "b")[:, :, None]
-        x = _to_mpfr_current(x0, "x0")[:, :, None]
-        eta_m = _step_param(eta, B, "eta")
-        lam_m = _step_param(lam, B, "lam")
+        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
         ridge = any(v != 0 for v in lam_m.ravel())
         At = Am.transpose(0, 2, 1)
         iterates = [x]
