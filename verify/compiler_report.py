@@ -1,0 +1,520 @@
+"""``python -m verify.compiler_report [--out docs/compiler.md] [--json FILE] [--quick]``: the circuit
+compiler (``constructions/compiler``) on every placed builder of ``circuits.builders`` and every
+target, each compiled stack proved, beside the hand-written GD architectures.
+
+Writes a markdown report (default ``docs/compiler.md``): (a) for each builder (placed form) x
+target the circuit's size / depth / width / multiplicative depth, the compiled layers, state,
+parameters, the compiler's guaranteed bound, the verdict of the prover and the compile and proof
+times (CPU and wall), or the compiler's refusal; (b) the GD step: the hand-written architectures
+of the registry next to the compiled ones; (c) the derivation of the guarantee and what is not
+done.  Every number in it comes from the run.  ``--json FILE`` writes the same results as JSON.
+``--quick`` uses small sizes (seconds; for the tests).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+from fractions import Fraction
+
+#: default and --quick sizes: builder name -> positional arguments (horner: its coefficients)
+SIZES = {
+    "default": {
+        "dot": (20,),
+        "matvec": (20, 5),
+        "gd_step": (20, 5, Fraction(1, 16)),
+        "ridge_gd_step": (20, 5, Fraction(1, 16), Fraction(1, 10)),
+        "newton_schulz_step": (5, 20),  # (d, n): A is n x d, M is d x d
+        "horner": tuple(Fraction((-1) ** k, k + 1) for k in range(6)),
+    },
+    "quick": {
+        "dot": (3,),
+        "matvec": (3, 2),
+        "gd_step": (3, 2, Fraction(1, 16)),
+        "ridge_gd_step": (3, 2, Fraction(1, 16), Fraction(1, 10)),
+        "newton_schulz_step": (2, 3),
+        "horner": (Fraction(1), Fraction(-1, 2), Fraction(1, 3)),
+    },
+}
+#: (N, D) of the GD architectures in section (b)
+GD_SIZES = {"default": (20, 5), "quick": (3, 2)}
+PLAN_ABBREV = {"product": "P", "route": "R", "route (outputs)": "R_out"}
+
+
+def _arg(x) -> str:
+    return str(x)
+
+
+def call_text(builder: str, args: tuple) -> str:
+    if builder == "horner":
+        return f"horner([{', '.join(map(_arg, args))}])"
+    return f"{builder}({', '.join(map(_arg, args))})"
+
+
+def build_circuit(builder: str, args: tuple):
+    import circuits as C
+
+    if builder == "horner":
+        return C.horner(list(args), placed=True)
+    return getattr(C, builder)(*args, placed=True)
+
+
+def multiplicative_depth(g) -> int:
+    """The circuit's multiplicative depth as every target counts it (n-ary products split into
+    balanced binary trees, constants folded: :mod:`constructions.compiler.linearise`)."""
+    from constructions.compiler.linearise import linearise, needed
+
+    atoms, level, outputs = linearise(g)
+    return max([0] + [level[a] for a in needed(atoms, outputs)])
+
+
+def layer_params(layers) -> dict:
+    """Nonzero and total entries of the layers' weight arrays."""
+    nnz = total = 0
+    for L in layers:
+        for a in L.arrays().values():
+            total += a.size
+            nnz += sum(1 for x in a.flat if x != 0)
+    return {"nonzero": nnz, "total": total}
+
+
+def _timed(fn):
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return out, time.process_time() - c0, time.perf_counter() - w0
+
+
+def _inner_channels(g, target: str) -> list:
+    """(plan kind, inner channels) of each layer of a sequence target (the compiler's plan, run
+    again outside the timings)."""
+    from constructions.compiler.sequence import plan
+
+    specs, kinds, *_ = plan(g, target == "baseconv-causal")
+    return [[k, sp.inner] for k, sp in zip(kinds, specs)]
+
+
+def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> dict:
+    from constructions.compiler import CompileError, compile_circuit
+    from verify.proof import prove
+
+    cell = {"builder": builder, "call": call_text(builder, args), "args": [str(a) for a in args], "target": target,
+            "circuit": circuit}
+    try:
+        con, ccpu, cwall = _timed(lambda: compile_circuit(g, name=builder, target=target))
+    except CompileError as e:
+        cell.update(status="refused", message=str(e))
+        return cell
+    cm = con.info["compiled"]
+    r, pcpu, pwall = _timed(lambda: prove(con))
+    layers = list(con.prologue) + list(con.body) + list(con.epilogue)
+    tokens, channels = con.layout.shape
+    if target == "baseconv-mlp":
+        md = circuit["multiplicative_depth"]
+        bound = {"layers": max(1, md), "tokens": 1,
+                 "rule": "max(1, md) layers on one token (constructions/compiler/mlp.py)"}
+        plan, inner = None, None
+    else:
+        bound = dict(cm["bound"])
+        plan = list(cm["plan"])
+        inner = _inner_channels(g, target)
+    cell.update(
+        status="PROVED" if r.ok else "FAILED", message=None if r.ok else r.failure.describe(),
+        layers=len(layers), reported_layers=cm["layers"], tokens=tokens, channels=channels,
+        params=cm.get("params") or layer_params(layers), plan=plan, inner_channels=inner,
+        compiled_multiplicative_depth=cm.get("multiplicative_depth"), bound=bound,
+        within_bound=len(layers) <= bound["layers"] and tokens <= bound["tokens"],
+        theorem_H21=con.info.get("theorem_H21_bound"),
+        compile_cpu_s=ccpu, compile_wall_s=cwall, proof_cpu_s=pcpu, proof_wall_s=pwall,
+        proof_entries=r.entries_checked)
+    return cell
+
+
+def builder_cells(mode: str, log) -> list[dict]:
+    import warnings
+
+    import circuits as C
+    from constructions.compiler import TARGETS
+
+    cells = []
+    for builder, args in SIZES[mode].items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", C.PrunedNodesWarning)
+            g = build_circuit(builder, args)
+        circuit = dict(C.metrics(g), multiplicative_depth=multiplicative_depth(g))
+        pl = C.placement(g)
+        circuit["grid"] = [pl.tokens, pl.channels]
+        for target in TARGETS:
+            c = compile_cell(builder, args, g, circuit, target)
+            cells.append(c)
+            log(_cell_line(c))
+    return cells
+
+
+def _cell_line(c: dict) -> str:
+    head = f"{c['call']} -> {c['target']}"
+    if c["status"] == "refused":
+        return f"refused {head}: {c['message']}"
+    return (f"{c['status']} {head}: {_n(c['layers'], 'layer')} (bound {c['bound']['layers']}), state "
+            f"{c['tokens']} x {c['channels']}; compile {c['compile_cpu_s']:.3f} s CPU, proof "
+            f"{c['proof_cpu_s']:.3f} s CPU")
+
+
+def gd_rows(mode: str, log) -> list[dict]:
+    from constructions.catalogue import gd_architectures
+    from verify.proof import prove
+
+    n, d = GD_SIZES[mode]
+    rows = []
+    for arch, e in gd_architectures().items():
+        con, bcpu, bwall = _timed(lambda: e.build(n, d))
+        r, pcpu, pwall = _timed(lambda: prove(con))
+        compiled = getattr(con, "compiled", None) is not None
+        row = {"arch": arch, "entry": e.name, "kind": "compiled" if compiled else "hand-written",
+               "paper": e.paper, "depth_formula": e.depth, "state_formula": e.state, "N": n, "D": d,
+               "layers_per_step": len(con.body), "fixed_layers": len(con.prologue) + len(con.epilogue),
+               "prologue": len(con.prologue), "epilogue": len(con.epilogue),
+               "state": list(con.layout.shape),
+               "params_body": layer_params(con.body),
+               "params_all": layer_params(list(con.prologue) + list(con.body) + list(con.epilogue)),
+               "proved": r.ok, "symbolic_params": list(r.symbolic_params),
+               "fixed_params": {k: str(v) for k, v in con.params.items() if k not in r.symbolic_params},
+               "build_cpu_s": bcpu, "build_wall_s": bwall, "proof_cpu_s": pcpu, "proof_wall_s": pwall}
+        rows.append(row)
+        log(f"{'PROVED' if r.ok else 'FAILED'} gd --arch {arch} at N={n}, D={d}: "
+            f"{_n(row['layers_per_step'], 'layer')} per step + {row['fixed_layers']}, state "
+            f"{con.layout.shape[0]} x {con.layout.shape[1]}; proof {pcpu:.3f} s CPU")
+    return rows
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def warm_up() -> None:
+    """Compile and prove ``dot(1)`` on every target before the clocks start, so that no cell's
+    time is an import or a first call's set-up."""
+    import circuits as C
+    from constructions.compiler import TARGETS, CompileError, compile_circuit
+    from verify.proof import prove
+
+    g = C.dot(1, placed=True)
+    for target in TARGETS:
+        try:
+            prove(compile_circuit(g, name="warm-up", target=target))
+        except CompileError:
+            pass
+
+
+def run(mode: str, log=lambda s: None) -> dict:
+    warm_up()
+    return {"mode": mode, "sizes": {k: [str(a) for a in v] for k, v in SIZES[mode].items()},
+            "cells": builder_cells(mode, log), "gd": gd_rows(mode, log)}
+
+
+# ------------------------------------------------------------------ markdown
+
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}{'' if k == 1 else 's'}"
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _plan(c: dict) -> str:
+    return " ".join(PLAN_ABBREV.get(k, k) for k in c["plan"]) if c.get("plan") else "-"
+
+
+def _cell(c: dict, key: str):
+    return c[key] if c["status"] != "refused" else "-"
+
+
+def _find(cells, builder, target):
+    return next((c for c in cells if c["builder"] == builder and c["target"] == target), None)
+
+
+def _layers(c) -> str:
+    return _n(c["layers"], "layer") if c and c["status"] != "refused" else "refused"
+
+
+def _state(c) -> str:
+    return f"{c['tokens']} x {c['channels']}" if c and c["status"] != "refused" else "refused"
+
+
+def _table_a(cells) -> list[str]:
+    from .cli_common import markdown_table
+
+    rows = []
+    for c in cells:
+        m = c["circuit"]
+        circ = f"{m['size']} / {m['depth']} / {m['width']} / {m['multiplicative_depth']}"
+        if c["status"] == "refused":
+            rows.append((c["call"], c["target"], circ, "-", "-", "-", "-", "-", f"refused: {c['message']}",
+                         "-", "-"))
+            continue
+        b = c["bound"]
+        ok = "yes" if c["within_bound"] else "NO"
+        rows.append((c["call"], c["target"], circ, c["layers"], _plan(c), f"{c['tokens']} x {c['channels']}",
+                     f"{c['params']['nonzero']} / {c['params']['total']}",
+                     f"{_n(b['layers'], 'layer')}, {_n(b['tokens'], 'token')} ({ok})", c["status"],
+                     f"{_s(c['compile_cpu_s'])} / {_s(c['compile_wall_s'])}",
+                     f"{_s(c['proof_cpu_s'])} / {_s(c['proof_wall_s'])}"))
+    return markdown_table(["circuit (placed)", "target", "size / depth / width / md", "layers", "plan",
+                           "state tokens x channels", "params nonzero / total", "bound (within?)", "proof",
+                           "compile s CPU / wall", "proof s CPU / wall"], rows)
+
+
+def _table_b(gd) -> list[str]:
+    from .cli_common import markdown_table
+
+    rows = []
+    for r in gd:
+        sym = ", ".join(r["symbolic_params"]) or "-"
+        fixed = ", ".join(f"{k}={v}" for k, v in r["fixed_params"].items()) or "-"
+        rows.append((f"`{r['arch']}`", r["kind"], r["layers_per_step"],
+                     f"{r['fixed_layers']} ({r['prologue']} + {r['epilogue']})", r["depth_formula"] or "-",
+                     f"{r['state'][0]} x {r['state'][1]}", r["state_formula"] or "-",
+                     f"{r['params_body']['nonzero']} / {r['params_body']['total']}",
+                     "PROVED" if r["proved"] else "FAILED", f"symbolic: {sym}; fixed: {fixed}",
+                     f"{_s(r['build_cpu_s'])} / {_s(r['build_wall_s'])}",
+                     f"{_s(r['proof_cpu_s'])} / {_s(r['proof_wall_s'])}"))
+    return markdown_table(["arch", "kind", "layers per step", "prologue + epilogue", "depth formula",
+                           "state", "state formula", "body params nonzero / total", "proof",
+                           "proved for", "build s CPU / wall", "proof s CPU / wall"], rows)
+
+
+def _table_h21(cells) -> list[str]:
+    from .cli_common import markdown_table
+
+    rows = []
+    for c in cells:
+        if c["target"] == "baseconv-mlp" or c["status"] == "refused":
+            continue
+        m = c["circuit"]
+        dl = m["depth"] * math.log2(m["width"]) if m["width"] > 1 else m["depth"]
+        inner = ", ".join(f"{PLAN_ABBREV.get(k, k)} {n}" for k, n in c["inner_channels"])
+        rows.append((c["call"], c["target"], m["depth"], m["width"], f"{dl:.1f}", c["layers"],
+                     f"{m['width']} x {m['grid'][1]}", f"{c['tokens']} x {c['channels']}", inner))
+    return markdown_table(["circuit", "target", "depth Delta", "width w", "Delta log2 w", "compiled layers",
+                           "Thm. H.21 state O(w) x D (constants dropped)", "compiled state",
+                           "inner channels per layer"],
+                          rows)
+
+
+def markdown(res: dict, command: str, mach: dict) -> str:
+    cells, gd = res["cells"], res["gd"]
+    n, d = GD_SIZES[res["mode"]]
+    proved = sum(c["status"] == "PROVED" for c in cells)
+    refused = [c for c in cells if c["status"] == "refused"]
+    L = ["# The circuit compiler: every builder on every target, proved", "",
+         f"Generated by `{command}` on {mach['platform']} ({mach['cpu']}, {mach['cpu_count']} CPUs, "
+         f"Python {mach['python']}) at {mach['generated']}; do not edit by hand. Every number below comes "
+         "from that run: times are CPU seconds (`time.process_time`) and wall seconds (`time.perf_counter`) "
+         "of this process on that machine (a shared machine: compare times within one run, not across "
+         "runs), sizes and verdicts are what the compiler and the prover "
+         "(`verify.proof.prove`: exact, symbolic in every input) returned."
+         + (" **Quick sizes** (`--quick`): not the default sizes." if res["mode"] == "quick" else ""), "",
+         "The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has three targets: "
+         "`baseconv` and `baseconv-causal` keep the placed circuit's token grid (its inputs an N x D "
+         "matrix, rows are tokens) and route values between tokens by (circular / causal) convolution; "
+         "`baseconv-mlp` puts every value in its own channel of one token (a gated MLP, kept for "
+         "comparison).",
+         "",
+         f"## (a) Builders x targets ({proved} of {len(cells)} cells proved, {len(refused)} refused)", "",
+         "Circuit columns (`circuits.metrics`): size = wires, depth Delta = longest input-output path, "
+         "width w = the widest level cut, md = multiplicative depth after splitting n-ary products into "
+         "balanced binary trees and folding constants (what every target pays for). Plan: P a product "
+         "layer, R a route layer (any linear map), R_out the final route layer that writes the outputs "
+         "at their places. Bound: the compiler's guarantee, `2 md + 1` layers on the input grid's tokens "
+         "for the sequence targets (`con.info['compiled']['bound']`), `max(1, md)` layers on one token "
+         "for `baseconv-mlp` (its module docstring); \"within?\" checks the compiled stack against it. "
+         "Params count the entries of every weight array (nonzero / all). A refusal is the compiler's "
+         "`CompileError`, verbatim.", ""]
+    L += _table_a(cells)
+    L += [""]
+    L += _section_b(res, cells, gd, n, d)
+    L += _section_c(cells, gd, n, d)
+    return "\n".join(L) + "\n"
+
+
+def _section_b(res, cells, gd, n, d) -> list[str]:
+    gdc = {t: _find(cells, "gd_step", t) for t in ("baseconv", "baseconv-causal", "baseconv-mlp")}
+    call = gdc["baseconv"]["call"] if gdc["baseconv"] else "gd_step"
+    L = [f"## (b) The GD step: hand-written architectures next to the compiled ones (N={n}, D={d})", "",
+         "Every `gd` architecture of the registry (`constructions.catalogue.gd_architectures()`), built "
+         f"by `entry.build({n}, {d})` and proved. Layers are per GD step (the body, repeated k times) "
+         "plus the fixed prologue and epilogue. The compiled architectures (`constructions/compiled_gd.py`) "
+         "are the placed GD step (plus the query q passed through) compiled as the body and the "
+         "prediction q^T x compiled as the epilogue; their build time is the compilation. The hand "
+         "architectures are proved for a symbolic step size (and ridge parameter), the compiled ones for "
+         "the fixed exact values shown (a constant of the circuit).", ""]
+    L += _table_b(gd)
+    L += ["", f"The bare step circuit `{call}` of table (a), for the same comparison: "
+          + "; ".join(f"`{t}` {_layers(c)}, state {_state(c)}" for t, c in gdc.items() if c) + ".", ""]
+    return L
+
+
+def _section_c(cells, gd, n, d) -> list[str]:
+    by = {(c["builder"], c["target"]): c for c in cells}
+    seq = [c for c in cells if c["target"] != "baseconv-mlp" and c["status"] != "refused"]
+    worst = max(seq, key=lambda c: c["layers"] / c["bound"]["layers"]) if seq else None
+    routed = [c for c in seq if "route" in (c["plan"] or [])]
+    route_inner = [(c, max(k for kind, k in c["inner_channels"] if kind == "route")) for c in routed]
+    widest = max(route_inner, key=lambda ci: ci[1]) if route_inner else None
+    gb, gcz = by.get(("gd_step", "baseconv")), by.get(("gd_step", "baseconv-causal"))
+    hand_c = next((r for r in gd if r["arch"] == "baseconv-causal"), None)
+    comp_c = next((r for r in gd if r["arch"] == "compiled-baseconv-causal"), None)
+    refusals = [c for c in cells if c["status"] == "refused"]
+    gd_n, gd_d = (int(a) for a in gb["args"][:2]) if gb else (n, d)
+    L = ["## (c) The guarantee, and what is not done", "",
+         "### Why at most `2 md + 1` layers on the input grid's tokens", "",
+         "1. **Affine forms over atoms** (`linearise`). Every circuit node becomes an affine form over "
+         "*atoms*: the inputs and binary products. Additions and multiplications by constants are free "
+         "(they live in the forms), an n-ary product is split into a balanced tree, and a product "
+         "atom's level is 1 + the larger level of its factors' atoms; md is the largest level an "
+         "output needs. Both factors of a level-l product are affine forms over atoms of level < l, "
+         "which the state holds (atoms still needed later are carried).",
+         "2. **One product layer per level.** A BaseConv layer forms, in each inner channel k, "
+         "`(u W_gate + B_gate)[:, k] * (h * (u W_in) + B_conv)[:, k]` (seed 000 App. D.2.1 MULTIPLY, "
+         "Def. D.20). A product sitting at token t is one such channel when one factor is a channel mix "
+         "of the atoms at t (the gate side; `W_gate` is shared by all tokens) and the other either a "
+         "channel mix at t (filter = identity) or one channel read at other tokens through the "
+         "filter's taps. Products with the same gate mix and conv channel share an inner channel at "
+         "different tokens; carried atoms pass through a channel whose gate is a 0/1 token mask.",
+         "3. **A route layer before it only where a factor must move.** If some product of the level "
+         "cannot be read that way (e.g. a factor mixes atoms on several tokens, or neither factor is a "
+         "channel mix at the product's token), the level first gets one route layer that puts both factors of "
+         "every product side by side at one token (chosen to balance the products over the tokens), "
+         "after which the product layer reads them locally. So a level costs 1 or 2 layers.",
+         "4. **One final route layer** writes each output (an affine form over the last atoms) at its "
+         "place and zeros every other slot (skipped when the state already is the final state).",
+         "",
+         "Hence layers <= 2 md + 1, and the state never gains tokens: the grid is the input grid, "
+         "only channels are added. "
+         + (f"In table (a) every proved sequence cell is within the bound; the closest to it is "
+            f"`{worst['call']}` on `{worst['target']}`: {worst['layers']} of {worst['bound']['layers']} "
+            f"layers (plan {_plan(worst)})." if worst and all(c["within_bound"] for c in seq) else
+            "**Some cell of table (a) exceeds the bound: see the \"within?\" column.**"),
+         "",
+         "### Why a route layer is any linear map, and what its width costs", "",
+         "With `W_gate = 0` a BaseConv layer is linear in its input (seed 003 Lemma H.7: linear, "
+         "convolution and fixed gating are one layer each; seed 000 App. D.2.1 LINEAR). Each inner "
+         "channel k adds `mask_k[t] * sum_s h_k[s] (u W_in[:, k])[t - s] * W_out[k, :]`: a channel mix "
+         "in, a per-channel filter that moves tokens, a per-token mask (`B_gate`, a *masked filter*) "
+         "and a channel mix out; `B_out` adds constants. Any linear map `y[t, c'] = sum M[(t, c'), (t2, "
+         "c)] u[t2, c] + const` is a sum of such terms: one inner channel per (source channel c, "
+         "destination channel c', destination token t) with `W_in = e_c`, taps `h[t - t2] = M[(t, c'), "
+         "(t2, c)]` (on a circular convolution, for a fixed t each t2 has its own shift), mask `e_t` "
+         "and `W_out = e_c'`. So one layer realises any linear map, at the price of up to "
+         "(source channels) x (destination channels) x (tokens) inner channels; `constructions/"
+         "compiler/routing.py` shares one inner channel among the rows whose taps agree up to a scale "
+         "(the mask carries the scale) and merges equal groups over sources and destinations. The "
+         "last column of the next table gives the inner channels each compiled layer used"
+         + (f"; the widest route layer is that of `{widest[0]['call']}` on `{widest[0]['target']}`: "
+            f"{widest[1]} inner channels, on {widest[0]['tokens']} tokens." if widest else ".")
+         + " A causal convolution only moves values to later tokens, so there a route layer realises "
+         "only the maps whose every term reads an earlier or the same token; an output placed before "
+         "a token it depends on is refused"
+         + (" (" + "; ".join(f"`{c['call']}`" for c in refusals) + " in table (a))." if refusals else "."),
+         "",
+         "### Against seed 003 Thm. H.21 (= seed 000 Thm. D.30)", "",
+         "The theorem turns an (ND, s, Delta, w)-circuit into an (N, O(Delta log w), D, O(w), D)-BaseConv: "
+         "O(Delta log w) layers, an inner state of O(w) rows and D columns. It pays for every level of "
+         "(additive and multiplicative) depth and moves values with linear layers of width D (log w "
+         "Kaleidoscope factors per level). This compiler counts only multiplicative levels (additions "
+         "are free in the affine forms) and routes any linear map in one layer by letting the channel "
+         "count grow: it trades width (channels) for depth, and keeps N rows instead of O(w). The "
+         "table puts the theorem's expressions, constants dropped (so only indicative), next to what was "
+         "compiled:", ""]
+    L += _table_h21(cells)
+    L += ["", "### What is not done", "",
+          "* **LSA and ELSA targets.** An LSA layer adds `sum_k (H W3)(H W1)^T (H W2)` to its input: "
+          "its Gram factor `(H W1)^T (H W2)` sums over the rows (tokens), so one layer cannot form the "
+          "token-wise product of two data values, the compiler's product primitive; ELSA's affine "
+          "factors add constants, a skip and row selectors but not that product either (see "
+          "`../shared/notes/compiler.md`, \"Facts for the design\", beside this repository). The hand "
+          "LSA / ELSA GD architectures of table (b) use that row sum for the step's sums over the data "
+          "(the matrix-vector structure of A^T (A x - b)), not token-wise products. A compiler to LSA "
+          "needs a matrix-level IR that recognises Gram / matvec patterns in the circuit, not the "
+          "scalar gates compiled here."]
+    if gcz is not None and gcz["status"] != "refused" and gb is not None and gb["status"] != "refused":
+        L += [f"* **The causal GD step's width.** On `{gcz['call']}` the causal target needs "
+              f"{gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} for the "
+              f"circular one. The first-level products a_ij x_j (N D = {gd_n * gd_d} of them) cannot "
+              "sit on the data tokens, since x is on the last (query) token and a causal filter does "
+              "not move it back; so they all land on the query token, where an inner channel forms only "
+              "one product, and so does the next level (a_ij times the residuals, which sit there too). "
+              "Inner channels per layer: "
+              + ", ".join(f"{PLAN_ABBREV.get(k, k)} {m}" for k, m in gcz["inner_channels"])
+              + ": the width grows with N D. The hand causal construction avoids this "
+              "by re-associating A^T (A x - b) as (A^T A) x - A^T b, prefix sums of the D x D Gram "
+              "matrix that do not grow with N"
+              + (f" (`baseconv-causal`: state {hand_c['state'][0]} x {hand_c['state'][1]}, "
+                 f"{hand_c['state_formula']}; `compiled-baseconv-causal`: {comp_c['state'][0]} x "
+                 f"{comp_c['state'][1]}, table (b))" if hand_c and comp_c else "")
+              + ". The compiler compiles the circuit as written and does no such re-association."]
+    return L + [""]
+
+
+# ------------------------------------------------------------------ CLI
+
+def build_parser():
+    from polyverify.cli import Parser
+
+    p = Parser(prog="python -m verify.compiler_report", description=" ".join(__doc__.split("\n\n")[0].split()),
+               epilog="Exit status: 0 every cell proved (or refused by the compiler with a message) within "
+                      "its bound and every GD architecture proved, 1 otherwise, 2 bad input.")
+    p.add_argument("--out", metavar="FILE", default="docs/compiler.md",
+                   help="markdown report (default docs/compiler.md; checked before any work, written "
+                        "atomically; a missing folder is created)")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write the results as JSON to this file (checked before any work, written atomically)")
+    p.add_argument("--quick", action="store_true", help="small sizes (seconds), e.g. for the tests")
+    return p
+
+
+def _main(argv) -> int:
+    from polyverify.cli import UsageError, atomic_write_text, output_file
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = build_parser().parse_args(argv)
+    md, js = output_file("--out", a.out), output_file("--json", a.json)
+    if js is not None and md.resolve() == js.resolve():
+        raise UsageError(f"--json {a.json}: the same file as --out")
+    mode = "quick" if a.quick else "default"
+    res = run(mode, log=print)
+    mach = machine()
+    command = " ".join(["python -m verify.compiler_report", *argv])
+    atomic_write_text(md, markdown(res, command, mach), "--out")
+    if js is not None:
+        atomic_write_text(js, json.dumps({"command": command, "machine": mach, **res}, indent=1, default=str),
+                          "--json")
+    ok = all(c["status"] == "refused" and c["message"] or c["status"] == "PROVED" and c["within_bound"]
+             for c in res["cells"]) and all(r["proved"] for r in res["gd"])
+    print(f"wrote {md} ({len(res['cells'])} builder x target cells, {len(res['gd'])} GD architectures)"
+          + (f" and {js}" if js else ""))
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    from polyverify.cli import run_main
+
+    return run_main(_main, argv)
+
+
+if __name__ == "__main__":
+    from polyverify.cli import exit_with
+
+    exit_with(main)
