@@ -132,6 +132,8 @@ class ProofResult:
     failure: Failure | None = None
     #: sections whose declared intermediate states were proved (prove_intermediate_states)
     intermediate_states: dict[str, bool] = field(default_factory=dict)
+    #: the exact arithmetic of the layers' symbolic forward: "flint" (fmpq_mpoly) or "sympy"
+    backend: str = "sympy"
 
     def to_json(self) -> dict:
         d = asdict(self)

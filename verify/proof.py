@@ -111,19 +111,83 @@ class SymbolicProblem:
             names += self.slots[var]
         names += [_display(p) for p in params]
         self.names = names
+        self.variables, self.param_names = dict(variables), tuple(params)
         self.R, *gens = _ring(names)
         self.gens = list(gens)
+        self.v, self.params = self.arrange(gens)
+        assert len(set(names)) == len(names)  # guaranteed by entry_name's grammar
+        self.gen = dict(zip(names, gens))
+
+    def arrange(self, gens) -> tuple[dict, dict]:
+        """The variables (object arrays) and parameters made of ``gens``, by position: generator
+        ``i`` of any ring built on :attr:`names` is the same entry."""
         pos = 0
-        self.v = {}
-        for var, shape in variables.items():
+        v = {}
+        for var, shape in self.variables.items():
             arr = np.empty(shape, dtype=object)
             for ix in np.ndindex(*shape):
                 arr[ix] = gens[pos]
                 pos += 1
-            self.v[var] = arr
-        self.params = {p: gens[pos + i] for i, p in enumerate(params)}
-        assert len(set(names)) == len(names)  # guaranteed by entry_name's grammar
-        self.gen = dict(zip(names, gens))
+            v[var] = arr
+        return v, {p: gens[pos + i] for i, p in enumerate(self.param_names)}
+
+
+class _SympyArith:
+    """The proof's arithmetic in sympy's ring itself (``backend="sympy"``): no conversion."""
+
+    name = "sympy"
+
+    def array(self, A):
+        return A
+
+    def layers(self, Ls):
+        return Ls
+
+    def to_sympy(self, p):
+        return p
+
+
+#: the exact backends of :func:`prove` (``docs``: which backend proved what is in each result)
+BACKENDS = ("flint", "sympy")
+
+
+def _arith(backend: str, R):
+    if backend == "flint":
+        from .flint_backend import FlintRing
+
+        return FlintRing(R)
+    if backend == "sympy":
+        return _SympyArith()
+    raise ValueError(f"unknown proof backend {backend!r} (one of {', '.join(BACKENDS)})")
+
+
+def _specification(con: Construction, sp: SymbolicProblem, ar, params):
+    """The construction the proof reads (rebuilt on the symbolic parameters), its variables, and
+    the three claims' (section, start, target) thunks, in the backend's arithmetic.
+
+    With flint, the construction is first asked to compute in flint itself (variables and
+    parameters flint generators); a specification that cannot (it mixes in Fractions or sympy
+    objects) is computed in sympy and converted, exactly, entry by entry (slower)."""
+    if ar.name == "flint":
+        fv, fparams = sp.arrange(ar.gens)
+        try:
+            spec = con.rebuild(**fparams) if params else con
+            states = {sec: (ar.array(start()), ar.array(target()))
+                      for sec, start, target in _section_claims(spec, fv)}
+        except Exception:  # noqa: BLE001 - a specification that does not compute in flint: sympy below
+            pass
+        else:
+            if all(a.shape == b.shape == tuple(con.layout.shape) for a, b in states.values()):
+                return spec, fv, [(sec, (lambda a=a: a), (lambda b=b: b)) for sec, (a, b) in states.items()]
+    spec = con.rebuild(**sp.params) if params else con
+    return spec, sp.v, [(sec, (lambda f=start: ar.array(f())), (lambda f=target: ar.array(f())))
+                        for sec, start, target in _section_claims(spec, sp.v)]
+
+
+def _declared_in(ar, declared):
+    if declared is None:
+        return None
+    return [None if d is None else PartialState(ar.array(d.expected), d.mask) for d in declared]
 
 
 def _as_poly(R, x):
@@ -256,18 +320,19 @@ class _Location:
     culprit: LayerMismatch | None = None
 
 
-def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pristine) -> _Location:
-    """Which layer of the failing section ``sec`` to blame (module docstring)."""
+def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pristine, ar) -> _Location:
+    """Which layer of the failing section ``sec`` to blame (module docstring); ``states`` and
+    ``S0`` are in the backend ``ar``'s arithmetic, reports are converted to sympy."""
     n, lay = len(Ls), con.layout
     own = getattr(spec, sec)
-    declared = _declared_states(spec, v, sec, n) if n > 1 and len(own) == n else None
+    declared = _declared_in(ar, _declared_states(spec, v, sec, n) if n > 1 and len(own) == n else None)
     why_not = "no intermediate states declared"
     if declared is not None:
         # guard: the construction's own layers (as built) must produce the declared states
         P = pristine()
         P = getattr(P, sec) if P is not None else None
         if P is not None and len(P) == n and not all(same_layer(a, b) for a, b in zip(P, Ls)):
-            pst = _run(P[:-1], S0)
+            pst = _run(ar.layers(P[:-1]), S0)
             for i, S in enumerate(pst):
                 j, _ = (None, None) if declared[i] is None else _first_masked_mismatch(S, declared[i])
                 if j is not None:
@@ -277,7 +342,7 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
                     break
     ref_li = ref_j = None
     if ref_layers is not None and ref_layers[sec] and len(ref_layers[sec]) == n:
-        for li, (a, b) in enumerate(zip(states, _run(ref_layers[sec], S0))):
+        for li, (a, b) in enumerate(zip(states, _run(ar.layers(ref_layers[sec]), S0))):
             j, _ = _first_mismatch(a, b)
             if j is not None:
                 ref_li, ref_j = li, j
@@ -285,8 +350,9 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
     if declared is not None:
         i, j, diff, want, prev = _first_off_declared(states, declared, target)
         region, entry = lay.locate(*j)
-        culprit = LayerMismatch(region, entry, tuple(int(t) for t in j), _truncate(str(_as_poly(R, diff).as_expr())),
-                                find_counterexample(R, diff, states[i][j], want, names))
+        sdiff = ar.to_sympy(diff)
+        culprit = LayerMismatch(region, entry, tuple(int(t) for t in j), _truncate(str(_as_poly(R, sdiff).as_expr())),
+                                find_counterexample(R, sdiff, ar.to_sympy(states[i][j]), ar.to_sympy(want), names))
         note = (f"located by the declared intermediate states: {sec} layer {i} is the first layer whose output "
                 f"differs from the state declared after it, at {lay.describe(*j)}")
         if prev < i - 1:
@@ -312,8 +378,12 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
 
 def prove(con: Construction, *, symbolic: bool = True,
           sections: dict[str, list[Layer]] | None = None,
-          reference: Construction | None = None) -> ProofResult:
+          reference: Construction | None = None, backend: str = "flint") -> ProofResult:
     """Prove ``con`` exactly (see the module docstring).
+
+    ``backend``: the arithmetic of the layers' symbolic forward, ``"flint"`` (python-flint's
+    ``fmpq_mpoly``, C; the default) or ``"sympy"`` (sympy's sparse ring); both exact, the
+    specification and every report are sympy's either way (``verify/flint_backend.py``).
 
     ``symbolic``: replace the construction's ``symbolic_params`` (e.g. the
     step size) by fresh symbols, so the proof holds for every value.
@@ -333,14 +403,17 @@ def prove(con: Construction, *, symbolic: bool = True,
     only where the construction's own layers reproduce them.
     """
     _load_sympy()
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown proof backend {backend!r} (one of {', '.join(BACKENDS)})")
     t0 = time.perf_counter()
     params = _symbolic_spec(con, symbolic, sections)
     sp = SymbolicProblem(con.variables, params)
-    spec = con.rebuild(**sp.params) if params else con
+    ar = _arith(backend, sp.R)
+    spec, v, claims = _specification(con, sp, ar, params)
     own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
     layers = sections if sections is not None else own
     ref_layers = own if reference is not None or sections is not None else None
-    R, v = sp.R, sp.v
+    R = sp.R
     offsets = {"prologue": 0, "body": len(layers["prologue"]),
                "epilogue": len(layers["prologue"]) + len(layers["body"])}
     cache: dict = {}
@@ -354,14 +427,14 @@ def prove(con: Construction, *, symbolic: bool = True,
                 cache["p"] = None
         return cache["p"]
 
-    result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
-    for sec, start, target in _section_claims(spec, v):
+    result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
+    for sec, start, target in claims:
         Ls = layers[sec]
         if sec == "body" and not Ls:
             result.sections[sec] = True
             continue
         S0 = start()
-        states = _run(Ls, S0) if Ls else [S0]
+        states = _run(ar.layers(Ls), S0) if Ls else [S0]
         got = states[-1]
         expected = target()
         if got.shape != expected.shape:
@@ -373,14 +446,16 @@ def prove(con: Construction, *, symbolic: bool = True,
         if idx is None:
             continue
         result.ok = False
-        loc = (_locate(con, spec, sec, Ls, S0, states, expected, v, R, sp.names, ref_layers, pristine)
+        loc = (_locate(con, spec, sec, Ls, S0, states, expected, v, R, sp.names, ref_layers, pristine, ar)
                if Ls else _Location(0, LOCATED_ONLY))
         region, entry = con.layout.locate(*idx)
+        sdiff = ar.to_sympy(diff)
         result.failure = Failure(
             section=sec, layer=offsets[sec] + loc.layer, layer_in_section=loc.layer,
             region=region, entry=entry, state_index=tuple(int(i) for i in idx),
-            residual=_truncate(str(_as_poly(R, diff).as_expr())),
-            counterexample=find_counterexample(R, diff, got[idx], expected[idx], sp.names),
+            residual=_truncate(str(_as_poly(R, sdiff).as_expr())),
+            counterexample=find_counterexample(R, sdiff, ar.to_sympy(got[idx]), ar.to_sympy(expected[idx]),
+                                               sp.names),
             note=loc.note, located_by=loc.by, culprit=loc.culprit)
         break
     result.seconds = time.perf_counter() - t0

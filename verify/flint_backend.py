@@ -1,0 +1,172 @@
+"""The prover's exact arithmetic in C: python-flint's multivariate polynomials over QQ.
+
+The proof's symbolic forward (every layer applied to a state of polynomials in the problem's
+variables) is where a proof spends its time.  In sympy's sparse ring (``verify.proof``'s
+specification and reports) each polynomial is a Python dict; here it is FLINT's ``fmpq_mpoly``:
+the same exact polynomials over QQ, with C arithmetic.  Nothing is sampled or rounded: the
+verdict is still polynomial identity, entry by entry.
+
+What runs where:
+
+* the specification (``Construction.state / step / final_state``) is evaluated in the sympy
+  ring, as the construction's authors wrote it, then converted exactly
+  (:meth:`FlintRing.array`);
+* the layers are converted once (:meth:`FlintRing.layer`: Fractions become ``fmpq``, sympy
+  polynomials in the symbolic parameters become ``fmpq_mpoly``) and run in flint;
+* a failure's residual and counterexample are converted back to sympy
+  (:meth:`FlintRing.to_sympy`), so every report a human reads is sympy's, as before.
+
+Generators are matched by position (the sympy ring's generator ``i`` is flint's generator ``i``),
+so the conversion never looks a variable up by name.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from constructions.layers import Layer
+
+
+def fq(x) -> "flint.fmpq":
+    """An exact rational scalar (int, Fraction, sympy Rational / QQ element, gmpy2 mpq) as fmpq."""
+    if isinstance(x, flint.fmpq):
+        return x
+    if isinstance(x, (int, np.integer)):
+        return flint.fmpq(int(x))
+    try:
+        q = Fraction(x)
+    except TypeError:
+        q = Fraction(str(x))
+    return flint.fmpq(q.numerator, q.denominator)
+
+
+def _operand(x):
+    """A flint operand for arithmetic with an :class:`FPoly`, or None (not an exact scalar)."""
+    if isinstance(x, FPoly):
+        return x.p
+    if isinstance(x, (flint.fmpq_mpoly, flint.fmpq)):
+        return x
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, Fraction):
+        return flint.fmpq(x.numerator, x.denominator)
+    return None
+
+
+class FPoly:
+    """A flint polynomial as a plain Python scalar, for a specification written for any scalar
+    type: it mixes with ``int`` and ``Fraction`` (flint alone does not) and has no ``len``, so
+    numpy never reads it as a sequence of terms.  Unwrapped (:meth:`FlintRing.scalar`) before the
+    layers run."""
+
+    __slots__ = ("p",)
+
+    def __init__(self, p):
+        self.p = p
+
+    def _do(self, other, f):
+        o = _operand(other)
+        return NotImplemented if o is None else FPoly(f(self.p, o))
+
+    def __add__(self, o):
+        return self._do(o, lambda a, b: a + b)
+
+    def __radd__(self, o):
+        return self._do(o, lambda a, b: b + a)
+
+    def __sub__(self, o):
+        return self._do(o, lambda a, b: a - b)
+
+    def __rsub__(self, o):
+        return self._do(o, lambda a, b: b - a)
+
+    def __mul__(self, o):
+        return self._do(o, lambda a, b: a * b)
+
+    def __rmul__(self, o):
+        return self._do(o, lambda a, b: b * a)
+
+    def __truediv__(self, o):
+        o = _operand(o)
+        if o is None or isinstance(o, flint.fmpq_mpoly):
+            return NotImplemented
+        return FPoly(self.p * (1 / flint.fmpq(o)))
+
+    def __pow__(self, e):
+        if not isinstance(e, (int, np.integer)) or e < 0:
+            return NotImplemented
+        return FPoly(self.p ** int(e))
+
+    def __neg__(self):
+        return FPoly(-self.p)
+
+    def __pos__(self):
+        return self
+
+    def __eq__(self, o):
+        o = _operand(o)
+        return NotImplemented if o is None else self.p == o
+
+    def __ne__(self, o):
+        o = _operand(o)
+        return NotImplemented if o is None else self.p != o
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"FPoly({self.p})"
+
+
+class FlintRing:
+    """``QQ[names]`` in flint, mirroring the sympy ring ``R`` of a proof (same generator order)."""
+
+    name = "flint"
+
+    def __init__(self, R):
+        self.R = R
+        self.ctx = flint.fmpq_mpoly_ctx.get(tuple(str(g) for g in R.symbols), "lex")
+        self.gens = [FPoly(g) for g in self.ctx.gens()]  # for the specification
+        self.n = R.ngens
+        self._layers: dict[int, Layer] = {}
+
+    def scalar(self, x):
+        """One exact scalar or sympy ring element in flint (structural zeros stay the int 0)."""
+        if isinstance(x, FPoly):
+            x = x.p
+        if isinstance(x, (flint.fmpq_mpoly, flint.fmpq)):
+            return x
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            return int(x)
+        if getattr(x, "ring", None) is self.R:  # a sympy PolyElement of the proof's ring
+            if not x:
+                return 0
+            return self.ctx.from_dict({m: fq(c) for m, c in x.items()})
+        return fq(x)
+
+    def array(self, A) -> np.ndarray:
+        A = np.asarray(A, dtype=object)
+        out = np.empty(A.shape, dtype=object)
+        for ix, x in np.ndenumerate(A):
+            out[ix] = self.scalar(x)
+        return out
+
+    def layer(self, L: Layer) -> Layer:
+        """``L`` with every weight in flint (converted once per layer object)."""
+        if id(L) not in self._layers:
+            self._layers[id(L)] = (L, L.map(self.array))
+        return self._layers[id(L)][1]
+
+    def layers(self, Ls) -> list[Layer]:
+        return [self.layer(L) for L in Ls]
+
+    def to_sympy(self, p):
+        """A flint polynomial (or scalar) as an element of the sympy ring ``R``."""
+        R = self.R
+        if isinstance(p, flint.fmpq_mpoly):
+            dom = R.domain
+            return R.from_dict({tuple(int(e) for e in m): dom(int(c.p), int(c.q)) for m, c in p.to_dict().items()})
+        if isinstance(p, flint.fmpq):
+            return R(R.domain(int(p.p), int(p.q)))
+        return R(p) if isinstance(p, (int, Fraction)) else p
