@@ -251,6 +251,10 @@ def _conv_fft(v, h, causal):
 
 
 def _conv_exact(v, h, causal):
+    """Exact convolution.  Circular: taps that share one value ``w`` on more than half of the
+    shifts are summed as ``w * (column total - the other shifts)`` (the all-ones "sum" filter
+    is one total; a "sum of all but the own token" filter one total minus one term); causal
+    all-equal taps are prefix sums.  Other taps: one product per tap and token."""
     if v.ndim != 2:
         raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
     T, C = v.shape
@@ -263,22 +267,48 @@ def _conv_exact(v, h, causal):
         nz = [t for t in range(T) if not _is_zero(col[t])]
         if not nz:
             continue
-        if len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
-            # every tap equal (the all-ones "sum" filter): one sum over the tokens (circular) or
-            # prefix sums (causal), times the tap, instead of T sums of up to T terms each
+        acc = {}
+
+        def put(t, term):
+            acc[t] = acc[t] + term if t in acc else term
+
+        if causal and len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
             w, one = taps[0][1], _is_one(taps[0][1])
             run, nzs = None, set(nz)
             for t in range(T):
                 if t in nzs:
                     run = col[t] if run is None else run + col[t]
-                if causal and run is not None:
-                    out[t, c] = run if one else w * run
-            if not causal:
-                total = run if one else w * run
+                if run is not None:
+                    acc[t] = run if one else w * run
+            taps = []
+        elif not causal:
+            groups: list[tuple[object, list[int]]] = []  # (tap value, its shifts)
+            for s, w in taps:
+                for gw, shifts in groups:
+                    if gw == w:
+                        shifts.append(s)
+                        break
+                else:
+                    groups.append((w, [s]))
+            rest = []
+            for w, shifts in groups:
+                if 2 * len(shifts) <= T:
+                    rest += [(s, w) for s in shifts]
+                    continue
+                total = None
+                for r in nz:
+                    total = col[r] if total is None else total + col[r]
+                others = [s for s in range(T) if s not in set(shifts)]
+                one = _is_one(w)
                 for t in range(T):
-                    out[t, c] = total
-            continue
-        acc = {}
+                    part = total
+                    for s in others:
+                        x = col[(t - s) % T]
+                        if not _is_zero(x):
+                            part = part - x
+                    if not _is_zero(part):
+                        put(t, part if one else w * part)
+            taps = rest
         for s, w in taps:
             one = _is_one(w)
             for r in nz:
@@ -288,8 +318,7 @@ def _conv_exact(v, h, causal):
                         continue
                 else:
                     t %= T
-                term = col[r] if one else w * col[r]
-                acc[t] = acc[t] + term if t in acc else term
+                put(t, col[r] if one else w * col[r])
         for t, val in acc.items():
             out[t, c] = val
     return out

@@ -292,7 +292,7 @@ def same_layer(a: Layer, b: Layer) -> bool:
         return False
     A, B = a.arrays(), b.arrays()
     return A.keys() == B.keys() and all(
-        A[n].shape == B[n].shape and all(x == y for x, y in zip(A[n].flat, B[n].flat)) for n in A)
+        A[n].shape == B[n].shape and bool(np.all(np.asarray(A[n] == B[n], dtype=bool))) for n in A)
 
 
 def check_against(spec_layers: list[Layer], layers: list[Layer], path) -> None:

@@ -146,10 +146,12 @@ class FlintRing:
         return fq(x)
 
     def array(self, A) -> np.ndarray:
+        """An object array in flint; zeros become the int 0 (the structural zeros the exact
+        operations skip), found by numpy's elementwise comparison rather than a Python loop."""
         A = np.asarray(A, dtype=object)
-        out = np.empty(A.shape, dtype=object)
-        for ix, x in np.ndenumerate(A):
-            out[ix] = self.scalar(x)
+        out = np.zeros(A.shape, dtype=object)
+        for ix in zip(*np.nonzero(np.asarray(A != 0, dtype=bool))):
+            out[ix] = self.scalar(A[ix])
         return out
 
     def layer(self, L: Layer) -> Layer:

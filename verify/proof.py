@@ -202,9 +202,8 @@ def _run(layers: list[Layer], S):
 
 def _first_mismatch(got, expected):
     for idx in np.ndindex(expected.shape):
-        diff = got[idx] - expected[idx]
-        if not (diff == 0):
-            return idx, diff
+        if not (got[idx] == expected[idx]):
+            return idx, got[idx] - expected[idx]
     return None, None
 
 

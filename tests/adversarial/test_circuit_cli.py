@@ -272,11 +272,11 @@ def test_pruned_nodes_warning_is_one_line(workdir, capsys):
 def test_degree_2048_runs_with_allow_large_and_reports_float_overflow(workdir):
     out = io.StringIO()
     rep = workdir / "r.json"
-    rc = construct_main(["circuit", "--graph", str(workdir / "deg11.json"), "--allow-large", "--trials", "32",
+    rc = construct_main(["circuit", "--graph", str(workdir / "deg11.json"), "--allow-large", "--trials", "32", "--float-trials", "32",
                          "--json", str(rep)], out=out)
     assert rc == 0, out.getvalue()
     r = json.loads(rep.read_text())
-    assert r["metrics"]["degree"] == 2048 and r["rational_trials"]["exact_agreement"] == 32
+    assert r["metrics"]["degree"] == 2048 and r["modular_trials"]["exact_agreement"] == 32
     assert r["float64_trials"]["non_finite"] >= 1 and "not finite in float64" in out.getvalue()
 
 

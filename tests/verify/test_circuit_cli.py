@@ -41,7 +41,7 @@ def test_generated_circuit_proves(tmp_path, random_circuit_file):
     rep = json.loads(rep_path.read_text())
     g = C.load(random_circuit_file)
     assert rep["command"] == "circuit" and rep["proof"]["ok"] is True
-    assert rep["rational_trials"] == {"n": 16, "exact_agreement": 16}
+    assert rep["modular_trials"]["n"] == rep["modular_trials"]["exact_agreement"] == 16
     assert rep["float64_trials"]["max_relative_error"] < 1e-12
     assert rep["metrics"] == C.metrics(g)
     assert rep["compiled"]["layers"] >= 1 and rep["compiled"]["tokens"] == 1
@@ -56,7 +56,7 @@ def test_builder_circuits_prove(tmp_path, g):
     rep_path = tmp_path / "r.json"
     rc, _ = run(["circuit", "--graph", str(f), "--json", str(rep_path), "--trials", "8"])
     rep = json.loads(rep_path.read_text())
-    assert rc == 0 and rep["proof"]["ok"] is True and rep["rational_trials"]["exact_agreement"] == 8
+    assert rc == 0 and rep["proof"]["ok"] is True and rep["modular_trials"]["exact_agreement"] == 8
 
 
 def test_export_then_weights_round_trip(tmp_path, random_circuit_file):
@@ -89,7 +89,7 @@ def test_perturbed_circuit_weights_fail(tmp_path):
     assert rc == 1 and rep["proof"]["ok"] is False
     fail = rep["proof"]["failure"]
     assert fail["section"] == "epilogue" and fail["layer"] == 0 and fail["region"] == "out:y"
-    assert rep["rational_trials"]["exact_agreement"] < 8
+    assert rep["modular_trials"]["exact_agreement"] < 8
     assert "proof: FAILED" in text
 
 
@@ -117,7 +117,7 @@ def test_outputs_equal_to_an_input_evaluate(tmp_path, make):
     rc, _ = run(["circuit", "--graph", str(f), "--json", str(rep_path), "--trials", "64"])
     rep = json.loads(rep_path.read_text())
     assert rc == 0 and rep["proof"]["ok"] is True
-    assert rep["rational_trials"] == {"n": 64, "exact_agreement": 64}
+    assert rep["modular_trials"]["n"] == rep["modular_trials"]["exact_agreement"] == 64
 
 
 MALFORMED = [
