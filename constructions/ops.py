@@ -97,7 +97,13 @@ def mm(X, Y):
         rows_y = [[(j, Y[r, j]) for j in range(n) if not _is_zero(Y[r, j])] for r in range(k)]
         out = zeros_like_object((m, n))
         acc = [dict() for _ in range(m)]
+        seen: dict = {}  # rows of X made of the same objects (replicated tokens) give the same row
         for i in range(m):
+            key = tuple(map(id, X[i]))
+            if key in seen:
+                out[i] = out[seen[key]]
+                continue
+            seen[key] = i
             ai = acc[i]
             for r in range(k):
                 x = X[i, r]
@@ -325,11 +331,18 @@ def _conv_exact(v, h, causal):
 
 
 def _entrywise_exact(X, Y, combine):
-    """Apply ``combine(x, y)`` entry by entry to two (broadcast) object arrays."""
+    """Apply ``combine(x, y)`` entry by entry to two (broadcast) object arrays.  A pair of
+    operands seen before (the same two objects: a value replicated over tokens) reuses the
+    result, so a replicated polynomial is computed, and stored, once."""
     X, Y = np.broadcast_arrays(np.asarray(X, dtype=object), np.asarray(Y, dtype=object))
     out = zeros_like_object(X.shape)
+    seen: dict = {}
     for idx in np.ndindex(X.shape):
-        out[idx] = combine(X[idx], Y[idx])
+        x, y = X[idx], Y[idx]
+        key = (id(x), id(y))
+        if key not in seen:
+            seen[key] = combine(x, y)
+        out[idx] = seen[key]
     return out
 
 

@@ -1,0 +1,158 @@
+"""Proof cost at research sizes: every GD architecture, both exact backends, as ratios.
+
+    python bench/bench_proof.py [--sizes 20x5,64x16[,128x32]] [--timeout 300] [--catalogue]
+                                [--md docs/performance.md]
+
+Each proof runs in its own subprocess (CPU time = user + sys of that process, from
+``resource.getrusage``; wall time beside it; a time limit per proof), so one slow cell cannot
+stall the table and the machine's noise hits every cell alike.  Reported:
+
+* per architecture and size: CPU and wall seconds of ``verify.proof.prove`` with the flint
+  backend (the default) and, where it finishes within the limit, the sympy backend;
+* the ratio of each size's flint proof to the smallest size's (issue target: N=64, D=16 at most
+  20x N=20, D=5, goal 10x, and at most 10 s; N=128, D=32 within 60 s), and sympy / flint;
+* ``--catalogue``: every catalogue entry proved in one process per backend (the catalogue's
+  proofs must get no slower with flint).
+
+The machine (cores, load average) is printed with the table; compare ratios, not seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+from constructions.catalogue import gd_architectures
+from verify.proof import prove
+arch, n, d, backend = {arch!r}, {n}, {d}, {backend!r}
+con = gd_architectures()[arch].build(n, d)
+prove(gd_architectures()[arch].build(1, 1), backend=backend)  # imports and first-call set-up
+r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+res = prove(con, backend=backend)
+r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+print(json.dumps({{"ok": res.ok, "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+                  "wall": w1 - w0, "rss_mib": r1.ru_maxrss / 1024, "entries": res.entries_checked}}))
+"""
+
+CATALOGUE = r"""
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+import verify.proof as P
+from constructions.catalogue import entries
+from constructions.base import Construction
+backend = {backend!r}
+items = [(name, e.build(**e.sizes)) for name, e in sorted(entries().items())]
+cons = [(name, obj) for name, obj in items if isinstance(obj, Construction)]
+P.prove(cons[0][1], backend=backend)
+r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+ok = all(P.prove(obj, backend=backend).ok for _, obj in cons)
+r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+print(json.dumps({{"ok": ok, "n": len(cons), "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+                  "wall": w1 - w0}}))
+"""
+
+
+def run_child(code: str, timeout: float) -> dict:
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                           cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"timeout": timeout}
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        n, _, d = part.strip().partition("x")
+        if not (n.isdigit() and d.isdigit()) or int(n) < 1 or int(d) < 1 or int(n) > 512 or int(d) > 128:
+            raise SystemExit(f"error: --sizes: {part!r} is not NxD with 1 <= N <= 512, 1 <= D <= 128")
+        out.append((int(n), int(d)))
+    return out
+
+
+def cell(r: dict) -> str:
+    if "timeout" in r:
+        return f"> {r['timeout']:.0f} s (limit)"
+    if "error" in r:
+        return f"error: {r['error'][:60]}"
+    return f"{r['cpu']:.2f} / {r['wall']:.2f}" + ("" if r["ok"] else " NOT PROVED")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="20x5,64x16", help="comma-separated NxD (default 20x5,64x16)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per proof (default 300)")
+    ap.add_argument("--sympy-up-to", type=int, default=64, help="run the sympy backend for N up to this (default 64)")
+    ap.add_argument("--catalogue", action="store_true", help="also time the catalogue's proofs per backend")
+    ap.add_argument("--md", help="append the tables, in markdown, to this file")
+    ap.add_argument("--json", help="write every measurement to this JSON file")
+    a = ap.parse_args(argv)
+    sizes = parse_sizes(a.sizes)
+    if not 1 <= a.timeout <= 3600:
+        raise SystemExit("error: --timeout must be in 1..3600")
+    sys.path.insert(0, str(ROOT))
+    from constructions.catalogue import gd_architectures
+
+    archs = list(gd_architectures())
+    load = os.getloadavg()
+    head = (f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load average {load[0]:.2f} at start; "
+            f"python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(head)
+    res: dict = {}
+    for arch in archs:
+        for n, d in sizes:
+            for backend in ("flint", "sympy"):
+                if backend == "sympy" and n > a.sympy_up_to:
+                    continue
+                code = CHILD.format(root=str(ROOT), arch=arch, n=n, d=d, backend=backend)
+                r = run_child(code, a.timeout)
+                res[f"{arch} {n}x{d} {backend}"] = r
+                print(f"{arch:26s} {n:4d}x{d:<3d} {backend:6s} CPU / wall s: {cell(r)}", flush=True)
+    base = sizes[0]
+    lines = ["", f"### Proof cost per GD architecture (CPU / wall seconds; {head})", "",
+             "| arch | " + " | ".join(f"{n}x{d} flint" for n, d in sizes)
+             + " | " + " | ".join(f"{n}x{d} sympy" for n, d in sizes if n <= a.sympy_up_to)
+             + " | " + " | ".join(f"{n}x{d} / {base[0]}x{base[1]} (flint CPU)" for n, d in sizes[1:]) + " |",
+             "|---" * (1 + len(sizes) + sum(1 for n, _ in sizes if n <= a.sympy_up_to) + len(sizes) - 1) + "|"]
+    for arch in archs:
+        row = [cell(res[f"{arch} {n}x{d} flint"]) for n, d in sizes]
+        row += [cell(res[f"{arch} {n}x{d} sympy"]) for n, d in sizes if n <= a.sympy_up_to]
+        b = res[f"{arch} {base[0]}x{base[1]} flint"]
+        for n, d in sizes[1:]:
+            r = res[f"{arch} {n}x{d} flint"]
+            row.append(f"{r['cpu'] / b['cpu']:.1f}x" if "cpu" in r and "cpu" in b and b["cpu"] > 0 else "-")
+        lines.append(f"| {arch} | " + " | ".join(row) + " |")
+    if a.catalogue:
+        cat = {be: run_child(CATALOGUE.format(root=str(ROOT), backend=be), a.timeout * 4) for be in ("sympy", "flint")}
+        res["catalogue"] = cat
+        lines += ["", "### The catalogue's constructions, all proved in one process", "",
+                  "| backend | constructions | CPU / wall s |", "|---|---|---|"]
+        for be, r in cat.items():
+            lines.append(f"| {be} | {r.get('n', '-')} | {cell(r)} |")
+        if all("cpu" in r for r in cat.values()):
+            lines.append(f"\nflint / sympy CPU on the catalogue: {cat['flint']['cpu'] / cat['sympy']['cpu']:.2f}")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.md:
+        with open(a.md, "a") as f:
+            f.write(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
