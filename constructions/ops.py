@@ -65,6 +65,11 @@ def _is_one(v) -> bool:
         return False
 
 
+def nonzero_mask(M: np.ndarray) -> np.ndarray:
+    """Boolean mask of the nonzero entries of an object array (numpy's elementwise comparison)."""
+    return np.asarray(np.asarray(M, dtype=object) != 0, dtype=bool)
+
+
 def nonzero_pattern(M: np.ndarray) -> np.ndarray:
     """Boolean mask of the structurally nonzero entries of an object array."""
     out = np.zeros(M.shape, dtype=bool)
@@ -94,27 +99,25 @@ def mm(X, Y):
         k2, n = Y.shape
         if k != k2:
             raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
-        rows_y = [[(j, Y[r, j]) for j in range(n) if not _is_zero(Y[r, j])] for r in range(k)]
+        cols_y = [[(r, Y[r, j]) for r in range(k) if not _is_zero(Y[r, j])] for j in range(n)]
         out = zeros_like_object((m, n))
-        acc = [dict() for _ in range(m)]
-        seen: dict = {}  # rows of X made of the same objects (replicated tokens) give the same row
-        for i in range(m):
-            key = tuple(map(id, X[i]))
-            if key in seen:
-                out[i] = out[seen[key]]
+        for j, col in enumerate(cols_y):
+            if not col:
                 continue
-            seen[key] = i
-            ai = acc[i]
-            for r in range(k):
-                x = X[i, r]
-                if _is_zero(x) or not rows_y[r]:
+            seen: dict = {}  # the same operand objects (a value replicated over tokens): the same entry
+            for i in range(m):
+                xs = [X[i, r] for r, _ in col]
+                key = tuple(map(id, xs))
+                if key in seen:
+                    out[i, j] = seen[key]
                     continue
-                one = _is_one(x)
-                for j, y in rows_y[r]:
-                    term = y if one else (x if _is_one(y) else x * y)
-                    ai[j] = ai[j] + term if j in ai else term
-            for j, v in ai.items():
-                out[i, j] = v
+                acc = None
+                for x, (_, y) in zip(xs, col):
+                    if _is_zero(x):
+                        continue
+                    term = y if _is_one(x) else (x if _is_one(y) else x * y)
+                    acc = term if acc is None else acc + term
+                seen[key] = out[i, j] = 0 if acc is None else acc
         return out
     return X @ Y
 
@@ -126,16 +129,18 @@ def transpose(X):
     return X.swapaxes(-1, -2)
 
 
-def conv(v, h, *, causal: bool, method: str = "direct"):
+def conv(v, h, *, causal: bool, method: str = "direct", need=None):
     """Per-channel convolution of ``v`` (..., T, C) with filters ``h`` (T, C).
 
     ``method`` is ``"direct"`` (an explicit sum over taps: the reference
-    semantics, and the only method for exact arrays) or ``"fft"``.
+    semantics, and the only method for exact arrays) or ``"fft"``.  ``need``
+    (exact arrays only): a (T, C) bool mask of the outputs wanted; the others
+    are left 0 (a caller that multiplies them by zero anyway).
     """
     if method not in ("direct", "fft"):
         raise ValueError(f"unknown convolution method {method!r} (use 'direct' or 'fft')")
     if is_object(v) or is_object(h):
-        return _conv_exact(np.asarray(v, dtype=object), np.asarray(h, dtype=object), causal)
+        return _conv_exact(np.asarray(v, dtype=object), np.asarray(h, dtype=object), causal, need)
     T = v.shape[-2]
     if method == "fft":
         return _conv_fft(v, h, causal)
@@ -256,7 +261,7 @@ def _conv_fft(v, h, causal):
     return xp.fft.irfft(Vf * Hf, n=n, axis=-2)[..., :T, :].astype(dt)
 
 
-def _conv_exact(v, h, causal):
+def _conv_exact(v, h, causal, need=None):
     """Exact convolution.  Circular: taps that share one value ``w`` on more than half of the
     shifts are summed as ``w * (column total - the other shifts)`` (the all-ones "sum" filter
     is one total; a "sum of all but the own token" filter one total minus one term); causal
@@ -266,6 +271,10 @@ def _conv_exact(v, h, causal):
     T, C = v.shape
     out = zeros_like_object((T, C))
     for c in range(C):
+        wanted = range(T) if need is None else [t for t in range(T) if need[t, c]]
+        if not wanted:
+            continue
+        wanted_set = set(wanted)
         taps = [(s, h[s, c]) for s in range(T) if not _is_zero(h[s, c])]
         if not taps:
             continue
@@ -276,7 +285,8 @@ def _conv_exact(v, h, causal):
         acc = {}
 
         def put(t, term):
-            acc[t] = acc[t] + term if t in acc else term
+            if t in wanted_set:
+                acc[t] = acc[t] + term if t in acc else term
 
         if causal and len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
             w, one = taps[0][1], _is_one(taps[0][1])
@@ -284,7 +294,7 @@ def _conv_exact(v, h, causal):
             for t in range(T):
                 if t in nzs:
                     run = col[t] if run is None else run + col[t]
-                if run is not None:
+                if run is not None and t in wanted_set:
                     acc[t] = run if one else w * run
             taps = []
         elif not causal:
@@ -306,7 +316,12 @@ def _conv_exact(v, h, causal):
                     total = col[r] if total is None else total + col[r]
                 others = [s for s in range(T) if s not in set(shifts)]
                 one = _is_one(w)
-                for t in range(T):
+                if not others:  # every shift: the same value at every token, formed once
+                    val = total if one else w * total
+                    for t in wanted:
+                        put(t, val)
+                    continue
+                for t in wanted:
                     part = total
                     for s in others:
                         x = col[(t - s) % T]
@@ -324,7 +339,8 @@ def _conv_exact(v, h, causal):
                         continue
                 else:
                     t %= T
-                put(t, col[r] if one else w * col[r])
+                if t in wanted_set:
+                    put(t, col[r] if one else w * col[r])
         for t, val in acc.items():
             out[t, c] = val
     return out
