@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))  # a proof beyond the cap fails, the machine lives
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
 from verify.proof import prove
@@ -69,7 +70,10 @@ def run_child(code: str, timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         return {"timeout": timeout}
     if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
+        err = p.stderr.strip().splitlines()
+        if any("allocate memory" in line or "MemoryError" in line for line in err):
+            return {"error": "out of memory (the --memory-gib cap)"}
+        return {"error": (err or ["exit %d" % p.returncode])[-1]}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -96,6 +100,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="20x5,64x16", help="comma-separated NxD (default 20x5,64x16)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per proof (default 300)")
     ap.add_argument("--sympy-up-to", type=int, default=64, help="run the sympy backend for N up to this (default 64)")
+    ap.add_argument("--memory-gib", type=float, default=12.0,
+                    help="address-space cap of each proof's process, GiB (default 12)")
     ap.add_argument("--catalogue", action="store_true", help="also time the catalogue's proofs per backend")
     ap.add_argument("--md", help="append the tables, in markdown, to this file")
     ap.add_argument("--json", help="write every measurement to this JSON file")
@@ -103,6 +109,8 @@ def main(argv=None) -> int:
     sizes = parse_sizes(a.sizes)
     if not 1 <= a.timeout <= 3600:
         raise SystemExit("error: --timeout must be in 1..3600")
+    if not 0.5 <= a.memory_gib <= 64:
+        raise SystemExit("error: --memory-gib must be in 0.5..64")
     sys.path.insert(0, str(ROOT))
     from constructions.catalogue import gd_architectures
 
@@ -117,7 +125,8 @@ def main(argv=None) -> int:
             for backend in ("flint", "sympy"):
                 if backend == "sympy" and n > a.sympy_up_to:
                     continue
-                code = CHILD.format(root=str(ROOT), arch=arch, n=n, d=d, backend=backend)
+                code = CHILD.format(root=str(ROOT), arch=arch, n=n, d=d, backend=backend,
+                                    cap=int(a.memory_gib * 2**30))
                 r = run_child(code, a.timeout)
                 res[f"{arch} {n}x{d} {backend}"] = r
                 print(f"{arch:26s} {n:4d}x{d:<3d} {backend:6s} CPU / wall s: {cell(r)}", flush=True)
