@@ -50,6 +50,7 @@ __all__ = [
     "to_mpfr_array",
     "from_mpfr_array",
     "gd_reference",
+    "gd_reference_iter",
     "gd_reference_direct",
     "stable_reference",
     "lstsq_solution",
@@ -200,19 +201,87 @@ def _prepare(A, b, x0, steps, digits):
     return A, b, x0, squeeze, steps, prec
 
 
-def _finish(iterates, squeeze: bool, return_mp: bool):
-    mp = np.empty((len(iterates),) + iterates[0].shape[:2], dtype=object)
-    for k, it in enumerate(iterates):
-        mp[k] = it[:, :, 0]
-    if squeeze:
-        mp = mp[:, 0]
-    out = from_mpfr_array(mp)
-    return (out, mp) if return_mp else out
+def _collect(steps: int, steps_iter, return_mp: bool):
+    """Stack what :func:`gd_reference_iter` yields into the (steps + 1, ...) arrays."""
+    floats, mp = None, None
+    for j, (xf, xm) in enumerate(steps_iter):
+        if floats is None:
+            floats = np.empty((steps + 1,) + xf.shape, dtype=np.float64)
+            mp = np.empty((steps + 1,) + xm.shape, dtype=object) if return_mp else None
+        floats[j] = xf
+        if return_mp:
+            mp[j] = xm
+    return (floats, mp) if return_mp else floats
 
 
 # ----------------------------------------------------------------------------
 # gradient descent references
 # ----------------------------------------------------------------------------
+
+
+def gd_reference_iter(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, direct: bool = False,
+                      return_mp: bool = False):
+    """Stream the high-precision (ridge) GD iterates x_0, x_1, ..., x_steps one at a time.
+
+    Returns an iterator that yields ``steps + 1`` times: x_j rounded to float64 (shape (B, D),
+    or (D,) for unbatched input), or with ``return_mp=True`` the pair ``(floats, mpfr object
+    array)``.  Only the current iterate is held, so memory does not grow with ``steps``; the
+    numbers are those of :func:`gd_reference` (``direct=False``: the precomputed ``M x + c``
+    update) or :func:`gd_reference_direct` (``direct=True``: the literal update), bit for bit --
+    those two functions are this iterator collected into arrays.
+
+    The arguments are validated and converted to mpfr when this is called (errors are raised
+    here, not at the first ``next()``).  Each step runs in its own fresh
+    ``gmpy2.context(precision=working_precision(digits))``, entered and left around the step,
+    so the caller's gmpy2 context is never changed between yields and does not affect the
+    iterates.
+    """
+    return _gd_stream(A, b, x0, eta, steps, digits, lam, direct, return_mp)[1]
+
+
+def _gd_stream(A, b, x0, eta, steps, digits, lam, direct, return_mp):
+    """(steps, generator of the iterates) for :func:`gd_reference_iter`; validates eagerly."""
+    A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
+    B, N, D = A.shape
+
+    def emit(x):
+        xm = x[:, :, 0]
+        if squeeze:
+            xm = xm[0]
+        xf = from_mpfr_array(xm)
+        return (xf, xm) if return_mp else xf
+
+    with gmpy2.context(precision=prec):
+        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
+        At = Am.transpose(0, 2, 1)
+        if direct:
+            ridge = any(v != 0 for v in lam_m.ravel())
+        else:
+            G = np.matmul(At, Am)  # (B, D, D)
+            h = np.matmul(At, bm)  # (B, D, 1)
+            M = -eta_m * G
+            one = gmpy2.mpfr(1)
+            eta_v, lam_v = eta_m[:, 0, 0], lam_m[:, 0, 0]
+            for i in range(D):
+                M[:, i, i] = one - eta_v * (G[:, i, i] + lam_v)
+            c = eta_m * h
+            del G, h
+
+    def iterates():
+        nonlocal x
+        yield emit(x)
+        for _ in range(steps):
+            with gmpy2.context(precision=prec):
+                if direct:
+                    g = np.matmul(At, np.matmul(Am, x) - bm)
+                    if ridge:
+                        g = g + lam_m * x
+                    x = x - eta_m * g
+                else:
+                    x = np.matmul(M, x) + c
+            yield emit(x)
+
+    return steps, iterates()
 
 
 def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_mp: bool = False):
@@ -236,6 +305,9 @@ def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_m
     -- ~1e-50 at the default 50 digits, some 34 orders of magnitude below float64
     resolution (they are tested to agree to 1e-40 at 60 digits).
 
+    This returns every iterate; :func:`gd_reference_iter` streams the same
+    numbers one step at a time (memory flat in ``steps``).
+
     Parameters
     ----------
     A : (B, N, D) or (N, D) array (float16/32/64, int, or object of exact numbers).
@@ -252,24 +324,7 @@ def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_m
     float64 array of shape (steps + 1, B, D) ((steps + 1, D) for unbatched input),
     and with ``return_mp=True`` the tuple ``(floats, mpfr_object_array)``.
     """
-    A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
-    B, N, D = A.shape
-    with gmpy2.context(precision=prec):
-        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
-        At = Am.transpose(0, 2, 1)
-        G = np.matmul(At, Am)  # (B, D, D)
-        h = np.matmul(At, bm)  # (B, D, 1)
-        M = -eta_m * G
-        one = gmpy2.mpfr(1)
-        eta_v, lam_v = eta_m[:, 0, 0], lam_m[:, 0, 0]
-        for i in range(D):
-            M[:, i, i] = one - eta_v * (G[:, i, i] + lam_v)
-        c = eta_m * h
-        iterates = [x]
-        for _ in range(steps):
-            x = np.matmul(M, x) + c
-            iterates.append(x)
-    return _finish(iterates, squeeze, return_mp)
+    return _collect(*_gd_stream(A, b, x0, eta, steps, digits, lam, False, True), return_mp)
 
 
 def _mpfr_problem(A, b, x0, eta, lam):
@@ -285,21 +340,9 @@ def gd_reference_direct(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, r
     ``r = A x_k - b``, ``g = A^T r + lam * x_k``, ``x_{k+1} = x_k - eta * g`` in
     mpfr at ``working_precision(digits)``; no algebraic rearrangement.  About
     2N/D times slower than :func:`gd_reference`; used to cross-check it.
+    (:func:`gd_reference_iter` with ``direct=True`` streams it.)
     """
-    A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
-    B, N, D = A.shape
-    with gmpy2.context(precision=prec):
-        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
-        ridge = any(v != 0 for v in lam_m.ravel())
-        At = Am.transpose(0, 2, 1)
-        iterates = [x]
-        for _ in range(steps):
-            g = np.matmul(At, np.matmul(Am, x) - bm)
-            if ridge:
-                g = g + lam_m * x
-            x = x - eta_m * g
-            iterates.append(x)
-    return _finish(iterates, squeeze, return_mp)
+    return _collect(*_gd_stream(A, b, x0, eta, steps, digits, lam, True, True), return_mp)
 
 
 # ----------------------------------------------------------------------------
