@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import gmpy2
 import networkx as nx
 
 import circuits as C
@@ -17,17 +18,16 @@ import circuits as C
 CONST = "__const__"
 
 
-def _scale(form: dict, c: Fraction) -> dict:
+Q = gmpy2.mpq  # the coefficients while linearising (C arithmetic); Fractions in the result
+ONE = Q(1)
+
+
+def _scale(form: dict, c) -> dict:
     return {k: v * c for k, v in form.items() if v * c != 0}
 
 
-def _addf(a: dict, b: dict, m: int = 1) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + m * v
-        if out[k] == 0:
-            del out[k]
-    return out
+def _as_fractions(form: dict) -> dict:
+    return {k: Fraction(int(v.numerator), int(v.denominator)) for k, v in form.items()}
 
 
 def _key(form: dict):
@@ -51,7 +51,7 @@ def linearise(g: nx.DiGraph):
             atoms[aid] = ("mul", fa, fb)
             level[aid] = 1 + max(flevel(fa), flevel(fb))
             by_key[key] = aid
-        return {by_key[key]: Fraction(1)}
+        return {by_key[key]: ONE}
 
     for name in C.inputs(g):
         aid = f"in:{name}"
@@ -60,21 +60,23 @@ def linearise(g: nx.DiGraph):
         d = g.nodes[v]
         op = d["op"]
         if op == "input":
-            forms[v] = {f"in:{d['name']}": Fraction(1)}
+            forms[v] = {f"in:{d['name']}": ONE}
         elif op == "const":
-            forms[v] = {CONST: Fraction(d["value"])} if d["value"] != 0 else {}
+            c = Fraction(d["value"])
+            forms[v] = {CONST: Q(c.numerator, c.denominator)} if c != 0 else {}
         elif op == "add":
-            f = {}
+            f: dict = {}
             for u, m in C.operands(g, v):
-                f = _addf(f, forms[u], m)
-            forms[v] = f
+                for k, c in forms[u].items():
+                    f[k] = f.get(k, 0) + m * c
+            forms[v] = {k: c for k, c in f.items() if c != 0}
         else:
-            scale, factors = Fraction(1), []
+            scale, factors = ONE, []
             for u, m in C.operands(g, v):
                 fu = forms[u]
                 for _ in range(m):
                     if not fu:
-                        scale = Fraction(0)
+                        scale = Q(0)
                     elif set(fu) == {CONST}:
                         scale *= fu[CONST]
                     else:
@@ -92,7 +94,9 @@ def linearise(g: nx.DiGraph):
                     pool.append(p)
                     pool.sort(key=flevel)
                 forms[v] = _scale(pool[0], scale)
-    outputs = {name: forms[n] for name, n in C.output_nodes(g).items()}
+    outputs = {name: _as_fractions(forms[n]) for name, n in C.output_nodes(g).items()}
+    atoms = {a: (t if t[0] == "input" else ("mul", _as_fractions(t[1]), _as_fractions(t[2])))
+             for a, t in atoms.items()}
     return atoms, level, outputs
 
 
