@@ -1,6 +1,6 @@
 """Peak memory of ``gd --layers L`` against depth: is it flat?
 
-    python bench/bench_memory.py [--depths 100,1000,3001] [--repeat 1] [--check]
+    python bench/bench_memory.py [--depths 100,1000,3001] [--repeat 1] [--check] [--quick]
 
 Each ``python -m verify.construct gd --layers L --quiet`` runs in a fresh interpreter (``--repeat``
 times, median reported); its own peak resident set size (``ru_maxrss`` of that child, from
@@ -8,7 +8,8 @@ times, median reported); its own peak resident set size (``ru_maxrss`` of that c
 is peak RSS at the deepest depth over the shallowest (target <= 1.10: memory flat in depth), and
 the growth per GD step is (RSS deepest - RSS shallowest) / (steps deepest - steps shallowest).
 Machines here are shared and noisy: the RSS is stable, the seconds are not.  ``--check`` exits 1
-when the ratio misses the target.
+when the ratio misses the target; ``--quick`` (a smoke run, as ``bench/performance.py --quick``
+calls it) measures depths 100 and 1000 only.
 """
 from __future__ import annotations
 
@@ -46,7 +47,10 @@ def main(argv=None) -> int:
     p.add_argument("--depths", default="100,1000,3001", help="comma-separated --layers (default 100,1000,3001)")
     p.add_argument("--repeat", type=int, default=1, help="runs per depth (median reported; default 1)")
     p.add_argument("--check", action="store_true", help=f"exit 1 if the ratio exceeds {TARGET}")
+    p.add_argument("--quick", action="store_true", help="a smoke run: --depths 100,1000")
     a = p.parse_args(argv)
+    if a.quick:
+        a.depths = "100,1000"
     if not 1 <= a.repeat <= 100:
         print("error: --repeat must be in 1..100", file=sys.stderr)
         return 2
