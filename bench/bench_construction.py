@@ -1,34 +1,90 @@
-"""Benchmark: the BaseConv GD construction against baselines measured in the same process.
+"""Benchmark: the BaseConv GD construction's float forward against a fair baseline, with honest FLOP counts.
 
 For the non-causal BaseConv GD construction (seed 000 App. D.3.1,
 ``constructions.gd_baseconv.gd_baseconv``; N=20, D=5 gives T=21 tokens x C=27
-channels) at several batch sizes, all in torch (float32, CPU by default), it
-times
+channels, 31 layers by default), at several batch sizes and dtypes, all in
+torch (CPU by default), it times, interleaved round by round:
 
-* ``construction (ops, direct)``: the stack run through ``Layer.forward`` (the
-  toolkit's path, ``constructions/ops.py``), direct convolution;
-* ``construction (ops, fft)``: the same with ``conv_method="fft"``;
-* ``straightforward torch``: the same layers as an ML user writes BaseConv
-  (zoology / H3 style): ``nn.Linear`` projections and an FFT long convolution,
-  weights loaded from the construction (checked to give the same output);
-  (``Backend.cast_layer`` plans each layer once, ``BaseConv.prepare``: lag-0
-  channels are products, uniform filters sums, zero bias matrices skipped);
+* ``construction (planned direct)``: the stack through ``Layer.forward`` after
+  ``Backend.cast_layer`` (``BaseConv.prepare``: an ``ops.ConvPlan`` per layer
+  -- lag-0-only channels a scaling, all-equal-tap channels a sum (circular) or
+  prefix sum (causal), the rest a Toeplitz/circulant product built once --
+  and the identically zero bias matrices skipped);
+* ``construction (ops fft, filter FFT per call)``: the same layers with
+  ``conv_method="fft"`` (the generic ``ops`` path: every bias added, the FFT of
+  the filter taken inside every call by ``ops._conv_fft``);
+* ``torch BaseConv, filter FFT precomputed``: **the baseline**, the layer as an
+  ML user writes BaseConv (zoology / H3 style): ``nn.Linear`` projections
+  (``bias=False``: the construction has no per-channel bias), its four bias
+  matrices added, an FFT long convolution over tokens in (B, C, T) layout whose
+  filter FFT is taken once per layer at construction time, as any real
+  implementation does;
+* ``torch BaseConv, filter FFT per call``: the same, recomputing the filter's
+  FFT on every call (the baseline this script used before), labelled as such;
 * ``GEMM, same shapes``: plain batched matmuls of exactly the layer's shapes
   (three (B*T, C) x (C, C) projections and the convolution as C batched
-  (T, T) x (T, B) products), the attainable rate for these shapes;
-* ``GEMM, large``: one 2048 x 2048 x 2048 matmul, the machine's GEMM peak.
+  (T, T) x (T, B) products): the rate attainable for these shapes;
+* the machine's GEMM peak: one numpy ``N x N @ N x N`` (``--gemm-n``, default
+  1024, the size of a layer's state at batch ~2000) and the same in torch, in
+  the dtype of the configuration, **inside every round** (not once at the
+  start), so that each round's rates are compared with the peak of that round.
 
-It reports problems x layers per second and GFLOP/s, counting for every
-implementation the same work, ``BaseConv.flops()`` (direct convolution), and
-quotes ratios against the baselines.  Example::
+Each round runs every item once, starting from a rotating position; the
+report is the median over rounds (the minimum is in ``--json``), and every
+ratio (speedup against the baseline, fraction of the peak) is the median of
+the per-round ratios, so that a load change of the shared machine between
+rounds cancels.  Time is reported per sample (seconds / batch) as wall time
+and as CPU time (``time.process_time()``: user + sys of this process, all its
+threads; CPU/wall near the thread count means the threads were busy, well
+below it that the process waited for a core).
 
-    python bench/bench_construction.py --batches 256,1024,4096 --layers 31
+Threads: one by default (``--threads 1``: torch's intra-op threads and
+numpy's OpenBLAS).  On a 2-core machine shared with other jobs, two threads
+per library make every small parallel region wait at its barrier for a
+descheduled thread (a 256^3 float32 matmul measured 2 GFLOP/s with two torch
+threads beside 100 with one), and numpy's and torch's thread pools, each
+spinning after its calls, slow each other down when interleaved.
+``--threads 0`` keeps the libraries' defaults.
+
+FLOPs (per sample, summed over the layers; ``T`` tokens, ``C`` channels):
+
+* **nominal** (the dense formula, ``BaseConv.flops()``, the same for every
+  implementation, the count the old script credited everyone with):
+  ``3 * 2 T C^2`` (three dense projections) + ``2 T^2 C`` (direct circular
+  convolution; causal ``T (T+1) C``) + ``6 T C`` (elementwise passes);
+* **useful** (the work the implementation actually does; a 1-flop
+  multiply or add each):
+
+  - construction (planned direct): ``3 * 2 T C^2`` (the projections are dense
+    GEMMs whatever the weights' sparsity) + per channel class of the layer's
+    ``ConvPlan``: scaling channels ``T * C_s`` (one multiply per entry), sum
+    channels ``T * C_u`` circular (``T-1`` adds + 1 multiply by the tap) or
+    ``(2T - 1) C_u`` causal (prefix sum + ``T`` multiplies), dense channels
+    ``2 T^2 C_d`` circular / ``T (T+1) C_d`` causal, all-zero filters 0
+    + ``T C`` for the gate product + ``T C`` per bias matrix that is not
+    identically zero (+ ``T C`` for a residual);
+  - FFT paths: ``3 * 2 T C^2`` + ``T C`` per bias matrix (all four) + ``T C``
+    gate product + per channel ``2 * 2.5 n log2 n`` (forward and inverse real
+    FFT of length ``n`` = ``T`` circular, ``2T`` causal; the usual
+    ``5 n log2 n`` complex-FFT convention halved) + ``6 (n//2 + 1)`` (complex
+    product); a filter FFT per call adds ``2.5 n log2 n * C / batch``;
+  - GEMM, same shapes: ``3 * 2 T C^2 + 2 T^2 C`` (what it multiplies);
+  - GEMM peak: ``2 N^3`` per call.
+
+Rates: GFLOP/s on each count (``count * batch / wall``), and the fraction of
+the round's GEMM peak (the larger of numpy's and torch's) reached on the
+useful count.  Example::
+
+    python bench/bench_construction.py                       # 256,1024,4096 x float32,float64
+    python bench/bench_construction.py --quick               # smoke run, a few seconds
+    python bench/bench_construction.py --batches 4096 --dtypes float64 --json out/b.json
     python bench/bench_construction.py --device cuda
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -45,53 +101,110 @@ from constructions.layers import BaseConv  # noqa: E402
 from numerics.backends import Backend  # noqa: E402
 from numerics.problems import sample_ls  # noqa: E402
 
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+CONSTR = "construction (planned direct)"
+CONSTR_FFT = "construction (ops fft, filter FFT per call)"
+BASE = "torch BaseConv, filter FFT precomputed"
+BASE_PERCALL = "torch BaseConv, filter FFT per call"
+GEMM_SAME = "GEMM, same shapes"
+PEAK_NP = "GEMM peak (numpy)"
+PEAK_TORCH = "GEMM peak (torch)"
+SHORT = {CONSTR_FFT: "ops fft", BASE: "baseline", BASE_PERCALL: "baseline per call"}
 
-# ------------------------------------------------------------------ baselines
+
+# ------------------------------------------------------------------ baseline
 
 class TorchBaseConv(nn.Module):
     """One BaseConv layer (seed 000 eq. (2)) written the way an ML user writes it.
 
-    ``nn.Linear`` projections (weight = W^T; their per-channel bias is 0 here),
-    the construction's position-dependent bias matrices as parameters, and an
-    FFT long convolution over the token axis in (B, C, T) layout as in H3 /
-    Hyena / zoology: rfft of input and filter, product, irfft.  ``causal``:
-    zero-padded to 2T (linear convolution); else length T (circular).
+    ``nn.Linear`` projections (weight = W^T, no per-channel bias: the
+    construction has none), the construction's position-dependent bias
+    matrices as parameters (always added: a generic layer does not know they
+    are zero), and an FFT long convolution over the token axis in (B, C, T)
+    layout as in H3 / Hyena / zoology: rfft of the input, product with the
+    filter's rfft, irfft.  ``causal``: zero-padded to 2T (linear convolution);
+    else length T (circular).  ``filter_fft_per_call=False`` (the fair
+    default) takes the filter's rfft once here; ``True`` recomputes it on every
+    call.
     """
 
-    def __init__(self, layer: BaseConv, dtype, device):
+    def __init__(self, layer: BaseConv, dtype, device, *, filter_fft_per_call: bool = False):
         super().__init__()
         T, C = layer.shape
-        self.T, self.causal = T, layer.causal
+        self.T, self.causal, self.per_call = T, layer.causal, filter_fft_per_call
+        self.residual = layer.residual
+        self.n = 2 * T if layer.causal else T
         f = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype, device=device)  # noqa: E731
-        lin = lambda W: self._linear(f(W), C, dtype, device)  # noqa: E731
-        self.in_proj, self.gate_proj, self.out_proj = lin(layer.W_in.astype(float)), lin(
-            layer.W_gate.astype(float)), lin(layer.W_out.astype(float))
+        lin = lambda W: self._linear(f(W.astype(float)), C, dtype, device)  # noqa: E731
+        self.in_proj, self.gate_proj, self.out_proj = lin(layer.W_in), lin(layer.W_gate), lin(layer.W_out)
         self.filter = nn.Parameter(f(layer.h.astype(float)).T.contiguous(), requires_grad=False)  # (C, T)
-        self.b_in = nn.Parameter(f(layer.b_in.astype(float)), requires_grad=False)
-        self.b_conv = nn.Parameter(f(layer.b_conv.astype(float)), requires_grad=False)
-        self.b_gate = nn.Parameter(f(layer.b_gate.astype(float)), requires_grad=False)
-        self.b_out = nn.Parameter(f(layer.b_out.astype(float)), requires_grad=False)
+        # torch's FFT has no half-precision CPU kernels: half dtypes transform in float32 (as ops._conv_fft)
+        self.work = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+        self.register_buffer("filter_f", torch.fft.rfft(self.filter.detach().to(self.work), n=self.n))  # (C, n//2+1)
+        for k in ("b_in", "b_conv", "b_gate", "b_out"):
+            setattr(self, k, nn.Parameter(f(getattr(layer, k).astype(float)), requires_grad=False))
 
     @staticmethod
     def _linear(W, C, dtype, device):
-        lin = nn.Linear(C, C, bias=True, dtype=dtype, device=device)
+        lin = nn.Linear(C, C, bias=False, dtype=dtype, device=device)
         with torch.no_grad():
             lin.weight.copy_(W.T)
-            lin.bias.zero_()
         lin.requires_grad_(False)
         return lin
 
     def fftconv(self, v):  # v (B, T, C)
-        L = v.shape[-2]
-        n = 2 * L if self.causal else L
-        k_f = torch.fft.rfft(self.filter, n=n)  # (C, n//2+1)
-        v_f = torch.fft.rfft(v.transpose(-1, -2), n=n)  # (B, C, n//2+1)
-        return torch.fft.irfft(v_f * k_f, n=n)[..., :L].transpose(-1, -2)
+        L, n = v.shape[-2], self.n
+        k_f = torch.fft.rfft(self.filter.to(self.work), n=n) if self.per_call else self.filter_f
+        v_f = torch.fft.rfft(v.transpose(-1, -2).to(self.work), n=n)  # (B, C, n//2+1)
+        return torch.fft.irfft(v_f * k_f, n=n)[..., :L].transpose(-1, -2).to(v.dtype)
 
     def forward(self, u):
         z = self.fftconv(self.in_proj(u) + self.b_in) + self.b_conv
         g = self.gate_proj(u) + self.b_gate
-        return self.out_proj(g * z) + self.b_out
+        y = self.out_proj(g * z) + self.b_out
+        return u + y if self.residual else y
+
+
+# ------------------------------------------------------------------ FLOP counts (per sample)
+
+def rfft_flops(n: int) -> float:
+    """One real FFT of length n: half the ``5 n log2 n`` complex-FFT convention."""
+    return 2.5 * n * math.log2(n) if n > 1 else 0.0
+
+
+def plan_flops(layer: BaseConv, prepared: BaseConv) -> tuple[int, dict]:
+    """Useful FLOPs per sample of the planned direct forward of ``layer`` (see the module
+    docstring), and the layer's channel classes."""
+    T, C = layer.shape
+    plan, zero = prepared.__dict__["_plan"]
+    cs, cu, cd = len(plan.lag0), len(plan.uniform), len(plan.general)
+    conv = T * cs + (T if not layer.causal else 2 * T - 1) * cu + (2 * T * T if not layer.causal else T * (T + 1)) * cd
+    biases = sum(1 for v in zero.values() if not v)
+    total = 3 * 2 * T * C * C + conv + T * C + biases * T * C + (T * C if layer.residual else 0)
+    return total, {"scaling": cs, "sum": cu, "dense": cd, "zero": C - cs - cu - cd, "bias_matrices_added": biases}
+
+
+def fft_path_flops(layer: BaseConv, batch: int, filter_per_call: bool) -> float:
+    """Useful FLOPs per sample of an FFT-convolution forward that adds every bias matrix."""
+    T, C = layer.shape
+    n = 2 * T if layer.causal else T
+    conv = C * (2 * rfft_flops(n) + 6 * (n // 2 + 1))
+    if filter_per_call:
+        conv += C * rfft_flops(n) / batch
+    return 3 * 2 * T * C * C + 4 * T * C + T * C + conv + (T * C if layer.residual else 0)
+
+
+def gemm_same_flops(layer: BaseConv) -> int:
+    T, C = layer.shape
+    return 3 * 2 * T * C * C + 2 * T * T * C
+
+
+def nonzero_weight_flops(layer: BaseConv) -> int:
+    """2 x the structurally nonzero weights x T: what the three projections would cost if the
+    zero weights were skipped (a note, not a column: every path here runs them dense)."""
+    T, _ = layer.shape
+    return 2 * T * sum(int((np.asarray(getattr(layer, w), dtype=object) != 0).sum())
+                       for w in ("W_in", "W_gate", "W_out"))
 
 
 # ------------------------------------------------------------------ timing
@@ -101,172 +214,281 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def time_round_robin(fns: dict, device, repeats: int) -> dict:
-    """Best (minimum) and median wall time of each function, timed in turns.
+def time_interleaved(fns: dict, device, repeats: int, warm=None) -> dict:
+    """Wall and CPU seconds of each function in every round, the functions run in turns.
 
-    Round-robin so that a transient stall of the machine (a shared VM shows
-    multi-second ones) hits every implementation alike; the minimum is the
-    estimate of the undisturbed time.
+    Round r runs every function once, starting at position r (rotating), so
+    that a transient stall or a load change of the machine hits every
+    implementation alike and no implementation always follows the same one.
+    One untimed warm-up call each (allocations, kernel selection) of the
+    functions named in ``warm`` (default: all; the caller has run the others).
     """
-    for f in fns.values():  # warm-up: allocations, kernel selection
-        f()
-        f()
-    _sync(device)
-    ts = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, f in fns.items():
-            t0 = time.perf_counter()
+    for k, f in fns.items():
+        if warm is None or k in warm:
             f()
+    _sync(device)
+    names = list(fns)
+    out = {k: {"wall": [], "cpu": []} for k in names}
+    for r in range(repeats):
+        for i in range(len(names)):
+            k = names[(r + i) % len(names)]
+            c0, t0 = time.process_time(), time.perf_counter()
+            fns[k]()
             _sync(device)
-            ts[name].append(time.perf_counter() - t0)
-    return {name: (min(v), float(np.median(v))) for name, v in ts.items()}
+            out[k]["wall"].append(time.perf_counter() - t0)
+            out[k]["cpu"].append(time.process_time() - c0)
+    return out
 
 
 def breakdown(layer: BaseConv, u, device, repeats: int) -> dict:
-    """Time of each piece of one ``BaseConv.forward`` (the toolkit's ops path)."""
+    """Median wall time of each piece of one ``BaseConv.forward`` (the toolkit's ops path)."""
     L = layer
     v = ops.add(ops.mm(u, L.W_in), L.b_in)
     plan = ops.ConvPlan(L.h, causal=L.causal)
     z = ops.conv(v, L.h, causal=L.causal)
     g = ops.add(ops.mm(u, L.W_gate), L.b_gate)
     pieces = {
-        "u W_in + b_in": lambda: ops.add(ops.mm(u, L.W_in), L.b_in),
-        "conv (direct, planned: ops.ConvPlan)": lambda: plan(v),
-        "conv (direct, unplanned: (T,T,C) Toeplitz + einsum)": lambda: ops.conv(v, L.h, causal=L.causal),
+        "u W_in": lambda: ops.mm(u, L.W_in),
+        "conv (planned: ops.ConvPlan)": lambda: plan(v),
+        "conv (unplanned (T,T,C) Toeplitz einsum)": lambda: ops.conv(v, L.h, causal=L.causal),
         "conv (fft)": lambda: ops.conv(v, L.h, causal=L.causal, method="fft"),
-        "+ b_conv": lambda: ops.add(z, L.b_conv),
-        "u W_gate + b_gate": lambda: ops.add(ops.mm(u, L.W_gate), L.b_gate),
+        "+ bias matrix": lambda: ops.add(z, L.b_conv),
+        "u W_gate": lambda: ops.mm(u, L.W_gate),
         "gate * conv": lambda: ops.hadamard(g, z),
-        "(.) W_out + b_out": lambda: ops.add(ops.mm(ops.hadamard(g, z), L.W_out), L.b_out),
+        "(.) W_out": lambda: ops.mm(ops.hadamard(g, z), L.W_out),
     }
-    return {k: t for k, (t, _) in time_round_robin(pieces, device, repeats).items()}
+    tm = time_interleaved(pieces, device, repeats)
+    return {k: float(np.median(v["wall"])) for k, v in tm.items()}
+
+
+def set_numpy_blas_threads(n: int) -> str:
+    """Set the thread count of the BLAS numpy loaded (OpenBLAS, found in this process's
+    memory map; no extra dependency).  Returns what was done, for the header line."""
+    import ctypes  # noqa: PLC0415
+
+    try:
+        with open("/proc/self/maps") as fh:
+            libs = sorted({ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
+    except OSError:
+        libs = []
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for sym in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                    "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(lib, sym):
+                getattr(lib, sym)(ctypes.c_int(n))
+                return f"numpy OpenBLAS {n} thread{'s' if n > 1 else ''}"
+    return "numpy BLAS threads not set (no OpenBLAS found)"
+
+
+def _med(xs):
+    return float(np.median(xs))
+
+
+# ------------------------------------------------------------------ one configuration
+
+def run_config(con, stack, dtype: str, B: int, a) -> dict:
+    be = Backend("torch", dtype, a.device)
+    dt = getattr(torch, dtype)
+    T, C = con.layout.shape
+    cast = [be.cast_layer(L) for L in stack]
+    fair = [TorchBaseConv(L, dt, a.device) for L in stack]
+    percall = [TorchBaseConv(L, dt, a.device, filter_fft_per_call=True) for L in stack]
+    nominal = sum(L.flops() for L in stack)
+    useful = {
+        CONSTR: sum(plan_flops(L, P)[0] for L, P in zip(stack, cast)),
+        CONSTR_FFT: sum(fft_path_flops(L, B, True) for L in stack),
+        BASE: sum(fft_path_flops(L, B, False) for L in stack),
+        BASE_PERCALL: sum(fft_path_flops(L, B, True) for L in stack),
+        GEMM_SAME: sum(gemm_same_flops(L) for L in stack),
+    }
+    P = sample_ls(B, a.n, a.d, seed=0)
+    q = np.random.default_rng(1).standard_normal((B, a.d))
+    S0 = be.asarray(con.input_state({"A": P.A, "b": P.b, "x": P.x0, "q": q}))
+
+    def run_layers(layers, **kw):
+        def f():
+            S = S0
+            for L in layers:
+                S = L.forward(S, **kw)
+            return S
+        return f
+
+    U = torch.randn(B * T, C, dtype=dt, device=a.device)
+    W = torch.randn(C, C, dtype=dt, device=a.device)
+    K = torch.randn(C, T, T, dtype=dt, device=a.device)
+    V = torch.randn(C, T, B, dtype=dt, device=a.device)
+
+    def run_gemm():
+        for _ in stack:
+            U @ W
+            U @ W
+            U @ W
+            torch.bmm(K, V)
+
+    N = a.gemm_n
+    fns = {}
+    on_cpu = not a.device.startswith("cuda")
+    if on_cpu and dtype in ("float32", "float64"):
+        rng = np.random.default_rng(2)
+        Xn, Yn = rng.standard_normal((N, N)).astype(dtype), rng.standard_normal((N, N)).astype(dtype)
+        fns[PEAK_NP] = lambda: Xn @ Yn
+    Xt, Yt = torch.randn(N, N, dtype=dt, device=a.device), torch.randn(N, N, dtype=dt, device=a.device)
+    fns[PEAK_TORCH] = lambda: Xt @ Yt
+    fns.update({CONSTR: run_layers(cast), CONSTR_FFT: run_layers(cast, conv_method="fft"),
+                BASE: run_layers(fair), BASE_PERCALL: run_layers(percall), GEMM_SAME: run_gemm})
+    with torch.inference_mode():
+        ref = fns[CONSTR]()
+        scale = float(ref.abs().max())
+        diffs = {k: float((fns[k]() - ref).abs().max()) for k in (CONSTR_FFT, BASE, BASE_PERCALL)}
+        # the output comparison above was the warm-up of the forwards
+        tm = time_interleaved(fns, a.device, a.repeats, warm=(PEAK_NP, PEAK_TORCH, GEMM_SAME))
+        parts = None
+        if a.breakdown_layer is not None and B == max(a.batch_list):
+            li = min(a.breakdown_layer, len(cast) - 1)
+            parts = {"layer": li, "classes": plan_flops(stack[li], cast[li])[1],
+                     "ms": {k: 1e3 * v for k, v in breakdown(cast[li], S0, a.device, a.repeats).items()}}
+    peak_rounds = np.max([[2 * N ** 3 / t / 1e9 for t in tm[k]["wall"]] for k in (PEAK_NP, PEAK_TORCH) if k in tm],
+                         axis=0)
+    base_w = np.array(tm[BASE]["wall"])
+    row = {"dtype": dtype, "batch": B, "layers": len(stack), "nominal_flops_per_sample": nominal,
+           "max_abs_diff_vs_construction": diffs, "output_max_abs": scale, "gemm_n": N,
+           "gemm_peak_gflops_median": _med(peak_rounds),
+           "gemm_peak_gflops_by_library": {k: _med([2 * N ** 3 / t / 1e9 for t in tm[k]["wall"]])
+                                           for k in (PEAK_NP, PEAK_TORCH) if k in tm},
+           "impl": {}}
+    for name in (CONSTR, CONSTR_FFT, BASE, BASE_PERCALL, GEMM_SAME):
+        w, c = np.array(tm[name]["wall"]), np.array(tm[name]["cpu"])
+        u = useful[name]
+        row["impl"][name] = {
+            "useful_flops_per_sample": u,
+            "wall_median_s": _med(w), "wall_min_s": float(w.min()), "cpu_median_s": _med(c),
+            "wall_per_sample_s": _med(w) / B, "cpu_per_sample_s": _med(c) / B,
+            "cpu_over_wall": _med(c / w),
+            "nominal_gflops": nominal * B / _med(w) / 1e9, "useful_gflops": u * B / _med(w) / 1e9,
+            "fraction_of_peak_useful": _med(u * B / w / 1e9 / peak_rounds),
+            "fraction_of_peak_nominal": _med(nominal * B / w / 1e9 / peak_rounds),
+            "speedup_vs_baseline": _med(base_w / w),
+            "wall_rounds_s": w.tolist(), "cpu_rounds_s": c.tolist(),
+        }
+    if parts is not None:
+        row["breakdown"] = parts
+    del U, V, K, S0
+    return row
+
+
+# ------------------------------------------------------------------ output
+
+def print_config(row: dict, first: bool) -> None:
+    if first:
+        print(f"{'dtype':<8} {'batch':>5} {'implementation':<44} {'wall/sample':>11} {'CPU/sample':>10} "
+              f"{'CPU/wall':>8} {'useful/nom':>10} {'nom GF/s':>8} {'useful GF/s':>11} {'of peak':>7} "
+              f"{'vs baseline':>11}")
+    for name, r in row["impl"].items():
+        print(f"{row['dtype']:<8} {row['batch']:>5} {name:<44} {1e6 * r['wall_per_sample_s']:>9.2f}us "
+              f"{1e6 * r['cpu_per_sample_s']:>8.2f}us {r['cpu_over_wall']:>8.2f} "
+              f"{r['useful_flops_per_sample'] / row['nominal_flops_per_sample']:>10.3f} {r['nominal_gflops']:>8.2f} "
+              f"{r['useful_gflops']:>11.2f} {r['fraction_of_peak_useful']:>7.3f} {r['speedup_vs_baseline']:>10.2f}x")
+    lib = ", ".join(f"{k.split('(')[1].rstrip(')')} {v:.1f}" for k, v in row["gemm_peak_gflops_by_library"].items())
+    print(f"{'':<14} GEMM peak {row['gemm_n']}^3 {row['dtype']}, interleaved: median of the per-round max "
+          f"{row['gemm_peak_gflops_median']:.1f} GFLOP/s ({lib}); max |difference| to the construction output "
+          f"(max |output| {row['output_max_abs']:.2g}): "
+          + ", ".join(f"{SHORT[k]} {v:.1e}" for k, v in row["max_abs_diff_vs_construction"].items()))
+    if "breakdown" in row:
+        b = row["breakdown"]
+        cl = ", ".join(f"{k} {v}" for k, v in b["classes"].items())
+        print(f"{'':<14} one layer (stack layer {b['layer']}: {cl}), batch {row['batch']}, median ms: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in b["ms"].items()))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="256,1024,4096")
+    ap.add_argument("--dtypes", default="float32,float64", help=f"comma list of {', '.join(DTYPES)}")
+    ap.add_argument("--dtype", help="one dtype (same as --dtypes DTYPE)")
     ap.add_argument("--layers", type=int, default=31, help="depth 1 + 3k of the GD stack (default 31)")
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--d", type=int, default=5)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
-    ap.add_argument("--repeats", type=int, default=7, help="timed runs per implementation (minimum reported)")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--repeats", type=int, default=4, help="interleaved rounds (median reported; default 4)")
+    ap.add_argument("--gemm-n", type=int, default=1024, help="size N of the N^3 GEMM peak (default 1024)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="CPU threads of torch and of numpy's BLAS (default 1; 0: the libraries' defaults)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: batches 16,64, 4 layers, 2 rounds, GEMM 256 (a few seconds)")
     ap.add_argument("--json", help="write the results as JSON")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.batches, a.layers, a.repeats, a.gemm_n = "16,64", 4, 2, 256
     try:
-        batches = [int(t) for t in a.batches.split(",") if t.strip()]
-        if not batches or min(batches) < 1 or a.repeats < 1:
+        a.batch_list = [int(t) for t in a.batches.split(",") if t.strip()]
+        if not a.batch_list or min(a.batch_list) < 1:
             raise ValueError
     except ValueError:
-        print(f"error: --batches must be positive integers and --repeats >= 1, got {a.batches!r}", file=sys.stderr)
+        print(f"error: --batches must be a comma list of positive integers, got {a.batches!r}", file=sys.stderr)
         return 2
+    dtypes = [t.strip() for t in (a.dtype if a.dtype is not None else a.dtypes).split(",") if t.strip()]
+    bad = [t for t in dtypes if t not in DTYPES]
+    if not dtypes or bad:
+        print(f"error: unknown dtype {bad[0] if bad else ''!r}; choose from {', '.join(DTYPES)}", file=sys.stderr)
+        return 2
+    for flag, v, lo in (("--repeats", a.repeats, 1), ("--gemm-n", a.gemm_n, 1), ("--threads", a.threads, 0)):
+        if v < lo:
+            print(f"error: {flag} must be >= {lo}, got {v}", file=sys.stderr)
+            return 2
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("error: --device cuda requested but torch sees no CUDA GPU", file=sys.stderr)
         return 2
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    con = gd_baseconv(a.n, a.d)
+    if a.device != "cpu" and not a.device.startswith("cuda"):
+        print(f"error: --device must be cpu or cuda[:i], got {a.device!r}", file=sys.stderr)
+        return 2
     try:
+        con = gd_baseconv(a.n, a.d)
         k = con.steps_for_depth(a.layers)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    be = Backend("torch", a.dtype, a.device)
-    dt = getattr(torch, a.dtype)
+    a.breakdown_layer = 2 if k >= 1 else None
+    blas = "numpy BLAS threads: library default"
+    if a.threads and not a.device.startswith("cuda"):
+        torch.set_num_threads(a.threads)
+        blas = set_numpy_blas_threads(a.threads)
     stack = con.layers(k)
     T, C = con.layout.shape
-    cast = {id(L): be.cast_layer(L) for L in stack}
-    tlayers = {id(L): TorchBaseConv(L, dt, a.device) for L in stack}
-    flops_problem = sum(L.flops() for L in stack)
-    dev_name = torch.cuda.get_device_name() if a.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} torch threads"
-    print(f"{con.name}: {len(stack)} layers (1 + 3 x {k}), state T={T} x C={C}, {a.dtype} on {a.device} ({dev_name}); "
-          f"torch {torch.__version__}")
-    print(f"flops per problem through the stack: {flops_problem} (BaseConv.flops(), direct convolution)")
-
-    # machine GEMM peak (large square)
-    M = 2048
-    X = torch.randn(M, M, dtype=dt, device=a.device)
-    Y = torch.randn(M, M, dtype=dt, device=a.device)
-    t_big = time_round_robin({"gemm": lambda: X @ Y}, a.device, a.repeats)["gemm"][0]
-    peak_big = 2 * M ** 3 / t_big / 1e9
-    print(f"GEMM, large ({M}^3): {peak_big:.1f} GFLOP/s")
-    del X, Y
-
+    dev_name = (torch.cuda.get_device_name() if a.device.startswith("cuda")
+                else f"CPU, {torch.get_num_threads()} torch threads, {blas}, {os.cpu_count()} CPUs")
+    load0 = os.getloadavg()
+    print(f"{con.name}: {len(stack)} layers (1 + 3 x {k}), state T={T} x C={C}, on {a.device} ({dev_name}); "
+          f"torch {torch.__version__}, numpy {np.__version__}; load average {load0[0]:.2f}")
+    classes = {}
+    be = Backend("torch", "float64", a.device)
+    for L in stack:
+        cl = plan_flops(L, be.cast_layer(L))[1]
+        key = tuple(cl.items())
+        classes[key] = classes.get(key, 0) + 1
+    print("per sample: nominal FLOPs (BaseConv.flops(), dense: 6TC^2 + 2T^2C + 6TC per layer) "
+          f"{sum(L.flops() for L in stack)}; projections with zero weights skipped would be "
+          f"{sum(nonzero_weight_flops(L) for L in stack)} of the {sum(6 * T * C * C for _ in stack)} dense GEMM FLOPs")
+    print("ConvPlan channel classes: " + "; ".join(f"{n} layers {dict(key)}" for key, n in classes.items()))
+    print(f"times: median of {a.repeats} interleaved rounds; 'of peak': useful GFLOP/s over the same round's "
+          f"GEMM peak; 'vs baseline': per-round speedup over '{BASE}'")
     results = []
-    hdr = (f"{'batch':>6} {'implementation':<30} {'time (s)':>9} {'problems*layers/s':>18} {'GFLOP/s':>8} "
-           f"{'vs straightforward':>18} {'of GEMM same shapes':>19} {'of GEMM large':>13}")
-    print(hdr)
-    for B in batches:
-        P = sample_ls(B, a.n, a.d, seed=0)
-        q = np.random.default_rng(1).standard_normal((B, a.d))
-        S0 = be.asarray(con.input_state({"A": P.A, "b": P.b, "x": P.x0, "q": q}))
-
-        def run_ops(method):
-            def f():
-                S = S0
-                for L in stack:
-                    S = cast[id(L)].forward(S, conv_method=method)
-                return S
-            return f
-
-        def run_torch():
-            S = S0
-            for L in stack:
-                S = tlayers[id(L)](S)
-            return S
-
-        # same-shape GEMMs: 3 projections + the convolution as C batched (T,T)x(T,B) products, per layer
-        U = torch.randn(B * T, C, dtype=dt, device=a.device)
-        W = torch.randn(C, C, dtype=dt, device=a.device)
-        K = torch.randn(C, T, T, dtype=dt, device=a.device)
-        V = torch.randn(C, T, B, dtype=dt, device=a.device)
-
-        def run_gemm():
-            for _ in stack:
-                U @ W
-                U @ W
-                U @ W
-                torch.bmm(K, V)
-
-        with torch.inference_mode():
-            ref = run_ops("direct")()
-            diffs = {"fft": float((run_ops("fft")() - ref).abs().max()),
-                     "straightforward": float((run_torch() - ref).abs().max())}
-            tm = time_round_robin({
-                "construction (ops, direct)": run_ops("direct"),
-                "construction (ops, fft)": run_ops("fft"),
-                "straightforward torch": run_torch,
-                "GEMM, same shapes": run_gemm,
-            }, a.device, a.repeats)
-            times = {k: t for k, (t, _) in tm.items()}
-            medians = {k: m for k, (_, m) in tm.items()}
-            parts = breakdown(cast[id(con.body[2])], S0, a.device, a.repeats) if B == max(batches) else None
-        work = B * flops_problem
-        t_straight = times["straightforward torch"]
-        gemm_rate = work / times["GEMM, same shapes"] / 1e9
-        row = {"batch": B, "layers": len(stack), "flops": work, "max_abs_diff_vs_direct": diffs, "impl": {}}
-        for name, t in times.items():
-            rate = work / t / 1e9
-            row["impl"][name] = {"seconds": t, "median_seconds": medians[name], "problems_layers_per_s": B * len(stack) / t, "gflops": rate,
-                                 "speedup_vs_straightforward": t_straight / t,
-                                 "fraction_of_gemm_same_shapes": rate / gemm_rate,
-                                 "fraction_of_gemm_large": rate / peak_big}
-            print(f"{B:>6} {name:<30} {t:>9.4f} {B * len(stack) / t:>18.3e} {rate:>8.2f} "
-                  f"{t_straight / t:>17.2f}x {rate / gemm_rate:>19.3f} {rate / peak_big:>13.4f}")
-        print(f"{'':>6} max |difference| to the direct construction output: "
-              + ", ".join(f"{k} {v:.2e}" for k, v in diffs.items()))
-        if parts is not None:
-            row["breakdown_body_layer3"] = parts
-            print(f"{'':>6} one layer (body layer 3, all-ones circulant filter on the s2 channels), batch {B}: "
-                  + ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items()))
-        results.append(row)
-        del U, V, K, S0
+    t_start, c_start = time.perf_counter(), time.process_time()
+    for dtype in dtypes:
+        for B in a.batch_list:
+            row = run_config(con, stack, dtype, B, a)
+            print_config(row, first=not results)
+            sys.stdout.flush()
+            results.append(row)
+    load1 = os.getloadavg()
+    print(f"total {time.perf_counter() - t_start:.1f} s wall, {time.process_time() - c_start:.1f} s CPU; "
+          f"load average {load1[0]:.2f} at the end")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"device": a.device, "device_name": dev_name, "dtype": a.dtype, "torch": torch.__version__,
-                       "layers": len(stack), "T": T, "C": C, "flops_per_problem": flops_problem,
-                       "gemm_large_gflops": peak_big, "results": results}, fh, indent=1)
+            json.dump({"device": a.device, "device_name": dev_name, "torch": torch.__version__, "numpy": np.__version__,
+                       "construction": con.name, "layers": len(stack), "T": T, "C": C, "dtypes": dtypes,
+                       "batches": a.batch_list, "repeats": a.repeats, "gemm_n": a.gemm_n,
+                       "load_average": [load0[0], load1[0]], "baseline": BASE, "results": results}, fh, indent=1)
         print(f"written {a.json}")
     return 0
 
