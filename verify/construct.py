@@ -31,7 +31,8 @@ from constructions.weights_io import (NoMetadataError, WeightFileError, check_ag
 #: sizes ``gd`` accepts without --allow-large (the exact proof grows fast with N*D:
 #: 0.3 s at 20 x 5, 12 s at 40 x 10, 175 s at 64 x 16 for gd-baseconv on this CPU)
 GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof variables)": 1024,
-             "--batch": 1 << 20, "--digits": 10_000, "memory (estimate)": "16 GiB"}
+             "--batch": 1 << 20, "--digits": 10_000, "--batch x --layers (problem-layers)": 1_000_000_000,
+             "memory (estimate)": "16 GiB"}
 DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 
 from numerics.backends import BACKENDS, DTYPES
@@ -202,15 +203,18 @@ def _resolve(a) -> tuple[dict, dict, object]:
 def _estimate_bytes(con, k: int, batch: int, n_dtypes: int, digits: int) -> float:
     """A rough upper estimate of a gd run's memory: the problems rounded to each dtype (kept
     for all dtypes), the streamed float states (a few copies of the batched state), the
-    iterates kept per step, and the mpfr reference (matrix M, vector c and the iterates,
-    ~(digits/2 + 40) bytes each); the dtypes run one after another."""
+    current iterates of the run, plain GD and the reference, one report row per step, and the
+    mpfr reference's matrix M and vector c (~(digits/2 + 40) bytes each); the reference, the
+    run and plain GD advance in lockstep (numerics.runner.gd_accuracy), so nothing else grows
+    with depth; the dtypes run one after another."""
     n, d = con.variables["A"]
     mp = digits / 2 + 40
     inputs = n_dtypes * batch * (n * d + n + 2 * d) * 8
     state = 4 * batch * con.state_size * 8
-    iterates = (k + 1) * batch * d * 8 * 3
-    reference = batch * (d * d + d) * mp + (k + 1) * batch * d * 8
-    return inputs + state + iterates + reference
+    iterates = 3 * batch * d * (8 + mp)
+    rows = (k + 1) * n_dtypes * 512
+    reference = batch * (d * d + d) * mp
+    return inputs + state + iterates + rows + reference
 
 
 # ------------------------------------------------------------------ gd
@@ -281,6 +285,10 @@ def gd_settings(a) -> GDSettings:
         raise UsageError(f"--layers: {e}") from None
     except (ValueError, BackendError) as e:
         raise UsageError(str(e)) from None
+    work, work_lim = a.batch * layers, GD_LIMITS["--batch x --layers (problem-layers)"]
+    if not a.allow_large and work > work_lim:
+        raise UsageError(f"--batch {a.batch} x --layers {layers} = {work} problem-layers exceeds the limit "
+                         f"{work_lim} (lower --batch or --layers, or pass --allow-large)")
     if not a.allow_large:
         check_memory(f"gd at depth {layers}, batch {a.batch}, N={n}, D={d}",
                      _estimate_bytes(con, k, a.batch, len(backends), a.digits), override="--allow-large")

@@ -24,6 +24,8 @@ CASES = [
     (["gd", "--layers", "7", *SMALL, "--seed=-1"], ["--seed", ">= 0"]),
     (["gd", "--layers", "7", "--n", "4", "--d", "2", "--batch", "1000000000"], ["--batch", "limit", "--allow-large"]),
     (["gd", "--layers", "7", "--n", "4", "--d", "2", "--batch", "1048576", "--layers", "100000"],
+     ["problem-layers", "--allow-large"]),
+    (["gd", "--layers", "7", "--n", "256", "--d", "4", "--batch", "1048576", "--dtype", "float32,float64"],
      ["memory", "--allow-large"]),
     (["gd", "--layers", "1000000000", *SMALL], ["--layers", "limit"]),
     (["gd", "--layers", "1e9", *SMALL], ["--layers", "invalid int value"]),
