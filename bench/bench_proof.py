@@ -71,8 +71,8 @@ def run_child(code: str, timeout: float) -> dict:
         return {"timeout": timeout}
     if p.returncode != 0:
         err = p.stderr.strip().splitlines()
-        if any("allocate memory" in line or "MemoryError" in line for line in err):
-            return {"error": "out of memory (the --memory-gib cap)"}
+        if any("allocate memory" in line or "MemoryError" in line for line in err) or p.returncode == -6:
+            return {"error": "out of memory (the --memory-gib cap; FLINT aborts on a failed allocation)"}
         return {"error": (err or ["exit %d" % p.returncode])[-1]}
     return json.loads(p.stdout.strip().splitlines()[-1])
 

@@ -38,23 +38,12 @@ import numpy as np
 from constructions.base import Construction, run_layers
 from verify.proof import SymbolicProblem
 
+from verify.flint_backend import fq  # the exact scalar conversion, shared with the prover
+
 from .models import Stack, TOKEN_NAMES, var_names
 
 
 # ------------------------------------------------------------------ exact backend (python-flint)
-
-def fq(x) -> "flint.fmpq":
-    """An exact rational scalar (int, Fraction, sympy Rational, gmpy2 mpq) as flint.fmpq."""
-    if isinstance(x, flint.fmpq):
-        return x
-    if isinstance(x, (int, np.integer)):
-        return flint.fmpq(int(x))
-    try:
-        q = Fraction(x)
-    except TypeError:
-        q = Fraction(str(x))
-    return flint.fmpq(q.numerator, q.denominator)
-
 
 def to_fraction(c) -> Fraction:
     return Fraction(int(c.p), int(c.q))
