@@ -30,6 +30,7 @@ from circuits.graph import LimitError, PrunedNodesWarning
 from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import TARGETS, CompileError, compile_circuit, default_target
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load, save
+from polyverify.child import run_limited
 from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
                             interactive, one_line, output_file, progress)
 
@@ -104,6 +105,11 @@ def add_arguments(c) -> None:
     c.add_argument("--float-trials", type=int, default=8,
                    help="of those, how many also run in float64 against the exact value at the same float inputs "
                         "(each costs an exact evaluation of the circuit in Fractions; default 8, 0: none)")
+    c.add_argument("--proof-memory-gib", type=float, default=16.0,
+                   help="memory the exact proof may use, GiB (default 16; it runs in a child process: beyond this "
+                        "the command stops with one line instead of the process aborting)")
+    c.add_argument("--proof-timeout", type=float, default=3600.0,
+                   help="seconds the exact proof may take (default 3600)")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
 
@@ -198,13 +204,25 @@ def float_trials(g, con, names, trials: int, seed: int, show: bool) -> tuple[flo
     return max_rel, non_finite
 
 
-def cmd_circuit(a, out) -> int:
+def _prove_limited(con, sections, a):
+    """The exact proof in a forked child under ``--proof-memory-gib`` and ``--proof-timeout``."""
     from .proof import prove
 
+    items, status = run_limited(lambda: iter([prove(con, sections=sections)]), timeout=a.proof_timeout,
+                                memory_gb=a.proof_memory_gib)
+    if status != "done" or not items:
+        raise UsageError(f"{a.graph}: the exact proof stopped: {one_line(str(status))} (raise --proof-memory-gib "
+                         f"or --proof-timeout, or compile a smaller circuit)")
+    return items[0]
+
+
+def cmd_circuit(a, out) -> int:
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
     check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
                 override=None if a.allow_large else "--allow-large")
+    check_range("--proof-memory-gib", a.proof_memory_gib, 0.25, 1024)
+    check_range("--proof-timeout", a.proof_timeout, 1, 7 * 86400)
     g, caught = _load_circuit(a, lim)
     names = C.inputs(g)
     work = a.trials * g.number_of_nodes()
@@ -252,12 +270,11 @@ def cmd_circuit(a, out) -> int:
         more = f", ... ({len(shown)} in all; --json lists them)" if len(shown) > 8 else ""
         print("outputs at (token, channel): " + ", ".join(f"{n} {tuple(s)}" for n, s in shown[:8]) + more,
               file=out)
+    sections = {"prologue": [], "body": [], "epilogue": lw.layers} if lw is not None else None
+    proof = _prove_limited(con, sections, a)
     if lw is not None:
-        proof = prove(con, sections={"prologue": [], "body": [], "epilogue": lw.layers})
         weights_info = {"file": a.weights, "layers": len(lw.layers)}
         con.epilogue = lw.layers
-    else:
-        proof = prove(con)
     print_proof(proof, out)
     if a.export:
         with atomic_path(a.export, "--export") as tmp:

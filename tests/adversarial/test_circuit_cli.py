@@ -156,6 +156,9 @@ CIRCUIT_CASES = [
     (_graph("backwards.json", "--target", "baseconv-causal"),
      ["backwards.json", "--target baseconv-causal", "output 'y'", "token 0", "depends on token 1"]),
     (_graph("dot.json", "--target", "lsa-typo"), ["--target", "invalid choice"]),
+    (_graph("dot.json", "--proof-memory-gib", "nan"), ["--proof-memory-gib", "finite"]),
+    (_graph("dot.json", "--proof-memory-gib", "0"), ["--proof-memory-gib", ">= 0.25"]),
+    (_graph("dot.json", "--proof-timeout", "0"), ["--proof-timeout", ">= 1"]),
     # --trials
     (_graph("dot.json", "--trials", "0"), ["--trials must be >= 1"]),
     (_graph("dot.json", "--trials", "1000000000"), ["--trials", f"limit {LIMITS['max_trials']}", AL]),
@@ -348,3 +351,20 @@ def test_random_help_documents_every_option_and_limit(capsys):
         assert opt in text
     for k, v in RANDOM_LIMITS.items():
         assert f"{k} {v}" in text
+
+
+def test_a_proof_beyond_its_limits_stops_with_one_line(workdir, capsys, monkeypatch):
+    """The proof runs in a child process: a proof that outlives --proof-timeout (or dies at the
+    memory cap, where FLINT aborts the process) ends the command with one line, exit 2."""
+    import time
+
+    import verify.proof
+
+    def slow(*args, **kwargs):
+        time.sleep(30)
+
+    monkeypatch.setattr(verify.proof, "prove", slow)
+    rc = construct_main(["circuit", "--graph", str(workdir / "dot.json"), "--proof-timeout", "1"], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "the exact proof stopped: did not finish within the time limit (1 s)" in err and "--proof-timeout" in err
