@@ -30,6 +30,12 @@ def run_limited(gen_fn, *, timeout: float, memory_gb: float | None):
     q = ctx.Queue()
 
     def child():
+        # the child reports through the queue; silence its stderr, where FLINT prints two lines
+        # before aborting on a failed allocation (the parent names the limit in one line)
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
         if memory_gb:
             try:
                 import resource
