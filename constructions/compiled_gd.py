@@ -23,6 +23,7 @@ import circuits as C
 
 from .base import Construction, batch_ndim, exact, new_state
 from .compiler import compile_circuit
+from .layout import Layout
 from .lsq import LS_VARIABLES, dot, gd_step
 
 REFERENCE = ("seed 000 eq. (3) / seed 001 eq. (35) as a placed circuit, compiled by "
@@ -105,7 +106,7 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
         body = compile_circuit(step_circuit(n, d, eta, lam), name="gd-step", target=target, min_width=width)
     if epi.layout.shape[1] < width:
         epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target, min_width=width)
-    lay = body.layout.__class__((n + 1, width), row_axis="tokens", col_axis="channels")
+    lay = Layout((n + 1, width), row_axis="tokens", col_axis="channels")
     lay.add("a", (0, n), (0, d), "rows a_i of A; 0 at the query token")
     lay.add("q", (n, n + 1), (0, d), "query q at the query token")
     lay.add("b", (0, n), (d, d + 1), "b_i")

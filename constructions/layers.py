@@ -130,7 +130,7 @@ class BaseConv(Layer):
         v = ops.add(ops.mm(u, self.W_in), self.b_in)
         # exact arrays: the convolution is only formed where the gate is not zero (it is
         # multiplied by the gate next), which is what makes masked route layers cheap
-        need = ops.nonzero_mask(g) if ops.is_object(g) else None
+        need = ops.nonzero_pattern(g) if ops.is_object(g) else None
         z = ops.add(ops.conv(v, self.h, causal=self.causal, method=conv_method, need=need), self.b_conv)
         y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out), self.b_out)
         return ops.add(u, y) if self.residual else y

@@ -65,17 +65,17 @@ def _is_one(v) -> bool:
         return False
 
 
-def nonzero_mask(M: np.ndarray) -> np.ndarray:
-    """Boolean mask of the nonzero entries of an object array (numpy's elementwise comparison)."""
-    return np.asarray(np.asarray(M, dtype=object) != 0, dtype=bool)
-
-
 def nonzero_pattern(M: np.ndarray) -> np.ndarray:
-    """Boolean mask of the structurally nonzero entries of an object array."""
-    out = np.zeros(M.shape, dtype=bool)
-    for idx, v in np.ndenumerate(M):
-        out[idx] = not _is_zero(v)
-    return out
+    """Boolean mask of the structurally nonzero entries of an object array (numpy's elementwise
+    comparison; entry by entry for a scalar type whose ``!= 0`` is not a plain bool)."""
+    M = np.asarray(M, dtype=object)
+    try:
+        return np.asarray(M != 0, dtype=bool)
+    except (TypeError, ValueError):  # pragma: no cover - exotic scalar types
+        out = np.zeros(M.shape, dtype=bool)
+        for idx, v in np.ndenumerate(M):
+            out[idx] = not _is_zero(v)
+        return out
 
 
 def zeros_like_object(shape, zero=0) -> np.ndarray:
@@ -314,7 +314,8 @@ def _conv_exact(v, h, causal, need=None):
                 total = None
                 for r in nz:
                     total = col[r] if total is None else total + col[r]
-                others = [s for s in range(T) if s not in set(shifts)]
+                mine = set(shifts)
+                others = [s for s in range(T) if s not in mine]
                 one = _is_one(w)
                 if not others:  # every shift: the same value at every token, formed once
                     val = total if one else w * total
@@ -339,8 +340,7 @@ def _conv_exact(v, h, causal, need=None):
                         continue
                 else:
                     t %= T
-                if t in wanted_set:
-                    put(t, col[r] if one else w * col[r])
+                put(t, col[r] if one else w * col[r])
         for t, val in acc.items():
             out[t, c] = val
     return out

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import sys
 import time
 import warnings
@@ -72,11 +71,6 @@ _DOC = dict(LIMIT_DOC, max_file_bytes="bytes of the --graph file",
 
 def limits_help() -> str:
     return "; ".join(f"{k} {LIMITS[k]} ({LARGE_LIMITS[k]} with --allow-large): {_DOC[k]}" for k in LIMITS)
-
-
-def _run_exact(con, values: dict):
-    S, _ = con.run(dict(values), 0)
-    return con.readout(S)
 
 
 def add_arguments(c) -> None:
@@ -162,21 +156,6 @@ def _float_of(x) -> float:
         return float(Fraction(x))
     except (OverflowError, ValueError):  # an exact value beyond float64
         return math.inf
-
-
-def rational_trials(g, con, names, trials: int, seed: int, show: bool) -> int:
-    """How many of ``trials`` random rational inputs give exactly the circuit's outputs (one
-    trial at a time in Fractions: the tests' slow reference for :func:`verify.modular.trials`)."""
-    rng = random.Random(seed)
-    exact_ok = 0
-    with progress(trials, "rational trials", enabled=show) as bar:
-        for _ in range(trials):
-            vals = {n: Fraction(rng.randint(-9, 9), rng.randint(1, 9)) for n in names}
-            want = C.evaluate(g, vals)
-            got = _run_exact(con, vals)
-            exact_ok += all(Fraction(np.asarray(got[o]).item()) == Fraction(want[o]) for o in want)
-            bar.update()
-    return exact_ok
 
 
 def float_trials(g, con, names, trials: int, seed: int, show: bool) -> tuple[float, int]:

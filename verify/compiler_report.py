@@ -21,6 +21,8 @@ import sys
 import time
 from fractions import Fraction
 
+from constructions.compiler.circuit import param_counts
+
 #: default and --quick sizes: builder name -> positional arguments (horner: its coefficients)
 SIZES = {
     "default": {
@@ -72,16 +74,6 @@ def multiplicative_depth(g) -> int:
     return max([0] + [level[a] for a in needed(atoms, outputs)])
 
 
-def layer_params(layers) -> dict:
-    """Nonzero and total entries of the layers' weight arrays."""
-    nnz = total = 0
-    for L in layers:
-        for a in L.arrays().values():
-            total += a.size
-            nnz += sum(1 for x in a.flat if x != 0)
-    return {"nonzero": nnz, "total": total}
-
-
 def _timed(fn):
     c0, w0 = time.process_time(), time.perf_counter()
     out = fn()
@@ -124,7 +116,7 @@ def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> di
     cell.update(
         status="PROVED" if r.ok else "FAILED", message=None if r.ok else r.failure.describe(),
         layers=len(layers), reported_layers=cm["layers"], tokens=tokens, channels=channels,
-        params=cm.get("params") or layer_params(layers), plan=plan, inner_channels=inner,
+        params=cm.get("params") or param_counts(layers), plan=plan, inner_channels=inner,
         compiled_multiplicative_depth=cm.get("multiplicative_depth"), bound=bound,
         within_bound=len(layers) <= bound["layers"] and tokens <= bound["tokens"],
         theorem_H21=con.info.get("theorem_H21_bound"),
@@ -178,8 +170,8 @@ def gd_rows(mode: str, log) -> list[dict]:
                "layers_per_step": len(con.body), "fixed_layers": len(con.prologue) + len(con.epilogue),
                "prologue": len(con.prologue), "epilogue": len(con.epilogue),
                "state": list(con.layout.shape),
-               "params_body": layer_params(con.body),
-               "params_all": layer_params(list(con.prologue) + list(con.body) + list(con.epilogue)),
+               "params_body": param_counts(con.body),
+               "params_all": param_counts(list(con.prologue) + list(con.body) + list(con.epilogue)),
                "proved": r.ok, "symbolic_params": list(r.symbolic_params),
                "fixed_params": {k: str(v) for k, v in con.params.items() if k not in r.symbolic_params},
                "build_cpu_s": bcpu, "build_wall_s": bwall, "proof_cpu_s": pcpu, "proof_wall_s": pwall}

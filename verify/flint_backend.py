@@ -27,6 +27,7 @@ import flint
 import numpy as np
 
 from constructions.layers import Layer
+from constructions.ops import nonzero_pattern
 
 
 def fq(x) -> "flint.fmpq":
@@ -150,7 +151,7 @@ class FlintRing:
         operations skip), found by numpy's elementwise comparison rather than a Python loop."""
         A = np.asarray(A, dtype=object)
         out = np.zeros(A.shape, dtype=object)
-        for ix in zip(*np.nonzero(np.asarray(A != 0, dtype=bool))):
+        for ix in zip(*np.nonzero(nonzero_pattern(A))):
             out[ix] = self.scalar(A[ix])
         return out
 

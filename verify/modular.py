@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from constructions.layers import BaseConv
+from constructions.ops import nonzero_pattern
 
 #: primes below 2^31 (products of two residues fit in int64)
 PRIMES = (2_147_483_647, 2_147_483_629, 2_147_483_587, 2_147_483_579)
@@ -42,7 +43,7 @@ def residues(A, p: int) -> np.ndarray:
     """An exact array (object or int) as int64 residues modulo ``p``."""
     A = np.asarray(A, dtype=object)
     out = np.zeros(A.shape, dtype=np.int64)
-    for ix in zip(*np.nonzero(np.asarray(A != 0, dtype=bool))):
+    for ix in zip(*np.nonzero(nonzero_pattern(A))):
         out[ix] = residue(A[ix], p)
     return out
 
@@ -132,16 +133,13 @@ def trials(g, con, names, n: int, seed: int) -> dict:
         except Unrepresentable as e:
             last = e
             continue
-        T, Cw = con.layout.shape
-        S = np.zeros((n, T, Cw), dtype=np.int64)
-        for nm, (t, c) in con.input_slots.items():
-            S[:, t, c] = xs[nm]
+        # the construction's own input map (int64 residues give an int64 batched state)
+        S = con.input_state(xs) if names else np.zeros((n,) + tuple(con.layout.shape), dtype=np.int64)
         for L in layers:
             S = forward(L, S, p)
         ok = np.ones(n, dtype=bool)
-        for nm, (t, c) in con.output_slots.items():
+        for nm, got in con.readout(S).items():
             w = want[nm]
-            w = w.a if isinstance(w, ModVec) else np.full(n, residue(w, p), dtype=np.int64)
-            ok &= S[:, t, c] == w
+            ok &= got == (w.a if isinstance(w, ModVec) else residue(w, p))
         return {"prime": p, "n": n, "agree": int(ok.sum())}
     raise Unrepresentable(f"every prime of PRIMES divides a denominator ({last})")

@@ -61,6 +61,16 @@ class CompiledCircuit(Construction):
         return {name: state[..., t, c] for name, (t, c) in sorted(self.output_slots.items())}
 
 
+def param_counts(layers) -> dict:
+    """Nonzero and total entries of the layers' weight arrays."""
+    nnz = total = 0
+    for L in layers:
+        for a in L.arrays().values():
+            total += a.size
+            nnz += sum(1 for x in a.flat if x != 0)
+    return {"nonzero": nnz, "total": total}
+
+
 def compiled(g, name: str, shape: tuple[int, int], layers: list, inputs: dict, outputs: dict, info: dict, *,
              reference: str, notes: str) -> CompiledCircuit:
     """A :class:`CompiledCircuit` whose epilogue is ``layers``; the layout names each output slot."""

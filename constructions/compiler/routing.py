@@ -124,7 +124,8 @@ def route(occupied: dict, slot_of: dict, targets: dict, T: int, causal: bool) ->
         first = next(taps[s] for s in sorted(taps) if taps[s] != 0)
         norm = tuple(sorted((s, v / first) for s, v in taps.items() if v != 0))
         key = (cd, norm, tuple(sorted(mask.items())))
-        by_dst.setdefault(key, {})[c] = by_dst.get(key, {}).get(c, 0) + first
+        win = by_dst.setdefault(key, {})
+        win[c] = win.get(c, 0) + first
     by_src: dict = {}
     for (cd, norm, mask), win in by_dst.items():
         key = (tuple(sorted(win.items())), norm, mask)

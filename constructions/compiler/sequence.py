@@ -35,7 +35,7 @@ from fractions import Fraction
 import circuits as C
 
 from ..layers import BaseConv
-from .circuit import CompiledCircuit, compiled
+from .circuit import CompiledCircuit, compiled, param_counts
 from .linearise import CONST, last_uses, linearise, needed
 from .routing import CompileError, LayerSpec, route, shift
 
@@ -330,13 +330,11 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
     specs, kinds, inputs, outputs, T, Cw, md = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g)
-    nnz = sum(sum(1 for a in L.arrays().values() for x in a.flat if x != 0) for L in layers)
-    total = sum(sum(a.size for a in L.arrays().values()) for L in layers)
     target = "baseconv-causal" if causal else "baseconv"
     info = {
         "circuit": m,
         "compiled": {"target": target, "layers": len(layers), "tokens": T, "state_width": Cw,
-                     "params": {"nonzero": nnz, "total": total}, "plan": kinds,
+                     "params": param_counts(layers), "plan": kinds,
                      "multiplicative_depth": md,
                      "outputs": {n: list(s) for n, s in sorted(outputs.items())},
                      "bound": {"layers": 2 * md + 1, "tokens": T,

@@ -8,6 +8,14 @@ import numpy as np
 from polyverify.cli import save_figure
 
 
+def _save(fig, out, name: str, files: list) -> None:
+    """Lay out, write atomically (``save_figure``), close, and list the file."""
+    fig.tight_layout()
+    save_figure(fig, out / name)
+    _plt().close(fig)
+    files.append(name)
+
+
 def _plt():
     import matplotlib
 
@@ -32,10 +40,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.set_yticks(range(len(M)), [r["section"] for r in pl["layers"]], fontsize=7)
         ax.set_title("log10 max |state diff| per layer and region", fontsize=8)
         fig.colorbar(im)
-        fig.tight_layout()
-        save_figure(fig, out / "state_diff.png")
-        plt.close(fig)
-        files.append("state_diff.png")
+        _save(fig, out, "state_diff.png", files)
     it = report.get("iterate")
     if it:
         fig, ax = plt.subplots(figsize=(5.5, 3.8))
@@ -48,10 +53,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.set_ylabel(it[0]["error"])
         ax.legend(fontsize=6)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        save_figure(fig, out / "iterate.png")
-        plt.close(fig)
-        files.append("iterate.png")
+        _save(fig, out, "iterate.png", files)
     ip = report.get("interpolation")
     if ip and ip.get("supported"):
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -62,10 +64,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.set_ylabel("RMS prediction difference")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        save_figure(fig, out / "interpolation.png")
-        plt.close(fig)
-        files.append("interpolation.png")
+        _save(fig, out, "interpolation.png", files)
     iw = report.get("implicit_w")
     if iw:
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -76,10 +75,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
         ax.set_xlabel("l (body copies)")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        save_figure(fig, out / "implicit_w.png")
-        plt.close(fig)
-        files.append("implicit_w.png")
+        _save(fig, out, "implicit_w.png", files)
     polys = _polys(report)
     if polys:
         fig, axes = plt.subplots(1, len(polys), figsize=(3.2 * len(polys) + 0.6, 3.2), squeeze=False)
@@ -97,10 +93,7 @@ def write_plots(report: dict, out: Path) -> list[str]:
             ax.set_title(label, fontsize=8)
         axes[0][0].set_ylabel("coefficient mass (sum |c|)")
         axes[0][0].legend(fontsize=6)
-        fig.tight_layout()
-        save_figure(fig, out / "poly_degrees.png")
-        plt.close(fig)
-        files.append("poly_degrees.png")
+        _save(fig, out, "poly_degrees.png", files)
     return files
 
 
