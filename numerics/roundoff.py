@@ -46,10 +46,12 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import sys
 import time
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import gmpy2
 import numpy as np
@@ -410,7 +412,7 @@ def _list(s: str, what: str, conv=str, *, allow_large: bool = False) -> list:
     return vals
 
 
-def _parse(argv) -> tuple[argparse.Namespace, dict]:
+def _parse(argv, *, create_out: bool = True) -> tuple[argparse.Namespace, dict]:
     a = build_parser().parse_args(argv)
     big = a.allow_large
     entry = resolve(a.construction)
@@ -498,7 +500,8 @@ def _parse(argv) -> tuple[argparse.Namespace, dict]:
             raise UsageError(f"the exact references need about {ops:.1e} mpfr multiply-adds (1 to 3 million a "
                              f"second), above the limit {LIMITS['reference_ops']:.0e} (pass {ALLOW} to allow it)")
     # the output folder last: checking it creates it
-    cfg["outdir"] = output_dir("--out", a.out if a.out else Path("out") / "roundoff" / entry.name)
+    if create_out:
+        cfg["outdir"] = output_dir("--out", a.out if a.out else Path("out") / "roundoff" / entry.name)
     return a, cfg
 
 
@@ -602,20 +605,33 @@ def main(argv=None, out=None) -> int:
 def _main(argv, out) -> int:
     out = out or sys.stdout
     a, cfg = _parse(argv)
+    t_start = time.perf_counter()
+    bar = progress_reporter(total_steps(cfg), cfg["entry"].name, enabled=not a.quiet, unit="step", leave=False)
+    runs, layer_runs = compute(a, cfg, out, bar)
+    bar.close()
+    plots = write_plots(cfg, runs, layer_runs, cfg["outdir"])
+    report = make_report(a, cfg, runs, layer_runs, plots, list(sys.argv[1:] if argv is None else argv),
+                         time.perf_counter() - t_start)
+    path = cfg["outdir"] / "roundoff.json"
+    atomic_write_text(path, json.dumps(_clean(report), indent=1))
+    print(f"report written to {path}; plots: {', '.join(Path(p).name for p in plots)}", file=out)
+    return 0
 
-    from . import roundoff_plots
+
+def total_steps(cfg) -> int:
+    n_cfg = len(cfg["pairs"]) * len(cfg["convs"]) * len(cfg["kappas"]) * len(cfg["sigmas"])
+    return n_cfg * max(ks for (_, _, kk) in cfg["cons"].values() for ks in kk)
+
+
+def compute(a, cfg, out, bar) -> tuple[list[dict], list[dict]]:
+    """Every configuration of a parsed command line (``_parse``): the run records and the
+    layer-level records, each configuration's lines printed to ``out``; nothing written."""
     from .layer_reference import layer_level, summarize
     from .problems import sample_ls
 
-    entry = cfg["entry"]
-    outdir = cfg["outdir"]
     for s in cfg["skipped"]:
         print(f"skipped {s}", file=out)
-    n_cfg = len(cfg["pairs"]) * len(cfg["convs"]) * len(cfg["kappas"]) * len(cfg["sigmas"])
-    total_steps = n_cfg * max(ks for (_, _, kk) in cfg["cons"].values() for ks in kk)
-    bar = progress_reporter(total_steps, entry.name, enabled=not a.quiet, unit="step", leave=False)
-    runs, layer_runs, plots_written = [], [], []
-    t_start = time.perf_counter()
+    runs, layer_runs = [], []
     for kappa in cfg["kappas"]:
         con, eta, ks = cfg["cons"][kappa]
         k = max(ks)
@@ -630,7 +646,7 @@ def _main(argv, out) -> int:
             P = sample_ls(a.batch, a.n, a.d, kappa=kappa, sigma=sigma, seed=a.seed)
             q = np.random.default_rng(a.seed + 1).standard_normal((a.batch, a.d))
             refs: dict[str, dict | None] = {}
-            group = []
+            first = True
             for be in cfg["pairs"]:
                 v = {"A": be.round_input(P.A), "b": be.round_input(P.b), "x": be.round_input(P.x0),
                      "q": be.round_input(q)}
@@ -643,11 +659,11 @@ def _main(argv, out) -> int:
                     rec = run_config(con, v, v["q"], ref, k, be, conv, checkpoints, eta, cfg["lam"], bar)
                     rec.update({"kappa": kappa, "sigma": sigma, "eta": str(eta),
                                 "reference_digits": None if ref is None else ref["digits"]})
-                    if not group:
+                    if first:
                         print(f"sigma={sigma:g}:", file=out)
+                        first = False
                     _print_record(rec, out)
                     runs.append(rec)
-                    group.append(rec)
                     if a.layer_ref and finite:
                         P2 = min(a.layer_ref, a.batch)
                         vs = {kk: t[:P2] for kk, t in v.items()}
@@ -662,6 +678,19 @@ def _main(argv, out) -> int:
                     if done or rec["per_step"] is None:
                         stopped = (rec["first_nonfinite"].get("step") or 0) if done else 0
                         bar.update(max(0, k - stopped))
+    return runs, layer_runs
+
+
+def write_plots(cfg, runs: list[dict], layer_runs: list[dict], outdir: Path) -> list[str]:
+    """One error-vs-depth plot per (backend, conv, kappa, sigma), one line per dtype, and the
+    layer-level plot where there is a layer-level run; each written atomically."""
+    from . import roundoff_plots
+
+    plots = []
+    for kappa in cfg["kappas"]:
+        con, eta, _ = cfg["cons"][kappa]
+        for sigma in cfg["sigmas"]:
+            group = [r for r in runs if r["kappa"] == kappa and r["sigma"] == sigma]
             for key in sorted({(r["backend"], r["conv"]) for r in group}):
                 sel = [r for r in group if (r["backend"], r["conv"]) == key]
                 tag = f"{key[0]}_{key[1]}_kappa{kappa:g}_sigma{sigma:g}"
@@ -669,28 +698,192 @@ def _main(argv, out) -> int:
                 path = outdir / f"mse_{tag}.png"
                 with _atomic_figure(path) as tmp:
                     roundoff_plots.error_vs_depth(sel, tmp, title=title)
-                plots_written.append(str(path))
+                plots.append(str(path))
                 lsel = [r for r in layer_runs if (r["backend"], r["conv"], r["kappa"], r["sigma"])
                         == (key[0], key[1], kappa, sigma)]
                 if lsel:
                     lpath = outdir / f"layers_{tag}.png"
                     with _atomic_figure(lpath) as tmp:
                         roundoff_plots.layer_errors(lsel, tmp, title=f"{con.name}: per-layer error ({tag})")
-                    plots_written.append(str(lpath))
-    bar.close()
+                    plots.append(str(lpath))
+    return plots
+
+
+def make_report(a, cfg, runs, layer_runs, plots, argv, seconds) -> dict:
     con0 = cfg["cons"][cfg["kappas"][0]][0]
-    report = {"command": "roundoff", "argv": list(sys.argv[1:] if argv is None else argv),
-              "construction": con0.summary(), "arch": entry.arch, "layers": cfg["layers"],
-              "n": a.n, "d": a.d, "batch": a.batch, "seed": a.seed, "lam": str(cfg["lam"]),
-              "eta": {f"{k:g}": str(v[1]) for k, v in cfg["cons"].items()},
-              "data_regions": [{"label": lab, "region": reg, "scale": str(sc), "baseline": b}
-                               for lab, reg, sc, b in data_regions(con0)],
-              "skipped": cfg["skipped"], "runs": runs, "layer_level": layer_runs, "plots": plots_written,
-              "seconds": time.perf_counter() - t_start}
-    path = outdir / "roundoff.json"
-    atomic_write_text(path, json.dumps(_clean(report), indent=1))
-    print(f"report written to {path}; plots: {', '.join(Path(p).name for p in plots_written)}", file=out)
-    return 0
+    entry = cfg["entry"]
+    return {"command": "roundoff", "argv": argv,
+            "construction": con0.summary(), "arch": entry.arch, "layers": cfg["layers"],
+            "n": a.n, "d": a.d, "batch": a.batch, "seed": a.seed, "lam": str(cfg["lam"]),
+            "eta": {f"{k:g}": str(v[1]) for k, v in cfg["cons"].items()},
+            "data_regions": [{"label": lab, "region": reg, "scale": str(sc), "baseline": b}
+                             for lab, reg, sc, b in data_regions(con0)],
+            "skipped": cfg["skipped"], "runs": runs, "layer_level": layer_runs, "plots": plots,
+            "seconds": seconds}
+
+
+# ------------------------------------------------------------------ sweeps (numerics.sweep)
+
+#: a sweep cell's config keys and the command-line flag each becomes ("" = the positional argument)
+CELL_KEYS = {"arch": "", "layers": "--layers", "dtype": "--dtypes", "backend": "--backend", "device": "--device",
+             "conv": "--conv", "kappa": "--kappa", "sigma": "--sigma", "eta": "--eta", "lam": "--lam",
+             "batch": "--batch", "n": "--n", "d": "--d", "seed": "--seed", "digits": "--digits",
+             "layer_ref": "--layer-ref", "layer_ref_layers": "--layer-ref-layers", "allow_large": "--allow-large"}
+#: keys that name one value in a cell (one run per cell)
+_SCALAR_KEYS = ("dtype", "backend", "conv", "kappa", "sigma")
+
+
+def _cell_parse(config: dict, where: str = "cell"):
+    from .sweep import config_argv
+
+    for k in ("arch", "layers"):
+        if k not in config:
+            raise UsageError(f"{where}: the config needs {k!r}")
+    for k in _SCALAR_KEYS:
+        if isinstance(config.get(k), list):
+            raise UsageError(f"{where}: {k} must be one value in a cell (one run per cell), got {config[k]!r}")
+    try:
+        return _parse(config_argv(config, CELL_KEYS, where) + ["--quiet"], create_out=False)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
+
+
+def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
+    """One cell's config checked as the command line would be (UsageError naming the problem) and
+    returned complete: every key with its value, so that a cell has one id however it was written."""
+    config = dict(config)
+    try:
+        a, cfg = _cell_parse(config, where)
+    except UsageError:
+        if not allow_large or config.get("allow_large"):
+            raise
+        config["allow_large"] = True
+        a, cfg = _cell_parse(config, where)
+    layers = cfg["layers"]
+    full = {"arch": cfg["entry"].arch, "layers": layers[0] if len(layers) == 1 else layers,
+            "dtype": cfg["pairs"][0].dtype, "backend": cfg["pairs"][0].name, "device": a.device,
+            "conv": cfg["convs"][0], "kappa": cfg["kappas"][0], "sigma": cfg["sigmas"][0], "eta": a.eta.strip(),
+            "lam": str(cfg["lam"]), "batch": a.batch, "n": a.n, "d": a.d, "seed": a.seed, "digits": a.digits,
+            "layer_ref": a.layer_ref, "layer_ref_layers": a.layer_ref_layers}
+    if config.get("allow_large"):
+        full["allow_large"] = True
+    return full
+
+
+def sweep_cell(config: dict) -> dict:
+    """One roundoff run (one architecture, depth or list of depths, dtype, backend, convolution,
+    kappa, sigma, size, seed): the run record of ``python -m numerics.roundoff`` (per-step errors,
+    checkpoints, first non-finite layer; no timings, so that equal configs give equal results),
+    the error at the largest depth at the top level, and the layer-level records if asked."""
+    import io
+
+    a, cfg = _cell_parse(config)
+    runs, layer_runs = compute(a, cfg, io.StringIO(), progress_reporter(None, "", enabled=False))
+    (rec,) = runs
+    rec = {k: v for k, v in rec.items() if not k.startswith("seconds")}
+    top = {"construction": cfg["cons"][cfg["kappas"][0]][0].name}
+    if rec.get("checkpoints"):
+        c = rec["checkpoints"][-1]
+        top.update({k: c[k] for k in ("mse", "max_rel", "bits_mean", "plain_mse", "overhead", "prediction_mse")})
+    for lr in layer_runs:
+        lr.pop("seconds", None)
+    out = {**top, **rec}
+    if layer_runs:
+        out["layer_level"] = layer_runs
+    return _clean(out)
+
+
+def _sweep_arguments(g) -> None:
+    g.add_argument("--archs", default="baseconv", help=f"architectures: {', '.join(gd_architectures())} "
+                                                       "(default baseconv)")
+    g.add_argument("--depths", required=True, help="model depths (layers), each realised by every architecture; "
+                                                   "one cell per depth")
+    g.add_argument("--dtypes", default="float64,float32", help=f"dtypes: {', '.join(DTYPES)} (default float64,float32)")
+    g.add_argument("--sizes", default="20x5", help="problem sizes NxD (default 20x5)")
+    g.add_argument("--kappas", default="5", help="condition numbers (default 5)")
+    g.add_argument("--sigmas", default="1", help="target scales of D_OOD^b(sigma) (default 1)")
+    g.add_argument("--seeds", default="0", help="problem seeds (default 0)")
+    g.add_argument("--backends", default="torch", help="numpy, torch, cupy (default torch)")
+    g.add_argument("--convs", default="direct", help="convolution methods: direct, fft (default direct)")
+    g.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    g.add_argument("--batch", type=int, default=64, help="problems per cell (default 64)")
+    g.add_argument("--eta", default="1/16", help="step size, an exact rational or 'auto' (default 1/16)")
+    g.add_argument("--lam", default="0", help="ridge parameter (lsa/elsa; default 0)")
+    g.add_argument("--digits", type=int, default=50, help="starting digits of the references (default 50)")
+    g.add_argument("--layer-ref", type=int, default=0,
+                   help="problems for the layer-level reference in each cell (default 0: off)")
+    g.add_argument("--layer-ref-layers", type=int, default=40, help="layers it examines (default 40)")
+
+
+def _size(s: str) -> tuple[int, int]:
+    n, d = s.lower().split("x")
+    return int(n), int(d)
+
+
+_size.__name__ = "NxD"
+
+
+def _sweep_configs(a) -> list[dict]:
+    from .sweep import product, split_list
+
+    big = a.allow_large
+    L = LIMITS["list"]
+    sizes = split_list("--sizes", a.sizes, _size, allow_large=big, limit=L)
+    grid = product(arch=split_list("--archs", a.archs, allow_large=big, limit=L),
+                   size=sizes,
+                   kappa=split_list("--kappas", a.kappas, float, allow_large=big, limit=L),
+                   sigma=split_list("--sigmas", a.sigmas, float, allow_large=big, limit=L),
+                   seed=split_list("--seeds", a.seeds, int, allow_large=big, limit=L),
+                   backend=split_list("--backends", a.backends, allow_large=big, limit=L),
+                   conv=split_list("--convs", a.convs, allow_large=big, limit=L),
+                   dtype=split_list("--dtypes", a.dtypes, allow_large=big, limit=L),
+                   layers=split_list("--depths", a.depths, int, allow_large=big, limit=L))
+    fixed = {"device": a.device, "batch": a.batch, "eta": a.eta, "lam": a.lam, "digits": a.digits,
+             "layer_ref": a.layer_ref, "layer_ref_layers": a.layer_ref_layers}
+    out = []
+    for c in grid:
+        n, d = c.pop("size")
+        out.append({**c, "n": n, "d": d, **fixed})
+    return out
+
+
+def _sweep_finish(res, out: Path) -> tuple[list[str], bool]:
+    """Error against depth, one plot per group of cells that differ only in dtype and depth: one
+    line per dtype, from its deepest finished cell (whose per-step errors cover every smaller depth)."""
+    from . import roundoff_plots
+
+    rows = [r for r in res.rows if r["status"] == "ok"]
+    if not rows:
+        return [], True
+    group_keys = [k for k in CELL_KEYS if k not in ("dtype", "layers", "allow_large")]
+    varying = [k for k in group_keys if len({json.dumps(r["config"].get(k)) for r in rows}) > 1]
+    groups: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        key = tuple(json.dumps(r["config"].get(k)) for k in group_keys)
+        best = groups.setdefault(key, {})
+        dt = r["config"]["dtype"]
+        if dt not in best or r["result"]["depth"] > best[dt]["result"]["depth"]:
+            best[dt] = r
+    files = []
+    for key, by_dtype in groups.items():
+        c0 = next(iter(by_dtype.values()))["config"]
+        tag = "_".join([str(c0["arch"])] + [f"{k}{c0[k]}" for k in varying if k != "arch"])
+        tag = re.sub(r"[^\w.\-]+", "-", tag)
+        title = (f"{c0['arch']}: N={c0['n']}, D={c0['d']}, {c0['backend']}, {c0['conv']} conv, kappa={c0['kappa']:g}, "
+                 f"sigma={c0['sigma']:g}, eta={c0['eta']}, batch {c0['batch']}, seed {c0['seed']}")
+        path = out / "plots" / f"mse_{tag}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        roundoff_plots.error_vs_depth([r["result"] for r in by_dtype.values()], path, title=title)
+        files.append(str(path))
+    return files, True
+
+
+SWEEP = SimpleNamespace(
+    description="Roundoff sweep: one cell per architecture x depth x dtype x size x kappa x sigma x seed x backend x "
+                "conv; each cell is one run of python -m numerics.roundoff (checked as that command checks it, "
+                "before any work).  Writes the table and plots/mse_*.png (error against depth, one line per dtype).",
+    cell="numerics.roundoff:sweep_cell", add_arguments=_sweep_arguments, configs=_sweep_configs,
+    check=sweep_check, finish=_sweep_finish)
 
 
 if __name__ == "__main__":

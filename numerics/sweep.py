@@ -1,0 +1,793 @@
+"""``python -m numerics.sweep``: grids of runs on Dask (``dask.distributed``), resumable.
+
+    python -m numerics.sweep run GRID.toml --out DIR            # a grid file (TOML, JSON or YAML)
+    python -m numerics.sweep roundoff --archs baseconv,lsa --depths 31,301 --dtypes float64,float32 --out DIR
+    python -m numerics.sweep train --models baseconv,lsa --lrs 1e-2,1e-3 --seeds 0,1 --steps 2000 --out DIR
+    python -m numerics.sweep compare --learned 'runs/*/weights.safetensors' --construction gd-baseconv --out DIR
+    python -m numerics.sweep catalogue --out DIR                # one proof per catalogue entry
+    common options: [--workers N] [--scheduler ADDRESS] [--retries 1] [--list] [--quiet] [--allow-large]
+
+A grid is a list of **cells**; a cell is one call ``f(config) -> dict`` of a top-level function
+named by its import path ``"package.module:function"`` on one JSON-serialisable ``config``.  Each
+cell is one Dask task.  By default the command starts an in-process ``LocalCluster`` sized to the
+machine (one worker process per core, one thread each, torch held to one thread), and closes it at
+the end; ``--scheduler ADDRESS`` uses a running cluster instead (``dask scheduler`` and
+``dask worker ADDRESS`` on the machines: docs/sweeps.md), whose workers need this project
+installed.
+
+**Output folder** (``--out DIR``):
+
+* ``DIR/cells/<id>.json``: one record per cell, written atomically by this command as the cell
+  finishes: ``id``, ``cell``, ``config``, ``status`` (``ok`` or ``failed``), ``result`` or
+  ``error`` (one line) and ``traceback``, the cell's ``wall_s`` and CPU time ``cpu_s`` (user + sys
+  of the thread that ran it and of the child processes it waited for: ``cpu_user_s``,
+  ``cpu_sys_s``), the ``worker`` address, host, pid and times.  ``<id>`` is a stable hash of the
+  cell's function and its canonical JSON config (:func:`cell_id`).
+* ``DIR/cells/<id>/``: files the cell wrote (:func:`cell_dir`: training checkpoints, comparison
+  reports); with ``--scheduler`` on several machines, ``DIR`` must be on a file system they share.
+* ``DIR/results.jsonl`` (one record a line, in grid order) and ``DIR/results.csv`` (columns
+  ``index, id, status, error, resumed, wall_s, cpu_s, worker``, then ``config.KEY`` and
+  ``result.KEY`` with nested keys joined by ``.``; lists as JSON text), ``DIR/sweep.json``
+  (counts, timings, the cluster), and what the named sweep draws (plots, the catalogue table).
+
+**Resuming**: rerunning a command with the same ``--out`` skips the cells whose record says
+``ok`` and reruns the failed and the missing ones.  **A failing cell** -- an exception (a bad
+config included), a result that is not a JSON object or holds NaN or infinity, a cell lost with
+its worker more than ``--retries`` times -- is recorded with its error and does not stop the grid.
+
+**Exit status**: 0 every cell finished; 1 every cell finished but a verdict failed (``catalogue``:
+an entry was not proved); 2 bad input, refused before any work (one ``error:`` line, nothing
+written); ``10 + F`` when F cells failed (F capped at 100, so 110 means 100 or more).
+
+Python API: :func:`run_grid` (what the commands call), :func:`execute_cell` (one cell in this
+process, as a worker runs it), :func:`cell_dir`.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import csv
+import dataclasses
+import hashlib
+import importlib
+import io
+import itertools
+import json
+import math
+import os
+import re
+import resource
+import socket
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from polyverify.cli import (Parser, UsageError, atomic_write_text, check_range, interactive, one_line,
+                            output_dir, run_main)
+
+#: exit status when F cells failed: FAILED_BASE + min(F, FAILED_CAP)
+FAILED_BASE, FAILED_CAP = 10, 100
+#: exit status when every cell finished but the sweep's verdict failed (an unproved catalogue entry)
+EXIT_VERDICT = 1
+
+#: the named sweeps: adapter (an object next to the single-run command) and a one-line description
+SWEEPS = {
+    "roundoff": ("numerics.roundoff:SWEEP",
+                 "roundoff of GD constructions: archs x depths x dtypes x sizes x kappas x sigmas x seeds"),
+    "train": ("numerics.train:SWEEP", "training runs: models x tasks x learning rates x seeds x widths"),
+    "compare": ("verify.compare:SWEEP", "verify.compare over a set of learned weight files"),
+    "catalogue": ("verify.catalogue_report:SWEEP", "the catalogue report, one proof per entry"),
+}
+
+LIMITS = {"cells": 10_000, "workers": 256, "retries": 100, "grid_bytes": 16 * 2**20}
+LARGE_LIMITS = {"cells": 1_000_000, "workers": 4096}
+ALLOW = "--allow-large"
+
+_CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
+
+
+class SweepInputError(UsageError, ValueError):
+    """A bad argument of :func:`run_grid` (a ValueError to API callers; one line, exit 2, to the CLI)."""
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """``rows``: one record per config, in config order (the cells/<id>.json records plus
+    ``index`` and ``resumed``); ``failed``: how many have status ``failed``; ``skipped``: how many
+    were finished in an earlier run and read from disk; ``out_dir``; ``files``: what was written;
+    ``wall_s``/``cpu_s``: this call's wall time and the CPU time of the cells it ran."""
+    rows: list[dict]
+    failed: int
+    skipped: int
+    out_dir: Path
+    files: list[str] = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    cluster: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def ran(self) -> int:
+        return len(self.rows) - self.skipped
+
+    def exit_status(self) -> int:
+        return 0 if not self.failed else FAILED_BASE + min(self.failed, FAILED_CAP)
+
+
+# ------------------------------------------------------------------ cells
+
+def canonical(config) -> str:
+    """The canonical JSON text of a config (sorted keys, no spaces); ValueError if it is not JSON."""
+    try:
+        return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise SweepInputError(f"config is not JSON-serialisable ({one_line(e)}): {config!r:.200}") from None
+
+
+def cell_id(cell: str, config: dict) -> str:
+    """A stable 16-hex-digit id of (cell, config): the same on every machine and Python version."""
+    text = json.dumps({"cell": cell, "config": json.loads(canonical(config))}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_cell(cell: str):
+    """The function named by ``"package.module:function"``: a top-level callable of an importable module."""
+    if not isinstance(cell, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", cell):
+        raise SweepInputError(f"cell {cell!r}: not an import path 'package.module:function'")
+    mod, fn = cell.split(":")
+    try:
+        m = importlib.import_module(mod)
+    except ImportError as e:
+        raise SweepInputError(f"cell {cell!r}: cannot import {mod} ({one_line(e)})") from None
+    f = getattr(m, fn, None)
+    if f is None or not callable(f):
+        raise SweepInputError(f"cell {cell!r}: {mod} has no function {fn}")
+    return f
+
+
+def cell_dir() -> Path | None:
+    """Inside a sweep cell: the folder for the files this cell writes (``DIR/cells/<id>/``,
+    created on first use).  Outside a sweep (a plain call of the cell function): None."""
+    d = _CELL_DIR.get()
+    if d is None:
+        return None
+    p = Path(d)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _jsonable(o, where="result"):
+    """numpy scalars and arrays, tuples -> plain JSON; returns (value, first non-finite path or None)."""
+    bad: list[str] = []
+
+    def walk(x, path):
+        if hasattr(x, "tolist") and type(x).__module__ == "numpy":
+            x = x.tolist()
+        if isinstance(x, bool) or x is None or isinstance(x, str):
+            return x
+        if isinstance(x, int):
+            return int(x)
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                bad.append(f"{path} = {x}")
+                return None
+            return float(x)
+        if isinstance(x, dict):
+            out = {}
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise TypeError(f"{path} has a key {k!r} that is not a string")
+                out[k] = walk(v, f"{path}[{k!r}]")
+            return out
+        if isinstance(x, (list, tuple)):
+            return [walk(v, f"{path}[{i}]") for i, v in enumerate(x)]
+        raise TypeError(f"{path} is a {type(x).__name__}, not JSON")
+
+    return walk(o, where), (bad[0] if bad else None)
+
+
+def _rusage():
+    th = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return th.ru_utime + ch.ru_utime, th.ru_stime + ch.ru_stime
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def execute_cell(cell: str, config: dict, artifacts: str | None = None) -> dict:
+    """Run one cell in this process and return its record (what a worker runs for each task).
+    Never raises for a failure of the cell: the record's ``status`` says ``failed`` and ``error``
+    names it."""
+    rec = {"id": cell_id(cell, config), "cell": cell, "config": config, "status": "failed", "result": None,
+           "error": None, "traceback": None, "worker": "local", "host": socket.gethostname(), "pid": os.getpid(),
+           "started": _now()}
+    with contextlib.suppress(Exception):
+        from distributed import get_worker
+
+        rec["worker"] = get_worker().address
+    token = _CELL_DIR.set(artifacts)
+    u0, s0 = _rusage()
+    t0 = time.perf_counter()
+    try:
+        fn = load_cell(cell)
+        if "torch" in sys.modules:  # one thread per task (torch imported by the cell's module)
+            sys.modules["torch"].set_num_threads(1)
+        res = fn(json.loads(canonical(config)))  # a fresh copy: the cell may change it
+        if not isinstance(res, dict):
+            raise TypeError(f"the cell returned a {type(res).__name__}, not a dict")
+        res, bad = _jsonable(res)
+        rec["result"] = res
+        if bad is not None:
+            rec["error"] = f"non-finite value in the result: {bad}"
+        else:
+            rec["status"] = "ok"
+    except (Exception, SystemExit) as e:  # noqa: BLE001 -- a cell's failure is data, not a crash of the grid
+        rec["error"] = f"{type(e).__name__}: {one_line(e)}"
+        rec["traceback"] = traceback.format_exc(limit=20)
+    finally:
+        _CELL_DIR.reset(token)
+    wall = time.perf_counter() - t0
+    u1, s1 = _rusage()
+    rec.update({"wall_s": wall, "cpu_user_s": u1 - u0, "cpu_sys_s": s1 - s0, "cpu_s": (u1 - u0) + (s1 - s0),
+                "finished": _now()})
+    return rec
+
+
+# ------------------------------------------------------------------ the table
+
+def flatten(d: dict, prefix: str) -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}.{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key))
+        elif isinstance(v, (list, dict)):
+            out[key] = json.dumps(v, separators=(",", ":"))
+        else:
+            out[key] = v
+    return out
+
+
+BASE_COLUMNS = ["index", "id", "status", "error", "resumed", "wall_s", "cpu_s", "worker"]
+
+
+def csv_text(rows: list[dict]) -> str:
+    flat = [{**{c: r.get(c) for c in BASE_COLUMNS}, **flatten(r.get("config"), "config"),
+             **flatten(r.get("result") if isinstance(r.get("result"), dict) else {}, "result")} for r in rows]
+    cols = list(BASE_COLUMNS)
+    for part in ("config.", "result."):
+        seen = dict.fromkeys(k for f in flat for k in f if k.startswith(part))
+        cols += list(seen)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for f in flat:
+        w.writerow({c: ("" if f.get(c) is None else f.get(c)) for c in cols})
+    return buf.getvalue()
+
+
+def _read_record(path: Path, cell: str, cid: str) -> dict | None:
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("id") != cid or rec.get("cell") != cell:
+        return None
+    return rec
+
+
+def _write_record(path: Path, rec: dict) -> None:
+    atomic_write_text(path, json.dumps(rec, indent=1, allow_nan=False) + "\n")
+
+
+# ------------------------------------------------------------------ progress
+
+class _Reporter:
+    """A tqdm bar over cells on a terminal (failures printed above it), a plain line per finished
+    cell otherwise, nothing with ``enabled`` False."""
+
+    def __init__(self, total: int, name: str, enabled: bool | None, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = True if enabled is None else enabled
+        self.total, self.name, self.done, self.failed = total, name, 0, 0
+        self.bar = None
+        if self.enabled and interactive(self.stream) and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=name, unit="cell", file=self.stream, dynamic_ncols=True)
+
+    def say(self, line: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def cell(self, rec: dict) -> None:
+        self.done += 1
+        self.failed += rec["status"] != "ok"
+        cfg = ", ".join(f"{k}={v}" for k, v in rec["config"].items())
+        if len(cfg) > 120:
+            cfg = cfg[:117] + "..."
+        line = (f"{self.name}: [{self.done}/{self.total}] {rec['status']} {rec['id']} ({cfg}) "
+                f"{rec.get('wall_s', 0.0):.2f} s wall, {rec.get('cpu_s', 0.0):.2f} s CPU on {rec.get('worker')}")
+        if rec["status"] != "ok":
+            line += f": {rec['error']}"
+        if self.bar is not None:
+            if rec["status"] != "ok":
+                self.bar.write(line, file=self.stream)
+            self.bar.update(1)
+            self.bar.set_postfix_str(f"failed={self.failed}")
+        elif self.enabled:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ------------------------------------------------------------------ the runner
+
+def _check_configs(cell: str, configs) -> list[str]:
+    if not isinstance(configs, (list, tuple)):
+        raise SweepInputError(f"configs must be a list of dicts, got {type(configs).__name__}")
+    ids, seen = [], {}
+    for i, c in enumerate(configs):
+        if not isinstance(c, dict):
+            raise SweepInputError(f"config {i} is a {type(c).__name__}, not a dict")
+        cid = cell_id(cell, c)
+        if cid in seen:
+            raise SweepInputError(f"config {i} is the same cell as config {seen[cid]}: {canonical(c)[:200]}")
+        seen[cid] = i
+        ids.append(cid)
+    return ids
+
+
+def _check_scheduler(address: str) -> str:
+    if not re.fullmatch(r"([a-z]+://)?[\w.\-\[\]:]+:\d{1,5}", address or ""):
+        raise SweepInputError(f"--scheduler {address!r}: not a scheduler address such as tcp://HOST:8786")
+    return address
+
+
+def _local_cluster(workers: int, retries: int):
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    # retries: a task lost with its worker is rerun up to `retries` times by the scheduler; one
+    # task at a time per worker thread, so a lost worker takes only the cell it was running
+    with dask.config.set({"distributed.scheduler.allowed-failures": retries,
+                          "distributed.scheduler.worker-saturation": 1.0}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                            silence_logs=logging.ERROR)
+
+
+def _dashboard(client) -> str | None:
+    with contextlib.suppress(Exception):
+        if "dashboard" in (client.scheduler_info().get("services") or {}):
+            return client.dashboard_link
+    return None
+
+
+def default_workers() -> int:
+    with contextlib.suppress(AttributeError):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = None, scheduler: str | None = None,
+             retries: int = 1, progress: bool | None = None, name: str = "sweep",
+             on_start=None) -> SweepResult:
+    """Run ``cell`` (``"package.module:function"``, a top-level ``f(config: dict) -> dict``) on
+    every config, one Dask task each, and write ``out_dir/cells/<id>.json`` as each finishes and
+    ``out_dir/results.jsonl``, ``results.csv`` and ``sweep.json`` at the end (module docstring).
+
+    ``workers``: worker processes of the in-process LocalCluster (default: the cores this process
+    may use), one thread each; ``scheduler``: the address of a running Dask scheduler instead;
+    ``retries``: how often a cell lost with its worker is run again; ``progress``: None (a bar on
+    a terminal, a line per cell otherwise), True or False.  Cells already finished (``ok``) in
+    ``out_dir`` are read back, not run; failed ones run again.  Bad arguments raise
+    :class:`SweepInputError` (a ValueError) before anything is started or written.
+    """
+    t_start = time.perf_counter()
+    load_cell(cell)
+    ids = _check_configs(cell, configs)
+    if workers is not None:
+        if scheduler is not None:
+            raise SweepInputError("--workers sizes the local cluster; it cannot be combined with --scheduler")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise SweepInputError(f"--workers must be an integer >= 1, got {workers!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise SweepInputError(f"--retries must be an integer >= 0, got {retries!r}")
+    if scheduler is not None:
+        _check_scheduler(scheduler)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise SweepInputError(f"--out {out}: is a file, not a folder")
+    cells = out / "cells"
+    if cells.exists() and not cells.is_dir():
+        raise SweepInputError(f"--out {out}: {cells} is a file, not a folder")
+
+    records: dict[str, dict] = {}
+    for cid in ids:
+        rec = _read_record(cells / f"{cid}.json", cell, cid)
+        if rec is not None and rec.get("status") == "ok":
+            records[cid] = rec
+    resumed = set(records)
+    todo = [(i, cid) for i, cid in enumerate(ids) if cid not in records]
+    rep = _Reporter(len(todo), name, progress)
+    cluster_info: dict = {"scheduler": scheduler, "workers": None, "threads": None, "dashboard": None}
+    cpu = 0.0
+    client = cluster = None
+    try:
+        if todo and scheduler is not None:
+            from distributed import Client
+
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise SweepInputError(f"--scheduler {scheduler}: cannot connect ({one_line(e)})") from None
+        out = output_dir("--out", out)
+        cells.mkdir(exist_ok=True)
+        if not todo:
+            rep.say(f"{name}: all {len(ids)} cells finished earlier in {out}; nothing to run")
+        else:
+            if client is None:
+                cluster = _local_cluster(workers or default_workers(), retries)
+                from distributed import Client
+
+                client = Client(cluster)
+            info = client.scheduler_info()
+            ws = info.get("workers") or {}
+            cluster_info.update(workers=len(ws), threads=sum(w.get("nthreads", 0) for w in ws.values()),
+                                dashboard=_dashboard(client), address=client.scheduler.address)
+            where = (f"the scheduler at {scheduler}" if scheduler else
+                     f"a local cluster of {cluster_info['workers']} worker process(es), 1 thread each")
+            rep.say(f"{name}: {len(ids)} cells, {len(resumed)} finished earlier, {len(todo)} to run on {where}"
+                    + (f"; dashboard {cluster_info['dashboard']}" if cluster_info["dashboard"] else ""))
+            if on_start is not None:
+                on_start(cluster_info)
+            cpu = _run(client, cell, configs, todo, cells, records, rep, retries if scheduler else 0, name)
+    finally:
+        rep.close()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close()
+
+    rows = []
+    for i, cid in enumerate(ids):
+        rows.append({"index": i, **records[cid], "resumed": cid in resumed})
+    failed = sum(r["status"] != "ok" for r in rows)
+    files = [str(out / "results.jsonl"), str(out / "results.csv"), str(out / "sweep.json")]
+    atomic_write_text(out / "results.jsonl", "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
+    atomic_write_text(out / "results.csv", csv_text(rows))
+    wall = time.perf_counter() - t_start
+    summary = {"name": name, "cell": cell, "cells": len(rows), "ran": len(todo), "skipped": len(resumed),
+               "failed": failed, "wall_s": wall, "cells_cpu_s": cpu, "cluster": cluster_info,
+               "finished": _now(), "argv": sys.argv[1:]}
+    atomic_write_text(out / "sweep.json", json.dumps(summary, indent=1))
+    return SweepResult(rows=rows, failed=failed, skipped=len(resumed), out_dir=out, files=files, wall_s=wall,
+                       cpu_s=cpu, cluster=cluster_info)
+
+
+def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, client_retries: int, name: str) -> float:
+    """Submit every cell, write each record as it arrives; a cell lost with its worker (after the
+    scheduler's own retries) is submitted again up to ``client_retries`` times, then recorded failed."""
+    from distributed import as_completed
+
+    futures = {}
+    tries: dict[str, int] = {}
+
+    def submit(i, cid):
+        tries[cid] = tries.get(cid, 0) + 1
+        f = client.submit(execute_cell, cell, configs[i], str((cells / cid).resolve()), pure=False,
+                          key=f"{name}-{cid}-{tries[cid]}")
+        futures[f.key] = (i, cid)
+        return f
+
+    cpu = 0.0
+    ac = as_completed([submit(i, cid) for i, cid in todo])
+    for fut in ac:
+        i, cid = futures.pop(fut.key)
+        try:
+            rec = fut.result()
+        except Exception as e:  # noqa: BLE001 -- the task did not return a record: the worker was lost
+            if tries[cid] <= client_retries:
+                ac.add(submit(i, cid))
+                fut.release()
+                continue
+            rec = {"id": cid, "cell": cell, "config": configs[i], "status": "failed", "result": None,
+                   "error": f"lost: {type(e).__name__}: {one_line(e)}", "traceback": None, "worker": None,
+                   "wall_s": None, "cpu_s": None, "cpu_user_s": None, "cpu_sys_s": None, "finished": _now()}
+        fut.release()
+        cpu += rec.get("cpu_s") or 0.0
+        records[cid] = rec
+        _write_record(cells / f"{cid}.json", rec)
+        rep.cell(rec)
+    return cpu
+
+
+# ------------------------------------------------------------------ grid files
+
+def grid_configs(spec: dict, where: str) -> list[dict]:
+    """``fixed`` (shared values), ``grid`` (lists: one cell per combination, in the order written)
+    and ``cells`` (explicit configs, after the grid's), each merged over ``fixed``."""
+    fixed = spec.get("fixed", {})
+    grid = spec.get("grid", {})
+    explicit = spec.get("cells", [])
+    if not isinstance(fixed, dict):
+        raise UsageError(f"{where}: 'fixed' must be a table of values")
+    if not isinstance(grid, dict):
+        raise UsageError(f"{where}: 'grid' must be a table of lists")
+    if not isinstance(explicit, list) or not all(isinstance(c, dict) for c in explicit):
+        raise UsageError(f"{where}: 'cells' must be a list of tables")
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise UsageError(f"{where}: grid.{k} must be a non-empty list, got {v!r:.80}")
+        if k in fixed:
+            raise UsageError(f"{where}: {k!r} is both in 'fixed' and in 'grid'")
+    if not grid and not explicit:
+        raise UsageError(f"{where}: no cells (give a 'grid' of lists or a list of 'cells')")
+    keys = list(grid)
+    out = [{**fixed, **dict(zip(keys, combo))} for combo in itertools.product(*(grid[k] for k in keys))] if grid else []
+    out += [{**fixed, **c} for c in explicit]
+    return out
+
+
+def read_grid_file(path: str) -> dict:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"grid file {path}: not found")
+    if not p.is_file():
+        raise UsageError(f"grid file {path}: is a folder, not a file")
+    if p.stat().st_size > LIMITS["grid_bytes"]:
+        raise UsageError(f"grid file {path}: larger than {LIMITS['grid_bytes'] // 2**20} MiB")
+    suffix = p.suffix.lower()
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"grid file {path}: cannot read ({one_line(e)})") from None
+    try:
+        if suffix == ".toml":
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                import tomli as tomllib
+            spec = tomllib.loads(text)
+        elif suffix == ".json":
+            spec = json.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            spec = yaml.safe_load(text)
+        else:
+            raise UsageError(f"grid file {path}: unknown format {suffix or '(no suffix)'}; use .toml, .json, .yaml")
+    except UsageError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- any parser's error is a malformed file
+        raise UsageError(f"grid file {path}: not valid {suffix.lstrip('.').upper()} ({one_line(e)})") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"grid file {path}: the top level must be a table, not {type(spec).__name__}")
+    unknown = set(spec) - {"sweep", "cell", "name", "fixed", "grid", "cells"}
+    if unknown:
+        raise UsageError(f"grid file {path}: unknown key(s) {', '.join(sorted(unknown))}; the keys are sweep or "
+                         f"cell, name, fixed, grid, cells")
+    if ("sweep" in spec) == ("cell" in spec):
+        raise UsageError(f"grid file {path}: give exactly one of 'sweep' (one of {', '.join(SWEEPS)}) or 'cell' "
+                         f"('package.module:function')")
+    return spec
+
+
+# ------------------------------------------------------------------ CLI
+
+def adapter(kind: str):
+    path, _ = SWEEPS[kind]
+    mod, attr = path.split(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def _common(p: Parser) -> None:
+    g = p.add_argument_group("where and how to run")
+    g.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder: cells/<id>.json as cells finish, then results.jsonl, results.csv, sweep.json "
+                        "and plots; rerunning with the same DIR skips the finished cells")
+    g.add_argument("--workers", type=int, default=None,
+                   help=f"worker processes of the local cluster, one thread each (default: the cores, here "
+                        f"{default_workers()}; 1 .. {LIMITS['workers']})")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on this Dask scheduler (tcp://HOST:8786; see docs/sweeps.md) instead of a local cluster")
+    g.add_argument("--retries", type=int, default=1,
+                   help=f"runs again of a cell lost with its worker, 0 .. {LIMITS['retries']} (default 1)")
+    g.add_argument("--list", action="store_true",
+                   help="print the cells (id, done or not, config) and exit without running or writing anything")
+    g.add_argument("--quiet", action="store_true", help="no progress (default: a bar on a terminal, a line per cell "
+                                                      "in a log)")
+    g.add_argument("--allow-large", action="store_true",
+                   help=f"lift the limits: cells {LIMITS['cells']:,} -> {LARGE_LIMITS['cells']:,}, workers "
+                        f"{LIMITS['workers']} -> {LARGE_LIMITS['workers']}, and those of the swept command")
+
+
+EPILOG = (f"Exit status: 0 every cell finished; {EXIT_VERDICT} every cell finished but a verdict failed "
+          f"(catalogue: an entry not proved); 2 bad input, refused before any work; {FAILED_BASE} + F when F cells "
+          f"failed (F capped at {FAILED_CAP}).  Each failed cell's error is in results.csv and cells/<id>.json.")
+
+
+def top_parser() -> Parser:
+    p = Parser(prog="python -m numerics.sweep", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+               epilog=EPILOG, usage="python -m numerics.sweep {run,%s} ... [-h]" % ",".join(SWEEPS))
+    p.add_argument("command", choices=["run", *SWEEPS],
+                   help="run GRID: a grid file; " + "; ".join(f"{k}: {d}" for k, (_, d) in SWEEPS.items())
+                   + " (python -m numerics.sweep COMMAND --help)")
+    return p
+
+
+def command_parser(command: str) -> tuple[Parser, object | None]:
+    import argparse
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    if command == "run":
+        p = Parser(prog="python -m numerics.sweep run", epilog=EPILOG, formatter_class=fmt, description=(
+            "Run the cells of a grid file.\n\n"
+            "The file (TOML, JSON or YAML) names what a cell runs: either sweep = \"roundoff\" (a named sweep:\n"
+            "its cells are checked like its command's, and its plots drawn) or cell = \"package.module:function\"\n"
+            "(any top-level f(config) -> dict).  'fixed' holds values shared by every cell, 'grid' lists: one\n"
+            "cell per combination, 'cells' explicit configs.  Example:\n\n"
+            "    sweep = \"roundoff\"\n    [fixed]\n    n = 20\n    d = 5\n    batch = 64\n"
+            "    [grid]\n    arch = [\"baseconv\", \"lsa\"]\n    layers = [31, 301]\n"
+            "    dtype = [\"float64\", \"float32\"]\n"))
+        p.add_argument("grid", metavar="GRID", help="the grid file (.toml, .json, .yaml)")
+        _common(p)
+        return p, None
+    ad = adapter(command)
+    p = Parser(prog=f"python -m numerics.sweep {command}", description=ad.description, epilog=EPILOG,
+               formatter_class=fmt)
+    g = p.add_argument_group("the grid (comma-separated lists: one cell per combination)")
+    ad.add_arguments(g)
+    _common(p)
+    return p, ad
+
+
+def main(argv=None) -> int:
+    return run_main(_main, argv)
+
+
+def _main(argv) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = top_parser()
+    if not argv or argv[0].startswith("-"):
+        top.parse_args(argv)  # --help, or the error naming what is missing
+        raise UsageError(f"give a command first: run, {', '.join(SWEEPS)}")
+    top.parse_args(argv[:1])
+    command = argv[0]
+    p, ad = command_parser(command)
+    a = p.parse_args(argv[1:])
+    big = a.allow_large
+    lim = {**LIMITS, **(LARGE_LIMITS if big else {})}
+    if a.workers is not None:
+        check_range("--workers", a.workers, 1, lim["workers"], override=None if big else ALLOW)
+        if a.scheduler:
+            raise UsageError("--workers sizes the local cluster; it cannot be combined with --scheduler")
+    check_range("--retries", a.retries, 0, LIMITS["retries"])
+    if a.scheduler:
+        _check_scheduler(a.scheduler)
+    name = command
+    if command == "run":
+        spec = read_grid_file(a.grid)
+        name = str(spec.get("name") or Path(a.grid).stem)
+        if not re.fullmatch(r"[\w.\-]{1,64}", name):
+            raise UsageError(f"grid file {a.grid}: name {name!r} must be 1 to 64 letters, digits, '.', '-', '_'")
+        configs = grid_configs(spec, f"grid file {a.grid}")
+        _check_count(len(configs), lim, big)
+        if "sweep" in spec:
+            if spec["sweep"] not in SWEEPS:
+                raise UsageError(f"grid file {a.grid}: unknown sweep {spec['sweep']!r}; choose one of "
+                                 f"{', '.join(SWEEPS)}")
+            ad = adapter(spec["sweep"])
+            configs = [ad.check(c, allow_large=big, where=f"grid file {a.grid}, cell {i}")
+                       for i, c in enumerate(configs)]
+            cell = ad.cell
+        else:
+            cell = spec["cell"]
+            load_cell(cell)
+    else:
+        configs = ad.configs(a)
+        _check_count(len(configs), lim, big)
+        configs = [ad.check(c, allow_large=big, where=f"cell {i}") for i, c in enumerate(configs)]
+        cell = ad.cell
+    ids = _check_configs(cell, configs)
+    if a.list:
+        cells = Path(a.out) / "cells"
+        for cid, c in zip(ids, configs):
+            rec = _read_record(cells / f"{cid}.json", cell, cid) if cells.is_dir() else None
+            state = "missing" if rec is None else rec.get("status")
+            print(f"{cid}  {state:<8} {canonical(c)}")
+        return 0
+    res = run_grid(cell, configs, a.out, workers=a.workers, scheduler=a.scheduler, retries=a.retries,
+                   progress=False if a.quiet else None, name=name)
+    verdict_ok = True
+    if ad is not None and hasattr(ad, "finish"):
+        files, verdict_ok = ad.finish(res, res.out_dir)
+        res.files += files
+    print(f"{name}: {len(res.rows)} cells, {res.ran} run, {res.skipped} finished earlier, {res.failed} failed; "
+          f"{res.wall_s:.1f} s wall, {res.cpu_s:.1f} s CPU in the cells run; wrote {', '.join(Path(f).name for f in res.files)}"
+          f" in {res.out_dir}")
+    for r in res.rows:
+        if r["status"] != "ok":
+            print(f"  failed {r['id']} {canonical(r['config'])[:160]}: {r['error']}")
+    if res.failed:
+        return res.exit_status()
+    return 0 if verdict_ok else EXIT_VERDICT
+
+
+def _check_count(n: int, lim: dict, big: bool) -> None:
+    if n > lim["cells"]:
+        raise UsageError(f"the grid has {n:,} cells, above the limit {lim['cells']:,}"
+                         + ("" if big else f" (pass {ALLOW} to allow more)"))
+
+
+# ------------------------------------------------------------------ helpers for the adapters
+
+def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int = 64) -> list:
+    """A comma-separated CLI list: non-empty items, converted, duplicates dropped, finite numbers."""
+    items = [t.strip() for t in str(s).split(",")]
+    if not any(items):
+        raise UsageError(f"{flag} is empty")
+    if not all(items):
+        raise UsageError(f"{flag}: empty item in {s!r}")
+    try:
+        vals = [conv(t) for t in items]
+    except (ValueError, OverflowError):
+        raise UsageError(f"{flag}: not a list of {getattr(conv, '__name__', 'valid')} values: {s!r}") from None
+    if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
+        raise UsageError(f"{flag} must be finite numbers, got {s!r}")
+    vals = list(dict.fromkeys(vals))
+    if not allow_large and len(vals) > limit:
+        raise UsageError(f"{flag} has {len(vals)} values, above the limit {limit} (pass {ALLOW} to allow more)")
+    return vals
+
+
+def product(**lists) -> list[dict]:
+    """One config per combination of the lists (the first key varies slowest)."""
+    keys = list(lists)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(lists[k] for k in keys))]
+
+
+def config_argv(config: dict, keys: dict[str, str], where: str) -> list[str]:
+    """A config as command-line flags: ``keys`` maps each accepted key to its flag (``""`` for the
+    positional argument); True is a bare flag, False/None leave it out; unknown keys are refused."""
+    unknown = [k for k in config if k not in keys]
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(keys)}")
+    argv, pos = [], []
+    for k, flag in keys.items():
+        if k not in config:
+            continue
+        v = config[k]
+        if isinstance(v, (dict,)) or (isinstance(v, list) and flag == ""):
+            raise UsageError(f"{where}: {k} must be a single value, got {v!r:.80}")
+        if flag == "":
+            pos.append(str(v))
+        elif v is True:
+            argv.append(flag)
+        elif v is False or v is None:
+            continue
+        elif isinstance(v, list):
+            argv.append(f"{flag}={','.join(str(t) for t in v)}")
+        else:
+            argv.append(f"{flag}={v}")
+    return pos + argv
+
+
+if __name__ == "__main__":
+    from polyverify.cli import exit_with
+
+    exit_with(main)
