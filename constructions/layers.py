@@ -82,7 +82,11 @@ class BaseConv(Layer):
     ``u`` is (T, C): T tokens (rows), C channels (columns).  ``W_*`` are
     (C, C); the biases and the filter ``h`` are (T, C), position dependent.
     ``causal=True`` is linear convolution truncated to T outputs,
-    ``causal=False`` circular convolution of length T (``ops.conv``).
+    ``causal=False`` circular convolution of length T, and ``same=True`` (with
+    ``causal=False``) the zero-padded centred convolution, tap ``j`` at lag
+    ``j - (T-1)//2`` (``ops.conv``; the third convention, precision-ls's non-causal
+    ``Conv1d(padding=K//2)``).  ``same`` appears in :meth:`config` only when True, so
+    weight files of the two older conventions read as before.
     ``residual=True`` returns ``u + y`` (the skip connection of seed 000
     App. D.2.1 READ is applied outside ``W_out`` here; the constructions of
     this toolkit do not rely on it).
@@ -98,6 +102,7 @@ class BaseConv(Layer):
     b_out: np.ndarray
     causal: bool = False
     residual: bool = False
+    same: bool = False
 
     kind: ClassVar[str] = "baseconv"
     _array_fields: ClassVar[tuple[str, ...]] = (
@@ -131,7 +136,8 @@ class BaseConv(Layer):
         # exact arrays: the convolution is only formed where the gate is not zero (it is
         # multiplied by the gate next), which is what makes masked route layers cheap
         need = ops.nonzero_pattern(g) if ops.is_object(g) else None
-        z = ops.add(ops.conv(v, self.h, causal=self.causal, method=conv_method, need=need), self.b_conv)
+        z = ops.add(ops.conv(v, self.h, causal=self.causal, method=conv_method, need=need, same=self.same),
+                    self.b_conv)
         y = ops.add(ops.mm(ops.hadamard(g, z), self.W_out), self.b_out)
         return ops.add(u, y) if self.residual else y
 
@@ -142,7 +148,7 @@ class BaseConv(Layer):
         rows = list(rows)
         cols = list(range(self.W_out.shape[1])) if cols is None else list(cols)
         v = ops.add(ops.mm(u, self.W_in), self.b_in)
-        z = ops.add(ops.conv(v, self.h, causal=self.causal), self.b_conv)[rows]
+        z = ops.add(ops.conv(v, self.h, causal=self.causal, same=self.same), self.b_conv)[rows]
         g = ops.add(ops.mm(u[rows], self.W_gate), self.b_gate[rows])
         W = self.W_out[:, cols]
         y = self.b_out[rows][:, cols]
@@ -157,7 +163,7 @@ class BaseConv(Layer):
         zero (skipped).  The arithmetic is the same sums; exact weights are left alone."""
         if self.h.dtype != object:
             zero = {k: not bool((getattr(self, k) != 0).any()) for k in ("b_in", "b_conv", "b_gate", "b_out")}
-            self.__dict__["_plan"] = (ops.ConvPlan(self.h, causal=self.causal), zero)
+            self.__dict__["_plan"] = (ops.ConvPlan(self.h, causal=self.causal, same=self.same), zero)
         return self
 
     def arrays(self):
@@ -167,16 +173,28 @@ class BaseConv(Layer):
         return replace(self, **{k: f(getattr(self, k)) for k in self._array_fields})
 
     def config(self):
-        return {"causal": self.causal, "residual": self.residual}
+        c = {"causal": self.causal, "residual": self.residual}
+        if self.same:
+            c["same"] = True
+        return c
+
+    @property
+    def convolution(self) -> str:
+        """The convention's name: ``"causal"``, ``"circular"`` or ``"same"``."""
+        return "same" if self.same else ("causal" if self.causal else "circular")
 
     @classmethod
     def names_for(cls, config):
-        _flag(config, "causal"), _flag(config, "residual")
+        causal = _flag(config, "causal")
+        _flag(config, "residual")
+        if "same" in config and _flag(config, "same") and causal:
+            raise ValueError("settings 'causal' and 'same' cannot both be true")
         return list(cls._array_fields)
 
     @classmethod
     def from_arrays(cls, config, arrays):
-        return cls(**{k: arrays[k] for k in cls._array_fields}, causal=config["causal"], residual=config["residual"])
+        return cls(**{k: arrays[k] for k in cls._array_fields}, causal=config["causal"], residual=config["residual"],
+                   same=bool(config.get("same", False)))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -186,7 +204,7 @@ class BaseConv(Layer):
         """Multiply-adds x2 of one forward on one (T, C) input, direct convolution."""
         T, C = self.shape
         mm = 2 * T * C * C
-        conv = 2 * T * T * C if not self.causal else T * (T + 1) * C
+        conv = 2 * T * T * C if not self.causal else T * (T + 1) * C  # "same": at most the circular count
         return 3 * mm + conv + 6 * T * C
 
 

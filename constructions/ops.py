@@ -18,9 +18,16 @@ Convolution semantics (seed 003 App. H.1.1, seed 000 Def. D.20), with
 * causal (linear convolution truncated to the first T outputs):
   ``y[t, c] = sum_{s=0}^{t} h[s, c] v[t-s, c]``;
 * non-causal (circular convolution of length T):
-  ``y[t, c] = sum_{s=0}^{T-1} h[s, c] v[(t-s) mod T, c]``.
+  ``y[t, c] = sum_{s=0}^{T-1} h[s, c] v[(t-s) mod T, c]``;
+* "same" (``same=True``, non-causal with zero padding, the third convention):
+  ``y[t, c] = sum_{j=0}^{T-1} h[j, c] v[t + m - j, c]`` with ``m = (T-1) // 2`` and
+  ``v`` zero outside ``0..T-1``: tap ``j`` acts at lag ``j - m`` (lags ``-(T-1-m)..m``),
+  so ``h[m]`` is lag 0.  This is ``numpy.convolve(v, h)[m:m+T]`` (numpy's ``mode="same"``
+  for equal lengths), and it is what ``torch.nn.Conv1d(kernel_size=T, padding=T//2)``
+  followed by the first T outputs computes with weights ``w[k] = h[T-1-k]`` (precision-ls's
+  ``causal=False`` short convolution; ``verify/importers/precision_ls.py``).
 
-Lag 0 comes first; this is *not* ``torch.nn.Conv1d`` (a cross-correlation).
+Lag 0 comes first (causal, circular); this is *not* ``torch.nn.Conv1d`` (a cross-correlation).
 """
 from __future__ import annotations
 
@@ -129,9 +136,30 @@ def transpose(X):
     return X.swapaxes(-1, -2)
 
 
-def conv(v, h, *, causal: bool, method: str = "direct", need=None):
+def _lag_index(T: int, causal: bool, same: bool):
+    """For output token ``t`` (rows) and input token ``r`` (columns): the tap index that
+    multiplies ``v[r]`` in ``y[t]`` and whether it exists (the convention's Toeplitz /
+    circulant / banded matrix, as indices into ``h``)."""
+    t = np.arange(T)
+    lag = t[:, None] - t[None, :]
+    if same:
+        j = lag + (T - 1) // 2
+        mask = (j >= 0) & (j < T)
+        return np.where(mask, j, 0), mask
+    if causal:
+        return np.where(lag >= 0, lag, 0), lag >= 0
+    return lag % T, np.ones_like(lag, dtype=bool)
+
+
+def _check_mode(causal: bool, same: bool) -> None:
+    if same and causal:
+        raise ValueError("a convolution is causal, circular or 'same', not causal and 'same' at once")
+
+
+def conv(v, h, *, causal: bool, method: str = "direct", need=None, same: bool = False):
     """Per-channel convolution of ``v`` (..., T, C) with filters ``h`` (T, C).
 
+    ``causal`` / circular / ``same`` (zero-padded, centred): the module docstring.
     ``method`` is ``"direct"`` (an explicit sum over taps: the reference
     semantics, and the only method for exact arrays) or ``"fft"``.  ``need``
     (exact arrays only): a (T, C) bool mask of the outputs wanted; the others
@@ -139,20 +167,14 @@ def conv(v, h, *, causal: bool, method: str = "direct", need=None):
     """
     if method not in ("direct", "fft"):
         raise ValueError(f"unknown convolution method {method!r} (use 'direct' or 'fft')")
+    _check_mode(causal, same)
     if is_object(v) or is_object(h):
-        return _conv_exact(np.asarray(v, dtype=object), np.asarray(h, dtype=object), causal, need)
+        return _conv_exact(np.asarray(v, dtype=object), np.asarray(h, dtype=object), causal, need, same)
     T = v.shape[-2]
     if method == "fft":
-        return _conv_fft(v, h, causal)
-    # direct: a (C, T, T) Toeplitz (causal) or circulant (non-causal) matrix per channel
-    t = np.arange(T)
-    lag = t[:, None] - t[None, :]
-    if causal:
-        idx = np.where(lag >= 0, lag, 0)
-        mask = lag >= 0
-    else:
-        idx = lag % T
-        mask = np.ones_like(lag, dtype=bool)
+        return _conv_fft(v, h, causal, same)
+    # direct: a (C, T, T) Toeplitz (causal, same) or circulant (non-causal) matrix per channel
+    idx, mask = _lag_index(T, causal, same)
     if is_torch(v):
         idx_t = torch.as_tensor(idx, device=v.device)
         mask_t = torch.as_tensor(mask, device=v.device)
@@ -176,14 +198,18 @@ class ConvPlan:
     :meth:`constructions.layers.BaseConv.prepare` installs after a cast.
     """
 
-    def __init__(self, h, *, causal: bool):
-        self.causal = causal
+    def __init__(self, h, *, causal: bool, same: bool = False):
+        _check_mode(causal, same)
+        self.causal, self.same = causal, same
         hn = h.detach().cpu().double().numpy() if is_torch(h) else np.asarray(h.get() if hasattr(h, "get") else h,
                                                                                 dtype=np.float64)
         T, C = hn.shape
         nz = hn != 0
         lag0 = nz[0] & ~nz[1:].any(axis=0)
         uniform = (hn == hn[0]).all(axis=0) & nz[0] & ~lag0
+        if same:  # tap 0 is not lag 0 and no tap class is a plain sum: every channel is general
+            lag0 &= False
+            uniform &= False
         general = nz.any(axis=0) & ~lag0 & ~uniform
         self.T, self.C = T, C
         self.lag0 = np.flatnonzero(lag0)
@@ -205,10 +231,7 @@ class ConvPlan:
         self.c_uni[self._uni] = h[0][self._uni]
         self.K = None
         if len(self.general):
-            t = np.arange(T)
-            lag = t[:, None] - t[None, :]
-            idx_np = np.where(lag >= 0, lag, 0) if causal else lag % T
-            mask_np = (lag >= 0) if causal else np.ones_like(lag, dtype=bool)
+            idx_np, mask_np = _lag_index(T, causal, same)
             hg = h[:, self._gen]
             if self.torch:
                 self.K = hg[torch.as_tensor(idx_np, device=h.device)] * torch.as_tensor(
@@ -242,27 +265,29 @@ def _array_module(v):
     return np
 
 
-def _conv_fft(v, h, causal):
+def _conv_fft(v, h, causal, same=False):
     T = v.shape[-2]
-    n = 2 * T if causal else T
+    n = 2 * T if (causal or same) else T
+    lo = (T - 1) // 2 if same else 0  # "same": the centred T outputs of the linear convolution
     if is_torch(v):
         ctype = v.dtype
         work = v if ctype in (torch.float32, torch.float64) else v.to(torch.float32)
         hw = h.to(work.dtype)
         Vf = torch.fft.rfft(work, n=n, dim=-2)
         Hf = torch.fft.rfft(hw, n=n, dim=-2)
-        y = torch.fft.irfft(Vf * Hf, n=n, dim=-2)[..., :T, :]
+        y = torch.fft.irfft(Vf * Hf, n=n, dim=-2)[..., lo:lo + T, :]
         return y.to(ctype)
     xp = _array_module(v)
     dt = v.dtype
     work = v if dt in (np.float32, np.float64) else v.astype(np.float32)
     Vf = xp.fft.rfft(work, n=n, axis=-2)
     Hf = xp.fft.rfft(h.astype(work.dtype), n=n, axis=-2)
-    return xp.fft.irfft(Vf * Hf, n=n, axis=-2)[..., :T, :].astype(dt)
+    return xp.fft.irfft(Vf * Hf, n=n, axis=-2)[..., lo:lo + T, :].astype(dt)
 
 
-def _conv_exact(v, h, causal, need=None):
-    """Exact convolution.  Circular: taps that share one value ``w`` on more than half of the
+def _conv_exact(v, h, causal, need=None, same=False):
+    """Exact convolution.  "Same" (``same=True``): one product per tap and token, zero
+    padding.  Circular: taps that share one value ``w`` on more than half of the
     shifts are summed as ``w * (column total - the other shifts)`` (the all-ones "sum" filter
     is one total; a "sum of all but the own token" filter one total minus one term); causal
     all-equal taps are prefix sums.  Other taps: one product per tap and token."""
@@ -288,7 +313,9 @@ def _conv_exact(v, h, causal, need=None):
             if t in wanted_set:
                 acc[t] = acc[t] + term if t in acc else term
 
-        if causal and len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
+        if same:
+            pass  # the plain tap loop below
+        elif causal and len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
             w, one = taps[0][1], _is_one(taps[0][1])
             run, nzs = None, set(nz)
             for t in range(T):
@@ -331,11 +358,15 @@ def _conv_exact(v, h, causal, need=None):
                     if not _is_zero(part):
                         put(t, part if one else w * part)
             taps = rest
+        shift = (T - 1) // 2 if same else 0
         for s, w in taps:
             one = _is_one(w)
             for r in nz:
-                t = r + s
-                if causal:
+                t = r + s - shift
+                if same:
+                    if not 0 <= t < T:
+                        continue
+                elif causal:
                     if t >= T:
                         continue
                 else:
