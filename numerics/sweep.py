@@ -486,10 +486,13 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
 
     futures = {}
     tries: dict[str, int] = {}
+    # by reference, from the importable module (under ``python -m numerics.sweep`` this module is
+    # __main__, whose functions cloudpickle would copy by value)
+    execute = importlib.import_module("numerics.sweep").execute_cell
 
     def submit(i, cid):
         tries[cid] = tries.get(cid, 0) + 1
-        f = client.submit(execute_cell, cell, configs[i], str((cells / cid).resolve()), pure=False,
+        f = client.submit(execute, cell, configs[i], str((cells / cid).resolve()), pure=False,
                           key=f"{name}-{cid}-{tries[cid]}")
         futures[f.key] = (i, cid)
         return f

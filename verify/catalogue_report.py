@@ -3,6 +3,7 @@ at its default sizes and tabulate layers and state size against the paper's clai
 with the measured proof time (seconds on the machine that ran it)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 
 from constructions.catalogue import entries
 
@@ -12,20 +13,23 @@ from .cli_common import markdown_table
 from .proof import check
 
 
+def row(name: str) -> dict:
+    """Prove one catalogue entry at its default sizes: its line of the table."""
+    e = entries()[name]
+    obj = e.build(**e.sizes)
+    info = describe_built(obj)
+    res = check(obj)
+    if info["kind"] == "construction":
+        layers = info["depth_formula"]
+        state = f"{info['state_shape'][0]} x {info['state_shape'][1]}"
+    else:
+        layers, state = "(identity)", "-"
+    return {"name": name, "paper": e.paper, "sizes": e.sizes, "layers": layers, "state": state,
+            "claim": e.claim, "proved": res.ok, "seconds": res.seconds}
+
+
 def rows() -> list[dict]:
-    out = []
-    for name, e in entries().items():
-        obj = e.build(**e.sizes)
-        info = describe_built(obj)
-        res = check(obj)
-        if info["kind"] == "construction":
-            layers = info["depth_formula"]
-            state = f"{info['state_shape'][0]} x {info['state_shape'][1]}"
-        else:
-            layers, state = "(identity)", "-"
-        out.append({"name": name, "paper": e.paper, "sizes": e.sizes, "layers": layers, "state": state,
-                    "claim": e.claim, "proved": res.ok, "seconds": res.seconds})
-    return out
+    return [row(name) for name in entries()]
 
 
 def markdown(rs: list[dict]) -> str:
@@ -72,6 +76,54 @@ def main(argv=None) -> int:
     from polyverify.cli import run_main
 
     return run_main(_main, argv)
+
+
+# ------------------------------------------------------------------ sweeps (numerics.sweep)
+
+def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
+    from polyverify.cli import UsageError
+
+    if set(config) != {"entry"}:
+        raise UsageError(f"{where}: a catalogue cell is {{'entry': NAME}}, got keys {', '.join(map(repr, config))}")
+    if config["entry"] not in entries():
+        raise UsageError(f"{where}: unknown catalogue entry {config['entry']!r} (python -m verify.construct --list)")
+    return dict(config)
+
+
+def sweep_cell(config: dict) -> dict:
+    """One entry proved (:func:`row`)."""
+    sweep_check(config)
+    return row(config["entry"])
+
+
+def _sweep_arguments(g) -> None:
+    g.add_argument("--entries", default=None, help="comma-separated catalogue entries (default: all of "
+                                                   "python -m verify.construct --list)")
+
+
+def _sweep_configs(a) -> list[dict]:
+    from numerics.sweep import split_list
+
+    names = list(entries()) if a.entries is None else split_list("--entries", a.entries, limit=len(entries()))
+    return [{"entry": n} for n in names]
+
+
+def _sweep_finish(res, out) -> tuple[list[str], bool]:
+    """catalogue.md (the table of ``python -m verify.catalogue_report``) of the entries that ran;
+    the verdict fails when an entry is not proved."""
+    from polyverify.cli import atomic_write_text
+
+    rs = [r["result"] for r in res.rows if r["status"] == "ok"]
+    path = out / "catalogue.md"
+    atomic_write_text(path, markdown(rs))
+    return [str(path)], all(r["proved"] for r in rs)
+
+
+SWEEP = SimpleNamespace(
+    description="Catalogue sweep: one cell per catalogue entry, each proved at its default sizes (as python -m "
+                "verify.catalogue_report does, one process per worker); writes catalogue.md.",
+    cell="verify.catalogue_report:sweep_cell", add_arguments=_sweep_arguments, configs=_sweep_configs,
+    check=sweep_check, finish=_sweep_finish)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 from constructions.catalogue import gd_architectures
 from verify.comparison import (CompareError, Stack, build_construction, constructed_stack, functional,
@@ -420,6 +421,141 @@ def _file_sizes(path):
         return None, None
     shp = var.get("A") or var.get("X")
     return (shp[0], shp[1]) if shp else (None, None)
+
+
+# ------------------------------------------------------------------ sweeps (numerics.sweep)
+
+#: flags a sweep cell cannot set (the sweep owns the output folder)
+_NOT_IN_CELLS = {"out", "help"}
+
+
+def cell_keys() -> dict[str, str]:
+    """A comparison cell's config keys (this command's options, underscored) and their flags."""
+    return {act.dest: max(act.option_strings, key=len) for act in build_parser()._actions
+            if act.dest not in _NOT_IN_CELLS}
+
+
+def _cell_args(config: dict, where: str):
+    from numerics.sweep import config_argv
+
+    from polyverify.cli import UsageError
+
+    for k in ("learned", "construction"):
+        if k not in config:
+            raise UsageError(f"{where}: the config needs {k!r}")
+    argv = config_argv(config, cell_keys(), where)
+    try:
+        a = build_parser().parse_args(argv + ["--out", "-"])
+        _check_args(a, a.n, a.d)
+        _check_learned(a.learned)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
+    return a, argv
+
+
+def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
+    """One comparison's config checked as this command checks its command line (the learned
+    file exists and is a safetensors file; the deeper checks run in the cell), with the learned
+    file's absolute path and every option's value."""
+    config = dict(config)
+    if allow_large and "allow_large" not in config:
+        try:
+            _cell_args(config, where)
+        except Exception:  # noqa: BLE001 -- retried with the limits lifted
+            config["allow_large"] = True
+    if "learned" in config:
+        config["learned"] = str(Path(str(config["learned"])).resolve())
+    a, _ = _cell_args(config, where)
+    full = {}
+    for k in cell_keys():
+        v = getattr(a, k)
+        if v is None or v is False or v == "":
+            continue
+        full[k] = ",".join(f"{x:g}" for x in v) if isinstance(v, tuple) else v
+    return full
+
+
+def sweep_cell(config: dict) -> dict:
+    """One ``python -m verify.compare`` run; the report (report.json, report.md, plots) goes to the
+    cell's folder (a temporary one outside a sweep).  Returns the predictions' differences per
+    problem set and, where computed, the iterated solvers' final errors."""
+    import contextlib
+    import io
+    import tempfile
+
+    from numerics.sweep import cell_dir
+
+    _, argv = _cell_args(config, "cell")
+    with contextlib.ExitStack() as stack:
+        out = cell_dir() or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = _main(argv + ["--out", str(out)])
+        rep = json.loads((out / "report.json").read_text())
+    res = {"construction": rep.get("construction"), "n": rep.get("n"), "d": rep.get("d"), "k": rep.get("k"),
+           "layers": rep.get("layers"), "exit_status": rc,
+           "report": str(out / "report.json") if cell_dir() is not None else None}
+    fn = rep.get("functional") or {}
+    for r in fn.get("predictions") or []:
+        res.setdefault("prediction_relative_rms", {})[r["set"]] = r.get("relative_rms")
+        res.setdefault("prediction_max_abs", {})[r["set"]] = r.get("max_abs")
+    return res
+
+
+def _sweep_arguments(g) -> None:
+    g.add_argument("--learned", required=True,
+                   help="learned weight files: comma-separated paths, glob patterns (quote them) or folders "
+                        "(every *.safetensors below them)")
+    g.add_argument("--constructions", "--construction", dest="constructions", default="gd-baseconv",
+                   help=f"constructions to compare each file with: {', '.join(CONSTRUCTIONS)} (default gd-baseconv)")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other option of python -m verify.compare for every cell, e.g. --set problems=8 "
+                        "--set iters=20 --set skip=polynomial (a bare KEY sets a flag such as weights)")
+
+
+def _learned_files(spec: str) -> list[str]:
+    import glob
+
+    from polyverify.cli import UsageError
+
+    files: list[str] = []
+    for item in (t.strip() for t in spec.split(",")):
+        if not item:
+            raise UsageError(f"--learned: empty item in {spec!r}")
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(str(q) for q in p.rglob("*.safetensors"))
+        elif any(ch in item for ch in "*?["):
+            found = sorted(glob.glob(item, recursive=True))
+        else:
+            found = [item]
+        if not found:
+            raise UsageError(f"--learned {item}: no weight file matches")
+        files += found
+    return list(dict.fromkeys(str(Path(f).resolve()) for f in files))
+
+
+def _sweep_configs(a) -> list[dict]:
+    from numerics.sweep import product, split_list
+
+    from polyverify.cli import UsageError
+
+    keys = cell_keys()
+    fixed: dict = {}
+    for item in a.set:
+        k, eq, v = item.partition("=")
+        k = k.strip().replace("-", "_")
+        if k not in keys or k in ("learned", "construction"):
+            raise UsageError(f"--set {item}: not an option of python -m verify.compare a sweep can set")
+        fixed[k] = v if eq else True
+    grid = product(learned=_learned_files(a.learned),
+                   construction=split_list("--constructions", a.constructions, allow_large=a.allow_large))
+    return [{**c, **fixed} for c in grid]
+
+
+SWEEP = SimpleNamespace(
+    description="Comparison sweep: verify.compare for every learned weight file x construction (one cell each, "
+                "checked as python -m verify.compare checks its command line); each report in cells/<id>/.",
+    cell="verify.compare:sweep_cell", add_arguments=_sweep_arguments, configs=_sweep_configs, check=sweep_check)
 
 
 if __name__ == "__main__":
