@@ -37,13 +37,17 @@ Registered entries
 
 ``s004-full-vs-diag``  the Diag-built GD and GD++ layers and their Full-matrix
     variants are the same map on every token matrix (symbolic tokens, eta, gamma).
+
+``gd-token-lsa`` (``gd --arch token-lsa``)  the GD layer above on the least-squares variables
+    ``A, b, x, q`` of the other gd architectures (:class:`TokenLSAGD`), so weights in von Oswald
+    et al.'s token form go through ``gd``'s proof, run and report.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from constructions.claims import IdentityClaim
-from constructions.base import Construction, exact
+from constructions.base import Construction, batch_ndim, exact, new_state
 from constructions.layers import TokenLSAHead
 
 from . import CatalogueEntry, register
@@ -246,3 +250,115 @@ register(CatalogueEntry(
     summary="GD / GD++ layers: Diag weights (eq. 8) and the Full-matrix variants are the same map",
     build=full_vs_diag_identity, sizes={"n": 3, "d": 2},
     claim="Full model contains Diag; the GD layer is unique in Full up to (P, Q) -> (cP, Q/c)"))
+
+
+# ====================================================================== GD in the token form, as a gd architecture
+
+REF_TOKEN_LSA = ("seed 004 Sec. 2 eq. (2)-(3), GD head (p_x, p_y, q_x, q_y) = (0, -eta, 1, 0) of eq. (8)-(10) "
+                 "(von Oswald et al. 2023a); least squares of seed 000 eq. (3)")
+
+
+class TokenLSAGD(Construction):
+    """Seed 004's GD transformer on this toolkit's least-squares variables (``A``, ``b``, ``x``, ``q``):
+    the ``gd --arch token-lsa`` architecture.
+
+    Tokens (rows), ``n + 2`` of them, each of ``2d + 2`` coordinates ``(x-part, y, one, w)``:
+
+    * context token ``i < n``: ``(a_i, b_i - a_i^T x, 0, 0)``;
+    * carrier token ``n``: ``(0, 0, 1, x)``: the iterate, so that it can be read out (the token
+      form otherwise holds ``x`` only implicitly, seed 004 Lemma 4.3);
+    * query token ``n + 1`` (last, never a key): ``(q, -q^T x, 0, 0)``.
+
+    Restricted to the context and query tokens and the first ``d + 1`` coordinates this is seed
+    004's token ``(x_i, y_i)`` with von Oswald et al.'s invariant (label slot = residual, query
+    slot = negated prediction).  One layer per step (eq. (2)-(3), keys = all tokens but the
+    last), two heads:
+
+    * head 0, seed 004's GD head (Diag (0, -eta, 1, 0) of eq. (8)): ``P = -eta e_y e_y^T``,
+      ``Q = diag(I_d, 0, ...)``: ``y_i <- y_i - eta a_i^T sum_j a_j y_j`` for every token with
+      an x-part (context and query);
+    * head 1, the carrier's update: ``Q = e_y e_one^T``, ``P = eta sum_k e_{w_k} e_{x_k}^T``:
+      ``w <- w + eta sum_j y_j a_j`` on the one token whose ``one`` is 1.
+
+    Both read the layer's input, so ``x <- x + eta A^T (b - A x)`` (seed 000 eq. (3)) at the
+    carrier and in every residual.  The carrier is a key, but its x-part and y are 0, so it
+    adds nothing to either head.  ``verify.construct import --from icl-gd --spec token-lsa``
+    maps von Oswald et al.'s one-head (d+1)-coordinate weights onto head 0's tokens.
+    """
+
+    def input_state(self, v):
+        return self.state(v)
+
+    def state(self, v):
+        from constructions.lsq import dot, matvec
+
+        n, d = self.variables["A"]
+        nb = batch_ndim(v, self.variables)
+        S = new_state(self.layout, np.asarray(v["A"]), nb)
+        A = np.asarray(v["A"])
+        S[(...,) + (slice(0, n), slice(0, d))] = A
+        S[(...,) + (slice(0, n), d)] = np.asarray(v["b"]) - matvec(A, v["x"])
+        S[(...,) + (n, d + 1)] = 1
+        S[(...,) + (n, slice(d + 2, 2 * d + 2))] = v["x"]
+        S[(...,) + (n + 1, slice(0, d))] = v["q"]
+        S[(...,) + (n + 1, d)] = -dot(v["q"], v["x"])
+        return S
+
+    def final_state(self, v):
+        return self.state(v)
+
+    def step(self, v):
+        from constructions.lsq import gd_step
+
+        return gd_step(v, self.params["eta"])
+
+    def readout(self, state):
+        n, d = self.variables["A"]
+        return {"x": state[..., n, d + 2:2 * d + 2], "prediction": -state[..., n + 1, d]}
+
+
+def token_lsa_layout(n: int, d: int):
+    from constructions.layout import Layout
+
+    lay = Layout((n + 2, 2 * d + 2), row_axis="tokens (n context, the carrier, then the query)",
+                 col_axis="token coordinates (x-part, y, one, w)")
+    lay.add("a", (0, n), (0, d), "context x-part: a_i (rows of A)")
+    lay.add("r", (0, n), (d, d + 1), "context y_i = b_i - a_i^T x (the residual)")
+    lay.add("one", (n, n + 1), (d + 1, d + 2), "1 at the carrier token")
+    lay.add("x", (n, n + 1), (d + 2, 2 * d + 2), "the iterate x at the carrier token")
+    lay.add("q", (n + 1, n + 2), (0, d), "query x-part: q")
+    lay.add("pred", (n + 1, n + 2), (d, d + 1), "query y_t = -q^T x (prediction = -y_t)")
+    return lay
+
+
+def token_lsa_gd_heads(d: int, eta) -> list[TokenLSAHead]:
+    """Head 0: ``P = -eta e_y e_y^T``, ``Q = diag(I_d, 0, ...)``; head 1: ``Q = e_y e_one^T``,
+    ``P = eta sum_k e_{w_k} e_{x_k}^T`` (see :class:`TokenLSAGD`)."""
+    m = 2 * d + 2
+    P0, Q0, P1, Q1 = zeros(m, m), zeros(m, m), zeros(m, m), zeros(m, m)
+    P0[d, d] = -eta
+    for k in range(d):
+        Q0[k, k] = 1
+        P1[d + 2 + k, k] = eta
+    Q1[d, d + 1] = 1
+    return [TokenLSAHead(P0, Q0), TokenLSAHead(P1, Q1)]
+
+
+def gd_token_lsa(n: int = 20, d: int = 5, *, eta=None) -> TokenLSAGD:
+    """``gd --arch token-lsa``: k GD steps as k token-form LSA layers (see :class:`TokenLSAGD`)."""
+    _check_nd(n, d)
+    eta = exact("1/16") if eta is None else (exact(eta) if isinstance(eta, (str, int, float)) else eta)
+    from constructions.lsq import LS_VARIABLES
+
+    layer = token_layer(token_lsa_gd_heads(d, eta))
+    return TokenLSAGD(name="gd-token-lsa", reference=REF_TOKEN_LSA, layout=token_lsa_layout(n, d), prologue=[],
+                      body=[layer], epilogue=[], params={"eta": eta}, variables=LS_VARIABLES(n, d), carried=("x",),
+                      rebuild=lambda **p: gd_token_lsa(n, d, **p), symbolic_params=("eta",),
+                      notes="(N+2) x (2D+2) tokens; two heads per step (GD, carrier of x)")
+
+
+register(CatalogueEntry(
+    name="gd-token-lsa", paper=REF_TOKEN_LSA, build=gd_token_lsa, sizes={"n": 20, "d": 5},
+    summary="least-squares GD, token-form LSA (seed 004 / von Oswald et al.), 1 layer per step",
+    roles=frozenset({"gd"}), arch="token-lsa", depth="k", state="(N+2) x (2D+2)",
+    claim="one layer per GD step; von Oswald et al.'s weights import onto it (verify.construct import --from icl-gd)"))

@@ -10,7 +10,7 @@ from verify.proof import prove
 from tests.support import assert_proved
 
 SYMBOLIC = {"baseconv": ["eta"], "baseconv-causal": ["eta"], "lsa": ["sqrt_eta", "sqrt_lam"],
-            "elsa": ["sqrt_eta", "lam"],
+            "elsa": ["sqrt_eta", "lam"], "token-lsa": ["eta"],
             # compiled from a circuit whose eta is a constant: proved for the given exact eta
             "compiled-baseconv": [], "compiled-baseconv-causal": []}
 
