@@ -1,0 +1,21 @@
+"""The seeds' experiments, reproduced at CPU scale (issue 18; ``docs/experiments.md``).
+
+One module per experiment (:mod:`.common` says what each provides); each runs its grid through
+:func:`numerics.sweep.run_grid` and writes JSON + CSV + a PNG; ``python -m numerics.experiments
+report`` generates ``docs/experiments.md`` from the committed results under ``docs/experiments/``.
+"""
+from __future__ import annotations
+
+import importlib
+
+#: command name -> module (in the order of the report)
+EXPERIMENTS = {
+    "seed004-table1": "numerics.experiments.seed004_table1",
+}
+
+
+def load(name: str):
+    return importlib.import_module(EXPERIMENTS[name])
+
+
+__all__ = ["EXPERIMENTS", "load"]

@@ -1,0 +1,110 @@
+"""``python -m numerics.experiments``: the seeds' experiments at CPU scale (docs/experiments.md).
+
+    python -m numerics.experiments --list
+    python -m numerics.experiments NAME [--quick] --out DIR [--workers N] [--export-weights] [--no-progress]
+    python -m numerics.experiments report [--results docs/experiments] [--out docs/experiments.md]
+
+``NAME`` runs one experiment's grid through the sweep runner (``numerics.sweep.run_grid``: one
+Dask task per cell, resumable: rerunning with the same ``--out`` reruns only the missing or failed
+cells) and writes into ``DIR``: the runner's ``cells/``, ``results.jsonl``, ``results.csv`` and
+``sweep.json``, then ``summary.json`` (our numbers beside the paper's, the pass criteria, the
+configuration, CPU and wall time), ``table.csv`` (one row per compared number) and ``figure.png``.
+``--quick`` runs a few small cells that check the pipeline (CI, under a minute), not the paper's
+numbers.  ``--export-weights`` (seed004-table1) also writes every trained model as a toolkit
+weight file ``DIR/weights/<variant>-L<layers>-<column>.safetensors`` (``verify.compare`` reads it).
+
+``report`` generates ``docs/experiments.md`` from ``RESULTS/<NAME>/summary.json`` (the committed
+full runs); every number in it comes from those files or is the paper's, quoted as such.
+
+Exit status: 0 done; 2 bad input (one ``error:`` line, nothing run or written); ``10 + F`` when F
+cells failed (the sweep runner's convention; the summary is still written from the others).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from polyverify.cli import EXIT_OK, Parser, UsageError, exit_with, output_dir, output_file, run_main
+
+from . import EXPERIMENTS, load
+
+DEFAULT_RESULTS = Path("docs/experiments")
+DEFAULT_REPORT = Path("docs/experiments.md")
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m numerics.experiments", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="an experiment (" + ", ".join(EXPERIMENTS) + ") or 'report'")
+    p.add_argument("--list", action="store_true", help="list the experiments and exit")
+    p.add_argument("--quick", action="store_true", help="a few small cells: checks the pipeline, not the paper's numbers")
+    p.add_argument("--out", metavar="PATH",
+                   help="NAME: output folder (required); report: the markdown file (default docs/experiments.md)")
+    p.add_argument("--results", metavar="DIR", default=str(DEFAULT_RESULTS),
+                   help="report: the folder holding NAME/summary.json (default docs/experiments)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes of the local Dask cluster (default: the sweep runner's, one per core)")
+    p.add_argument("--export-weights", action="store_true",
+                   help="seed004-table1: write each trained model as a toolkit weight file under DIR/weights/")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    return p
+
+
+def main(argv=None) -> int:
+    return run_main(_main, argv)
+
+
+def _main(argv) -> int:
+    a = parser().parse_args(argv)
+    if a.list:
+        for name, mod in EXPERIMENTS.items():
+            m = load(name)
+            print(f"{name:<16} {m.TITLE}")
+        return EXIT_OK
+    if a.name is None:
+        raise UsageError("name an experiment (" + ", ".join(EXPERIMENTS) + "), 'report', or pass --list")
+    if a.name == "report":
+        for flag, bad in (("--quick", a.quick), ("--workers", a.workers is not None),
+                          ("--export-weights", a.export_weights)):
+            if bad:
+                raise UsageError(f"{flag} does not apply to 'report'")
+        results = Path(a.results)
+        if not results.is_dir():
+            raise UsageError(f"--results {results}: not a folder")
+        out = output_file("--out", a.out or DEFAULT_REPORT)
+        from .report import write_report
+
+        write_report(results, out)
+        print(f"wrote {out}")
+        return EXIT_OK
+    if a.name not in EXPERIMENTS:
+        raise UsageError(f"unknown experiment {a.name!r}; choose one of {', '.join(EXPERIMENTS)}, or 'report'")
+    if a.out is None:
+        raise UsageError("--out DIR is required")
+    if a.workers is not None and a.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {a.workers}")
+    module = load(a.name)
+    if a.export_weights and not hasattr(module, "export"):
+        raise UsageError(f"--export-weights: {a.name} trains no exportable model")
+    out = output_dir("--out", a.out)
+    from .common import run_experiment
+
+    cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+    summary = run_experiment(module, quick=a.quick, out_dir=out, workers=a.workers,
+                             progress=False if a.no_progress else None, command=cmd)
+    if a.export_weights:
+        files = module.export(out)
+        print(f"wrote {len(files)} weight files under {out / 'weights'}")
+    run = summary["run"]
+    print(f"{a.name}: {run['cells']} cells, {run['failed']} failed, CPU {run['cpu_s']:.1f} s, wall {run['wall_s']:.1f} s; "
+          f"wrote {out / 'summary.json'}, {out / 'table.csv'}, {out / 'figure.png'}")
+    for c in summary.get("criteria", []):
+        state = "not measured" if c["met"] is None else ("met" if c["met"] else "NOT met")
+        print(f"  [{state}] {c['text']}")
+    return EXIT_OK if not run["failed"] else 10 + min(run["failed"], 100)
+
+
+if __name__ == "__main__":
+    exit_with(main)
