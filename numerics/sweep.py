@@ -354,6 +354,26 @@ def _check_scheduler(address: str) -> str:
     return address
 
 
+def check_out(path) -> Path:
+    """The output folder can be made or used: checked without creating anything."""
+    out = Path(path)
+    if str(path) == "":
+        raise SweepInputError("--out: empty folder name")
+    if out.exists() and not out.is_dir():
+        raise SweepInputError(f"--out {out}: is a file, not a folder")
+    cells = out / "cells"
+    if cells.exists() and not cells.is_dir():
+        raise SweepInputError(f"--out {out}: {cells} is a file, not a folder")
+    for anc in [out, *out.absolute().parents]:
+        if anc.exists():
+            if not anc.is_dir():
+                raise SweepInputError(f"--out {out}: {anc} is a file, not a folder")
+            if not os.access(anc, os.W_OK | os.X_OK):
+                raise SweepInputError(f"--out {out}: folder {anc} is not writable")
+            break
+    return out
+
+
 def _local_cluster(workers: int, retries: int):
     import logging
 
@@ -407,12 +427,8 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
         raise SweepInputError(f"--retries must be an integer >= 0, got {retries!r}")
     if scheduler is not None:
         _check_scheduler(scheduler)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise SweepInputError(f"--out {out}: is a file, not a folder")
+    out = check_out(out_dir)
     cells = out / "cells"
-    if cells.exists() and not cells.is_dir():
-        raise SweepInputError(f"--out {out}: {cells} is a file, not a folder")
 
     records: dict[str, dict] = {}
     for cid in ids:
@@ -707,6 +723,7 @@ def _main(argv) -> int:
         configs = [ad.check(c, allow_large=big, where=f"cell {i}") for i, c in enumerate(configs)]
         cell = ad.cell
     ids = _check_configs(cell, configs)
+    check_out(a.out)
     if a.list:
         cells = Path(a.out) / "cells"
         for cid, c in zip(ids, configs):
