@@ -374,18 +374,23 @@ def check_out(path) -> Path:
     return out
 
 
-def _local_cluster(workers: int, retries: int):
+def local_cluster_config(retries: int) -> dict:
+    """The Dask settings of the local cluster, held while it runs (the nanny reads them again when
+    it restarts a lost worker): the scheduler reruns a task lost with its worker up to ``retries``
+    times; one task at a time per worker thread, so a lost worker takes only the cell it was
+    running; workers are not daemonic processes, so a cell may start processes of its own (the
+    comparison's exact polynomial view runs in a child)."""
+    return {"distributed.scheduler.allowed-failures": retries, "distributed.scheduler.worker-saturation": 1.0,
+            "distributed.worker.daemon": False}
+
+
+def _local_cluster(workers: int):
     import logging
 
-    import dask
     from distributed import LocalCluster
 
-    # retries: a task lost with its worker is rerun up to `retries` times by the scheduler; one
-    # task at a time per worker thread, so a lost worker takes only the cell it was running
-    with dask.config.set({"distributed.scheduler.allowed-failures": retries,
-                          "distributed.scheduler.worker-saturation": 1.0}):
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                            silence_logs=logging.ERROR)
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                        silence_logs=logging.ERROR)
 
 
 def _dashboard(client) -> str | None:
@@ -441,6 +446,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     cluster_info: dict = {"scheduler": scheduler, "workers": None, "threads": None, "dashboard": None}
     cpu = 0.0
     client = cluster = None
+    settings = contextlib.ExitStack()
     try:
         if todo and scheduler is not None:
             from distributed import Client
@@ -455,7 +461,10 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
             rep.say(f"{name}: all {len(ids)} cells finished earlier in {out}; nothing to run")
         else:
             if client is None:
-                cluster = _local_cluster(workers or default_workers(), retries)
+                import dask
+
+                settings.enter_context(dask.config.set(local_cluster_config(retries)))
+                cluster = _local_cluster(workers or default_workers())
                 from distributed import Client
 
                 client = Client(cluster)
@@ -478,6 +487,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close()
+        settings.close()
 
     rows = []
     for i, cid in enumerate(ids):
