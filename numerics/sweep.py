@@ -349,7 +349,7 @@ def _check_configs(cell: str, configs) -> list[str]:
 
 
 def _check_scheduler(address: str) -> str:
-    if not re.fullmatch(r"([a-z]+://)?[\w.\-\[\]:]+:\d{1,5}", address or ""):
+    if not re.fullmatch(r"[a-z]+://[^\s/][^\s]*|[\w.\-\[\]:]+:\d{1,5}", address or ""):
         raise SweepInputError(f"--scheduler {address!r}: not a scheduler address such as tcp://HOST:8786")
     return address
 
@@ -462,6 +462,8 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
         else:
             if client is None:
                 import dask
+                import distributed  # noqa: F401 -- its defaults loaded first: leaving dask.config.set
+                # deletes every key that did not exist when it was entered
 
                 settings.enter_context(dask.config.set(local_cluster_config(retries)))
                 cluster = _local_cluster(workers or default_workers())

@@ -258,3 +258,60 @@ def test_every_command_has_help():
         for act in p._actions:
             if not isinstance(act, argparse._HelpAction):
                 assert act.help, (command, act.dest)
+
+
+# ------------------------------------------------------------------ an existing cluster, the adapters
+
+def test_run_grid_on_an_existing_scheduler(tmp_path):
+    """--scheduler: the command connects to a running cluster (here one in this process) and
+    closes only its own client; the cluster keeps running."""
+    from distributed import LocalCluster
+
+    log = tmp_path / "log"
+    log.mkdir()
+    rc = roundoff.sweep_check({"arch": "baseconv", "layers": 4, "dtype": "float64", **TINY})
+    configs = [{"i": 0, "log": str(log), "roundoff": rc}, {"i": 1, "log": str(log), "nan": True}]
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=cluster.scheduler_address, progress=False)
+        assert cluster.scheduler.workers  # still up
+    assert res.failed == 1 and res.cluster["scheduler"] == cluster.scheduler_address
+    assert res.rows[0]["result"] == _json(roundoff.sweep_cell(rc))
+    assert res.rows[1]["error"] == "non-finite value in the result: result['value'] = nan"
+
+
+def test_train_adapter_cell_writes_its_files(tmp_path):
+    from numerics import train
+
+    c = train.sweep_check({"task": "gradient", "n": 4, "d": 2, "width": 4, "layers": 1, "steps": 3, "batch": 8,
+                           "eval_batch": 16, "lr": 1e-3})
+    assert c["seed"] == 0 and c["model"] == "baseconv" and c["lr"] == 1e-3  # completed: one id per run
+    assert c == train.sweep_check(c)
+    token = sweep._CELL_DIR.set(str(tmp_path / "cell"))  # as execute_cell does for a cell of a sweep
+    try:
+        r = train.sweep_cell(c)
+    finally:
+        sweep._CELL_DIR.reset(token)
+    assert r["steps"] == 3 and r["lr"] == 1e-3 and r["final_test_mse"] > 0
+    assert {"weights.safetensors", "curves.png", "result.json"} <= {p.name for p in (tmp_path / "cell").iterdir()}
+    with pytest.raises(sweep.UsageError, match="cell 3: --width must be >= 1"):
+        train.sweep_check({**c, "width": 0}, where="cell 3")
+
+
+def test_compare_and_catalogue_adapter_cells(tmp_path):
+    from dataclasses import replace
+
+    from constructions import weights_io
+    from verify import catalogue_report, compare
+    from verify.comparison import build_construction, constructed_stack, stack_of
+
+    con = build_construction("gd-baseconv", 4, 2)
+    st = stack_of(con, constructed_stack(con, 1).layers)
+    path = weights_io.save(tmp_path / "w.safetensors", replace(con, prologue=st.prologue, body=st.bodies[0],
+                                                               epilogue=st.epilogue), 1)
+    c = compare.sweep_check({"learned": str(path), "construction": "gd-baseconv", "problems": 4, "iters": 2,
+                             "iter_sigmas": "1", "skip": "polynomial,invariants"})
+    r = compare.sweep_cell(c)
+    assert r["k"] == 1 and r["exit_status"] == 0 and r["report"] is None  # outside a sweep: a temporary folder
+    assert set(r["prediction_relative_rms"].values()) == {0.0}  # the constructed weights themselves
+    row = catalogue_report.sweep_cell({"entry": "gd-baseconv"})
+    assert row["proved"] is True and row["name"] == "gd-baseconv"
