@@ -4,8 +4,8 @@ The proof is the verdict; the trials only cross-check it on concrete inputs.  Ru
 ``Fraction`` arithmetic, one trial at a time, they cost more than compiling and proving a large
 circuit (a 10,000-gate circuit: about a second per trial).  Here every trial runs at once, in
 ``int64`` numpy arrays, modulo a prime ``p < 2^31``: the circuit (``circuits.evaluate`` on a
-vector type) and the compiled BaseConv stack (this module's forward, the same equations as
-``constructions.layers.BaseConv``, seed 000 eq. (19)) on the same random residues.  Agreement
+vector type) and the compiled stack (this module's forward, the same equations as
+``constructions.layers``: BaseConv, LSA, ELSA) on the same random residues.  Agreement
 modulo ``p`` at a random point is exact arithmetic, and a nonzero difference polynomial of
 degree ``d`` vanishes at a uniformly random point with probability at most ``d / p``
 (Schwartz-Zippel), which the report states.
@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions.layers import BaseConv
+from constructions.layers import ELSA, LSA, BaseConv
 from constructions.ops import nonzero_pattern
 
 #: primes below 2^31 (products of two residues fit in int64)
@@ -73,8 +73,49 @@ def conv(v: np.ndarray, h: np.ndarray, causal: bool, p: int) -> np.ndarray:
     return out
 
 
+def _attention(H: np.ndarray, hd: dict, p: int) -> np.ndarray:
+    """One head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` (seed 001 eq. (8), (16)) on residues,
+    on the columns where its weights are nonzero (``hd`` from :func:`_head_residues`)."""
+    def side(k):
+        rows, cols, W, B = hd[k]
+        X = mm(H[..., rows], W, p) if len(rows) else np.zeros(H.shape[:-1] + (len(cols),), dtype=np.int64)
+        return (X + B) % p
+    Qm, K, V = side("q"), side("k"), side("v")
+    out = np.zeros_like(H)
+    out[..., hd["v"][1]] = mm(Qm, mm(np.swapaxes(K, -1, -2), V, p), p)
+    return out
+
+
+def _head_residues(hd, p: int, T: int) -> dict:
+    """A head's weights and biases as residues on their nonzero rows and columns: ``q`` (W3, B3)
+    and ``k`` (W1, B1) on the Gram columns both use, ``v`` (W2, B2) on its own."""
+    def parts(W, B):
+        W = residues(W, p)
+        B = residues(B, p) if B is not None else np.zeros((T, W.shape[1]), dtype=np.int64)
+        return W, B
+    (W1, B1), (W2, B2), (W3, B3) = (parts(getattr(hd, w), getattr(hd, b, None))
+                                    for w, b in (("W1", "B1"), ("W2", "B2"), ("W3", "B3")))
+    used = lambda W, B: (W.any(axis=0) | B.any(axis=0))  # noqa: E731
+    gram = np.nonzero(used(W1, B1) & used(W3, B3))[0]
+    vcols = np.nonzero(used(W2, B2))[0]
+    out = {}
+    for key, W, B, cols in (("q", W3, B3, gram), ("k", W1, B1, gram), ("v", W2, B2, vcols)):
+        rows = np.nonzero(W[:, cols].any(axis=1))[0]
+        out[key] = (rows, cols, W[np.ix_(rows, cols)], B[:, cols])
+    return out
+
+
 def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
-    """One BaseConv layer (seed 000 eq. (19)) on residues; ``L`` from :func:`layer_residues`."""
+    """One layer on residues (``L`` from :func:`layer_residues`): BaseConv (seed 000 eq. (19)),
+    LSA (seed 001 eq. (8)) or an ELSA module (eq. (16), (57)-(59)), as ``constructions.layers``."""
+    if L["kind"] in ("lsa", "elsa"):
+        P = u
+        for stage in L["stages"]:
+            acc = np.zeros_like(u)
+            for hd in stage:
+                acc = (acc + _attention(P, hd, p)) % p
+            P = acc
+        return (u + P) % p if L["residual"] else P
     v = (mm(u, L["W_in"], p) + L["b_in"]) % p
     z = (conv(v, L["h"], L["causal"], p) + L["b_conv"]) % p
     g = (mm(u, L["W_gate"], p) + L["b_gate"]) % p
@@ -83,10 +124,17 @@ def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
 
 
 def layer_residues(layer, p: int) -> dict:
+    if isinstance(layer, LSA):
+        heads = [_head_residues(h, p, 1) for h in layer.heads]
+        return {"kind": "lsa", "stages": [heads], "residual": layer.residual}
+    if isinstance(layer, ELSA):
+        T = layer.stages[0][0].B1.shape[0]
+        stages = [[_head_residues(h, p, T) for h in st] for st in layer.stages]
+        return {"kind": "elsa", "stages": stages, "residual": layer.residual}
     if not isinstance(layer, BaseConv):
-        raise TypeError(f"modular evaluation runs BaseConv layers, not {type(layer).__name__}")
+        raise TypeError(f"modular evaluation runs BaseConv, LSA and ELSA layers, not {type(layer).__name__}")
     out = {name: residues(a, p) for name, a in layer.arrays().items()}
-    out["causal"], out["residual"] = layer.causal, layer.residual
+    out["causal"], out["residual"], out["kind"] = layer.causal, layer.residual, "baseconv"
     return out
 
 

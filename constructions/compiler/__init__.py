@@ -8,6 +8,8 @@ module            pass
 ``sequence``      targets ``baseconv`` / ``baseconv-causal``: the placed circuit's token grid;
                   product layers, route layers where a factor must move
 ``routing``       a linear map between two sequence states -> one BaseConv layer
+``attention``     targets ``lsa`` / ``elsa`` (seed 001): gather to a work row, product heads
+                  per level, an output layer; ELSA groups the layers into two-stage modules
 ``circuit``       the :class:`CompiledCircuit` construction all targets return
 ================  ==========================================================================
 
@@ -20,6 +22,7 @@ import networkx as nx
 
 import circuits as C
 
+from .attention import compile_attention
 from .circuit import CompiledCircuit
 from .mlp import compile_mlp
 from .routing import CompileError
@@ -30,6 +33,8 @@ TARGETS = {
     "baseconv": "BaseConv over the placed circuit's tokens, circular convolution (seed 000 Thm. D.30)",
     "baseconv-causal": "BaseConv over the placed circuit's tokens, causal convolution",
     "baseconv-mlp": "BaseConv on one token, every live value its own channel (a gated MLP)",
+    "lsa": "multi-head LSA (seed 001 eq. (8)) over the placed tokens, with a one-hot position block",
+    "elsa": "ELSA modules (seed 001 eq. (16), (57)-(59)) over the placed tokens, positions in the biases",
 }
 
 
@@ -47,6 +52,8 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
         return compile_mlp(g, name)
     if target in ("baseconv", "baseconv-causal"):
         return compile_sequence(g, name, causal=target == "baseconv-causal", min_width=min_width)
+    if target in ("lsa", "elsa"):
+        return compile_attention(g, name, elsa=target == "elsa", min_width=min_width)
     raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
 
 

@@ -22,6 +22,7 @@ class CompiledCircuit(Construction):
     graph: nx.DiGraph = None
     input_slots: dict = None  # input name -> (token, channel)
     output_slots: dict = None  # output name -> (token, channel)
+    constants: dict = None  # (token, channel) -> value: a constant block the input map adds (lsa)
     info: dict = None  # the compile report (circuit metrics, compiled sizes, bound)
 
     def _first(self, v):
@@ -35,11 +36,16 @@ class CompiledCircuit(Construction):
 
     def input_state(self, v):
         names, first = self._first(v)
-        S = self._empty(names, first)
+        S = self._constant_block(self._empty(names, first))
         for nme in names:
             t, c = self.input_slots[nme]
             val = v[nme]
             S[..., t, c] = val.item() if isinstance(val, np.ndarray) and val.ndim == 0 else val
+        return S
+
+    def _constant_block(self, S):
+        for (t, c), val in sorted((self.constants or {}).items()):
+            S[..., t, c] = val if S.dtype == object else (float(val) if S.dtype.kind == "f" else int(val))
         return S
 
     def state(self, v):
@@ -48,7 +54,7 @@ class CompiledCircuit(Construction):
     def final_state(self, v):
         names, first = self._first(v)
         vals = C.evaluate(self.graph, {n: v[n] for n in names})
-        S = self._empty(names, first)
+        S = self._constant_block(self._empty(names, first))
         for name, val in vals.items():
             t, c = self.output_slots[name]
             S[..., t, c] = val
@@ -72,12 +78,17 @@ def param_counts(layers) -> dict:
 
 
 def compiled(g, name: str, shape: tuple[int, int], layers: list, inputs: dict, outputs: dict, info: dict, *,
-             reference: str, notes: str) -> CompiledCircuit:
+             reference: str, notes: str, constants: dict | None = None) -> CompiledCircuit:
     """A :class:`CompiledCircuit` whose epilogue is ``layers``; the layout names each output slot."""
     lay = Layout(tuple(shape), row_axis="tokens", col_axis="channels")
     for out, (t, c) in sorted(outputs.items()):
         lay.add(f"out:{out}", (t, t + 1), (c, c + 1), f"output {out!r} after the last layer")
+    if constants:
+        cols = sorted({c for _, c in constants})
+        lay.add("positions", (0, shape[0]), (cols[0], cols[-1] + 1),
+                "constant block of the input map: one-hot token positions")
     con = CompiledCircuit(name=name, reference=reference, layout=lay, prologue=[], body=[], epilogue=layers,
                           params={}, variables={n: () for n in C.inputs(g)}, notes=notes)
     con.graph, con.input_slots, con.output_slots, con.info = g, dict(inputs), dict(outputs), info
+    con.constants = dict(constants or {})
     return con
