@@ -6,6 +6,7 @@
     python -m verify.construct circuit --graph FILE.json [--json FILE] [--export FILE] [--weights FILE]
         [--seed 0] [--trials 64] [--allow-large]
     python -m verify.construct NAME [--set KEY=VALUE ...] [--json FILE] [--allow-large]
+    python -m verify.construct import FILE --from FORMAT --spec SPEC [--layout L.json] [--json FILE]
     python -m verify.construct --list
 
 Exit status: 0 proved (and run), 1 the proof failed, 2 bad input or refused (one line, before any work).
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_circuit_arguments(sub.add_parser("circuit", help="compile a user's arithmetic circuit "
                                                          "(node-link JSON) to BaseConv"))
+    from .importers.cli import add_arguments as add_import_arguments
+
+    add_import_arguments(sub.add_parser("import", help="prove a peer's weight file (precision-ls, icl-gd, zoology, "
+                                                       "polyverify) against a specification"))
     from constructions.catalogue import entries
 
     from .catalogue_cmd import add_arguments as add_entry_arguments
@@ -417,6 +422,10 @@ def _main(argv, out) -> int:
         from .circuit_cmd import cmd_circuit
 
         return cmd_circuit(a, out)
+    if a.command == "import":
+        from .importers.cli import cmd_import
+
+        return cmd_import(a, out)
     from constructions.catalogue import entries
 
     if a.command in entries():

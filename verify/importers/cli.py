@@ -1,0 +1,294 @@
+"""``python -m verify.construct import FILE --from FORMAT --spec SPEC``: prove or refute a peer's weights.
+
+    python -m verify.construct import FILE --from precision-ls|icl-gd|zoology|polyverify --spec SPEC
+        [--layout L.json] [--set KEY=VALUE ...] [--config KEY=VALUE ...] [--json R] [--no-search]
+
+SPEC: a ``gd`` architecture (``baseconv``, ``token-lsa``, ...), or any catalogue entry that is a
+layer stack (``gd-baseconv``, ``s004-gd``, the named iteration ``prefix-coupled``, ...).
+``--set`` gives the specification's sizes and parameters (default: what the file fixes, then the
+entry's defaults; a parameter not given is read from the file: ``verify/importers/search.py``);
+``--config`` gives the peer model's settings a file does not hold (``causal``, ``dampening``...).
+
+Exit status: 0 PROVED, 1 FAILED (the first layer whose output differs and a counterexample, then
+the nearby specifications tried), 2 bad input (one line, before any proof).
+"""
+from __future__ import annotations
+
+import json
+import time
+from fractions import Fraction
+
+from constructions.base import Construction
+from polyverify.cli import UsageError, atomic_write_text, output_file
+
+from . import FORMATS, mapping, search
+from .common import ImportError_, parse_settings
+
+#: the most body copies the import proves (each distinct copy is one proof)
+MAX_LAYERS = 100_000
+
+
+def add_arguments(p) -> None:
+    p.description = ("Read a peer's weight file exactly, map it onto a specification and prove it "
+                     "(0 proved, 1 refuted with the first wrong layer and a counterexample, 2 bad input).")
+    p.add_argument("file", help="the weight file (.pt, .safetensors, .npz)")
+    p.add_argument("--from", dest="fmt", required=True, choices=list(FORMATS), help="the file's format")
+    p.add_argument("--spec", required=True,
+                   help="a gd architecture (baseconv, token-lsa, ...) or a catalogue entry (gd-baseconv, s004-gd, "
+                        "prefix-coupled, ...)")
+    p.add_argument("--layout", help="JSON mapping the file's state onto the specification's regions "
+                                    "(docs/interop.md); default: the format's own layout for this specification")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a size or parameter of the specification (n=20, d=5, eta=1/16)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the peer's model that the file does not hold (causal=true, dampening=1)")
+    p.add_argument("--json", help="write the report as JSON")
+    p.add_argument("--no-search", action="store_true", help="on failure, do not try the nearby specifications")
+
+
+def resolve_spec(name: str):
+    from constructions.catalogue import entries, gd_architectures
+
+    gd = gd_architectures()
+    if name in gd:
+        return gd[name]
+    e = entries().get(name)
+    if e is None:
+        raise UsageError(f"--spec {name!r}: not a gd architecture ({', '.join(gd)}) or a catalogue entry "
+                         f"(python -m verify.construct --list)")
+    return e
+
+
+def _build(entry, sizes: dict, params: dict) -> Construction:
+    try:
+        if "gd" in entry.roles:
+            kw = dict(params)
+            con = entry.build(sizes["n"], sizes["d"], **kw)
+        else:
+            con = entry.build(**sizes, **params)
+    except TypeError as e:
+        raise UsageError(f"--spec {entry.name}: {e}") from None
+    except ValueError as e:
+        raise UsageError(f"--spec {entry.name}: {e}") from None
+    if not isinstance(con, Construction):
+        raise UsageError(f"--spec {entry.name}: a {type(con).__name__}, not a layer stack to prove weights against")
+    return con
+
+
+def settings(a) -> dict:
+    """Everything validated and read before any proof (a UsageError names the first problem)."""
+    json_path = output_file("--json", a.json)
+    try:
+        sets = parse_settings(a.set, "--set")
+        cfg = parse_settings(a.config, "--config")
+        layout_d = mapping.read_layout_file(a.layout) if a.layout else None
+    except ImportError_ as e:
+        raise UsageError(str(e)) from None
+    entry = resolve_spec(a.spec)
+    size_keys = set(entry.sizes) | ({"n", "d"} if "gd" in entry.roles else set())
+    mod = FORMATS[a.fmt]
+    sizes = dict(entry.sizes) if entry.sizes else {}
+    if "gd" in entry.roles:
+        sizes = {"n": 20, "d": 5, **{k: v for k, v in sizes.items() if k in ("n", "d")}}
+    size_src = {k: "default of the entry" for k in sizes}
+    params: dict = {}
+    given_params: dict = {}
+    for k, v in sets.items():
+        if k in size_keys:
+            try:
+                sizes[k] = int(v)
+            except ValueError:
+                raise UsageError(f"--set {k}={v}: a size must be an integer") from None
+            size_src[k] = "--set"
+        else:
+            try:
+                given_params[k] = Fraction(v)
+            except (ValueError, ZeroDivisionError):
+                raise UsageError(f"--set {k}={v}: not an exact rational") from None
+    try:
+        if a.fmt == "polyverify":
+            imp = mod.read(a.file, cfg, spec_for=lambda: _build(entry, sizes, dict(given_params)))
+        else:
+            imp = mod.read(a.file, cfg)
+    except ImportError_ as e:
+        raise UsageError(str(e)) from None
+    for k, v in imp.sizes.items():
+        if k in size_keys and size_src.get(k) != "--set":
+            sizes[k], size_src[k] = v, "the file"
+    for k, v in sizes.items():
+        if isinstance(v, int) and not (0 <= v <= 4096):
+            raise UsageError(f"size {k}={v} outside 0..4096")
+    if "gd" in entry.roles and sizes["n"] * sizes["d"] > 1024:
+        raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
+    params.update(given_params)
+    spec = _build(entry, sizes, params)
+    unknown = [k for k in given_params if k not in spec.params]
+    if unknown:
+        raise UsageError(f"--set {unknown[0]}: {spec.name} has no size or parameter {unknown[0]!r} (sizes: "
+                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(spec.params) or 'none'})")
+    if layout_d is None:
+        layout_d = mod.default_layout(spec, imp)
+        layout_src = f"the {a.fmt} importer's default for {spec.name}"
+        if layout_d is None:
+            raise UsageError(f"no default layout maps a {a.fmt} file onto {spec.name}: pass --layout L.json "
+                             f"(docs/interop.md)")
+    else:
+        layout_src = f"--layout {a.layout}"
+    try:
+        rows, cols, secs, shape = mapping.parse(layout_d, spec, imp.state_shape)
+    except ImportError_ as e:
+        raise UsageError(str(e)) from None
+    for i, L in enumerate(imp.layers):
+        got = tuple(L.shape) if L.kind == "baseconv" else None
+        if got is not None and got != tuple(shape):
+            raise UsageError(f"{a.file}: layer {i} acts on {got[0]} x {got[1]} states; the layout maps {shape[0]} x "
+                             f"{shape[1]}")
+        if L.kind == "token_lsa" and any(h.P.shape != (shape[1], shape[1]) for h in L.heads):
+            raise UsageError(f"{a.file}: layer {i} has {L.heads[0].P.shape[0]} coordinates; the layout maps "
+                             f"{shape[1]}")
+    p = secs.get("prologue", len(spec.prologue))
+    e = secs.get("epilogue", len(spec.epilogue))
+    b = len(spec.body)
+    n_layers = len(imp.layers)
+    if n_layers > MAX_LAYERS:
+        raise UsageError(f"{a.file}: {n_layers} layers, above the limit {MAX_LAYERS}")
+    if n_layers < p + e or (b and (n_layers - p - e) % b) or (not b and n_layers != p + e):
+        raise UsageError(f"{a.file} has {n_layers} layers; {spec.name} projected onto it needs {p} + {b}*k + {e}")
+    kinds = {L.kind for L in imp.layers}
+    spec_kinds = {L.kind for L in spec.layers(1)}
+    if kinds != spec_kinds:
+        raise UsageError(f"{a.file}: {', '.join(sorted(kinds))} layers; {spec.name} is made of "
+                         f"{', '.join(sorted(spec_kinds))} layers")
+    first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b], "epilogue": imp.layers[n_layers - e:] if e else []}
+
+    def build(**over):
+        s = _build(entry, sizes, {**params, **over}) if over else spec
+        return mapping.Projected(s, rows, cols, secs, shape, first)
+
+    con = build()
+    try:
+        mapping.check_carried(con)
+    except ImportError_ as e2:
+        raise UsageError(str(e2)) from None
+    return {"entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "size_src": size_src,
+            "given": given_params, "build": build, "con": con, "layout": layout_d, "layout_src": layout_src,
+            "json_path": json_path, "k": (n_layers - p - e) // b if b else 0}
+
+
+def _params_for(st, layers, out) -> tuple[dict, dict]:
+    """The specification's parameters: --set, else read from the file (solve), else the file's
+    declared value, else the entry's default; with where each came from."""
+    spec, imp = st["spec"], st["imported"]
+    values, info = {}, {}
+    for name in spec.symbolic_params:
+        if name in st["given"]:
+            values[name] = st["given"][name]
+            info[name] = {"value": str(values[name]), "from": "--set"}
+            continue
+        t0 = time.perf_counter()
+        sol = search.solve_param(lambda **kw: st["build"](**kw), name, layers)
+        dt = time.perf_counter() - t0
+        if sol and sol["value"] is not None:
+            values[name] = sol["value"]
+            how = ("the one value at which the file's layers can meet the specification" if sol["consistent"] else
+                   f"the value most of the file's coefficients carry ({sol['agree']} of {sol['of']} residual "
+                   f"coefficients vanish there; no value makes them all vanish)")
+            info[name] = {"value": str(sol["value"]), "described": search.describe_value(sol["value"], imp.dtype),
+                          "from": f"the file: {how}", "consistent": sol["consistent"], "solve_seconds": round(dt, 3),
+                          "_fails_at": sol["fails_at"]}
+        elif name in imp.declared_params:
+            values[name] = Fraction(str(imp.declared_params[name]))
+            info[name] = {"value": str(values[name]), "from": "the file's metadata"}
+        else:
+            values[name] = Fraction(spec.params[name])
+            info[name] = {"value": str(values[name]), "from": "the entry's default (the file does not determine it)"}
+    return values, info
+
+
+def _verdict_line(res) -> str:
+    return "PROVED" if res.ok else "FAILED"
+
+
+def cmd_import(a, out) -> int:
+    st = settings(a)
+    spec, imp, con = st["spec"], st["imported"], st["con"]
+    t0 = time.perf_counter()
+    print(f"import: {imp.file} ({imp.format}, {len(imp.layers)} layers, {imp.dtype}; {len(imp.tensors)} tensors, "
+          f"all read)", file=out)
+    print(f"  specification: {spec.name} [{spec.reference}]; sizes " +
+          ", ".join(f"{k}={v} ({st['size_src'].get(k, '')})" for k, v in st["sizes"].items()), file=out)
+    for k, c in imp.conventions.items():
+        print(f"  convention {k}: {c['value']} ({c['from']})", file=out)
+    dropped = con.dropped()
+    print(f"  layout: {st['layout_src']}; the file's state {con.layout.shape[0]} x {con.layout.shape[1]}; "
+          f"{spec.name}'s {spec.layout.shape[0]} x {spec.layout.shape[1]}", file=out)
+    if dropped["regions"] or dropped["sections"] or dropped["file_only_channels"]:
+        print("  not in the file (the specification's own, not part of the claim): "
+              + "; ".join(x for x in [("regions " + ", ".join(dropped["regions"])) if dropped["regions"] else "",
+                                      ("sections " + ", ".join(dropped["sections"])) if dropped["sections"] else "",
+                                      ("file-only channels " + str(dropped["file_only_channels"]) + " must stay 0")
+                                      if dropped["file_only_channels"] else ""] if x), file=out)
+    values, pinfo = _params_for(st, imp.layers, out)
+    for name, inf in pinfo.items():
+        print(f"  {name} = {inf.get('described', inf['value'])} (from {inf['from']})", file=out)
+    con = st["build"](**values) if values else con
+    res = search.prove_stack(con, imp.layers)
+    from verify.cli_common import print_proof
+
+    print_proof(res, out)
+    report = {"command": "import", "file": imp.file, "format": imp.format, "dtype": imp.dtype,
+              "spec": spec.name, "spec_reference": spec.reference, "sizes": st["sizes"], "size_sources": st["size_src"],
+              "k": st["k"], "layers": len(imp.layers), "conventions": imp.conventions, "tensors": imp.tensors,
+              "layout": st["layout"], "layout_source": st["layout_src"], "not_in_file": dropped,
+              "parameters": pinfo, "proof": res.to_json()}
+    verdict = {"ok": res.ok}
+    if res.ok:
+        note = ""
+        for name, v in values.items():
+            dec = search.shortest_decimal(v, imp.dtype)
+            fails_at = pinfo[name].get("_fails_at")
+            if dec is not None and fails_at is not None and fails_at(dec):
+                note += (f"; not at {name} = {dec} (a residual coefficient does not vanish there): the file equals "
+                         f"the construction at the float-rounded {name}")
+                verdict[f"{name}_decimal"] = {"value": str(dec), "ok": False}
+        print(f"verdict: PROVED: the file computes {spec.name} at every depth (k = {st['k']} in the file)"
+              + "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in values) + note, file=out)
+    else:
+        f = res.failure
+        print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
+              f"({f.section} layer {f.layer_in_section}, located by {f.located_by})", file=out)
+        if not a.no_search:
+            tried = []
+            for label, layers in search.variants(imp.layers):
+                vals, vinfo = _params_for(st, layers, out)
+                r = search.prove_stack(st["build"](**vals) if vals else st["con"], layers)
+                tried.append({"variant": label, "ok": r.ok, "parameters": vinfo,
+                              "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
+                                                           f"{list(r.failure.entry)}"})
+                print(f"  nearby: {label}: {_verdict_line(r)}"
+                      + "".join(f", {n} = {vinfo[n].get('described', vinfo[n]['value'])}"
+                                + ("" if "file" in vinfo[n]["from"] else f" ({vinfo[n]['from']})") for n in vals)
+                      + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
+            given_differs = [n for n in st["given"] if n in spec.symbolic_params]
+            for name in given_differs:
+                sol = search.solve_param(lambda **kw: st["build"](**kw), name, imp.layers)
+                if sol and sol["value"] is not None and sol["value"] != st["given"][name]:
+                    vals = {**values, name: sol["value"]}
+                    r = search.prove_stack(st["build"](**vals), imp.layers)
+                    label = f"{name} read from the file = {search.describe_value(sol['value'], imp.dtype)}"
+                    tried.append({"variant": label, "ok": r.ok})
+                    print(f"  nearby: {label}: {_verdict_line(r)}", file=out)
+            report["nearby"] = tried
+            if not any(t["ok"] for t in tried):
+                print("  no nearby specification holds either", file=out)
+    report["verdict"] = verdict
+    for inf in pinfo.values():
+        inf.pop("_fails_at", None)
+    for t in report.get("nearby", []):
+        for inf in (t.get("parameters") or {}).values():
+            inf.pop("_fails_at", None)
+    report["seconds"] = time.perf_counter() - t0
+    if st["json_path"]:
+        atomic_write_text(st["json_path"], json.dumps(report, indent=1, default=str), "--json")
+        print(f"report written to {st['json_path']}", file=out)
+    return 0 if res.ok else 1

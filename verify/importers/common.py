@@ -1,0 +1,256 @@
+"""What every importer shares: reading a foreign file without pickle, exact values, and the rule
+that every tensor is consumed.
+
+An importer turns a peer's weight file into an :class:`Imported`: this toolkit's layers
+(``constructions/layers.py``) with exact rational weights, in the peer's own state (its tokens
+and channels), plus the conventions it read and where every tensor went.  What the layers
+compute is then proved against a specification projected onto that state
+(``verify/importers/mapping.py``).
+
+Files are read with ``torch.load(weights_only=True)`` (``.pt``/``.pth``/``.bin``),
+``safetensors`` or ``numpy.load(allow_pickle=False)`` (``.npz``): never by unpickling.  Float
+entries become the exact binary fractions they are (``constructions.weights_io._exact_array``:
+float16/bfloat16/float32/float64 values are exact in Python floats).  :class:`Tensors` counts
+what the importer read: a tensor no mapping consumes makes the import refuse, naming it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from constructions.layers import Layer
+from constructions.weights_io import MAX_ENTRIES, _exact_array
+from polyverify.cli import one_line
+
+
+class ImportError_(ValueError):
+    """A file an importer cannot read or does not fully consume: one line, exit 2."""
+
+
+@dataclass
+class Imported:
+    """A peer's weights as this toolkit's layers, in the peer's own state."""
+
+    format: str
+    file: str
+    layers: list[Layer]  # exact (Fraction / int) object arrays
+    state_shape: tuple[int, int] | None  # (tokens, channels) where the file fixes them (None: LSA, any tokens)
+    conventions: dict  # every setting read, and from where ("file", "config in the file", "default of <peer>")
+    tensors: dict[str, str]  # every tensor of the file -> what it became
+    dtype: str  # float dtype of the file's weights ("float32", ...; "mixed" / "integer")
+    #: sizes this file fixes for a specification (``d`` from a weight's shape, ...)
+    sizes: dict = field(default_factory=dict)
+    #: the parameters the file itself declares (our own files' exact metadata)
+    declared_params: dict = field(default_factory=dict)
+
+
+def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dict]:
+    """``(tensors, extra)`` of a ``.pt`` / ``.safetensors`` / ``.npz`` file: tensors as numpy
+    arrays (bfloat16 widened to float32, exactly); ``extra`` holds non-tensor entries of a
+    ``.pt`` file (a ``config`` dict) or a safetensors file's metadata."""
+    path = Path(path)
+    if not path.is_file():
+        raise ImportError_(f"{fmt} file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".safetensors":
+            return _safetensors(path)
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                tensors = {k: z[k] for k in z.files}
+            return _checked(tensors, path), {}
+        if suffix in (".pt", ".pth", ".bin", ".ckpt"):
+            return _torch(path)
+    except ImportError_:
+        raise
+    except Exception as e:  # noqa: BLE001 - any reader's error is a one-line refusal naming the file
+        raise ImportError_(f"{path}: not a readable {suffix.lstrip('.')} file ({one_line(e)})") from None
+    raise ImportError_(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin read with torch.load(weights_only=True), "
+                       f".safetensors, .npz)")
+
+
+def _checked(tensors: dict, path) -> dict:
+    total = sum(int(np.prod(t.shape)) for t in tensors.values())
+    if total > MAX_ENTRIES:
+        raise ImportError_(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+    return tensors
+
+
+def _safetensors(path: Path):
+    from safetensors import safe_open
+
+    try:
+        import torch  # noqa: F401  (bfloat16 tensors need the torch framework)
+
+        framework = "pt"
+    except ImportError:  # pragma: no cover - torch is a dependency here
+        framework = "numpy"
+    with safe_open(str(path), framework=framework) as f:
+        meta = f.metadata() or {}
+        names = list(f.keys())
+        total = sum(int(np.prod(f.get_slice(n).get_shape())) for n in names)
+        if total > MAX_ENTRIES:
+            raise ImportError_(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+        tensors = {n: _to_numpy(f.get_tensor(n)) for n in names}
+    return tensors, {"metadata": meta}
+
+
+def _to_numpy(t):
+    if isinstance(t, np.ndarray):
+        return t
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()  # exact: every bfloat16 is a float32
+    return t.numpy()
+
+
+def _torch(path: Path):
+    import torch
+
+    obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    extra = {}
+    if isinstance(obj, dict) and "model_state_dict" in obj:  # precision-ls's own checkpoint layout
+        extra = {k: v for k, v in obj.items() if k != "model_state_dict"}
+        obj = obj["model_state_dict"]
+    if not isinstance(obj, dict):
+        raise ImportError_(f"{path}: holds a {type(obj).__name__}, not a state_dict (a dict of tensors)")
+    tensors = {}
+    for k, v in obj.items():
+        if isinstance(v, torch.Tensor):
+            tensors[str(k)] = _to_numpy(v)
+        elif k == "config" and isinstance(v, dict):
+            extra["config"] = v
+        else:
+            raise ImportError_(f"{path}: entry {k!r} is a {type(v).__name__}, not a tensor (a state_dict holds "
+                               f"tensors; settings go in a 'config' dict next to 'model_state_dict')")
+    return _checked(tensors, path), extra
+
+
+class Tensors:
+    """The file's tensors; :meth:`take` consumes one (returning it exact), :meth:`check_all_read`
+    refuses the file naming a tensor nothing took."""
+
+    def __init__(self, tensors: dict[str, np.ndarray], path):
+        self.t, self.path = tensors, str(path)
+        self.read: dict[str, str] = {}
+
+    def __contains__(self, k):
+        return k in self.t
+
+    def keys(self):
+        return list(self.t)
+
+    def raw(self, k: str) -> np.ndarray:
+        return self.t[k]
+
+    def take(self, k: str, what: str, shape: tuple | None = None) -> np.ndarray:
+        if k not in self.t:
+            raise ImportError_(f"{self.path}: lacks tensor {k} ({what})")
+        t = self.t[k]
+        if shape is not None and tuple(t.shape) != tuple(shape):
+            raise ImportError_(f"{self.path}: tensor {k} has shape {tuple(t.shape)}, {what} needs {tuple(shape)}")
+        try:
+            a = _exact_array(t, k, self.path)
+        except ValueError as e:
+            raise ImportError_(str(e)) from None
+        self.read[k] = what
+        return a
+
+    def check_all_read(self) -> None:
+        unread = [k for k in self.t if k not in self.read]
+        if unread:
+            more = f" and {len(unread) - 3} more" if len(unread) > 3 else ""
+            raise ImportError_(f"{self.path}: tensor {unread[0]} is not part of the model the importer reads"
+                               f"{' (' + ', '.join(unread[1:3]) + more + ')' if len(unread) > 1 else ''}; the "
+                               f"file is refused: every tensor must be part of the proof")
+
+    def dtype(self) -> str:
+        kinds = {str(self.t[k].dtype) for k in self.read}
+        floats = sorted(k for k in kinds if k.startswith("float") or k == "bfloat16")
+        if not floats:
+            return "integer"
+        return floats[0] if len(floats) == 1 else "mixed (" + ", ".join(floats) + ")"
+
+
+def parse_settings(pairs: list[str] | None, flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` strings -> dict (a repeated key is refused)."""
+    out: dict[str, str] = {}
+    for p in pairs or []:
+        if "=" not in p or not p.split("=", 1)[0].strip():
+            raise ImportError_(f"{flag} {p!r}: expected KEY=VALUE")
+        k, v = (s.strip() for s in p.split("=", 1))
+        if k in out:
+            raise ImportError_(f"{flag} {k} given twice")
+        out[k] = v
+    return out
+
+
+def as_bool(v, what: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, np.integer)) and int(v) in (0, 1):
+        return bool(v)
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ImportError_(f"setting {what} must be true or false, got {v!r}")
+
+
+def as_rational(v, what: str) -> Fraction:
+    try:
+        if isinstance(v, float):
+            return Fraction(v)
+        return Fraction(str(v).strip())
+    except (ValueError, ZeroDivisionError):
+        raise ImportError_(f"setting {what} must be a number, got {v!r}") from None
+
+
+def config_from(extra: dict, settings: dict, path) -> tuple[dict, dict]:
+    """The model settings: ``--config KEY=VALUE`` first, then the file's own (a ``config`` dict in a
+    ``.pt`` file, JSON under ``config`` in a safetensors file's metadata).  Returns (values, source)."""
+    cfg, src = {}, {}
+    filed = extra.get("config")
+    if filed is None and "metadata" in extra and "config" in extra["metadata"]:
+        try:
+            filed = json.loads(extra["metadata"]["config"])
+        except json.JSONDecodeError as e:
+            raise ImportError_(f"{path}: metadata 'config' is not JSON ({one_line(e)})") from None
+    if filed is not None and not isinstance(filed, dict):
+        raise ImportError_(f"{path}: its 'config' is not an object")
+    for k, v in (filed or {}).items():
+        cfg[k], src[k] = v, "config in the file"
+    for k, v in settings.items():
+        cfg[k], src[k] = v, "--config"
+    return cfg, src
+
+
+def transpose(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a.T)
+
+
+def repeat_rows(vec: np.ndarray, T: int) -> np.ndarray:
+    """A per-channel bias (C,) as the (T, C) bias matrix of Def. D.20 (the same row on every token)."""
+    out = np.empty((T, vec.shape[0]), dtype=object)
+    out[:] = vec[None, :]
+    return out
+
+
+def zeros(*shape) -> np.ndarray:
+    a = np.empty(shape, dtype=object)
+    a.fill(0)
+    return a
+
+
+def eye(n: int) -> np.ndarray:
+    a = zeros(n, n)
+    for i in range(n):
+        a[i, i] = 1
+    return a

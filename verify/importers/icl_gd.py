@@ -1,0 +1,144 @@
+"""``--from icl-gd``: von Oswald et al.'s linear self-attention (google-research/self-organising-
+systems, ``transformers_learn_icl_by_gd``: ``src/attn.py`` ``MultiHeadAttention``,
+``src/transformer.py`` ``Transformer.trans_block``, ``src/data.py`` ``create_weights``).
+
+A haiku parameter dict saved as ``.npz`` with ``module/param`` keys
+(``Transformer_gd/multi_head_attention/query/w``, or ``Transformer_gd/~trans_block/layer_{l}/
+query/w`` per layer); haiku's ``w`` is (in x out): ``y = x w``.  With tokens as rows ``h_t``
+and keys/values the first T-1 rows (``include_query=False``), one layer is
+``h_t <- h_t + dampening sum_j (h_t W_Q W_K^T h_j^T) h_j W_V W_O``, i.e. seed 004 eq. (2)-(3)
+(``constructions.layers.TokenLSA``, tokens as columns ``e = h^T``) with, per head k:
+
+=================================  ============================================================
+icl-gd                             this toolkit's TokenLSA head
+=================================  ============================================================
+``query/w``, ``key/w`` (D x HK)    ``Q = W_K W_Q^T`` (columns kK..(k+1)K of each)
+``value/w`` (D x HK), ``linear/w`` ``P = dampening (W_V W_O)^T`` (rows kK..(k+1)K of ``W_O``)
+(HK x D)
+``include_query=False`` (default)  ``exclude_last=True`` (the query token is never a key)
+``y_update=True``                  ``P`` keeps its last row only (only ``y`` is updated)
+``*/b`` (``use_bias_p``)           read; must be 0 (the token form has no bias)
+=================================  ============================================================
+
+Settings (``--config`` or defaults of ``transformer.py``): ``dampening`` (1.0), ``include_query``
+(False), ``y_update`` (False), ``num_heads`` (1), ``num_layers`` (for one shared
+``multi_head_attention`` module, the ``gd_deq`` / one-layer form: how often it is applied; 1).
+Softmax, LayerNorm, MLP and embedding tensors are refused (not the token form).
+
+Default layout: onto ``s004-gd`` (the same tokens) and ``token-lsa`` (context tokens, then the
+query after the carrier token the specification adds; coordinates x, y onto regions a/q, r/pred).
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import numpy as np
+
+from constructions import ops
+from constructions.layers import TokenLSA, TokenLSAHead
+
+from .common import ImportError_, Imported, Tensors, as_bool, as_rational, config_from, load_tensors
+
+NAME = "icl-gd"
+_KEY = re.compile(r"(.+)/(query|key|value|linear)/(w|b)")
+_SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers")
+
+
+def read(path, settings: dict) -> Imported:
+    tensors, extra = load_tensors(path, NAME)
+    cfg, src = config_from(extra, settings, path)
+    unknown = [k for k in settings if k not in _SETTINGS]
+    if unknown:
+        raise ImportError_(f"--config {unknown[0]}: not an icl-gd setting the importer reads ({', '.join(_SETTINGS)})")
+    damp = as_rational(cfg.get("dampening", 1.0), "dampening")
+    include_query = as_bool(cfg.get("include_query", False), "include_query")
+    y_update = as_bool(cfg.get("y_update", False), "y_update")
+    H = int(as_rational(cfg.get("num_heads", 1), "num_heads"))
+    conventions = {
+        "dampening": {"value": str(damp), "from": src.get("dampening", "default of transformer.py (1.0)")},
+        "include_query": {"value": include_query, "from": src.get("include_query", "default of transformer.py")},
+        "y_update": {"value": y_update, "from": src.get("y_update", "default of transformer.py")},
+        "num_heads": {"value": H, "from": src.get("num_heads", "default (create_weights: 1 head)")},
+        "weights": {"value": "haiku w (in x out); Q = W_K W_Q^T, P = dampening (W_V W_O)^T",
+                    "from": "von Oswald et al. src/attn.py"}}
+    T = Tensors(tensors, path)
+    mods: dict[str, dict[str, str]] = {}
+    for k in T.keys():
+        m = _KEY.fullmatch(k)
+        if m:
+            mods.setdefault(m[1], {})[f"{m[2]}/{m[3]}"] = k
+    if not mods:
+        T.check_all_read()
+        raise ImportError_(f"{path}: no attention parameters (.../query/w, key/w, value/w, linear/w)")
+    order = sorted(mods, key=_layer_index)
+    shared = len(order) == 1 and _layer_index(order[0]) == -1
+    reps = int(as_rational(cfg.get("num_layers", 1), "num_layers")) if shared else 1
+    if reps < 1 or reps > 100_000:
+        raise ImportError_(f"setting num_layers must be in 1..100000, got {reps}")
+    if not shared and "num_layers" in cfg:
+        raise ImportError_("--config num_layers is for one shared attention module; this file has one per layer")
+    if shared:
+        conventions["num_layers"] = {"value": reps, "from": src.get("num_layers", "default (1)")}
+    layers = []
+    D = None
+    for mod in order:
+        p = mods[mod]
+        for need in ("query/w", "key/w", "value/w", "linear/w"):
+            if need not in p:
+                raise ImportError_(f"{path}: module {mod} lacks {need}")
+        Dm, HK = T.raw(p["query/w"]).shape
+        D = D or Dm
+        if Dm != D or HK % H:
+            raise ImportError_(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of {H})")
+        K = HK // H
+        Wq = T.take(p["query/w"], "W_Q", (D, HK))
+        Wk = T.take(p["key/w"], "W_K", (D, HK))
+        Wv = T.take(p["value/w"], "W_V", (D, T.raw(p["value/w"]).shape[1]))
+        Vs = Wv.shape[1] // H
+        Wo = T.take(p["linear/w"], "W_O", (H * Vs, D))
+        for bname in ("query/b", "key/b", "value/b", "linear/b"):
+            if bname in p:
+                bias = T.take(p[bname], "bias (must be 0)")
+                if any(x != 0 for x in bias.flat):
+                    raise ImportError_(f"{path}: {p[bname]} is nonzero: the token form has no bias")
+        heads = []
+        for h in range(H):
+            q, k = Wq[:, h * K:(h + 1) * K], Wk[:, h * K:(h + 1) * K]
+            v, o = Wv[:, h * Vs:(h + 1) * Vs], Wo[h * Vs:(h + 1) * Vs, :]
+            Q = ops.mm(k, ops.transpose(q))
+            P = ops.transpose(ops.mm(v, o)) * damp
+            if y_update:
+                P[:-1, :] = 0
+            heads.append(TokenLSAHead(_clean(P), _clean(Q)))
+        L = TokenLSA(heads, exclude_last=not include_query, residual=True)
+        layers += [L] * reps
+    T.check_all_read()
+    return Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1})
+
+
+def _layer_index(mod: str) -> int:
+    m = re.search(r"layer_(\d+)$", mod)
+    return int(m[1]) if m else -1
+
+
+def _clean(a):
+    out = np.empty(a.shape, dtype=object)
+    for idx, v in np.ndenumerate(a):
+        out[idx] = 0 if v == 0 else (Fraction(v) if not isinstance(v, int) else v)
+    return out
+
+
+def default_layout(spec, imported: Imported) -> dict | None:
+    regs = spec.layout.regions
+    R, C = spec.layout.shape
+    d = imported.sizes["d"]
+    if set(regs) >= {"x", "y", "x_t", "y_t"} and C == d + 1:  # seed 004's token layout (s004-gd)
+        return {"format": "polyverify-layout/1", "tokens": list(range(R)), "columns": list(range(C))}
+    if set(regs) >= {"a", "r", "one", "x", "q", "pred"} and regs["a"].shape[1] == d:  # gd-token-lsa
+        n = regs["a"].shape[0]
+        return {"format": "polyverify-layout/1", "tokens": list(range(n)) + [n + 1],
+                "channels": {"a": list(range(d)), "r": [d]},
+                "note": "von Oswald et al.'s tokens (x_i, y_i) then the query; the carrier token and its "
+                        "coordinates (one, x) are the specification's"}
+    return None

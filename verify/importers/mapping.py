@@ -1,0 +1,242 @@
+"""A specification projected onto a foreign state: the ``--layout`` JSON.
+
+A peer's model has its own tokens and channels.  Rather than rewriting its layers into a
+specification's state (which changes what a circular or "same" convolution computes when the
+number of tokens changes), the *specification* is projected onto the file's state: file entry
+``(t, c)`` holds the specification's entry ``(tokens[t], columns[c])``.  The file's layers are
+then proved against the projected states (``verify.proof.prove`` with the file's layers as
+sections), so the claim is exactly "the file's layers map the projected ``state(v)`` to the
+projected ``state(step(v))``" (and likewise for prologue and epilogue where the file has them).
+
+Layout JSON (``"format": "polyverify-layout/1"``)::
+
+    {"tokens":   [spec row of file token 0, 1, ...],            # default: 0, 1, ..., T'-1
+     "columns":  [spec column of file channel 0, 1, ... | null],  # or, by region:
+     "channels": {"REGION": [file channel of the region's column 0, 1, ...], ...},
+     "sections": {"prologue": 0, "epilogue": 0},                # layers the file has (default: the spec's)
+     "note": "..."}
+
+* a token / channel permutation is a list that is not the identity;
+* specification rows or columns no file entry maps to (an extra query token, channels the
+  specification adds) are the specification's own: they are not part of the claim;
+* a file channel mapped to nothing (``null``, or absent from ``channels``) is the file's own
+  scratch: 0 in every projected state, so the file's layers must leave it 0 between sections
+  (they may use it inside a section);
+* ``sections``: a file without the specification's prologue (epilogue) starts from (ends in)
+  ``state(v)``; the report names what the specification has and the file does not.
+
+Every carried variable of the specification must appear in the projected state (else the
+claim would say nothing about the iteration): checked exactly, refused otherwise.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from constructions.base import Construction, PartialState
+from constructions.layout import Layout
+from polyverify.cli import one_line
+
+from .common import ImportError_
+
+FORMAT = "polyverify-layout/1"
+MAX_LAYOUT_BYTES = 16 * 2**20
+
+
+def read_layout_file(path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ImportError_(f"--layout {p}: file not found")
+    if p.stat().st_size > MAX_LAYOUT_BYTES:
+        raise ImportError_(f"--layout {p}: larger than {MAX_LAYOUT_BYTES} bytes")
+    try:
+        d = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ImportError_(f"--layout {p}: not JSON ({one_line(e)})") from None
+    if not isinstance(d, dict):
+        raise ImportError_(f"--layout {p}: must be a JSON object")
+    return d
+
+
+class ProjectedLayout(Layout):
+    """The file's state, whose entries are named by the specification's regions."""
+
+    def __init__(self, shape, spec_layout: Layout, rows: list[int], cols: list[int | None]):
+        super().__init__(tuple(shape), "file tokens", "file channels")
+        self.spec_layout, self.map_rows, self.map_cols = spec_layout, rows, cols
+
+    def locate(self, i: int, j: int):
+        c = self.map_cols[j]
+        if c is None:
+            return f"(file channel {j}, not in the specification)", (i, 0)
+        name, (a, b) = self.spec_layout.locate(self.map_rows[i], c)
+        return name, (a, b)
+
+    def describe(self, i: int, j: int) -> str:
+        name, (a, b) = self.locate(i, j)
+        return f"region {name!r} entry [{a}, {b}] (file state [{i}, {j}])"
+
+
+def parse(d: dict, spec: Construction, file_shape: tuple[int, int] | None, n_file_tokens: int | None = None):
+    """Validate a layout dict against the specification: (rows, cols, sections, file shape)."""
+    if d.get("format", FORMAT) != FORMAT:
+        raise ImportError_(f"layout: format {d.get('format')!r}, expected {FORMAT!r}")
+    known = {"format", "tokens", "columns", "channels", "sections", "note"}
+    extra = sorted(set(d) - known)
+    if extra:
+        raise ImportError_(f"layout: unknown key {extra[0]!r} (keys: {', '.join(sorted(known))})")
+    R, C = spec.layout.shape
+    tokens = d.get("tokens")
+    if tokens is None:
+        n = file_shape[0] if file_shape else n_file_tokens
+        if n is None:
+            raise ImportError_("layout: 'tokens' is needed (the file does not fix its number of tokens)")
+        tokens = list(range(n))
+    if not isinstance(tokens, list) or not tokens or not all(_is_int(t) and 0 <= t < R for t in tokens):
+        raise ImportError_(f"layout: 'tokens' must be a non-empty list of specification rows in 0..{R - 1}")
+    if len(set(tokens)) != len(tokens):
+        raise ImportError_("layout: 'tokens' maps two file tokens onto one specification row")
+    if file_shape and len(tokens) != file_shape[0]:
+        raise ImportError_(f"layout: 'tokens' has {len(tokens)} entries; the file's state has {file_shape[0]} tokens")
+    if "columns" in d and "channels" in d:
+        raise ImportError_("layout: give 'columns' or 'channels', not both")
+    if "columns" in d:
+        cols = d["columns"]
+        if not isinstance(cols, list) or not all(c is None or (_is_int(c) and 0 <= c < C) for c in cols):
+            raise ImportError_(f"layout: 'columns' must list a specification column in 0..{C - 1} (or null) "
+                               f"per file channel")
+    elif "channels" in d:
+        ch = d["channels"]
+        if not isinstance(ch, dict):
+            raise ImportError_("layout: 'channels' must map region names to lists of file channels")
+        width = file_shape[1] if file_shape else 1 + max((c for v in ch.values() if isinstance(v, list)
+                                                          for c in v if _is_int(c)), default=-1)
+        cols: list = [None] * width
+        for reg, lst in ch.items():
+            if reg not in spec.layout.regions:
+                raise ImportError_(f"layout: no region {reg!r} in {spec.name} (regions: "
+                                   f"{', '.join(spec.layout.regions)})")
+            r = spec.layout[reg]
+            if not isinstance(lst, list) or len(lst) != r.shape[1] or not all(_is_int(c) and 0 <= c < width
+                                                                              for c in lst):
+                raise ImportError_(f"layout: region {reg!r} has {r.shape[1]} columns; give that many file "
+                                   f"channels in 0..{width - 1}")
+            for j, c in enumerate(lst):
+                want = r.cols[0] + j
+                if cols[c] is not None and cols[c] != want:
+                    raise ImportError_(f"layout: file channel {c} is mapped to two specification columns")
+                cols[c] = want
+    else:
+        if file_shape and file_shape[1] != C:
+            raise ImportError_(f"layout: 'columns' or 'channels' is needed (the file has {file_shape[1]} channels, "
+                               f"{spec.name} {C})")
+        cols = list(range(C))
+    if file_shape and len(cols) != file_shape[1]:
+        raise ImportError_(f"layout: {len(cols)} channels mapped; the file's state has {file_shape[1]}")
+    used = [c for c in cols if c is not None]
+    if len(set(used)) != len(used):
+        raise ImportError_("layout: two file channels map onto one specification column")
+    secs = d.get("sections", {})
+    if not isinstance(secs, dict) or set(secs) - {"prologue", "epilogue"} or not all(
+            _is_int(v) and v >= 0 for v in secs.values()):
+        raise ImportError_("layout: 'sections' must be {\"prologue\": P, \"epilogue\": E} with counts >= 0")
+    for s, v in secs.items():
+        if v not in (0, len(getattr(spec, s))):
+            raise ImportError_(f"layout: sections.{s} = {v}: the file has the specification's {s} "
+                               f"({len(getattr(spec, s))} layers) or none (0)")
+    return tokens, cols, secs, (len(tokens), len(cols))
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+class Projected(Construction):
+    """``spec``'s states projected onto the file's state (see the module docstring)."""
+
+    def __init__(self, spec: Construction, rows, cols, secs, shape, layers_by_section):
+        self.spec, self.rows, self.cols = spec, list(rows), list(cols)
+        self.has = {s: secs.get(s, len(getattr(spec, s))) > 0 for s in ("prologue", "epilogue")}
+        lay = ProjectedLayout(shape, spec.layout, self.rows, self.cols)
+        super().__init__(
+            name=spec.name, reference=spec.reference, layout=lay, prologue=layers_by_section["prologue"],
+            body=layers_by_section["body"], epilogue=layers_by_section["epilogue"], params=dict(spec.params),
+            variables=dict(spec.variables), carried=spec.carried,
+            notes=f"{spec.name} projected onto the file's {shape[0]} x {shape[1]} state", rebuild=None,
+            symbolic_params=())
+        self._mapped = np.array([c is not None for c in self.cols], dtype=bool)
+        self._src_cols = np.array([c if c is not None else 0 for c in self.cols])
+
+    def project(self, S):
+        S = np.asarray(S)
+        sub = S[..., self.rows, :][..., self._src_cols]
+        if S.dtype == object:
+            out = np.empty(sub.shape, dtype=object)
+            out.fill(0)
+        else:
+            out = np.zeros_like(sub)
+        out[..., self._mapped] = sub[..., self._mapped]
+        return out
+
+    def project_mask(self, M):
+        return self.project(np.asarray(M, dtype=bool)).astype(bool) & self._mapped[None, :]
+
+    def input_state(self, v):
+        return self.project(self.spec.input_state(v) if self.has["prologue"] else self.spec.state(v))
+
+    def state(self, v):
+        return self.project(self.spec.state(v))
+
+    def final_state(self, v):
+        return self.project(self.spec.final_state(v) if self.has["epilogue"] else self.spec.state(v))
+
+    def step(self, v):
+        return self.spec.step(v)
+
+    def intermediate_states(self, v, section):
+        if section == "prologue" and not self.has["prologue"] or section == "epilogue" and not self.has["epilogue"]:
+            return None
+        if len(getattr(self, section)) != len(getattr(self.spec, section)):
+            return None
+        ds = self.spec.intermediate_states(v, section)
+        if ds is None:
+            return None
+        return [None if p is None else PartialState(self.project(p.expected), self.project_mask(p.mask)) for p in ds]
+
+    def dropped(self) -> dict:
+        """What of the specification the file's state does not hold (reported)."""
+        R, C = self.spec.layout.shape
+        rows = sorted(set(range(R)) - set(self.rows))
+        cols = sorted(set(range(C)) - {c for c in self.cols if c is not None})
+        regs = []
+        for r in self.spec.layout.regions.values():
+            inside = [(i, j) for i in range(*r.rows) for j in range(*r.cols)]
+            kept = sum(1 for i, j in inside if i in set(self.rows) and j in {c for c in self.cols if c is not None})
+            if kept < len(inside):
+                regs.append(f"{r.name}" + ("" if kept == 0 else f" ({len(inside) - kept} of {len(inside)} entries)"))
+        out = {"spec_rows": rows, "spec_columns": cols, "regions": regs,
+               "file_only_channels": [j for j, c in enumerate(self.cols) if c is None],
+               "sections": [s for s in ("prologue", "epilogue") if not self.has[s] and getattr(self.spec, s)]}
+        return out
+
+
+def check_carried(con: Projected) -> None:
+    """Every carried variable appears in the projected state (exact, in fresh symbols)."""
+    from verify.proof import SymbolicProblem
+
+    sp = SymbolicProblem(con.variables)
+    S = con.state(sp.v)
+    gens_in = set()
+    for x in S.flat:
+        if hasattr(x, "monoms"):
+            for m in x.monoms():
+                gens_in.update(i for i, e in enumerate(m) if e)
+    pos = 0
+    for var, shape in con.variables.items():
+        n = int(np.prod(shape)) if shape else 1
+        if var in con.carried and not any(i in gens_in for i in range(pos, pos + n)):
+            raise ImportError_(f"layout: the file's state holds nothing of {con.spec.name}'s iterate {var!r} "
+                               f"(the claim would say nothing about the iteration); map its region")
+        pos += n

@@ -1,0 +1,64 @@
+"""``--from polyverify``: this toolkit's own weight files (``constructions/weights_io.py``).
+
+Tensors ``layers.{i}.{array}`` with the layout, each layer's kind and settings, and the exact
+rationals in the metadata: read by :func:`constructions.weights_io.load` (an entry is the exact
+rational of the metadata when that rounds to the stored float, else the float's exact binary
+value; every tensor must be read).  A file without metadata is read with the specification's
+layer structure.  Default layout: the identity (the file's state is the specification's).
+"""
+from __future__ import annotations
+
+import json
+
+from constructions.weights_io import NoMetadataError, WeightFileError, load
+
+from .common import ImportError_, Imported
+
+NAME = "polyverify"
+
+
+def read(path, settings: dict, spec_for=None) -> Imported:
+    if settings:
+        raise ImportError_(f"--config {next(iter(settings))}: a polyverify file carries its own settings")
+    try:
+        lw = load(path)
+    except NoMetadataError:
+        if spec_for is None:
+            raise ImportError_(f"{path}: no polyverify metadata; the specification's layer structure is needed") from None
+        try:
+            lw = load(path, spec=spec_for())
+        except WeightFileError as e:
+            raise ImportError_(str(e)) from None
+    except WeightFileError as e:
+        raise ImportError_(str(e)) from None
+    d = lw.declared or {}
+    sizes, params = {}, {}
+    A = (d.get("variables") or {}).get("A")
+    if isinstance(A, list) and len(A) == 2:
+        sizes = {"n": A[0], "d": A[1]}
+    for k, v in (d.get("params") or {}).items():
+        params[k] = v
+    shape = tuple(lw.layers[0].shape) if lw.layers and hasattr(lw.layers[0], "shape") else None
+    conventions = {"layers": {"value": [{"kind": L.kind, **L.config()} for L in lw.layers[:3]]
+                              + ([f"... {len(lw.layers) - 3} more"] if len(lw.layers) > 3 else []),
+                              "from": "the file's metadata" if lw.declared else "the specification (no metadata)"},
+                   "construction": {"value": d.get("name"), "from": "the file's metadata"}}
+    tensors = {f"(all {lw.tensors_read} tensors)": f"{lw.entries_from_exact} entries from the exact metadata, "
+                                                   f"{lw.entries_from_float} from the float values"}
+    dtype = "float64"
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="numpy") as f:
+            dts = {str(f.get_slice(n).get_dtype()).lower() for n in f.keys()}
+        dtype = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(
+            next(iter(dts)), next(iter(dts))) if len(dts) == 1 else "mixed"
+    except Exception:  # noqa: BLE001 - the dtype is only reported
+        pass
+    _ = json
+    return Imported(NAME, str(path), lw.layers, shape, conventions, tensors, dtype, sizes, params)
+
+
+def default_layout(spec, imported: Imported) -> dict | None:
+    R, C = spec.layout.shape
+    return {"format": "polyverify-layout/1", "tokens": list(range(R)), "columns": list(range(C))}

@@ -1,0 +1,176 @@
+"""``--from precision-ls``: HazyResearch/precision-ls BaseConv blocks (seed 000's code).
+
+Reads a torch ``state_dict`` of the model's blocks (``model._backbone.transformer.h``; a ``.pt``
+file, ``torch.load(weights_only=True)``, optionally ``{"model_state_dict": ..., "config": {...}}``,
+or a safetensors file with the config as JSON in its metadata).  Peer code:
+``src/models/mixers/base_conv.py`` (``BaseConv``), ``src/models/mixers/convs/convolution.py``
+(``ShortConvolution``, ``LongConvolution``), ``src/models/gpt2.py`` (``Block``).  Block ``i``,
+keys ``[...]{i}.seq_mixer.base_conv.*``, computes (``u``: tokens x channels, row vectors)::
+
+    y = out_proj( conv(in_proj(u)) * projection(u) )                      use_resid = False
+    y = u + bw0 * out_proj( (conv + id)(in_proj(u)) * projection(u) ) + bw1 * u   use_resid = True
+
+(``Block`` adds ``u`` when ``use_resid``; ``BaseConv`` then has ``branch_weights = (bw0, bw1)``
+and its convolution adds its input).  This is seed 000 eq. (2)/(19) (``constructions.layers.
+BaseConv``) with:
+
+==================================  ==========================================================
+precision-ls tensor                 this toolkit's BaseConv
+==================================  ==========================================================
+``in_proj.weight`` (out x in)       ``W_in = weight^T``
+``in_proj.bias`` (C,)               ``b_in``: the bias repeated on every token (T x C)
+``conv.conv.weight`` (C, 1, K)      ``h`` (T x C), taps reversed (``verify/importers/convs.py``);
+                                    ``causal=True``: padding K-1 -> causal; ``causal=False``:
+                                    padding K//2 -> the "same" convention
+``conv.conv.bias`` (C,)             ``b_conv`` repeated on every token
+``conv.filter`` (C, L) (long conv)  ``h[s, c] = filter[c, s]``, s < T; ``causal=False``: circular
+``projection.weight`` / ``.bias``   ``W_gate = weight^T``, ``b_gate`` repeated
+``out_proj.weight`` / ``.bias``     ``W_out = bw0 weight^T``, ``b_out = bw0 bias`` repeated
+``branch_weights`` (2,)             ``residual=True`` (``bw1`` must be 0: ``(1 + bw1) u`` is not a
+                                    residual); the convolution gains +1 at lag 0
+==================================  ==========================================================
+
+Settings (``--config KEY=VALUE`` or the file's ``config``): ``causal`` (required: the peer's one
+flag for two operators), ``tokens`` (T, the sequence length; default the kernel / filter
+length, ``l_max``).  Refused: implicit long convolutions (an MLP filter), LayerNorm, MLP,
+embedding or read-out tensors (save the blocks only: the embedding is the specification's
+input state).
+
+Default layout (``notebooks/baseconv_construction.ipynb``; N = T tokens, C = 4D + 1 channels
+``[a (D), b, x (D), s1 (D), s2 (D)]``, no query token, no epilogue): onto the regions
+``a, b, x, s1, s2`` of ``gd-baseconv`` / ``prefix-coupled`` (their query token and the
+channels ``q``, ``y`` are the specification's own).
+"""
+from __future__ import annotations
+
+import re
+
+from constructions.layers import BaseConv
+
+from .common import (ImportError_, Imported, Tensors, as_bool, as_rational, config_from, load_tensors,
+                     repeat_rows, transpose)
+from .convs import add_identity, conv1d_taps, long_taps
+
+NAME = "precision-ls"
+_KEY = re.compile(r"(?:.*\.)?(\d+)\.seq_mixer\.base_conv\.(.+)")
+_SETTINGS = ("causal", "tokens", "use_resid", "conv_type")
+
+
+def read(path, settings: dict) -> Imported:
+    tensors, extra = load_tensors(path, NAME)
+    cfg, src = config_from(extra, settings, path)
+    unknown = [k for k in settings if k not in _SETTINGS]
+    if unknown:
+        raise ImportError_(f"--config {unknown[0]}: not a precision-ls setting the importer reads "
+                           f"({', '.join(_SETTINGS)})")
+    T = Tensors(tensors, path)
+    blocks: dict[int, dict[str, str]] = {}
+    for k in T.keys():
+        m = _KEY.fullmatch(k)
+        if m:
+            blocks.setdefault(int(m[1]), {})[m[2]] = k
+    if not blocks:
+        T.check_all_read()  # names the first tensor that is not a block's
+        raise ImportError_(f"{path}: no BaseConv block tensors ([...]{{i}}.seq_mixer.base_conv.*)")
+    if sorted(blocks) != list(range(len(blocks))):
+        raise ImportError_(f"{path}: block indices {sorted(blocks)} are not 0..{len(blocks) - 1}")
+    if "causal" not in cfg:
+        raise ImportError_(f"{path}: the file does not say whether its convolutions are causal (precision-ls's "
+                           f"'causal' setting); pass --config causal=true or --config causal=false")
+    causal = as_bool(cfg["causal"], "causal")
+    conventions = {"causal": {"value": causal, "from": src["causal"]}}
+    layers, tokens = [], None
+    for i in range(len(blocks)):
+        b = blocks[i]
+        if any(n.startswith("conv.pos_emb") or n.startswith("conv.mlp") for n in b):
+            k = next(b[n] for n in b if n.startswith("conv."))
+            raise ImportError_(f"{path}: {k}: an implicit long convolution (its filter is an MLP of positional "
+                               f"features with ReLU) cannot be read exactly; use conv_type short or long")
+        C = _shape(T, b, "in_proj.weight")[0]
+        if "conv.conv.weight" in b:
+            kind = "short"
+            K = T.raw(b["conv.conv.weight"]).shape[-1]
+        elif "conv.filter" in b:
+            kind = "long"
+            K = T.raw(b["conv.filter"]).shape[-1]
+        else:
+            raise ImportError_(f"{path}: block {i} has no convolution (conv.conv.weight or conv.filter)")
+        if tokens is None:
+            tokens = int(as_rational(cfg["tokens"], "tokens")) if "tokens" in cfg else K
+            if tokens < 1:
+                raise ImportError_(f"setting tokens must be >= 1, got {tokens}")
+            conventions["tokens"] = {"value": tokens, "from": src.get("tokens", f"the kernel length (l_max = {K})")}
+            conventions["convolution"] = {"value": ("causal" if causal else ("same" if kind == "short" else
+                                                                             "circular")),
+                                          "from": f"causal={causal}, {kind} convolution"}
+        Tn = tokens
+        same = (not causal) and kind == "short"
+        pre = b["in_proj.weight"][: -len("in_proj.weight")]
+        W_in = transpose(T.take(pre + "in_proj.weight", "W_in^T", (C, C)))
+        b_in = repeat_rows(T.take(pre + "in_proj.bias", "b_in", (C,)), Tn)
+        if kind == "short":
+            h, inert = conv1d_taps(T.take(pre + "conv.conv.weight", "filter h (taps reversed)", (C, 1, K)), Tn,
+                                   same=same, key=pre + "conv.conv.weight")
+            b_conv = repeat_rows(T.take(pre + "conv.conv.bias", "b_conv", (C,)), Tn)
+        else:
+            h, inert = long_taps(T.take(pre + "conv.filter", "filter h (lag order)", (C, K)), Tn, pre + "conv.filter")
+            b_conv = repeat_rows(_zero_vec(C), Tn)
+        W_gate = transpose(T.take(pre + "projection.weight", "W_gate^T", (C, C)))
+        b_gate = repeat_rows(T.take(pre + "projection.bias", "b_gate", (C,)), Tn)
+        Wo = transpose(T.take(pre + "out_proj.weight", "W_out^T", (C, C)))
+        bo = T.take(pre + "out_proj.bias", "b_out", (C,))
+        resid = "branch_weights" in b
+        if resid:
+            bw = T.take(pre + "branch_weights", "branch weights (bw0 scales W_out, b_out; bw1 must be 0)", (2,))
+            if bw[1] != 0:
+                raise ImportError_(f"{path}: {pre}branch_weights[1] = {bw[1]} != 0: the block computes "
+                                   f"(1 + bw1) u + ..., which is not a BaseConv residual")
+            Wo, bo = Wo * bw[0], bo * bw[0]
+            add_identity(h, same=same)
+        if inert:
+            conventions.setdefault("inert_taps", {})[f"block {i}"] = inert
+        layers.append(BaseConv(W_in, b_in, h, b_conv, W_gate, b_gate, Wo, repeat_rows(bo, Tn),
+                               causal=causal, residual=resid, same=same))
+    T.check_all_read()
+    conventions["residual"] = {"value": [L.residual for L in layers],
+                               "from": "branch_weights present (use_resid=True) per block"}
+    conventions["weights"] = {"value": "nn.Linear (out x in) transposed; per-channel biases on every token",
+                              "from": "precision-ls base_conv.py"}
+    C = layers[0].W_in.shape[0]
+    sizes = {"n": tokens}
+    if (C - 1) % 4 == 0 and C > 1:
+        sizes["d"] = (C - 1) // 4
+    return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(), sizes)
+
+
+def _shape(T: Tensors, b: dict, name: str):
+    if name not in b:
+        raise ImportError_(f"{T.path}: a block lacks {name}")
+    return T.raw(b[name]).shape
+
+
+def _zero_vec(C):
+    import numpy as np
+
+    a = np.empty(C, dtype=object)
+    a.fill(0)
+    return a
+
+
+def default_layout(spec, imported: Imported) -> dict | None:
+    """The notebook's layout onto a specification with regions a, b, x, s1, s2 (gd-baseconv,
+    prefix-coupled); None for other specifications (pass --layout)."""
+    regs = spec.layout.regions
+    T, C = imported.state_shape
+    if not all(r in regs for r in ("a", "b", "x", "s1", "s2")) or (C - 1) % 4:
+        return None
+    d = (C - 1) // 4
+    widths = {r: regs[r].shape[1] for r in ("a", "b", "x", "s1", "s2")}
+    if widths != {"a": d, "b": 1, "x": d, "s1": d, "s2": d}:
+        return None
+    ch = {"a": list(range(0, d)), "b": [d], "x": list(range(d + 1, 2 * d + 1)),
+          "s1": list(range(2 * d + 1, 3 * d + 1)), "s2": list(range(3 * d + 1, 4 * d + 1))}
+    return {"format": "polyverify-layout/1", "tokens": list(range(T)), "channels": ch,
+            "sections": {"prologue": 0, "epilogue": 0},
+            "note": "precision-ls notebooks/baseconv_construction.ipynb: channels [a, b, x, s1, s2], N tokens, "
+                    "no query token, no epilogue"}

@@ -1,0 +1,125 @@
+"""``--from zoology``: HazyResearch/zoology's BaseConv mixer (``zoology/mixers/base_conv.py``,
+``zoology/mixers/convolution.py``).
+
+A mixer computes ``y = conv(u) * projection(u) + u`` (``use_act=False``; with ``use_act`` both
+factors pass through SiLU, which is not polynomial: refused).  Keys ``[...]{i}.sequence_mixer.*``
+(a model's ``backbone.layers.{i}``) or, for one mixer saved alone, ``projection.weight`` ... at
+the top.  Seed 003 Def. 4.1 in this toolkit's BaseConv (``constructions.layers.BaseConv``, the
+form of ``constructions/catalogue/seed003_primitives.py``'s ``paper_layer``):
+
+================================  =============================================================
+zoology tensor                    this toolkit's BaseConv
+================================  =============================================================
+(none)                            ``W_in = I``, ``b_in = 0``, ``W_out = I``, ``b_out = 0``,
+                                  ``residual=True`` (the mixer's ``+ u``)
+``projection.weight`` (out x in)  ``W_gate = weight^T``
+``projection.bias`` (C,)          ``b_gate`` repeated on every token
+``conv.conv.weight`` (C, 1, K)    ``h``: causal (padding K-1), taps reversed (``convs.py``)
+``conv.conv.bias`` (C,)           ``b_conv`` repeated on every token
+``conv.filter`` (C, L) (long)     ``h[s, c] = filter[c, s]`` (causal FFT of size 2T), +1 at lag 0
+                                  (``fft_conv`` returns ``y + u``)
+================================  =============================================================
+
+Settings (``--config`` or the file's ``config``): ``tokens`` (T; default the long filter's
+length, required for a short convolution), ``use_act`` (default False, zoology's default).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from constructions.layers import BaseConv
+
+from .common import (ImportError_, Imported, Tensors, as_bool, as_rational, config_from, eye, load_tensors,
+                     repeat_rows, transpose, zeros)
+from .convs import add_identity, conv1d_taps, long_taps
+
+NAME = "zoology"
+_KEY = re.compile(r"(?:(?:.*\.)?(\d+)\.sequence_mixer\.)?(projection\.weight|projection\.bias|conv\.conv\.weight|"
+                  r"conv\.conv\.bias|conv\.filter|conv\..+)")
+_SETTINGS = ("tokens", "use_act")
+
+
+def read(path, settings: dict) -> Imported:
+    tensors, extra = load_tensors(path, NAME)
+    cfg, src = config_from(extra, settings, path)
+    unknown = [k for k in settings if k not in _SETTINGS]
+    if unknown:
+        raise ImportError_(f"--config {unknown[0]}: not a zoology setting the importer reads ({', '.join(_SETTINGS)})")
+    use_act = as_bool(cfg.get("use_act", False), "use_act")
+    if use_act:
+        raise ImportError_("use_act=True: the mixer applies SiLU to both factors, which is not polynomial")
+    T = Tensors(tensors, path)
+    mixers: dict[int, dict[str, str]] = {}
+    for k in T.keys():
+        m = _KEY.fullmatch(k)
+        if m:
+            mixers.setdefault(int(m[1]) if m[1] is not None else 0, {})[m[2]] = k
+    if not mixers:
+        T.check_all_read()
+        raise ImportError_(f"{path}: no BaseConv mixer tensors ([...]{{i}}.sequence_mixer.projection.weight ...)")
+    if sorted(mixers) != list(range(len(mixers))):
+        raise ImportError_(f"{path}: mixer indices {sorted(mixers)} are not 0..{len(mixers) - 1}")
+    conventions = {"use_act": {"value": False, "from": src.get("use_act", "default of zoology (use_act=False)")},
+                   "convolution": {"value": "causal", "from": "zoology: Conv1d padding K-1 / FFT of size 2T"}}
+    layers, tokens = [], None
+    for i in range(len(mixers)):
+        b = mixers[i]
+        if "projection.weight" not in b:
+            raise ImportError_(f"{path}: mixer {i} lacks projection.weight")
+        if any(n.startswith("conv.") and n not in ("conv.conv.weight", "conv.conv.bias", "conv.filter") for n in b):
+            k = next(b[n] for n in b if n.startswith("conv.") and n not in ("conv.conv.weight", "conv.conv.bias",
+                                                                           "conv.filter"))
+            raise ImportError_(f"{path}: {k}: an implicit long convolution (an MLP filter) cannot be read exactly")
+        C = T.raw(b["projection.weight"]).shape[0]
+        long = "conv.filter" in b
+        if tokens is None:
+            if "tokens" in cfg:
+                tokens = int(as_rational(cfg["tokens"], "tokens"))
+                conventions["tokens"] = {"value": tokens, "from": src["tokens"]}
+            elif long:
+                tokens = T.raw(b["conv.filter"]).shape[-1]
+                conventions["tokens"] = {"value": tokens, "from": "the long filter's length (l_max)"}
+            else:
+                raise ImportError_(f"{path}: a short convolution does not fix the sequence length; pass "
+                                   f"--config tokens=T")
+            if tokens < 1:
+                raise ImportError_(f"setting tokens must be >= 1, got {tokens}")
+        Tn = tokens
+        if long:
+            f = b["conv.filter"]
+            h, inert = long_taps(T.take(f, "filter h (lag order), +1 at lag 0", (C, T.raw(f).shape[-1])), Tn, f)
+            add_identity(h, same=False)
+            b_conv = zeros(Tn, C)
+        else:
+            if "conv.conv.weight" not in b:
+                raise ImportError_(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
+            w = b["conv.conv.weight"]
+            h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
+                                   same=False, key=w)
+            b_conv = repeat_rows(T.take(b.get("conv.conv.bias", w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)
+        W_gate = transpose(T.take(b["projection.weight"], "W_gate^T", (C, C)))
+        bias_key = b.get("projection.bias")
+        b_gate = repeat_rows(T.take(bias_key, "b_gate", (C,)), Tn) if bias_key else zeros(Tn, C)
+        if inert:
+            conventions.setdefault("inert_taps", {})[f"mixer {i}"] = inert
+        layers.append(BaseConv(eye(C), zeros(Tn, C), h, b_conv, W_gate, b_gate, eye(C), zeros(Tn, C),
+                               causal=True, residual=True))
+    T.check_all_read()
+    conventions["weights"] = {"value": "nn.Linear (out x in) transposed; W_in = W_out = I; y + u",
+                              "from": "zoology base_conv.py"}
+    C = layers[0].W_gate.shape[0]
+    return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(),
+                    {"N": tokens, "d": C, "n": tokens})
+
+
+def default_layout(spec, imported: Imported) -> dict | None:
+    """Identity when the specification's state is the file's (tokens x channels)."""
+    if tuple(spec.layout.shape) != tuple(imported.state_shape):
+        return None
+    R, C = spec.layout.shape
+    return {"format": "polyverify-layout/1", "tokens": list(range(R)), "columns": list(range(C))}
+
+
+_ = np  # numpy is the arrays' type throughout
