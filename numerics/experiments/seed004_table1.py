@@ -129,7 +129,13 @@ def ridge(sp: dict, lam) -> np.ndarray:
     """The ridge prediction ``<(Sigma + lam I)^{-1} alpha, x_t>`` per sequence (lam scalar or per sequence)."""
     lam = np.asarray(lam, dtype=float)
     lam = lam[:, None] if lam.ndim else lam
-    return np.sum(sp["a"] * sp["q"] / (sp["s"] + lam), axis=1)
+    aq = sp["aq"] if "aq" in sp else sp["a"] * sp["q"]
+    return np.sum(aq / (sp["s"] + lam), axis=1)
+
+
+def subset(ps: dict, size: int) -> dict:
+    """The first ``size`` sequences of a problem set."""
+    return {k: v[:size] for k, v in ps.items()}
 
 
 def problem_set(column: str, size: int, which: str, seed: int = 0, chunk: int = 25_000) -> dict:
@@ -138,7 +144,8 @@ def problem_set(column: str, size: int, which: str, seed: int = 0, chunk: int = 
     parts = []
     for start in range(0, size, chunk):
         b = sample(min(chunk, size - start), column, rng)
-        parts.append({**b, **spectral(b["X"], b["y"], b["xt"])})
+        sp = spectral(b["X"], b["y"], b["xt"])
+        parts.append({**b, **sp, "aq": sp["a"] * sp["q"]})
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -185,17 +192,19 @@ def tuned_lambda(s2hat, c, m):
     return np.minimum(c * s2hat, m)
 
 
-def tune_tuned(ps) -> tuple[float, float]:
-    """TunedRR: (scale c, clip m) minimising the MSE on ``ps``: a 2-D log grid, then two finer grids."""
-    def best(cs, ms):
-        vals = [(_mse(ridge(ps, tuned_lambda(ps["s2hat"], c, m)), ps["yt"]), c, m) for c in cs for m in ms]
+def tune_tuned(ps, coarse: int = 20_000) -> tuple[float, float]:
+    """TunedRR: (scale c, clip m) minimising the MSE on ``ps``: a 2-D log grid on the first
+    ``coarse`` sequences, then two finer grids around its best on all of ``ps``."""
+    def best(cs, ms, p):
+        vals = [(_mse(ridge(p, tuned_lambda(p["s2hat"], c, m)), p["yt"]), c, m) for c in cs for m in ms]
         return min(vals)
 
-    _, c, m = best(np.geomspace(0.05, 5, 31), np.concatenate([np.geomspace(0.01, 1000, 31), [np.inf]]))
+    _, c, m = best(np.geomspace(0.05, 5, 31), np.concatenate([np.geomspace(0.01, 1000, 31), [np.inf]]),
+                   subset(ps, coarse))
     for width in (1.5, 1.12):
         cs = c * np.geomspace(1 / width, width, 9)
         ms = [np.inf] if not np.isfinite(m) else m * np.geomspace(1 / width, width, 9)
-        _, c, m = best(cs, ms)
+        _, c, m = best(cs, ms, ps)
     return float(c), float(m)
 
 

@@ -1,0 +1,71 @@
+"""Every experiment's --quick variant end to end through the sweep runner (the CI check of the
+pipeline, not of the paper's numbers), the report built from it, and docs/experiments.md current."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from numerics.experiments import EXPERIMENTS
+from numerics.experiments.__main__ import main
+from numerics.experiments.report import build_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("exp")
+    codes = {name: main([name, "--quick", "--out", str(base / name), "--workers", "1", "--no-progress"])
+             for name in EXPERIMENTS}
+    return base, codes
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_quick_run_writes_everything(quick_runs, name):
+    base, codes = quick_runs
+    out = base / name
+    assert codes[name] == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["quick"] is True and s["run"]["failed"] == 0 and s["run"]["cells"] >= 3
+    assert s["run"]["cpu_s"] > 0 and s["run"]["wall_s"] > 0
+    assert s["criteria"] and all({"id", "text", "met"} <= set(c) for c in s["criteria"])
+    for f in ("results.jsonl", "results.csv", "sweep.json", "table.csv", "figure.png"):
+        assert (out / f).stat().st_size > 0, f
+    rows = list(csv.DictReader((out / "table.csv").open()))
+    assert rows
+    assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # rerunning resumes: nothing left to run, the same summary numbers
+    assert main([name, "--quick", "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    s2 = json.loads((out / "summary.json").read_text())
+    assert s2["run"]["resumed"] == s2["run"]["cells"]
+    assert s2["criteria"] == s["criteria"]
+
+
+def test_report_from_quick_runs(quick_runs, tmp_path):
+    base, _ = quick_runs
+    md = tmp_path / "experiments.md"
+    assert main(["report", "--results", str(base), "--out", str(md)]) == 0
+    text = md.read_text()
+    for name in EXPERIMENTS:
+        assert f"`{name}`" in text
+    assert "quick run only" in text
+    # a number from a summary appears in the report: the seed 004 ConstRR at column 5
+    s = json.loads((base / "seed004-table1" / "summary.json").read_text())
+    from numerics.experiments.common import fmt
+
+    assert fmt(s["baselines"]["5"]["constrr"]["adjusted"]) in text
+
+
+def test_report_without_results_says_not_run(tmp_path):
+    text = build_report(tmp_path)
+    assert text.count("not run") >= len(EXPERIMENTS)
+
+
+def test_docs_experiments_is_current():
+    results = ROOT / "docs" / "experiments"
+    doc = ROOT / "docs" / "experiments.md"
+    if not doc.exists():
+        pytest.skip("docs/experiments.md not generated yet (python -m numerics.experiments report)")
+    assert doc.read_text() == build_report(results, rel_to=doc.parent), \
+        "docs/experiments.md is stale: run python -m numerics.experiments report"
