@@ -193,10 +193,10 @@ def markdown(s: dict, figure: str) -> str:
     L.append("")
     L.append("**What this setting cannot show.** The paper's precision (Table 7: "
              + ", ".join(f"{fmt(v)} at k = {k}" for k, v in PAPER.items())
-             + ") comes from millions of GPU steps; `docs/training.md` measured what 30 minutes of CPU give on "
-             "k = 1 (the explicit gradient task). A few minutes of CPU for all k together leave the MSE orders of "
-             "magnitude above the paper's; the table's absolute values are out of reach here, and the ordering "
-             "claims are measured at equal, short training.")
+             + ") comes from its long GPU runs; `docs/training.md` measures what longer CPU runs give on k = 1 "
+             "(the explicit gradient task). The short runs here leave the MSE orders of magnitude above the paper's: "
+             "the table's absolute values are out of reach at this budget, and the ordering claims are measured at "
+             "equal, short training.")
     L.append("")
     L.append(f"**Cost.** {timing_line(s)}.")
     return "\n".join(L)
