@@ -120,12 +120,18 @@ def settings(a) -> dict:
             raise UsageError(f"size {k}={v} outside 0..4096")
     if "gd" in entry.roles and sizes["n"] * sizes["d"] > 1024:
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
-    params.update(given_params)
-    spec = _build(entry, sizes, params)
-    unknown = [k for k in given_params if k not in spec.params]
+    spec0 = _build(entry, sizes, {})
+    unknown = [k for k in given_params if k not in spec0.params]
     if unknown:
-        raise UsageError(f"--set {unknown[0]}: {spec.name} has no size or parameter {unknown[0]!r} (sizes: "
-                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(spec.params) or 'none'})")
+        raise UsageError(f"--set {unknown[0]}: {spec0.name} has no size or parameter {unknown[0]!r} (sizes: "
+                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(spec0.params) or 'none'})")
+    params.update(given_params)
+    spec = _build(entry, sizes, params) if params else spec0
+    kinds = {L.kind for L in imp.layers}
+    spec_kinds = {L.kind for L in spec.layers(1)}
+    if kinds != spec_kinds:
+        raise UsageError(f"{a.file}: {', '.join(sorted(kinds))} layers; {spec.name} is made of "
+                         f"{', '.join(sorted(spec_kinds))} layers")
     if layout_d is None:
         layout_d = mod.default_layout(spec, imp)
         layout_src = f"the {a.fmt} importer's default for {spec.name}"
@@ -154,11 +160,6 @@ def settings(a) -> dict:
         raise UsageError(f"{a.file}: {n_layers} layers, above the limit {MAX_LAYERS}")
     if n_layers < p + e or (b and (n_layers - p - e) % b) or (not b and n_layers != p + e):
         raise UsageError(f"{a.file} has {n_layers} layers; {spec.name} projected onto it needs {p} + {b}*k + {e}")
-    kinds = {L.kind for L in imp.layers}
-    spec_kinds = {L.kind for L in spec.layers(1)}
-    if kinds != spec_kinds:
-        raise UsageError(f"{a.file}: {', '.join(sorted(kinds))} layers; {spec.name} is made of "
-                         f"{', '.join(sorted(spec_kinds))} layers")
     first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b], "epilogue": imp.layers[n_layers - e:] if e else []}
 
     def build(**over):

@@ -116,7 +116,12 @@ def _torch(path: Path):
     obj = torch.load(str(path), map_location="cpu", weights_only=True)
     extra = {}
     if isinstance(obj, dict) and "model_state_dict" in obj:  # precision-ls's own checkpoint layout
-        extra = {k: v for k, v in obj.items() if k != "model_state_dict"}
+        for k, v in obj.items():
+            if k == "config" and isinstance(v, dict):
+                extra["config"] = v
+            elif k != "model_state_dict":
+                raise ImportError_(f"{path}: entry {k!r} next to 'model_state_dict' is not read (only a 'config' "
+                                   f"dict is); save the model_state_dict and its config only")
         obj = obj["model_state_dict"]
     if not isinstance(obj, dict):
         raise ImportError_(f"{path}: holds a {type(obj).__name__}, not a state_dict (a dict of tensors)")
