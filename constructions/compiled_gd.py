@@ -66,6 +66,8 @@ def prediction_circuit(n: int, d: int):
 class CompiledGD(Construction):
     """State functions of the layout above; the layers come from the compiler."""
 
+    constants: dict = None  # (token, channel) -> value: the compiled input map's constant block
+
     def step(self, v):
         return gd_step(v, self.params["eta"], self.params.get("lam", 0))
 
@@ -77,6 +79,8 @@ class CompiledGD(Construction):
         S[(...,) + (slice(0, n), d)] = v["b"]
         S[(...,) + (n, slice(0, d))] = v["q"]
         S[(...,) + (n, slice(d + 1, 2 * d + 1))] = v["x"]
+        for (t, c), val in sorted(self.constants.items()):  # the lsa target's position block
+            S[..., t, c] = val if S.dtype == object else float(val)
         return S
 
     def input_state(self, v):
@@ -94,7 +98,7 @@ class CompiledGD(Construction):
 
 
 def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "baseconv") -> CompiledGD:
-    """The compiled GD architecture for ``target`` (``baseconv`` or ``baseconv-causal``)."""
+    """The compiled GD architecture for ``target`` (``baseconv``, ``baseconv-causal``, ``lsa``, ``elsa``)."""
     if n < 1 or d < 1:
         raise ValueError(f"need n >= 1 and d >= 1, got n={n}, d={d}")
     eta = exact("1/16") if eta is None else exact(eta)
@@ -112,6 +116,9 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
     lay.add("b", (0, n), (d, d + 1), "b_i")
     lay.add("y", (n, n + 1), (d, d + 1), "prediction q^T x at the query token (after the epilogue)")
     lay.add("x", (n, n + 1), (d + 1, 2 * d + 1), "iterate x at the query token")
+    if body.constants:
+        lay.add("positions", (0, n + 1), (2 * d + 1, 2 * d + 2 + n),
+                "one-hot token positions (the lsa target's constant block)")
     name = f"gd-compiled-{target}"
     params = {"eta": eta} if lam == 0 else {"eta": eta, "lam": lam}
     con = CompiledGD(
@@ -120,4 +127,6 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
         rebuild=lambda **p: compiled_gd(n, d, **{"eta": eta, "lam": lam, **p}, target=target),
         notes=f"compiled ({target}): body {body.info['compiled']['plan']}, epilogue {epi.info['compiled']['plan']}")
     con.compiled = {"body": body.info["compiled"], "epilogue": epi.info["compiled"]}
+    assert body.constants == epi.constants  # one input map for both stacks
+    con.constants = dict(body.constants)
     return con

@@ -237,6 +237,9 @@ class LSA(Layer):
     kind: ClassVar[str] = "lsa"
 
     def forward(self, H, *, conv_method: str = "direct"):
+        fast = self.__dict__.get("_plan")  # set by prepare() on float weights
+        if fast is not None:
+            return _sparse_heads_forward(H, fast, self.residual)
         out = None
         for hd in self.heads:
             K = ops.mm(H, hd.W1)
@@ -245,6 +248,13 @@ class LSA(Layer):
             term = ops.mm(Qm, ops.mm(ops.transpose(K), V))
             out = term if out is None else ops.add(out, term)
         return ops.add(H, out) if self.residual else out
+
+    def prepare(self) -> "LSA":
+        """Plan the float forward once (after a cast): each head on the rows and columns where
+        its weights are nonzero (compiled stacks have many sparse heads).  Same sums."""
+        if self.heads and self.heads[0].W1.dtype != object:
+            self.__dict__["_plan"] = [[_sparse_head(hd.W1, None, hd.W2, None, hd.W3, None) for hd in self.heads]]
+        return self
 
     def arrays(self):
         d = {}
@@ -369,7 +379,17 @@ class ELSA(Layer):
         Qm = ops.add(ops.mm(H, hd.W3), hd.B3)
         return ops.mm(Qm, ops.mm(ops.transpose(K), V))
 
+    def prepare(self) -> "ELSA":
+        """As :meth:`LSA.prepare`: each head on its nonzero rows and columns (float weights)."""
+        if self.stages and self.stages[0] and self.stages[0][0].W1.dtype != object:
+            self.__dict__["_plan"] = [[_sparse_head(hd.W1, hd.B1, hd.W2, hd.B2, hd.W3, hd.B3) for hd in st]
+                                      for st in self.stages]
+        return self
+
     def forward(self, H, *, conv_method: str = "direct"):
+        fast = self.__dict__.get("_plan")
+        if fast is not None:
+            return _sparse_heads_forward(H, fast, self.residual)
         P = H
         for stage in self.stages:
             acc = None
@@ -409,6 +429,53 @@ class ELSA(Layer):
     def from_arrays(cls, config, arrays):
         return cls([[ELSAHead(*(arrays[f"stage{s}.head{k}.{f}"] for f in cls._HEAD_FIELDS)) for k in range(nh)]
                     for s, nh in enumerate(config["heads"])], residual=config["residual"])
+
+
+def _host(A) -> np.ndarray:
+    if ops.is_torch(A):
+        return A.detach().cpu().numpy()
+    return np.asarray(A.get() if hasattr(A, "get") else A)
+
+
+def _sparse_head(W1, B1, W2, B2, W3, B3):
+    """A head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` restricted to its nonzero parts: the Gram
+    columns both ``W1|B1`` and ``W3|B3`` use, the value columns ``W2|B2`` uses, and for each
+    side the rows (input channels) that feed those columns.  Arrays stay in their library."""
+    def used(W, B):
+        u = (_host(W) != 0).any(axis=0)
+        return u if B is None else u | (_host(B) != 0).any(axis=0)
+    gram = np.nonzero(used(W1, B1) & used(W3, B3))[0].tolist()
+    vcols = np.nonzero(used(W2, B2))[0].tolist()
+
+    def side(W, B, cols):
+        rows = np.nonzero((_host(W)[:, cols] != 0).any(axis=1))[0].tolist() if cols else []
+        return rows, W[rows][:, cols], (None if B is None else B[:, cols])
+    return {"q": side(W3, B3, gram), "k": side(W1, B1, gram), "v": side(W2, B2, vcols), "vcols": vcols}
+
+
+def _sparse_heads_forward(H, plan, residual: bool):
+    """Stages of summed sparse heads (:func:`_sparse_head`), then the skip."""
+    P = H
+    for stage in plan:
+        acc = H * 0 if P is H else P * 0
+        for hd in stage:
+            if not hd["vcols"] or not hd["q"][1].shape[-1]:
+                continue
+            sides = []
+            for key in ("q", "k", "v"):
+                rows, W, B = hd[key]
+                if rows:
+                    X = ops.mm(P[..., rows], W)
+                    sides.append(X if B is None else X + B)
+                elif B is not None:
+                    sides.append(B + P[..., :1] * 0)  # the bias alone, with the batch shape
+                else:
+                    break  # an all-zero side: the head adds nothing
+            else:
+                Qm, K, V = sides
+                acc[..., hd["vcols"]] += ops.mm(Qm, ops.mm(ops.transpose(K), V))
+        P = acc
+    return ops.add(H, P) if residual else P
 
 
 #: every layer type by its ``kind`` (weight files, training modules); a new layer type is one

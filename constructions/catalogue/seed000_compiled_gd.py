@@ -1,7 +1,7 @@
 """The compiled GD architectures (``constructions/compiled_gd.py``): the placed least-squares /
 ridge GD step of ``circuits.builders`` compiled by ``constructions/compiler`` and repeated as
-the body, registered as the ``gd`` architectures ``compiled-baseconv`` and
-``compiled-baseconv-causal``."""
+the body, registered as the ``gd`` architectures ``compiled-baseconv``,
+``compiled-baseconv-causal``, ``compiled-lsa`` and ``compiled-elsa``."""
 from __future__ import annotations
 
 from constructions.compiled_gd import REFERENCE, compiled_gd
@@ -25,3 +25,11 @@ register(CatalogueEntry(
     name="gd-compiled-baseconv-causal", paper=REFERENCE, build=_arch("baseconv-causal"), sizes={"n": 20, "d": 5},
     summary="(ridge) GD step compiled to causal BaseConv (no Gram re-association: O(N D) channels)",
     roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="2 + 4k", state="(N+1) x O(N D)", ridge=True))
+register(CatalogueEntry(
+    name="gd-compiled-lsa", paper=REFERENCE, build=_arch("lsa"), sizes={"n": 20, "d": 5},
+    summary="(ridge) GD step compiled to multi-head LSA (seed 001 eq. (8)): gather, 2 product layers, outputs",
+    roles=frozenset({"gd"}), arch="compiled-lsa", depth="3 + 4k", state="(N+1) x O(N D)", ridge=True))
+register(CatalogueEntry(
+    name="gd-compiled-elsa", paper=REFERENCE, build=_arch("elsa"), sizes={"n": 20, "d": 5},
+    summary="(ridge) GD step compiled to ELSA modules (seed 001 eq. (16), (57)-(59)): 2 modules per step",
+    roles=frozenset({"gd"}), arch="compiled-elsa", depth="2 + 2k", state="(N+1) x O(N D)", ridge=True))

@@ -135,11 +135,15 @@ def plan(g) -> Plan:
     used = {a for a in need if a.startswith("in:")}
     used |= {a for n, f in outputs.items() if n not in kept for a in f if a != CONST}
     used = {a for a in used if a.startswith("in:")}
-    per_row: dict = {}
-    for a in used:
-        per_row[inputs[a[3:]][0]] = per_row.get(inputs[a[3:]][0], 0) + 1
-    w = max(range(T), key=lambda t: (per_row.get(t, 0), -t))
-    exclusive = {c for c in range(D) if all(t == w for t, c2 in inputs.values() if c2 == c)}
+    # the work row: where the most used inputs can stay (in a channel no other token uses)
+    rows_of: dict = {}
+    for t, c in inputs.values():
+        rows_of.setdefault(c, set()).add(t)
+
+    def stays(t):
+        return sum(1 for a in used if inputs[a[3:]][0] == t and rows_of[inputs[a[3:]][1]] == {t})
+    w = max(range(T), key=lambda t: (stays(t), -t))
+    exclusive = {c for c in range(D) if rows_of.get(c, {w}) <= {w}}
 
     slot: dict = {}
     nxt = [D]
@@ -253,7 +257,8 @@ def _lsa_head(h: Head, pl: Plan, n: int) -> LSAHead:
     pos = lambda r: pl.D + r  # noqa: E731
     ix = _lsa_channel(pl)
     W2 = ops.zeros_like_object((n, n))
-    W2[:, [ix(c) for c in range(pl.D + pl.work)]] = _matrix(h.n, ix, n, pos_index=pos)[:, :pl.D + pl.work]
+    data = n - pl.T
+    W2[:, [ix(c) for c in range(data)]] = _matrix(h.n, ix, n, pos_index=pos)[:, :data]
     return LSAHead(W1=_matrix(h.m, ix, n, pos_index=pos), W2=W2, W3=_matrix(h.l, ix, n, pos_index=pos))
 
 
@@ -290,7 +295,7 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
     """Compile a validated (placed or unplaced) circuit to LSA (``elsa=False``) or ELSA layers."""
     pl = plan(g)
     target = "elsa" if elsa else "lsa"
-    data = pl.D + pl.work
+    data = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])
     if elsa:
         width = max(min_width, data, pl.T)  # Property 3's skip needs as many channels as tokens
         mods = modules(pl, width)
@@ -315,13 +320,14 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
           "constant_blocks": ({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
                               if not elsa else {}),
           "bound": {"layers": bound_layers, "tokens": pl.T,
-                    "state_width": (max(pl.D + pl.gathered + pl.product_atoms, pl.T) if elsa
-                                    else pl.D + pl.T + pl.gathered + pl.product_atoms),
+                    "state_width": max(pl.D + pl.gathered + pl.product_atoms, len(pl.outputs),
+                                       pl.T if elsa else 0) + (0 if elsa else pl.T),
                     "rule": ("a gather layer (if an input must move to the work row), one product layer per "
                              "level of multiplicative depth md, one output layer: at most md + 2 layers"
                              + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
                              + "; channels: the grid's, " + ("" if elsa else "one per token (positions), ")
-                             + "one per gathered input and per product atom")}}
+                             + "one per gathered input and per product atom (at least one per output"
+                             + (", and one per token for the skip of Property 3" if elsa else "") + ")")}}
     if elsa:
         cm["modules"] = {"count": len(layers), "stages": stages,
                          "heads": [[len(st) for st in mod] for mod in mods]}

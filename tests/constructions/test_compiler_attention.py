@@ -1,0 +1,132 @@
+"""constructions/compiler/attention.py: (placed) circuits -> LSA and ELSA layers (seed 001).
+
+Every compiled stack is proved by the prover (exact, symbolic in every input), evaluated on
+random rationals against ``circuits.evaluate``, evaluated modulo a prime by ``verify.modular``,
+and checked against the compiler's guarantee: at most ``md + 2`` LSA layers, at most
+``ceil((md + 2) / 2)`` ELSA modules of at most two stages, on the input grid's tokens.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import circuits as C
+from constructions.compiled_gd import compiled_gd
+from constructions.compiler import compile_circuit
+from constructions.compiler.attention import plan
+from constructions.layers import ELSA, LSA
+from numerics.backends import Backend
+from verify import modular
+from verify.proof import prove
+
+from tests.constructions.test_compiler_sequence import placed_circuits, placed_gd, run_stack
+from tests.strategies import rationals_st
+from tests.support import assert_proved
+
+TARGETS = ("lsa", "elsa")
+
+
+def within_bound(con) -> None:
+    cm = con.info["compiled"]
+    md = cm["multiplicative_depth"]
+    assert cm["layers"] == len(con.epilogue) <= cm["bound"]["layers"]
+    assert cm["tokens"] == con.layout.shape[0] == cm["bound"]["tokens"]
+    assert cm["state_width"] == con.layout.shape[1] <= cm["bound"]["state_width"]
+    if cm["target"] == "lsa":
+        assert cm["bound"]["layers"] == md + 2 and all(isinstance(L, LSA) for L in con.epilogue)
+    else:
+        assert cm["bound"]["layers"] == math.ceil((md + 2) / 2)
+        assert all(isinstance(L, ELSA) and 1 <= len(L.stages) <= 2 for L in con.epilogue)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@given(data=st.data())
+def test_random_placed_circuits_compile_prove_and_stay_within_the_bound(target, data):
+    g, T = data.draw(placed_circuits(False))
+    con = compile_circuit(g, target=target)
+    within_bound(con)
+    assert_proved(prove(con))
+    vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(g)}
+    assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
+    mod = modular.trials(g, con, C.inputs(g), 4, seed=1)
+    assert mod["agree"] == 4
+    for name, place in C.placement(g).outputs.items() if C.placement(g) else ():
+        if place is not None:
+            assert tuple(con.info["compiled"]["outputs"][name]) == place
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("builder", [lambda: C.dot(4, placed=True), lambda: C.matvec(3, 2, placed=True),
+                                     lambda: C.horner([1, Fraction(-1, 2), 3]), lambda: C.dot(3)])
+def test_builders_compile_prove_and_run(builder, target):
+    g = builder()
+    con = compile_circuit(g, target=target)
+    within_bound(con)
+    assert_proved(prove(con))
+    vals = {n: Fraction(i + 2, 3) for i, n in enumerate(C.inputs(g))}
+    assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
+
+
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (20, 5)])
+def test_placed_gd_step(n, d):
+    """The GD step: LSA gather, two product layers, outputs (4 layers; the issue's bar of 2 is not
+    reached, see docs/compiler.md); ELSA two modules (the bar: at most 2)."""
+    g = placed_gd(n, d)
+    lsa, elsa = compile_circuit(g, target="lsa"), compile_circuit(g, target="elsa")
+    assert lsa.info["compiled"]["plan"] == ["gather", "product", "product", "outputs"]
+    assert elsa.info["compiled"]["layers"] == 2 and elsa.info["compiled"]["modules"]["stages"] == [2, 2]
+    for con in (lsa, elsa):
+        assert_proved(prove(con))
+        assert all(tuple(con.info["compiled"]["outputs"][f"x_{j}"]) == (n, d + 1 + j) for j in range(d))
+
+
+def test_lsa_input_map_adds_the_position_block_and_keeps_it():
+    g = C.dot(3, placed=True)
+    con = compile_circuit(g, target="lsa")
+    T, D = con.layout.shape[0], C.placement(g).channels
+    assert con.info["compiled"]["constant_blocks"]["positions"]["channels"] == [D, D + T]
+    vals = {n: Fraction(1) for n in C.inputs(g)}
+    S0, S1 = con.input_state(vals), con.final_state(vals)
+    for S in (S0, S1):
+        assert [[S[t, D + r] for r in range(T)] for t in range(T)] == np.eye(T, dtype=int).tolist()
+    assert compile_circuit(g, target="elsa").constants == {}  # ELSA carries positions in its biases
+
+
+def test_inputs_passed_through_in_place_cost_no_gather():
+    """The GD step's A and b stay where they are; only what the products read is gathered."""
+    pl = plan(placed_gd(3, 2))
+    assert pl.gathered == 3 * 2 + 3  # A and b of the 3 data tokens; x is on the work row already
+    assert pl.work_row == 3
+
+
+def test_a_wrong_weight_is_refuted():
+    con = compile_circuit(C.dot(3, placed=True), target="lsa")
+    L = con.epilogue[1]
+    W2 = L.heads[0].W2.copy()
+    nz = list(zip(*np.nonzero(W2 != 0)))
+    W2[nz[0]] = W2[nz[0]] + 1
+    L.heads[0].W2 = W2
+    res = prove(con)
+    assert not res.ok and res.failure.section == "epilogue"
+
+
+@pytest.mark.parametrize("target", ["lsa", "elsa"])
+def test_compiled_gd_architectures_prove_and_track_gd_in_float64(target):
+    con = compiled_gd(4, 2, target=target, lam=Fraction(1, 10))
+    assert_proved(prove(con))
+    rng = np.random.default_rng(3)
+    A, b, q = rng.standard_normal((8, 4, 2)), rng.standard_normal((8, 4)), rng.standard_normal((8, 2))
+    v = {"A": A, "b": b, "q": q, "x": np.zeros((8, 2))}
+    be = Backend("numpy", "float64")
+    S, _ = con.run(v, 5, state=con.state(v), cast=be.cast_layer)
+    x = np.zeros((8, 2))
+    for _ in range(5):
+        x = x - (A.transpose(0, 2, 1) @ (A @ x[..., None] - b[..., None]))[..., 0] / 16 - x / 160
+    got = con.readout(S)
+    assert np.abs(got["x"] - x).max() < 1e-12  # float64 roundoff of 5 steps on O(1) data
+    assert np.abs(got["prediction"] - (q * x).sum(-1)).max() < 1e-12
