@@ -139,10 +139,13 @@ def verdict(ok: bool | None) -> str:
 def timing_line(summary: dict) -> str:
     r = summary["run"]
     m = r["machine"]
+    resumed = (f"; the last invocation took {fmt_seconds(r['wall_s'])} of wall time, {r['resumed']} cells "
+               "having finished in earlier ones" if r.get("resumed") else
+               f"; the grid took {fmt_seconds(r['wall_s'])} of wall time on {r['workers'] or 0} worker process(es)")
     return (f"{r['cells']} cells ({r['failed']} failed), CPU time (user + sys, all cells) "
-            f"{fmt_seconds(r['cpu_s'])}, wall time {fmt_seconds(r['wall_s'])} on {r['workers'] or 0} worker "
-            f"process(es); {m['cores']} cores, load average at the end {m['loadavg'][0]}, torch {m['torch']}, "
-            f"finished {r['finished'][:10]}")
+            f"{fmt_seconds(r['cpu_s'])}, the cells' wall time summed {fmt_seconds(r['cell_wall_s'])}"
+            f"{resumed}; {m['cores']} cores shared with other jobs (load "
+            f"average at the end {m['loadavg'][0]}), torch {m['torch']}, finished {r['finished'][:10]}")
 
 
 def fmt_seconds(s: float) -> str:
