@@ -268,7 +268,8 @@ def cmd_import(a, out) -> int:
                                                            f"{list(r.failure.entry)}"})
                 print(f"  nearby: {label}: {_verdict_line(r)}"
                       + "".join(f", {n} = {vinfo[n].get('described', vinfo[n]['value'])}"
-                                + ("" if "file" in vinfo[n]["from"] else f" ({vinfo[n]['from']})") for n in vals)
+                                + ("" if vinfo[n]["from"].startswith("the file:") else " (" + vinfo[n]["from"] + ")")
+                                for n in vals)
                       + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
             given_differs = [n for n in st["given"] if n in spec.symbolic_params]
             for name in given_differs:

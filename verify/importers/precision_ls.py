@@ -133,7 +133,7 @@ def read(path, settings: dict) -> Imported:
                                causal=causal, residual=resid, same=same))
     T.check_all_read()
     conventions["residual"] = {"value": [L.residual for L in layers],
-                               "from": "branch_weights present (use_resid=True) per block"}
+                               "from": "per block: true where branch_weights is present (use_resid=True)"}
     conventions["weights"] = {"value": "nn.Linear (out x in) transposed; per-channel biases on every token",
                               "from": "precision-ls base_conv.py"}
     C = layers[0].W_in.shape[0]
