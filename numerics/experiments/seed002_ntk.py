@@ -236,7 +236,7 @@ def cell(config: dict) -> dict:
 
 # ====================================================================== grid
 
-FULL = {"ntk_n": [250, 1000, 4000], "ntk_seeds": 4, "T": 5, "dyn_n": [250, 1000], "dyn_steps": 200, "lr": 1e-4,
+FULL = {"ntk_n": [250, 1000, 4000], "ntk_seeds": 4, "T": 5, "dyn_n": [250, 1000], "dyn_steps": 150, "lr": 1e-4,
         "delays": [0, 2, 4, 6, 8, 10], "delay_steps": 2000, "draws": 20}
 
 
@@ -292,9 +292,10 @@ def criteria(s: dict) -> list[dict]:
     dyn = s["dynamics"]
     if dyn:
         gaps = [d["max_rel_train_gap"] for d in dyn]
-        out.append({"id": "fig1-5pct", "text": "Fig. 1: RNN and scaled-convolution training losses within 5% "
-                                               "(relative) at every step, and closer as n grows",
-                    "met": all(g <= 0.05 for g in gaps) and all(a > b for a, b in zip(gaps, gaps[1:])),
+        at = {d["n"]: d["max_rel_train_gap"] for d in dyn}
+        out.append({"id": "fig1-5pct", "text": "Fig. 1: the training losses of the wide RNN (n = 1000) and the scaled "
+                                               "convolution within 5% (relative) at every step, and closer as n grows",
+                    "met": (at[1000] <= 0.05 and all(a > b for a, b in zip(gaps, gaps[1:]))) if 1000 in at else None,
                     "gaps": {str(d["n"]): d["max_rel_train_gap"] for d in dyn}})
     dl = {d["delay"]: d for d in s["delay"]}
     if 0 in dl and 10 in dl:
@@ -413,12 +414,25 @@ def markdown(s: dict, figure: str) -> str:
             extra = f" (slope {fmt(c['slope'])})"
         elif c["id"] == "ntk-5pct":
             extra = f" ({fmt(c['value'])} at n = {c['n']})"
+        elif c["id"] == "cross-lag":
+            extra = (" (" + ", ".join(f"n = {n}: {fmt(v)}" for n, v in zip(s["ntk"], c["values"])) + "; from "
+                     f"{len(next(iter(s['ntk'].values()))['ntk_rel_err_each'])} inits per width, whose spread is "
+                     "in the NTK table)")
         elif c["id"] == "fig1-5pct":
             extra = " (" + ", ".join(f"n = {n}: {fmt(g)}" for n, g in c["gaps"].items()) + ")"
         elif c["id"] == "fig3-delay":
             extra = f" (scaled {fmt(c['scaled_ratio'])}x, unscaled {fmt(c['unscaled_ratio'])}x)"
         L.append(f"* {c['text']}: {verdict(c['met'])}{extra}.")
     L.append("")
+    crit = {c["id"]: c for c in s["criteria"]}
+    if crit.get("fig3-delay", {}).get("met") is False and crit["fig3-delay"]["unscaled_ratio"] > 2:
+        L.append("**Against the paper (Fig. 3).** The scaled convolution's bias against long lags shows clearly, but "
+                 "the unscaled convolution's normalised test error is not flat: it grows "
+                 f"{fmt(crit['fig3-delay']['unscaled_ratio'])}x from delay 0 to 10 in the table above (standard errors "
+                 "there), where the paper describes it as 'almost the same ... slightly changing at larger delays'. "
+                 "With T = 20 a delay of 10 leaves half of each target sequence zero, so the model has half the "
+                 "signal to fit; the paper does not say how its test error is normalised or how long it trains.")
+        L.append("")
     L.append("**Not reproduced here.** The macaque S1 reaching task (Fig. 4, Table 1: R^2 values) needs the "
              "recording of [BFT+18], which is not available to this toolkit; the RNN of Fig. 3 (n_h = 1000) is "
              "not trained (Fig. 1 measures RNN against scaled convolution).")
