@@ -653,7 +653,9 @@ EPILOG = (f"Exit status: 0 every cell finished; {EXIT_VERDICT} every cell finish
 
 
 def top_parser() -> Parser:
-    p = Parser(prog="python -m numerics.sweep", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    p = Parser(prog="python -m numerics.sweep",
+               description="Grids of runs on Dask (dask.distributed): one task per cell, resumable, one table. "
+                           "See docs/sweeps.md.",
                epilog=EPILOG, usage="python -m numerics.sweep {run,%s} ... [-h]" % ",".join(SWEEPS))
     p.add_argument("command", choices=["run", *SWEEPS],
                    help="run GRID: a grid file; " + "; ".join(f"{k}: {d}" for k, (_, d) in SWEEPS.items())
@@ -679,8 +681,7 @@ def command_parser(command: str) -> tuple[Parser, object | None]:
         _common(p)
         return p, None
     ad = adapter(command)
-    p = Parser(prog=f"python -m numerics.sweep {command}", description=ad.description, epilog=EPILOG,
-               formatter_class=fmt)
+    p = Parser(prog=f"python -m numerics.sweep {command}", description=ad.description, epilog=EPILOG)
     g = p.add_argument_group("the grid (comma-separated lists: one cell per combination)")
     ad.add_arguments(g)
     _common(p)
