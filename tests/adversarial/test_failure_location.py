@@ -198,7 +198,7 @@ def test_declared_states_are_produced_by_the_own_layers():
         if declares:
             seen.add(con.name)
             assert prove(con).ok  # the stack proof does not depend on the declarations
-    assert seen == {"gd-baseconv", "gd-baseconv-causal"}
+    assert seen == {"gd-baseconv", "gd-baseconv-causal", "prefix-coupled"}
 
 
 def _zero_problem(con):
