@@ -42,6 +42,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import ops
 from .layers import Layer
 from .layout import Layout
 
@@ -311,5 +312,7 @@ def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
     name = np.dtype(dtype).name if dtype != "bfloat16" else "bfloat16"
     if a.dtype != object:
         return a.astype(dtype if name != "bfloat16" else np.float64)
-    vals = np.vectorize(lambda z: round_exact(z, name), otypes=[np.float64])(a) if a.size else a.astype(np.float64)
+    vals = np.zeros(a.shape)
+    nz = np.nonzero(ops.nonzero_pattern(a))  # only the nonzero entries (compiled weights are sparse)
+    vals[nz] = [round_exact(z, name) for z in a[nz]]
     return vals if name == "bfloat16" else vals.astype(dtype)

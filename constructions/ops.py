@@ -136,7 +136,7 @@ def transpose(X):
     return X.swapaxes(-1, -2)
 
 
-def _lag_index(T: int, causal: bool, same: bool):
+def lag_index(T: int, causal: bool, same: bool):
     """For output token ``t`` (rows) and input token ``r`` (columns): the tap index that
     multiplies ``v[r]`` in ``y[t]`` and whether it exists (the convention's Toeplitz /
     circulant / banded matrix, as indices into ``h``)."""
@@ -174,7 +174,7 @@ def conv(v, h, *, causal: bool, method: str = "direct", need=None, same: bool = 
     if method == "fft":
         return _conv_fft(v, h, causal, same)
     # direct: a (C, T, T) Toeplitz (causal, same) or circulant (non-causal) matrix per channel
-    idx, mask = _lag_index(T, causal, same)
+    idx, mask = lag_index(T, causal, same)
     if is_torch(v):
         idx_t = torch.as_tensor(idx, device=v.device)
         mask_t = torch.as_tensor(mask, device=v.device)
@@ -231,7 +231,7 @@ class ConvPlan:
         self.c_uni[self._uni] = h[0][self._uni]
         self.K = None
         if len(self.general):
-            idx_np, mask_np = _lag_index(T, causal, same)
+            idx_np, mask_np = lag_index(T, causal, same)
             hg = h[:, self._gen]
             if self.torch:
                 self.K = hg[torch.as_tensor(idx_np, device=h.device)] * torch.as_tensor(

@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from constructions.layers import ELSA, LSA, BaseConv
-from constructions.ops import nonzero_pattern
+from constructions.ops import lag_index, nonzero_pattern
 
 #: primes below 2^31 (products of two residues fit in int64)
 PRIMES = (2_147_483_647, 2_147_483_629, 2_147_483_587, 2_147_483_579)
@@ -56,20 +56,17 @@ def mm(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
     return ((X @ hi) % p * (1 << _LIMB) + X @ lo) % p
 
 
-def conv(v: np.ndarray, h: np.ndarray, causal: bool, p: int) -> np.ndarray:
-    """Per-channel convolution mod ``p`` (``constructions.ops.conv`` semantics); ``v`` (B, T, C)."""
+def conv(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool = False) -> np.ndarray:
+    """Per-channel convolution mod ``p`` in any of ``constructions.ops.conv``'s three
+    conventions (causal, circular, "same"), through the same lag index; ``v`` (B, T, C)."""
     T = v.shape[-2]
+    idx, mask = lag_index(T, causal, same)
     out = np.zeros_like(v)
-    for s in range(T):
-        hs = h[s]
-        if not hs.any():
-            continue
-        if causal:
-            shifted = np.zeros_like(v)
-            shifted[..., s:, :] = v[..., :T - s, :]
-        else:
-            shifted = np.roll(v, s, axis=-2)
-        out = (out + shifted * hs % p) % p
+    for t in range(T):
+        for r in np.nonzero(mask[t])[0]:
+            hs = h[idx[t, r]]
+            if hs.any():
+                out[..., t, :] = (out[..., t, :] + v[..., r, :] * hs % p) % p
     return out
 
 
@@ -117,7 +114,7 @@ def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
             P = acc
         return (u + P) % p if L["residual"] else P
     v = (mm(u, L["W_in"], p) + L["b_in"]) % p
-    z = (conv(v, L["h"], L["causal"], p) + L["b_conv"]) % p
+    z = (conv(v, L["h"], L["causal"], p, L["same"]) + L["b_conv"]) % p
     g = (mm(u, L["W_gate"], p) + L["b_gate"]) % p
     y = (mm(g * z % p, L["W_out"], p) + L["b_out"]) % p
     return (u + y) % p if L["residual"] else y
@@ -135,6 +132,7 @@ def layer_residues(layer, p: int) -> dict:
         raise TypeError(f"modular evaluation runs BaseConv, LSA and ELSA layers, not {type(layer).__name__}")
     out = {name: residues(a, p) for name, a in layer.arrays().items()}
     out["causal"], out["residual"], out["kind"] = layer.causal, layer.residual, "baseconv"
+    out["same"] = layer.same
     return out
 
 

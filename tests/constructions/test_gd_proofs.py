@@ -12,7 +12,7 @@ from tests.support import assert_proved
 SYMBOLIC = {"baseconv": ["eta"], "baseconv-causal": ["eta"], "lsa": ["sqrt_eta", "sqrt_lam"],
             "elsa": ["sqrt_eta", "lam"], "token-lsa": ["eta"],
             # compiled from a circuit whose eta is a constant: proved for the given exact eta
-            "compiled-baseconv": [], "compiled-baseconv-causal": []}
+            "compiled-baseconv": [], "compiled-baseconv-causal": [], "compiled-lsa": [], "compiled-elsa": []}
 
 
 @pytest.mark.parametrize("arch", list(gd_architectures()))

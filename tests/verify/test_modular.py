@@ -75,3 +75,16 @@ def test_mm_is_exact_modulo_p(a, b):
     X[0, 0], Y[0, 0] = a, b
     want = [[sum(int(X[i, k]) * int(Y[k, j]) for k in range(40)) % p for j in range(5)] for i in range(3)]
     assert modular.mm(X, Y, p).tolist() == want
+
+
+@pytest.mark.parametrize("causal,same", [(True, False), (False, False), (False, True)])
+def test_modular_convolution_follows_each_convention(causal, same):
+    """verify.modular.conv equals constructions.ops.conv (exact) in all three conventions."""
+    from constructions import ops
+    rng = np.random.default_rng(7)
+    T, Cn, p = 5, 3, modular.PRIMES[0]
+    v = rng.integers(-9, 9, size=(T, Cn))
+    h = rng.integers(-9, 9, size=(T, Cn))
+    want = ops.conv(v.astype(object), h.astype(object), causal=causal, same=same)
+    got = modular.conv(v[None] % p, h % p, causal, p, same)[0]
+    assert (got == np.vectorize(lambda x: modular.residue(x, p))(want).astype(np.int64)).all()
