@@ -5,38 +5,48 @@ channels) to ``H + sum_k (H W3)(H W1)^T (H W2)``: head ``k`` adds to cell ``(t, 
 
     sum_b  l_b(H[t]) * G[b, c],     G[b, c] = sum_s m_b(H[s]) n_c(H[s])
 
-with ``l_b``, ``m_b``, ``n_c`` the columns of ``W3``, ``W1``, ``W2``: linear forms of ONE row.
+with ``l_b``, ``m_b``, ``n_c`` the columns of ``W3``, ``W1``, ``W2``: linear forms of ONE token.
 The token sum sits inside the Gram factor ``G``, so one layer cannot form the token-wise
-product ``x[t] y[t]`` of two data values for every ``t`` at once (a polynomial-degree argument:
-``docs/compiler.md``).  This pass therefore works on a **work row** ``w``:
+product ``x[t] y[t]`` of two data values for every ``t`` at once (each term is linear in
+``H[t]`` with coefficients that do not depend on ``t``: ``docs/compiler.md``).  What it does
+form, in one head, is a whole family of *sums* of products between one **work token** ``w``
+and the other tokens; this pass compiles to those:
 
-* the input map adds a constant block, the **one-hot token positions** (channel ``D + r`` is 1
-  at token ``r``; seed 001's LSA is homogeneous, so constants must come from the input, as the
-  hand constructions' ``sqrt(eta)``).  A position column as ``m_b`` (``W1``) selects one token
-  in the Gram factor; as ``l_b`` (``W3``) it masks the output to one token; at ``w`` it is the
-  constant 1.
-* a **gather layer** copies every input that the products or the outputs read into its own
-  *work channel* at the work row (one head per source token: ``l = pos_w``, ``m = pos_t``,
-  ``n`` the copies); inputs already at ``w`` in a channel that is 0 on every other token stay.
-* one **product layer** per level of multiplicative depth (:mod:`.linearise`): a head
-  ``l = f``, ``m = pos_w``, ``n_d = g_d`` adds ``f * g_d`` to fresh channels ``d`` of the work
-  row (and nothing elsewhere: every work channel is 0 off the work row); the products of a
-  level are covered greedily by common factors ``f``, one head per factor.
-* a **final layer**: heads with ``l = m = pos_r`` add ``-H[r, c]`` (one head per set of tokens
-  with the same channels to clear), heads with ``l = pos_r``, ``m = pos_w`` write each output
-  (an affine form over work channels) at its place on token ``r``.  Inputs passed through in
-  place (an output equal to an input at the input's own place) are left alone.
+* the LSA input map adds a constant block, the **one-hot token positions** (channel ``D + r``
+  is 1 at token ``r``; the layer is homogeneous, so constants come from the input, as the hand
+  constructions' ``sqrt(eta)``).  ``pos_r`` as ``m_b``/``n_c`` selects token ``r`` inside the
+  Gram factor; as ``l_b`` it masks the output to token ``r``; ``pos_w`` is the constant 1 of the
+  work token.  ELSA (eq. (16)) takes the same heads with the positions in its bias matrices.
+* every value the pass creates lives in a **work channel** of the work token.  Per level of
+  multiplicative depth (:mod:`.linearise`), each *consumer* (a factor of a later product, or an
+  output) gets one work channel holding its part of that level: ``sum coef * f_p * g_p`` over
+  its products, expanded into monomials ``cell_a * cell_b`` with ``cell_a`` on the work token
+  (a consumer's inputs and constant go into its first channel, so a consumer is always on the
+  work token afterwards).  The monomials of a level are a matrix of coefficients, written as a
+  sum of heads by an exact rank factorisation (python-flint ``fmpq_mat.rref``), in the smaller
+  of two shapes: R, ``out[w, d] = sum_b l_b(h_w) sum_i pi[d, i] m_b(H[i])`` (token ``i`` picked by
+  ``n_d = sum_i pi pos_i``: e.g. every residual ``(A x - b)_i`` in one head), and C,
+  ``out[w, d] = sum_i l_i(h_w) n_d(H[i])`` (``m_i = pos_i``: e.g. ``A^T r`` in one head).
+* a **gather layer** copies an input to the work token only where a product has no factor there
+  (both factors' inputs on other tokens: ``dot``'s ``u_t v_t``); one head per source token.
+* the outputs: when every output is placed on the work token, the last product layer writes
+  them in place (each output's products, plus its value so far, minus what its cell holds) and
+  clears the rest in the same layer (heads ``l = m = pos_r``, ``n_c = -c``), provided its heads
+  read no channel that may be nonzero off the work token; otherwise an **output layer** clears
+  and writes each output at its place (one head per rank-1 term per destination token).
+* off the work token a head may leave junk in a fresh work channel (a form that reads a
+  channel holding other tokens' data); junk is never read into the work token (the Gram factor
+  is masked to the tokens a monomial names) and the output layer clears it.
 
-So ``lsa`` has at most ``md + 2`` layers (``md + 1`` when nothing must be gathered) on the
-input grid's tokens, ``D + T + (inputs gathered) + (product atoms)`` channels.
+So ``lsa`` has at most ``md + 2`` layers (gather, one per level, outputs), ``md`` or ``md + 1``
+where nothing is gathered, on the input grid's tokens.  The placed GD step: 2 layers, 3 heads
+(``(A x - b)_i`` for every ``i`` in one head; ``x - eta A^T r`` written into ``x`` in place).
 
-``elsa`` (seed 001 eq. (16)) takes the same heads with the position block moved into the
-bias matrices (``B_l[t, b]`` = the coefficient of ``pos_t`` in column ``b``), so its input is
-the placed data alone, and groups the layers two by two into modules of two stages (seed 001
-eq. (57)-(59): ``H + P2(P1(H))``): stage 1 = the first layer's heads plus a skip head
-(Property 3), stage 2 = the second layer's heads plus a head that hands on the channels the
-first layer wrote (those are 0 in the module's input, so ``P1`` restricted to them is the
-first layer's update).  Hence at most ``ceil((md + 2) / 2)`` modules.
+``elsa`` groups the layers two by two into modules of two stages (seed 001 eq. (57)-(59):
+``H + P2(P1(H))``): stage 1 = the first layer's heads plus a skip head (Property 3), stage 2 =
+the second layer's heads plus a head that hands on the channels the first layer wrote (those
+are 0 in the module's input, so ``P1`` restricted to them is the first layer's update).  Hence
+at most ``ceil((md + 2) / 2)`` modules; the GD step is one module.
 """
 from __future__ import annotations
 
@@ -44,6 +54,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import flint
 import numpy as np
 
 import circuits as C
@@ -52,6 +63,11 @@ from .. import ops
 from ..layers import ELSA, LSA, ELSAHead, LSAHead
 from .circuit import CompiledCircuit, compiled, param_counts
 from .linearise import CONST, linearise, needed
+from .routing import CompileError
+
+#: the most weight entries (dense (n, n) matrices of every head) a compiled attention stack may
+#: have: 5e7 object entries are about 400 MB of pointers before any proof
+MAX_WEIGHT_ENTRIES = 50_000_000
 
 
 @dataclass
@@ -94,131 +110,293 @@ def _form_cols(form: dict, slot: dict, w: int) -> dict:
     return {k: v for k, v in out.items() if v != 0}
 
 
-def _cover(prods: list, forms: dict) -> list:
-    """Products grouped by a common factor (greedy set cover): [(factor form, [(p, other)])]."""
-    by_key: dict = {}
-    for p in prods:
-        for f, g in (forms[p], forms[p][::-1]):
-            key = tuple(sorted((str(a), v) for a, v in f.items()))
-            by_key.setdefault(key, (f, []))[1].append((p, g))
-    left, groups = set(prods), []
-    while left:
-        key = max(by_key, key=lambda k: (sum(1 for p, _ in by_key[k][1] if p in left), k))
-        f, members = by_key[key]
-        take, seen = [], set()
-        for p, g in members:
-            if p in left and p not in seen:
-                take.append((p, g))
-                seen.add(p)
-        left -= seen
-        groups.append((f, take))
-    return groups
+POSW = "posw"  # the constant 1 of the work row: column pos_w (a cell (w, POSW))
+
+
+def rank_factor(rows: list, cols: list, entries: dict) -> list:
+    """An exact rank factorisation of the sparse matrix ``entries[(row, col)]``: a list of
+    ``(u, v)`` (dicts row -> Fraction, col -> Fraction) with ``M = sum u v^T`` (python-flint's
+    ``fmpq_mat.rref``: ``M = M[:, pivots] R``)."""
+    if not entries:
+        return []
+    ri = {r: i for i, r in enumerate(rows)}
+    ci = {c: j for j, c in enumerate(cols)}
+    M = flint.fmpq_mat(len(rows), len(cols))
+    for (r, c), v in entries.items():
+        M[ri[r], ci[c]] = flint.fmpq(v.numerator, v.denominator)
+    R, rank = M.rref()
+    out = []
+    for k in range(rank):
+        piv = next(j for j in range(len(cols)) if R[k, j] != 0)
+        u = {r: _frac(M[ri[r], piv]) for r in rows if M[ri[r], piv] != 0}
+        v = {c: _frac(R[k, ci[c]]) for c in cols if R[k, ci[c]] != 0}
+        out.append((u, v))
+    return out
+
+
+def _frac(q) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
+def _key(form: dict):
+    return tuple(sorted((str(a), v) for a, v in form.items()))
+
+
+class _Planner:
+    """The state of the planning pass: where every value is, which channels may be dirty."""
+
+    def __init__(self, g):
+        pl = C.placement(g)
+        if pl is None:
+            self.T, self.inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
+            self.D = max(1, len(self.inputs))
+        else:
+            self.T, self.inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
+            self.D = pl.channels
+        self.atoms, self.level, self.outputs = linearise(g)
+        self.need = needed(self.atoms, self.outputs)
+        self.md = max([0] + [self.level[a] for a in self.need])
+        outs, ins = self.outputs, self.inputs
+        self.kept = {n for n, f in outs.items() if len(f) == 1 and places.get(n) is not None
+                     and next(iter(f)).startswith("in:") and next(iter(f.values())) == 1
+                     and ins[next(iter(f))[3:]] == tuple(places[n])}
+        # the work row: where most outputs are written (in place, no output layer), then where most
+        # inputs can be read in place (a channel no other token uses), then where most inputs are
+        rows_of: dict = {}
+        for t, c in ins.values():
+            rows_of.setdefault(c, set()).add(t)
+        score = [[0, 0, 0] for _ in range(self.T)]
+        for n in outs:
+            if n not in self.kept and places.get(n) is not None:
+                score[places[n][0]][0] += 1
+        for a in self.need:
+            if a.startswith("in:"):
+                t, c = ins[a[3:]]
+                score[t][1] += rows_of[c] == {t}
+                score[t][2] += 1
+        self.w = max(range(self.T), key=lambda t: (*score[t], -t))
+        w = self.w
+        self.out_slots = {n: tuple(places[n]) for n in outs if places.get(n) is not None}
+        taken, c = set(self.out_slots.values()), 0
+        for n in sorted(outs):
+            if n not in self.out_slots:
+                while (w, c) in taken:
+                    c += 1
+                self.out_slots[n] = (w, c)
+                taken.add((w, c))
+        self.cell = {f"in:{n}": tuple(tc) for n, tc in ins.items()}  # atom -> its cell
+        self.cell[CONST] = (w, POSW)
+        # a channel is dirty when it may be nonzero off the work row (its value there is junk or data)
+        self.dirty = {c for t, c in ins.values() if t != w}
+        self.next = self.D
+        self.chans: dict = {}  # consumer form key -> work channels holding its product parts
+        # a consumer's inputs and constant go into its first channel with its first products: its
+        # value is then on the work row, whatever tokens its inputs are on
+        self.gathered = 0
+
+    def fresh(self) -> int:
+        self.next += 1
+        return self.next - 1
+
+    def val(self, form: dict, key=None) -> dict:
+        """A form as cells -> coefficient: its inputs and constant, and the work channels that hold
+        its product atoms' part (written at their levels)."""
+        out: dict = {}
+        key = key if key is not None else _key(form)
+        for a, v in form.items():
+            if (a == CONST or a.startswith("in:")) and key not in self.chans:
+                cl = self.cell[a]
+                out[cl] = out.get(cl, 0) + v
+        for d in self.chans.get(key, []):
+            out[(self.w, d)] = out.get((self.w, d), 0) + 1
+        return {k: v for k, v in out.items() if v != 0}
+
+
+def _cols_form(cols: dict, w: int) -> dict:
+    """``{channel or POSW: coef}`` -> a Head form (data channels, ``("pos", w)`` for POSW)."""
+    return {(_pos(w) if c == POSW else c): v for c, v in cols.items() if v != 0}
+
+
+def _heads_for(P: _Planner, targets: dict) -> list:
+    """Heads adding ``sum (cell_a * cell_b) coef`` to each target channel of the work row:
+    ``targets[d] = {(cell_a, cell_b): coef}`` with ``cell_a`` on the work row.  Two shapes, the
+    smaller exact rank factorisation wins:
+
+    * R: ``out[w, d] = sum_b l_b(h_w) sum_i pi[d, i] m_b(H[i])`` (``n_d = sum_i pi pos_i``),
+      rank over (d, i) x (a, c);
+    * C: ``out[w, d] = sum_i l_i(h_w) n_d(H[i])`` (``m_i = pos_i``), rank over (i, a) x (d, c)."""
+    w = P.w
+    R, Cm = {}, {}
+    for d, mons in targets.items():
+        for ((ra, ca), (rb, cb)), v in mons.items():
+            assert ra == w
+            R[((d, rb), (ca, cb))] = R.get(((d, rb), (ca, cb)), 0) + v
+            Cm[((rb, ca), (d, cb))] = Cm.get(((rb, ca), (d, cb)), 0) + v
+    R = {k: v for k, v in R.items() if v != 0}
+    Cm = {k: v for k, v in Cm.items() if v != 0}
+    fR = rank_factor(sorted({k[0] for k in R}, key=str), sorted({k[1] for k in R}, key=str), R)
+    fC = rank_factor(sorted({k[0] for k in Cm}, key=str), sorted({k[1] for k in Cm}, key=str), Cm)
+    heads = []
+    if len(fR) <= len(fC):
+        for u, v in fR:
+            alphas = sorted({a for a, _ in v}, key=str)
+            heads.append(Head(
+                l={b: _cols_form({a: Fraction(1)}, w) for b, a in enumerate(alphas)},
+                m={b: _cols_form({c: x for (a2, c), x in v.items() if a2 == a}, w) for b, a in enumerate(alphas)},
+                n={d: {_pos(i): x for (d2, i), x in u.items() if d2 == d} for d in sorted({d for d, _ in u})}))
+    else:
+        for u, v in fC:
+            rows = sorted({i for i, _ in u})
+            heads.append(Head(
+                l={b: _cols_form({a: x for (i2, a), x in u.items() if i2 == i}, w) for b, i in enumerate(rows)},
+                m={b: {_pos(i): Fraction(1)} for b, i in enumerate(rows)},
+                n={d: _cols_form({c: x for (d2, c), x in v.items() if d2 == d}, w) for d in sorted({d for d, _ in v})}))
+    return heads
+
+
+def _reads_dirty(heads: list, dirty: set) -> bool:
+    return any(isinstance(col, int) and col in dirty for h in heads for f in h.l.values() for col in f)
+
+
+def _monomials(P: _Planner, fa: dict, fb: dict, coef) -> dict:
+    """``coef * val(fa) * val(fb)`` as {(cell on the work row, cell): coef}."""
+    out: dict = {}
+    va, vb = P.val(fa), P.val(fb)
+    for ca, x in va.items():
+        for cb, y in vb.items():
+            a, b = (ca, cb) if ca[0] == P.w else (cb, ca)
+            if a[0] != P.w:
+                raise AssertionError(f"monomial {ca} x {cb}: neither on the work row (gather missed it)")
+            out[(a, b)] = out.get((a, b), 0) + coef * x * y
+    return out
 
 
 def plan(g) -> Plan:
     """The heads of every layer for a validated circuit (module docstring)."""
-    pl = C.placement(g)
-    if pl is None:
-        T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
-        D = max(1, len(inputs))
-    else:
-        T, inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
-        D = pl.channels
-    atoms, level, outputs = linearise(g)
-    need = needed(atoms, outputs)
-    md = max([0] + [level[a] for a in need])
-
-    # inputs an output passes through in place need nothing; every other use reads a work slot
-    kept = {n for n, f in outputs.items() if len(f) == 1 and places.get(n) is not None
-            and next(iter(f)).startswith("in:") and next(iter(f.values())) == 1
-            and inputs[next(iter(f))[3:]] == tuple(places[n])}
-    used = {a for a in need if a.startswith("in:")}
-    used |= {a for n, f in outputs.items() if n not in kept for a in f if a != CONST}
-    used = {a for a in used if a.startswith("in:")}
-    # the work row: where the most used inputs can stay (in a channel no other token uses)
-    rows_of: dict = {}
-    for t, c in inputs.values():
-        rows_of.setdefault(c, set()).add(t)
-
-    def stays(t):
-        return sum(1 for a in used if inputs[a[3:]][0] == t and rows_of[inputs[a[3:]][1]] == {t})
-    w = max(range(T), key=lambda t: (stays(t), -t))
-    exclusive = {c for c in range(D) if rows_of.get(c, {w}) <= {w}}
-
-    slot: dict = {}
-    nxt = [D]
-
-    def fresh_channel() -> int:
-        nxt[0] += 1
-        return nxt[0] - 1
-
+    P = _Planner(g)
+    w, atoms, level = P.w, P.atoms, P.level
+    prods = {p: (atoms[p][1], atoms[p][2]) for p in P.need if atoms[p][0] == "mul"}
     layers, kinds, fresh = [], [], []
-    gather: dict = {}
-    for a in sorted(used, key=lambda a: inputs[a[3:]]):
-        t, c = inputs[a[3:]]
-        if t == w and c in exclusive:
-            slot[a] = c
-        else:
-            slot[a] = fresh_channel()
-            gather.setdefault(t, []).append((slot[a], c))
-    if gather:
-        heads = [Head(l={0: {_pos(w): Fraction(1)}}, m={0: {_pos(t): Fraction(1)}},
-                      n={d: {c: Fraction(1)} for d, c in pairs}) for t, pairs in sorted(gather.items())]
-        layers.append(heads)
-        kinds.append("gather")
-        fresh.append({d for pairs in gather.values() for d, _ in pairs})
-    n_prod = 0
-    for lv in range(1, md + 1):
-        prods = sorted((a for a in need if level[a] == lv), key=lambda a: int(a[1:]))
-        forms = {p: (atoms[p][1], atoms[p][2]) for p in prods}
-        for p in prods:
-            slot[p] = fresh_channel()
-        heads = []
-        for f, members in _cover(prods, forms):
-            heads.append(Head(l={0: _form_cols(f, slot, w)}, m={0: {_pos(w): Fraction(1)}},
-                              n={slot[p]: _form_cols(gf, slot, w) for p, gf in members}))
-        n_prod += len(prods)
-        layers.append(heads)
-        kinds.append("product")
-        fresh.append({slot[p] for p in prods})
 
-    # output slots: placed ones, then the rest on the work row in the lowest free channels
-    out_slots = {n: tuple(places[n]) for n in outputs if places.get(n) is not None}
-    taken = set(out_slots.values())
-    c = 0
-    for n in sorted(outputs):
-        if n not in out_slots:
-            while (w, c) in taken:
-                c += 1
-            out_slots[n] = (w, c)
-            taken.add((w, c))
-    kept_cells = {out_slots[n] for n in kept}
-    nonzero = {(t, c) for t, c in inputs.values()} | {(w, d) for d in range(D, nxt[0])}
+    # gather: an input both of whose partners in some product sit off the work row
+    def off(form):  # a form with products is on the work row (its first channel takes its inputs)
+        if any(a != CONST and atoms[a][0] == "mul" for a in form):
+            return []
+        return [a for a in form if a.startswith("in:") and P.cell[a][0] != w]
+    gather = set()
+    for fa, fb in prods.values():
+        oa, ob = off(fa), off(fb)
+        if oa and ob:
+            gather |= set(oa if len(oa) <= len(ob) else ob)
+    if gather:
+        by_row: dict = {}
+        for a in sorted(gather, key=lambda a: P.cell[a]):
+            t, c = P.cell[a]
+            d = P.fresh()
+            by_row.setdefault(t, []).append((d, c))
+            P.cell[a] = (w, d)
+        layers.append([Head(l={0: {_pos(w): Fraction(1)}}, m={0: {_pos(t): Fraction(1)}},
+                            n={d: {c: Fraction(1)} for d, c in pairs}) for t, pairs in sorted(by_row.items())])
+        kinds.append("gather")
+        fresh.append({d for pairs in by_row.values() for d, _ in pairs})
+        P.gathered = len(gather)
+
+    live_out = {n: f for n, f in P.outputs.items() if n not in P.kept}
+    consumers_by_key = {}
+    for p, (fa, fb) in prods.items():
+        for f in (fa, fb):
+            consumers_by_key.setdefault(_key(f), f)
+    for n, f in live_out.items():
+        consumers_by_key.setdefault(_key(f), f)
+    fused = False
+    n_cons = 0
+    for lv in range(1, P.md + 1):
+        at = {p for p in prods if level[p] == lv}
+        cons = {k: f for k, f in consumers_by_key.items() if any(a in at for a in f)}
+        last = lv == P.md
+        fuse = last and all(P.out_slots[n][0] == w for n in live_out)
+        targets, dest = {}, {}
+        for k, f in sorted(cons.items(), key=lambda kf: str(kf[0])):
+            mons: dict = {}
+            for p in sorted(a for a in f if a in at):
+                for cell, v in _monomials(P, *prods[p], f[p]).items():
+                    mons[cell] = mons.get(cell, 0) + v
+            if k not in P.chans:  # its inputs and constant, once
+                for a, v in f.items():
+                    if a == CONST or a.startswith("in:"):
+                        m = ((w, POSW), P.cell[a])
+                        mons[m] = mons.get(m, 0) + v
+            targets[k] = mons
+        if fuse:  # write each output at its cell: its products, plus its value so far, minus what is there
+            out_targets = {}
+            for n, f in sorted(live_out.items()):
+                k = _key(f)
+                mons = dict(targets.get(k, {}))  # its products (and, if new, its inputs) ...
+                so_far = P.val(f, k) if k not in targets else {(w, d): 1 for d in P.chans.get(k, [])}
+                for cell, v in so_far.items():  # ... and its earlier levels' channels
+                    mons[((w, POSW), cell)] = mons.get(((w, POSW), cell), 0) + v
+                t, c = P.out_slots[n]
+                mons[((w, POSW), (w, c))] = mons.get(((w, POSW), (w, c)), 0) - 1
+                out_targets[("out", n)] = {m: v for m, v in mons.items() if v != 0}
+            heads = _heads_for(P, {P.out_slots[n[1]][1]: mons for n, mons in out_targets.items()})
+            if not _reads_dirty(heads, P.dirty):
+                # the same layer clears what is left: row-w work channels, dirty channels, used inputs
+                written = {P.out_slots[n] for n in live_out}
+                heads += _clear_heads(P, exclude=written)
+                layers.append(heads or [Head()])
+                kinds.append("product + outputs")
+                fresh.append(None)
+                fused = True
+                n_cons += len(out_targets)
+                break
+        for k in targets:
+            dest[k] = P.fresh()
+        heads = _heads_for(P, {dest[k]: mons for k, mons in targets.items()})
+        if _reads_dirty(heads, P.dirty):
+            P.dirty |= set(dest.values())
+        for k, d in dest.items():
+            P.chans.setdefault(k, []).append(d)
+        n_cons += len(dest)
+        layers.append(heads or [Head()])
+        kinds.append("product")
+        fresh.append(set(dest.values()))
+    if not fused:
+        heads = _clear_heads(P, exclude=set())
+        for t in sorted({P.out_slots[n][0] for n in live_out}):
+            entries = {}
+            for n, f in live_out.items():
+                if P.out_slots[n][0] != t:
+                    continue
+                for (i, ch), v in P.val(f).items():
+                    entries[(i, (P.out_slots[n][1], ch))] = v
+            for u, v in rank_factor(sorted({k[0] for k in entries}), sorted({k[1] for k in entries}, key=str), entries):
+                heads.append(Head(l={0: {_pos(t): Fraction(1)}}, m={0: {_pos(i): x for i, x in u.items()}},
+                                  n={c: _cols_form({ch: x for (c2, ch), x in v.items() if c2 == c}, w)
+                                     for c in sorted({c for c, _ in v})}))
+        if heads or not layers:
+            layers.append(heads or [Head()])
+            kinds.append("outputs")
+            fresh.append(None)
+    return Plan(layers, kinds, fresh, P.inputs, P.out_slots, P.T, P.D, P.next - P.D, P.md, w,
+                P.gathered, n_cons)
+
+
+def _clear_heads(P: _Planner, exclude: set) -> list:
+    """Heads adding ``-H[t, c]`` to every cell that must end at 0: inputs not kept in place, the
+    work row's work channels, dirty work channels on every token; one head per set of tokens
+    with the same channels."""
+    kept_cells = {P.out_slots[n] for n in P.kept}
+    cells = {tuple(tc) for tc in P.inputs.values()} | {(P.w, d) for d in range(P.D, P.next)}
+    cells |= {(t, d) for d in P.dirty if d >= P.D for t in range(P.T)}
     clear: dict = {}
-    for t, c in sorted(nonzero - kept_cells):
+    for t, c in sorted(cells - kept_cells - exclude):
         clear.setdefault(t, set()).add(c)
     by_set: dict = {}
     for t, cs in clear.items():
         by_set.setdefault(tuple(sorted(cs)), []).append(t)
-    heads = []
-    for cs, toks in sorted(by_set.items()):
-        heads.append(Head(l={i: {_pos(t): Fraction(1)} for i, t in enumerate(toks)},
-                          m={i: {_pos(t): Fraction(1)} for i, t in enumerate(toks)},
-                          n={c: {c: Fraction(-1)} for c in cs}))
-    writes: dict = {}
-    for n, f in outputs.items():
-        if n not in kept:
-            t, c = out_slots[n]
-            writes.setdefault(t, {})[c] = _form_cols(f, slot, w)
-    for t, cols in sorted(writes.items()):
-        heads.append(Head(l={0: {_pos(t): Fraction(1)}}, m={0: {_pos(w): Fraction(1)}},
-                          n={c: f for c, f in cols.items() if f}))
-    if heads or not layers:
-        layers.append(heads or [Head()])
-        kinds.append("outputs")
-        fresh.append(None)
-    return Plan(layers, kinds, fresh, inputs, out_slots, T, D, nxt[0] - D, md, w,
-                sum(len(v) for v in gather.values()), n_prod)
+    return [Head(l={i: {_pos(t): Fraction(1)} for i, t in enumerate(toks)},
+                 m={i: {_pos(t): Fraction(1)} for i, t in enumerate(toks)},
+                 n={c: {c: Fraction(-1)} for c in cs}) for cs, toks in sorted(by_set.items())]
 
 
 # ------------------------------------------------------------------ emission
@@ -296,15 +474,24 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
     pl = plan(g)
     target = "elsa" if elsa else "lsa"
     data = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])
+    slots = max([1] + [1 + max(list(h.l) + list(h.m) + [0]) for hs in pl.layers for h in hs])  # Gram rows b
+    n = max(min_width, data, pl.T, slots) if elsa else max(min_width, data + pl.T, slots)
+    n_heads = sum(len(hs) for hs in pl.layers) + (len(pl.layers) if elsa else 0)  # + the skips
+    entries = n_heads * 3 * n * (n + (pl.T if elsa else 0))
+    if entries > MAX_WEIGHT_ENTRIES:
+        raise CompileError(f"the {target} target needs {n_heads} heads of {n} x {n} weights = {entries:,} entries, "
+                           f"over the limit {MAX_WEIGHT_ENTRIES:,} (every gathered input and product atom "
+                           "takes a channel of the work row; a circuit this wide needs the matrix-level "
+                           "lowering that is not done, docs/compiler.md)")
     if elsa:
-        width = max(min_width, data, pl.T)  # Property 3's skip needs as many channels as tokens
+        width = n  # at least as many channels as tokens (Property 3's skip) and as Gram rows
         mods = modules(pl, width)
         layers = [ELSA([[_elsa_head(h, pl, width) for h in st] for st in mod], residual=True) for mod in mods]
         constants = {}
         stages = [len(m) for m in mods]
         bound_layers = math.ceil((pl.md + 2) / 2)
     else:
-        width = max(min_width, data + pl.T)
+        width = n
         layers = [LSA([_lsa_head(h, pl, width) for h in heads], residual=True) for heads in pl.layers]
         constants = {(r, pl.D + r): Fraction(1) for r in range(pl.T)}
         ix = _lsa_channel(pl)
