@@ -27,9 +27,9 @@ register(CatalogueEntry(
     roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="2 + 4k", state="(N+1) x O(N D)", ridge=True))
 register(CatalogueEntry(
     name="gd-compiled-lsa", paper=REFERENCE, build=_arch("lsa"), sizes={"n": 20, "d": 5},
-    summary="(ridge) GD step compiled to multi-head LSA (seed 001 eq. (8)): gather, 2 product layers, outputs",
-    roles=frozenset({"gd"}), arch="compiled-lsa", depth="3 + 4k", state="(N+1) x O(N D)", ridge=True))
+    summary="(ridge) GD step compiled to multi-head LSA (seed 001 eq. (8)): 2 layers, 3 heads per step",
+    roles=frozenset({"gd"}), arch="compiled-lsa", depth="1 + 2k", state="(N+1) x (2N+2D+2)", ridge=True))
 register(CatalogueEntry(
     name="gd-compiled-elsa", paper=REFERENCE, build=_arch("elsa"), sizes={"n": 20, "d": 5},
-    summary="(ridge) GD step compiled to ELSA modules (seed 001 eq. (16), (57)-(59)): 2 modules per step",
-    roles=frozenset({"gd"}), arch="compiled-elsa", depth="2 + 2k", state="(N+1) x O(N D)", ridge=True))
+    summary="(ridge) GD step compiled to ELSA (seed 001 eq. (16), (57)-(59)): 1 two-stage module per step",
+    roles=frozenset({"gd"}), arch="compiled-elsa", depth="1 + k", state="(N+1) x (N+2D+1)", ridge=True))

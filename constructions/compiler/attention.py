@@ -264,7 +264,11 @@ def _monomials(P: _Planner, fa: dict, fb: dict, coef) -> dict:
     va, vb = P.val(fa), P.val(fb)
     for ca, x in va.items():
         for cb, y in vb.items():
-            a, b = (ca, cb) if ca[0] == P.w else (cb, ca)
+            # the work-token factor goes to the l side; of two, the one in a clean channel (no junk)
+            if ca[0] == P.w and cb[0] == P.w:
+                a, b = (cb, ca) if ca[1] in P.dirty and cb[1] not in P.dirty else (ca, cb)
+            else:
+                a, b = (ca, cb) if ca[0] == P.w else (cb, ca)
             if a[0] != P.w:
                 raise AssertionError(f"monomial {ca} x {cb}: neither on the work row (gather missed it)")
             out[(a, b)] = out.get((a, b), 0) + coef * x * y
