@@ -336,6 +336,8 @@ def plot(s: dict):
         e0 = s["ntk"][str(ns[0])]["ntk_rel_err"]
         ax[0].loglog(ns, [e0 * math.sqrt(ns[0] / n) for n in ns], "k:", label="n^-1/2")
         ax[0].axhline(0.05, color="gray", lw=0.8, ls="--")
+        ax[0].set_xticks(ns, [str(n) for n in ns])
+        ax[0].minorticks_off()
         ax[0].set_xlabel("width n")
         ax[0].set_title("Thm. 3.3: empirical NTK vs eq. (21)", fontsize=9)
         ax[0].legend(fontsize=7)
