@@ -44,7 +44,9 @@ SIZES = {
 }
 #: (N, D) of the GD architectures in section (b)
 GD_SIZES = {"default": (20, 5), "quick": (3, 2)}
-PLAN_ABBREV = {"product": "P", "route": "R", "route (outputs)": "R_out"}
+PLAN_ABBREV = {"product": "P", "route": "R", "route (outputs)": "R_out", "gather": "G", "outputs": "O",
+               "product + outputs": "P+O"}
+ATTENTION = ("lsa", "elsa")
 
 
 def _arg(x) -> str:
@@ -112,11 +114,14 @@ def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> di
     else:
         bound = dict(cm["bound"])
         plan = list(cm["plan"])
-        inner = _inner_channels(g, target)
+        # attention targets: heads per layer of the plan; sequence targets: inner channels
+        inner = [list(kh) for kh in zip(cm["plan"], cm["heads"])] if target in ATTENTION else \
+            _inner_channels(g, target)
     cell.update(
         status="PROVED" if r.ok else "FAILED", message=None if r.ok else r.failure.describe(),
         layers=len(layers), reported_layers=cm["layers"], tokens=tokens, channels=channels,
         params=cm.get("params") or param_counts(layers), plan=plan, inner_channels=inner,
+        modules=cm.get("modules"),
         compiled_multiplicative_depth=cm.get("multiplicative_depth"), bound=bound,
         within_bound=len(layers) <= bound["layers"] and tokens <= bound["tokens"],
         theorem_H21=con.info.get("theorem_H21_bound"),
@@ -258,7 +263,7 @@ def _table_a(cells) -> list[str]:
             continue
         b = c["bound"]
         ok = "yes" if c["within_bound"] else "NO"
-        rows.append((c["call"], c["target"], circ, c["layers"], _plan(c), f"{c['tokens']} x {c['channels']}",
+        rows.append((c["call"], c["target"], circ, c["layers"], _plan(c) + _modules(c), f"{c['tokens']} x {c['channels']}",
                      f"{c['params']['nonzero']} / {c['params']['total']}",
                      f"{_n(b['layers'], 'layer')}, {_n(b['tokens'], 'token')} ({ok})", c["status"],
                      f"{_s(c['compile_cpu_s'])} / {_s(c['compile_wall_s'])}",
@@ -266,6 +271,11 @@ def _table_a(cells) -> list[str]:
     return markdown_table(["circuit (placed)", "target", "size / depth / width / md", "layers", "plan",
                            "state tokens x channels", "params nonzero / total", "bound (within?)", "proof",
                            "compile s CPU / wall", "proof s CPU / wall"], rows)
+
+
+def _modules(c: dict) -> str:
+    st = (c.get("modules") or {}).get("stages")
+    return f" (modules of {'+'.join(map(str, st))} stages)" if st else ""
 
 
 def _table_b(gd) -> list[str]:
@@ -292,7 +302,7 @@ def _table_h21(cells) -> list[str]:
 
     rows = []
     for c in cells:
-        if c["target"] == "baseconv-mlp" or c["status"] == "refused":
+        if c["target"] == "baseconv-mlp" or c["target"] in ATTENTION or c["status"] == "refused":
             continue
         m = c["circuit"]
         dl = m["depth"] * math.log2(m["width"]) if m["width"] > 1 else m["depth"]
@@ -318,19 +328,23 @@ def markdown(res: dict, command: str, mach: dict) -> str:
          "runs), sizes and verdicts are what the compiler and the prover "
          "(`verify.proof.prove`: exact, symbolic in every input) returned."
          + (" **Quick sizes** (`--quick`): not the default sizes." if res["mode"] == "quick" else ""), "",
-         "The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has three targets: "
+         "The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has five targets: "
          "`baseconv` and `baseconv-causal` keep the placed circuit's token grid (its inputs an N x D "
          "matrix, rows are tokens) and route values between tokens by (circular / causal) convolution; "
-         "`baseconv-mlp` puts every value in its own channel of one token (a gated MLP, kept for "
-         "comparison).",
+         "`lsa` (seed 001 eq. (8), multi-head) and `elsa` (eq. (16), modules of eq. (57)-(59)) keep the "
+         "same grid and compute on a work token, each head a sum of products between the work token and "
+         "the others with the token sum inside the Gram factor (section (c)); `baseconv-mlp` puts every "
+         "value in its own channel of one token (a gated MLP, kept for comparison).",
          "",
          f"## (a) Builders x targets ({proved} of {len(cells)} cells proved, {len(refused)} refused)", "",
          "Circuit columns (`circuits.metrics`): size = wires, depth Delta = longest input-output path, "
          "width w = the widest level cut, md = multiplicative depth after splitting n-ary products into "
          "balanced binary trees and folding constants (what every target pays for). Plan: P a product "
          "layer, R a route layer (any linear map), R_out the final route layer that writes the outputs "
-         "at their places. Bound: the compiler's guarantee, `2 md + 1` layers on the input grid's tokens "
-         "for the sequence targets (`con.info['compiled']['bound']`), `max(1, md)` layers on one token "
+         "at their places; G a gather layer, O an output layer, P+O a product layer that also writes the "
+         "outputs in place. Bound: the compiler's guarantee, `2 md + 1` layers on the input grid's tokens "
+         "for the BaseConv sequence targets, `md + 2` LSA layers and `ceil((md + 2) / 2)` ELSA modules for "
+         "the attention targets (`con.info['compiled']['bound']`), `max(1, md)` layers on one token "
          "for `baseconv-mlp` (its module docstring); \"within?\" checks the compiled stack against it. "
          "Params count the entries of every weight array (nonzero / all). A refusal is the compiler's "
          "`CompileError`, verbatim.", ""]
@@ -342,7 +356,7 @@ def markdown(res: dict, command: str, mach: dict) -> str:
 
 
 def _section_b(res, cells, gd, n, d) -> list[str]:
-    gdc = {t: _find(cells, "gd_step", t) for t in ("baseconv", "baseconv-causal", "baseconv-mlp")}
+    gdc = {t: _find(cells, "gd_step", t) for t in ("baseconv", "baseconv-causal", "lsa", "elsa", "baseconv-mlp")}
     call = gdc["baseconv"]["call"] if gdc["baseconv"] else "gd_step"
     L = [f"## (b) The GD step: hand-written architectures next to the compiled ones (N={n}, D={d})", "",
          "Every `gd` architecture of the registry (`constructions.catalogue.gd_architectures()`), built "
@@ -355,6 +369,52 @@ def _section_b(res, cells, gd, n, d) -> list[str]:
     L += _table_b(gd)
     L += ["", f"The bare step circuit `{call}` of table (a), for the same comparison: "
           + "; ".join(f"`{t}` {_layers(c)}, state {_state(c)}" for t, c in gdc.items() if c) + ".", ""]
+    return L
+
+
+def _section_attention(cells, gd) -> list[str]:
+    from .cli_common import markdown_table
+
+    att = [c for c in cells if c["target"] in ATTENTION and c["status"] != "refused"]
+    refused = [c for c in cells if c["target"] in ATTENTION and c["status"] == "refused"]
+    rows = [(c["call"], c["target"], c["layers"], _plan(c) + _modules(c),
+             ", ".join(f"{PLAN_ABBREV.get(k, k)} {h}" for k, h in c["inner_channels"]),
+             f"{c['tokens']} x {c['channels']}", f"{c['params']['nonzero']} / {c['params']['total']}",
+             c["bound"]["layers"], "yes" if c["within_bound"] else "NO") for c in att]
+    hand = {r["arch"]: r for r in gd}
+    L = ["### LSA and ELSA: the Gram factor, and why at most `md + 2` layers", "",
+         "A head of an LSA layer (seed 001 eq. (8)) adds to cell (t, c) `sum_b l_b(H[t]) G[b, c]` with "
+         "`G[b, c] = sum_s m_b(H[s]) n_c(H[s])`: every term is linear in `H[t]` with coefficients that do "
+         "not depend on t, so no stack of LSA layers forms the token-wise product `x[t] y[t]` for all t "
+         "(the baseconv targets' product primitive; ELSA's biases are constants and change nothing). "
+         "What one head does form is a family of *sums* of products between a work token w and the "
+         "other tokens: with the one-hot positions in the input (`pos_r`; ELSA: in its bias matrices), "
+         "`n_d = sum_i pi[d, i] pos_i` selects tokens inside the Gram factor (shape R: `out[w, d] = "
+         "sum_b l_b(h_w) sum_i pi[d, i] m_b(H[i])`, e.g. every residual `(A x - b)_i` in one head) and "
+         "`m_i = pos_i` sums over them (shape C: `out[w, d] = sum_i l_i(h_w) n_d(H[i])`, e.g. `A^T r`). "
+         "`constructions/compiler/attention.py` writes, per level of multiplicative depth, each "
+         "consumer's products (a later factor or an output) as monomials between a work-token cell and "
+         "any cell, and splits that coefficient matrix into heads by an exact rank factorisation "
+         "(python-flint `fmpq_mat.rref`), in the shape of smaller rank. Inputs move to the work token "
+         "only where a product has no factor there (one gather layer); the outputs are written in place "
+         "by the last product layer when they all sit on the work token, else by one output layer. "
+         "Hence at most `md + 2` LSA layers; ELSA pairs them into modules of two stages (stage 1 adds a "
+         "skip head, Property 3; stage 2 a head handing on the channels stage 1 wrote), at most "
+         "`ceil((md + 2) / 2)` modules. Heads per layer:", ""]
+    L += markdown_table(["circuit", "target", "layers", "plan", "heads per layer", "state", "params nonzero / total",
+                         "bound (layers)", "within?"], rows)
+    if refused:
+        L += ["", "Refused: " + "; ".join(f"`{c['call']}` on `{c['target']}` ({c['message']})" for c in refused)
+              + "."]
+    gl, ge = _find(cells, "gd_step", "lsa"), _find(cells, "gd_step", "elsa")
+    if gl and ge and gl["status"] != "refused" and ge["status"] != "refused":
+        hl, he = hand.get("lsa"), hand.get("elsa")
+        L += ["", f"The GD step `{gl['call']}`: `lsa` {_n(gl['layers'], 'layer')} ({_plan(gl)}), state "
+              f"{gl['tokens']} x {gl['channels']}; `elsa` {_n(ge['layers'], 'module')}{_modules(ge)}, state "
+              f"{ge['tokens']} x {ge['channels']}"
+              + (f"; the hand constructions of table (b): `lsa` {hl['layers_per_step']} layer per step on "
+                 f"{hl['state'][0]} x {hl['state'][1]}, `elsa` {he['layers_per_step']} on "
+                 f"{he['state'][0]} x {he['state'][1]}" if hl and he else "") + "."]
     return L
 
 
@@ -431,16 +491,18 @@ def _section_c(cells, gd, n, d) -> list[str]:
          "table puts the theorem's expressions, constants dropped (so only indicative), next to what was "
          "compiled:", ""]
     L += _table_h21(cells)
+    L += [""] + _section_attention(cells, gd)
     L += ["", "### What is not done", "",
-          "* **LSA and ELSA targets.** An LSA layer adds `sum_k (H W3)(H W1)^T (H W2)` to its input: "
-          "its Gram factor `(H W1)^T (H W2)` sums over the rows (tokens), so one layer cannot form the "
-          "token-wise product of two data values, the compiler's product primitive; ELSA's affine "
-          "factors add constants, a skip and row selectors but not that product either (see "
-          "`../shared/notes/compiler.md`, \"Facts for the design\", beside this repository). The hand "
-          "LSA / ELSA GD architectures of table (b) use that row sum for the step's sums over the data "
-          "(the matrix-vector structure of A^T (A x - b)), not token-wise products. A compiler to LSA "
-          "needs a matrix-level IR that recognises Gram / matvec patterns in the circuit, not the "
-          "scalar gates compiled here."]
+          "* **An explicit-constant Thm. H.21 bound.** `compiled.bound` is this compiler's own guarantee "
+          "(derived above); the theorem's O(Delta log w) / O(w) expressions are shown with constants "
+          "dropped, not with the constants of a proof."]
+    dot_l = by.get(("dot", "lsa"))
+    if dot_l is not None and dot_l["status"] != "refused" and "gather" in (dot_l["plan"] or []):
+        L += [f"* **Row-uniform Gram sums on the attention targets.** `{dot_l['call']}` on `lsa` is "
+              f"{_n(dot_l['layers'], 'layer')} (plan {_plan(dot_l)}): its products u_t v_t have both factors "
+              "on token t, so one factor is gathered to the work token first. One head could form the "
+              "whole sum as a Gram entry `sum_s m(H[s]) n(H[s])` with `m`, `n` reading the u and v "
+              "channels (a row-uniform bilinear form); the pass does not recognise that shape."]
     if gcz is not None and gcz["status"] != "refused" and gb is not None and gb["status"] != "refused":
         L += [f"* **The causal GD step's width.** On `{gcz['call']}` the causal target needs "
               f"{gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} for the "

@@ -28,5 +28,5 @@ def test_every_entry_proves_by_default(tmp_path, name):
 def test_gd_architectures_are_registry_entries():
     gd = gd_architectures()
     assert list(gd) == ["baseconv", "baseconv-causal", "lsa", "elsa", "compiled-baseconv", "compiled-baseconv-causal",
-                        "token-lsa"]
+                        "compiled-elsa", "compiled-lsa", "token-lsa"]
     assert all(entries()[e.name] is e and e.depth and e.state for e in gd.values())
