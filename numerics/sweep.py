@@ -255,19 +255,26 @@ def flatten(d: dict, prefix: str) -> dict:
 BASE_COLUMNS = ["index", "id", "status", "error", "resumed", "wall_s", "cpu_s", "worker"]
 
 
+def table_csv(rows: list[dict], cols: list | None = None) -> str:
+    """Rows (dicts) as CSV text: the columns ``cols`` (default: every key, in first-seen order);
+    a missing or None value is an empty field."""
+    cols = list(cols) if cols is not None else list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    return buf.getvalue()
+
+
 def csv_text(rows: list[dict]) -> str:
+    """The sweep's table: base columns, then ``config.*`` and ``result.*`` flattened."""
     flat = [{**{c: r.get(c) for c in BASE_COLUMNS}, **flatten(r.get("config"), "config"),
              **flatten(r.get("result") if isinstance(r.get("result"), dict) else {}, "result")} for r in rows]
     cols = list(BASE_COLUMNS)
     for part in ("config.", "result."):
-        seen = dict.fromkeys(k for f in flat for k in f if k.startswith(part))
-        cols += list(seen)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    for f in flat:
-        w.writerow({c: ("" if f.get(c) is None else f.get(c)) for c in cols})
-    return buf.getvalue()
+        cols += list(dict.fromkeys(k for f in flat for k in f if k.startswith(part)))
+    return table_csv(flat, cols)
 
 
 def _read_record(path: Path, cell: str, cid: str) -> dict | None:
