@@ -134,8 +134,19 @@ def matvec(m: int, n: int, *, placed: bool = False) -> nx.DiGraph:
     return b.graph()
 
 
-def _lsq_gradient(b: _B, A, bb, x, n: int, d: int) -> list[int]:
-    """Nodes of ``A^T (A x - b)`` (seed 000 eq. (3))."""
+FORMS = ("residual", "gram")
+
+
+def _lsq_gradient(b: _B, A, bb, x, n: int, d: int, form: str = "residual") -> list[int]:
+    """Nodes of the gradient ``A^T (A x - b)`` (seed 000 eq. (3)), as written (``residual``), or
+    re-associated as ``(A^T A) x - A^T b`` (``gram``: the D x D Gram matrix and A^T b are sums
+    over the rows of products within one row, the form of seed 000 eq. (47)'s causal construction)."""
+    if form == "gram":
+        G = [[b.dot([A[i][j] for i in range(n)], [A[i][k] for i in range(n)]) for k in range(d)] for j in range(d)]
+        c = [b.dot([A[i][j] for i in range(n)], bb) for j in range(d)]
+        return [b.sub(b.dot(G[j], x), c[j]) for j in range(d)]
+    if form != "residual":
+        raise ValueError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
     r = [b.sub(b.dot(A[i], x), bb[i]) for i in range(n)]
     return [b.dot([A[i][j] for i in range(n)], r) for j in range(d)]
 
@@ -170,7 +181,8 @@ def _gd_outputs(b: _B, new_x: list[int], A, bb, params, n: int, d: int, placed: 
     return b.graph()
 
 
-def gd_step(n: int, d: int, eta, *, placed: bool = False, keep_data: bool | None = None) -> nx.DiGraph:
+def gd_step(n: int, d: int, eta, *, placed: bool = False, keep_data: bool | None = None,
+            form: str = "residual") -> nx.DiGraph:
     """One least-squares GD step ``x - eta A^T (A x - b)`` (seed 000 eq. (3)).
 
     A is n x d. Inputs ``A_i_j``, ``b_i``, ``x_j`` (+ ``eta`` if ``eta`` is a
@@ -187,11 +199,15 @@ def gd_step(n: int, d: int, eta, *, placed: bool = False, keep_data: bool | None
     (the query token's b channel).  The output ``x_j`` is at the place of the
     input ``x_j`` and the pass-through outputs at their input places, so the
     compiled step maps the state to the next state (a repeatable body).
+
+    ``form``: the gradient as written, ``A^T (A x - b)`` (``"residual"``), or ``(A^T A) x - A^T b``
+    (``"gram"``): the same polynomial, another circuit.
     """
-    return _gd(n, d, eta, None, placed, keep_data)
+    return _gd(n, d, eta, None, placed, keep_data, form)
 
 
-def ridge_gd_step(n: int, d: int, eta, lam, *, placed: bool = False, keep_data: bool | None = None) -> nx.DiGraph:
+def ridge_gd_step(n: int, d: int, eta, lam, *, placed: bool = False, keep_data: bool | None = None,
+                  form: str = "residual") -> nx.DiGraph:
     """One ridge-regression GD step ``x - eta (A^T (A x - b) + lam x)``.
 
     Same conventions as :func:`gd_step`; ``lam`` may also be a string input.
@@ -201,10 +217,10 @@ def ridge_gd_step(n: int, d: int, eta, lam, *, placed: bool = False, keep_data: 
     token channel of A, otherwise empty) when ``eta`` is also a string (then
     at ``(n, d)``).  With ``keep_data`` both pass through in place.
     """
-    return _gd(n, d, eta, lam, placed, keep_data)
+    return _gd(n, d, eta, lam, placed, keep_data, form)
 
 
-def _gd(n: int, d: int, eta, lam, placed, keep_data) -> nx.DiGraph:
+def _gd(n: int, d: int, eta, lam, placed, keep_data, form: str = "residual") -> nx.DiGraph:
     """:func:`gd_step` (``lam`` None) and :func:`ridge_gd_step`."""
     _positive(n=n, d=d)
     placed = _flag("placed", placed)
@@ -218,7 +234,7 @@ def _gd(n: int, d: int, eta, lam, placed, keep_data) -> nx.DiGraph:
         la_at = placed and ((n, 0) if isinstance(eta, str) else (n, d)) or None
         la = b.param(lam, "lam", la_at)
         params.append((la, la_at))
-    grad = _lsq_gradient(b, A, bb, x, n, d)
+    grad = _lsq_gradient(b, A, bb, x, n, d, form)
     if lam is not None:
         grad = [b.add(grad[j], b.scale(la, x[j])) for j in range(d)]
     new_x = [b.add(x[j], b.scale(e, grad[j], -1)) for j in range(d)]

@@ -39,10 +39,17 @@ def _with_query(g, n: int, d: int):
     return C.validate(g)
 
 
-def step_circuit(n: int, d: int, eta, lam=0):
-    """The placed GD (ridge, if ``lam``) step, with A, b, q passed through: a repeatable body."""
-    g = C.gd_step(n, d, eta, placed=True) if lam == 0 else C.ridge_gd_step(n, d, eta, lam, placed=True)
+def step_circuit(n: int, d: int, eta, lam=0, form: str = "residual"):
+    """The placed GD (ridge, if ``lam``) step, with A, b, q passed through: a repeatable body;
+    ``form`` is the builder's (``gram``: the gradient as ``(A^T A) x - A^T b``)."""
+    g = C.gd_step(n, d, eta, placed=True, form=form) if lam == 0 else \
+        C.ridge_gd_step(n, d, eta, lam, placed=True, form=form)
     return _with_query(g, n, d)
+
+
+#: the gradient's form each target compiles best: the causal target cannot bring x back to the
+#: data tokens, so it takes the Gram form (token sums of within-token products, seed 000 eq. (47))
+FORM = {"baseconv-causal": "gram"}
 
 
 def prediction_circuit(n: int, d: int):
@@ -103,11 +110,12 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
         raise ValueError(f"need n >= 1 and d >= 1, got n={n}, d={d}")
     eta = exact("1/16") if eta is None else exact(eta)
     lam = exact(lam)
-    body = compile_circuit(step_circuit(n, d, eta, lam), name="gd-step", target=target)
+    form = FORM.get(target, "residual")
+    body = compile_circuit(step_circuit(n, d, eta, lam, form), name="gd-step", target=target)
     epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target)
     width = max(body.layout.shape[1], epi.layout.shape[1])
     if body.layout.shape[1] < width:
-        body = compile_circuit(step_circuit(n, d, eta, lam), name="gd-step", target=target, min_width=width)
+        body = compile_circuit(step_circuit(n, d, eta, lam, form), name="gd-step", target=target, min_width=width)
     if epi.layout.shape[1] < width:
         epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target, min_width=width)
     lay = Layout((n + 1, width), row_axis="tokens", col_axis="channels")

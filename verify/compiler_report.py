@@ -29,6 +29,7 @@ SIZES = {
         "dot": (20,),
         "matvec": (20, 5),
         "gd_step": (20, 5, Fraction(1, 16)),
+        "gd_step_gram": (20, 5, Fraction(1, 16)),  # the same step, gradient as (A^T A) x - A^T b
         "ridge_gd_step": (20, 5, Fraction(1, 16), Fraction(1, 10)),
         "newton_schulz_step": (5, 20),  # (d, n): A is n x d, M is d x d
         "horner": tuple(Fraction((-1) ** k, k + 1) for k in range(6)),
@@ -37,6 +38,7 @@ SIZES = {
         "dot": (3,),
         "matvec": (3, 2),
         "gd_step": (3, 2, Fraction(1, 16)),
+        "gd_step_gram": (3, 2, Fraction(1, 16)),
         "ridge_gd_step": (3, 2, Fraction(1, 16), Fraction(1, 10)),
         "newton_schulz_step": (2, 3),
         "horner": (Fraction(1), Fraction(-1, 2), Fraction(1, 3)),
@@ -56,6 +58,8 @@ def _arg(x) -> str:
 def call_text(builder: str, args: tuple) -> str:
     if builder == "horner":
         return f"horner([{', '.join(map(_arg, args))}])"
+    if builder.endswith("_gram"):
+        return f"{builder[:-5]}({', '.join(map(_arg, args))}, form=gram)"
     return f"{builder}({', '.join(map(_arg, args))})"
 
 
@@ -64,6 +68,8 @@ def build_circuit(builder: str, args: tuple):
 
     if builder == "horner":
         return C.horner(list(args), placed=True)
+    if builder.endswith("_gram"):  # the builder's re-associated form (circuits.builders.FORMS)
+        return getattr(C, builder[:-5])(*args, placed=True, form="gram")
     return getattr(C, builder)(*args, placed=True)
 
 
@@ -427,7 +433,6 @@ def _section_c(cells, gd, n, d) -> list[str]:
     widest = max(route_inner, key=lambda ci: ci[1]) if route_inner else None
     gb, gcz = by.get(("gd_step", "baseconv")), by.get(("gd_step", "baseconv-causal"))
     hand_c = next((r for r in gd if r["arch"] == "baseconv-causal"), None)
-    comp_c = next((r for r in gd if r["arch"] == "compiled-baseconv-causal"), None)
     refusals = [c for c in cells if c["status"] == "refused"]
     gd_n, gd_d = (int(a) for a in gb["args"][:2]) if gb else (n, d)
     L = ["## (c) The guarantee, and what is not done", "",
@@ -503,22 +508,25 @@ def _section_c(cells, gd, n, d) -> list[str]:
               "on token t, so one factor is gathered to the work token first. One head could form the "
               "whole sum as a Gram entry `sum_s m(H[s]) n(H[s])` with `m`, `n` reading the u and v "
               "channels (a row-uniform bilinear form); the pass does not recognise that shape."]
+    gram_c = by.get(("gd_step_gram", "baseconv-causal"))
     if gcz is not None and gcz["status"] != "refused" and gb is not None and gb["status"] != "refused":
-        L += [f"* **The causal GD step's width.** On `{gcz['call']}` the causal target needs "
-              f"{gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} for the "
-              f"circular one. The first-level products a_ij x_j (N D = {gd_n * gd_d} of them) cannot "
+        L += [f"* **Re-association is the builder's, not the compiler's.** On `{gcz['call']}` the causal "
+              f"target needs {gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} "
+              f"for the circular one. The first-level products a_ij x_j (N D = {gd_n * gd_d} of them) cannot "
               "sit on the data tokens, since x is on the last (query) token and a causal filter does "
               "not move it back; so they all land on the query token, where an inner channel forms only "
-              "one product, and so does the next level (a_ij times the residuals, which sit there too). "
-              "Inner channels per layer: "
+              "one product, and so does the next level (a_ij times the residuals). Inner channels per layer: "
               + ", ".join(f"{PLAN_ABBREV.get(k, k)} {m}" for k, m in gcz["inner_channels"])
-              + ": the width grows with N D. The hand causal construction avoids this "
-              "by re-associating A^T (A x - b) as (A^T A) x - A^T b, prefix sums of the D x D Gram "
-              "matrix that do not grow with N"
-              + (f" (`baseconv-causal`: state {hand_c['state'][0]} x {hand_c['state'][1]}, "
-                 f"{hand_c['state_formula']}; `compiled-baseconv-causal`: {comp_c['state'][0]} x "
-                 f"{comp_c['state'][1]}, table (b))" if hand_c and comp_c else "")
-              + ". The compiler compiles the circuit as written and does no such re-association."]
+              + ". The same step written as (A^T A) x - A^T b (`gd_step(..., form=\"gram\")`, as the hand "
+              "causal construction, seed 000 eq. (47)) has its first-level products a_ij a_ik, a_ij b_i "
+              "within each data token, and the token sums reach the query token through causal prefix-sum "
+              "filters"
+              + (f": `{gram_c['call']}` compiles to {_n(gram_c['layers'], 'layer')} on {gram_c['tokens']} x "
+                 f"{gram_c['channels']} (plan {_plan(gram_c)}), which `compiled-baseconv-causal` uses "
+                 + (f"(hand `baseconv-causal`: {hand_c['state'][0]} x {hand_c['state'][1]}, "
+                    f"{hand_c['state_formula']})" if hand_c else "")
+                 if gram_c and gram_c["status"] != "refused" else "")
+              + ". The compiler compiles a circuit as written: it does not find such a re-association itself."]
     return L + [""]
 
 

@@ -23,8 +23,8 @@ register(CatalogueEntry(
     roles=frozenset({"gd"}), arch="compiled-baseconv", depth="2 + 3k", state="(N+1) x (3D+1)", ridge=True))
 register(CatalogueEntry(
     name="gd-compiled-baseconv-causal", paper=REFERENCE, build=_arch("baseconv-causal"), sizes={"n": 20, "d": 5},
-    summary="(ridge) GD step compiled to causal BaseConv (no Gram re-association: O(N D) channels)",
-    roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="2 + 4k", state="(N+1) x O(N D)", ridge=True))
+    summary="(ridge) GD step, gradient as (A^T A) x - A^T b, compiled to causal BaseConv: 3 layers per step",
+    roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="2 + 3k", state="(N+1) x O(D^2)", ridge=True))
 register(CatalogueEntry(
     name="gd-compiled-lsa", paper=REFERENCE, build=_arch("lsa"), sizes={"n": 20, "d": 5},
     summary="(ridge) GD step compiled to multi-head LSA (seed 001 eq. (8)): 2 layers, 3 heads per step",

@@ -16,6 +16,7 @@ from circuits import (
     metrics,
     newton_schulz_step,
     outputs,
+    placement,
     polynomials,
     ridge_gd_step,
 )
@@ -78,6 +79,21 @@ def test_gd_step_symbolic_eta(n, d):
     assert_same(got, gd_reference(n, d, Symbol("eta")))
     # and as exact polynomials: eta appears linearly
     assert all(sympy.degree(p, Symbol("eta")) == 1 for p in polynomials(g).values())
+
+
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (2, 3)])
+@pytest.mark.parametrize("lam", [None, Fraction(1, 10), "lam"])
+def test_gram_form_is_the_same_step_as_another_circuit(n, d, lam):
+    """form="gram" builds (A^T A) x - A^T b: the same polynomials, a different circuit (products
+    within a data row first), in the same places."""
+    mk = (lambda f: gd_step(n, d, "eta", placed=True, form=f)) if lam is None else \
+        (lambda f: ridge_gd_step(n, d, "eta", lam, placed=True, form=f))
+    g0, g1 = mk("residual"), mk("gram")
+    assert_same(run_symbolic(g1), run_symbolic(g0))
+    assert placement(g1) == placement(g0)
+    assert g1.number_of_nodes() != g0.number_of_nodes()
+    with pytest.raises(ValueError, match="form must be one of residual, gram"):
+        gd_step(n, d, "eta", form="normal")
 
 
 def test_gd_step_integer_and_sympy_eta():

@@ -102,6 +102,22 @@ def test_placed_gd_step_meets_the_bars(n, d, lam):
     assert all(tuple(cm["outputs"][f"x_{j}"]) == (n, d + 1 + j) for j in range(d))
 
 
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (20, 5)])
+@pytest.mark.parametrize("lam", [0, Fraction(1, 10)])
+def test_gram_form_gd_step_meets_the_causal_bar(n, d, lam):
+    """Bar of the issue: baseconv-causal at most 6 layers on at most 2D^2+5D+2 channels.  The step
+    as written needs O(N D) channels (x cannot move back to the data tokens); with the gradient
+    built as (A^T A) x - A^T b it is 3 layers (P P R_out) on O(D^2) channels."""
+    g = C.gd_step(n, d, Fraction(1, 16), placed=True, form="gram") if lam == 0 else \
+        C.ridge_gd_step(n, d, Fraction(1, 16), lam, placed=True, form="gram")
+    con = compile_circuit(g, target="baseconv-causal")
+    cm = con.info["compiled"]
+    assert cm["plan"] == ["product", "product", "route (outputs)"]
+    assert con.layout.shape[0] == n + 1 and cm["state_width"] <= 2 * d * d + 5 * d + 2
+    assert_proved(prove(con))
+    assert all(tuple(cm["outputs"][f"x_{j}"]) == (n, d + 1 + j) for j in range(d))
+
+
 @pytest.mark.parametrize("builder", [lambda: C.dot(4, placed=True), lambda: C.matvec(3, 2, placed=True)])
 @pytest.mark.parametrize("target", TARGETS + ("baseconv-mlp",))
 def test_placed_builders_compile_to_every_target(builder, target):
