@@ -250,9 +250,10 @@ class LSA(Layer):
         return ops.add(H, out) if self.residual else out
 
     def prepare(self) -> "LSA":
-        """Plan the float forward once (after a cast): each head on the rows and columns where
-        its weights are nonzero (compiled stacks have many sparse heads).  Same sums."""
-        if self.heads and self.heads[0].W1.dtype != object:
+        """Plan the forward once, on a layer whose weights will not change (a float cast, or the
+        prover's exact copy): each head on the rows and columns where its weights are nonzero
+        (compiled stacks have many sparse heads).  The same sums; the terms skipped are zeros."""
+        if self.heads:
             self.__dict__["_plan"] = [[_sparse_head(hd.W1, None, hd.W2, None, hd.W3, None) for hd in self.heads]]
         return self
 
@@ -381,7 +382,7 @@ class ELSA(Layer):
 
     def prepare(self) -> "ELSA":
         """As :meth:`LSA.prepare`: each head on its nonzero rows and columns (float weights)."""
-        if self.stages and self.stages[0] and self.stages[0][0].W1.dtype != object:
+        if self.stages and self.stages[0]:
             self.__dict__["_plan"] = [[_sparse_head(hd.W1, hd.B1, hd.W2, hd.B2, hd.W3, hd.B3) for hd in st]
                                       for st in self.stages]
         return self
@@ -431,10 +432,12 @@ class ELSA(Layer):
                     for s, nh in enumerate(config["heads"])], residual=config["residual"])
 
 
-def _host(A) -> np.ndarray:
+def _nonzero(A) -> np.ndarray:
+    """Where an array (exact object, numpy, torch or cupy) is nonzero, as a numpy bool array."""
     if ops.is_torch(A):
-        return A.detach().cpu().numpy()
-    return np.asarray(A.get() if hasattr(A, "get") else A)
+        return A.detach().cpu().numpy() != 0
+    A = np.asarray(A.get() if hasattr(A, "get") else A)
+    return ops.nonzero_pattern(A) if A.dtype == object else A != 0
 
 
 def _sparse_head(W1, B1, W2, B2, W3, B3):
@@ -442,13 +445,13 @@ def _sparse_head(W1, B1, W2, B2, W3, B3):
     columns both ``W1|B1`` and ``W3|B3`` use, the value columns ``W2|B2`` uses, and for each
     side the rows (input channels) that feed those columns.  Arrays stay in their library."""
     def used(W, B):
-        u = (_host(W) != 0).any(axis=0)
-        return u if B is None else u | (_host(B) != 0).any(axis=0)
+        u = _nonzero(W).any(axis=0)
+        return u if B is None else u | _nonzero(B).any(axis=0)
     gram = np.nonzero(used(W1, B1) & used(W3, B3))[0].tolist()
     vcols = np.nonzero(used(W2, B2))[0].tolist()
 
     def side(W, B, cols):
-        rows = np.nonzero((_host(W)[:, cols] != 0).any(axis=1))[0].tolist() if cols else []
+        rows = np.nonzero(_nonzero(W)[:, cols].any(axis=1))[0].tolist() if cols else []
         return rows, W[rows][:, cols], (None if B is None else B[:, cols])
     return {"q": side(W3, B3, gram), "k": side(W1, B1, gram), "v": side(W2, B2, vcols), "vcols": vcols}
 

@@ -156,9 +156,11 @@ class FlintRing:
         return out
 
     def layer(self, L: Layer) -> Layer:
-        """``L`` with every weight in flint (converted once per layer object)."""
+        """``L`` with every weight in flint (converted once per layer object), prepared: a layer
+        may plan its forward on this copy, whose weights do not change (LSA / ELSA: each head on
+        its nonzero rows and columns)."""
         if id(L) not in self._layers:
-            self._layers[id(L)] = (L, L.map(self.array))
+            self._layers[id(L)] = (L, L.map(self.array).prepare())
         return self._layers[id(L)][1]
 
     def layers(self, Ls) -> list[Layer]:

@@ -12,6 +12,7 @@ import numpy as np
 import circuits as C
 
 from ..base import Construction
+from ..ops import nonzero_pattern
 from ..layout import Layout
 
 
@@ -73,7 +74,7 @@ def param_counts(layers) -> dict:
     for L in layers:
         for a in L.arrays().values():
             total += a.size
-            nnz += sum(1 for x in a.flat if x != 0)
+            nnz += int(nonzero_pattern(a).sum())
     return {"nonzero": nnz, "total": total}
 
 
