@@ -11,6 +11,7 @@ import importlib
 #: command name -> module (in the order of the report)
 EXPERIMENTS = {
     "seed004-table1": "numerics.experiments.seed004_table1",
+    "seed003-mqar": "numerics.experiments.seed003_mqar",
     "seed000-table7": "numerics.experiments.seed000_table7",
     "seed002-ntk": "numerics.experiments.seed002_ntk",
 }

@@ -15,22 +15,16 @@ from . import EXPERIMENTS, load
 from .common import FIGURE, SUMMARY
 
 #: experiments of issue 18 that have no module here, and why (stated in the document)
-NOT_REPRODUCED: dict[str, str] = {
-    "seed 003 MQAR (Sec. 4, Figure 2)": (
-        "no module yet. The grid of issue 18 (N = 64 and 128, d in {16, 32, 64, 128}, two learning rates, "
-        "attention and BaseConv, each a training run of thousands of steps) does not fit in the CPU time these "
-        "experiments were given together with seed 004, seed 000 and seed 002 on a shared machine; those three were "
-        "done first, as the issue's priorities ask."),
-}
+NOT_REPRODUCED: dict[str, str] = {}
 
 #: experiments with a module whose full run is not committed, and why (stated in the document)
 NOT_RUN: dict[str, str] = {
+    "seed003-mqar": (
+        "the module, its tests and its `--quick` pipeline exist; run `python -m numerics.experiments seed003-mqar "
+        "--out docs/experiments/seed003-mqar --workers 1`, then `python -m numerics.experiments report`."),
     "seed000-table7": (
-        "the module, its tests and its `--quick` pipeline exist, but the full run (k = 1..4 and StepLR at k = 2, "
-        "float32, width 32, batch 256) was stopped: on the shared machine, under the load of the other jobs, its "
-        "(k+2)-layer BaseConv steps were too slow for the CPU and wall time left after seed 004 and seed 002, and "
-        "the first evaluations were still far from converged. Run `python -m numerics.experiments seed000-table7 "
-        "--out docs/experiments/seed000-table7`, then `python -m numerics.experiments report`, to fill this in; "
+        "the module, its tests and its `--quick` pipeline exist; run `python -m numerics.experiments seed000-table7 "
+        "--out docs/experiments/seed000-table7 --workers 1`, then `python -m numerics.experiments report`; "
         "docs/training.md has longer CPU runs of k = 1 (the explicit gradient task)."),
 }
 

@@ -1,0 +1,328 @@
+"""Seed 003 (Zoology), Sec. 4 / Figure 2 / Claim 1: multi-query associative recall (MQAR), attention
+against BaseConv as the model dimension d grows.
+
+Data (``numerics.training.mqar.mqar``; Zoology App. E.1 Algorithm 1 and its reference generator,
+notes/seed-003.md Sec. 3.2): vocabulary ``VOCAB``, N = 64 with D = 4 key-value pairs and N = 128
+with D = 8 (the reference configs' (N, D) pairs of Fig. 2), power law a = 0.01 on the query gaps,
+filler token 0; a fixed training set visited in shuffled epochs and a fixed test set (test seed =
+train seed + 10, as the reference code).  Models (``numerics.training.mqar.MQARModel``): exactly two
+layers, each a sequence mixer and an MLP (hidden 2d) with pre-LayerNorm residuals, final LayerNorm,
+tied read-out (App. E.2): ``attention`` (``modules.SoftmaxAttention``, 1 head, causal, learned
+positions) and ``baseconv`` (``modules.BaseConvBlock``, causal long convolution by FFT, gated,
+seed 000 eq. (2) / Zoology's BaseConv, no positional embeddings).  AdamW, weight decay 0.1, 10%
+linear warm-up then cosine decay; the accuracy is the exact match of the argmax at the query
+positions; a cell reports the best test accuracy over its evaluations, and the summary the best
+over the learning rates (the paper's "max test accuracy" over its sweep).
+
+The paper trains on 100,000 examples for 64 epochs (App. E.2) with vocabulary 8,192; the full run
+here is reduced to fit the CPU budget of issue 18 (``FULL`` says by how much; the report repeats it).
+"""
+from __future__ import annotations
+
+from .common import fmt, rows_ok, timing_line, verdict
+
+NAME = "seed003-mqar"
+TITLE = "Seed 003 (Zoology), Figure 2 / Claim 1: MQAR accuracy of attention and BaseConv against model dimension"
+REFERENCE = "seed 003 (Arora et al., Zoology), Sec. 4, Figure 2 (top), Claim 1"
+
+#: (sequence length N, key-value pairs D): the reference configs of Fig. 2 (notes/seed-003.md Sec. 4.4)
+SIZES = ((64, 4), (128, 8))
+DIMS = (16, 32, 64, 128)
+MIXERS = ("attention", "baseconv")
+THRESHOLD = 0.9
+
+#: the full run's settings (the paper's in comments)
+FULL = {
+    "vocab": 256,          # paper 8,192 (App. E.2)
+    "lrs": (2.15e-3, 1e-2),  # two of the paper's np.logspace(-4, -2, 4)
+    "steps": 800,          # paper: 64 epochs of 100,000 examples
+    "batch": 32,           # paper: 64 at these sizes (E.2), 512 in the reference configs
+    "train_examples": 25600,  # paper 100,000 (here: each example seen once)
+    "test_examples": 1000,    # paper 3,000
+    "eval_every": 100,
+    "stop_at": 0.99,       # a cell stops once its test accuracy reaches this (only the 0.9 line is read)
+    "mlp_mult": 2,
+    "weight_decay": 0.1,
+    "warmup": 0.1,
+    "power_a": 0.01,
+    "seed": 0,
+}
+QUICK = {**FULL, "steps": 20, "batch": 16, "train_examples": 320, "test_examples": 64, "eval_every": 10,
+         "stop_at": None}
+
+#: what Zoology says about Fig. 2 (top) in its text (the figure is an image: no numbers in the text)
+PAPER_CLAIM = ("attention solves MQAR 'perfectly at all sequence lengths' with d = 64; the gated "
+               "convolutions do not exceed 0.9 accuracy unless d >= N ('model dimension must scale at least "
+               "linearly in sequence length')")
+
+
+def cell(config: dict) -> dict:
+    """Train one two-layer model on MQAR; the test accuracy history and its best value."""
+    import time
+
+    import torch
+
+    from numerics.training.mqar import MQARModel, mqar, train
+
+    mixer, N, D, d = config["mixer"], int(config["N"]), int(config["D"]), int(config["d"])
+    V, seed = int(config["vocab"]), int(config.get("seed", 0))
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    tr = mqar(int(config["train_examples"]), N, D, V, seed, power_a=config.get("power_a", 0.01))
+    te = mqar(int(config["test_examples"]), N, D, V, seed + 10, power_a=config.get("power_a", 0.01))
+    data_cpu = time.process_time() - t0
+    model = MQARModel(mixer, V, N, d, mlp_mult=int(config.get("mlp_mult", 2)), seed=seed)
+    res = train(model, tr, te, lr=float(config["lr"]), steps=int(config["steps"]), batch=int(config["batch"]),
+                weight_decay=float(config.get("weight_decay", 0.1)), warmup=float(config.get("warmup", 0.1)),
+                eval_every=int(config["eval_every"]), stop_at=config.get("stop_at"), seed=seed)
+    return {"mixer": mixer, "N": N, "D": D, "d": d, "lr": float(config["lr"]), "vocab": V,
+            "params": sum(p.numel() for p in model.parameters()), "data_cpu_s": round(data_cpu, 3), **res}
+
+
+def configs(quick: bool) -> list[dict]:
+    if quick:
+        q = QUICK
+        return [{"mixer": m, "N": 64, "D": 4, "d": d, "lr": q["lrs"][1], **_common(q)}
+                for m in MIXERS for d in (16, 32)]
+    f = FULL
+    return [{"mixer": m, "N": N, "D": D, "d": d, "lr": lr, **_common(f)}
+            for (N, D) in SIZES for m in MIXERS for d in DIMS for lr in f["lrs"]]
+
+
+def _common(f: dict) -> dict:
+    return {k: f[k] for k in ("vocab", "steps", "batch", "train_examples", "test_examples", "eval_every", "stop_at",
+                              "mlp_mult", "weight_decay", "warmup", "power_a", "seed")}
+
+
+# ====================================================================== summary and criteria
+
+def summarise(rows, quick: bool) -> dict:
+    ok = rows_ok(rows)
+    runs = []
+    for r in ok:
+        x = r["result"]
+        runs.append({k: x[k] for k in ("mixer", "N", "D", "d", "lr", "best_test_acc", "final_test_acc",
+                                       "steps_run", "final_train_loss", "params")}
+                    | {"history": x["history"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s")})
+    best: dict = {}
+    for x in runs:
+        key = f"{x['mixer']}/{x['N']}/{x['d']}"
+        if key not in best or x["best_test_acc"] > best[key]["acc"]:
+            best[key] = {"mixer": x["mixer"], "N": x["N"], "d": x["d"], "acc": x["best_test_acc"], "lr": x["lr"],
+                         "steps_run": x["steps_run"]}
+    cfg = ok[0]["config"] if ok else {}
+    s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "paper_claim": PAPER_CLAIM,
+         "threshold": THRESHOLD, "runs": sorted(runs, key=lambda x: (x["N"], x["mixer"], x["d"], x["lr"])),
+         "best": best, "config": {k: cfg.get(k) for k in ("vocab", "steps", "batch", "train_examples", "test_examples",
+                                                         "eval_every", "stop_at", "mlp_mult", "weight_decay",
+                                                         "warmup", "power_a", "seed")},
+         "lrs": sorted({x["lr"] for x in runs}), "sizes": sorted({(x["N"], x["D"]) for x in runs})}
+    s["criteria"] = criteria(s)
+    return s
+
+
+def acc_at(s: dict, mixer: str, N: int, d: int):
+    b = s["best"].get(f"{mixer}/{N}/{d}")
+    return None if b is None else b["acc"]
+
+
+def smallest_d(s: dict, mixer: str, N: int):
+    """The smallest d of the grid at which ``mixer`` reaches the threshold at N (None: none does)."""
+    ds = sorted(b["d"] for b in s["best"].values() if b["mixer"] == mixer and b["N"] == N)
+    return next((d for d in ds if acc_at(s, mixer, N, d) >= s["threshold"]), None)
+
+
+def criteria(s: dict) -> list[dict]:
+    """Issue 18's three checks on the best accuracy per (mixer, N, d); ``None`` where the grid lacks
+    the cells a check reads."""
+    th = s["threshold"]
+    Ns = sorted({b["N"] for b in s["best"].values()})
+    out = []
+    # 1. attention >= 0.9 at d = 32 < N, for every N of the grid
+    vals = {N: acc_at(s, "attention", N, 32) for N in Ns if 32 < N}
+    have = {N: v for N, v in vals.items() if v is not None}
+    out.append({"id": "attention-d32", "text": f"attention reaches {th} at d = 32 < N (every N)",
+                "met": (all(v >= th for v in have.values()) if have and len(have) == len(vals) else
+                        (False if any(v < th for v in have.values()) else None)),
+                "values": {str(N): v for N, v in vals.items()}})
+    # 2. BaseConv below 0.9 at every d <= N/2
+    low = {f"{N}/{d}": acc_at(s, "baseconv", N, d) for N in Ns for d in DIMS if d <= N // 2}
+    lowv = {k: v for k, v in low.items() if v is not None}
+    out.append({"id": "baseconv-below", "text": f"BaseConv below {th} at every d <= N/2",
+                "met": (all(v < th for v in lowv.values()) if lowv and len(lowv) == len(low) else
+                        (False if any(v >= th for v in lowv.values()) else None)),
+                "values": low})
+    # 3. smallest d reaching 0.9: BaseConv's at least twice attention's, and growing from N = 64 to 128
+    sm = {N: {"attention": smallest_d(s, "attention", N), "baseconv": smallest_d(s, "baseconv", N)} for N in Ns}
+    top = max(DIMS)
+    twice, grows, notes = [], None, []
+    for N in Ns:
+        a, b = sm[N]["attention"], sm[N]["baseconv"]
+        if a is None:
+            twice.append(None)
+            notes.append(f"N = {N}: attention reaches {th} at no d of the grid")
+        elif b is None:
+            # BaseConv reaches it at no d <= top: its smallest d is > top; twice attention's if 2a <= top
+            twice.append(True if 2 * a <= top else None)
+            notes.append(f"N = {N}: BaseConv reaches {th} at no d <= {top} (attention from d = {a})")
+        else:
+            twice.append(b >= 2 * a)
+    if len(Ns) >= 2:
+        b0, b1 = sm[Ns[0]]["baseconv"], sm[Ns[-1]]["baseconv"]
+        if b0 is not None and b1 is not None:
+            grows = b1 > b0
+        elif b0 is not None and b1 is None:
+            grows = True  # N = 128 needs more than the grid's largest d, N = 64 does not
+        else:
+            grows = None  # neither reaches it within the grid (or only the larger N): not measurable
+            notes.append(f"whether BaseConv's smallest d grows with N is not measurable: it reaches {th} at "
+                         + ("no d of the grid at either N" if b0 is None and b1 is None else f"N = {Ns[-1]} only"))
+    parts = twice + ([grows] if len(Ns) >= 2 else [])
+    met = False if any(p is False for p in parts) else (None if any(p is None for p in parts) or not parts else True)
+    out.append({"id": "smallest-d", "text": f"the smallest d at which BaseConv reaches {th} is at least twice "
+                                            "attention's and grows from N = 64 to N = 128",
+                "met": met, "smallest": {str(N): v for N, v in sm.items()}, "twice": twice, "grows": grows,
+                "notes": notes})
+    return out
+
+
+# ====================================================================== outputs
+
+def table(s: dict) -> list[dict]:
+    return [{"mixer": x["mixer"], "N": x["N"], "D": x["D"], "d": x["d"], "lr": x["lr"],
+             "best_test_acc": x["best_test_acc"], "final_test_acc": x["final_test_acc"], "steps_run": x["steps_run"],
+             "final_train_loss": x["final_train_loss"], "params": x["params"], "cpu_s": x["cpu_s"],
+             "wall_s": x["wall_s"]} for x in s["runs"]]
+
+
+def plot(s: dict):
+    import matplotlib.pyplot as plt
+
+    Ns = sorted({b["N"] for b in s["best"].values()}) or [64]
+    fig, axes = plt.subplots(1, len(Ns), figsize=(5 * len(Ns), 3.8), squeeze=False)
+    for ax, N in zip(axes[0], Ns):
+        for i, m in enumerate(MIXERS):
+            ds = sorted(b["d"] for b in s["best"].values() if b["mixer"] == m and b["N"] == N)
+            ax.plot(ds, [acc_at(s, m, N, d) for d in ds], "o-", color=f"C{i}", label=m)
+        ax.axhline(s["threshold"], color="grey", ls=":", lw=1)
+        ax.axvline(N, color="grey", ls="--", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("model dimension d")
+        ax.set_ylabel("best test accuracy (over learning rates)")
+        ax.set_title(f"N = {N}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Seed 003 MQAR (cf. Zoology Fig. 2 top)" + (" [--quick]" if s["quick"] else ""), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def markdown(s: dict, figure: str) -> str:
+    c = s["config"]
+    L = []
+    L.append(f"MQAR as Zoology App. E.1 (reference generator): vocabulary {c['vocab']}, (N, D) = "
+             + ", ".join(f"({N}, {D})" for N, D in s["sizes"])
+             + f", power law a = {c['power_a']} on the query gaps, filler token 0. Two layers, each a mixer and an "
+             f"MLP (hidden {c['mlp_mult']}d), pre-LayerNorm residuals, tied read-out; attention: 1 causal softmax "
+             "head with learned positions; BaseConv: the toolkit's BaseConv (causal long convolution of a linear "
+             "projection, gated by another, output projection), no positions. AdamW (weight decay "
+             f"{c['weight_decay']}), {int(100 * c['warmup'])}% warm-up then cosine, batch {c['batch']}, at most "
+             f"{c['steps']} steps on {c['train_examples']} training examples, test accuracy on {c['test_examples']} "
+             f"examples every {c['eval_every']} steps"
+             + (f", a cell stopping once it reaches {c['stop_at']}" if c.get("stop_at") else "")
+             + "; learning rates " + ", ".join(fmt(x) for x in s["lrs"]) + ", the best kept.")
+    L.append("")
+    L.append(f"**Reduced from the paper** (App. E.2: vocabulary 8,192, 100,000 training examples x 64 epochs, "
+             "3,000 test examples, four learning rates 1e-4 to 1e-2, batch 64; the reference configs use batch "
+             f"512): here vocabulary {c['vocab']}, at most {c['steps']} x {c['batch']} = "
+             f"{c['steps'] * c['batch']:,} training sequences per run ({c['train_examples']:,} distinct), "
+             f"{len(s['lrs'])} learning rate(s), {c['test_examples']:,} test examples; so that the grid fits in about 25 "
+             "minutes of CPU on this machine.")
+    L.append("")
+    L.append(f"The paper (Sec. 4, Fig. 2 top, Claim 1): {s['paper_claim']}. The figure is an image; the text gives "
+             "no per-point accuracies, so the comparison is with these statements.")
+    L.append("")
+    Ns = sorted({b["N"] for b in s["best"].values()})
+    L.append("Best test accuracy over the learning rates (in brackets: that learning rate, and the steps run):")
+    L.append("")
+    L.append("| N | mixer | " + " | ".join(f"d = {d}" for d in DIMS) + " |")
+    L.append("|---|---|" + "---|" * len(DIMS))
+    for N in Ns:
+        for m in MIXERS:
+            cells = []
+            for d in DIMS:
+                b = s["best"].get(f"{m}/{N}/{d}")
+                cells.append("–" if b is None else f"{fmt(b['acc'])} ({fmt(b['lr'])}, {b['steps_run']})")
+            L.append(f"| {N} | {m} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append(f"![seed 003 MQAR]({figure})")
+    L.append("")
+    L.append("**Pass criteria (issue 18)**")
+    L.append("")
+    for cr in s["criteria"]:
+        L.append(f"* {cr['text']}: {verdict(cr['met'])}.")
+        if cr["id"] == "attention-d32":
+            L.append("  " + ", ".join(f"N = {N}: {fmt(v)}" for N, v in cr["values"].items()) + ".")
+        elif cr["id"] == "baseconv-below":
+            L.append("  " + ", ".join(f"N = {k.split('/')[0]}, d = {k.split('/')[1]}: {fmt(v)}"
+                                       for k, v in cr["values"].items()) + ".")
+        else:
+            L.append("  Smallest d reaching the threshold: " + "; ".join(
+                f"N = {N}: attention {v['attention'] or 'none'}, BaseConv {v['baseconv'] or 'none'}"
+                for N, v in cr["smallest"].items()) + ".")
+            for n in cr["notes"]:
+                L.append(f"  {n}.")
+    L.append("")
+    L.extend(reading(s))
+    per_mixer = {m: sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
+    L.append(f"**Cost.** {timing_line(s)}. " + ", ".join(f"{m} cells {fmt_s(v)} CPU" for m, v in per_mixer.items())
+             + ".")
+    return "\n".join(L)
+
+
+def reading(s: dict) -> list[str]:
+    """What the measured accuracies say beside 1/D: the accuracy of answering every query with one of
+    the D values in its context without matching the key (cross-entropy log D)."""
+    import math
+
+    L = []
+    sizes = {N: D for N, D in s["sizes"]}
+    for m in MIXERS:
+        parts = []
+        for N, D in sorted(sizes.items()):
+            accs = [b["acc"] for b in s["best"].values() if b["mixer"] == m and b["N"] == N]
+            losses = [x["final_train_loss"] for x in s["runs"] if x["mixer"] == m and x["N"] == N
+                      and x["final_train_loss"] is not None and math.isfinite(x["final_train_loss"])]
+            if accs:
+                parts.append(f"N = {N}: best {fmt(max(accs))} over all d (1/D = {fmt(1 / D)}), final training "
+                             f"losses {fmt(min(losses)) if losses else '–'} to {fmt(max(losses)) if losses else '–'} "
+                             f"(log D = {fmt(math.log(D))})")
+        if parts:
+            L.append(f"* {m}: " + "; ".join(parts) + ".")
+    att = [b["acc"] for b in s["best"].values() if b["mixer"] == "attention"]
+    if att and max(att) < s["threshold"]:
+        bc = [b["acc"] for b in s["best"].values() if b["mixer"] == "baseconv"]
+        none_solves = not bc or max(bc) < s["threshold"]
+        L.insert(0, f"**What the reduced run shows.** Attention reaches {s['threshold']} at no d of the grid. The "
+                    "lines below put each mixer's best accuracy beside 1/D, the accuracy of answering each query with "
+                    "one of the D values of its context without matching the key (cross-entropy log D); at that "
+                    "level the induction circuit (a previous-token head in layer 1, a key match in layer 2) has not "
+                    "formed. "
+                    + ("Claim 1 is about the smallest d that *solves* the task; with neither mixer solving it at any "
+                       "d here, the run does not test the claim and is no evidence against it. "
+                       if none_solves else "BaseConv does reach it somewhere while attention does not: against "
+                       "the paper's ordering at this training budget. ")
+                    + "The paper trains each model on 100,000 examples for 64 epochs (6.4 million sequences); here "
+                    f"at most {s['config']['steps'] * s['config']['batch']:,}.")
+        L.insert(1, "")
+    L.append("")
+    return L
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:.1f} s" if x < 120 else f"{x / 60:.1f} min"
+
+
+__all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "summarise", "criteria", "table",
+           "plot", "markdown", "smallest_d", "acc_at"]
