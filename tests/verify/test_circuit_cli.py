@@ -7,6 +7,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
@@ -69,6 +70,34 @@ def test_export_then_weights_round_trip(tmp_path, random_circuit_file):
     rep = json.loads(rep_path.read_text())
     assert rc == 0 and rep["proof"]["ok"] is True
     assert rep["weights"]["file"] == str(w) and rep["weights"]["layers"] == rep["compiled"]["layers"]
+
+
+@pytest.mark.parametrize("target", ["lsa", "elsa"])
+def test_attention_targets_export_prove_and_refute_a_changed_weight(tmp_path, target):
+    """An LSA / ELSA stack goes through the same weight file round trip; a changed head weight is
+    refuted by the proof and by the modular trials."""
+    f = tmp_path / "gd.json"
+    C.dump(C.gd_step(3, 2, Fraction(1, 16), placed=True), f)
+    w = tmp_path / "c.safetensors"
+    assert run(["circuit", "--graph", str(f), "--target", target, "--export", str(w), "--trials", "4"])[0] == 0
+    rep_path = tmp_path / "r.json"
+    rc, _ = run(["circuit", "--graph", str(f), "--target", target, "--weights", str(w), "--json", str(rep_path),
+                 "--trials", "4"])
+    rep = json.loads(rep_path.read_text())
+    assert rc == 0 and rep["proof"]["ok"] is True and rep["compiled"]["target"] == target
+    tensors = load_file(str(w))
+    with safe_open(str(w), framework="numpy") as fh:
+        meta = fh.metadata()
+    key = next(k for k in sorted(tensors) if k.endswith("W2") and tensors[k].any())
+    t = tensors[key].copy()
+    t[tuple(np.argwhere(t != 0)[0])] += 0.5
+    tensors[key] = t
+    save_file(tensors, str(w), metadata=meta)
+    rc, text = run(["circuit", "--graph", str(f), "--target", target, "--weights", str(w), "--json", str(rep_path),
+                    "--trials", "8"])
+    rep = json.loads(rep_path.read_text())
+    assert rc == 1 and rep["proof"]["ok"] is False and "proof: FAILED" in text
+    assert rep["modular_trials"]["exact_agreement"] < 8
 
 
 def test_perturbed_circuit_weights_fail(tmp_path):
