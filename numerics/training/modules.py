@@ -82,6 +82,9 @@ class BaseConvBlock(nn.Module):
 
     @classmethod
     def from_layer(cls, layer: L.BaseConv, *, conv_method: str = "direct") -> "BaseConvBlock":
+        if layer.same:
+            raise ValueError("a BaseConv layer with the 'same' (zero-padded) convolution cannot be trained here: "
+                             "the training block runs causal or circular convolutions only")
         T, C = layer.shape
         m = cls(T, C, causal=layer.causal, residual=layer.residual, conv_method=conv_method).double()
         with torch.no_grad():

@@ -186,7 +186,7 @@ def baseconv_factors(L: BaseConv) -> list[tuple[np.ndarray, np.ndarray, np.ndarr
     T, C = L.shape
     for c in range(C):
         g = np.concatenate([L.W_gate[:, c], L.b_gate[:, c]])
-        aff = ops.conv(L.b_in[:, c:c + 1], L.h[:, c:c + 1], causal=L.causal)[:, 0] + L.b_conv[:, c]
+        aff = ops.conv(L.b_in[:, c:c + 1], L.h[:, c:c + 1], causal=L.causal, same=L.same)[:, 0] + L.b_conv[:, c]
         k = np.concatenate([np.outer(L.h[:, c], L.W_in[:, c]).ravel(), aff])
         out.append((g, k, L.W_out[c, :].copy()))
     return out
@@ -264,14 +264,14 @@ def _align_baseconv(a: BaseConv, b: BaseConv) -> BaseConv:
         b_conv[:, c] *= be * ga
         W_out[c, :] /= al * be * ga
     return BaseConv(W_in, b_in, h, b_conv, W_gate, b_gate, W_out, a.b_out.copy(), causal=a.causal,
-                    residual=a.residual)
+                    residual=a.residual, same=a.same)
 
 
 def _lerp_baseconv(a, b, t):
     A = _align_baseconv(a, b)
     return b.map(lambda x: x) if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)
                                                         for k in BaseConv._array_fields},
-                                                     causal=b.causal, residual=b.residual)
+                                                     causal=b.causal, residual=b.residual, same=b.same)
 
 
 def _lerp_heads(a, b, t):

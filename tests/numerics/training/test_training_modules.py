@@ -102,3 +102,14 @@ def test_modules_call_the_toolkit_layer(monkeypatch):
     m = SequenceModel(ModelConfig(model="baseconv", T=5, d_in=3, d_out=2, width=4, layers=2))
     m(torch.randn(2, 5, 3))
     assert len(calls) == 2
+
+
+def test_a_same_convolution_layer_is_refused_not_run_as_circular():
+    """The training block runs causal or circular convolutions; a 'same' layer (precision-ls's
+    non-causal short convolution) is refused by name rather than silently trained as circular."""
+    from dataclasses import replace
+
+    from constructions.layers import BaseConv
+    L = replace(BaseConv.zeros(4, 2), same=True)
+    with pytest.raises(ValueError, match="'same'"):
+        stack_from_layers([L])
