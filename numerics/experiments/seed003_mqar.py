@@ -237,8 +237,8 @@ def markdown(s: dict, figure: str) -> str:
              "3,000 test examples, four learning rates 1e-4 to 1e-2, batch 64; the reference configs use batch "
              f"512): here vocabulary {c['vocab']}, at most {c['steps']} x {c['batch']} = "
              f"{c['steps'] * c['batch']:,} training sequences per run ({c['train_examples']:,} distinct), "
-             f"{len(s['lrs'])} learning rate(s), {c['test_examples']:,} test examples; so that the grid fits in about 25 "
-             "minutes of CPU on this machine.")
+             f"{len(s['lrs'])} learning rate(s), {c['test_examples']:,} test examples; chosen for the issue's CPU budget of "
+             "about 25 minutes on this machine (what the grid took is under Cost).")
     L.append("")
     L.append(f"The paper (Sec. 4, Fig. 2 top, Claim 1): {s['paper_claim']}. The figure is an image; the text gives "
              "no per-point accuracies, so the comparison is with these statements.")
@@ -310,7 +310,8 @@ def reading(s: dict) -> list[str]:
                     "level the induction circuit (a previous-token head in layer 1, a key match in layer 2) has not "
                     "formed. "
                     + ("Claim 1 is about the smallest d that *solves* the task; with neither mixer solving it at any "
-                       "d here, the run does not test the claim and is no evidence against it. "
+                       "d here, the run does not test the claim and is no evidence against it (nor is the second "
+                       "criterion's verdict evidence for it: nothing reaches the threshold). "
                        if none_solves else "BaseConv does reach it somewhere while attention does not: against "
                        "the paper's ordering at this training budget. ")
                     + "The paper trains each model on 100,000 examples for 64 epochs (6.4 million sequences); here "
