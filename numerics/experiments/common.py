@@ -21,8 +21,6 @@ An experiment is a module of this package with
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -83,9 +81,11 @@ def machine() -> dict:
 
 
 def write_outputs(module, summary: dict, out: Path) -> None:
+    from numerics.sweep import table_csv
+
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, allow_nan=False) + "\n")
-    atomic_write_text(out / TABLE, csv_text(module.table(summary)))
+    atomic_write_text(out / TABLE, table_csv(module.table(summary)))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,16 +94,6 @@ def write_outputs(module, summary: dict, out: Path) -> None:
     fig = module.plot(summary)
     save_figure(fig, out / FIGURE)
     plt.close(fig)
-
-
-def csv_text(rows: list[dict]) -> str:
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
-    return buf.getvalue()
 
 
 def rows_ok(rows) -> list[dict]:

@@ -16,6 +16,7 @@ what the importer read: a tensor no mapping consumes makes the import refuse, na
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -113,7 +114,9 @@ def _to_numpy(t):
 def _torch(path: Path):
     import torch
 
-    obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():  # torch's notes on the pickle protocol: the verdict is our one line
+        warnings.simplefilter("ignore")
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
     extra = {}
     if isinstance(obj, dict) and "model_state_dict" in obj:  # precision-ls's own checkpoint layout
         for k, v in obj.items():
