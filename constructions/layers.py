@@ -254,7 +254,7 @@ class LSA(Layer):
         prover's exact copy): each head on the rows and columns where its weights are nonzero
         (compiled stacks have many sparse heads).  The same sums; the terms skipped are zeros."""
         if self.heads:
-            self.__dict__["_plan"] = [[_sparse_head(hd.W1, None, hd.W2, None, hd.W3, None) for hd in self.heads]]
+            self.__dict__["_plan"] = [[sparse_head(hd.W1, None, hd.W2, None, hd.W3, None) for hd in self.heads]]
         return self
 
     def arrays(self):
@@ -383,7 +383,7 @@ class ELSA(Layer):
     def prepare(self) -> "ELSA":
         """As :meth:`LSA.prepare`: each head on its nonzero rows and columns (float weights)."""
         if self.stages and self.stages[0]:
-            self.__dict__["_plan"] = [[_sparse_head(hd.W1, hd.B1, hd.W2, hd.B2, hd.W3, hd.B3) for hd in st]
+            self.__dict__["_plan"] = [[sparse_head(hd.W1, hd.B1, hd.W2, hd.B2, hd.W3, hd.B3) for hd in st]
                                       for st in self.stages]
         return self
 
@@ -440,7 +440,7 @@ def _nonzero(A) -> np.ndarray:
     return ops.nonzero_pattern(A) if A.dtype == object else A != 0
 
 
-def _sparse_head(W1, B1, W2, B2, W3, B3):
+def sparse_head(W1, B1, W2, B2, W3, B3):
     """A head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` restricted to its nonzero parts: the Gram
     columns both ``W1|B1`` and ``W3|B3`` use, the value columns ``W2|B2`` uses, and for each
     side the rows (input channels) that feed those columns.  Arrays stay in their library."""
@@ -457,10 +457,10 @@ def _sparse_head(W1, B1, W2, B2, W3, B3):
 
 
 def _sparse_heads_forward(H, plan, residual: bool):
-    """Stages of summed sparse heads (:func:`_sparse_head`), then the skip."""
+    """Stages of summed sparse heads (:func:`sparse_head`), then the skip."""
     P = H
     for stage in plan:
-        acc = H * 0 if P is H else P * 0
+        acc = P * 0
         for hd in stage:
             if not hd["vcols"] or not hd["q"][1].shape[-1]:
                 continue

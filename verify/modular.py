@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions.layers import ELSA, LSA, BaseConv
+from constructions.layers import ELSA, LSA, BaseConv, sparse_head
 from constructions.ops import lag_index, nonzero_pattern
 
 #: primes below 2^31 (products of two residues fit in int64)
@@ -71,35 +71,23 @@ def conv(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool = False)
 
 
 def _attention(H: np.ndarray, hd: dict, p: int) -> np.ndarray:
-    """One head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` (seed 001 eq. (8), (16)) on residues,
-    on the columns where its weights are nonzero (``hd`` from :func:`_head_residues`)."""
-    def side(k):
-        rows, cols, W, B = hd[k]
-        X = mm(H[..., rows], W, p) if len(rows) else np.zeros(H.shape[:-1] + (len(cols),), dtype=np.int64)
-        return (X + B) % p
-    Qm, K, V = side("q"), side("k"), side("v")
+    """One head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` (seed 001 eq. (8), (16)) on residues, on
+    the rows and columns where its weights are nonzero (``hd``: ``constructions.layers.sparse_head``
+    of the residues)."""
+    sides = []
+    for key in ("q", "k", "v"):
+        rows, W, B = hd[key]
+        X = mm(H[..., rows], W, p) if rows else np.zeros(H.shape[:-1] + (W.shape[1],), dtype=np.int64)
+        sides.append(X if B is None else (X + B) % p)
+    Qm, K, V = sides
     out = np.zeros_like(H)
-    out[..., hd["v"][1]] = mm(Qm, mm(np.swapaxes(K, -1, -2), V, p), p)
+    out[..., hd["vcols"]] = mm(Qm, mm(np.swapaxes(K, -1, -2), V, p), p)
     return out
 
 
-def _head_residues(hd, p: int, T: int) -> dict:
-    """A head's weights and biases as residues on their nonzero rows and columns: ``q`` (W3, B3)
-    and ``k`` (W1, B1) on the Gram columns both use, ``v`` (W2, B2) on its own."""
-    def parts(W, B):
-        W = residues(W, p)
-        B = residues(B, p) if B is not None else np.zeros((T, W.shape[1]), dtype=np.int64)
-        return W, B
-    (W1, B1), (W2, B2), (W3, B3) = (parts(getattr(hd, w), getattr(hd, b, None))
-                                    for w, b in (("W1", "B1"), ("W2", "B2"), ("W3", "B3")))
-    used = lambda W, B: (W.any(axis=0) | B.any(axis=0))  # noqa: E731
-    gram = np.nonzero(used(W1, B1) & used(W3, B3))[0]
-    vcols = np.nonzero(used(W2, B2))[0]
-    out = {}
-    for key, W, B, cols in (("q", W3, B3, gram), ("k", W1, B1, gram), ("v", W2, B2, vcols)):
-        rows = np.nonzero(W[:, cols].any(axis=1))[0]
-        out[key] = (rows, cols, W[np.ix_(rows, cols)], B[:, cols])
-    return out
+def _head_residues(hd, p: int) -> dict:
+    r = lambda name: None if getattr(hd, name, None) is None else residues(getattr(hd, name), p)  # noqa: E731
+    return sparse_head(*(r(k) for k in ("W1", "B1", "W2", "B2", "W3", "B3")))
 
 
 def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
@@ -122,11 +110,10 @@ def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
 
 def layer_residues(layer, p: int) -> dict:
     if isinstance(layer, LSA):
-        heads = [_head_residues(h, p, 1) for h in layer.heads]
+        heads = [_head_residues(h, p) for h in layer.heads]
         return {"kind": "lsa", "stages": [heads], "residual": layer.residual}
     if isinstance(layer, ELSA):
-        T = layer.stages[0][0].B1.shape[0]
-        stages = [[_head_residues(h, p, T) for h in st] for st in layer.stages]
+        stages = [[_head_residues(h, p) for h in st] for st in layer.stages]
         return {"kind": "elsa", "stages": stages, "residual": layer.residual}
     if not isinstance(layer, BaseConv):
         raise TypeError(f"modular evaluation runs BaseConv, LSA and ELSA layers, not {type(layer).__name__}")

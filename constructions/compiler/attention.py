@@ -62,7 +62,7 @@ import circuits as C
 from .. import ops
 from ..layers import ELSA, LSA, ELSAHead, LSAHead
 from .circuit import CompiledCircuit, compiled, param_counts
-from .linearise import CONST, linearise, needed
+from .linearise import CONST, form_key, linearise, needed
 from .routing import CompileError
 
 #: the most weight entries (dense (n, n) matrices of every head) a compiled attention stack may
@@ -94,20 +94,11 @@ class Plan:
     md: int
     work_row: int
     gathered: int
-    product_atoms: int
+    consumers: int  # work channels holding a consumer's products, over all levels
 
 
 def _pos(r: int):
     return ("pos", r)
-
-
-def _form_cols(form: dict, slot: dict, w: int) -> dict:
-    """An affine form over atoms -> columns (atom -> its work channel, constant -> pos_w)."""
-    out: dict = {}
-    for a, v in form.items():
-        col = _pos(w) if a == CONST else slot[a]
-        out[col] = out.get(col, Fraction(0)) + v
-    return {k: v for k, v in out.items() if v != 0}
 
 
 POSW = "posw"  # the constant 1 of the work row: column pos_w (a cell (w, POSW))
@@ -136,10 +127,6 @@ def rank_factor(rows: list, cols: list, entries: dict) -> list:
 
 def _frac(q) -> Fraction:
     return Fraction(int(q.p), int(q.q))
-
-
-def _key(form: dict):
-    return tuple(sorted((str(a), v) for a, v in form.items()))
 
 
 class _Planner:
@@ -202,7 +189,7 @@ class _Planner:
         """A form as cells -> coefficient: its inputs and constant, and the work channels that hold
         its product atoms' part (written at their levels)."""
         out: dict = {}
-        key = key if key is not None else _key(form)
+        key = key if key is not None else form_key(form)
         for a, v in form.items():
             if (a == CONST or a.startswith("in:")) and key not in self.chans:
                 cl = self.cell[a]
@@ -309,9 +296,9 @@ def plan(g) -> Plan:
     consumers_by_key = {}
     for p, (fa, fb) in prods.items():
         for f in (fa, fb):
-            consumers_by_key.setdefault(_key(f), f)
+            consumers_by_key.setdefault(form_key(f), f)
     for n, f in live_out.items():
-        consumers_by_key.setdefault(_key(f), f)
+        consumers_by_key.setdefault(form_key(f), f)
     fused = False
     n_cons = 0
     for lv in range(1, P.md + 1):
@@ -334,7 +321,7 @@ def plan(g) -> Plan:
         if fuse:  # write each output at its cell: its products, plus its value so far, minus what is there
             out_targets = {}
             for n, f in sorted(live_out.items()):
-                k = _key(f)
+                k = form_key(f)
                 mons = dict(targets.get(k, {}))  # its products (and, if new, its inputs) ...
                 so_far = P.val(f, k) if k not in targets else {(w, d): 1 for d in P.chans.get(k, [])}
                 for cell, v in so_far.items():  # ... and its earlier levels' channels
@@ -405,18 +392,18 @@ def _clear_heads(P: _Planner, exclude: set) -> list:
 
 # ------------------------------------------------------------------ emission
 
-def _matrix(cols: dict, index, n: int, rows: int | None = None, pos_index=None) -> np.ndarray:
-    """A weight matrix (n, n) whose column ``b`` holds form ``cols[b]`` (``index`` maps a data
-    column to its row); with ``pos_index`` the position columns go to their own rows too."""
+def _matrix(cols: dict, n: int, index=lambda c: c, out_index=lambda b: b, pos_index=None) -> np.ndarray:
+    """A weight matrix (n, n) whose column ``out_index(b)`` holds form ``cols[b]`` (``index`` maps a
+    data column to its row; with ``pos_index`` the position columns go to their own rows too)."""
     W = ops.zeros_like_object((n, n))
     for b, form in cols.items():
         for col, v in form.items():
             if isinstance(col, tuple):
                 if pos_index is None:
                     continue
-                W[pos_index(col[1]), b] += v
+                W[pos_index(col[1]), out_index(b)] += v
             else:
-                W[index(col), b] += v
+                W[index(col), out_index(b)] += v
     return W
 
 
@@ -436,19 +423,16 @@ def _lsa_channel(pl: Plan):
 
 
 def _lsa_head(h: Head, pl: Plan, n: int) -> LSAHead:
+    """W1, W3 columns are Gram rows; W2's columns are output channels, placed like the state's."""
     pos = lambda r: pl.D + r  # noqa: E731
     ix = _lsa_channel(pl)
-    W2 = ops.zeros_like_object((n, n))
-    data = n - pl.T
-    W2[:, [ix(c) for c in range(data)]] = _matrix(h.n, ix, n, pos_index=pos)[:, :data]
-    return LSAHead(W1=_matrix(h.m, ix, n, pos_index=pos), W2=W2, W3=_matrix(h.l, ix, n, pos_index=pos))
+    return LSAHead(W1=_matrix(h.m, n, ix, pos_index=pos), W2=_matrix(h.n, n, ix, ix, pos_index=pos),
+                   W3=_matrix(h.l, n, ix, pos_index=pos))
 
 
 def _elsa_head(h: Head, pl: Plan, n: int) -> ELSAHead:
-    ident = lambda c: c  # noqa: E731
-    return ELSAHead(W1=_matrix(h.m, ident, n), B1=_bias(h.m, pl.T, n),
-                    W2=_matrix(h.n, ident, n), B2=_bias(h.n, pl.T, n),
-                    W3=_matrix(h.l, ident, n), B3=_bias(h.l, pl.T, n))
+    return ELSAHead(W1=_matrix(h.m, n), B1=_bias(h.m, pl.T, n), W2=_matrix(h.n, n), B2=_bias(h.n, pl.T, n),
+                    W3=_matrix(h.l, n), B3=_bias(h.l, pl.T, n))
 
 
 def _identity(T: int, channels) -> Head:
@@ -511,13 +495,13 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
           "constant_blocks": ({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
                               if not elsa else {}),
           "bound": {"layers": bound_layers, "tokens": pl.T,
-                    "state_width": max(pl.D + pl.gathered + pl.product_atoms, len(pl.outputs),
+                    "state_width": max(pl.D + pl.gathered + pl.consumers, len(pl.outputs),
                                        pl.T if elsa else 0) + (0 if elsa else pl.T),
                     "rule": ("a gather layer (if an input must move to the work row), one product layer per "
                              "level of multiplicative depth md, one output layer: at most md + 2 layers"
                              + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
                              + "; channels: the grid's, " + ("" if elsa else "one per token (positions), ")
-                             + "one per gathered input and per product atom (at least one per output"
+                             + "one per gathered input and per consumer and level (at least one per output"
                              + (", and one per token for the skip of Property 3" if elsa else "") + ")")}}
     if elsa:
         cm["modules"] = {"count": len(layers), "stages": stages,

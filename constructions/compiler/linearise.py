@@ -30,7 +30,8 @@ def _as_fractions(form: dict) -> dict:
     return {k: Fraction(int(v.numerator), int(v.denominator)) for k, v in form.items()}
 
 
-def _key(form: dict):
+def form_key(form: dict):
+    """A hashable key of an affine form (equal forms, equal keys)."""
     return tuple(sorted(((str(k), v) for k, v in form.items()), key=lambda t: t[0]))
 
 
@@ -44,7 +45,7 @@ def linearise(g: nx.DiGraph):
         return max((level[a] for a in f if a != CONST), default=0)
 
     def product_atom(fa, fb):
-        ka, kb = _key(fa), _key(fb)
+        ka, kb = form_key(fa), form_key(fb)
         key = (min(ka, kb), max(ka, kb))
         if key not in by_key:
             aid = f"p{len(atoms)}"

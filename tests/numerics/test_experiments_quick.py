@@ -65,7 +65,6 @@ def test_report_without_results_says_not_run(tmp_path):
 def test_docs_experiments_is_current():
     results = ROOT / "docs" / "experiments"
     doc = ROOT / "docs" / "experiments.md"
-    if not doc.exists():
-        pytest.skip("docs/experiments.md not generated yet (python -m numerics.experiments report)")
+    assert doc.exists(), "docs/experiments.md is missing: run python -m numerics.experiments report"
     assert doc.read_text() == build_report(results, rel_to=doc.parent), \
         "docs/experiments.md is stale: run python -m numerics.experiments report"

@@ -221,9 +221,14 @@ def as_rational(v, what: str) -> Fraction:
         raise ImportError_(f"setting {what} must be a number, got {v!r}") from None
 
 
-def config_from(extra: dict, settings: dict, path) -> tuple[dict, dict]:
+def config_from(extra: dict, settings: dict, path, *, known: tuple, fmt: str) -> tuple[dict, dict]:
     """The model settings: ``--config KEY=VALUE`` first, then the file's own (a ``config`` dict in a
-    ``.pt`` file, JSON under ``config`` in a safetensors file's metadata).  Returns (values, source)."""
+    ``.pt`` file, JSON under ``config`` in a safetensors file's metadata).  A ``--config`` key the
+    ``fmt`` importer does not read (not in ``known``) is refused.  Returns (values, source)."""
+    unknown = [k for k in settings if k not in known]
+    if unknown:
+        article = "an" if fmt[0] in "aeio" else "a"
+        raise ImportError_(f"--config {unknown[0]}: not {article} {fmt} setting the importer reads ({', '.join(known)})")
     cfg, src = {}, {}
     filed = extra.get("config")
     if filed is None and "metadata" in extra and "config" in extra["metadata"]:

@@ -47,10 +47,7 @@ _SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers"
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
-    cfg, src = config_from(extra, settings, path)
-    unknown = [k for k in settings if k not in _SETTINGS]
-    if unknown:
-        raise ImportError_(f"--config {unknown[0]}: not an icl-gd setting the importer reads ({', '.join(_SETTINGS)})")
+    cfg, src = config_from(extra, settings, path, known=_SETTINGS, fmt=NAME)
     damp = as_rational(cfg.get("dampening", 1.0), "dampening")
     include_query = as_bool(cfg.get("include_query", False), "include_query")
     y_update = as_bool(cfg.get("y_update", False), "y_update")

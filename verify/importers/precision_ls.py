@@ -58,11 +58,7 @@ _SETTINGS = ("causal", "tokens", "use_resid", "conv_type")
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
-    cfg, src = config_from(extra, settings, path)
-    unknown = [k for k in settings if k not in _SETTINGS]
-    if unknown:
-        raise ImportError_(f"--config {unknown[0]}: not a precision-ls setting the importer reads "
-                           f"({', '.join(_SETTINGS)})")
+    cfg, src = config_from(extra, settings, path, known=_SETTINGS, fmt=NAME)
     T = Tensors(tensors, path)
     blocks: dict[int, dict[str, str]] = {}
     for k in T.keys():

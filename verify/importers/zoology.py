@@ -43,10 +43,7 @@ _SETTINGS = ("tokens", "use_act")
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
-    cfg, src = config_from(extra, settings, path)
-    unknown = [k for k in settings if k not in _SETTINGS]
-    if unknown:
-        raise ImportError_(f"--config {unknown[0]}: not a zoology setting the importer reads ({', '.join(_SETTINGS)})")
+    cfg, src = config_from(extra, settings, path, known=_SETTINGS, fmt=NAME)
     use_act = as_bool(cfg.get("use_act", False), "use_act")
     if use_act:
         raise ImportError_("use_act=True: the mixer applies SiLU to both factors, which is not polynomial")
