@@ -129,7 +129,8 @@ def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> di
         params=cm.get("params") or param_counts(layers), plan=plan, inner_channels=inner,
         modules=cm.get("modules"),
         compiled_multiplicative_depth=cm.get("multiplicative_depth"), bound=bound,
-        within_bound=len(layers) <= bound["layers"] and tokens <= bound["tokens"],
+        within_bound=len(layers) <= bound["layers"] and tokens <= bound["tokens"]
+        and channels <= bound.get("state_width", channels),
         theorem_H21=con.info.get("theorem_H21_bound"),
         compile_cpu_s=ccpu, compile_wall_s=cwall, proof_cpu_s=pcpu, proof_wall_s=pwall,
         proof_entries=r.entries_checked)
@@ -459,7 +460,11 @@ def _section_c(cells, gd, n, d) -> list[str]:
          "place and zeros every other slot (skipped when the state already is the final state).",
          "",
          "Hence layers <= 2 md + 1, and the state never gains tokens: the grid is the input grid, "
-         "only channels are added. "
+         "only channels are added. Channels: a new one is the lowest free, so a state needs at most "
+         "S = D + max over levels (atoms carried + 2 products) + outputs, a product layer's inner "
+         "channels are at most its carried atoms plus products, and a route layer's at most one per "
+         "(source channel, destination channel, destination token): `state_width` <= S^2 T in "
+         "`compiled.bound` (loose: the route layers' worst case). "
          + (f"In table (a) every proved sequence cell is within the bound; the closest to it is "
             f"`{worst['call']}` on `{worst['target']}`: {worst['layers']} of {worst['bound']['layers']} "
             f"layers (plan {_plan(worst)})." if worst and all(c["within_bound"] for c in seq) else

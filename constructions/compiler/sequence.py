@@ -291,10 +291,14 @@ def plan(g, causal: bool, min_width: int = 1):
     for name, (t, c) in inputs.items():
         st.put(f"in:{name}", t, c)
     specs, kinds, widths = [], [], [st.width()]
+    # the channel guarantee: a state's channels are its inputs' (the grid's D) or allocated lowest-free,
+    # so at a level at most (atoms carried) + 2 (products) (a route's factor pairs) more than the grid's
+    grow = 0
     for lv in range(1, md + 1):
         prods = sorted((a for a in need if level[a] == lv), key=lambda a: int(a[1:]))
         forms = {p: (atoms[p][1], atoms[p][2]) for p in prods}
         keep = {a for a in st.slot_of if last_use.get(a, 0) > lv}
+        grow = max(grow, len(keep) + 2 * len(prods))
         direct = _product_layer(st, prods, forms, keep, causal)
         if direct is not None:
             specs.append(direct[0])
@@ -312,7 +316,12 @@ def plan(g, causal: bool, min_width: int = 1):
         kinds.append("route (outputs)")
     width = max([min_width, *widths] + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()]
                 + [c + 1 for _, c in inputs.values()])
-    return specs, kinds, inputs, slots, T, width, md
+    grid = max([1] + [c + 1 for _, c in inputs.values()] + [p[1] + 1 for p in places.values() if p is not None])
+    states = max(min_width, grid + grow + len(outputs))
+    # a layer's inner channels: a product layer's <= carried + products; a route's at most one per
+    # (source channel, destination channel, destination token) (routing.py)
+    bound = max(states, states * states * T)
+    return specs, kinds, inputs, slots, T, width, md, bound
 
 
 def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
@@ -327,7 +336,7 @@ def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
 def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: int = 1) -> CompiledCircuit:
     """Compile a validated (placed or unplaced) circuit to BaseConv over its token grid, on at
     least ``min_width`` channels."""
-    specs, kinds, inputs, outputs, T, Cw, md = plan(g, causal, min_width)
+    specs, kinds, inputs, outputs, T, Cw, md, width_bound = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g)
     target = "baseconv-causal" if causal else "baseconv"
@@ -337,10 +346,12 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
                      "params": param_counts(layers), "plan": kinds,
                      "multiplicative_depth": md,
                      "outputs": {n: list(s) for n, s in sorted(outputs.items())},
-                     "bound": {"layers": 2 * md + 1, "tokens": T,
+                     "bound": {"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
                                "rule": "one product layer per level of multiplicative depth md, preceded by "
                                        "a route layer where a factor must move; one route layer for the "
-                                       "outputs: layers <= 2 md + 1, on the input grid's tokens"}},
+                                       "outputs: layers <= 2 md + 1, on the input grid's tokens; channels <= "
+                                       "S^2 T with S = D + max over levels (carried atoms + 2 products) + "
+                                       "outputs (a route layer's inner channels; states need at most S)"}},
         "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
                               "inner_dimension": f"O(w) = O({m['width']})"},
     }

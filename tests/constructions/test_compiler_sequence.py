@@ -72,6 +72,7 @@ def test_random_placed_circuits_compile_prove_and_stay_within_the_bound(target, 
     cm = con.info["compiled"]
     assert cm["target"] == target and cm["tokens"] == T == con.layout.shape[0]
     assert cm["layers"] == len(con.epilogue) <= cm["bound"]["layers"] == 2 * cm["multiplicative_depth"] + 1
+    assert cm["state_width"] == con.layout.shape[1] <= cm["bound"]["state_width"]
     assert all(L.causal == (target == "baseconv-causal") for L in con.epilogue)
     assert_proved(prove(con))
     vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(g)}
