@@ -10,7 +10,12 @@ stall the table and the machine's noise hits every cell alike.  Reported:
 * per architecture and size: CPU and wall seconds of ``verify.proof.prove`` with the flint
   backend (the default) and, where it finishes within the limit, the sympy backend;
 * the ratio of each size's flint proof to the smallest size's (issue target: N=64, D=16 at most
-  20x N=20, D=5, goal 10x, and at most 10 s; N=128, D=32 within 60 s), and sympy / flint;
+  20x N=20, D=5, goal 10x, and at most 10 s; N=128, D=32 within 60 s), beside the ratio of the
+  state's entries (what "linear in the number of state entries" means for that architecture);
+* which ring proved it: ``grouped`` (``verify/token_groups.py``: one generator per slot, used
+  where every monomial provably draws from one token) or ``full``; and, for N up to
+  ``--full-up-to``, the same proof with the grouped substitution switched off (the full ring:
+  the baseline of this change, in the same run);
 * ``--catalogue``: every catalogue entry proved in one process per backend (the catalogue's
   proofs must get no slower with flint).
 
@@ -35,14 +40,17 @@ resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))  # a proof beyond the cap
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
 from verify.proof import prove
-arch, n, d, backend = {arch!r}, {n}, {d}, {backend!r}
+arch, n, d, backend, full = {arch!r}, {n}, {d}, {backend!r}, {full!r}
 con = gd_architectures()[arch].build(n, d)
+if full:
+    con.token_groups = ()  # every variable its own generator (the grouped substitution off)
 prove(gd_architectures()[arch].build(1, 1), backend=backend)  # imports and first-call set-up
 r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 res = prove(con, backend=backend)
 r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 print(json.dumps({{"ok": res.ok, "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
-                  "wall": w1 - w0, "rss_mib": r1.ru_maxrss / 1024, "entries": res.entries_checked}}))
+                  "wall": w1 - w0, "rss_mib": r1.ru_maxrss / 1024, "entries": res.entries_checked,
+                  "ring": res.ring}}))
 """
 
 CATALOGUE = r"""
@@ -100,6 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="20x5,64x16", help="comma-separated NxD (default 20x5,64x16)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per proof (default 300)")
     ap.add_argument("--sympy-up-to", type=int, default=64, help="run the sympy backend for N up to this (default 64)")
+    ap.add_argument("--full-up-to", type=int, default=64,
+                    help="also prove in the full ring (grouped substitution off) for N up to this (default 64)")
     ap.add_argument("--memory-gib", type=float, default=12.0,
                     help="address-space cap of each proof's process, GiB (default 12)")
     ap.add_argument("--catalogue", action="store_true", help="also time the catalogue's proofs per backend")
@@ -122,27 +132,34 @@ def main(argv=None) -> int:
     res: dict = {}
     for arch in archs:
         for n, d in sizes:
-            for backend in ("flint", "sympy"):
-                if backend == "sympy" and n > a.sympy_up_to:
+            for backend, full in (("flint", False), ("flint-full", True), ("sympy", True)):
+                if (backend == "sympy" and n > a.sympy_up_to) or (backend == "flint-full" and n > a.full_up_to):
                     continue
-                code = CHILD.format(root=str(ROOT), arch=arch, n=n, d=d, backend=backend,
-                                    cap=int(a.memory_gib * 2**30))
+                code = CHILD.format(root=str(ROOT), arch=arch, n=n, d=d, backend=backend.split("-")[0],
+                                    full=full, cap=int(a.memory_gib * 2**30))
                 r = run_child(code, a.timeout)
                 res[f"{arch} {n}x{d} {backend}"] = r
-                print(f"{arch:26s} {n:4d}x{d:<3d} {backend:6s} CPU / wall s: {cell(r)}", flush=True)
+                ring = r.get("ring", "-").split(" (")[0]
+                print(f"{arch:26s} {n:4d}x{d:<3d} {backend:10s} CPU / wall s: {cell(r)}  [{ring}]", flush=True)
     base = sizes[0]
+    full_sizes = [(n, d) for n, d in sizes if n <= a.full_up_to]
+    cols = ([f"{n}x{d} flint" for n, d in sizes] + [f"{n}x{d} flint, full ring" for n, d in full_sizes]
+            + [f"{n}x{d} sympy" for n, d in sizes if n <= a.sympy_up_to]
+            + [f"{n}x{d} / {base[0]}x{base[1]} (flint CPU; state entries)" for n, d in sizes[1:]]
+            + ["ring (largest size proved)"])
     lines = ["", f"### Proof cost per GD architecture (CPU / wall seconds; {head})", "",
-             "| arch | " + " | ".join(f"{n}x{d} flint" for n, d in sizes)
-             + " | " + " | ".join(f"{n}x{d} sympy" for n, d in sizes if n <= a.sympy_up_to)
-             + " | " + " | ".join(f"{n}x{d} / {base[0]}x{base[1]} (flint CPU)" for n, d in sizes[1:]) + " |",
-             "|---" * (1 + len(sizes) + sum(1 for n, _ in sizes if n <= a.sympy_up_to) + len(sizes) - 1) + "|"]
+             "| arch | " + " | ".join(cols) + " |", "|---" * (1 + len(cols)) + "|"]
     for arch in archs:
         row = [cell(res[f"{arch} {n}x{d} flint"]) for n, d in sizes]
+        row += [cell(res[f"{arch} {n}x{d} flint-full"]) for n, d in full_sizes]
         row += [cell(res[f"{arch} {n}x{d} sympy"]) for n, d in sizes if n <= a.sympy_up_to]
         b = res[f"{arch} {base[0]}x{base[1]} flint"]
         for n, d in sizes[1:]:
             r = res[f"{arch} {n}x{d} flint"]
-            row.append(f"{r['cpu'] / b['cpu']:.1f}x" if "cpu" in r and "cpu" in b and b["cpu"] > 0 else "-")
+            ent = (f"; {r['entries'] / b['entries']:.1f}x" if r.get("entries") and b.get("entries") else "")
+            row.append(f"{r['cpu'] / b['cpu']:.1f}x{ent}" if "cpu" in r and "cpu" in b and b["cpu"] > 0 else "-")
+        proved = [res[f"{arch} {n}x{d} flint"] for n, d in sizes if "ring" in res[f"{arch} {n}x{d} flint"]]
+        row.append(proved[-1]["ring"].split(" (")[0] if proved else "-")
         lines.append(f"| {arch} | " + " | ".join(row) + " |")
     if a.catalogue:
         cat = {be: run_child(CATALOGUE.format(root=str(ROOT), backend=be), a.timeout * 4) for be in ("sympy", "flint")}

@@ -117,6 +117,11 @@ class Construction(abc.ABC):
     rebuild: Callable[..., "Construction"] | None = field(default=None, repr=False)
     #: parameters that may be replaced by a fresh symbol in the proof
     symbolic_params: tuple[str, ...] = ()
+    #: variables whose entries are grouped by their leading index (least squares: ``A`` and
+    #: ``b``, one group per token): lets the proof use a smaller exact ring where every
+    #: monomial provably draws from at most one group (``verify/token_groups.py``); a proof aid
+    #: only, never an assumption
+    token_groups: tuple[str, ...] = ()
 
     # ------------------------------------------------------------- depth
     def depth(self, k: int) -> int:

@@ -134,6 +134,9 @@ class ProofResult:
     intermediate_states: dict[str, bool] = field(default_factory=dict)
     #: the exact arithmetic of the layers' symbolic forward: "flint" (fmpq_mpoly) or "sympy"
     backend: str = "sympy"
+    #: the ring the identities were checked in: every variable its own generator ("full"), or
+    #: the grouped substitution of ``verify/token_groups.py`` (injective on what it was used for)
+    ring: str = "full"
 
     def to_json(self) -> dict:
         d = asdict(self)

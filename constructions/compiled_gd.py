@@ -24,7 +24,7 @@ import circuits as C
 from .base import Construction, batch_ndim, exact, new_state
 from .compiler import compile_circuit
 from .layout import Layout
-from .lsq import LS_VARIABLES, dot, gd_step
+from .lsq import LS_GROUPS, LS_VARIABLES, dot, gd_step
 
 REFERENCE = ("seed 000 eq. (3) / seed 001 eq. (35) as a placed circuit, compiled by "
              "constructions/compiler (seed 000 Thm. D.30, seed 003 Thm. H.21)")
@@ -131,7 +131,7 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
     params = {"eta": eta} if lam == 0 else {"eta": eta, "lam": lam}
     con = CompiledGD(
         name=name, reference=REFERENCE, layout=lay, prologue=[], body=list(body.epilogue),
-        epilogue=list(epi.epilogue), params=params, variables=LS_VARIABLES(n, d), carried=("x",),
+        epilogue=list(epi.epilogue), params=params, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
         rebuild=lambda **p: compiled_gd(n, d, **{"eta": eta, "lam": lam, **p}, target=target),
         notes=f"compiled ({target}): body {body.info['compiled']['plan']}, epilogue {epi.info['compiled']['plan']}")
     con.compiled = {"body": body.info["compiled"], "epilogue": epi.info["compiled"]}

@@ -32,7 +32,7 @@ from . import ops
 from .base import Construction, batch_ndim, exact, exact_sqrt, new_state
 from .layers import ELSA, LSA, ELSAHead, LSAHead
 from .layout import Layout
-from .lsq import LS_VARIABLES, dot, gd_step
+from .lsq import LS_GROUPS, LS_VARIABLES, dot, gd_step
 from .weights import mask_move, selector
 
 REFERENCE_LSA = "seed 001 Sec. 3.4, eq. (35)-(36), (37)-(55); layer eq. (8), (38)-(39)"
@@ -126,7 +126,7 @@ def gd_lsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None, sqrt_l
     out = LSA([LSAHead(E1, E2, E3)], residual=True)
     return GDLSA(
         name="gd-lsa", reference=REFERENCE_LSA, layout=lay, prologue=[], body=[body], epilogue=[out],
-        params={"sqrt_eta": r, "sqrt_lam": l}, variables=LS_VARIABLES(n, d), carried=("x",),
+        params={"sqrt_eta": r, "sqrt_lam": l}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
         rebuild=lambda **p: gd_lsa(n, d, **p), symbolic_params=("sqrt_eta", "sqrt_lam"),
         notes="state (d+1) x (2n+d+3); 3 heads per step")
 
@@ -206,6 +206,6 @@ def gd_elsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None) -> GD
     out = ELSA([[o1], [ident]], residual=True)
     return GDELSA(
         name="gd-elsa", reference=REFERENCE_ELSA, layout=lay, prologue=[], body=[body], epilogue=[out],
-        params={"sqrt_eta": r, "lam": lam}, variables=LS_VARIABLES(n, d), carried=("x",),
+        params={"sqrt_eta": r, "lam": lam}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
         rebuild=lambda **p: gd_elsa(n, d, **p), symbolic_params=("sqrt_eta", "lam"),
         notes="state d x (2n+2d+3); module = stage of 4 heads, stage of 1 head, skip")

@@ -40,7 +40,7 @@ import numpy as np
 
 from .base import Construction, PartialState, batch_ndim, exact, new_state
 from .layout import ChannelAllocator
-from .lsq import LS_VARIABLES, dot, gd_step, matvec
+from .lsq import LS_GROUPS, LS_VARIABLES, dot, gd_step, matvec
 from .weights import BaseConvBuilder
 
 REFERENCE_NC = "seed 000 App. D.3.1 (non-causal BaseConv), eq. (3), (46); layer eq. (2)/(19)"
@@ -156,7 +156,7 @@ def gd_baseconv(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConv:
     return GDBaseConv(
         name="gd-baseconv", reference=REFERENCE_NC, layout=lay,
         prologue=[], body=[L1.build(), L2.build(), L3.build()], epilogue=[E.build()],
-        params={"eta": eta}, variables=LS_VARIABLES(n, d), carried=("x",),
+        params={"eta": eta}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
         rebuild=lambda **p: gd_baseconv(n, d, **p), symbolic_params=("eta",),
         notes="O(D) state (5D+2 channels x (N+1) tokens); circular convolution")
 
@@ -274,6 +274,6 @@ def gd_baseconv_causal(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConvCausal
     return GDBaseConvCausal(
         name="gd-baseconv-causal", reference=REFERENCE_C, layout=lay,
         prologue=[P1.build(), P2.build()], body=[B.build()], epilogue=[E.build()],
-        params={"eta": eta}, variables=LS_VARIABLES(n, d), carried=("x",),
+        params={"eta": eta}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
         rebuild=lambda **p: gd_baseconv_causal(n, d, **p), symbolic_params=("eta",),
         notes="O(D^2) state (2D^2+5D+2 channels x (N+1) tokens); causal convolution")

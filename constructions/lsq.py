@@ -15,6 +15,8 @@ import numpy as np
 from . import ops
 
 LS_VARIABLES = lambda n, d: {"A": (n, d), "b": (n,), "x": (d,), "q": (d,)}  # noqa: E731
+#: the per-token variables: row i of A and b_i form token i's group (``Construction.token_groups``)
+LS_GROUPS = ("A", "b")
 
 
 def _col(v):

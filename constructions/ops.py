@@ -106,23 +106,29 @@ def mm(X, Y):
         k2, n = Y.shape
         if k != k2:
             raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
-        cols_y = [[(r, Y[r, j]) for r in range(k) if not _is_zero(Y[r, j])] for j in range(n)]
+        NX, NY = nonzero_pattern(X), nonzero_pattern(Y)  # numpy's elementwise comparison, not a Python loop
         out = zeros_like_object((m, n))
-        for j, col in enumerate(cols_y):
-            if not col:
+        for j in np.nonzero(NY.any(axis=0))[0].tolist():
+            rs = np.nonzero(NY[:, j])[0]
+            ys = [Y[r, j] for r in rs.tolist()]
+            y_one = [_is_one(y) for y in ys]
+            if len(rs) == 1 and y_one[0]:  # a copy of one column: the same objects, no arithmetic
+                out[:, j] = X[:, rs[0]]
                 continue
+            live = NX[:, rs]
             seen: dict = {}  # the same operand objects (a value replicated over tokens): the same entry
-            for i in range(m):
-                xs = [X[i, r] for r, _ in col]
+            for i in np.nonzero(live.any(axis=1))[0].tolist():
+                Xi = X[i]
+                xs = [Xi[r] for r in rs.tolist()]
                 key = tuple(map(id, xs))
                 if key in seen:
                     out[i, j] = seen[key]
                     continue
                 acc = None
-                for x, (_, y) in zip(xs, col):
-                    if _is_zero(x):
+                for x, y, y1, nz in zip(xs, ys, y_one, live[i].tolist()):
+                    if not nz:
                         continue
-                    term = y if _is_one(x) else (x if _is_one(y) else x * y)
+                    term = y if _is_one(x) else (x if y1 else x * y)
                     acc = term if acc is None else acc + term
                 seen[key] = out[i, j] = 0 if acc is None else acc
         return out
@@ -377,14 +383,28 @@ def _conv_exact(v, h, causal, need=None, same=False):
     return out
 
 
-def _entrywise_exact(X, Y, combine):
-    """Apply ``combine(x, y)`` entry by entry to two (broadcast) object arrays.  A pair of
-    operands seen before (the same two objects: a value replicated over tokens) reuses the
-    result, so a replicated polynomial is computed, and stored, once."""
+def _entrywise_exact(X, Y, combine, *, keep_single: bool):
+    """Apply ``combine(x, y)`` entry by entry to two (broadcast) object arrays where both are
+    structurally nonzero (numpy's elementwise comparison finds them); where only one is, the
+    result is that operand (``keep_single``: a sum) or zero (a product).  A pair of operands
+    seen before (the same two objects: a value replicated over tokens) reuses the result, so a
+    replicated polynomial is computed, and stored, once."""
     X, Y = np.broadcast_arrays(np.asarray(X, dtype=object), np.asarray(Y, dtype=object))
+    if X.ndim == 0:
+        x, y = X[()], Y[()]
+        r = np.empty((), dtype=object)
+        r[()] = (combine(x, y) if not (_is_zero(x) or _is_zero(y)) else
+                 (y if _is_zero(x) else x) if keep_single else 0)
+        return r
+    NX, NY = nonzero_pattern(X), nonzero_pattern(Y)
     out = zeros_like_object(X.shape)
+    if keep_single:
+        only = NX & ~NY
+        out[only] = X[only]
+        only = NY & ~NX
+        out[only] = Y[only]
     seen: dict = {}
-    for idx in np.ndindex(X.shape):
+    for idx in zip(*np.nonzero(NX & NY)):
         x, y = X[idx], Y[idx]
         key = (id(x), id(y))
         if key not in seen:
@@ -406,12 +426,12 @@ def _plus(x, y):
 def hadamard(X, Y):
     """Entry-wise product, skipping structural zeros and ones for exact arrays."""
     if is_object(X) or is_object(Y):
-        return _entrywise_exact(X, Y, _times)
+        return _entrywise_exact(X, Y, _times, keep_single=False)
     return X * Y
 
 
 def add(X, Y):
     """Entry-wise sum, skipping structural zeros for exact arrays."""
     if is_object(X) or is_object(Y):
-        return _entrywise_exact(X, Y, _plus)
+        return _entrywise_exact(X, Y, _plus, keep_single=True)
     return X + Y

@@ -125,11 +125,14 @@ class FlintRing:
 
     name = "flint"
 
-    def __init__(self, R):
+    def __init__(self, R, ctx=None):
+        """``R``: the proof's sympy ring (generators mirrored by position); or ``R=None`` and
+        ``ctx``, a flint context of its own (``verify.token_groups``: no sympy ring, so no
+        sympy element converts into it)."""
         self.R = R
-        self.ctx = flint.fmpq_mpoly_ctx.get(tuple(str(g) for g in R.symbols), "lex")
+        self.ctx = ctx if R is None else flint.fmpq_mpoly_ctx.get(tuple(str(g) for g in R.symbols), "lex")
         self.gens = [FPoly(g) for g in self.ctx.gens()]  # for the specification
-        self.n = R.ngens
+        self.n = len(self.gens)
         self._layers: dict[int, Layer] = {}
 
     def scalar(self, x):
@@ -140,7 +143,7 @@ class FlintRing:
             return x
         if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
             return int(x)
-        if getattr(x, "ring", None) is self.R:  # a sympy PolyElement of the proof's ring
+        if self.R is not None and getattr(x, "ring", None) is self.R:  # a sympy PolyElement of the proof's ring
             if not x:
                 return 0
             return self.ctx.from_dict({m: fq(c) for m, c in x.items()})

@@ -348,11 +348,11 @@ def gd_token_lsa(n: int = 20, d: int = 5, *, eta=None) -> TokenLSAGD:
     """``gd --arch token-lsa``: k GD steps as k token-form LSA layers (see :class:`TokenLSAGD`)."""
     _check_nd(n, d)
     eta = exact("1/16") if eta is None else (exact(eta) if isinstance(eta, (str, int, float)) else eta)
-    from constructions.lsq import LS_VARIABLES
+    from constructions.lsq import LS_GROUPS, LS_VARIABLES
 
     layer = token_layer(token_lsa_gd_heads(d, eta))
     return TokenLSAGD(name="gd-token-lsa", reference=REF_TOKEN_LSA, layout=token_lsa_layout(n, d), prologue=[],
-                      body=[layer], epilogue=[], params={"eta": eta}, variables=LS_VARIABLES(n, d), carried=("x",),
+                      body=[layer], epilogue=[], params={"eta": eta}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
                       rebuild=lambda **p: gd_token_lsa(n, d, **p), symbolic_params=("eta",),
                       notes="(N+2) x (2D+2) tokens; two heads per step (GD, carrier of x)")
 

@@ -1,0 +1,219 @@
+"""A smaller exact ring for the proof: variables grouped by token, one generator per slot.
+
+Why.  A construction's variables are mostly per-token rows (least squares: ``a_i`` and ``b_i``
+at token ``i``), so the proof's ring has about N*D generators, and FLINT stores every monomial
+as an exponent vector over all of them (about 1,100 generators at N=64, D=16; 4,200 at N=128,
+D=32).  The causal BaseConv state holds prefix Gram sums, N^2 D^2 / 2 terms in all: at
+N=128, D=32 they did not fit in memory.
+
+The lemma.  Partition some variables into *groups* (group ``g``: the entries of the grouped
+variables whose leading index is ``g``, e.g. ``A[g, :]`` and ``b[g]``); the others are
+*global*.  Map every grouped variable in group ``g`` at slot ``s`` (its index after the leading
+one, per variable) to ``alpha_s * tau^(g+1)``, and every global variable to itself.  This map
+``phi`` is a ring homomorphism (a substitution), so ``phi(F)`` is what the layers and the
+specification compute when they are run on the substituted inputs.  It is *injective on the
+monomials whose variables come from at most one group*: the image
+``alpha^e tau^(E (g+1)) * (globals)`` of such a monomial gives back the slot exponents ``e``,
+their total ``E`` and, when ``E > 0``, the group ``g = exponent(tau) / E - 1``.  So if every
+monomial of ``F = layers - specification`` has variables from at most one group ("arity at most
+1"), distinct monomials of ``F`` have distinct images, no two can cancel, and ``phi(F) = 0``
+if and only if ``F = 0``.  The ring shrinks to (slots + 1 + globals) generators: 2D + 3 for
+least squares with a symbolic step size.
+
+Arity is never assumed.  Before the substituted proof, an abstract evaluation runs the same
+layers (the same weight objects) and the same specification code on :class:`Support` values,
+which record for each entry an upper bound on the number of groups in any of its monomials and,
+when that bound is 1, the one group if it is known.  The rules are sound for any polynomial
+expression (a sum's monomials are among its operands'; a product's monomials are products of
+its operands'): sums take the larger bound, products add the bounds (unless both sides live in
+the same single group), exact constants have bound 0 and a product with an exact zero is zero.
+Only if every entry of both sides of every section is bounded by 1 does the proof use ``phi``;
+otherwise (or if the abstract evaluation cannot run: a specification that divides by a
+variable, say) it proves in the full ring, as before.  A mismatch in the substituted ring is a
+real mismatch (``phi(F) != 0`` implies ``F != 0``), but the report is made by the full proof,
+so its residual and counterexample are in the construction's own variables.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Support", "GroupedProblem", "abstract_variables", "max_arity"]
+
+
+def _is_exact_zero(x) -> bool:
+    """An exact constant equal to zero (int, Fraction, fmpq, a zero polynomial in the
+    parameters); never true of a :class:`Support`."""
+    if isinstance(x, Support):
+        return False
+    try:
+        return bool(x == 0)
+    except Exception:  # noqa: BLE001 - an operand that cannot say: not known to be zero
+        return False
+
+
+class Support:
+    """An abstract polynomial: ``k`` bounds the number of groups any of its monomials draws
+    variables from; ``g`` is that group when ``k == 1`` and all its grouped variables are known
+    to come from group ``g`` (else -1).  Any other operand is an exact constant (no grouped
+    variables).  A Support never compares equal to anything, so the exact operations never
+    skip it as a structural zero or one (they may only do more work, never less)."""
+
+    __slots__ = ("k", "g")
+
+    def __init__(self, k: int, g: int = -1):
+        self.k = k
+        self.g = g if k == 1 else -1
+
+    # -- the rules -----------------------------------------------------------------------
+    @staticmethod
+    def _of(x) -> "Support":
+        return x if isinstance(x, Support) else CONST
+
+    def _join(self, o) -> "Support":
+        if isinstance(o, np.ndarray):
+            return NotImplemented  # numpy applies the rule entry by entry
+        o = Support._of(o)
+        if o.k == 0:
+            return self
+        if self.k == 0:
+            return o
+        k = max(self.k, o.k)
+        return Support(k, self.g if (k == 1 and self.g == o.g) else -1)
+
+    def _times(self, o):
+        if isinstance(o, np.ndarray):
+            return NotImplemented
+        if _is_exact_zero(o):
+            return 0
+        o = Support._of(o)
+        if o.k == 0:
+            return self
+        if self.k == 0:
+            return o
+        if self.k == o.k == 1 and self.g == o.g and self.g >= 0:
+            return self
+        return Support(self.k + o.k)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = _join
+    __mul__ = __rmul__ = _times
+
+    def __truediv__(self, o):
+        if isinstance(o, Support) or _is_exact_zero(o):
+            return NotImplemented  # not a polynomial: the abstract evaluation fails, the proof goes the full way
+        return self
+
+    def __pow__(self, e):
+        if not isinstance(e, (int, np.integer)) or e < 0:
+            return NotImplemented
+        if e == 0:
+            return 1
+        return self if (e == 1 or (self.k == 1 and self.g >= 0) or self.k == 0) else Support(self.k * int(e))
+
+    def __neg__(self):
+        return self
+
+    def __pos__(self):
+        return self
+
+    def __eq__(self, o):
+        return False
+
+    def __ne__(self, o):
+        return True
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Support(k={self.k}, g={self.g})"
+
+
+CONST = Support(0)
+
+
+def max_arity(A) -> int:
+    """The largest bound over an array of Supports and exact constants (constants: 0)."""
+    best = 0
+    for x in np.asarray(A, dtype=object).ravel():
+        if isinstance(x, Support) and x.k > best:
+            best = x.k
+    return best
+
+
+def _grouped_shape(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> int:
+    """The number of groups (the grouped variables' common leading length), or a ValueError."""
+    if not groups:
+        raise ValueError("no grouped variables")
+    lead = set()
+    for nm in groups:
+        if nm not in variables:
+            raise ValueError(f"grouped variable {nm!r} is not a variable of the construction")
+        if len(variables[nm]) < 1:
+            raise ValueError(f"grouped variable {nm!r} is a scalar (it has no leading axis to group by)")
+        lead.add(variables[nm][0])
+    if len(lead) != 1:
+        raise ValueError(f"grouped variables {groups} have different leading lengths {sorted(lead)}")
+    return lead.pop()
+
+
+def abstract_variables(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> dict:
+    """The construction's variables as :class:`Support` values: grouped entries in their group,
+    global entries as constants (they are never substituted)."""
+    _grouped_shape(variables, groups)
+    v = {}
+    for var, shape in variables.items():
+        arr = np.empty(shape, dtype=object)
+        for ix in np.ndindex(*shape):
+            arr[ix] = Support(1, int(ix[0])) if var in groups else CONST
+        v[var] = arr
+    return v
+
+
+class GroupedProblem:
+    """The substituted generators: one ``alpha`` per slot of each grouped variable, ``tau``, and
+    one generator per entry of each global variable and per parameter (same display names as
+    :class:`verify.proof.SymbolicProblem` for those)."""
+
+    def __init__(self, variables: dict[str, tuple[int, ...]], params: tuple[str, ...],
+                 groups: tuple[str, ...], entry_name, display):
+        import flint
+
+        self.n_groups = _grouped_shape(variables, groups)
+        names: list[str] = []
+        slots: dict[str, list] = {}
+        for var, shape in variables.items():
+            if var in groups:
+                slots[var] = list(np.ndindex(*shape[1:]))
+                names += [f"alpha_{display(var)}[:{''.join(',' + str(int(i)) for i in s)}]" for s in slots[var]]
+        names.append("tau")
+        for var, shape in variables.items():
+            if var not in groups:
+                names += [entry_name(var, ix) for ix in np.ndindex(*shape)]
+        names += [display(p) for p in params]
+        if len(set(names)) != len(names):
+            raise ValueError("substituted generator names collide")
+        self.names = names
+        self.ctx = flint.fmpq_mpoly_ctx.get(tuple(names), "lex")
+        gens = dict(zip(names, self.ctx.gens()))
+        tau = gens["tau"]
+        taus = [tau ** (g + 1) for g in range(self.n_groups)]
+        self.v = {}
+        pos = 0
+        for var, shape in variables.items():
+            if var in groups:
+                alphas = [gens[names[pos + i]] for i in range(len(slots[var]))]
+                pos += len(slots[var])
+                arr = np.empty(shape, dtype=object)
+                slot = {s: i for i, s in enumerate(slots[var])}
+                for ix in np.ndindex(*shape):
+                    arr[ix] = alphas[slot[tuple(ix[1:])]] * taus[ix[0]]
+                self.v[var] = arr
+        pos += 1  # tau
+        for var, shape in variables.items():
+            if var not in groups:
+                arr = np.empty(shape, dtype=object)
+                for ix in np.ndindex(*shape):
+                    arr[ix] = gens[names[pos]]
+                    pos += 1
+                self.v[var] = arr
+        self.params = {p: gens[names[pos + i]] for i, p in enumerate(params)}
+
