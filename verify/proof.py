@@ -253,11 +253,19 @@ def _symbolic_spec(con: Construction, symbolic: bool, sections) -> tuple[str, ..
 
 
 def _section_claims(spec: Construction, v: dict):
-    """(section, start state, target state) thunks of the three claims."""
+    """(section, start state, target state) thunks of the three claims.  ``state(v)`` appears in
+    three of them: it is computed once and each thunk gets its own (shallow) copy."""
+    memo: dict = {}
+
+    def state_v():
+        if "s" not in memo:
+            memo["s"] = spec.state(v)
+        return memo["s"].copy()
+
     return [
-        ("prologue", lambda: spec.input_state(v), lambda: spec.state(v)),
-        ("body", lambda: spec.state(v), lambda: spec.state(spec.step(v))),
-        ("epilogue", lambda: spec.state(v), lambda: spec.final_state(v)),
+        ("prologue", lambda: spec.input_state(v), state_v),
+        ("body", state_v, lambda: spec.state(spec.step(v))),
+        ("epilogue", state_v, lambda: spec.final_state(v)),
     ]
 
 
