@@ -58,8 +58,9 @@ class Layer(abc.ABC):
     def from_arrays(cls, config: dict, arrays: dict[str, np.ndarray]) -> "Layer":
         """Inverse of ``arrays()`` + ``config()`` (``config`` already validated by ``names_for``)."""
 
-    def prepare(self) -> "Layer":
-        """Precompute what a float forward can reuse (default: nothing)."""
+    def prepare(self, nonzero=None) -> "Layer":
+        """Precompute what a float forward can reuse (default: nothing).  ``nonzero``: a function
+        giving an array's nonzero pattern, for a caller that already knows it (the prover)."""
         return self
 
     def forward_rows(self, u, rows, cols=None):
@@ -157,7 +158,7 @@ class BaseConv(Layer):
             y = ops.add(y, ops.mm(ops.hadamard(g[:, c:c + 1], z[:, c:c + 1]), W[c:c + 1]))
         return ops.add(u[rows][:, cols], y) if self.residual else y
 
-    def prepare(self) -> "BaseConv":
+    def prepare(self, nonzero=None) -> "BaseConv":
         """Plan the float forward once (after a cast): the direct convolution per
         channel class (``ops.ConvPlan``) and which bias matrices are identically
         zero (skipped).  The arithmetic is the same sums; exact weights are left alone."""
@@ -249,12 +250,13 @@ class LSA(Layer):
             out = term if out is None else ops.add(out, term)
         return ops.add(H, out) if self.residual else out
 
-    def prepare(self) -> "LSA":
+    def prepare(self, nonzero=None) -> "LSA":
         """Plan the forward once, on a layer whose weights will not change (a float cast, or the
         prover's exact copy): each head on the rows and columns where its weights are nonzero
         (compiled stacks have many sparse heads).  The same sums; the terms skipped are zeros."""
         if self.heads:
-            self.__dict__["_plan"] = [[sparse_head(hd.W1, None, hd.W2, None, hd.W3, None) for hd in self.heads]]
+            self.__dict__["_plan"] = [[sparse_head(hd.W1, None, hd.W2, None, hd.W3, None, nonzero=nonzero)
+                                       for hd in self.heads]]
         return self
 
     def arrays(self):
@@ -380,10 +382,11 @@ class ELSA(Layer):
         Qm = ops.add(ops.mm(H, hd.W3), hd.B3)
         return ops.mm(Qm, ops.mm(ops.transpose(K), V))
 
-    def prepare(self) -> "ELSA":
+    def prepare(self, nonzero=None) -> "ELSA":
         """As :meth:`LSA.prepare`: each head on its nonzero rows and columns (float weights)."""
         if self.stages and self.stages[0]:
-            self.__dict__["_plan"] = [[sparse_head(hd.W1, hd.B1, hd.W2, hd.B2, hd.W3, hd.B3) for hd in st]
+            self.__dict__["_plan"] = [[sparse_head(hd.W1, hd.B1, hd.W2, hd.B2, hd.W3, hd.B3, nonzero=nonzero)
+                                       for hd in st]
                                       for st in self.stages]
         return self
 
@@ -440,20 +443,26 @@ def _nonzero(A) -> np.ndarray:
     return ops.nonzero_pattern(A) if A.dtype == object else A != 0
 
 
-def sparse_head(W1, B1, W2, B2, W3, B3):
+def sparse_head(W1, B1, W2, B2, W3, B3, *, nonzero=None):
     """A head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` restricted to its nonzero parts: the Gram
     columns both ``W1|B1`` and ``W3|B3`` use, the value columns ``W2|B2`` uses, and for each
-    side the rows (input channels) that feed those columns.  Arrays stay in their library."""
-    def used(W, B):
-        u = _nonzero(W).any(axis=0)
-        return u if B is None else u | _nonzero(B).any(axis=0)
-    gram = np.nonzero(used(W1, B1) & used(W3, B3))[0].tolist()
-    vcols = np.nonzero(used(W2, B2))[0].tolist()
+    side the rows (input channels) that feed those columns.  Arrays stay in their library; each
+    array's nonzero pattern is found once (by ``nonzero`` when given)."""
+    find = nonzero or _nonzero
+    nz = {k: (None if A is None else find(A)) for k, A in
+          (("W1", W1), ("B1", B1), ("W2", W2), ("B2", B2), ("W3", W3), ("B3", B3))}
 
-    def side(W, B, cols):
-        rows = np.nonzero(_nonzero(W)[:, cols].any(axis=1))[0].tolist() if cols else []
+    def used(w, b):
+        u = nz[w].any(axis=0)
+        return u if nz[b] is None else u | nz[b].any(axis=0)
+    gram = np.nonzero(used("W1", "B1") & used("W3", "B3"))[0].tolist()
+    vcols = np.nonzero(used("W2", "B2"))[0].tolist()
+
+    def side(W, B, w, cols):
+        rows = np.nonzero(nz[w][:, cols].any(axis=1))[0].tolist() if cols else []
         return rows, W[rows][:, cols], (None if B is None else B[:, cols])
-    return {"q": side(W3, B3, gram), "k": side(W1, B1, gram), "v": side(W2, B2, vcols), "vcols": vcols}
+    return {"q": side(W3, B3, "W3", gram), "k": side(W1, B1, "W1", gram), "v": side(W2, B2, "W2", vcols),
+            "vcols": vcols}
 
 
 def _sparse_heads_forward(H, plan, residual: bool):

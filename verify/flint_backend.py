@@ -134,6 +134,7 @@ class FlintRing:
         self.gens = [FPoly(g) for g in self.ctx.gens()]  # for the specification
         self.n = len(self.gens)
         self._layers: dict[int, Layer] = {}
+        self._patterns: dict[int, tuple] = {}
 
     def scalar(self, x):
         """One exact scalar or sympy ring element in flint (structural zeros stay the int 0)."""
@@ -154,16 +155,25 @@ class FlintRing:
         operations skip), found by numpy's elementwise comparison rather than a Python loop."""
         A = np.asarray(A, dtype=object)
         out = np.zeros(A.shape, dtype=object)
-        for ix in zip(*np.nonzero(nonzero_pattern(A))):
+        nz = nonzero_pattern(A)
+        for ix in zip(*np.nonzero(nz)):
             out[ix] = self.scalar(A[ix])
+        if out.ndim == 2:  # a weight: its pattern is asked for again when the layer is planned
+            self._patterns[id(out)] = (out, nz)
         return out
+
+    def nonzero(self, A) -> np.ndarray:
+        """The nonzero pattern of an array this ring made (remembered, with the array itself so
+        that its id is not reused: converted weights never change), else computed."""
+        hit = self._patterns.get(id(A))
+        return hit[1] if hit is not None and hit[0] is A else nonzero_pattern(np.asarray(A, dtype=object))
 
     def layer(self, L: Layer) -> Layer:
         """``L`` with every weight in flint (converted once per layer object), prepared: a layer
         may plan its forward on this copy, whose weights do not change (LSA / ELSA: each head on
         its nonzero rows and columns)."""
         if id(L) not in self._layers:
-            self._layers[id(L)] = (L, L.map(self.array).prepare())
+            self._layers[id(L)] = (L, L.map(self.array).prepare(nonzero=self.nonzero))
         return self._layers[id(L)][1]
 
     def layers(self, Ls) -> list[Layer]:
