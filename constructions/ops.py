@@ -398,13 +398,19 @@ def _entrywise_exact(X, Y, combine, *, keep_single: bool):
         return r
     NX, NY = nonzero_pattern(X), nonzero_pattern(Y)
     out = zeros_like_object(X.shape)
+    both = NX & NY
     if keep_single:
         only = NX & ~NY
         out[only] = X[only]
         only = NY & ~NX
         out[only] = Y[only]
+    else:  # a product with a structural one (a gate bias of 1, say) is the other operand
+        for one, other in ((X, Y), (Y, X)):
+            hit = both & np.equal(one, 1, dtype=bool)
+            out[hit] = other[hit]
+            both &= ~hit
     seen: dict = {}
-    for idx in zip(*np.nonzero(NX & NY)):
+    for idx in zip(*np.nonzero(both)):
         x, y = X[idx], Y[idx]
         key = (id(x), id(y))
         if key not in seen:

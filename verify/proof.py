@@ -201,14 +201,23 @@ def _run(layers: list[Layer], S):
 
 
 def _first_mismatch(got, expected):
-    same: set = set()  # pairs of objects already found equal (values replicated over tokens)
+    """The first entry (in row-major order) where the two states differ, and the difference;
+    the comparison runs entry by entry in numpy's loop (each entry's own ``!=``)."""
+    try:
+        differ = np.not_equal(got, expected, dtype=bool)
+    except (TypeError, ValueError):  # an entry whose != is not a bool: one by one below
+        differ = None
+    if differ is not None:
+        hits = np.flatnonzero(differ)
+        if not hits.size:
+            return None, None
+        idx = np.unravel_index(int(hits[0]), expected.shape)
+        idx = tuple(int(i) for i in idx)
+        return idx, got[idx] - expected[idx]
     for idx in np.ndindex(expected.shape):
         g, e = got[idx], expected[idx]
-        if g is e or (id(g), id(e)) in same:
-            continue
-        if not (g == e):
+        if g is not e and not (g == e):
             return idx, g - e
-        same.add((id(g), id(e)))
     return None, None
 
 
