@@ -5,13 +5,22 @@ and a query token carrying ``x_0``; the target is ``x_k`` after k GD steps
 ``x_{i+1} = x_i - eta grad L(x_i)``, ``grad L(x) = (1/N) A^T (A x - b)``, eta the optimal constant
 step ``2N / (kappa^2 + 1)`` (kappa = 5), A with singular values rescaled onto [1, kappa].  Model: a
 (k + 2)-layer BaseConv (the depth seed 000 Sec. 4 says suffices), width 32, no MLP / LayerNorm,
-float32 as in the paper; trained with the high-precision recipe (``RecipeConfig.paper``: Adam eps
-1e-16, the cosine-metric adaptive LR, the official code's gradient-filter EMA, step skipping) with
-the settings of ``docs/training.md``'s float32 runs (step size 500), and for k = 2 also with
-the standard StepLR Adam (``RecipeConfig.standard``) at the same number of steps.
+float32 as in the paper, each mixer's output map initialised at ``INIT_SCALE`` (0.3) times the
+default (with 1.0 the 6-layer k = 4 model starts at MSE 1e5 and skips steps); trained with the
+high-precision recipe (``RecipeConfig.paper``: Adam eps 1e-16, the cosine-metric adaptive LR, the
+official code's gradient-filter EMA, step skipping) with the settings of ``docs/training.md``'s
+float32 runs and the LR decision interval scaled to the step budget (``recipe_settings``), and for
+k = 1 and k = 2 also with the standard StepLR Adam (``RecipeConfig.standard``) at the same number
+of steps.
+
+Baselines (``baselines``, on the same fresh problems as the final evaluation): predicting 0,
+predicting x_0, and the best fit of x_k by ``sum_{i <= j} (alpha_i M^i x_0 + beta_i M^i c)``,
+``M = A^T A / N``, ``c = A^T b / N`` (scalar coefficients, least squares over the problems): x_k is
+exactly of this form with j = k, so the fit with j < k measures what a model that has learned at
+most j products with M can reach.
 
 The paper's numbers (5.0e-13 at k = 1) come from GPU runs of millions of steps; here each cell is
-a fixed number of steps (about a minute of CPU), so this experiment checks the *ordering* claims
+a fixed number of steps (a few minutes of CPU), so this experiment checks the *ordering* claims
 (MSE growing with k, the recipe ahead of StepLR) and states the gap to the paper's precision.
 """
 from __future__ import annotations
@@ -28,10 +37,23 @@ REFERENCE = "seed 000 (Liu et al.), App. C.3, Table 7"
 PAPER = {1: 5.0e-13, 2: 2.5e-11, 3: 2.5e-11, 4: 3.1e-10}
 KS = (1, 2, 3, 4)
 
-#: the recipe's short-run settings (docs/training.md, "the done-criterion runs": step-size 500, the
-#: run that reached 2.3e-9 in 30 minutes), metric every 50 steps
-RECIPE = {"lr": 5e-3, "max_lr": 5e-3, "metric_every": 50, "metric_batches": 4, "warmup": 100, "threshold": 0.5,
-          "step_size": 500}
+#: the recipe's short-run settings (docs/training.md, "the done-criterion runs": lr 5e-3, threshold 0.5,
+#: 4 metric batches), metric every 50 steps; the LR decision interval ``step_size`` is set per run by
+#: :func:`recipe_settings`
+RECIPE = {"lr": 5e-3, "max_lr": 5e-3, "metric_every": 50, "metric_batches": 4, "warmup": 100, "threshold": 0.5}
+
+#: the LR decision interval is the step budget over this (100 at 3000 steps: docs/training.md's
+#: 4000- to 6000-step runs did best with 100 to 200; a fixed 500 would leave the LR at 5e-3 x 0.9^6)
+DECISIONS = 30
+
+#: the init scale of each mixer's output map (``ModelConfig.init_scale``); 1.0 starts the 6-layer
+#: k = 4 model at test MSE 1.1e5 (4 steps skipped), 0.3 at 0.81
+INIT_SCALE = 0.3
+
+
+def recipe_settings(steps: int) -> dict:
+    """The recipe's settings for a run of ``steps`` steps (``RECIPE`` plus the decision interval)."""
+    return {**RECIPE, "step_size": max(1, steps // DECISIONS), "warmup": min(RECIPE["warmup"], max(1, steps // 10))}
 
 
 def cell(config: dict) -> dict:
@@ -46,13 +68,14 @@ def cell(config: dict) -> dict:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if recipe == "paper":
-        rc = RecipeConfig.paper(**{**RECIPE, "step_size": min(RECIPE["step_size"], max(1, steps // 2))})
+        rc = RecipeConfig.paper(**recipe_settings(steps))
     elif recipe == "standard":
         rc = RecipeConfig.standard()
     else:
         raise ValueError(f"recipe must be 'paper' or 'standard', got {recipe!r}")
     cfg = TrainConfig(task=TaskConfig(name="iterate", k=k),
-                      model=ModelConfig(model="baseconv", width=config.get("width", 32), layers=k + 2),
+                      model=ModelConfig(model="baseconv", width=config.get("width", 32), layers=k + 2,
+                                        init_scale=config.get("init_scale", INIT_SCALE)),
                       recipe=rc, steps=steps, batch=config.get("batch", 256),
                       eval_every=max(1, steps // 10), eval_batch=config.get("eval_batch", 1024),
                       checkpoint_every=10 ** 9, seed=config.get("seed", 0), dtype=config.get("dtype", "float32"),
@@ -65,9 +88,48 @@ def cell(config: dict) -> dict:
     hist = [{"step": h["step"], "test_mse": h["test_mse"], "lr": h["lr"], "metric_ema": h["metric_ema"]}
             for h in tr.history if math.isfinite(h["test_mse"])]
     return {"k": k, "recipe": recipe, "layers": k + 2, "steps": tr.step, "skipped": tr.skipped,
+            "width": cfg.model.width, "init_scale": cfg.model.init_scale,
             "final_test_mse": final, "final_test_mse_f64": final64, "final_eval": n_final,
+            "baselines": baselines(tr.task, n_final, cfg.seed, stream_idx=10 ** 9),
             "best_eval_mse": res["best_test_mse"], "history": hist, "params": res["params"],
             "lr_end": tr.sched.lr, "recipe_config": rc.to_json(), "eta": tr.task.eta}
+
+
+def baselines(task, n: int, seed: int, *, stream_idx: int) -> dict:
+    """The MSEs of predictions that need no training, on the ``n`` problems that
+    ``Trainer.evaluate(n, stream_idx)`` draws (the same generator, the same chunks of 1024):
+
+    * ``zero``: predicting 0; ``x0``: predicting x_0 (the model's residual stream carries it);
+    * ``poly``: ``poly[j]`` is the MSE of the best fit of x_k by
+      ``sum_{i <= j} (alpha_i M^i x_0 + beta_i M^i c)`` with ``M = A^T A / N``, ``c = A^T b / N``
+      (2 (j + 1) scalar coefficients, least squares over all problems and coordinates), for
+      j = 0 .. k - 1; with j = k the fit is exact (x_k is of that form), so ``poly[k - 1]`` is what
+      a model that has not learned the k-th product with M can reach.
+    """
+    import numpy as np
+
+    from numerics.training.trainer import rng_for
+
+    rng = rng_for(seed, 1, stream_idx)
+    parts, done = [], 0
+    while done < n:
+        b = min(1024, n - done)
+        parts.append(task.problems(b, rng))
+        done += b
+    A, bb, _, x0 = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    y = task.gd(A, bb, x0, task.k)
+    N = A.shape[1]
+    M = np.einsum("bni,bnj->bij", A, A) / N
+    c = np.einsum("bni,bn->bi", A, bb) / N
+    feats, poly, px, pc = [], [], x0, c
+    for j in range(task.k):
+        if j:
+            px, pc = np.einsum("bij,bj->bi", M, px), np.einsum("bij,bj->bi", M, pc)
+        feats += [px, pc]
+        X = np.stack(feats, -1).reshape(-1, len(feats))
+        coef = np.linalg.lstsq(X, y.reshape(-1), rcond=None)[0]
+        poly.append(float(np.mean((X @ coef - y.reshape(-1)) ** 2)))
+    return {"zero": float(np.mean(y ** 2)), "x0": float(np.mean((y - x0) ** 2)), "poly": poly}
 
 
 def configs(quick: bool) -> list[dict]:
@@ -76,11 +138,15 @@ def configs(quick: bool) -> list[dict]:
         return [{**base, "k": 1, "recipe": "paper"}, {**base, "k": 2, "recipe": "paper"},
                 {**base, "k": 2, "recipe": "standard"}]
     base = {"steps": STEPS, "width": 32, "batch": 256, "eval_batch": 1024, "final_eval": 8192}
-    return [{**base, "k": k, "recipe": "paper"} for k in KS] + [{**base, "k": 2, "recipe": "standard"}]
+    return ([{**base, "k": k, "recipe": "paper"} for k in KS]
+            + [{**base, "k": k, "recipe": "standard"} for k in STANDARD_KS])
 
 
 #: steps per cell of the full run (equal for every k, so the MSEs compare at equal training)
-STEPS = 1000
+STEPS = 3000
+#: the k run also with StepLR Adam at equal steps (k = 2: the issue's criterion; k = 1: where the
+#: models learn the whole target at this budget)
+STANDARD_KS = (1, 2)
 
 
 def summarise(rows, quick: bool) -> dict:
@@ -89,6 +155,9 @@ def summarise(rows, quick: bool) -> dict:
                                                              "wall_s": r.get("wall_s")} for r in ok}
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "paper": {str(k): v for k, v in PAPER.items()},
          "runs": runs, "config": {"recipe": RECIPE, "steps": sorted({r["config"]["steps"] for r in ok}),
+                                  "step_size": sorted({recipe_settings(r["config"]["steps"])["step_size"] for r in ok}),
+                                  "decisions": DECISIONS,
+                                  "init_scale": sorted({r["result"].get("init_scale", 1.0) for r in ok}),
                                   "width": sorted({r["config"].get("width", 32) for r in ok}),
                                   "batch": sorted({r["config"].get("batch", 256) for r in ok})}}
     s["criteria"] = criteria(s)
@@ -126,6 +195,9 @@ def table(s: dict) -> list[dict]:
              "final_test_mse": r["final_test_mse"], "final_test_mse_f64": r["final_test_mse_f64"],
              "paper_mse": PAPER[r["k"]] if r["recipe"] == "paper" else None,
              "ratio_to_paper": r["final_test_mse"] / PAPER[r["k"]] if r["recipe"] == "paper" else None,
+             "baseline_zero": r["baselines"]["zero"], "baseline_x0": r["baselines"]["x0"],
+             "best_fit_k_minus_1_products": r["baselines"]["poly"][-1],
+             "ratio_to_best_fit_k_minus_1": r["final_test_mse"] / r["baselines"]["poly"][-1],
              "skipped": r["skipped"], "cpu_s": r["cpu_s"], "wall_s": r["wall_s"]}
             for name, r in sorted(s["runs"].items())]
 
@@ -140,10 +212,11 @@ def plot(s: dict):
             a1.semilogy([h["step"] for h in r["history"]], [h["test_mse"] for h in r["history"]], "o-",
                         color=f"C{i}", label=f"k = {k}, recipe")
         a1.axhline(PAPER[k], color=f"C{i}", ls=":", lw=1)
-    r = s["runs"].get("standard-k2")
-    if r:
-        a1.semilogy([h["step"] for h in r["history"]], [h["test_mse"] for h in r["history"]], "s--", color="C1",
-                    alpha=0.6, label="k = 2, StepLR Adam")
+    for k in KS:
+        r = s["runs"].get(f"standard-k{k}")
+        if r:
+            a1.semilogy([h["step"] for h in r["history"]], [h["test_mse"] for h in r["history"]], "s--",
+                        color=f"C{k - 1}", alpha=0.6, label=f"k = {k}, StepLR Adam")
     a1.set_xlabel("step")
     a1.set_ylabel("test MSE (float32)")
     a1.set_title("training curves (dotted: the paper's Table 7 value)", fontsize=9)
@@ -152,6 +225,12 @@ def plot(s: dict):
     ks = [k for k in KS if f"paper-k{k}" in s["runs"]]
     a2.semilogy(ks, [s["runs"][f"paper-k{k}"]["final_test_mse"] for k in ks], "o-", label="ours (CPU, fixed steps)")
     a2.semilogy(list(KS), [PAPER[k] for k in KS], "x--", label="paper (GPU, Table 7)")
+    a2.semilogy(ks, [s["runs"][f"paper-k{k}"]["baselines"]["zero"] for k in ks], "v:", color="gray",
+                label="predicting 0")
+    if len(ks) > 1 and any(k > 1 for k in ks):
+        kk = [k for k in ks if k > 1]
+        a2.semilogy(kk, [s["runs"][f"paper-k{k}"]["baselines"]["poly"][-1] for k in kk], "^:", color="C3",
+                    label="best fit with k - 1 products with M")
     a2.set_xticks(list(KS))
     a2.set_xlabel("k (GD iterates learned at once; k + 2 layers)")
     a2.set_ylabel("final test MSE")
@@ -162,22 +241,44 @@ def plot(s: dict):
     return fig
 
 
+def _learned(r: dict) -> str:
+    """Where a run's final MSE sits among its baselines (computed from the numbers)."""
+    b, m = r["baselines"], r["final_test_mse"]
+    z = b["zero"] / m
+    zero = f"{fmt(z)}x below predicting 0" if z >= 1 else f"{fmt(1 / z)}x above predicting 0"
+    fit = b["poly"][-1]
+    where = "not beyond" if m >= 0.5 * fit else "beyond"
+    one = (f" ({fmt(m / b['poly'][1])} times the best fit with one product)" if len(b["poly"]) > 2 else "")
+    return (f"{zero}, {fmt(m / fit)} times the best fit with k - 1 = {r['k'] - 1} product(s) with M: "
+            f"{where} it{one}")
+
+
 def markdown(s: dict, figure: str) -> str:
     L = []
     cfg = s["config"]
+    runs = s["runs"]
     L.append(f"(k + 2)-layer BaseConv, width {', '.join(map(str, cfg['width']))}, batch {', '.join(map(str, cfg['batch']))}, "
              f"{', '.join(map(str, cfg['steps']))} steps per run, float32 (the final MSE on "
-             "fresh problems, also evaluated in float64 from the same weights). Recipe: "
+             f"{fmt(next(iter(runs.values()))['final_eval']) if runs else '–'} fresh problems, also evaluated in float64 "
+             "from the same weights), each mixer's output map initialised at "
+             f"{', '.join(map(fmt, cfg.get('init_scale', [1.0])))} x the default. Recipe: "
              + ", ".join(f"{k} {v}" for k, v in cfg["recipe"].items())
-             + " (at most half the steps), gradient-filter EMA, Adam eps 1e-16; StepLR: Adam lr 1e-3, x0.9 every 1e4 steps.")
+             + f", LR decision interval (step_size) the step budget / {cfg.get('decisions', DECISIONS)} = "
+             + ", ".join(map(str, cfg.get("step_size", [])))
+             + ", gradient-filter EMA, Adam eps 1e-16; StepLR: Adam lr 1e-3, x0.9 every 1e4 steps, no EMA. "
+             "Task: N = 20, D = 5, kappa = 5, x_0 ~ N(0, I), eta = 2N / (kappa^2 + 1) with the 1/N-scaled "
+             "gradient (the optimal constant step; the paper does not state its eta for Table 7).")
     L.append("")
-    L.append("| k | layers | recipe | steps | test MSE (ours) | float64 eval | paper (Table 7) | ours / paper | CPU |")
-    L.append("|---|---|---|---|---|---|---|---|---|")
-    for name, r in sorted(s["runs"].items(), key=lambda kv: (kv[1]["recipe"] != "paper", kv[1]["k"])):
+    L.append("| k | layers | recipe | steps | test MSE (ours) | float64 eval | paper (Table 7) | predicting 0 | "
+             "best fit, k - 1 products | ours / that fit | CPU |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in sorted(runs.items(), key=lambda kv: (kv[1]["recipe"] != "paper", kv[1]["k"])):
         p = PAPER[r["k"]] if r["recipe"] == "paper" else None
+        b = r["baselines"]
+        fit = b["poly"][-1]
         L.append(f"| {r['k']} | {r['layers']} | {'recipe' if r['recipe'] == 'paper' else 'StepLR'} | {r['steps']} | "
-                 f"{fmt(r['final_test_mse'])} | {fmt(r['final_test_mse_f64'])} | {fmt(p)} | "
-                 f"{fmt(r['final_test_mse'] / p) if p else '–'} | {fmt(r['cpu_s'])} s |")
+                 f"{fmt(r['final_test_mse'])} | {fmt(r['final_test_mse_f64'])} | {fmt(p)} | {fmt(b['zero'])} | "
+                 f"{fmt(fit)} | {fmt(r['final_test_mse'] / fit) if fit else '–'} | {fmt(r['cpu_s'])} s |")
     L.append("")
     L.append(f"![seed 000 Table 7]({figure})")
     L.append("")
@@ -188,13 +289,53 @@ def markdown(s: dict, figure: str) -> str:
         if c["id"] == "recipe-vs-steplr":
             L.append(f"  StepLR / recipe at the end: {fmt(c['ratio_final'])}x; at the evaluation points: "
                      + ", ".join(f"{p['step']}: {fmt(p['ratio'])}x" for p in c["ratios"]) + ".")
+    st1, pa1 = runs.get("standard-k1"), runs.get("paper-k1")
+    if st1 and pa1:
+        L.append(f"* (not a criterion) k = 1, where the whole target is learned at this budget: StepLR / recipe at the "
+                 f"end {fmt(st1['final_test_mse'] / pa1['final_test_mse'])}x ({fmt(st1['final_test_mse'])} against "
+                 f"{fmt(pa1['final_test_mse'])}).")
     L.append("")
+    L.append("**Baselines and what the models learn.** On the same fresh problems: predicting 0, predicting x_0, "
+             "and the best fit of x_k by sum over i <= j of (alpha_i M^i x_0 + beta_i M^i c), M = A^T A / N, "
+             "c = A^T b / N, with 2 (j + 1) scalar coefficients. x_k is exactly of that form with j = k, so the fit "
+             "with j = k - 1 is what a model that has not learned the k-th product with M can reach.")
+    L.append("")
+    L.append("| k | predicting 0 | predicting x_0 | " + " | ".join(f"best fit, j = {j}" for j in range(max(KS))) + " |")
+    L.append("|---|---|---|" + "---|" * max(KS))
+    for k in KS:
+        r = runs.get(f"paper-k{k}")
+        if r:
+            b = r["baselines"]
+            L.append(f"| {k} | {fmt(b['zero'])} | {fmt(b['x0'])} | "
+                     + " | ".join(fmt(b["poly"][j]) if j < len(b["poly"]) else "–" for j in range(max(KS))) + " |")
+    L.append("")
+    for name, r in sorted(runs.items(), key=lambda kv: (kv[1]["recipe"] != "paper", kv[1]["k"])):
+        best = min(r["history"], key=lambda h: h["test_mse"]) if r["history"] else None
+        L.append(f"* {'recipe' if r['recipe'] == 'paper' else 'StepLR'}, k = {r['k']}: {fmt(r['final_test_mse'])}, "
+                 + _learned(r)
+                 + (f"; best evaluation during the run {fmt(best['test_mse'])} at step {best['step']}, largest after it "
+                    f"{fmt(max(h['test_mse'] for h in r['history'] if h['step'] >= best['step']))}" if best else "")
+                 + ".")
+    L.append("")
+    if not s["quick"]:
+        L.append("Probes by hand before this run (k = 2, 1,000 to 5,000 steps each, not regenerated by this command): "
+                 "width 64 (the paper's embedding size), 5 layers instead of 4, recipe LR 1e-3 or 1e-2, constant Adam LR "
+                 "1e-3 or 3e-4, init scale 0.1 or 0.3, gate bias initialised at 1, a positive mean added to the filters: "
+                 "every run levelled off within 1,500 steps near (within about 10% of) or above the best fit with one product with M; the longest (5,000 "
+                 "steps, the recipe as here but LR decision every 500 steps) stayed there, and width 64 (3,000 steps, LR 2e-3, "
+                 "2.7x the CPU per step) had gone less than 10% below it. So the models learn one GD step's worth of "
+                 "structure (the products with M that k = 1 needs) quickly and the k-th product slowly if at all: a "
+                 "plateau of the optimisation, not the step budget alone and not a bug of the task (the targets are checked "
+                 "against the closed form in the tests). The init scale 0.3 is kept because it removes the k = 4 blow-up at "
+                 "initialisation.")
+        L.append("")
     L.append("**What this setting cannot show.** The paper's precision (Table 7: "
              + ", ".join(f"{fmt(v)} at k = {k}" for k, v in PAPER.items())
-             + ") comes from its long GPU runs; `docs/training.md` measures what longer CPU runs give on k = 1 "
-             "(the explicit gradient task). The short runs here leave the MSE orders of magnitude above the paper's: "
-             "the table's absolute values are out of reach at this budget, and the ordering claims are measured at "
-             "equal, short training.")
+             + ") comes from its long GPU runs (millions of steps); `docs/training.md` measures what longer CPU runs "
+             "give on the explicit gradient task (k = 1). At the step budget here the MSEs are orders of magnitude "
+             "above the paper's, and for k >= 2 this run does not show whether the k-th product with M is learned "
+             "at all given more steps: the precision criterion cannot be met here, and the ordering criteria compare "
+             "runs at equal, short training.")
     L.append("")
     L.append(f"**Cost.** {timing_line(s)}.")
     return "\n".join(L)

@@ -179,6 +179,37 @@ def test_table7_criteria():
     assert not {c["id"]: c for c in t7.criteria(s)}["grows-with-k"]["met"]
 
 
+def test_table7_baselines_are_on_the_evaluation_problems():
+    """``baselines`` draws the problems ``Trainer.evaluate`` draws: a model whose read-out is zero
+    scores exactly the predicting-0 baseline; the fits shrink with j; x_2 is of the fitted form with j = 2."""
+    from numerics.training.modules import ModelConfig
+    from numerics.training.trainer import TaskConfig, TrainConfig, Trainer
+
+    cfg = TrainConfig(task=TaskConfig(name="iterate", k=2), model=ModelConfig(width=8, layers=2), steps=1,
+                      batch=4, eval_batch=8, seed=3, dtype="float64")
+    tr = Trainer(cfg, None, progress=False)
+    with torch.no_grad():
+        tr.model.out_proj.weight.zero_()
+    b = t7.baselines(tr.task, 1500, 3, stream_idx=77)
+    assert tr.evaluate(1500, stream_idx=77) == pytest.approx(b["zero"], rel=1e-12)
+    assert len(b["poly"]) == 2 and b["poly"][1] < b["poly"][0] < b["zero"]
+    exact = t7.baselines(tr.task.__class__(**{**tr.task.__dict__, "k": 1}), 200, 3, stream_idx=1)
+    assert exact["poly"][0] > 1e-3  # j = 0 < k = 1: not exact
+    rng = np.random.default_rng(0)
+    A, bb, _, x0 = tr.task.problems(50, rng)
+    M, c = np.einsum("bni,bnj->bij", A, A) / 20, np.einsum("bni,bn->bi", A, bb) / 20
+    x2 = tr.task.gd(A, bb, x0, 2)  # x_2 = (I - eta M)^2 x0 + eta (2 I - eta M) c: of the fitted form with j = 2
+    e = tr.task.eta
+    np.testing.assert_allclose(x2, x0 - 2 * e * np.einsum("bij,bj->bi", M, x0)
+                               + e * e * np.einsum("bij,bj->bi", M, np.einsum("bij,bj->bi", M, x0))
+                               + 2 * e * c - e * e * np.einsum("bij,bj->bi", M, c), rtol=1e-10, atol=1e-10)
+
+
+def test_table7_recipe_interval_scales_with_steps():
+    assert t7.recipe_settings(6000)["step_size"] == 6000 // t7.DECISIONS
+    assert t7.recipe_settings(30)["step_size"] >= 1 and t7.recipe_settings(30)["warmup"] <= 3
+
+
 # ------------------------------------------------------------------ the command line
 
 @pytest.mark.parametrize("argv,msg", [
