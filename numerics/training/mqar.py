@@ -11,8 +11,12 @@ value paired with its key; every other target is ``IGNORE`` (-100) and the other
 (``random_non_queries=False``, as the Fig. 2 configurations of the reference code).
 
 Models (:class:`MQARModel`): token embedding (width d) -> 2 pre-LayerNorm residual blocks, each a
-sequence mixer then an MLP (``numerics.training.modules.Block``) -> final LayerNorm -> logits by the
-transposed embedding (tied).  Mixers:
+sequence mixer then, if ``mlp_mult > 0``, an MLP (``numerics.training.modules.Block``) -> final
+LayerNorm -> logits by the transposed embedding (tied).  ``mlp_mult=0`` drops the MLP: the reference
+code's Fig. 2 configs (``iclr24_zoology_figure2/configs.py``) set the state mixer to ``Identity``,
+while the paper's App. E.2 text says "sequence mixer plus MLP"; with the MLP (hidden 2d or 4d) the
+attention model stayed on the 1/D plateau in every short CPU run we tried (see
+``numerics.experiments.seed003_mqar``).  Mixers:
 
 * ``attention``: ``modules.SoftmaxAttention`` (1 head, causal) with learned positions (GPT-2, the
   only model with positional embeddings, as App. E.2);
@@ -80,7 +84,8 @@ def mqar(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power_a: f
 
 
 class MQARModel(nn.Module):
-    """Embedding -> 2 x (mixer + MLP, pre-LayerNorm, residual) -> LayerNorm -> tied read-out."""
+    """Embedding -> 2 x (mixer [+ MLP if ``mlp_mult > 0``], pre-LayerNorm, residual) -> LayerNorm ->
+    tied read-out."""
 
     def __init__(self, mixer: str, vocab: int, N: int, d: int, *, layers: int = 2, mlp_mult: int = 2,
                  seed: int = 0):
@@ -89,6 +94,8 @@ class MQARModel(nn.Module):
             raise ValueError(f"mixer must be one of {', '.join(MIXERS)}, got {mixer!r}")
         if d < 1 or layers < 1:
             raise ValueError(f"width and layers must be >= 1, got d={d}, layers={layers}")
+        if mlp_mult < 0:
+            raise ValueError(f"mlp_mult must be >= 0 (0: no MLP), got {mlp_mult}")
         torch.manual_seed(seed)
         self.mixer, self.vocab, self.N, self.d = mixer, vocab, N, d
         self.embed = nn.Embedding(vocab, d)
@@ -100,7 +107,7 @@ class MQARModel(nn.Module):
                 mix = SoftmaxAttention(d, 1, causal=True)
             else:
                 mix = BaseConvBlock(N, d, causal=True, conv_method="fft", bias="vector")
-            blocks.append(Block(mix, d, mlp=True, layernorm=True, mlp_mult=mlp_mult))
+            blocks.append(Block(mix, d, mlp=mlp_mult > 0, layernorm=True, mlp_mult=max(1, mlp_mult)))
         self.blocks = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(d)
 

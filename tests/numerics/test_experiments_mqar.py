@@ -83,10 +83,13 @@ def test_generator_refuses_bad_arguments(kw, msg):
 
 # ------------------------------------------------------------------ models
 
+@pytest.mark.parametrize("mlp_mult", [0, 2])
 @pytest.mark.parametrize("mixer", ["attention", "baseconv"])
-def test_model_shapes_and_causality(mixer):
+def test_model_shapes_and_causality(mixer, mlp_mult):
     N, V, d = 32, 64, 16
-    m = MQARModel(mixer, V, N, d, seed=1).double()
+    m = MQARModel(mixer, V, N, d, mlp_mult=mlp_mult, seed=1).double()
+    # mlp_mult = 0: no MLP (the reference code's Fig. 2 configs, Identity state mixer)
+    assert all((b.mlp is None) == (mlp_mult == 0) for b in m.blocks)
     X, Y = mqar(3, N, 2, V, seed=0)
     x = torch.as_tensor(X)
     assert m(x).shape == (3, N, V)
@@ -119,6 +122,8 @@ def test_model_refuses_bad_arguments():
         MQARModel("hyena", 64, 32, 8)
     with pytest.raises(ValueError, match="width"):
         MQARModel("attention", 64, 32, 0)
+    with pytest.raises(ValueError, match="mlp_mult"):
+        MQARModel("attention", 64, 32, 8, mlp_mult=-1)
 
 
 def test_accuracy_counts_exact_matches_at_the_queries():
@@ -161,6 +166,9 @@ def test_full_grid_is_the_issue_grid():
     assert {(c["N"], c["D"]) for c in cs} == {(64, 4), (128, 8)}
     assert {c["d"] for c in cs} == {16, 32, 64, 128} and {c["mixer"] for c in cs} == {"attention", "baseconv"}
     assert len({c["lr"] for c in cs}) == 2 and len(cs) == 2 * 2 * 4 * 2
+    # a fair comparison: both mixers get the same recipe (everything but the grid's own axes is shared)
+    recipe = {tuple(sorted((k, v) for k, v in c.items() if k not in ("mixer", "N", "D", "d", "lr"))) for c in cs}
+    assert len(recipe) == 1 and mq.FULL["mlp_mult"] == 0
     assert "seed003-mqar" in EXPERIMENTS
 
 
