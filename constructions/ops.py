@@ -31,6 +31,8 @@ Lag 0 comes first (causal, circular); this is *not* ``torch.nn.Conv1d`` (a cross
 """
 from __future__ import annotations
 
+import operator
+
 import sys
 
 import numpy as np
@@ -386,16 +388,13 @@ def _conv_exact(v, h, causal, need=None, same=False):
 def _entrywise_exact(X, Y, combine, *, keep_single: bool):
     """Apply ``combine(x, y)`` entry by entry to two (broadcast) object arrays where both are
     structurally nonzero (numpy's elementwise comparison finds them); where only one is, the
-    result is that operand (``keep_single``: a sum) or zero (a product).  A pair of operands
-    seen before (the same two objects: a value replicated over tokens) reuses the result, so a
-    replicated polynomial is computed, and stored, once."""
+    result is that operand (``keep_single``: a sum) or zero (a product), and a product with a
+    structural one is the other operand.  A pair of operands seen before (the same two objects:
+    a value replicated over tokens) reuses the result, so a replicated polynomial is computed,
+    and stored, once."""
     X, Y = np.broadcast_arrays(np.asarray(X, dtype=object), np.asarray(Y, dtype=object))
-    if X.ndim == 0:
-        x, y = X[()], Y[()]
-        r = np.empty((), dtype=object)
-        r[()] = (combine(x, y) if not (_is_zero(x) or _is_zero(y)) else
-                 (y if _is_zero(x) else x) if keep_single else 0)
-        return r
+    shape = X.shape
+    X, Y = X.reshape(-1), Y.reshape(-1)  # flat: one path for every rank, 0-d included
     NX, NY = nonzero_pattern(X), nonzero_pattern(Y)
     out = zeros_like_object(X.shape)
     both = NX & NY
@@ -404,40 +403,30 @@ def _entrywise_exact(X, Y, combine, *, keep_single: bool):
         out[only] = X[only]
         only = NY & ~NX
         out[only] = Y[only]
-    else:  # a product with a structural one (a gate bias of 1, say) is the other operand
+    else:
         for one, other in ((X, Y), (Y, X)):
             hit = both & np.equal(one, 1, dtype=bool)
             out[hit] = other[hit]
             both &= ~hit
     seen: dict = {}
-    for idx in zip(*np.nonzero(both)):
-        x, y = X[idx], Y[idx]
+    for i in np.flatnonzero(both).tolist():
+        x, y = X[i], Y[i]
         key = (id(x), id(y))
         if key not in seen:
             seen[key] = combine(x, y)
-        out[idx] = seen[key]
-    return out
-
-
-def _times(x, y):
-    if _is_zero(x) or _is_zero(y):
-        return 0
-    return y if _is_one(x) else (x if _is_one(y) else x * y)
-
-
-def _plus(x, y):
-    return y if _is_zero(x) else (x if _is_zero(y) else x + y)
+        out[i] = seen[key]
+    return out.reshape(shape)
 
 
 def hadamard(X, Y):
     """Entry-wise product, skipping structural zeros and ones for exact arrays."""
     if is_object(X) or is_object(Y):
-        return _entrywise_exact(X, Y, _times, keep_single=False)
+        return _entrywise_exact(X, Y, operator.mul, keep_single=False)
     return X * Y
 
 
 def add(X, Y):
     """Entry-wise sum, skipping structural zeros for exact arrays."""
     if is_object(X) or is_object(Y):
-        return _entrywise_exact(X, Y, _plus, keep_single=True)
+        return _entrywise_exact(X, Y, operator.add, keep_single=True)
     return X + Y
