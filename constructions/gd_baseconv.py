@@ -175,15 +175,34 @@ class GDBaseConvCausal(_LSBaseConv):
         """Prefix sums of b_i a_i and a_i a_i^T over tokens (token n: full sums)."""
         A = np.asarray(v["A"])
         lay = self.layout
-        ba, aa = self._products(v, d)
         if A.dtype == object:
-            ba_c, aa_c = _prefix(ba), _prefix(aa)
+            ba_c, aa_c = self._exact_prefix_sums(v, d)
         else:
+            ba, aa = self._products(v, d)
             ba_c, aa_c = np.cumsum(ba, axis=-2), np.cumsum(aa, axis=-2)
         S[(...,) + (slice(0, n), slice(*lay["Sba"].cols))] = ba_c
         S[(...,) + (slice(0, n), slice(*lay["Saa"].cols))] = aa_c
         S[(...,) + (n, slice(*lay["Sba"].cols))] = ba_c[..., -1, :]
         S[(...,) + (n, slice(*lay["Saa"].cols))] = aa_c[..., -1, :]
+
+    def _exact_prefix_sums(self, v, d):
+        """The exact prefix sums, computed once per (A, b): ``state(v)``, ``state(step(v))`` and
+        ``final_state(v)`` of one proof share A and b (a GD step changes x only), and the sums
+        are the specification's O(N^2 D^2)-term part.  The memo's key is the identity of every
+        entry of A and b (the object arrays' pointer bytes); the memo holds copies of both
+        arrays, so those entries stay alive and no address is reused while the key is kept.
+        Entries are immutable scalars (ints, Fractions, ring elements), so equal keys mean equal
+        inputs and equal sums."""
+        A = np.asarray(v["A"], dtype=object)
+        b = np.asarray(v["b"], dtype=object)
+        key = (A.shape, b.shape, A.tobytes(), b.tobytes())
+        memo = self.__dict__.get("_prefix_memo")
+        if memo is not None and memo[0] == key:
+            return memo[2]
+        ba, aa = self._products(v, d)
+        sums = (_prefix(ba), _prefix(aa))
+        self.__dict__["_prefix_memo"] = (key, (A.copy(), b.copy()), sums)
+        return sums
 
     def input_state(self, v):
         S, n, d, nb = self._base_state(v)

@@ -303,7 +303,21 @@ def _conv_exact(v, h, causal, need=None, same=False):
         raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
     T, C = v.shape
     out = zeros_like_object((T, C))
-    for c in range(C):
+    NH, NV = nonzero_pattern(h), nonzero_pattern(v)
+    todo = NH.any(axis=0) & NV.any(axis=0)
+    if need is not None:
+        need = np.asarray(need, dtype=bool)
+        todo &= need.any(axis=0)
+    if not same:  # two channel classes in numpy's loops; the others one by one below
+        lag0 = todo & NH[0] & ~NH[1:].any(axis=0)
+        if lag0.any():
+            _conv_lag0(v, h, out, np.flatnonzero(lag0), NV, need)
+        todo &= ~lag0
+        if causal:
+            for c in np.flatnonzero(todo & NH.all(axis=0) & _equal_taps(h)).tolist():
+                _conv_prefix(v, h[0, c], out, c, NV[:, c], None if need is None else need[:, c])
+                todo[c] = False
+    for c in np.flatnonzero(todo).tolist():
         wanted = range(T) if need is None else [t for t in range(T) if need[t, c]]
         if not wanted:
             continue
@@ -383,6 +397,46 @@ def _conv_exact(v, h, causal, need=None, same=False):
         for t, val in acc.items():
             out[t, c] = val
     return out
+
+
+def _equal_taps(h) -> np.ndarray:
+    """Per channel: every tap equals tap 0 (numpy's elementwise comparison; False for a
+    scalar type whose ``==`` is not a plain bool: those channels take the tap loop)."""
+    try:
+        return np.equal(h, h[:1], dtype=bool).all(axis=0)
+    except (TypeError, ValueError):  # pragma: no cover - exotic scalar types
+        return np.zeros(h.shape[1], dtype=bool)
+
+
+def _conv_lag0(v, h, out, cols, NV, need):
+    """Channels ``cols`` whose only tap is lag 0: ``out[t, c] = h[0, c] v[t, c]`` on the
+    nonzero (and wanted) entries, in numpy's loop; a tap of one copies the entry (the same
+    object, no arithmetic)."""
+    sub = v[:, cols]
+    mask = NV[:, cols] if need is None else NV[:, cols] & need[:, cols]
+    w = h[0, cols]
+    try:
+        ones = np.equal(w, 1, dtype=bool)
+    except (TypeError, ValueError):  # pragma: no cover - exotic scalar types
+        ones = np.array([_is_one(x) for x in w], dtype=bool)
+    res = zeros_like_object(sub.shape)
+    np.copyto(res, sub, where=mask & ones)
+    np.multiply(np.broadcast_to(w, sub.shape), sub, out=res, where=mask & ~ones)  # tap on the left
+    out[:, cols] = res
+
+
+def _conv_prefix(v, w, out, c, nz, need):
+    """A causal channel whose taps all equal ``w``: prefix sums of its nonzero entries
+    (``numpy.add.accumulate``: one sum per nonzero entry), each scaled by ``w`` once; a token
+    after a zero entry shares the previous token's value."""
+    rows = np.flatnonzero(nz)
+    run = np.add.accumulate(v[rows, c])
+    if not _is_one(w):
+        run = np.multiply(w, run)
+    T = v.shape[0]
+    last = np.searchsorted(rows, np.arange(T), side="right") - 1  # the last nonzero entry <= t
+    ts = np.flatnonzero(last >= 0 if need is None else (last >= 0) & need)
+    out[ts, c] = run[last[ts]]
 
 
 def _entrywise_exact(X, Y, combine, *, keep_single: bool):

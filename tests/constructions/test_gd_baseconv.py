@@ -72,6 +72,26 @@ def test_causal_x_lives_at_the_last_token_only():
 
 # ----------------------------------------------------------------------------- depth
 
+def test_causal_prefix_sums_memo_follows_the_entries_of_A_and_b():
+    # state(v), state(step(v)) and final_state(v) share A and b: the O(N^2 D^2) prefix sums are
+    # formed once (the same objects come back); a problem with one entry changed gets its own
+    con = gd_baseconv_causal(3, 2)
+    lay = con.layout
+    Q = lambda *xs: np.array([Fraction(x) for x in xs], dtype=object)  # noqa: E731
+    A = np.array([Q(1, 2), Q(3, 4), Q(5, 6)], dtype=object)
+    v = {"A": A, "b": Q(1, 0, 2), "x": Q(1, 1), "q": Q(0, 1)}
+    S1 = con.state(v)
+    S2 = con.state(gd_step(v, con.params["eta"]))
+    saa = (slice(0, 4), slice(*lay["Saa"].cols))
+    assert all(a is b for a, b in zip(S1[saa].ravel(), S2[saa].ravel()))
+    A2 = A.copy()
+    A2[2, 1] = Fraction(7)
+    S3 = con.state(dict(v, A=A2))
+    assert S3[3, lay["Saa"].cols[0] + 3] == 2 * 2 + 4 * 4 + 7 * 7  # (sum_i a_i a_i^T)[1, 1]
+    assert S1[3, lay["Saa"].cols[0] + 3] == 2 * 2 + 4 * 4 + 6 * 6
+    assert con.state(v)[3, lay["Saa"].cols[0] + 3] == 2 * 2 + 4 * 4 + 6 * 6  # not the last problem's
+
+
 def test_depth_formulas():
     a, c = gd_baseconv(4, 2), gd_baseconv_causal(4, 2)
     assert [a.depth(k) for k in range(4)] == [1, 4, 7, 10]

@@ -75,6 +75,42 @@ def test_exact_conv_is_commutative(causal, case):
     assert as_fractions(ops.conv(v, h, causal=causal)) == as_fractions(ops.conv(h, v, causal=causal))
 
 
+@st.composite
+def structured_conv_case(draw):
+    """Filters of the channel classes the exact convolution runs in numpy's loops (lag 0 only,
+    every tap equal) beside general ones, zero-heavy states and a mask of wanted outputs."""
+    T = draw(st.integers(1, 6))
+    C = draw(st.integers(1, 4))
+    v = draw(exact_matrix(T, C))
+    h = np.empty((T, C), dtype=object)
+    for c in range(C):
+        kind = draw(st.sampled_from(["lag0", "equal", "general"]))
+        w = draw(small_q)
+        for s in range(T):
+            h[s, c] = (w if s == 0 else Fraction(0)) if kind == "lag0" else (w if kind == "equal" else draw(small_q))
+    need = np.array([[draw(st.booleans()) for _ in range(C)] for _ in range(T)], dtype=bool)
+    return v, h, need
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@given(case=structured_conv_case())
+def test_exact_conv_channel_classes_equal_definition(causal, case):
+    # lag-0 channels (scaled copies), all-equal causal channels (prefix sums) and the rest,
+    # with and without a mask of wanted outputs (the others are 0)
+    v, h, need = case
+    want = conv_by_definition(v, h, causal)
+    assert as_fractions(ops.conv(v, h, causal=causal)) == want
+    masked = as_fractions(ops.conv(v, h, causal=causal, need=need))
+    assert masked == [[want[t][c] if need[t, c] else 0 for c in range(v.shape[1])] for t in range(v.shape[0])]
+
+
+def test_exact_conv_lag0_tap_one_copies_the_object():
+    v = np.array([[Fraction(2), Fraction(3)], [Fraction(0), Fraction(5)]], dtype=object)
+    h = np.array([[Fraction(1), Fraction(4)], [Fraction(0), Fraction(0)]], dtype=object)
+    y = ops.conv(v, h, causal=True)
+    assert y[0, 0] is v[0, 0] and y[1, 0] == 0 and y[1, 1] == 20
+
+
 def test_exact_conv_ignores_method_but_checks_it():
     v = np.array([[Fraction(1)], [Fraction(2)]], dtype=object)
     h = np.array([[Fraction(0)], [Fraction(1)]], dtype=object)
