@@ -21,6 +21,7 @@ so the conversion never looks a variable up by name.
 """
 from __future__ import annotations
 
+import operator
 from fractions import Fraction
 
 import flint
@@ -114,10 +115,33 @@ class FPoly:
         o = _operand(o)
         return NotImplemented if o is None else self.p != o
 
+    def __bool__(self):  # not zero (``constructions.ops.nonzero_pattern`` reads it)
+        return bool(self.p)
+
     __hash__ = None
 
     def __repr__(self):
         return f"FPoly({self.p})"
+
+
+def _to_flint(xs: np.ndarray, scalar) -> np.ndarray:
+    """The entries of a 1-D object array in flint, one scalar type at a time: FLINT values and
+    Python ints as they are (flint's operands), wrapped polynomials unwrapped (``map`` in C),
+    any other type (Fractions, sympy elements) through ``scalar``."""
+    types = np.fromiter(map(type, xs), dtype=object, count=len(xs))
+    kinds = set(types.tolist()) - _AS_IS
+    if not kinds:
+        return xs
+    out = xs.copy()
+    for k in kinds:
+        sel = types == k
+        out[sel] = np.fromiter(map(_unwrap if k is FPoly else scalar, xs[sel]), dtype=object,
+                               count=int(sel.sum()))  # fromiter: never read as sequences of terms
+    return out
+
+
+_AS_IS = {flint.fmpq_mpoly, flint.fmpq, int}  # exactly these types (a bool is not an int here)
+_unwrap = operator.attrgetter("p")
 
 
 class FlintRing:
@@ -156,8 +180,8 @@ class FlintRing:
         A = np.asarray(A, dtype=object)
         out = np.zeros(A.shape, dtype=object)
         nz = nonzero_pattern(A)
-        for ix in zip(*np.nonzero(nz)):
-            out[ix] = self.scalar(A[ix])
+        if nz.any():
+            out[nz] = _to_flint(A[nz], self.scalar)
         if out.ndim == 2:  # a weight: its pattern is asked for again when the layer is planned
             self._patterns[id(out)] = (out, nz)
         return out
