@@ -73,22 +73,39 @@ def _is_one(v) -> bool:
         return False
 
 
-def nonzero_pattern(M: np.ndarray) -> np.ndarray:
-    """Boolean mask of the nonzero entries of an object array: each entry's truth value, in
-    numpy's loop (``astype(bool)``: twice as fast as ``!= 0`` for FLINT polynomials, and no
-    Python call at all for a type without a truth test).  For every exact scalar type here
-    (int, Fraction, fmpq, fmpq_mpoly and its wrapper, sympy numbers and ring elements, mpmath,
-    gmpy2) the truth value is "not zero"; a type without a truth test counts as nonzero, which
-    only costs work (the exact operations never skip an entry the mask calls nonzero).  Entry
-    by entry ``!= 0`` for a type whose truth test raises."""
+_ZERO = 0
+_ZERO_ADDRESS = id(_ZERO)  # CPython's one int 0: every structural zero the exact operations write
+
+
+def addresses(M: np.ndarray) -> np.ndarray:
+    """The object pointers of an object array (its raw data, row-major), as unsigned integers
+    of M's shape: ``addresses(M) == id(x)`` finds the entries that *are* ``x``, in numpy's loop.
+    The entries are alive in ``M``, so no two distinct live objects share an address."""
     M = np.asarray(M, dtype=object)
-    try:
-        return M.astype(bool)
-    except (TypeError, ValueError):  # e.g. a sympy relation: its truth value is undecided
-        out = np.zeros(M.shape, dtype=bool)
-        for idx, v in np.ndenumerate(M):
-            out[idx] = not _is_zero(v)
-        return out
+    return np.frombuffer(M.tobytes(), dtype=np.uintp).reshape(M.shape)
+
+
+def nonzero_pattern(M: np.ndarray) -> np.ndarray:
+    """Boolean mask of the nonzero entries of an object array.
+
+    Two steps, both in numpy's loops: every entry that is not the int 0 object itself (read off
+    the array's pointers, :func:`addresses`: a sparse weight matrix is mostly that object) is a
+    candidate, and a candidate is nonzero by its truth value (``astype(bool)``).  For every
+    exact scalar type here (int, Fraction, fmpq, fmpq_mpoly and its wrapper, sympy numbers and
+    ring elements, mpmath, gmpy2) the truth value is "not zero"; a type without a truth test
+    counts as nonzero, which only costs work (the exact operations never skip an entry the mask
+    calls nonzero).  Entry by entry ``!= 0`` for a type whose truth test raises."""
+    M = np.asarray(M, dtype=object)
+    flat = M.ravel()
+    cand = np.flatnonzero(addresses(flat) != _ZERO_ADDRESS)
+    out = np.zeros(flat.shape, dtype=bool)
+    if cand.size:
+        vals = flat[cand]
+        try:
+            out[cand] = vals.astype(bool)
+        except (TypeError, ValueError):  # e.g. a sympy relation: its truth value is undecided
+            out[cand] = [not _is_zero(v) for v in vals]
+    return out.reshape(M.shape)
 
 
 def zeros_like_object(shape, zero=0) -> np.ndarray:

@@ -64,12 +64,25 @@ class Support:
         self.k = k
         self.g = g if k == 1 else -1
 
+    @staticmethod
+    def of(k: int, g: int = -1) -> "Support":
+        """The one Support with bound ``k`` (and group ``g``): values are interned, so equal
+        abstract values are the same object, and the exact operations' reuse of a result for a
+        pair of operands seen before (``constructions.ops``) applies across a token's channels."""
+        key = (k, g if k == 1 else -1)
+        s = _INTERNED.get(key)
+        if s is None:
+            s = _INTERNED[key] = Support(*key)
+        return s
+
     # -- the rules -----------------------------------------------------------------------
     @staticmethod
     def _of(x) -> "Support":
         return x if isinstance(x, Support) else CONST
 
     def _join(self, o) -> "Support":
+        if o is self:
+            return self
         if isinstance(o, np.ndarray):
             return NotImplemented  # numpy applies the rule entry by entry
         o = Support._of(o)
@@ -78,7 +91,7 @@ class Support:
         if self.k == 0:
             return o
         k = max(self.k, o.k)
-        return Support(k, self.g if (k == 1 and self.g == o.g) else -1)
+        return Support.of(k, self.g if (k == 1 and self.g == o.g) else -1)
 
     def _times(self, o):
         if isinstance(o, np.ndarray):
@@ -92,7 +105,7 @@ class Support:
             return o
         if self.k == o.k == 1 and self.g == o.g and self.g >= 0:
             return self
-        return Support(self.k + o.k)
+        return Support.of(self.k + o.k)
 
     __add__ = __radd__ = __sub__ = __rsub__ = _join
     __mul__ = __rmul__ = _times
@@ -107,7 +120,7 @@ class Support:
             return NotImplemented
         if e == 0:
             return 1
-        return self if (e == 1 or (self.k == 1 and self.g >= 0) or self.k == 0) else Support(self.k * int(e))
+        return self if (e == 1 or (self.k == 1 and self.g >= 0) or self.k == 0) else Support.of(self.k * int(e))
 
     def __neg__(self):
         return self
@@ -127,13 +140,14 @@ class Support:
         return f"Support(k={self.k}, g={self.g})"
 
 
-CONST = Support(0)
+_INTERNED: dict[tuple[int, int], Support] = {}
+CONST = Support.of(0)
 
 
 def max_arity(A) -> int:
     """The largest bound over an array of Supports and exact constants (constants: 0)."""
     best = 0
-    for x in np.asarray(A, dtype=object).ravel():
+    for x in np.asarray(A, dtype=object).ravel().tolist():
         if isinstance(x, Support) and x.k > best:
             best = x.k
     return best
@@ -163,7 +177,7 @@ def abstract_variables(variables: dict[str, tuple[int, ...]], groups: tuple[str,
     for var, shape in variables.items():
         arr = np.empty(shape, dtype=object)
         for ix in np.ndindex(*shape):
-            arr[ix] = Support(1, int(ix[0])) if var in groups else CONST
+            arr[ix] = Support.of(1, int(ix[0])) if var in groups else CONST
         v[var] = arr
     return v
 

@@ -279,6 +279,39 @@ def test_exact_ops_work_on_sympy_symbols():
     assert sympy.expand(got[1, 0] - (c + a * b)) == 0
 
 
+@given(M=exact_matrix(4, 5))
+def test_nonzero_pattern_is_not_equal_zero_for_exact_scalars(M):
+    # the int-0 object shortcut and the truth values agree with != 0 on Fractions and ints,
+    # whatever mix of the int 0 object, Fraction(0) and other zeros the array holds
+    M = M.copy()
+    M[0, 0] = 0
+    M[1, ::2] = 3 - 3  # a computed int 0 (the same object in CPython)
+    np.testing.assert_array_equal(ops.nonzero_pattern(M), np.not_equal(M, 0))
+    np.testing.assert_array_equal(ops.nonzero_pattern(M.T), np.not_equal(M.T, 0))  # not contiguous
+
+
+def test_nonzero_pattern_of_polynomials_relations_and_unknown_types():
+    import sympy
+
+    R, a = sympy.ring("a", sympy.QQ)
+    x = sympy.Symbol("x")
+
+    class Opaque:  # no truth test: counted as nonzero (more work, never less)
+        pass
+
+    M = np.array([R(0), a, a - a, sympy.Integer(0), x, sympy.Eq(x, 1), Opaque(), 0.0], dtype=object)
+    np.testing.assert_array_equal(ops.nonzero_pattern(M), [False, True, False, False, True, True, True, False])
+    assert ops.nonzero_pattern(np.array(Fraction(0), dtype=object)).shape == ()
+    assert ops.nonzero_pattern(np.zeros((0, 3), dtype=object)).shape == (0, 3)
+
+
+def test_addresses_are_the_entries_identities():
+    f = Fraction(1, 3)
+    M = np.array([[0, f], [f, 2]], dtype=object)
+    np.testing.assert_array_equal(ops.addresses(M) == id(f), [[False, True], [True, False]])
+    np.testing.assert_array_equal(ops.addresses(M.T) == id(0), [[True, False], [False, False]])
+
+
 def test_nonzero_pattern_and_zeros():
     M = np.array([[0, Fraction(1, 3)], [Fraction(0), -2]], dtype=object)
     np.testing.assert_array_equal(ops.nonzero_pattern(M), [[False, True], [False, True]])

@@ -208,5 +208,10 @@ def test_same_layer_detects_differences():
     assert same_layer(a, b)
     b.W_in[0, 0] += Fraction(1, 1024)
     assert not same_layer(a, b)
+    b = a.map(lambda x: x.copy())
+    b.W_out[tuple(np.argwhere(np.not_equal(a.W_out, 0, dtype=bool) == 0)[0])] = Fraction(0)  # an equal zero, another type
+    assert same_layer(a, b)
+    b.b_gate[0, 0] = Fraction(b.b_gate[0, 0]) + 1  # a different object that differs
+    assert not same_layer(a, b)
     assert not same_layer(a, gd_baseconv(2, 1).body[1])
     assert not same_layer(gd_lsa(2, 1).body[0], gd_elsa(2, 1).body[0])
