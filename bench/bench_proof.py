@@ -4,8 +4,9 @@
                                 [--md docs/performance.md]
 
 Each proof runs in its own subprocess (CPU time = user + sys of that process, from
-``resource.getrusage``; wall time beside it; a time limit per proof), so one slow cell cannot
-stall the table and the machine's noise hits every cell alike.  Reported:
+``time.process_time``, a nanosecond clock: ``getrusage`` counts in scheduler ticks, coarse for
+a 0.02 s proof; wall time beside it; a time limit per proof), so one slow cell cannot stall the
+table.  Reported:
 
 * per architecture and size: CPU and wall seconds of ``verify.proof.prove`` (the median of up to
   5 runs in one process, repeated while they total under 2 s of wall time) with the flint
@@ -13,6 +14,10 @@ stall the table and the machine's noise hits every cell alike.  Reported:
 * the ratio of each size's flint proof to the smallest size's (issue target: N=64, D=16 at most
   20x N=20, D=5, goal 10x, and at most 10 s; N=128, D=32 within 60 s), beside the ratio of the
   state's entries (what "linear in the number of state entries" means for that architecture);
+  and, for N up to ``--paired-up-to``, the same ratio measured *paired*: both sizes in one
+  process, in rounds of (small, big, small), each round's big proof over the mean of the two
+  small ones around it; the median over up to 9 rounds, with the range.  Separate processes
+  run minutes apart see different machines (shared cores, other jobs); a round sees one;
 * which ring proved it: ``grouped`` (``verify/token_groups.py``: one generator per slot, used
   where every monomial provably draws from one token) or ``full``; and, for N up to
   ``--full-up-to``, the same proof with the grouped substitution switched off (the full ring:
@@ -48,16 +53,36 @@ if full:
 prove(gd_architectures()[arch].build(1, 1), backend=backend)  # imports and first-call set-up
 cpus, walls = [], []
 while True:  # a short proof is repeated (the median is reported): one run of 0.02 s is mostly noise
-    r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    c0, w0 = time.process_time(), time.perf_counter()  # process CPU time (user + sys), ns clock
     res = prove(con, backend=backend)
-    r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    cpus.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+    c1, w1 = time.process_time(), time.perf_counter()
+    cpus.append(c1 - c0)
     walls.append(w1 - w0)
     if len(cpus) >= 5 or sum(walls) > 2.0:
         break
 med = sorted(range(len(cpus)), key=cpus.__getitem__)[len(cpus) // 2]
 print(json.dumps({{"ok": res.ok, "cpu": cpus[med], "wall": walls[med], "runs": len(cpus),
-                  "rss_mib": r1.ru_maxrss / 1024, "entries": res.entries_checked, "ring": res.ring}}))
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "entries": res.entries_checked, "ring": res.ring}}))
+"""
+
+PAIRED = r"""
+import json, statistics, sys, time
+sys.path.insert(0, {root!r})
+from constructions.catalogue import gd_architectures
+from verify.proof import prove
+build = gd_architectures()[{arch!r}].build
+small, big = build({n0}, {d0}), build({n}, {d})
+prove(small); prove(big)  # imports and first-call set-up
+ratios, stop = [], time.perf_counter() + {budget}
+while len(ratios) < 9 and (len(ratios) < 3 or time.perf_counter() < stop):
+    # one round: small, big, small; the big proof against the mean of the two around it, so
+    # that the machine's drift (other jobs, frequency) hits both sides of each ratio alike
+    c0 = time.process_time(); prove(small); c1 = time.process_time(); prove(big)
+    c2 = time.process_time(); prove(small); c3 = time.process_time()
+    ratios.append((c2 - c1) / (((c1 - c0) + (c3 - c2)) / 2))
+print(json.dumps({{"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+                  "rounds": len(ratios)}}))
 """
 
 CATALOGUE = r"""
@@ -117,6 +142,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sympy-up-to", type=int, default=64, help="run the sympy backend for N up to this (default 64)")
     ap.add_argument("--full-up-to", type=int, default=64,
                     help="also prove in the full ring (grouped substitution off) for N up to this (default 64)")
+    ap.add_argument("--paired-up-to", type=int, default=64,
+                    help="for N up to this, also time each size against the first in one process, "
+                         "alternating (small, big, small) rounds: the ratio the targets are read from "
+                         "(default 64)")
     ap.add_argument("--memory-gib", type=float, default=12.0,
                     help="address-space cap of each proof's process, GiB (default 12)")
     ap.add_argument("--catalogue", action="store_true", help="also time the catalogue's proofs per backend")
@@ -149,10 +178,19 @@ def main(argv=None) -> int:
                 ring = r.get("ring", "-").split(" (")[0]
                 print(f"{arch:26s} {n:4d}x{d:<3d} {backend:10s} CPU / wall s: {cell(r)}  [{ring}]", flush=True)
     base = sizes[0]
+    paired_sizes = [(n, d) for n, d in sizes[1:] if n <= a.paired_up_to]
+    for arch in archs:
+        for n, d in paired_sizes:
+            code = PAIRED.format(root=str(ROOT), arch=arch, n0=base[0], d0=base[1], n=n, d=d, budget=20)
+            r = res[f"{arch} {n}x{d} paired"] = run_child(code, a.timeout)
+            got = (f"median {r['median']:.1f}x [{r['min']:.1f}, {r['max']:.1f}], {r['rounds']} rounds"
+                   if "median" in r else cell(r))
+            print(f"{arch:26s} {n:4d}x{d:<3d} / {base[0]}x{base[1]} paired in one process: {got}", flush=True)
     full_sizes = [(n, d) for n, d in sizes if n <= a.full_up_to]
     cols = ([f"{n}x{d} flint" for n, d in sizes] + [f"{n}x{d} flint, full ring" for n, d in full_sizes]
             + [f"{n}x{d} sympy" for n, d in sizes if n <= a.sympy_up_to]
             + [f"{n}x{d} / {base[0]}x{base[1]} (flint CPU; state entries)" for n, d in sizes[1:]]
+            + [f"{n}x{d} / {base[0]}x{base[1]} paired (median [min, max])" for n, d in paired_sizes]
             + ["ring (largest size proved)"])
     lines = ["", f"### Proof cost per GD architecture (CPU / wall seconds; {head})", "",
              "| arch | " + " | ".join(cols) + " |", "|---" * (1 + len(cols)) + "|"]
@@ -165,6 +203,9 @@ def main(argv=None) -> int:
             r = res[f"{arch} {n}x{d} flint"]
             ent = (f"; {r['entries'] / b['entries']:.1f}x" if r.get("entries") and b.get("entries") else "")
             row.append(f"{r['cpu'] / b['cpu']:.1f}x{ent}" if "cpu" in r and "cpu" in b and b["cpu"] > 0 else "-")
+        for n, d in paired_sizes:
+            r = res[f"{arch} {n}x{d} paired"]
+            row.append(f"{r['median']:.1f}x [{r['min']:.1f}, {r['max']:.1f}]" if "median" in r else cell(r))
         proved = [res[f"{arch} {n}x{d} flint"] for n, d in sizes if "ring" in res[f"{arch} {n}x{d} flint"]]
         row.append(proved[-1]["ring"].split(" (")[0] if proved else "-")
         lines.append(f"| {arch} | " + " | ".join(row) + " |")
