@@ -115,6 +115,9 @@ def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fr
         raise CircuitError(f"evaluate: missing inputs {missing}, unknown inputs {extra}")
     if const is None:
         const = infer_const(inputs[next(iter(names))]) if names else (lambda c: c)
+    outs = output_nodes(g)
+    keep = set(outs.values())
+    uses = {v: g.out_degree(v) for v in g}  # consumers still to be evaluated
     val: dict = {}
     for v in nx.topological_sort(g):
         d = g.nodes[v]
@@ -133,8 +136,11 @@ def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fr
                         acc = acc + val[u]
                     else:
                         acc = acc * val[u]
+                uses[u] -= 1
+                if not uses[u] and u not in keep:  # its last consumer: the value is dropped, so
+                    del val[u]  # memory holds the live values, not the whole circuit's
             val[v] = acc
-    return {name: val[n] for name, n in output_nodes(g).items()}
+    return {name: val[n] for name, n in outs.items()}
 
 
 def to_ring(g: nx.DiGraph, R, gens: Mapping[str, object] | None = None) -> dict:

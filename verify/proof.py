@@ -479,8 +479,9 @@ def _prove(con, symbolic, sections, reference, backend) -> ProofResult:
             result.sections[sec] = True
             continue
         S0 = start()
-        states = _run(ar.layers(Ls), S0) if Ls else [S0]
-        got = states[-1]
+        # only the section's output is kept: the states between its layers (as large as the
+        # output, and one per layer) are recomputed when a failure has to be located
+        got = run_layers(ar.layers(Ls), S0) if Ls else S0
         expected = target()
         if got.shape != expected.shape:
             raise ValueError(f"{sec}: layers produce a state of shape {got.shape}, "
@@ -489,9 +490,11 @@ def _prove(con, symbolic, sections, reference, backend) -> ProofResult:
         idx, diff = _first_mismatch(got, expected)
         result.sections[sec] = idx is None
         if idx is None:
+            S0 = got = expected = None  # the next section's states are built without these
             continue
         result.ok = False
-        loc = (_locate(con, spec, sec, Ls, S0, states, expected, v, R, sp.names, ref_layers, pristine, ar)
+        loc = (_locate(con, spec, sec, Ls, S0, _run(ar.layers(Ls), S0), expected, v, R, sp.names, ref_layers,
+                       pristine, ar)
                if Ls else _Location(0, LOCATED_ONLY))
         region, entry = con.layout.locate(*idx)
         sdiff = ar.to_sympy(diff)
