@@ -81,6 +81,11 @@ def cell(config: dict) -> dict:
                       checkpoint_every=10 ** 9, seed=config.get("seed", 0), dtype=config.get("dtype", "float32"),
                       threads=1)
     tr = Trainer(cfg, cell_dir(), progress=False)
+    init = config.get("init", "random")
+    if init == "exact":  # warm start (not in the default grid): the hand-built weights, perturbed
+        exact_weights(tr.model, k, tr.task.eta, perturb=float(config.get("perturb", 0.0)), seed=cfg.seed)
+    elif init != "random":
+        raise ValueError(f"init must be 'random' or 'exact', got {init!r}")
     res = tr.run()
     n_final = config.get("final_eval", 8192)
     final = tr.evaluate(n_final, stream_idx=10 ** 9)
@@ -93,6 +98,73 @@ def cell(config: dict) -> dict:
             "baselines": baselines(tr.task, n_final, cfg.seed, stream_idx=10 ** 9),
             "best_eval_mse": res["best_test_mse"], "history": hist, "params": res["params"],
             "lr_end": tr.sched.lr, "recipe_config": rc.to_json(), "eta": tr.task.eta}
+
+
+def exact_weights(model, k: int, eta: float, *, n: int = 20, d: int = 5, perturb: float = 0.0, seed: int = 0):
+    """Set ``model`` (the training ``SequenceModel``: circular BaseConv, k + 2 layers, width >= 32,
+    (T, C) bias matrices, the ``iterate`` task's embedding ``[a | b | x_0 | 1]``) to weights that
+    compute x_k exactly: the 2-prologue-layer, one-layer-per-step scheme of seed 000 App. D.3.1
+    (causal BaseConv, eq. (47)) with the Gram matrix stored symmetrically, so the residual stream
+    needs 12 + d + d (d + 1) / 2 = 32 channels at d = 5 and each step layer d^2 + d = 30 products.
+
+    * layer 1: per token ``b_i a_i`` and ``a_{ij} a_{il}`` (j <= l), delta filters;
+    * layer 2: an all-ones filter without the own tap adds the other tokens' terms (the residual
+      keeps the own one): ``Sba = A^T b``, ``Saa = A^T A`` (upper triangle) at every token;
+    * layer 2 + i (i = 1..k): at the query token ``x <- x - (eta / N) (Saa x - Sba)`` (the gate reads
+      ``Saa[j, l]``, the delta-filtered input ``x_l``; the ``Sba`` term gated by a bias that is 1
+      at the query token only).
+
+    ``perturb`` > 0 adds that standard deviation times N(0, 1) to every weight (a warm start from a
+    perturbed exact solution).  Returns ``model``."""
+    import torch
+
+    T = n + 1
+    C = model.cfg.width
+    pairs = [(j, l) for j in range(d) for l in range(j, d)]
+    a0, b0, x0, sba = 0, d, d + 1, 2 * d + 2
+    saa = {p: sba + d + i for i, p in enumerate(pairs)}
+    if len(model.blocks) != k + 2 or C < sba + d + len(pairs) or C < d * d + d or model.in_proj.in_features != 2 * d + 2:
+        raise ValueError(f"exact_weights needs k + 2 = {k + 2} layers, width >= {max(sba + d + len(pairs), d * d + d)} "
+                         f"and the iterate embedding; got {len(model.blocks)} layers, width {C}")
+    delta = torch.zeros(T)
+    delta[0] = 1
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.in_proj.weight.copy_(torch.eye(C, 2 * d + 2))
+        for j in range(d):
+            model.out_proj.weight[j, x0 + j] = 1
+        L, c = model.blocks[0].mixer, 0
+        for j in range(d):
+            L.W_gate[b0, c], L.W_in[a0 + j, c], L.W_out[c, sba + j] = 1, 1, 1
+            L.h[:, c] = delta
+            c += 1
+        for (j, l) in pairs:
+            L.W_gate[a0 + j, c], L.W_in[a0 + l, c], L.W_out[c, saa[(j, l)]] = 1, 1, 1
+            L.h[:, c] = delta
+            c += 1
+        L = model.blocks[1].mixer
+        for c in range(sba, sba + d + len(pairs)):
+            L.b_gate[:, c], L.W_in[c, c], L.W_out[c, c] = 1, 1, 1
+            L.h[:, c] = 1
+            L.h[0, c] = 0
+        s = eta / n
+        for i in range(k):
+            L, c = model.blocks[2 + i].mixer, 0
+            for j in range(d):
+                for l in range(d):
+                    L.W_gate[saa[(min(j, l), max(j, l))], c], L.W_in[x0 + l, c], L.W_out[c, x0 + j] = 1, 1, -s
+                    L.h[:, c] = delta
+                    c += 1
+            for j in range(d):
+                L.b_gate[T - 1, c], L.W_in[sba + j, c], L.W_out[c, x0 + j] = 1, 1, s
+                L.h[:, c] = delta
+                c += 1
+        if perturb > 0:
+            g = torch.Generator().manual_seed(seed)
+            for p in model.parameters():
+                p.add_(perturb * torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.dtype))
+    return model
 
 
 def baselines(task, n: int, seed: int, *, stream_idx: int) -> dict:

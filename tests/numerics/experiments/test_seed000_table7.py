@@ -1,0 +1,41 @@
+"""Seed 000 Table 7: the (k + 2)-layer, width-32 training model can express the k-th GD iterate."""
+import numpy as np
+import pytest
+import torch
+
+from numerics.experiments import seed000_table7 as t7
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_table7_exact_weights_compute_x_k(k):
+    """The hand-built weights put the training model (k + 2 layers, width 32, as in the grid) on
+    x_k: in float64 (float32 weights) and float32 far below the precision criterion; the failure of the learned
+    k >= 2 models to go beyond one product with M is therefore one of optimisation, not of the model."""
+    from numerics.training.modules import ModelConfig
+    from numerics.training.trainer import TaskConfig, TrainConfig, Trainer
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig(task=TaskConfig(name="iterate", k=k), model=ModelConfig(width=32, layers=k + 2),
+                      steps=1, batch=4, eval_batch=8, seed=1, dtype="float32")
+    tr = Trainer(cfg, None, progress=False)
+    t7.exact_weights(tr.model, k, tr.task.eta)
+    assert tr.evaluate(512, stream_idx=5, float64=True) < 1e-12  # the weights rounded to float32 (eta / N)
+    assert tr.evaluate(512, stream_idx=5) < 1e-10
+
+
+def test_table7_exact_weights_check_the_shape():
+    from numerics.training.modules import ModelConfig, SequenceModel
+
+    with pytest.raises(ValueError, match="width"):
+        t7.exact_weights(SequenceModel(ModelConfig(width=16, layers=4)), 2, 1.0)
+    with pytest.raises(ValueError, match="layers"):
+        t7.exact_weights(SequenceModel(ModelConfig(width=32, layers=3)), 2, 1.0)
+
+
+def test_table7_perturbed_exact_weights_move():
+    from numerics.training.modules import ModelConfig, SequenceModel
+
+    m = SequenceModel(ModelConfig(width=32, layers=3))
+    t7.exact_weights(m, 1, 0.5, perturb=1e-3, seed=2)
+    w = m.blocks[0].mixer.W_gate.detach().numpy()
+    assert 0 < np.abs(w[5, 0] - 1) < 1e-2 and np.abs(w).max() < 2
