@@ -236,7 +236,7 @@ def cell(config: dict) -> dict:
 
 # ====================================================================== grid
 
-FULL = {"ntk_n": [250, 1000, 4000], "ntk_seeds": 4, "T": 5, "dyn_n": [250, 1000], "dyn_steps": 150, "lr": 1e-4,
+FULL = {"ntk_n": [250, 1000, 4000], "ntk_seeds": 16, "T": 5, "dyn_n": [250, 1000], "dyn_steps": 150, "lr": 1e-4,
         "delays": [0, 2, 4, 6, 8, 10], "delay_steps": 2000, "draws": 20}
 
 
@@ -263,6 +263,7 @@ def summarise(rows, quick: bool) -> dict:
                    "ntk_rel_err": float(np.mean([x["ntk_rel_err"] for x in v])),
                    "ntk_rel_err_each": [x["ntk_rel_err"] for x in v],
                    "max_cross_lag_rel": float(np.mean([x["max_cross_lag_rel"] for x in v])),
+                   "max_cross_lag_rel_each": [x["max_cross_lag_rel"] for x in v],
                    "gram_diag_mean": np.mean([x["gram_diag"] for x in v], axis=0).tolist(),
                    "rho": v[0]["rho"], "cpu_s": float(sum(x["cpu_s"] or 0 for x in v))} for n, v in ntk.items()}
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "nu": NU,
@@ -272,6 +273,11 @@ def summarise(rows, quick: bool) -> dict:
          "config": FULL if not quick else "quick"}
     s["criteria"] = criteria(s)
     return s
+
+
+def _se(xs) -> float | None:
+    """Standard error of the mean of ``xs`` (None for fewer than two values)."""
+    return float(np.std(xs, ddof=1) / math.sqrt(len(xs))) if len(xs) > 1 else None
 
 
 def criteria(s: dict) -> list[dict]:
@@ -376,11 +382,12 @@ def markdown(s: dict, figure: str) -> str:
         L.append(f"**Thm. 3.3 (NTK), T = {T}.** rho (eq. (21)): "
                  + ", ".join(fmt(x) for x in next(iter(s["ntk"].values()))["rho"]) + ".")
         L.append("")
-        L.append("| n | inits | relative NTK error (mean) | each init | relative lag-Gram error | largest cross-lag / rho_0 | Gram diagonal (mean) | CPU |")
+        L.append("| n | inits | relative NTK error: mean +- standard error | its range over inits | relative lag-Gram error | largest cross-lag / rho_0: mean +- standard error | Gram diagonal (mean) | CPU |")
         L.append("|---|---|---|---|---|---|---|---|")
         for n, v in s["ntk"].items():
-            L.append(f"| {n} | {v['runs']} | {fmt(v['ntk_rel_err'])} | {', '.join(fmt(e) for e in v['ntk_rel_err_each'])} | "
-                     f"{fmt(v['gram_rel_err'])} | {fmt(v['max_cross_lag_rel'])} | "
+            e, c = v["ntk_rel_err_each"], v.get("max_cross_lag_rel_each", [v["max_cross_lag_rel"]])
+            L.append(f"| {n} | {v['runs']} | {fmt(v['ntk_rel_err'])} +- {fmt(_se(e), 2)} | {fmt(min(e))} to {fmt(max(e))} | "
+                     f"{fmt(v['gram_rel_err'])} | {fmt(v['max_cross_lag_rel'])} +- {fmt(_se(c), 2)} | "
                      f"{', '.join(fmt(g) for g in v['gram_diag_mean'])} | {fmt(v['cpu_s'])} s |")
         L.append("")
     if s["dynamics"]:

@@ -311,7 +311,8 @@ def cell(config: dict) -> dict:
 # ====================================================================== the grid
 
 #: the model grid of the full run: layers -> (columns, steps)
-FULL_MODELS = {1: (["0", "5", "{1,3}"], 400), 2: (["5"], 1000), 3: (["5"], 2000)}
+FULL_MODELS = {1: (["0", "5", "{1,3}"], 400), 2: (["5"], 1000), 3: (["5"], 2000), 4: (["5"], 2000),
+               5: (["5"], 2000), 6: (["5"], 2000), 7: (["5"], 2000)}
 #: evaluation sequences per model cell (the baselines use 100,000)
 MODEL_EVAL = 20_000
 
@@ -430,18 +431,31 @@ def plot(s: dict):
         ax.plot(x, ours, "o-", color=colors[key], label=f"{LABEL[key]} (ours)")
         ax.plot(x, PAPER[key], "x--", color=colors[key], alpha=0.7, label=f"{LABEL[key]} (paper)")
     ax.set_title("ridge baselines", fontsize=10)
-    for ax, L in zip(axes[1:], ("1", "3")):
-        for v in VARIANTS:
-            got = s["models"].get(v, {}).get(L, {})
-            xs = [i for i, c in enumerate(COLUMNS) if c in got]
-            ax.plot(xs, [got[COLUMNS[i]]["adjusted"] for i in xs], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
-            ax.plot(x, PAPER[v][int(L)], "x--", color=colors[v], alpha=0.6, label=f"{LABEL[v]} (paper)")
-        if L == "3":
-            ax.plot(x, PAPER["constrr"], ":", color="gray", label="ConstRR (paper)")
-        ax.set_title(f"{L}-layer linear transformers", fontsize=10)
-    for ax in axes:
+    ax = axes[1]
+    for v in VARIANTS:
+        got = s["models"].get(v, {}).get("1", {})
+        xs = [i for i, c in enumerate(COLUMNS) if c in got]
+        ax.plot(xs, [got[COLUMNS[i]]["adjusted"] for i in xs], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
+        ax.plot(x, PAPER[v][1], "x--", color=colors[v], alpha=0.6, label=f"{LABEL[v]} (paper)")
+    ax.set_title("1-layer linear transformers", fontsize=10)
+    ax = axes[2]
+    layers = np.arange(1, 8)
+    for v, ser in depth_series(s, "5").items():
+        ax.plot([L_ for L_, _, _ in ser], [o for _, o, _ in ser], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
+        ax.plot(layers, [_paper_model(v, L_, "5") for L_ in layers], "x--", color=colors[v], alpha=0.6,
+                label=f"{LABEL[v]} (paper)")
+    i5 = COLUMNS.index("5")
+    b5 = s["baselines"].get("5", {}).get("constrr", {}).get("adjusted")
+    if b5 is not None:
+        ax.axhline(b5, ls=":", color=colors["constrr"], label="ConstRR (ours)")
+    ax.axhline(PAPER["constrr"][i5], ls=":", color="gray", label="ConstRR (paper)")
+    ax.set_title("depth at sigma_max = 5", fontsize=10)
+    for ax in axes[:2]:
         ax.set_xticks(x, COLUMNS, fontsize=8)
         ax.set_xlabel("sigma_max (uniform) / categorical set")
+    axes[2].set_xticks(layers)
+    axes[2].set_xlabel("layers L")
+    for ax in axes:
         ax.set_yscale("symlog", linthresh=1e-3)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
@@ -454,6 +468,57 @@ def plot(s: dict):
 
 
 # ====================================================================== report
+
+def depth_series(s: dict, column: str = "5") -> dict:
+    """Per variant, the adjusted loss at ``column`` for every trained depth: ``{variant: [(L, ours, paper)]}``."""
+    out = {}
+    for v in VARIANTS:
+        got = s["models"].get(v, {})
+        out[v] = [(int(L_), got[L_][column]["adjusted"], _paper_model(v, L_, column))
+                  for L_ in sorted(got, key=int) if column in got[L_]]
+    return out
+
+
+def _depth_paragraph(s: dict, column: str = "5") -> list[str]:
+    """What depth does at ``column`` (the paper: GD++ stops at ConstRR's loss from L = 3 on, Diag and Full
+    keep improving): our numbers beside the paper's, and whether ours show the same."""
+    ser = depth_series(s, column)
+    if not all(sum(L_ >= 3 for L_, _, _ in x) >= 2 for x in ser.values()):
+        return []  # needs at least two depths past L = 3 for every variant
+    b = s["baselines"].get(column, {}).get("constrr", {}).get("adjusted")
+    i = COLUMNS.index(column)
+    L = [f"**Depth at sigma_max = {column}** (ours / paper; ConstRR here {fmt(b)}, paper {fmt(PAPER['constrr'][i])}):", ""]
+    L.append("| model | " + " | ".join(f"L = {L_}" for L_, _, _ in ser["gdpp"]) + " |")
+    L.append("|---|" + "---|" * len(ser["gdpp"]))
+    for v in VARIANTS:
+        L.append(f"| {LABEL[v]} | " + " | ".join(f"{fmt(o)} / {fmt(p)}" for _, o, p in ser[v]) + " |")
+    L.append("")
+    deep = {v: [(L_, o) for L_, o, _ in ser[v] if L_ >= 3] for v in VARIANTS}
+    paper_g = sorted({round(_paper_model("gdpp", L_, column), 6) for L_ in range(3, 8)})
+    notes = []
+    g = deep["gdpp"]
+    if g:
+        lo, hi = min(o for _, o in g), max(o for _, o in g)
+        flat = hi <= 1.1 * lo
+        notes.append(f"GD++ from L = {g[0][0]} to {g[-1][0]} stays between {fmt(lo)} and {fmt(hi)} "
+                     f"(spread {fmt(100 * (hi / lo - 1), 2)}%; ConstRR {fmt(b)}): "
+                     + ("flat within 10%, the paper's plateau (" if flat else "not flat within 10%, unlike the paper's plateau (")
+                     + f"{' to '.join(fmt(x) for x in paper_g)} at L = 3..7 there)")
+    for v in ("diag", "full"):
+        d = deep[v]
+        if len(d) >= 2:
+            best = min(d, key=lambda x: x[1])
+            falls = all(x[1] > y[1] for x, y in zip(d, d[1:]))
+            notes.append(f"{LABEL[v]} {'falls at every added layer' if falls else 'does not fall at every added layer'}"
+                         f" (best {fmt(best[1])} at L = {best[0]}, {fmt(best[1] / g[-1][1])}x GD++ at L = {g[-1][0]}; "
+                         f"paper {fmt(_paper_model(v, 7, column))} at L = 7)")
+    steps = sorted({s["models"][v][str(L_)][column]["steps"] for v in VARIANTS for L_, _ in deep[v]})
+    L.append("; ".join(notes) + f". Every cell of L >= 3 is trained for {' or '.join(map(str, steps))} steps with the "
+             "recipe below (the paper: 200,000), so at large L the gap to the paper is the training budget's as "
+             "much as the model's.")
+    L.append("")
+    return L
+
 
 def markdown(s: dict, figure: str) -> str:
     L = []
@@ -479,9 +544,13 @@ def markdown(s: dict, figure: str) -> str:
                      else f"– / {fmt(PAPER[v][int(Ls)][i])}" for i, c in enumerate(COLUMNS)]
             L.append(f"| {LABEL[v]} | {Ls} | " + " | ".join(cells) + " |")
     L.append("")
-    L.append("'–': not run here (the paper's value is shown). Layers 4 to 7 are not run (see below). "
-             "The paper's values for layers 4-7 are in seed 004 Table 1.")
+    run_layers = sorted({int(L_) for v in s["models"].values() for L_ in v})
+    missing = [L_ for L_ in range(1, 8) if L_ not in run_layers]
+    L.append("'–': not run here (the paper's value is shown)."
+             + (f" Layers {', '.join(map(str, missing))} are not run; the paper's values for them are in seed 004 "
+                "Table 1." if missing else ""))
     L.append("")
+    L.extend(_depth_paragraph(s))
     L.append(f"![seed 004 Table 1]({figure})")
     L.append("")
     L.append("**Pass criteria (issue 18)**")
@@ -553,9 +622,9 @@ def markdown(s: dict, figure: str) -> str:
              f"{fmt(s['cpu_by_kind']['models'])} s CPU.")
     L.append("")
     per_cell = [m["cpu_s"] for v in s["models"].values() for c in v.values() for m in c.values() if m.get("cpu_s")]
-    L.append("**Not reproduced here.** Layers 4 to 7 (the noiseless column falling to the paper's "
-             f"{fmt(PAPER['full'][7][0])} at L = 7 needs the paper's long training; GD++'s plateau at ConstRR from "
-             "L = 4 on) and the L = 2, 3 columns not in the grid: a model cell costs "
+    L.append("**Not reproduced here.** The columns of L >= 2 not in the grid, among them the noiseless column "
+             f"falling to the paper's {fmt(PAPER['full'][7][0])} at L = 7 (which needs the paper's long training): "
+             "a model cell costs "
              + (f"{fmt(min(per_cell))} to {fmt(max(per_cell))} s of CPU here" if per_cell else "CPU time")
              + ", and all experiments of this page together had to fit in a small CPU budget on a shared machine.")
     return "\n".join(L)
