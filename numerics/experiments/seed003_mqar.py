@@ -58,10 +58,11 @@ FULL = {
     "weight_decay": 0.1,
     "warmup": 0.1,
     "power_a": 0.01,
-    "seed": 0,
+    "seeds": (0, 1),       # the paper: one run per (d, lr); two seeds here because the step at which
+                           # attention leaves the 1/D plateau varies with the seed (RECIPE_NOTE)
 }
 QUICK = {**FULL, "steps": 20, "batch": 16, "train_examples": 320, "test_examples": 64, "eval_every": 10,
-         "stop_at": None}
+         "stop_at": None, "seeds": (0,)}
 
 #: why the recipe is what it is: one-off diagnostic runs (not part of the grid), at N = 64, D = 4,
 #: d = 32, vocabulary 256, 1,000 steps, one CPU thread
@@ -112,16 +113,16 @@ def cell(config: dict) -> dict:
 def configs(quick: bool) -> list[dict]:
     if quick:
         q = QUICK
-        return [{"mixer": m, "N": 64, "D": 4, "d": d, "lr": q["lrs"][1], **_common(q)}
+        return [{"mixer": m, "N": 64, "D": 4, "d": d, "lr": q["lrs"][1], "seed": q["seeds"][0], **_common(q)}
                 for m in MIXERS for d in (16, 32)]
     f = FULL
-    return [{"mixer": m, "N": N, "D": D, "d": d, "lr": lr, **_common(f)}
-            for (N, D) in SIZES for m in MIXERS for d in DIMS for lr in f["lrs"]]
+    return [{"mixer": m, "N": N, "D": D, "d": d, "lr": lr, "seed": sd, **_common(f)}
+            for sd in f["seeds"] for m in MIXERS for (N, D) in SIZES for d in DIMS for lr in f["lrs"]]
 
 
 def _common(f: dict) -> dict:
     return {k: f[k] for k in ("vocab", "steps", "batch", "train_examples", "test_examples", "eval_every", "stop_at",
-                              "mlp_mult", "weight_decay", "warmup", "power_a", "seed")}
+                              "mlp_mult", "weight_decay", "warmup", "power_a")}
 
 
 # ====================================================================== summary and criteria
@@ -133,20 +134,21 @@ def summarise(rows, quick: bool) -> dict:
         x = r["result"]
         runs.append({k: x[k] for k in ("mixer", "N", "D", "d", "lr", "best_test_acc", "final_test_acc",
                                        "steps_run", "final_train_loss", "params")}
-                    | {"history": x["history"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s")})
+                    | {"seed": int(r["config"].get("seed", 0)), "history": x["history"], "cpu_s": r.get("cpu_s"),
+                       "wall_s": r.get("wall_s")})
     best: dict = {}
     for x in runs:
         key = f"{x['mixer']}/{x['N']}/{x['d']}"
         if key not in best or x["best_test_acc"] > best[key]["acc"]:
             best[key] = {"mixer": x["mixer"], "N": x["N"], "d": x["d"], "acc": x["best_test_acc"], "lr": x["lr"],
-                         "steps_run": x["steps_run"]}
+                         "seed": x["seed"], "steps_run": x["steps_run"]}
     cfg = ok[0]["config"] if ok else {}
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "paper_claim": PAPER_CLAIM,
-         "threshold": THRESHOLD, "runs": sorted(runs, key=lambda x: (x["N"], x["mixer"], x["d"], x["lr"])),
+         "threshold": THRESHOLD, "runs": sorted(runs, key=lambda x: (x["N"], x["mixer"], x["d"], x["lr"], x["seed"])),
          "best": best, "config": {k: cfg.get(k) for k in ("vocab", "steps", "batch", "train_examples", "test_examples",
                                                          "eval_every", "stop_at", "mlp_mult", "weight_decay",
-                                                         "warmup", "power_a", "seed")},
-         "lrs": sorted({x["lr"] for x in runs}), "sizes": sorted({(x["N"], x["D"]) for x in runs})}
+                                                         "warmup", "power_a")},
+         "lrs": sorted({x["lr"] for x in runs}), "seeds": sorted({x["seed"] for x in runs}), "sizes": sorted({(x["N"], x["D"]) for x in runs})}
     s["criteria"] = criteria(s)
     return s
 
@@ -219,7 +221,7 @@ def criteria(s: dict) -> list[dict]:
 # ====================================================================== outputs
 
 def table(s: dict) -> list[dict]:
-    return [{"mixer": x["mixer"], "N": x["N"], "D": x["D"], "d": x["d"], "lr": x["lr"],
+    return [{"mixer": x["mixer"], "N": x["N"], "D": x["D"], "d": x["d"], "lr": x["lr"], "seed": x["seed"],
              "best_test_acc": x["best_test_acc"], "final_test_acc": x["final_test_acc"], "steps_run": x["steps_run"],
              "final_train_loss": x["final_train_loss"], "params": x["params"], "cpu_s": x["cpu_s"],
              "wall_s": x["wall_s"]} for x in s["runs"]]
@@ -239,7 +241,7 @@ def plot(s: dict):
         ax.set_xscale("log", base=2)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("model dimension d")
-        ax.set_ylabel("best test accuracy (over learning rates)")
+        ax.set_ylabel("best test accuracy (over lrs and seeds)")
         ax.set_title(f"N = {N}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -263,14 +265,16 @@ def markdown(s: dict, figure: str) -> str:
              f"{c['steps']} steps on {c['train_examples']} training examples, test accuracy on {c['test_examples']} "
              f"examples every {c['eval_every']} steps"
              + (f", a cell stopping once it reaches {c['stop_at']}" if c.get("stop_at") else "")
-             + "; learning rates " + ", ".join(fmt(x) for x in s["lrs"]) + ", the best kept.")
+             + "; learning rates " + ", ".join(fmt(x) for x in s["lrs"]) + ", seeds "
+             + ", ".join(str(x) for x in s.get("seeds", [0])) + " (model initialisation, data order and data), "
+             "the best kept.")
     L.append("")
     L.append(f"**Reduced from the paper** (App. E.2: vocabulary 8,192, 100,000 training examples x 64 epochs, "
              "3,000 test examples, four learning rates 1e-4 to 1e-2, batch 64; the reference configs use batch "
              f"512): here vocabulary {c['vocab']}, at most {c['steps']} x {c['batch']} = "
              f"{c['steps'] * c['batch']:,} training sequences per run ({c['train_examples']:,} distinct), "
-             f"{len(s['lrs'])} learning rate(s), {c['test_examples']:,} test examples; chosen for the issue's CPU budget of "
-             "about 35 minutes on this machine (what the grid took is under Cost).")
+             f"{len(s['lrs'])} learning rate(s), {c['test_examples']:,} test examples; chosen for the CPU budget of "
+             "a shared two-core machine (what the grid took is under Cost).")
     L.append("")
     if not c.get("mlp_mult"):
         L.append(RECIPE_NOTE)
@@ -279,7 +283,8 @@ def markdown(s: dict, figure: str) -> str:
              "no per-point accuracies, so the comparison is with these statements.")
     L.append("")
     Ns = sorted({b["N"] for b in s["best"].values()})
-    L.append("Best test accuracy over the learning rates (in brackets: that learning rate, and the steps run):")
+    L.append("Best test accuracy over the learning rates and seeds (in brackets: that learning rate, seed, and the "
+             "steps run):")
     L.append("")
     L.append("| N | mixer | " + " | ".join(f"d = {d}" for d in DIMS) + " |")
     L.append("|---|---|" + "---|" * len(DIMS))
@@ -288,7 +293,8 @@ def markdown(s: dict, figure: str) -> str:
             cells = []
             for d in DIMS:
                 b = s["best"].get(f"{m}/{N}/{d}")
-                cells.append("–" if b is None else f"{fmt(b['acc'])} ({fmt(b['lr'])}, {b['steps_run']})")
+                cells.append("–" if b is None else
+                             f"{fmt(b['acc'])} ({fmt(b['lr'])}, {b.get('seed', 0)}, {b['steps_run']})")
             L.append(f"| {N} | {m} | " + " | ".join(cells) + " |")
     L.append("")
     L.append(f"![seed 003 MQAR]({figure})")
@@ -312,9 +318,10 @@ def markdown(s: dict, figure: str) -> str:
     L.extend(reading(s))
     miss = (s.get("run") or {}).get("failures") or []
     if miss:
-        L.append("**Cells without a result** (their (mixer, N, d) entries above use the other learning rate only): "
+        L.append("**Cells without a result** (their (mixer, N, d) entries above use the other runs only): "
                  + "; ".join(f"{f['config'].get('mixer')}, N = {f['config'].get('N')}, d = {f['config'].get('d')}, "
-                             f"lr {fmt(f['config'].get('lr'))} ({f.get('error') or 'failed'})" for f in miss) + ".")
+                             f"lr {fmt(f['config'].get('lr'))}, seed {f['config'].get('seed', 0)} "
+                             f"({f.get('error') or 'failed'})" for f in miss) + ".")
         L.append("")
     per_mixer = {m: sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
     L.append(f"**Cost.** {timing_line(s)}. " + ", ".join(f"{m} cells {fmt_s(v)} CPU" for m, v in per_mixer.items())

@@ -165,9 +165,13 @@ def test_full_grid_is_the_issue_grid():
     cs = mq.configs(False)
     assert {(c["N"], c["D"]) for c in cs} == {(64, 4), (128, 8)}
     assert {c["d"] for c in cs} == {16, 32, 64, 128} and {c["mixer"] for c in cs} == {"attention", "baseconv"}
-    assert len({c["lr"] for c in cs}) == 2 and len(cs) == 2 * 2 * 4 * 2
+    assert len({c["lr"] for c in cs}) == 2 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
+    assert len(cs) == 2 * 2 * 4 * 2 * len(mq.FULL["seeds"])
+    # every (mixer, N, d, lr) cell once per seed
+    assert len({(c["mixer"], c["N"], c["d"], c["lr"], c["seed"]) for c in cs}) == len(cs)
     # a fair comparison: both mixers get the same recipe (everything but the grid's own axes is shared)
-    recipe = {tuple(sorted((k, v) for k, v in c.items() if k not in ("mixer", "N", "D", "d", "lr"))) for c in cs}
+    recipe = {tuple(sorted((k, v) for k, v in c.items() if k not in ("mixer", "N", "D", "d", "lr", "seed")))
+              for c in cs}
     assert len(recipe) == 1 and mq.FULL["mlp_mult"] == 0
     assert "seed003-mqar" in EXPERIMENTS
 

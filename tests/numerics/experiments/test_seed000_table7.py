@@ -39,3 +39,27 @@ def test_table7_perturbed_exact_weights_move():
     t7.exact_weights(m, 1, 0.5, perturb=1e-3, seed=2)
     w = m.blocks[0].mixer.W_gate.detach().numpy()
     assert 0 < np.abs(w[5, 0] - 1) < 1e-2 and np.abs(w).max() < 2
+
+
+def test_table7_warm_start_cells_are_separate_runs_and_not_criteria():
+    """The grid's warm-start cells (``WARM``) get their own summary keys, never stand in for the
+    random-initialisation runs the criteria read, and the report states what they reached."""
+    warm = [c for c in t7.configs(False) if c.get("init") == "exact"]
+    assert sorted(c["k"] for c in warm) == sorted(t7.WARM["ks"]) and all(c["perturb"] > 0 for c in warm)
+    assert t7.run_name({"recipe": "paper", "k": 2, "init": "exact"}) == "paper-k2-warm"
+    assert t7.run_name({"recipe": "paper", "k": 2}) == "paper-k2"
+
+    def run(k, mse, init="random", start=None):
+        return {"k": k, "recipe": "paper", "init": init, "perturb": 3e-4 if init == "exact" else 0.0,
+                "start_test_mse": start, "final_test_mse": mse, "steps": 200,
+                "history": [{"step": 100, "test_mse": mse * 3}, {"step": 200, "test_mse": mse}]}
+    runs = {f"paper-k{k}": run(k, 0.1) for k in (1, 2, 3, 4)}
+    before = {c["id"]: c["met"] for c in t7.criteria({"runs": runs})}
+    runs["paper-k2-warm"] = run(2, 5e-8, "exact", 1e-3)
+    assert {c["id"]: c["met"] for c in t7.criteria({"runs": runs})} == before
+    text = t7._warm_sentence(runs)
+    assert "k = 2: 0.001 at the start, 5.00e-08 after 200 steps" in text and "within the issue's precision" in text
+    assert "2.00e+06x below the run from random initialisation" in text
+    runs["paper-k2-warm"]["final_test_mse"] = 1e-5
+    assert "above the issue's precision bound" in t7._warm_sentence(runs)
+    assert "no such run" in t7._warm_sentence({"paper-k2": runs["paper-k2"]})
