@@ -116,6 +116,49 @@ def test_seed004_criteria():
     assert [(m["column"], m["baseline"]) for m in crit["baselines-10pct"]["misses"]] == [("3", "adarr")]
 
 
+def test_seed004_depth_paragraph_reads_the_numbers():
+    """The depth-at-sigma_max-5 paragraph: GD++'s plateau and Diag/Full's fall are computed from the
+    results (and the paragraph is absent until two depths past L = 3 exist)."""
+    s = fake_s4_summary(0.4, 0.45)
+    assert s4._depth_paragraph(s) == []
+    for v, vals in {"gdpp": [0.38, 0.381, 0.383], "diag": [0.09, 0.06, 0.05], "full": [0.08, 0.085, 0.06]}.items():
+        s["models"][v]["3"]["5"]["steps"] = 2000
+        for L, x in zip((4, 5, 6), vals):
+            s["models"][v][str(L)] = {"5": {"adjusted": x, "steps": 2000}}
+    text = "\n".join(s4._depth_paragraph(s))
+    assert "| GD++ | 0.9 / 0.907 | 0.3 / 0.344 | 0.38 / 0.344 | 0.381 / 0.344 | 0.383 / 0.344 |" in text
+    assert "GD++ from L = 3 to 6 stays between 0.3 and 0.383" in text and "not flat within 10%" in text
+    assert "Diag falls at every added layer (best 0.05 at L = 6" in text
+    assert "Full does not fall at every added layer (best 0.06 at L = 6" in text
+    s["models"]["gdpp"]["3"]["5"]["adjusted"] = 0.37
+    assert "flat within 10%, the paper's plateau" in "\n".join(s4._depth_paragraph(s))
+
+
+def test_seed004_a_diverged_model_is_retrained_once_at_a_smaller_lr(monkeypatch):
+    calls = []
+
+    def fake(cfg, rc):
+        calls.append(rc["lr"])
+        bad = len(calls) == 1
+        return {"adjusted": float("nan") if bad else 0.05, "skipped": 1830 if bad else 0, "train_seconds": 1.0,
+                "recipe": rc, "steps": 2000}
+    monkeypatch.setattr(s4, "_train_model", fake)
+    res = s4.model_cell({"kind": "model", "variant": "full", "layers": 6, "column": "5", "steps": 2000})
+    assert calls == [s4.RECIPE["lr"], pytest.approx(s4.RECIPE["lr"] * s4.RETRY_LR_FACTOR)]
+    assert res["adjusted"] == 0.05 and res["diverged"] == [{"lr": s4.RECIPE["lr"], "skipped": 1830, "train_seconds": 1.0}]
+    assert res["train_seconds"] == 2.0
+    calls.clear()
+    calls.append("first call already made: every call succeeds")
+    assert s4.model_cell({"kind": "model", "variant": "gdpp", "layers": 1, "column": "5", "steps": 10})["adjusted"] == 0.05
+    assert len(calls) == 2  # no retry for a finite result
+    s = fake_s4_summary(0.4, 0.45)
+    assert "none did" in s4._retry_sentence(s)
+    s["models"]["full"]["6"] = {"5": {**res, "curve": [{"train_half_mse": 3e25}, {"train_half_mse": 2.0}]}}
+    text = s4._retry_sentence(s)
+    assert "Full L = 6, column 5 (at lr 0.003 1830 of 2000 steps had a non-finite loss; the result is the retry's, lr 0.001)" in text
+    assert "reaches 3.00e+25 in a run that finished" in text
+
+
 # ------------------------------------------------------------------ seed 002
 
 def test_rho_is_eq_21():
