@@ -385,6 +385,27 @@ def reading(s: dict) -> list[str]:
                          f"{s['config']['steps'] * s['config']['batch']:,} training sequences, so the first criterion "
                          "fails at this budget (the recipe note has a diagnostic run at N = 128, d = 32 that solved "
                          "it with a 1,200-step schedule); it is no measurement of the width attention needs.")
+    off = []
+    for m in MIXERS:
+        for N, D in sorted(sizes.items()):
+            rs = [x for x in s["runs"] if x["mixer"] == m and x["N"] == N]
+            if rs:
+                left = [x for x in rs if x["best_test_acc"] > 1.5 / D]
+                off.append(f"{m} at N = {N}: {len(left)} of {len(rs)}"
+                           + (" (" + ", ".join(f"d = {x['d']}, lr {fmt(x['lr'])}, seed {x['seed']}: "
+                                               f"{fmt(x['best_test_acc'])}" for x in left) + ")" if left else ""))
+    if off and len(s.get("seeds", [])) > 1:
+        by_cell: dict = {}
+        for x in s["runs"]:
+            by_cell.setdefault((x["mixer"], x["N"], x["d"], x["lr"]), []).append(x["best_test_acc"] > 1.5 / sizes[x["N"]])
+        split = sorted(k for k, v in by_cell.items() if len(v) > 1 and any(v) and not all(v))
+        L.append("* Runs that left the 1/D plateau (best accuracy above 1.5/D), over every d, learning rate and "
+                 "seed: " + "; ".join(off) + ". "
+                 + ("The same (mixer, N, d, lr) left it with one seed and not with another: "
+                    + "; ".join(f"{m}, N = {N}, d = {d}, lr {fmt(lr)}" for m, N, d, lr in split)
+                    + ". At this budget whether a cell reaches the threshold is partly a draw of the seed, not only "
+                    "a property of the width." if split else
+                    "No (mixer, N, d, lr) left it with one seed and not with the other."))
     if stuck:
         plateau = all(p for _, p in stuck)
         L.append(f"* Attention below {s['threshold']} at a d larger than one where it reached it: "

@@ -235,3 +235,28 @@ def test_criteria_not_measurable_and_missing_cells():
                  ("baseconv", 64): [0.1, 0.1, 0.95, 1], ("baseconv", 128): [0.1, None, 0.2, 0.95]})
     v = verdicts(s)
     assert v["attention-d32"] is None and v["baseconv-below"] is None
+
+
+def test_reading_counts_runs_off_the_plateau_and_seed_splits():
+    """With two seeds, the report counts the runs that left 1/D (above 1.5/D) and names every
+    (mixer, N, d, lr) whose seeds disagree."""
+    def run(m, d, lr, seed, acc):
+        return {"mixer": m, "N": 64, "D": 4, "d": d, "lr": lr, "seed": seed, "best_test_acc": acc,
+                "final_train_loss": 1.0}
+    runs = [run("attention", 32, 1e-2, 0, 0.99), run("attention", 32, 1e-2, 1, 0.26),
+            run("attention", 64, 1e-2, 0, 0.5), run("attention", 64, 1e-2, 1, 0.6),
+            run("baseconv", 32, 1e-2, 0, 0.2), run("baseconv", 32, 1e-2, 1, 0.1)]
+    best = {}
+    for x in runs:
+        k = f"{x['mixer']}/64/{x['d']}"
+        if k not in best or x["best_test_acc"] > best[k]["acc"]:
+            best[k] = {"mixer": x["mixer"], "N": 64, "d": x["d"], "acc": x["best_test_acc"], "lr": x["lr"]}
+    s = {"runs": runs, "best": best, "threshold": 0.9, "sizes": [(64, 4)], "seeds": [0, 1],
+         "config": {"steps": 10, "batch": 2}}
+    text = "\n".join(mq.reading(s))
+    assert "attention at N = 64: 3 of 4 (d = 32, lr 0.01, seed 0: 0.99, d = 64, lr 0.01, seed 0: 0.5, d = 64" in text
+    assert "baseconv at N = 64: 0 of 2" in text
+    assert "left it with one seed and not with another: attention, N = 64, d = 32, lr 0.01." in text
+    s["runs"][1]["best_test_acc"] = 0.9
+    assert "No (mixer, N, d, lr) left it with one seed and not with the other." in "\n".join(mq.reading(s))
+    assert "Runs that left" not in "\n".join(mq.reading({**s, "seeds": [0]}))
