@@ -392,7 +392,7 @@ def reading(s: dict) -> list[str]:
             if rs:
                 left = [x for x in rs if x["best_test_acc"] > 1.5 / D]
                 off.append(f"{m} at N = {N}: {len(left)} of {len(rs)}"
-                           + (" (" + ", ".join(f"d = {x['d']}, lr {fmt(x['lr'])}, seed {x['seed']}: "
+                           + (" (" + ", ".join(f"d = {x['d']}, lr {fmt(x['lr'])}, seed {x.get('seed', 0)}: "
                                                f"{fmt(x['best_test_acc'])}" for x in left) + ")" if left else ""))
     if off and len(s.get("seeds", [])) > 1:
         by_cell: dict = {}
