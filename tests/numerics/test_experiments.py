@@ -134,28 +134,39 @@ def test_seed004_depth_paragraph_reads_the_numbers():
     assert "flat within 10%, the paper's plateau" in "\n".join(s4._depth_paragraph(s))
 
 
-def test_seed004_a_diverged_model_is_retrained_once_at_a_smaller_lr(monkeypatch):
-    calls = []
+def test_seed004_a_diverged_model_is_retrained_at_a_smaller_lr(monkeypatch):
+    calls, bad_calls = [], {1}
 
     def fake(cfg, rc):
         calls.append(rc["lr"])
-        bad = len(calls) == 1
+        bad = len(calls) in bad_calls
         return {"adjusted": float("nan") if bad else 0.05, "skipped": 1830 if bad else 0, "train_seconds": 1.0,
                 "recipe": rc, "steps": 2000}
     monkeypatch.setattr(s4, "_train_model", fake)
-    res = s4.model_cell({"kind": "model", "variant": "full", "layers": 6, "column": "5", "steps": 2000})
-    assert calls == [s4.RECIPE["lr"], pytest.approx(s4.RECIPE["lr"] * s4.RETRY_LR_FACTOR)]
-    assert res["adjusted"] == 0.05 and res["diverged"] == [{"lr": s4.RECIPE["lr"], "skipped": 1830, "train_seconds": 1.0}]
+    cfg = {"kind": "model", "variant": "full", "layers": 6, "column": "5", "steps": 2000}
+    lr, f = s4.RECIPE["lr"], s4.RETRY_LR_FACTOR
+    res = s4.model_cell(cfg)
+    assert calls == [lr, pytest.approx(lr * f)]
+    assert res["adjusted"] == 0.05 and res["diverged"] == [{"lr": lr, "skipped": 1830, "train_seconds": 1.0}]
     assert res["train_seconds"] == 2.0
     calls.clear()
-    calls.append("first call already made: every call succeeds")
-    assert s4.model_cell({"kind": "model", "variant": "gdpp", "layers": 1, "column": "5", "steps": 10})["adjusted"] == 0.05
-    assert len(calls) == 2  # no retry for a finite result
+    bad_calls.clear()
+    assert "diverged" not in s4.model_cell(cfg) and len(calls) == 1  # no retry for a finite result
+    calls.clear()
+    bad_calls.update(range(1, 10))  # diverges every time: RETRIES retries, then the non-finite result stands
+    res = s4.model_cell(cfg)
+    assert len(calls) == s4.RETRIES + 1 and calls[-1] == pytest.approx(lr * f ** s4.RETRIES)
+    assert math.isnan(res["adjusted"]) and len(res["diverged"]) == s4.RETRIES
     s = fake_s4_summary(0.4, 0.45)
     assert "none did" in s4._retry_sentence(s)
+    bad_calls.clear()
+    bad_calls.update({1, 2})
+    calls.clear()
+    res = s4.model_cell(cfg)
     s["models"]["full"]["6"] = {"5": {**res, "curve": [{"train_half_mse": 3e25}, {"train_half_mse": 2.0}]}}
     text = s4._retry_sentence(s)
-    assert "Full L = 6, column 5 (at lr 0.003 1830 of 2000 steps had a non-finite loss; the result is the retry's, lr 0.001)" in text
+    assert ("Full L = 6, column 5 (at lr 0.003 1830 of 2000 steps had a non-finite loss, at lr 0.001 1830 of 2000 "
+            "steps had a non-finite loss; the result is the run at lr 3.33e-04)") in text
     assert "reaches 3.00e+25 in a run that finished" in text
 
 
