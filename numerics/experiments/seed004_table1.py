@@ -538,7 +538,11 @@ def _depth_paragraph(s: dict, column: str = "5") -> list[str]:
             falls = all(x[1] > y[1] for x, y in zip(d, d[1:]))
             notes.append(f"{LABEL[v]} {'falls at every added layer' if falls else 'does not fall at every added layer'}"
                          f" (best {fmt(best[1])} at L = {best[0]}, {fmt(best[1] / g[-1][1])}x GD++ at L = {g[-1][0]}; "
-                         f"paper {fmt(_paper_model(v, 7, column))} at L = 7)")
+                         f"paper {fmt(_paper_model(v, 7, column))} at L = 7"
+                         + (f"; L = {', '.join(map(str, retried))} trained at a smaller learning rate after diverging, "
+                            "see Configuration" if (retried := [L_ for L_, _ in d if s["models"][v][str(L_)][column].get(
+                                "diverged")]) else "")
+                         + ")")
     steps = sorted({s["models"][v][str(L_)][column]["steps"] for v in VARIANTS for L_, _ in deep[v]})
     L.append("; ".join(notes) + f". Every cell of L >= 3 is trained for {' or '.join(map(str, steps))} steps with the "
              "recipe below (the paper: 200,000), so at large L the gap to the paper is the training budget's as "
