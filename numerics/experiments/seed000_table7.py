@@ -360,7 +360,10 @@ def _warm_sentence(runs: dict) -> str:
                      f"{r['steps']} steps ("
                      + (f"{fmt(1 / moved)}x below its start" if moved < 1 else
                         f"{fmt(moved)}x above its start: the recipe's steps moved it away from the exact weights")
-                     + f"; best evaluation {fmt(best)})"
+                     + f"; best evaluation {fmt(best)}"
+                     + (f", largest {fmt(worst['test_mse'])} at step {worst['step']}"
+                        if (worst := max(r["history"], key=lambda h: h["test_mse"], default=None)) else "")
+                     + ")"
                      + (f", {fmt(cold['final_test_mse'] / r['final_test_mse'])}x below the run from random "
                         f"initialisation" if cold else "")
                      + f", {'within' if r['final_test_mse'] <= (1e-8 if r['k'] == 1 else 1e-7) else 'above'} the "
@@ -372,9 +375,12 @@ def _warm_sentence(runs: dict) -> str:
                 r["final_test_mse"] <= (1e-8 if r["k"] == 1 else 1e-7) for r in warm) else
             "Warm starts (not criteria; the recipe for the same steps from `exact_weights` plus N(0, perturb^2) "
             "on every weight): " + "; ".join(parts) + ". So the precision criterion fails even next to the exact "
-            "solution at this budget and learning rate: the recipe's steps (lr up to "
-            f"{fmt(RECIPE['max_lr'])}) do not refine a near-exact model to the paper's precision within "
-            f"{max(r['steps'] for r in warm)} steps.")
+            "solution at this budget and learning rate: the recipe's steps (lr warmed up to "
+            f"{fmt(RECIPE['max_lr'])}) "
+            + ("knock every near-exact model far from the exact weights (its largest evaluation more than 10x its "
+               "start) before settling, and " if all(max(h["test_mse"] for h in r["history"]) > 10 * r["start_test_mse"]
+                                                    for r in warm if r["history"]) else "")
+            + f"do not refine it to the paper's precision within {max(r['steps'] for r in warm)} steps.")
 
 
 def _learned(r: dict) -> str:
