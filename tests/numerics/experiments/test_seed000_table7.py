@@ -45,7 +45,11 @@ def test_table7_warm_start_cells_are_separate_runs_and_not_criteria():
     """The grid's warm-start cells (``WARM``) get their own summary keys, never stand in for the
     random-initialisation runs the criteria read, and the report states what they reached."""
     warm = [c for c in t7.configs(False) if c.get("init") == "exact"]
-    assert sorted(c["k"] for c in warm) == sorted(t7.WARM["ks"]) and all(c["perturb"] > 0 for c in warm)
+    assert sorted((c["k"], c.get("lr") or 0) for c in warm) == sorted((k, lr or 0) for k in t7.WARM["ks"]
+                                                                       for lr in t7.WARM["lrs"])
+    assert all(c["perturb"] > 0 for c in warm)
+    # the recipe's-lr warm cells carry no lr key: their results from before WARM["lrs"] stay valid
+    assert sum("lr" not in c for c in warm) == len(t7.WARM["ks"])
     assert t7.run_name({"recipe": "paper", "k": 2, "init": "exact"}) == "paper-k2-warm"
     assert t7.run_name({"recipe": "paper", "k": 2}) == "paper-k2"
 
@@ -58,10 +62,17 @@ def test_table7_warm_start_cells_are_separate_runs_and_not_criteria():
     runs["paper-k2-warm"] = run(2, 5e-8, "exact", 1e-3)
     assert {c["id"]: c["met"] for c in t7.criteria({"runs": runs})} == before
     text = t7._warm_sentence(runs)
-    assert "k = 2: 0.001 at the start, 5.00e-08 after 200 steps (2e+04x below its start" in text
+    assert "at lr 0.005 (the recipe's): k = 2: 0.001 at the start, 5.00e-08 after 200 steps (2e+04x below its start" in text
     assert "within the issue's precision" in text and "2.00e+06x below the run from random initialisation" in text
+    assert "Near the exact solution the recipe keeps or reaches the precision" in text
     runs["paper-k2-warm"]["final_test_mse"] = 1e-2
     text = t7._warm_sentence(runs)
-    assert "above the issue's precision bound" in text and "10x above its start: the recipe's steps moved it" in text
-    assert "precision criterion fails even next to the exact solution" in text
+    assert "above the issue's precision bound" in text and "10x above its start" in text
+    assert "no warm start reaches it within 200 steps" in text and "knocked far" not in text
+    runs["paper-k2-warm"]["history"][0]["test_mse"] = 0.5
+    assert "every run knocked far from the exact weights" in t7._warm_sentence(runs)
+    runs["paper-k2-warm-lr0.0005"] = {**run(2, 5e-8, "exact", 1e-3), "lr": 5e-4}
+    assert t7.run_name(runs["paper-k2-warm-lr0.0005"]) == "paper-k2-warm-lr0.0005"
+    text = t7._warm_sentence(runs)
+    assert text.index("at lr 0.005") < text.index("at lr 5.00e-04: k = 2") and "Some warm starts reach" in text
     assert "no such run" in t7._warm_sentence({"paper-k2": runs["paper-k2"]})
