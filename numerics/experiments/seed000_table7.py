@@ -382,10 +382,14 @@ def _warm_sentence(runs: dict) -> str:
                             "initialisation" if cold else "")
                          + f", {'within' if r['final_test_mse'] <= bound(r) else 'above'} the issue's precision bound")
         knocked = all(worst(r) and worst(r)["test_mse"] > 10 * r["start_test_mse"] for r in group)
+        falling = all(len(r["history"]) >= 2 and r["history"][-1]["test_mse"] == min(h["test_mse"] for h in r["history"])
+                      for r in group)
         out.append(f"at lr {fmt(lr)}{' (the recipe' + chr(39) + 's)' if lr == RECIPE['max_lr'] else ''}: "
                    + "; ".join(parts)
                    + (" (every run knocked far from the exact weights, its largest evaluation more than 10x its "
-                      "start, before settling)" if knocked else ""))
+                      "start, before settling)" if knocked else "")
+                   + (" (every run at its lowest at its last evaluation: still falling when the steps ran out)"
+                      if falling else ""))
     text = ("Warm starts (not criteria; the recipe for the same steps from `exact_weights` plus N(0, perturb^2) on "
             "every weight), " + "; ".join(out) + ". ")
     if all(r["final_test_mse"] <= bound(r) for r in warm):

@@ -75,4 +75,7 @@ def test_table7_warm_start_cells_are_separate_runs_and_not_criteria():
     assert t7.run_name(runs["paper-k2-warm-lr0.0005"]) == "paper-k2-warm-lr0.0005"
     text = t7._warm_sentence(runs)
     assert text.index("at lr 0.005") < text.index("at lr 5.00e-04: k = 2") and "Some warm starts reach" in text
+    assert text.count("still falling when the steps ran out") == 2  # both runs' last evaluations are their lowest
+    runs["paper-k2-warm"]["history"][-1]["test_mse"] = 0.6
+    assert t7._warm_sentence(runs).count("still falling when the steps ran out") == 1  # the lr 5e-4 run only
     assert "no such run" in t7._warm_sentence({"paper-k2": runs["paper-k2"]})
