@@ -116,6 +116,25 @@ def test_seed004_criteria():
     assert [(m["column"], m["baseline"]) for m in crit["baselines-10pct"]["misses"]] == [("3", "adarr")]
 
 
+def test_seed004_baseline_misses_are_weighed_against_the_sampling_noise():
+    """A miss's z is (ours - paper) / (sqrt(2) se); the report calls misses within 2 of those sampling
+    noise and larger ones a difference of the baseline."""
+    s = fake_s4_summary(0.4, 0.45)
+    p = s4.PAPER["tunedrr"][3]
+    for col in s["baselines"]:
+        for k in ("constrr", "adarr", "tunedrr"):
+            s["baselines"][col][k]["se"] = 1e-3
+    s["baselines"]["3"]["tunedrr"].update(adjusted=p * 1.12, se=p * 0.12 / (2 ** 0.5 * 1.5))  # z = 1.5
+    s["criteria"] = s4.criteria(s)
+    miss = s["criteria"][0]["misses"]
+    assert len(miss) == 1 and miss[0]["z_diff"] == pytest.approx(1.5)
+    text = s4._miss_noise_sentence(miss)
+    assert "Each miss is at most 1.5 standard errors of the difference" in text and "consistent with sampling noise" in text
+    s["baselines"]["3"]["tunedrr"]["se"] = p * 0.12 / (2 ** 0.5 * 3)  # z = 3
+    assert "beyond sampling noise for at least one" in s4._miss_noise_sentence(s4.criteria(s)[0]["misses"])
+    assert s4._miss_noise_sentence([]) == ""
+
+
 def test_seed004_depth_paragraph_reads_the_numbers():
     """The depth-at-sigma_max-5 paragraph: GD++'s plateau and Diag/Full's fall are computed from the
     results (and the paragraph is absent until two depths past L = 3 exist)."""
