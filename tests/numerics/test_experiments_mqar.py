@@ -162,7 +162,12 @@ def test_cell_trains_and_refuses_a_bad_mixer():
 
 
 def test_full_grid_is_the_issue_grid():
-    cs = mq.configs(False)
+    every = mq.configs(False)
+    long = [c for c in every if c.get("part") == "long"]
+    cs = [c for c in every if c.get("part") != "long"]
+    # the longer-budget cells: both mixers at each of LONG's d, otherwise the grid's recipe
+    assert sorted((c["mixer"], c["d"]) for c in long) == sorted((m, d) for m in mq.MIXERS for d in mq.LONG["ds"])
+    assert all(c["steps"] == mq.LONG["steps"] > mq.FULL["steps"] and c["N"] == mq.LONG["N"] for c in long)
     assert {(c["N"], c["D"]) for c in cs} == {(64, 4), (128, 8)}
     assert {c["d"] for c in cs} == {16, 32, 64, 128} and {c["mixer"] for c in cs} == {"attention", "baseconv"}
     assert len({c["lr"] for c in cs}) == 2 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
@@ -260,3 +265,27 @@ def test_reading_counts_runs_off_the_plateau_and_seed_splits():
     s["runs"][1]["best_test_acc"] = 0.9
     assert "No (mixer, N, d, lr) left it with one seed and not with the other." in "\n".join(mq.reading(s))
     assert "Runs that left" not in "\n".join(mq.reading({**s, "seeds": [0]}))
+
+
+def test_long_runs_are_kept_out_of_the_grid_and_read_beside_it():
+    def row(m, d, acc, part=None, steps=10):
+        cfg = {"mixer": m, "N": 128, "D": 8, "d": d, "lr": 1e-2, "seed": 0, "steps": steps, "vocab": 256}
+        if part:
+            cfg["part"] = part
+        res = {"mixer": m, "N": 128, "D": 8, "d": d, "lr": 1e-2, "best_test_acc": acc, "final_test_acc": acc,
+               "steps_run": steps, "final_train_loss": 1.0, "params": 1, "history": []}
+        return {"status": "ok", "config": cfg, "result": res, "cpu_s": 1.0, "wall_s": 1.0}
+    rows = [row(m, d, 0.1) for m in mq.MIXERS for d in mq.DIMS]
+    rows += [row("attention", 32, 0.99, "long", 30), row("baseconv", 32, 0.2, "long", 30),
+             row("attention", 128, 0.98, "long", 30), row("baseconv", 128, 0.5, "long", 30)]
+    s = mq.summarise(rows, False)
+    assert acc_at_grid(s) == 0.1 and len(s["long"]) == 4  # the grid's best ignores the long runs
+    text = "\n".join(mq.long_runs(s))
+    assert "| attention | 0.99 (30); grid 0.1 | 0.98 (30); grid 0.1 |" in text
+    assert "attention reaches 0.9 at d = 32, 128 and BaseConv at none (N = 128)" in text
+    assert "the ordering of Claim 1 at this size" in text
+    assert mq.long_runs({**s, "long": []}) == []
+
+
+def acc_at_grid(s):
+    return mq.acc_at(s, "attention", 128, 32)
