@@ -464,7 +464,14 @@ def long_runs(s: dict) -> list[str]:
              + ("So attention's failure at this N in the grid is its budget, as the recipe note's diagnostic run "
                 "suggested, while BaseConv stays below the threshold even at d = N with the longer budget: the "
                 "ordering of Claim 1 at this size." if att and not bc and max(ds) >= lr[0]["N"] else
-                "The longer budget does not separate the mixers at this N." if not att and not bc else
+                ("The longer budget does not separate the mixers at this N"
+                 + (f": attention stays on the 1/D plateau (every run below 1.5/D = {fmt(1.5 / lr[0]['D'])}) with 3x "
+                    "the steps, so at this recipe, learning rate and seed its failure at this N is not the step budget "
+                    "alone; the recipe note's diagnostic run that solved N = 128 at d = 32 differed in the training set "
+                    "(25,600 examples) and the schedule (1,200 steps), so whether attention solves it here is a "
+                    "matter of the optimisation this run does not settle."
+                    if all(x["best_test_acc"] < 1.5 / x["D"] for x in lr if x["mixer"] == "attention") else "."))
+                if not att and not bc else
                 "Both reach it with the longer budget." if att and bc else
                 "BaseConv reaches it and attention does not: against the paper's ordering at this budget."))
     L.append("")

@@ -285,6 +285,10 @@ def test_long_runs_are_kept_out_of_the_grid_and_read_beside_it():
     assert "attention reaches 0.9 at d = 32, 128 and BaseConv at none (N = 128)" in text
     assert "the ordering of Claim 1 at this size" in text
     assert mq.long_runs({**s, "long": []}) == []
+    for x in s["long"]:
+        x["best_test_acc"] = 0.13 if x["mixer"] == "attention" else 0.1
+    text = "\n".join(mq.long_runs(s))
+    assert "does not separate the mixers at this N: attention stays on the 1/D plateau" in text
 
 
 def acc_at_grid(s):
