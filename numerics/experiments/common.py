@@ -28,6 +28,8 @@ import platform
 import sys
 import time
 from datetime import datetime, timezone
+
+import numpy as np
 from pathlib import Path
 
 from polyverify.cli import atomic_write_text, save_figure
@@ -94,6 +96,12 @@ def write_outputs(module, summary: dict, out: Path) -> None:
     fig = module.plot(summary)
     save_figure(fig, out / FIGURE)
     plt.close(fig)
+
+
+def std_err(xs) -> float | None:
+    """Standard error of the mean of ``xs`` (sample standard deviation / sqrt(n)); None below two values."""
+    xs = np.asarray(xs, dtype=float)
+    return float(xs.std(ddof=1) / math.sqrt(len(xs))) if len(xs) > 1 else None
 
 
 def rows_ok(rows) -> list[dict]:

@@ -310,7 +310,8 @@ def plot(s: dict):
                         color=f"C{k - 1}", alpha=0.6, label=f"k = {k}, StepLR Adam")
     for r in sorted((r for r in s["runs"].values() if _warm(r)), key=lambda r: r["k"]):
         a1.semilogy([0] + [h["step"] for h in r["history"]], [r["start_test_mse"]] + [h["test_mse"] for h in r["history"]],
-                    "d-.", color=f"C{r['k'] - 1}", alpha=0.8, label=f"k = {r['k']}, recipe, warm start")
+                    "d-." if not r.get("lr") else "d:", color=f"C{r['k'] - 1}", alpha=0.8,
+                    label=f"k = {r['k']}, {_label(r)}")
     a1.set_xlabel("step")
     a1.set_ylabel("test MSE (float32)")
     a1.set_title("training curves (dotted: the paper's Table 7 value)", fontsize=9)
@@ -339,6 +340,11 @@ def _warm(r: dict) -> bool:
     return r.get("init", "random") == "exact"
 
 
+def _lr(r: dict) -> float:
+    """A recipe run's peak learning rate: its own (warm starts) or the recipe's."""
+    return r.get("lr") or RECIPE["max_lr"]
+
+
 def _label(r: dict) -> str:
     """How a run was trained, as the report names it."""
     if _warm(r):
@@ -348,12 +354,12 @@ def _label(r: dict) -> str:
 
 
 def _order(kv):
-    return (kv[1]["recipe"] != "paper", _warm(kv[1]), -(kv[1].get("lr") or RECIPE["max_lr"]), kv[1]["k"])
+    return (kv[1]["recipe"] != "paper", _warm(kv[1]), -_lr(kv[1]), kv[1]["k"])
 
 
 def _warm_sentence(runs: dict) -> str:
     """What the warm-start runs did (from the numbers), or how to run one when none is in the results."""
-    warm = sorted((r for r in runs.values() if _warm(r)), key=lambda r: (r.get("lr") or RECIPE["max_lr"], r["k"]))
+    warm = sorted((r for r in runs.values() if _warm(r)), key=lambda r: (_lr(r), r["k"]))
     if not warm:
         return ("A warm start from those weights perturbed is a cell option (`init: exact`, `perturb`); no such "
                 "run is in these results.")
@@ -365,8 +371,8 @@ def _warm_sentence(runs: dict) -> str:
         return max(r["history"], key=lambda h: h["test_mse"], default=None)
 
     out = []
-    for lr in sorted({r.get("lr") or RECIPE["max_lr"] for r in warm}, reverse=True):
-        group = [r for r in warm if (r.get("lr") or RECIPE["max_lr"]) == lr]
+    for lr in sorted({_lr(r) for r in warm}, reverse=True):
+        group = [r for r in warm if _lr(r) == lr]
         parts = []
         for r in group:
             cold = runs.get(f"paper-k{r['k']}")

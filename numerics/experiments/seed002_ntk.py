@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .common import fmt, rows_ok, timing_line, verdict
+from .common import fmt, rows_ok, std_err, timing_line, verdict
 
 NAME = "seed002-ntk"
 TITLE = "Seed 002: the linear-RNN NTK (Thm. 3.3) and RNN vs scaled convolution (Figs. 1 and 3)"
@@ -219,8 +219,7 @@ def delay_cell(cfg: dict) -> dict:
             errs[kind].append(float(np.mean((pred - y_te) ** 2) / np.mean(y_te ** 2)))
     return {"part": "delay", "delay": delay, "steps": steps, "draws": draws,
             **{f"{k}_test_nmse": float(np.mean(v)) for k, v in errs.items()},
-            **{f"{k}_test_nmse_se": float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
-               for k, v in errs.items()}}
+            **{f"{k}_test_nmse_se": std_err(v) or 0.0 for k, v in errs.items()}}
 
 
 def cell(config: dict) -> dict:
@@ -273,11 +272,6 @@ def summarise(rows, quick: bool) -> dict:
          "config": FULL if not quick else "quick"}
     s["criteria"] = criteria(s)
     return s
-
-
-def _se(xs) -> float | None:
-    """Standard error of the mean of ``xs`` (None for fewer than two values)."""
-    return float(np.std(xs, ddof=1) / math.sqrt(len(xs))) if len(xs) > 1 else None
 
 
 def criteria(s: dict) -> list[dict]:
@@ -386,8 +380,8 @@ def markdown(s: dict, figure: str) -> str:
         L.append("|---|---|---|---|---|---|---|---|")
         for n, v in s["ntk"].items():
             e, c = v["ntk_rel_err_each"], v.get("max_cross_lag_rel_each", [v["max_cross_lag_rel"]])
-            L.append(f"| {n} | {v['runs']} | {fmt(v['ntk_rel_err'])} +- {fmt(_se(e), 2)} | {fmt(min(e))} to {fmt(max(e))} | "
-                     f"{fmt(v['gram_rel_err'])} | {fmt(v['max_cross_lag_rel'])} +- {fmt(_se(c), 2)} | "
+            L.append(f"| {n} | {v['runs']} | {fmt(v['ntk_rel_err'])} +- {fmt(std_err(e), 2)} | {fmt(min(e))} to {fmt(max(e))} | "
+                     f"{fmt(v['gram_rel_err'])} | {fmt(v['max_cross_lag_rel'])} +- {fmt(std_err(c), 2)} | "
                      f"{', '.join(fmt(g) for g in v['gram_diag_mean'])} | {fmt(v['cpu_s'])} s |")
         L.append("")
     if s["dynamics"]:

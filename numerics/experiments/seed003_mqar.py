@@ -32,7 +32,7 @@ here is reduced to fit the CPU budget of issue 18 (``FULL`` says by how much; th
 """
 from __future__ import annotations
 
-from .common import fmt, rows_ok, timing_line, verdict
+from .common import fmt, fmt_seconds, rows_ok, timing_line, verdict
 
 NAME = "seed003-mqar"
 TITLE = "Seed 003 (Zoology), Figure 2 / Claim 1: MQAR accuracy of attention and BaseConv against model dimension"
@@ -136,18 +136,8 @@ def _common(f: dict) -> dict:
 def summarise(rows, quick: bool) -> dict:
     every = rows_ok(rows)
     ok = [r for r in every if r["config"].get("part") != "long"]
-    long = [{k: r["result"][k] for k in ("mixer", "N", "D", "d", "lr", "best_test_acc", "final_test_acc", "steps_run",
-                                         "final_train_loss")}
-            | {"seed": int(r["config"].get("seed", 0)), "steps": int(r["config"]["steps"]),
-               "history": r["result"]["history"], "cpu_s": r.get("cpu_s")}
-            for r in every if r["config"].get("part") == "long"]
-    runs = []
-    for r in ok:
-        x = r["result"]
-        runs.append({k: x[k] for k in ("mixer", "N", "D", "d", "lr", "best_test_acc", "final_test_acc",
-                                       "steps_run", "final_train_loss", "params")}
-                    | {"seed": int(r["config"].get("seed", 0)), "history": x["history"], "cpu_s": r.get("cpu_s"),
-                       "wall_s": r.get("wall_s")})
+    long = [_run_record(r) for r in every if r["config"].get("part") == "long"]
+    runs = [_run_record(r) for r in ok]
     best: dict = {}
     for x in runs:
         key = f"{x['mixer']}/{x['N']}/{x['d']}"
@@ -164,6 +154,15 @@ def summarise(rows, quick: bool) -> dict:
          "long": sorted(long, key=lambda x: (x["d"], x["mixer"]))}
     s["criteria"] = criteria(s)
     return s
+
+
+def _run_record(r: dict) -> dict:
+    """One finished cell as the summary keeps it."""
+    x = r["result"]
+    return ({k: x[k] for k in ("mixer", "N", "D", "d", "lr", "best_test_acc", "final_test_acc", "steps_run",
+                               "final_train_loss", "params")}
+            | {"seed": int(r["config"].get("seed", 0)), "steps": int(r["config"]["steps"]), "history": x["history"],
+               "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s")})
 
 
 def acc_at(s: dict, mixer: str, N: int, d: int):
@@ -338,7 +337,7 @@ def markdown(s: dict, figure: str) -> str:
         L.append("")
     L.extend(long_runs(s))
     per_mixer = {m: sum(x["cpu_s"] or 0 for x in s["runs"] + s.get("long", []) if x["mixer"] == m) for m in MIXERS}
-    L.append(f"**Cost.** {timing_line(s)}. " + ", ".join(f"{m} cells {fmt_s(v)} CPU" for m, v in per_mixer.items())
+    L.append(f"**Cost.** {timing_line(s)}. " + ", ".join(f"{m} cells {fmt_seconds(v)} CPU" for m, v in per_mixer.items())
              + ".")
     return "\n".join(L)
 
@@ -476,10 +475,6 @@ def long_runs(s: dict) -> list[str]:
                 "BaseConv reaches it and attention does not: against the paper's ordering at this budget."))
     L.append("")
     return L
-
-
-def fmt_s(x: float) -> str:
-    return f"{x:.1f} s" if x < 120 else f"{x / 60:.1f} min"
 
 
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "RECIPE_NOTE", "cell", "configs", "summarise", "criteria", "table",

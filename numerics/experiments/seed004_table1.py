@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from .common import fmt, rows_ok, timing_line, verdict
+from .common import fmt, rows_ok, std_err, timing_line, verdict
 
 NAME = "seed004-table1"
 TITLE = "Seed 004, Table 1: mixed noise variance (linear transformers vs ridge baselines)"
@@ -154,7 +154,7 @@ def adjusted(pred, ps) -> tuple[float, float, float]:
     e_or = (ridge(ps, ps["sigma"] ** 2) - ps["yt"]) ** 2
     e = (np.asarray(pred) - ps["yt"]) ** 2
     diff = 0.5 * (e - e_or)
-    return float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff))), float(0.5 * e_or.mean())
+    return float(diff.mean()), std_err(diff), float(0.5 * e_or.mean())
 
 
 # ====================================================================== baselines
@@ -557,18 +557,18 @@ def _depth_paragraph(s: dict, column: str = "5") -> list[str]:
 
 def _retry_sentence(s: dict) -> str:
     """The cells that diverged and were retrained at a smaller learning rate (from the results)."""
-    re = [(v, L_, c, m) for v, per in s["models"].items() for L_, pc in per.items() for c, m in pc.items()
-          if m.get("diverged")]
+    hits = [(v, L_, c, m) for v, per in s["models"].items() for L_, pc in per.items() for c, m in pc.items()
+            if m.get("diverged")]
     rule = (f" A run that diverges (no finite adjusted loss) is retrained at {fmt(RETRY_LR_FACTOR)} x its learning "
             f"rate, at most {RETRIES} times, the same rule for every cell")
-    if not re:
+    if not hits:
         return rule + "; none did."
     return (rule + ": "
             + "; ".join(f"{LABEL[v]} L = {L_}, column {c} ("
                         + ", ".join(f"at lr {fmt(f['lr'])} {f['skipped']} of {m['steps']} steps had a non-finite loss"
                                     for f in m["diverged"])
                         + f"; the result is the run at lr {fmt(m['recipe']['lr'])})"
-                        for v, L_, c, m in sorted(re, key=lambda x: (int(x[1]), x[0])))
+                        for v, L_, c, m in sorted(hits, key=lambda x: (int(x[1]), x[0])))
             + ". The deep models' training losses are heavy-tailed (the 1/2 MSE averaged over a tenth of a run's "
             f"steps reaches {fmt(_largest_train_loss(s))} in a run that finished, from rare sequences, each model "
             "being a polynomial of degree 3^L in the tokens), which the gradient-norm clip and the skip of "
