@@ -3,12 +3,22 @@
 * **Exit codes** mean one thing each, everywhere: ``EXIT_OK`` (0) proved / ok,
   ``EXIT_FAILED`` (1) a proof failed (the report carries the counterexample),
   ``EXIT_USAGE`` (2) bad input or a refused request (one line on stderr, no
-  traceback, no output file touched).
+  traceback, no output file touched), ``EXIT_INTERRUPTED`` (130, as a shell
+  reports a process stopped by SIGINT) Ctrl-C: one line ``interrupted`` on
+  stderr, no traceback, no half-written file and no folder left that the run
+  created and did not fill.
 * **Bad input is refused before any work**: :class:`Parser` turns argparse's
   errors into :class:`UsageError`; :func:`output_file` / :func:`output_dir`
-  check every output path up front (parent folder exists or can be created,
-  the path is not a folder / not a file, writable); :func:`check_range`,
+  check every output path up front (the path is not a folder / not a file, the
+  nearest existing folder on its way is a folder in which a file can really be
+  created: a probe file is made and removed, so /proc and read-only mounts are
+  refused before the work) and create nothing; :func:`check_range`,
   :func:`check_finite` and :func:`check_memory` bound every size.
+* **Folders are created last**, right before the first file is written into
+  them (:func:`make_folder`, called by :func:`atomic_path`,
+  :func:`atomic_write_text` and :func:`save_figure`), so a refused run leaves no
+  empty folder; inside :func:`run_main` the folders a run created and left
+  without a file are removed when it fails or is interrupted.
 * **Outputs are written atomically** (:func:`atomic_write_text`,
   :func:`atomic_path`): a temporary file in the same folder, renamed over the
   target only when complete, so a failure never leaves half a file and never
@@ -23,11 +33,15 @@ import argparse
 import contextlib
 import math
 import os
+import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: Ctrl-C (SIGINT): 128 + 2, the status a shell shows for a process the signal stopped
+EXIT_INTERRUPTED = 130
 
 #: memory (bytes) a run may plan to allocate without an explicit override: the
 #: machines this toolkit targets have 24 GiB; leave room for the rest
@@ -45,13 +59,55 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+#: the folders :func:`make_folder` created during the current :func:`run_main` call (None outside one)
+_created_folders: list[Path] | None = None
+
+
 def run_main(fn, argv=None) -> int:
-    """Call ``fn(argv)``; a :class:`UsageError` becomes one line on stderr and exit 2."""
+    """Call ``fn(argv)``; a :class:`UsageError` becomes one line on stderr and exit 2, Ctrl-C
+    (:class:`KeyboardInterrupt`) the line ``interrupted`` and exit 130.  When the run does not
+    succeed (refused, interrupted, an exception), the folders it created (:func:`make_folder`)
+    and left without a file are removed."""
+    global _created_folders
+    outer, _created_folders = _created_folders, []
+    rc = None
     try:
-        return fn(argv)
+        rc = fn(argv)
     except UsageError as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        rc = EXIT_USAGE
+    except KeyboardInterrupt:
+        with _sigint_ignored():  # a second Ctrl-C does not cut the cleanup short
+            _remove_unfilled(_created_folders)
+            rc = interrupted()
+    finally:
+        created, _created_folders = _created_folders, outer
+        if rc is None or rc in (EXIT_USAGE, EXIT_INTERRUPTED):
+            _remove_unfilled(created)
+        elif outer is not None:
+            outer.extend(created)
+    return rc
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def interrupted() -> int:
+    """After Ctrl-C: say ``interrupted`` in one line on stderr; return :data:`EXIT_INTERRUPTED`."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+        print("interrupted", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
 
 
 def one_line(e: BaseException | str) -> str:
@@ -102,8 +158,9 @@ def check_memory(what: str, nbytes: float, limit: float = DEFAULT_MEMORY_LIMIT, 
 # ------------------------------------------------------------------ output paths
 
 def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
-    """Check an output file path before any work: not a folder, its folder exists
-    (created if missing) and is writable.  Returns the path (or None)."""
+    """Check an output file path before any work: not a folder, not read-only, and its
+    folder exists and is writable or can be created (see :func:`_check_folder`).  Creates
+    nothing: the folder is made when the file is written.  Returns the path (or None)."""
     if path is None:
         return None
     p = Path(path)
@@ -113,13 +170,14 @@ def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
         raise UsageError(f"{flag} {p}: is a folder, not a file")
     if p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{flag} {p}: file is not writable")
-    _ensure_folder(flag, p.parent if str(p.parent) else Path("."))
+    _check_folder(flag, p.parent if str(p.parent) else Path("."))
     return p
 
 
 def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool = False) -> Path | None:
-    """Check an output folder before any work: not a file, created if missing,
-    writable; ``must_be_new``: refuse a non-empty existing folder."""
+    """Check an output folder before any work: not a file, writable or can be created
+    (:func:`_check_folder`; nothing is created: :func:`make_folder` or the writers do it
+    when the first file is written); ``must_be_new``: refuse a non-empty existing folder."""
     if path is None:
         return None
     p = Path(path)
@@ -127,22 +185,67 @@ def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool =
         raise UsageError(f"{flag} {p}: is a file, not a folder")
     if must_be_new and p.is_dir() and any(p.iterdir()):
         raise UsageError(f"{flag} {p}: folder exists and is not empty")
-    _ensure_folder(flag, p)
+    _check_folder(flag, p)
     return p
 
 
-def _ensure_folder(flag: str, d: Path) -> None:
+def _check_folder(flag: str, d: Path) -> None:
+    """``d`` exists as a writable folder, or can be created: its nearest existing ancestor is
+    a folder in which a file can be created.  Checked by creating (and removing at once) an
+    empty probe file there, since permission bits do not tell: root passes ``os.access`` on
+    /proc and on read-only mounts."""
+    anc = d
     for anc in [d, *d.parents]:
         if anc.exists():
             if not anc.is_dir():
                 raise UsageError(f"{flag}: {anc} is a file, not a folder")
             break
+    else:  # pragma: no cover - the root exists
+        anc = Path(".")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: folder {d} is not writable" if anc == d
+                         else f"{flag}: cannot create folder {d} ({anc} is not writable)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".polyverify-probe.", dir=anc)
+    except OSError as e:
+        why = e.strerror or one_line(e)
+        raise UsageError(f"{flag}: folder {d} is not writable ({why})" if anc == d
+                         else f"{flag}: cannot create folder {d} ({why})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
+def make_folder(d: str | os.PathLike, flag: str | None = None) -> Path:
+    """Create folder ``d`` (and its missing parents) right before a file is written into it.
+    Inside :func:`run_main` the folders made are remembered, and removed again if the run
+    fails or is interrupted before it puts a file in them.  With ``flag``, an OSError is a
+    :class:`UsageError` naming the option."""
+    d = Path(d) if str(d) else Path(".")
+    missing = []
+    for anc in [d, *d.parents]:
+        if anc.is_dir():
+            break
+        missing.append(anc)
+    if not missing:
+        return d
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        if flag is None:
+            raise
         raise UsageError(f"{flag}: cannot create folder {d} ({e.strerror or one_line(e)})") from None
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag}: folder {d} is not writable")
+    if _created_folders is not None:
+        _created_folders.append(missing[-1])  # the outermost new folder holds the others
+    return d
+
+
+def _remove_unfilled(folders: list[Path]) -> None:
+    """Remove each folder (made by this run) that holds no file, only empty folders."""
+    for d in reversed(folders):
+        with contextlib.suppress(OSError):
+            if d.is_dir() and not any(f for _, _, fs in os.walk(d) for f in fs):
+                shutil.rmtree(d)
 
 
 def _cannot_write(flag: str | None, path: Path, e: OSError):
@@ -154,11 +257,13 @@ def _cannot_write(flag: str | None, path: Path, e: OSError):
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, flag: str | None = None):
-    """Yield a temporary path in ``path``'s folder; on success it is renamed onto
-    ``path`` (atomic on POSIX), on an exception it is removed and ``path`` is untouched.
+    """Yield a temporary path in ``path``'s folder (created if missing, :func:`make_folder`);
+    on success it is renamed onto ``path`` (atomic on POSIX), on an exception (Ctrl-C included)
+    it is removed and ``path`` is untouched.
     With ``flag`` (the option that named the path), an OSError is a UsageError naming it."""
     path = Path(path)
     try:
+        make_folder(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
                                    dir=path.parent if str(path.parent) else ".")
     except OSError as e:
@@ -188,8 +293,7 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: int = 90) -> Path:
     """``fig.savefig(path)`` (a matplotlib figure) atomically, in the format ``path``'s suffix
     names (png without one); the folder is created if missing."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:  # creates the folder
         fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
     return path
 
@@ -277,7 +381,8 @@ def exit_with(main_fn, *args, **kwargs) -> None:
     """``sys.exit(main_fn())`` for a ``__main__`` block; output piped into a
     reader that stops early (``| head``) ends quietly instead of in a traceback,
     with status 141 as a process killed by SIGPIPE would (the verdict was not
-    read, so none of 0/1/2 is claimed)."""
+    read, so none of 0/1/2 is claimed); Ctrl-C outside :func:`run_main` ends as
+    inside it (``interrupted``, status 130)."""
     try:
         rc = main_fn(*args, **kwargs)
         sys.stdout.flush()
@@ -285,4 +390,16 @@ def exit_with(main_fn, *args, **kwargs) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         rc = 141
+    except KeyboardInterrupt:
+        rc = interrupted()
+    if rc == EXIT_INTERRUPTED:
+        # what shuts down after this (a process pool, a cluster's workers, at exit) may still
+        # write to stderr while it stops, and a second Ctrl-C would cut it short: the one
+        # line said it all
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stderr.fileno())
     sys.exit(rc)
