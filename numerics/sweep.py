@@ -463,7 +463,9 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
             except (OSError, TimeoutError) as e:
                 raise SweepInputError(f"--scheduler {scheduler}: cannot connect ({one_line(e)})") from None
         out = output_dir("--out", out)
-        cells.mkdir(exist_ok=True)
+        from polyverify.cli import make_folder  # output_dir only checks; made here, removed on Ctrl-C if unfilled
+
+        make_folder(cells)
         if not todo:
             rep.say(f"{name}: all {len(ids)} cells finished earlier in {out}; nothing to run")
         else:
