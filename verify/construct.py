@@ -290,6 +290,12 @@ def gd_settings(a) -> GDSettings:
         raise UsageError(f"--layers: {e}") from None
     except (ValueError, BackendError) as e:
         raise UsageError(str(e)) from None
+    # options the run would ignore are refused, not silently dropped
+    if a.device != "cpu" and a.backend != "torch":
+        raise UsageError(f"--device {a.device} applies to --backend torch only (--backend {a.backend} "
+                         f"{'runs on the CPU' if a.backend == 'numpy' else 'picks its own GPU'})")
+    if a.conv != "direct" and not any(L.kind == "baseconv" for L in (*con.prologue, *con.body, *con.epilogue)):
+        raise UsageError(f"--conv {a.conv} applies to BaseConv layers; --arch {arch} has none")
     work, work_lim = a.batch * layers, GD_LIMITS["--batch x --layers (problem-layers)"]
     if not a.allow_large and work > work_lim:
         raise UsageError(f"--batch {a.batch} x --layers {layers} = {work} problem-layers exceeds the limit "
