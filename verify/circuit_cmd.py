@@ -210,6 +210,7 @@ def _prove_limited(con, sections, a):
 
 def cmd_circuit(a, out) -> int:
     lim = LARGE_LIMITS if a.allow_large else LIMITS
+    check_range("--seed", a.seed, 0, 2**63 - 1)  # numpy's default_rng takes no negative seed
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
     check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
                 override=None if a.allow_large else "--allow-large")
