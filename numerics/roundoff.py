@@ -491,6 +491,11 @@ def _parse(argv, *, create_out: bool = True) -> tuple[argparse.Namespace, dict]:
         except ValueError as err:
             raise UsageError(str(err)) from None
         cons[kappa] = (con, e, ks)
+    if convs != ["direct"] and not any(L.kind == "baseconv" for con, _, _ in cons.values()
+                                       for L in (*con.prologue, *con.body, *con.epilogue)):
+        # the convolution method only changes BaseConv layers: the runs would repeat, not compare
+        raise UsageError(f"--conv {a.conv}: the convolution method applies to BaseConv layers; "
+                         f"{entry.arch} has none (leave --conv at direct)")
     cfg = {"entry": entry, "layers": layers, "pairs": pairs, "skipped": skipped, "convs": convs,
            "kappas": kappas, "sigmas": sigmas, "lam": lam, "cons": cons}
     if not big:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from polyverify.cli import atomic_write_text
+from polyverify.cli import UsageError, atomic_write_text, one_line
 
 from . import EXPERIMENTS, load
 from .common import FIGURE, SUMMARY
@@ -54,14 +54,24 @@ def build_report(results: Path, rel_to: Path | None = None) -> str:
             index.append(f"| `{name}` | {m.REFERENCE} | **not run** (no `{path.name}` in `{path.parent.name}/`)"
                          + (f": {why}" if why else "") + " |")
             continue
-        s = json.loads(path.read_text())
         fig = Path(results) / name / FIGURE
         fig_ref = str(fig.relative_to(rel_to)) if rel_to is not None and fig.is_relative_to(rel_to) else str(fig)
-        state = "quick run only (pipeline check)" if s.get("quick") else "full run"
-        met = [c for c in s.get("criteria", []) if c["met"] is not None]
-        index.append(f"| `{name}` | {m.REFERENCE} | {state}; criteria met: "
-                     f"{sum(bool(c['met']) for c in met)} of {len(s.get('criteria', []))} |")
-        body.append(f"## {m.TITLE}\n\n`{s['run']['command']}`\n\n{m.markdown(s, fig_ref)}\n")
+        rerun = f"rerun python -m numerics.experiments {name} --out {path.parent}"
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:  # ValueError: JSONDecodeError
+            raise UsageError(f"{path}: not a readable JSON summary ({type(e).__name__}: {one_line(e)}); {rerun}") \
+                from None
+        try:
+            state = "quick run only (pipeline check)" if s.get("quick") else "full run"
+            met = [c for c in s.get("criteria", []) if c["met"] is not None]
+            index.append(f"| `{name}` | {m.REFERENCE} | {state}; criteria met: "
+                         f"{sum(bool(c['met']) for c in met)} of {len(s.get('criteria', []))} |")
+            body.append(f"## {m.TITLE}\n\n`{s['run']['command']}`\n\n{m.markdown(s, fig_ref)}\n")
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
+            # valid JSON, but not what the experiment writes (edited, truncated to another shape)
+            raise UsageError(f"{path}: not a summary this experiment wrote ({type(e).__name__}: {one_line(e)}); "
+                             f"{rerun}") from None
     for name, why in NOT_REPRODUCED.items():
         index.append(f"| {name} | – | **not reproduced**: {why} |")
     parts.append("| experiment | paper | state |\n|---|---|---|\n" + "\n".join(index) + "\n")
