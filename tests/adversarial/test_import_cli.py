@@ -58,6 +58,7 @@ def files(tmp_path):
 
 
 PLS = ["--from", "precision-ls", "--spec", "baseconv"]
+ICL = ["--from", "icl-gd", "--config", "num_heads=1"]
 CASES = [
     (["{tmp}/nope.pt", *PLS], ["not found"]),
     (["{tmp}/afile", *PLS], ["unknown file type"]),
@@ -96,8 +97,11 @@ CASES = [
     (["{tmp}/ok.pt", *PLS, "--layout", "{tmp}/reg.json"], ["no region 'nope'"]),
     (["{tmp}/ok.pt", *PLS, "--layout", "{tmp}/wid.json"], ["region 'a' has 2 columns"]),
     (["{tmp}/ok.pt", *PLS, "--layout", "{tmp}/sec.json"], ["sections.epilogue = 7"]),
-    (["{tmp}/icl.npz", "--from", "icl-gd", "--spec", "baseconv"], ["token_lsa layers", "baseconv"]),
-    (["{tmp}/iclb.npz", "--from", "icl-gd", "--spec", "s004-gd"], ["query/b is nonzero"]),
+    (["{tmp}/icl.npz", *ICL, "--spec", "baseconv"], ["token_lsa layers", "baseconv"]),
+    (["{tmp}/iclb.npz", *ICL, "--spec", "s004-gd"], ["query/b is nonzero"]),
+    (["{tmp}/icl.npz", "--from", "icl-gd", "--spec", "s004-gd"], ["how many heads", "--config num_heads=H"]),
+    (["{tmp}/icl.npz", *ICL[:2], "--spec", "s004-gd", "--config", "num_heads=1.5"], ["num_heads must be an integer"]),
+    (["{tmp}/icl.npz", *ICL[:2], "--spec", "s004-gd", "--config", "num_heads=2"], ["a multiple of num_heads = 2"]),
     (["{tmp}/icl.npz", "--from", "icl-gd", "--spec", "s004-gd", "--config", "dampening=x"], ["dampening"]),
     (["{tmp}/icl.npz", "--from", "zoology", "--spec", "s003-conv"], ["query/w", "every tensor must be part of the proof"]),
     (["{tmp}/ok.pt", "--from", "polyverify", "--spec", "baseconv"], ["not a readable safetensors"]),

@@ -128,6 +128,9 @@ def test_precision_ls_with_given_eta_reports_the_files_eta(tmp_path):
 
 # ------------------------------------------------------------------ von Oswald et al. (icl-gd)
 
+ICL = ["--from", "icl-gd", "--config", "num_heads=1"]  # create_weights is one head (the file cannot show it)
+
+
 def icl_file(tmp_path, **kw):
     p = tmp_path / "icl.npz"
     np.savez(p, **icl_gd_create_weights(D, 5, 0.5, **kw))
@@ -136,7 +139,7 @@ def icl_file(tmp_path, **kw):
 
 @pytest.mark.parametrize("spec", ["s004-gd", "token-lsa"])
 def test_icl_gd_create_weights_prove_as_gd(tmp_path, spec):
-    rc, text, rep = run([icl_file(tmp_path), "--from", "icl-gd", "--spec", spec, "--set", "n=5"], tmp_path)
+    rc, text, rep = run([icl_file(tmp_path), *ICL, "--spec", spec, "--set", "n=5"], tmp_path)
     assert rc == 0, text
     eta = Fraction(float(np.float32(0.5 / 5)))  # lr / c_size stored in float32
     assert rep["parameters"]["eta"]["value"] == str(eta)
@@ -145,17 +148,17 @@ def test_icl_gd_create_weights_prove_as_gd(tmp_path, spec):
 
 def test_icl_gd_per_layer_modules_and_include_query(tmp_path):
     p = icl_file(tmp_path, layers=3)
-    rc, _, rep = run([p, "--from", "icl-gd", "--spec", "s004-gd", "--set", "n=5"], tmp_path)
+    rc, _, rep = run([p, *ICL, "--spec", "s004-gd", "--set", "n=5"], tmp_path)
     assert rc == 0 and rep["k"] == 3
     # with the query token as a key the layer is not GD; the nearby search finds the convention
-    rc, text, rep = run([p, "--from", "icl-gd", "--spec", "s004-gd", "--set", "n=5", "--config",
+    rc, text, rep = run([p, *ICL, "--spec", "s004-gd", "--set", "n=5", "--config",
                          "include_query=true"], tmp_path)
     assert rc == 1
     assert any(t["ok"] and "query token excluded" in t["variant"] for t in rep["nearby"]), text
 
 
 def test_icl_gd_nonzero_initial_weights_are_not_gd_from_zero(tmp_path):
-    rc, _, rep = run([icl_file(tmp_path, w_init=np.array([0.5, -0.25])), "--from", "icl-gd", "--spec", "s004-gd",
+    rc, _, rep = run([icl_file(tmp_path, w_init=np.array([0.5, -0.25])), *ICL, "--spec", "s004-gd",
                       "--set", "n=5"], tmp_path)
     assert rc == 1 and rep["proof"]["failure"]["counterexample"]
 
@@ -164,7 +167,7 @@ def test_icl_gd_refuses_tensors_outside_the_attention(tmp_path, capsys):
     w = icl_gd_create_weights(D, 5, 0.5)
     w["Transformer_gd/emb/w"] = np.zeros((11, 11), dtype=np.float32)
     np.savez(tmp_path / "e.npz", **w)
-    assert main(["import", str(tmp_path / "e.npz"), "--from", "icl-gd", "--spec", "s004-gd"], out=io.StringIO()) == 2
+    assert main(["import", str(tmp_path / "e.npz"), *ICL, "--spec", "s004-gd"], out=io.StringIO()) == 2
     assert "Transformer_gd/emb/w" in capsys.readouterr().err
 
 

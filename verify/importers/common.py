@@ -221,6 +221,14 @@ def as_rational(v, what: str) -> Fraction:
         raise ImportError_(f"setting {what} must be a number, got {v!r}") from None
 
 
+def as_count(v, what: str, lo: int = 1, hi: int = 4096) -> int:
+    """An integer setting in ``lo..hi`` (``2.5`` or ``x`` is refused, not rounded)."""
+    q = as_rational(v, what)
+    if q.denominator != 1 or not lo <= q <= hi:
+        raise ImportError_(f"setting {what} must be an integer in {lo}..{hi}, got {v!r}")
+    return int(q)
+
+
 def config_from(extra: dict, settings: dict, path, *, known: tuple, fmt: str) -> tuple[dict, dict]:
     """The model settings: ``--config KEY=VALUE`` first, then the file's own (a ``config`` dict in a
     ``.pt`` file, JSON under ``config`` in a safetensors file's metadata).  A ``--config`` key the

@@ -12,10 +12,23 @@ causal (``K - 1``)     K - 1       0 .. K-1                ``causal=True``, ``h[
 =====================  ==========  ======================  =========================================
 
 (for K = T both are ``h[j] = w[K-1-j]``: the taps in reverse order).  A long convolution's
-``filter[c, s]`` (FFT, size 2T causal / T non-causal, ``k[..., :T]``) is lag order already:
-``causal=True`` or circular.  A tap whose lag cannot act on a sequence of T tokens
-(``|s| >= T``) is read and reported as inert; a tap that could act but has no place in the
-T-tap filter (the "same" convention with ``K != T``) is refused.
+``filter[c, s]`` is lag order already.  precision-ls cuts it to the sequence (``k[..., :T]``,
+FFT of size 2T causal / T non-causal): :func:`long_taps`, ``causal=True`` or circular.
+zoology's ``fft_conv`` does not cut it: ``rfft(k, n=2T)`` keeps taps ``j < 2T`` and the product
+is a circular convolution of length 2T of which the first T outputs are kept, so (``u`` zero at
+tokens T..2T-1)::
+
+    y[t] = sum_{j < min(L, 2T)} k[j] u[(t - j) mod 2T]
+         = sum_{j <= t} k[j] u[t - j]  +  sum_{T < j < 2T, t < j - T} k[j] u[t + 2T - j]
+
+a tap at lag ``T < j < 2T`` wraps round and moves token ``t + 2T - j`` onto the earlier token
+``t`` (a delta at lag 7 with T = 5 moves token 4 to token 1); lags ``T`` and ``>= 2T`` act on no
+token.  :func:`fft2t_taps` reads that operator exactly (a Toeplitz matrix with lags
+``-(T-1) .. T-1``) and :func:`fit_convention` writes it as a causal, circular or "same" filter
+of T taps where one of them *is* that operator; where none is, the file is refused, naming
+the taps.  A tap whose lag cannot act on a sequence of T tokens (``|s| >= T``) is read and
+reported as inert; a tap that could act but has no place in the T-tap filter (the "same"
+convention with ``K != T``) is refused.
 """
 from __future__ import annotations
 
@@ -72,3 +85,52 @@ def add_identity(h, *, same: bool) -> None:
     j = (h.shape[0] - 1) // 2 if same else 0
     for c in range(h.shape[1]):
         h[j, c] = h[j, c] + 1
+
+
+def fft2t_taps(f, T: int) -> tuple:
+    """``(coef, inert, wraps)`` of zoology's ``fft_conv`` with a filter ``f`` (C, L) on T tokens
+    (module docstring): ``coef[c]`` maps each lag (``-(T-1) .. T-1``; negative: the output token
+    reads a later token) to its coefficient, without ``fft_conv``'s ``+ u``; ``wraps`` lists
+    the nonzero taps ``(c, j)`` that wrap round (``T < j < 2T``)."""
+    C, L = f.shape
+    coef: list[dict] = [{} for _ in range(C)]
+    inert, wraps = 0, []
+    for j in range(L):
+        for c in range(C):
+            v = f[c, j]
+            if v == 0:
+                continue
+            if j < T:
+                lag = j
+            elif j == T or j >= 2 * T:  # u[t + T] is the FFT's zero padding; rfft(k, n=2T) drops j >= 2T
+                inert += 1
+                continue
+            else:
+                lag = j - 2 * T
+                wraps.append((c, j))
+            coef[c][lag] = coef[c].get(lag, 0) + v
+    return coef, inert, wraps
+
+
+def fit_convention(coef: list[dict], T: int):
+    """A causal, circular or "same" filter ``h`` (T, C) computing exactly the Toeplitz operator
+    ``coef`` (per channel: lag -> coefficient, lags in ``-(T-1) .. T-1``), as ``(h, mode)``;
+    ``None`` when no convention of T taps is that operator."""
+    C = len(coef)
+    m = (T - 1) // 2
+    nz = [{s: v for s, v in cc.items() if v != 0} for cc in coef]
+    if all(s >= 0 for cc in nz for s in cc):
+        mode, place = "causal", (lambda s: s)
+    elif all(-m <= s <= T - 1 - m for cc in nz for s in cc):
+        mode, place = "same", (lambda s: s + m)
+    elif all(cc.get(s, 0) == cc.get(s - T, 0) for cc in nz for s0 in cc for s in ([s0] if s0 > 0 else [s0 + T])
+             if 0 < s < T):
+        # circular: lag s and lag s - T are one tap; lag 0 has no twin
+        mode, place = "circular", (lambda s: s % T)
+    else:
+        return None
+    h = zeros(T, C)
+    for c, cc in enumerate(nz):
+        for s, v in cc.items():
+            h[place(s), c] = v
+    return h, mode

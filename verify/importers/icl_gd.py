@@ -20,9 +20,14 @@ icl-gd                             this toolkit's TokenLSA head
 ``*/b`` (``use_bias_p``)           read; must be 0 (the token form has no bias)
 =================================  ============================================================
 
-Settings (``--config`` or defaults of ``transformer.py``): ``dampening`` (1.0), ``include_query``
-(False), ``y_update`` (False), ``num_heads`` (1), ``num_layers`` (for one shared
-``multi_head_attention`` module, the ``gd_deq`` / one-layer form: how often it is applied; 1).
+Settings (``--config`` or the file's config): ``dampening`` (1.0), ``include_query`` (False),
+``y_update`` (False): the defaults of both ``src/transformer.py`` and the train config
+``src/config.py``; ``num_heads``: **required** (the file holds the heads' total width only, and the
+split decides the verdict; ``transformer.py`` defaults to 2, ``config.py`` to 1), except where the
+widths of ``query/w`` and ``value/w`` have no common factor (then 1); ``num_layers`` (for one
+shared ``multi_head_attention`` module, the ``gd_deq`` / one-layer form: how often it is applied;
+default 1, ``config.py``'s; ``transformer.py``'s is 3; every application is the same module, so
+the verdict is the same).
 Softmax, LayerNorm, MLP and embedding tensors are refused (not the token form).
 
 Default layout: onto ``s004-gd`` (the same tokens) and ``token-lsa`` (context tokens, then the
@@ -30,6 +35,7 @@ query after the carrier token the specification adds; coordinates x, y onto regi
 """
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -38,25 +44,22 @@ import numpy as np
 from constructions import ops
 from constructions.layers import TokenLSA, TokenLSAHead
 
-from .common import ImportError_, Imported, Tensors, as_bool, as_rational, config_from, load_tensors
+from .common import ImportError_, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors
 
 NAME = "icl-gd"
 _KEY = re.compile(r"(.+)/(query|key|value|linear)/(w|b)")
-_SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers")
+SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers")
 
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
-    cfg, src = config_from(extra, settings, path, known=_SETTINGS, fmt=NAME)
-    damp = as_rational(cfg.get("dampening", 1.0), "dampening")
-    include_query = as_bool(cfg.get("include_query", False), "include_query")
-    y_update = as_bool(cfg.get("y_update", False), "y_update")
-    H = int(as_rational(cfg.get("num_heads", 1), "num_heads"))
+    cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
+    damp, include_query, y_update, H, reps_cfg = _values(cfg)
+    both = "default of src/transformer.py and src/config.py"
     conventions = {
-        "dampening": {"value": str(damp), "from": src.get("dampening", "default of transformer.py (1.0)")},
-        "include_query": {"value": include_query, "from": src.get("include_query", "default of transformer.py")},
-        "y_update": {"value": y_update, "from": src.get("y_update", "default of transformer.py")},
-        "num_heads": {"value": H, "from": src.get("num_heads", "default (create_weights: 1 head)")},
+        "dampening": {"value": str(damp), "from": src.get("dampening", f"{both} (1.0)")},
+        "include_query": {"value": include_query, "from": src.get("include_query", f"{both} (False)")},
+        "y_update": {"value": y_update, "from": src.get("y_update", f"{both} (False)")},
         "weights": {"value": "haiku w (in x out); Q = W_K W_Q^T, P = dampening (W_V W_O)^T",
                     "from": "von Oswald et al. src/attn.py"}}
     T = Tensors(tensors, path)
@@ -70,13 +73,30 @@ def read(path, settings: dict) -> Imported:
         raise ImportError_(f"{path}: no attention parameters (.../query/w, key/w, value/w, linear/w)")
     order = sorted(mods, key=_layer_index)
     shared = len(order) == 1 and _layer_index(order[0]) == -1
-    reps = int(as_rational(cfg.get("num_layers", 1), "num_layers")) if shared else 1
-    if reps < 1 or reps > 100_000:
-        raise ImportError_(f"setting num_layers must be in 1..100000, got {reps}")
+    reps = reps_cfg if shared and reps_cfg is not None else 1
     if not shared and "num_layers" in cfg:
         raise ImportError_("--config num_layers is for one shared attention module; this file has one per layer")
     if shared:
-        conventions["num_layers"] = {"value": reps, "from": src.get("num_layers", "default (1)")}
+        conventions["num_layers"] = {"value": reps, "from": src.get(
+            "num_layers", "default of src/config.py (num_layers = 1; transformer.py's own default is 3); every "
+                          "application is the same module, so the verdict does not depend on it")}
+    for mod in order:
+        for need in ("query/w", "key/w", "value/w", "linear/w"):
+            if need not in mods[mod]:
+                raise ImportError_(f"{path}: module {mod} lacks {need}")
+    if H is None:  # the file shows the heads' total width only: H decides the verdict, so it must be given
+        widths = sorted({T.raw(mods[m][k]).shape[1] for m in order for k in ("query/w", "value/w")
+                         if k in mods[m] and T.raw(mods[m][k]).ndim == 2})
+        if math.gcd(*widths) != 1 if widths else True:
+            raise ImportError_(f"{path}: the file does not show how many heads its attention has (query/w and "
+                               f"value/w are {' and '.join(map(str, widths))} columns wide: the heads' total width); "
+                               f"pass --config num_heads=H (von Oswald et al.'s transformer.py defaults to 2, its "
+                               f"train config src/config.py to 1)")
+        H = 1
+        conventions["num_heads"] = {"value": 1, "from": f"the file: widths {', '.join(map(str, widths))} have no "
+                                                         f"common factor, so 1 head"}
+    else:
+        conventions["num_heads"] = {"value": H, "from": src["num_heads"]}
     layers = []
     D = None
     for mod in order:
@@ -84,10 +104,18 @@ def read(path, settings: dict) -> Imported:
         for need in ("query/w", "key/w", "value/w", "linear/w"):
             if need not in p:
                 raise ImportError_(f"{path}: module {mod} lacks {need}")
+        for need in ("query/w", "key/w", "value/w", "linear/w"):
+            if T.raw(p[need]).ndim != 2:
+                raise ImportError_(f"{path}: {p[need]} has shape {tuple(T.raw(p[need]).shape)}: not a haiku Linear "
+                                   f"weight (in x out)")
         Dm, HK = T.raw(p["query/w"]).shape
         D = D or Dm
         if Dm != D or HK % H:
-            raise ImportError_(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of {H})")
+            raise ImportError_(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of "
+                               f"num_heads = {H})")
+        if T.raw(p["value/w"]).shape[1] % H:
+            raise ImportError_(f"{path}: {p['value/w']} has {T.raw(p['value/w']).shape[1]} columns, not a multiple "
+                               f"of num_heads = {H}")
         K = HK // H
         Wq = T.take(p["query/w"], "W_Q", (D, HK))
         Wk = T.take(p["key/w"], "W_K", (D, HK))
@@ -112,6 +140,23 @@ def read(path, settings: dict) -> Imported:
         layers += [L] * reps
     T.check_all_read()
     return Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1})
+
+
+def _values(cfg: dict) -> tuple:
+    """``(dampening, include_query, y_update, num_heads or None, num_layers or None)`` of the
+    settings (a value that is not one is refused)."""
+    damp = as_rational(cfg.get("dampening", 1.0), "dampening")
+    include_query = as_bool(cfg.get("include_query", False), "include_query")
+    y_update = as_bool(cfg.get("y_update", False), "y_update")
+    H = as_count(cfg["num_heads"], "num_heads") if "num_heads" in cfg else None
+    reps = as_count(cfg["num_layers"], "num_layers", 1, 100_000) if "num_layers" in cfg else None
+    return damp, include_query, y_update, H, reps
+
+
+def check_config(settings: dict) -> None:
+    """The ``--config`` values, checked before the file is read."""
+    config_from({}, settings, "--config", known=SETTINGS, fmt=NAME)
+    _values(settings)
 
 
 def _layer_index(mod: str) -> int:

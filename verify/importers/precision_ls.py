@@ -47,18 +47,18 @@ import re
 
 from constructions.layers import BaseConv
 
-from .common import (ImportError_, Imported, Tensors, as_bool, as_rational, config_from, load_tensors,
+from .common import (ImportError_, Imported, Tensors, as_bool, as_count, config_from, load_tensors,
                      repeat_rows, transpose)
 from .convs import add_identity, conv1d_taps, long_taps
 
 NAME = "precision-ls"
 _KEY = re.compile(r"(?:.*\.)?(\d+)\.seq_mixer\.base_conv\.(.+)")
-_SETTINGS = ("causal", "tokens", "use_resid", "conv_type")
+SETTINGS = ("causal", "tokens", "use_resid", "conv_type")
 
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
-    cfg, src = config_from(extra, settings, path, known=_SETTINGS, fmt=NAME)
+    cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     T = Tensors(tensors, path)
     blocks: dict[int, dict[str, str]] = {}
     for k in T.keys():
@@ -76,6 +76,7 @@ def read(path, settings: dict) -> Imported:
     causal = as_bool(cfg["causal"], "causal")
     conventions = {"causal": {"value": causal, "from": src["causal"]}}
     layers, tokens = [], None
+    inert_taps: dict = {}
     for i in range(len(blocks)):
         b = blocks[i]
         if any(n.startswith("conv.pos_emb") or n.startswith("conv.mlp") for n in b):
@@ -92,9 +93,7 @@ def read(path, settings: dict) -> Imported:
         else:
             raise ImportError_(f"{path}: block {i} has no convolution (conv.conv.weight or conv.filter)")
         if tokens is None:
-            tokens = int(as_rational(cfg["tokens"], "tokens")) if "tokens" in cfg else K
-            if tokens < 1:
-                raise ImportError_(f"setting tokens must be >= 1, got {tokens}")
+            tokens = as_count(cfg["tokens"], "tokens") if "tokens" in cfg else K
             conventions["tokens"] = {"value": tokens, "from": src.get("tokens", f"the kernel length (l_max = {K})")}
             conventions["convolution"] = {"value": ("causal" if causal else ("same" if kind == "short" else
                                                                              "circular")),
@@ -124,10 +123,13 @@ def read(path, settings: dict) -> Imported:
             Wo, bo = Wo * bw[0], bo * bw[0]
             add_identity(h, same=same)
         if inert:
-            conventions.setdefault("inert_taps", {})[f"block {i}"] = inert
+            inert_taps[f"block {i}"] = inert
         layers.append(BaseConv(W_in, b_in, h, b_conv, W_gate, b_gate, Wo, repeat_rows(bo, Tn),
                                causal=causal, residual=resid, same=same))
     T.check_all_read()
+    if inert_taps:
+        conventions["inert_taps"] = {"value": inert_taps, "from": "nonzero taps at lags that act on no token of a "
+                                                                 f"{tokens}-token sequence (read, counted)"}
     conventions["residual"] = {"value": [L.residual for L in layers],
                                "from": "per block: true where branch_weights is present (use_resid=True)"}
     conventions["weights"] = {"value": "nn.Linear (out x in) transposed; per-channel biases on every token",
@@ -137,6 +139,15 @@ def read(path, settings: dict) -> Imported:
     if (C - 1) % 4 == 0 and C > 1:
         sizes["d"] = (C - 1) // 4
     return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(), sizes)
+
+
+def check_config(settings: dict) -> None:
+    """The ``--config`` values, checked before the file is read."""
+    config_from({}, settings, "--config", known=SETTINGS, fmt=NAME)
+    if "causal" in settings:
+        as_bool(settings["causal"], "causal")
+    if "tokens" in settings:
+        as_count(settings["tokens"], "tokens")
 
 
 def _shape(T: Tensors, b: dict, name: str):

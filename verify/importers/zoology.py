@@ -17,7 +17,11 @@ zoology tensor                    this toolkit's BaseConv
 ``conv.conv.weight`` (C, 1, K)    ``h``: causal (padding K-1), taps reversed (``convs.py``)
 ``conv.conv.bias`` (C,)           ``b_conv`` repeated on every token
 ``conv.filter`` (C, L) (long)     ``h[s, c] = filter[c, s]`` (causal FFT of size 2T), +1 at lag 0
-                                  (``fft_conv`` returns ``y + u``)
+                                  (``fft_conv`` returns ``y + u``); with fewer tokens than
+                                  taps (``--config tokens=T``, T < L) the filter is *not* cut
+                                  to T: taps at lags T+1..2T-1 wrap round onto earlier tokens
+                                  (``convs.py``); read exactly as a circular or "same" filter
+                                  where one is that operator, else refused, naming the taps
 ================================  =============================================================
 
 Settings (``--config`` or the file's ``config``): ``tokens`` (T; default the long filter's
@@ -31,22 +35,20 @@ import numpy as np
 
 from constructions.layers import BaseConv
 
-from .common import (ImportError_, Imported, Tensors, as_bool, as_rational, config_from, eye, load_tensors,
+from .common import (ImportError_, Imported, Tensors, as_bool, as_count, config_from, eye, load_tensors,
                      repeat_rows, transpose, zeros)
-from .convs import add_identity, conv1d_taps, long_taps
+from .convs import add_identity, conv1d_taps, fft2t_taps, fit_convention
 
 NAME = "zoology"
 _KEY = re.compile(r"(?:(?:.*\.)?(\d+)\.sequence_mixer\.)?(projection\.weight|projection\.bias|conv\.conv\.weight|"
                   r"conv\.conv\.bias|conv\.filter|conv\..+)")
-_SETTINGS = ("tokens", "use_act")
+SETTINGS = ("tokens", "use_act")
 
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
-    cfg, src = config_from(extra, settings, path, known=_SETTINGS, fmt=NAME)
-    use_act = as_bool(cfg.get("use_act", False), "use_act")
-    if use_act:
-        raise ImportError_("use_act=True: the mixer applies SiLU to both factors, which is not polynomial")
+    cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
+    _check_use_act(cfg)
     T = Tensors(tensors, path)
     mixers: dict[int, dict[str, str]] = {}
     for k in T.keys():
@@ -59,8 +61,10 @@ def read(path, settings: dict) -> Imported:
     if sorted(mixers) != list(range(len(mixers))):
         raise ImportError_(f"{path}: mixer indices {sorted(mixers)} are not 0..{len(mixers) - 1}")
     conventions = {"use_act": {"value": False, "from": src.get("use_act", "default of zoology (use_act=False)")},
-                   "convolution": {"value": "causal", "from": "zoology: Conv1d padding K-1 / FFT of size 2T"}}
+                   "convolution": {"value": "causal", "from": "zoology: Conv1d padding K-1 / FFT of size 2T, the filter "
+                                                              "not cut to T (convs.py)"}}
     layers, tokens = [], None
+    modes, wrapped, inert_taps = [], [], {}
     for i in range(len(mixers)):
         b = mixers[i]
         if "projection.weight" not in b:
@@ -73,7 +77,7 @@ def read(path, settings: dict) -> Imported:
         long = "conv.filter" in b
         if tokens is None:
             if "tokens" in cfg:
-                tokens = int(as_rational(cfg["tokens"], "tokens"))
+                tokens = as_count(cfg["tokens"], "tokens")
                 conventions["tokens"] = {"value": tokens, "from": src["tokens"]}
             elif long:
                 tokens = T.raw(b["conv.filter"]).shape[-1]
@@ -81,13 +85,26 @@ def read(path, settings: dict) -> Imported:
             else:
                 raise ImportError_(f"{path}: a short convolution does not fix the sequence length; pass "
                                    f"--config tokens=T")
-            if tokens < 1:
-                raise ImportError_(f"setting tokens must be >= 1, got {tokens}")
         Tn = tokens
+        mode = "causal"
         if long:
             f = b["conv.filter"]
-            h, inert = long_taps(T.take(f, "filter h (lag order), +1 at lag 0", (C, T.raw(f).shape[-1])), Tn, f)
-            add_identity(h, same=False)
+            coef, inert, wraps = fft2t_taps(T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at "
+                                                      "lag 0", (C, T.raw(f).shape[-1])), Tn)
+            fit = fit_convention(coef, Tn)
+            if fit is None:
+                shown = ", ".join(f"{f}[{c}, {j}] (token t <- t + {2 * Tn - j})" for c, j in wraps[:3])
+                more = f" and {len(wraps) - 3} more" if len(wraps) > 3 else ""
+                raise ImportError_(
+                    f"{path}: with {Tn} tokens zoology's fft_conv (an FFT of size 2T, the filter not cut to T) wraps "
+                    f"the taps at lags T+1..2T-1 round onto earlier tokens: {shown}{more}; with the causal taps "
+                    f"this is no causal, circular or 'same' convolution of {Tn} taps, so the file is refused "
+                    f"(--config tokens={T.raw(f).shape[-1]}, the filter's length, or zero those taps)")
+            h, mode = fit
+            if wraps:
+                wrapped.append(f"mixer {i}: {len(wraps)} taps at lags T+1..2T-1 wrap round; the mixer is read "
+                               f"exactly as a {mode} convolution")
+            add_identity(h, same=mode == "same")
             b_conv = zeros(Tn, C)
         else:
             if "conv.conv.weight" not in b:
@@ -100,15 +117,36 @@ def read(path, settings: dict) -> Imported:
         bias_key = b.get("projection.bias")
         b_gate = repeat_rows(T.take(bias_key, "b_gate", (C,)), Tn) if bias_key else zeros(Tn, C)
         if inert:
-            conventions.setdefault("inert_taps", {})[f"mixer {i}"] = inert
+            inert_taps[f"mixer {i}"] = inert
+        modes.append(mode)
         layers.append(BaseConv(eye(C), zeros(Tn, C), h, b_conv, W_gate, b_gate, eye(C), zeros(Tn, C),
-                               causal=True, residual=True))
+                               causal=mode == "causal", residual=True, same=mode == "same"))
     T.check_all_read()
+    if set(modes) != {"causal"}:
+        conventions["convolution"]["value"] = modes
+    if wrapped:
+        conventions["convolution"]["from"] += "; " + "; ".join(wrapped)
+    if inert_taps:
+        conventions["inert_taps"] = {"value": inert_taps, "from": "nonzero taps at lags that act on no token of a "
+                                                                 f"{tokens}-token sequence (read, counted)"}
     conventions["weights"] = {"value": "nn.Linear (out x in) transposed; W_in = W_out = I; y + u",
                               "from": "zoology base_conv.py"}
     C = layers[0].W_gate.shape[0]
     return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(),
                     {"N": tokens, "d": C, "n": tokens})
+
+
+def _check_use_act(cfg: dict) -> None:
+    if as_bool(cfg.get("use_act", False), "use_act"):
+        raise ImportError_("use_act=True: the mixer applies SiLU to both factors, which is not polynomial")
+
+
+def check_config(settings: dict) -> None:
+    """The ``--config`` values, checked before the file is read."""
+    config_from({}, settings, "--config", known=SETTINGS, fmt=NAME)
+    _check_use_act(settings)
+    if "tokens" in settings:
+        as_count(settings["tokens"], "tokens")
 
 
 def default_layout(spec, imported: Imported) -> dict | None:
