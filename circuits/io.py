@@ -23,7 +23,8 @@ File format (a networkx node-link document)::
 Every problem raises :class:`~circuits.graph.CircuitError` with a one-line
 message.  :func:`load` takes optional ``limits`` (file bytes, nodes, wires,
 constant digits; :class:`~circuits.graph.LimitError` beyond one), checked
-while reading, before the graph is built; an integer with more digits than
+while reading (the bytes read, not the size reported: a pipe, a FIFO or /dev/zero
+is read to at most ``max_file_bytes + 1`` bytes), before the graph is built; an integer with more digits than
 Python converts (``sys.get_int_max_str_digits``) is always refused, naming
 the node.
 """
@@ -145,8 +146,19 @@ def _read(path, limits) -> dict:
         return _LongInt(digits) if digits > lim else int(text)
 
     try:
-        with open(path) as f:
-            return json.load(f, parse_int=parse_int)
+        # the read itself is bounded (not only the size the file system reports: /dev/zero, a pipe
+        # or a FIFO report 0); O_NONBLOCK: opening a FIFO without a writer does not wait forever
+        # (its read then ends at once, empty)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            os.set_blocking(fd, True)
+            raw = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        if max_bytes is not None and len(raw) > max_bytes:
+            raise LimitError(f"{os.fspath(path)}: more than {max_bytes} bytes read, which exceeds the limit "
+                             f"max_file_bytes = {max_bytes}", "max_file_bytes", len(raw), max_bytes)
+        return json.loads(raw.decode("utf-8"), parse_int=parse_int)
+    except LimitError:
+        raise
     except OSError as e:
         raise CircuitError(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:

@@ -8,7 +8,14 @@ writes a node-link JSON file (see :mod:`circuits.io`; written atomically, the
 path checked before any work) and prints one line saying what it wrote;
 without ``--out`` the JSON goes to stdout.  Sizes are bounded by
 :data:`LIMITS` (``--allow-large``: :data:`LARGE_LIMITS`); beyond them the
-command refuses (exit 2, one line on stderr) before generating anything.
+command refuses (exit 2, one line on stderr) before generating anything: among
+them the most wires a run can draw (``--gates`` x ``--max-arity``, every gate
+at its largest arity) and ``--inputs`` + ``--gates`` nodes, bounded by the
+circuit command's own ``max_size`` and ``max_nodes`` (``verify.circuit_cmd``),
+so the generation stays short and never writes a file ``python -m
+verify.construct circuit`` would refuse at the same ``--allow-large`` setting.
+The constants drawn are random: a circuit that came out with more nodes than
+``max_nodes`` (only near the limit) is refused before it is written.
 """
 from __future__ import annotations
 
@@ -99,10 +106,14 @@ def random_circuit(
     return validate(g)
 
 
-#: the limits of ``python -m circuits.random`` (generation is about quadratic in the gates)
-LIMITS = {"max_gates": 10_000, "max_inputs": 10_000, "max_arity": 1_024}
+#: the limits of ``python -m circuits.random`` (generation is about quadratic in the gates);
+#: ``max_wires`` (--gates x --max-arity) and ``max_nodes`` are the circuit command's ``max_size``
+#: and ``max_nodes`` (tests/adversarial/test_circuit_cli.py checks that they agree)
+LIMITS = {"max_gates": 10_000, "max_inputs": 10_000, "max_arity": 1_024, "max_wires": 50_000,
+          "max_nodes": 20_000}
 #: the limits with ``--allow-large``
-LARGE_LIMITS = {"max_gates": 100_000, "max_inputs": 100_000, "max_arity": 65_536}
+LARGE_LIMITS = {"max_gates": 100_000, "max_inputs": 100_000, "max_arity": 16_384, "max_wires": 1_000_000,
+                "max_nodes": 200_000}
 
 
 def _limits_text() -> str:
@@ -144,16 +155,30 @@ def _main(argv) -> int:
     check_range("--max-arity", a.max_arity, 2, lim["max_arity"], override=more)
     check_range("--const-prob", a.const_prob, 0.0, 1.0)
     check_range("--max-degree", a.max_degree, 0)
+    over = f" (pass {more} to allow up to {{}})" if more else ""
+    wires = a.gates * a.max_arity  # each gate draws at most --max-arity operands
+    if wires > lim["max_wires"]:
+        raise UsageError(f"--gates {a.gates} x --max-arity {a.max_arity} = {wires} wires at most, which exceeds "
+                         f"the limit max_wires = {lim['max_wires']} (the circuit command's max_size)"
+                         + over.format(LARGE_LIMITS["max_wires"]))
+    if a.inputs + a.gates > lim["max_nodes"]:
+        raise UsageError(f"--inputs {a.inputs} + --gates {a.gates} = {a.inputs + a.gates} nodes, which exceeds the "
+                         f"limit max_nodes = {lim['max_nodes']} (the circuit command's)"
+                         + over.format(LARGE_LIMITS["max_nodes"]))
     out = output_file("--out", a.out)
     try:
         g = random_circuit(a.seed, a.inputs, a.gates, max_arity=a.max_arity, const_prob=a.const_prob,
                            n_outputs=a.outputs, max_degree=a.max_degree)
+        if g.number_of_nodes() > lim["max_nodes"]:
+            raise UsageError(f"the circuit drawn has {g.number_of_nodes()} nodes ({a.inputs} inputs, {a.gates} gates, "
+                             f"{g.number_of_nodes() - a.inputs - a.gates} constants), which exceeds the limit "
+                             f"max_nodes = {lim['max_nodes']} of the circuit command; lower --gates, --max-arity or "
+                             f"--const-prob" + (f", or pass {more}" if more else ""))
         data = dump(g, out)
     except CircuitError as e:
         raise UsageError(str(e)) from None
     if out is None:
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json.dumps(data, indent=1) + "\n")  # one write: no half document from a slow dump
     else:
         print(f"wrote a circuit with {g.number_of_nodes()} nodes ({a.gates} gates), {a.inputs} inputs, "
               f"{a.outputs} output{'s' if a.outputs != 1 else ''} to {out}")

@@ -192,6 +192,10 @@ CIRCUIT_CASES = [
     # a circuit with a dead node: its warning is not printed when the run is refused
     (_graph("dead.json", "--weights", "{tmp}/weights.txt"), ["not a readable safetensors file"]),
     (_graph("dead.json", "--trials", "0"), ["--trials must be >= 1"]),
+    # issue 25: a negative seed (was a numpy traceback after the proof); an unbounded input stream
+    (_graph("dot.json", "--seed=-1"), ["--seed must be >= 0"]),
+    (["circuit", "--graph", "/dev/zero"], ["/dev/zero: more than", f"max_file_bytes = {LIMITS['max_file_bytes']}",
+                                           AL]),
 ]
 
 
@@ -304,6 +308,16 @@ RANDOM_CASES = [
     (["--out", "{tmp}/new/"], ["--out", "not a file name"]),
     (["--gates", "1", "--outputs", "2", "--out", "{tmp}/report.json"], ["n_outputs"]),
     (["--bogus"], ["unrecognized arguments"]),
+    # issue 25: the most wires (--gates x --max-arity) and the nodes bounded up front by the circuit
+    # command's own limits (this case ran over 4 minutes and drew a file the circuit command refuses)
+    (["--gates", "10000", "--inputs", "10000", "--max-arity", "1024"],
+     ["--gates 10000 x --max-arity 1024 = 10240000 wires", f"max_wires = {RANDOM_LIMITS['max_wires']}", AL]),
+    (["--gates", "100000", "--max-arity", "11", AL], ["1100000 wires", f"max_wires = {RANDOM_LARGE['max_wires']}"]),
+    (["--gates", "10000", "--inputs", "10001"], ["--inputs = 10001 exceeds the limit 10000"]),
+    (["--gates", "9000", "--inputs", "9000", "--max-arity", "5"],
+     ["the circuit drawn has", "constants", f"max_nodes = {RANDOM_LIMITS['max_nodes']}", AL]),
+    (["--gates", "5000", "--inputs", "5000", "--max-arity", "11", "--out", "{tmp}/new/c.json"],
+     ["5000 x --max-arity 11 = 55000 wires"]),
 ]
 
 
@@ -324,6 +338,22 @@ def test_random_bad_input_is_refused_up_front(workdir, capsys, argv, needles, sn
 def test_random_unwritable_out_is_refused_up_front(workdir, capsys, snapshot):
     test_random_bad_input_is_refused_up_front(workdir, capsys, ["--out", NOWHERE + "/c.json"],
                                               ["--out", "cannot create folder"], snapshot)
+
+
+def test_random_limits_are_the_circuit_commands():
+    """What circuits.random may write, the circuit command reads (at the same --allow-large)."""
+    for mine, theirs in ((RANDOM_LIMITS, LIMITS), (RANDOM_LARGE, LARGE_LIMITS)):
+        assert mine["max_wires"] == theirs["max_size"] and mine["max_nodes"] == theirs["max_nodes"]
+        assert mine["max_arity"] <= theirs["max_fan_in"]
+
+
+def test_graph_from_a_fifo_without_writer_ends_at_once(workdir, capsys):
+    """Opening a FIFO nobody writes to does not wait forever: its read is empty, refused in one line."""
+    fifo = workdir / "pipe.json"
+    os.mkfifo(fifo)
+    assert construct_main(["circuit", "--graph", str(fifo)], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid JSON" in err and "pipe.json" in err
 
 
 def test_random_out_says_what_it_wrote(tmp_path, capsys):
