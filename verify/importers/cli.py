@@ -75,6 +75,35 @@ def _build(entry, sizes: dict, params: dict) -> Construction:
     return con
 
 
+def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params) -> None:
+    """What the arguments alone decide, refused before the file is read (reading a ``.pt`` file
+    imports torch, seconds): the ``--config`` keys and values, sizes given with ``--set``, and
+    parameters the specification does not have."""
+    check = getattr(mod, "check_config", None)
+    try:
+        if check is not None:
+            check(cfg)
+        elif cfg:
+            raise ImportError_(f"--config {next(iter(cfg))}: a {a.fmt} file carries its own settings")
+    except ImportError_ as e:
+        raise UsageError(str(e)) from None
+    for k, v in sizes.items():
+        if size_src.get(k) == "--set" and not (0 <= v <= 4096):
+            raise UsageError(f"size {k}={v} outside 0..4096")
+    if "gd" in entry.roles and size_src.get("n") == size_src.get("d") == "--set" and sizes["n"] * sizes["d"] > 1024:
+        raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
+    if not given_params:
+        return
+    try:  # the entry's parameters, at small / default sizes (cheap; they do not depend on the sizes)
+        spec_d = _build(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes), {})
+    except UsageError:
+        return
+    unknown = [k for k in given_params if k not in spec_d.params]
+    if unknown:
+        raise UsageError(f"--set {unknown[0]}: {spec_d.name} has no size or parameter {unknown[0]!r} (sizes: "
+                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(spec_d.params) or 'none'})")
+
+
 def settings(a) -> dict:
     """Everything validated and read before any proof (a UsageError names the first problem)."""
     json_path = output_file("--json", a.json)
@@ -105,6 +134,7 @@ def settings(a) -> dict:
                 given_params[k] = Fraction(v)
             except (ValueError, ZeroDivisionError):
                 raise UsageError(f"--set {k}={v}: not an exact rational") from None
+    _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params)
     try:
         if a.fmt == "polyverify":
             imp = mod.read(a.file, cfg, spec_for=lambda: _build(entry, sizes, dict(given_params)))
@@ -206,6 +236,16 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
     return values, info
 
 
+def _not_in_file(dropped: dict) -> str:
+    """The specification's regions and sections the file's state does not hold ("" if none)."""
+    parts = []
+    if dropped["regions"]:
+        parts.append("regions " + ", ".join(dropped["regions"]))
+    if dropped["sections"]:
+        parts.append("sections " + ", ".join(dropped["sections"]))
+    return "; ".join(parts)
+
+
 def _verdict_line(res) -> str:
     return "PROVED" if res.ok else "FAILED"
 
@@ -252,12 +292,23 @@ def cmd_import(a, out) -> int:
                 note += (f"; not at {name} = {dec} (a residual coefficient does not vanish there): the file equals "
                          f"the construction at the float-rounded {name}")
                 verdict[f"{name}_decimal"] = {"value": str(dec), "ok": False}
-        print(f"verdict: PROVED: the file computes {spec.name} at every depth (k = {st['k']} in the file)"
+        missing = _not_in_file(dropped)
+        verdict["scope"] = ("every region and section of the specification" if not missing else
+                            "the regions the layout maps; not in the file: " + missing)
+        claim = spec.name if not missing else f"{spec.name} on the regions the layout maps (not in the file: {missing})"
+        print(f"verdict: PROVED: the file computes {claim} at every depth (k = {st['k']} in the file)"
               + "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in values) + note, file=out)
     else:
         f = res.failure
         print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
               f"({f.section} layer {f.layer_in_section}, located by {f.located_by})", file=out)
+        if f.layer == 0:
+            hint = ("the first layer already differs: if the file orders its tokens or channels otherwise than "
+                    + (f"the layout {a.layout}" if a.layout else st["layout_src"])
+                    + (", that layout may not match the file" if a.layout else ", a --layout L.json may be missing")
+                    + " (docs/interop.md)")
+            verdict["hint"] = hint
+            print(f"  {hint}", file=out)
         if not a.no_search:
             tried = []
             for label, layers in search.variants(imp.layers):
