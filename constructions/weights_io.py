@@ -12,9 +12,14 @@ Layout of a file written by :func:`save`:
   distinct layer as ``"p/q"`` strings).
 
 :func:`load` reads a file back into exact object arrays.  An entry is taken
-as the exact rational in ``exact`` when that rational rounds to the stored
-float64; otherwise (an edited or foreign file) as the exact binary fraction
-the float is.  Files without our metadata are read with the layer structure
+as the exact rational in ``exact`` only in a float64 tensor, only where the
+stored value is nonzero and is exactly float64 of that rational (compared as
+rationals: :func:`declared_stands_in`); otherwise (an edited, cast or foreign
+file: float16 / float32 tensors included) as the exact binary fraction the
+float is, so a verdict is about the values stored in the file.  How many
+entries were read as declared rationals, and the largest gap between such a
+rational and its stored float, are recorded (``LoadedWeights.entries_from_exact``,
+``declared_gap``) and reported with every verdict.  Files without our metadata are read with the layer structure
 of the construction they are checked against.
 """
 from __future__ import annotations
@@ -98,6 +103,14 @@ class LoadedWeights:
     declared: dict | None = None  # the file's validated ``construction`` metadata, if any
     tensors_read: int = 0
     extra: dict | None = None  # the ``extra`` tensors the caller reads itself (numpy arrays, as stored)
+    #: the largest |declared rational - stored float64| over the entries read as declared rationals
+    #: (``entries_from_exact`` of them; 0 when none): what the file's floats differ from what is proved
+    declared_gap: Fraction = Fraction(0)
+
+    def declared_summary(self) -> str:
+        """``N entries read as declared rationals, largest gap G`` (G as a float, e.g. 5.6e-18)."""
+        return (f"{self.entries_from_exact} entries read as declared rationals, "
+                f"largest gap {float(self.declared_gap):.2g}")
 
 
 #: a weight file may hold at most this many entries in all (every entry becomes an
@@ -238,6 +251,8 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
         raise WeightFileError(f"{path}: tensors that no layer of the stack reads: {', '.join(unread[:5])}{more} "
                               f"(the file is refused: every tensor must be part of the proof)")
     n_exact = n_float = 0
+    gap = Fraction(0)
+    seen: set = set()
     layers = []
     for i, sp in enumerate(specs):
         prefix = f"layers.{i}."
@@ -257,15 +272,41 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
                     if len(idx) != t.ndim or any(j >= n for j, n in zip(idx, t.shape)):
                         raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' index {idx} "
                                               f"outside {prefix + name} of shape {tuple(t.shape)}")
+                    ix = tuple(idx)
+                    if (i, name, ix) in seen:
+                        raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' lists {prefix + name}"
+                                              f"{list(ix)} twice")
+                    seen.add((i, name, ix))
                     qf = Fraction(q)
-                    if float(qf) == t[tuple(idx)]:
-                        a[tuple(idx)] = qf
+                    if declared_stands_in(qf, t, ix):
+                        a[ix] = qf
                         n_exact += 1
+                        gap = max(gap, abs(qf - Fraction(float(t[ix]))))
             n_float += int(np.count_nonzero(t))
             arrays[name] = a
         layers.append(layer_from_arrays(sp["kind"], sp["config"], arrays))
     return LoadedWeights(layers, meta, n_exact, n_float - n_exact, declared, len(names),
-                         {n: tensors[n] for n in extra})
+                         {n: tensors[n] for n in extra}, gap)
+
+
+def declared_stands_in(q: Fraction, t: np.ndarray, idx: tuple) -> bool:
+    """Whether the declared rational ``q`` is read in place of the stored entry ``t[idx]``: only
+    in a float64 tensor, only for a nonzero stored value, and only when that value *is*
+    float64(q) (the correctly rounded double of ``q``: Python's ``Fraction.__float__``), compared
+    exactly as rationals.  A float16/float32 tensor never qualifies: numpy compares a Python
+    float with such an entry after casting it *down* to the entry's dtype, so every ``q`` that
+    merely rounds to the stored value would pass (issue 25 item 1); their entries are read as the
+    exact binary fractions they are."""
+    if t.dtype != np.float64:
+        return False
+    stored = float(t[idx])
+    if stored == 0.0:
+        return False
+    try:
+        qd = float(q)  # correctly rounded to float64 (int / int true division)
+    except OverflowError:
+        return False
+    return Fraction(stored) == Fraction(qd)
 
 
 def repetitions(con: Construction, n_layers: int) -> int:

@@ -147,7 +147,10 @@ def _prove_weights(con, lw, path: str, k: int) -> tuple[ProofResult, dict]:
     result.seconds = time.perf_counter() - t0
     info = {"file": str(path), "layers": len(lw.layers), "tensors_read": lw.tensors_read,
             "distinct_bodies": len(variants),
-            "entries_from_exact_metadata": lw.entries_from_exact, "entries_from_float_values": lw.entries_from_float}
+            "entries_from_exact_metadata": lw.entries_from_exact, "entries_from_float_values": lw.entries_from_float,
+            "entries_read_as_declared_rationals": lw.entries_from_exact,
+            "declared_rational_largest_gap": str(lw.declared_gap),
+            "declared_rational_largest_gap_float": float(lw.declared_gap)}
     return result, {"weights": info, "sections": secs}
 
 
@@ -348,7 +351,7 @@ def cmd_gd(a, out) -> int:
         except WeightFileError as e:
             raise UsageError(str(e)) from None
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
-              f"{user['weights']['distinct_bodies']} distinct body variant(s))", file=out)
+              f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
     else:
         proof = prove(con)
     print_proof(proof, out)

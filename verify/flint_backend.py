@@ -29,18 +29,29 @@ import numpy as np
 
 from constructions.layers import Layer
 from constructions.ops import nonzero_pattern
+from verify.proof import exact_float
 
 
 def fq(x) -> "flint.fmpq":
-    """An exact rational scalar (int, Fraction, sympy Rational / QQ element, gmpy2 mpq) as fmpq."""
+    """An exact scalar (int, Fraction, sympy Rational / QQ element, gmpy2 mpq) as fmpq; a float
+    of any kind (Python, numpy float16..longdouble, sympy Float, mpmath, Decimal) as the exact
+    binary value it is (``verify.proof.exact_float``: never through its decimal string, which
+    would read ``float32(0.1)`` as 1/10); anything else is refused (TypeError)."""
     if isinstance(x, flint.fmpq):
         return x
-    if isinstance(x, (int, np.integer)):
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         return flint.fmpq(int(x))
-    try:
-        q = Fraction(x)
-    except TypeError:
-        q = Fraction(str(x))
+    q = exact_float(x)
+    if q is None:
+        try:
+            q = Fraction(x)
+        except TypeError:
+            num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
+            if callable(num):  # sympy's QQ / PythonMPQ elements: numerator() / denominator()
+                num, den = num(), den()
+            if num is None or den is None:
+                raise TypeError(f"not an exact scalar: {type(x).__name__} {x!r}") from None
+            q = Fraction(int(num), int(den))
     return flint.fmpq(q.numerator, q.denominator)
 
 
@@ -54,6 +65,9 @@ def _operand(x):
         return int(x)
     if isinstance(x, Fraction):
         return flint.fmpq(x.numerator, x.denominator)
+    q = exact_float(x)  # a float is its exact binary value (no fallback to sympy's ring for it)
+    if q is not None:
+        return flint.fmpq(q.numerator, q.denominator)
     return None
 
 

@@ -46,6 +46,7 @@ import gc
 import random
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Callable
 
@@ -79,13 +80,123 @@ def _load_sympy() -> None:
     import sympy.polys.rings  # noqa: F401
 
 
+def exact_float(x) -> Fraction | None:
+    """The exact value of a floating-point scalar, or None for anything that is not one.
+
+    A float (Python's, numpy's float16 .. longdouble, sympy's ``Float``, mpmath's ``mpf``,
+    gmpy2's ``mpfr``, a ``Decimal``) is the exact binary (decimal) fraction it is, never a
+    "nearby nice" rational: sympy's ``QQ.convert(0.1)`` is 1/10, which proved
+    ``x*(1+2**-52) == x`` (issue 25 item 2).  Non-finite and complex values are refused (a
+    :class:`FloatRefused`).  Integers, Fractions and ring elements are not floats: None."""
+    if isinstance(x, (bool, int, Fraction, np.integer)):
+        return None
+    if isinstance(x, (complex, np.complexfloating)):
+        raise FloatRefused(f"a complex number {x!r} in a proof (polynomial identities over QQ only)")
+    if isinstance(x, (float, np.floating, Decimal)) or type(x).__module__ == "gmpy2" and hasattr(x, "as_integer_ratio"):
+        try:
+            n, d = x.as_integer_ratio()
+        except (OverflowError, ValueError, ArithmeticError):
+            raise FloatRefused(f"a non-finite number {x!r} in a proof") from None
+        return Fraction(int(n), int(d))
+    mod = type(x).__module__ or ""
+    if mod.startswith("sympy") and getattr(x, "is_Float", False):
+        if not x.is_finite:
+            raise FloatRefused(f"a non-finite number {x!r} in a proof")
+        from sympy import Rational
+
+        r = Rational(x)  # exact: the Float's binary mantissa and exponent (nsimplify would round)
+        return Fraction(int(r.p), int(r.q))
+    if mod.startswith("mpmath") and type(x).__name__ == "mpf":
+        import mpmath
+
+        if not mpmath.isfinite(x):
+            raise FloatRefused(f"a non-finite number {x!r} in a proof")
+        return Fraction(int(x.man)) * Fraction(2) ** int(x.exp)
+    return None
+
+
+class FloatRefused(ValueError):
+    """A number a proof cannot read exactly (non-finite or complex)."""
+
+
+def exact_floats(A):
+    """``A`` with every floating-point entry replaced by its exact value (:func:`exact_float`):
+    a float-dtype array becomes an object array of Fractions (zeros the int 0); an object array
+    is copied only if it holds a float (else returned as it is, the same object)."""
+    A = np.asarray(A) if not isinstance(A, np.ndarray) else A
+    kind = A.dtype.kind
+    if kind == "c":
+        raise FloatRefused(f"a complex array (dtype {A.dtype}) in a proof")
+    if kind == "f":
+        out = np.zeros(A.shape, dtype=object)
+        for idx, x in np.ndenumerate(A):
+            if x != 0:
+                out[idx] = exact_float(x)
+        return out
+    if kind != "O" or not A.size:
+        return A
+    flat = A.ravel()
+    types = set(map(type, flat.tolist()))
+    if not any(t in _FLOATISH or _is_floatish_type(t) for t in types):
+        return A
+    out = flat.copy()
+    for i, x in enumerate(flat.tolist()):
+        q = exact_float(x)
+        if q is not None:
+            out[i] = q if q else 0
+    return out.reshape(A.shape)
+
+
+_FLOATISH = {float}
+
+
+def _is_floatish_type(t) -> bool:
+    if t in (int, Fraction, bool):
+        return False
+    if issubclass(t, (float, np.floating, np.complexfloating, complex, Decimal)):
+        return True
+    mod = t.__module__ or ""
+    return ((mod.startswith("sympy") and getattr(t, "is_Float", False) is True)
+            or (mod.startswith("mpmath") and t.__name__ == "mpf") or (mod == "gmpy2" and t.__name__ == "mpfr"))
+
+
+def exact_layer(L: Layer) -> Layer:
+    """``L`` with its weights' floats read as their exact binary values (the same object when
+    it holds no float)."""
+    changed = False
+
+    def f(A):
+        nonlocal changed
+        B = exact_floats(A)
+        changed = changed or B is not A
+        return B
+
+    M = L.map(f)
+    return M if changed else L
+
+
 def _ring(names: list[str]):
     """``QQ[names]`` (sympy's sparse polynomial ring) and its generators, in order.  sympy is
-    imported here, on the first proof, so that the CLIs start without it."""
+    imported here, on the first proof, so that the CLIs start without it.
+
+    The ring reads a float operand (``x * 0.1``, a weight ``1 + 2**-52``) as its exact binary
+    value (:func:`exact_float`), not as sympy's nearby "nice" rational: its ``domain_new``, the
+    conversion every ``PolyElement`` operation applies to a non-polynomial operand, is replaced
+    on this ring instance (sympy builds a new ring object per call: no other ring is touched)."""
     from sympy import QQ, Symbol
     from sympy.polys.rings import ring
 
-    return ring([Symbol(nm) for nm in names], QQ)
+    R, *gens = ring([Symbol(nm) for nm in names], QQ)
+    dom, convert = R.domain, R.domain.convert
+
+    def domain_new(element, orig_domain=None):
+        q = exact_float(element)
+        if q is not None:
+            return dom(q.numerator, q.denominator)
+        return convert(element, orig_domain)
+
+    R.domain_new = domain_new
+    return (R, *gens)
 
 
 class SymbolicProblem:
@@ -135,15 +246,40 @@ class SymbolicProblem:
 
 
 class _SympyArith:
-    """The proof's arithmetic in sympy's ring itself (``backend="sympy"``): no conversion."""
+    """The proof's arithmetic in sympy's ring itself (``backend="sympy"``): no conversion but
+    floats, which become their exact binary values (:func:`exact_floats`); a state's constant
+    entries become constants of the ring (a ring constant never equals a ``Fraction`` under
+    ``==``: the ring's coefficients are FLINT's ``fmpq``)."""
 
     name = "sympy"
 
+    def __init__(self, R=None):
+        self.R = R
+        self._layers: dict[int, tuple[Layer, Layer]] = {}
+
     def array(self, A):
-        return A
+        A = exact_floats(np.asarray(A, dtype=object) if not isinstance(A, np.ndarray) else A)
+        if self.R is None or A.dtype != object or not A.size:
+            return A
+        R = self.R
+        flat = A.ravel()
+        sel = [i for i, x in enumerate(flat.tolist()) if isinstance(x, Fraction)]
+        if not sel:
+            return A
+        out = flat.copy()
+        for i in sel:
+            q = flat[i]
+            out[i] = R(R.domain(q.numerator, q.denominator)) if q else 0
+        return out.reshape(A.shape)
 
     def layers(self, Ls):
-        return Ls
+        out = []
+        for L in Ls:
+            hit = self._layers.get(id(L))
+            if hit is None or hit[0] is not L:
+                hit = self._layers[id(L)] = (L, exact_layer(L))
+            out.append(hit[1])
+        return out
 
     def to_sympy(self, p):
         return p
@@ -159,7 +295,7 @@ def _arith(backend: str, R):
 
         return FlintRing(R)
     if backend == "sympy":
-        return _SympyArith()
+        return _SympyArith(R)
     raise ValueError(f"unknown proof backend {backend!r} (one of {', '.join(BACKENDS)})")
 
 
@@ -168,14 +304,19 @@ def _specification(con: Construction, sp: SymbolicProblem, ar, params):
     the three claims' (section, start, target) thunks, in the backend's arithmetic.
 
     With flint, the construction is first asked to compute in flint itself (variables and
-    parameters flint generators); a specification that cannot (it mixes in Fractions or sympy
-    objects) is computed in sympy and converted, exactly, entry by entry (slower)."""
+    parameters flint generators, which take ints, Fractions and floats, a float as its exact
+    binary value); a specification that cannot (it mixes in sympy objects) is computed in sympy
+    and converted, exactly, entry by entry (slower).  Floats never cause that fallback, and
+    sympy's ring reads them exactly too (:func:`_ring`), so both routes read the same values; a
+    number neither can read exactly (non-finite, complex) is refused, not retried."""
     if ar.name == "flint":
         fv, fparams = sp.arrange(ar.gens)
         try:
             spec = con.rebuild(**fparams) if params else con
             states = {sec: (ar.array(start()), ar.array(target()))
                       for sec, start, target in _section_claims(spec, fv)}
+        except FloatRefused:
+            raise
         except Exception:  # noqa: BLE001 - a specification that does not compute in flint: sympy below
             pass
         else:
@@ -210,17 +351,26 @@ def _first_mismatch(got, expected):
     except (TypeError, ValueError):  # an entry whose != is not a bool: one by one below
         differ = None
     if differ is not None:
-        hits = np.flatnonzero(differ)
-        if not hits.size:
-            return None, None
-        idx = np.unravel_index(int(hits[0]), expected.shape)
-        idx = tuple(int(i) for i in idx)
-        return idx, got[idx] - expected[idx]
+        # a flagged entry is a mismatch only if the difference is nonzero: ``!=`` between exact
+        # types of different kinds (a sympy ring constant, whose coefficients are FLINT fmpq, and
+        # a Fraction) says "differ" for equal values
+        for h in np.flatnonzero(differ).tolist():
+            idx = tuple(int(i) for i in np.unravel_index(h, expected.shape))
+            diff = got[idx] - expected[idx]
+            if not _is_zero(diff):
+                return idx, diff
+        return None, None
     for idx in np.ndindex(expected.shape):
         g, e = got[idx], expected[idx]
-        if g is not e and not (g == e):
+        if g is not e and not (g == e) and not _is_zero(g - e):
             return idx, g - e
     return None, None
+
+
+def _is_zero(x) -> bool:
+    """An exact difference is zero (polynomial, fmpq, Fraction, int: each one's own ``== 0``)."""
+    r = x == 0
+    return r is True or (isinstance(r, (bool, np.bool_)) and bool(r))
 
 
 def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: int = 0) -> Counterexample | None:
@@ -303,6 +453,7 @@ def _declared_states(con: Construction, v: dict, sec: str, n_layers: int) -> lis
             raise ValueError(f"{what}[{i}].mask must be a bool array of the layout's shape {con.layout.shape}")
         if tuple(np.shape(d.expected))[-2:] != tuple(con.layout.shape):
             raise ValueError(f"{what}[{i}].expected has shape {np.shape(d.expected)}, the state {con.layout.shape}")
+        ds[i] = PartialState(exact_floats(np.asarray(d.expected, dtype=object)), d.mask)  # floats: exact values
     return ds if any(d is not None for d in ds) else None
 
 
@@ -613,16 +764,17 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
         U[i, j] = g
     offset = 0
     for sec, start, target in _section_claims(spec, v):
-        Ls = getattr(spec, sec)
+        Ls = [exact_layer(L) for L in getattr(spec, sec)]  # a float weight: its exact binary value
         declared = _declared_states(spec, v, sec, len(Ls))
         if declared is not None:
             points = ([(-1, None)] + [(i, d) for i, d in enumerate(declared) if d is not None]
                       + [(len(Ls) - 1, None)])
             ok = True
             for (p, dp), (q, dq) in zip(points, points[1:]):
-                S = run_layers(Ls[p + 1:q + 1], start() if dp is None else np.where(dp.mask, dp.expected, U))
+                S = run_layers(Ls[p + 1:q + 1], exact_floats(start()) if dp is None
+                               else np.where(dp.mask, dp.expected, U))
                 if dq is None:
-                    want = target()
+                    want = exact_floats(target())
                     result.entries_checked += int(np.prod(want.shape))
                     j, diff = _first_mismatch(S, want)
                 else:
@@ -670,8 +822,8 @@ def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callab
     sp = SymbolicProblem(variables, params)
     v = dict(sp.v)
     v.update(sp.params)
-    got = np.asarray(lhs(v), dtype=object)
-    expected = np.asarray(rhs(v), dtype=object)
+    got = exact_floats(np.asarray(lhs(v), dtype=object))  # a float: its exact binary value
+    expected = exact_floats(np.asarray(rhs(v), dtype=object))
     if got.shape != expected.shape:
         raise ValueError(f"{name}: the two sides have shapes {got.shape} and {expected.shape}")
     result = ProofResult(name, True, 0.0, sections={"identity": True}, symbolic_params=list(params),
@@ -711,7 +863,7 @@ def replay_counterexample(con: Construction, sections: dict[str, list[Layer]], f
     layers' value and the specification's value (they differ)."""
     v = problem_from_assignment(con.variables, failure.counterexample.assignment)
     _, start, target = next(c for c in _section_claims(con, v) if c[0] == failure.section)
-    S = run_layers(sections[failure.section], start())
+    S = run_layers([exact_layer(L) for L in sections[failure.section]], start())
     idx = failure.state_index
     return Fraction(S[idx]), Fraction(target()[idx])
 
@@ -726,7 +878,7 @@ def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure:
     c = failure.culprit
     v = problem_from_assignment(con.variables, c.counterexample.assignment)
     _, start, target = next(cl for cl in _section_claims(con, v) if cl[0] == failure.section)
-    layers = sections[failure.section]
+    layers = [exact_layer(L) for L in sections[failure.section]]
     li = failure.layer_in_section
     S = run_layers(layers[:li + 1], start())
     if li == len(layers) - 1:

@@ -282,6 +282,8 @@ def cmd_import(a, out) -> int:
               "k": st["k"], "layers": len(imp.layers), "conventions": imp.conventions, "tensors": imp.tensors,
               "layout": st["layout"], "layout_source": st["layout_src"], "not_in_file": dropped,
               "parameters": pinfo, "proof": res.to_json()}
+    if getattr(imp, "declared_rationals", None) is not None:
+        report["declared_rationals"] = {k: v for k, v in imp.declared_rationals.items() if k != "summary"}
     verdict = {"ok": res.ok}
     if res.ok:
         note = ""
@@ -292,6 +294,9 @@ def cmd_import(a, out) -> int:
                 note += (f"; not at {name} = {dec} (a residual coefficient does not vanish there): the file equals "
                          f"the construction at the float-rounded {name}")
                 verdict[f"{name}_decimal"] = {"value": str(dec), "ok": False}
+        dr = getattr(imp, "declared_rationals", None)  # polyverify files: entries read as declared rationals
+        if dr is not None:
+            note += f"; {dr['summary']}"
         missing = _not_in_file(dropped)
         verdict["scope"] = ("every region and section of the specification" if not missing else
                             "the regions the layout maps; not in the file: " + missing)
@@ -301,7 +306,9 @@ def cmd_import(a, out) -> int:
     else:
         f = res.failure
         print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
-              f"({f.section} layer {f.layer_in_section}, located by {f.located_by})", file=out)
+              f"({f.section} layer {f.layer_in_section}, located by {f.located_by})"
+              + (f"; {imp.declared_rationals['summary']}" if getattr(imp, "declared_rationals", None) else ""),
+              file=out)
         if f.layer == 0:
             hint = ("the first layer already differs: if the file orders its tokens or channels otherwise than "
                     + (f"the layout {a.layout}" if a.layout else st["layout_src"])

@@ -2,8 +2,10 @@
 
 Tensors ``layers.{i}.{array}`` with the layout, each layer's kind and settings, and the exact
 rationals in the metadata: read by :func:`constructions.weights_io.load` (an entry is the exact
-rational of the metadata when that rounds to the stored float, else the float's exact binary
-value; every tensor must be read).  A file without metadata is read with the specification's
+rational of the metadata only in a float64 tensor whose nonzero stored value is exactly float64 of
+that rational, else the float's exact binary value; every tensor must be read).  How many entries
+were read as declared rationals, and the largest gap to their stored floats, go with the verdict
+(``Imported.declared_rationals``).  A file without metadata is read with the specification's
 layer structure.  Default layout: the identity (the file's state is the specification's).
 """
 from __future__ import annotations
@@ -56,7 +58,10 @@ def read(path, settings: dict, spec_for=None) -> Imported:
     except Exception:  # noqa: BLE001 - the dtype is only reported
         pass
     _ = json
-    return Imported(NAME, str(path), lw.layers, shape, conventions, tensors, dtype, sizes, params)
+    imp = Imported(NAME, str(path), lw.layers, shape, conventions, tensors, dtype, sizes, params)
+    imp.declared_rationals = {"entries": lw.entries_from_exact, "largest_gap": str(lw.declared_gap),
+                              "largest_gap_float": float(lw.declared_gap), "summary": lw.declared_summary()}
+    return imp
 
 
 def default_layout(spec, imported: Imported) -> dict | None:
