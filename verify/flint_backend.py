@@ -142,13 +142,17 @@ def _to_flint(xs: np.ndarray, scalar) -> np.ndarray:
     """The entries of a 1-D object array in flint, one scalar type at a time: FLINT values and
     Python ints as they are (flint's operands), wrapped polynomials unwrapped (``map`` in C),
     any other type (Fractions, sympy elements) through ``scalar``."""
-    types = np.fromiter(map(type, xs), dtype=object, count=len(xs))
-    kinds = set(types.tolist()) - _AS_IS
+    tlist = list(map(type, xs))
+    kinds = set(tlist) - _AS_IS
     if not kinds:
         return xs
     out = xs.copy()
+    # types by integer code (an object array ``types == k`` is not elementwise when ``k`` is a
+    # numpy scalar type such as np.float32)
+    code = {k: i for i, k in enumerate(set(tlist))}
+    codes = np.fromiter(map(code.__getitem__, tlist), dtype=np.intp, count=len(tlist))
     for k in kinds:
-        sel = types == k
+        sel = codes == code[k]
         out[sel] = np.fromiter(map(_unwrap if k is FPoly else scalar, xs[sel]), dtype=object,
                                count=int(sel.sum()))  # fromiter: never read as sequences of terms
     return out
