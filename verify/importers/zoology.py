@@ -61,8 +61,9 @@ def read(path, settings: dict) -> Imported:
     if sorted(mixers) != list(range(len(mixers))):
         raise ImportError_(f"{path}: mixer indices {sorted(mixers)} are not 0..{len(mixers) - 1}")
     conventions = {"use_act": {"value": False, "from": src.get("use_act", "default of zoology (use_act=False)")},
-                   "convolution": {"value": "causal", "from": "zoology: Conv1d padding K-1 / FFT of size 2T, the filter "
-                                                              "not cut to T (convs.py)"}}
+                   "convolution": {"value": "causal",
+                                   "from": "zoology: Conv1d padding K-1 / FFT of size 2T, the filter not cut to T "
+                                           "(convs.py)"}}
     layers, tokens = [], None
     modes, wrapped, inert_taps = [], [], {}
     for i in range(len(mixers)):
