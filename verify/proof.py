@@ -52,6 +52,7 @@ from typing import Callable
 
 import numpy as np
 
+from constructions import ops
 from constructions.base import Construction, PartialState, run_layers
 from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES,  # noqa: F401
                                   RESIDUAL_CHARS, Counterexample, Failure, IdentityClaim, LayerMismatch,
@@ -560,7 +561,16 @@ def prove(con: Construction, *, symbolic: bool = True,
     specification and every report are sympy's either way (``verify/flint_backend.py``).
 
     ``symbolic``: replace the construction's ``symbolic_params`` (e.g. the
-    step size) by fresh symbols, so the proof holds for every value.
+    step size) by fresh symbols, so the proof holds for every value.  That
+    proof is about the layers the builder makes on the symbols; it stands for
+    ``con`` only where those layers, evaluated at ``con``'s parameters, are
+    exactly ``con``'s own (:func:`symbolic_cover`; a builder may branch on a
+    value).  Where they differ, ``con``'s own layers are proved at the concrete
+    parameters instead; ``ProofResult.symbolic_cover`` says which happened.
+
+    Floats anywhere (weights, specification, parameters) are read as their
+    exact binary values on either backend (:func:`exact_float`); a non-finite
+    or complex number is refused (:class:`FloatRefused`).
     ``sections``: layers to prove instead of the construction's own (e.g. a
     user's weight file), keyed ``prologue``/``body``/``epilogue``; the
     specification (states, step, parameters) stays the construction's.
@@ -577,7 +587,111 @@ def prove(con: Construction, *, symbolic: bool = True,
     only where the construction's own layers reproduce them.
     """
     with _collector_paused():
-        return _prove(con, symbolic, sections, reference, backend)
+        keep: dict = {}
+        result = _prove(con, symbolic, sections, reference, backend, keep)
+        if not result.symbolic_params:
+            return result
+        differ = symbolic_cover(con, keep["layers"], tuple(result.symbolic_params), keep["ngens"])
+        if differ is None:
+            result.symbolic_cover = (f"the layers rebuilt on symbolic {', '.join(result.symbolic_params)} equal the "
+                                     f"construction's own at {_param_text(con, result.symbolic_params)}")
+            return result
+        concrete = _prove(con, False, sections, reference, backend, {})
+        concrete.symbolic_cover = (f"the layers rebuilt on symbolic {', '.join(result.symbolic_params)}, at "
+                                   f"{_param_text(con, result.symbolic_params)}, differ from the construction's own "
+                                   f"({differ}): the symbolic proof does not cover them, so the own layers were "
+                                   f"proved at the concrete parameters (for these values only)")
+        return concrete
+
+
+def _param_text(con: Construction, params) -> str:
+    return ", ".join(f"{p} = {con.params.get(p)}" for p in params)
+
+
+def _exact_value(x, positions: dict[int, Fraction]) -> Fraction | None:
+    """The exact value of a layer entry with each parameter generator (``positions``: generator
+    index -> value) set to its value: an int, Fraction, float (its binary value), fmpq, or a
+    polynomial (flint's, wrapped or not, or sympy's ring element) in the parameter generators
+    only; None for anything else (a polynomial in another generator, an unknown type)."""
+    if type(x) is int or isinstance(x, Fraction):
+        return Fraction(x)
+    q = exact_float(x)
+    if q is not None:
+        return q
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return Fraction(int(x))
+    terms = None
+    if hasattr(x, "p") and type(x).__name__ == "FPoly":
+        x = x.p
+    tname = type(x).__name__
+    if tname == "fmpq":
+        return Fraction(int(x.p), int(x.q))
+    if tname == "fmpq_mpoly":
+        terms = x.to_dict().items()
+    elif tname == "PolyElement":
+        terms = x.items()
+    if terms is None:
+        try:
+            return Fraction(x)
+        except (TypeError, ValueError):
+            return None
+    from .flint_backend import fq
+
+    total = Fraction(0)
+    for monom, c in terms:
+        term = Fraction(int(fq(c).p), int(fq(c).q))
+        for i, e in enumerate(monom):
+            e = int(e)
+            if not e:
+                continue
+            if i not in positions:
+                return None  # a generator that is not a parameter: not a constant weight
+            term *= positions[i] ** e
+        total += term
+    return total
+
+
+def symbolic_cover(con: Construction, layers: dict, params: tuple[str, ...], ngens: int) -> str | None:
+    """Where the symbolic layers (``layers``: section -> layers built on the parameter generators,
+    the last ``len(params)`` of ``ngens``) evaluated at ``con``'s concrete parameters differ from
+    ``con``'s own layers ("body layer 0 W_in[1,2]: ..."); None when they are exactly the same
+    (issue 25 item 3: a builder that branches on a parameter's value, ``if eta == 1/16``,
+    builds other layers on a symbol than at the value)."""
+    positions = {}
+    for i, p in enumerate(params):
+        v = con.params.get(p)
+        q = exact_float(v) if v is not None else None
+        if q is None:
+            try:
+                q = Fraction(v) if v is not None else None
+            except (TypeError, ValueError):
+                q = None
+        if q is None:
+            return f"parameter {p} = {v!r} is not an exact number"
+        positions[ngens - len(params) + i] = q
+    for sec in ("prologue", "body", "epilogue"):
+        mine, theirs = list(layers[sec]), list(getattr(con, sec))
+        if len(mine) != len(theirs):
+            return f"{sec}: {len(mine)} layers, the construction's own {len(theirs)}"
+        for li, (a, b) in enumerate(zip(mine, theirs)):
+            where = f"{sec} layer {li}"
+            if a.kind != b.kind or a.config() != b.config():
+                return f"{where}: {a.kind} {a.config()} against {b.kind} {b.config()}"
+            A, B = a.arrays(), b.arrays()
+            if A.keys() != B.keys():
+                return f"{where}: arrays {sorted(A)} against {sorted(B)}"
+            for name in A:
+                X, Y = np.asarray(A[name], dtype=object), np.asarray(B[name], dtype=object)
+                if X.shape != Y.shape:
+                    return f"{where} {name}: shape {X.shape} against {Y.shape}"
+                for flat in np.flatnonzero(ops.addresses(X) != ops.addresses(Y)).tolist():
+                    ix = np.unravel_index(flat, X.shape)
+                    x, y = _exact_value(X[ix], positions), _exact_value(Y[ix], {})
+                    if x is None or y is None or x != y:
+                        entry = ",".join(str(int(i)) for i in ix)
+                        return (f"{where} {name}[{entry}]: {x if x is not None else X[ix]} at the concrete "
+                                f"parameters, the construction's own {y if y is not None else Y[ix]}")
+    return None
 
 
 @contextlib.contextmanager
@@ -595,18 +709,21 @@ def _collector_paused():
             gc.enable()
 
 
-def _prove(con, symbolic, sections, reference, backend) -> ProofResult:
+def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResult:
+    """The proof; ``keep`` gets the layers proved (``layers``, by section) and the number of
+    generators of their ring (``ngens``), for :func:`symbolic_cover`."""
     _load_sympy()
     t0 = time.perf_counter()
     params = _symbolic_spec(con, symbolic, sections)
     if backend == "flint" and con.token_groups:
-        grouped = _grouped_proof(con, params, sections, t0)
+        grouped = _grouped_proof(con, params, sections, t0, keep)
         if grouped is not None:
             return grouped
     sp = SymbolicProblem(con.variables, params)
     ar = _arith(backend, sp.R)
     spec, v, claims = _specification(con, sp, ar, params)
     own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
+    keep["layers"], keep["ngens"] = own, len(sp.names)
     layers = sections if sections is not None else own
     ref_layers = own if reference is not None or sections is not None else None
     R = sp.R
@@ -661,7 +778,8 @@ def _prove(con, symbolic, sections, reference, backend) -> ProofResult:
     return result
 
 
-def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float) -> ProofResult | None:
+def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
+                   keep: dict | None = None) -> ProofResult | None:
     """The proof in the substituted ring of ``verify.token_groups`` (grouped variables, one
     generator per slot): a ProofResult when every section is proved there, None when the
     substitution does not apply (an entry of some section may have monomials in two groups, the
@@ -682,6 +800,8 @@ def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: flo
         spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
         own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
         layers = sections if sections is not None else own
+        if keep is not None:
+            keep["layers"], keep["ngens"] = own, len(gp.names)
         # 1. every entry of both sides, abstractly: at most one group per monomial
         for sec, start, target in _section_claims(spec, av):
             Ls = ar.layers(layers[sec])
@@ -759,6 +879,17 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
             b[ix] = to_new[a[ix]]
         v[k] = b
     spec = con.rebuild(**{p: to_new[g] for p, g in base.params.items()}) if params else con
+    if params:  # the symbolic layers must be the construction's own at its parameters (as in prove)
+        differ = symbolic_cover(con, {sec: getattr(spec, sec) for sec in ("prologue", "body", "epilogue")},
+                                params, len(base.names))
+        if differ is not None:
+            concrete = prove_intermediate_states(con, symbolic=False)
+            concrete.symbolic_cover = (f"the layers rebuilt on symbolic {', '.join(params)}, at "
+                                       f"{_param_text(con, params)}, differ from the construction's own ({differ}): "
+                                       f"its own layers were proved at the concrete parameters")
+            return concrete
+        result.symbolic_cover = (f"the layers rebuilt on symbolic {', '.join(params)} equal the construction's "
+                                 f"own at {_param_text(con, params)}")
     U = np.zeros(con.layout.shape, dtype=object)
     for (i, j), g in zip(slots_sorted, gens[len(base.names):]):
         U[i, j] = g
