@@ -31,10 +31,29 @@ from types import SimpleNamespace
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
                             check_memory, check_range, human_bytes, output_dir, run_main)
 
-from numerics.training.modules import MODELS, ModelConfig
-from numerics.training.recipe import RecipeConfig
-from numerics.training.tasks import TASKS
-from numerics.training.trainer import CKPT, TaskConfig, TrainConfig, Trainer
+from numerics.training.names import CKPT, MODELS, RUN_FILES, TASKS
+
+#: the training classes, imported (torch with them) only once the command line has been parsed and
+#: checked: a usage error costs no torch import (:func:`_load_training`; as attributes of this
+#: module on first use, so that tests can replace them)
+_TRAINING = {"ModelConfig": "modules", "RecipeConfig": "recipe", "TaskConfig": "trainer", "TrainConfig": "trainer",
+             "Trainer": "trainer"}
+
+
+def _load_training() -> None:
+    import importlib
+
+    g = globals()
+    for name, mod in _TRAINING.items():
+        if name not in g:
+            g[name] = getattr(importlib.import_module(f"numerics.training.{mod}"), name)
+
+
+def __getattr__(name):
+    if name in _TRAINING:
+        _load_training()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: upper bounds of the sizes (inclusive; the lower bound of each is 1); ``--allow-large`` lifts them
 LIMITS = {
@@ -76,7 +95,10 @@ def parser() -> Parser:
                         "curves.png); created if missing, must not be a file")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out DIR from DIR/checkpoint.safetensors to --steps "
-                        "(model, task and recipe from the checkpoint)")
+                        "(model, task and recipe from the checkpoint; a flag that contradicts it is refused)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run in --out DIR (its files are removed when training starts); without "
+                        "it (or --resume) a folder that holds a run is refused")
     p.add_argument("--allow-large", action="store_true",
                    help=f"lift the size limits (LIMITS) and the memory limit ({human_bytes(MEMORY_LIMIT)})")
     g = p.add_argument_group("task")
@@ -228,7 +250,7 @@ def check_args(a) -> None:
     _size("--metric-batches", a.metric_batches, a, lo=2)
 
 
-def check_config(cfg: TrainConfig, *, allow_large: bool = False) -> None:
+def check_config(cfg: "TrainConfig", *, allow_large: bool = False) -> None:
     """The combination: task sizes, heads against width, and the memory estimate."""
     t, m = cfg.task, cfg.model
     if t.name in LS_TASKS:
@@ -257,7 +279,7 @@ PARAM_COPIES = 7
 FIXED_OVERHEAD = 512 * 2**20
 
 
-def param_count(m: ModelConfig) -> int:
+def param_count(m: "ModelConfig") -> int:
     """The number of trainable parameters of ``SequenceModel(m)``, from the sizes alone (building
     the model, even on torch's meta device, costs seconds; tests compare the two)."""
     T, C, H, tr = m.T, m.width, m.heads, m.model == "transformer"
@@ -277,7 +299,7 @@ def param_count(m: ModelConfig) -> int:
     return n + m.layers * block
 
 
-def estimate_memory(cfg: TrainConfig) -> float:
+def estimate_memory(cfg: "TrainConfig") -> float:
     """A rough upper estimate (bytes) of what training ``cfg`` allocates, computed without allocating:
     the parameter count (:func:`param_count`), the values every block
     keeps for the backward pass (x 2: and their gradients) or, if larger, one block of an
@@ -285,6 +307,7 @@ def estimate_memory(cfg: TrainConfig) -> float:
     (and gradients), parameters x (PARAM_COPIES + metric batches), the float64 numpy batch and
     FIXED_OVERHEAD.  Against the peak RSS measured on CPU (2-step runs, float32 and float64,
     BaseConv / LSA / Transformer, 0.6 to 2.6 GiB measured) it is 1.5x to 2.5x the measurement."""
+    _load_training()
     task = cfg.task.build()
     m = ModelConfig(**{**cfg.model.to_json(), "T": task.T, "d_in": task.d_in, "d_out": task.d_out})
     params = param_count(m)
@@ -313,7 +336,8 @@ def estimate_memory(cfg: TrainConfig) -> float:
     return float(el * values + numpy_batch + FIXED_OVERHEAD)
 
 
-def config_from(a) -> TrainConfig:
+def config_from(a) -> "TrainConfig":
+    _load_training()
     over = {k.replace("-", "_"): getattr(a, k.replace("-", "_")) for k in (
         "lr", "scheduler", "step-size", "gamma", "threshold", "metric-every", "metric-batches", "metric-pairs",
         "warmup", "ema", "ema-decay", "ema-lambda", "max-lr", "skip-grad-norm")}
@@ -328,8 +352,9 @@ def config_from(a) -> TrainConfig:
                        dtype=a.dtype, device=a.device, threads=a.threads)
 
 
-def resumed_config(a) -> TrainConfig:
+def resumed_config(a) -> "TrainConfig":
     """The configuration stored in ``--out``'s checkpoint, with --steps / --device applied."""
+    _load_training()
     out = Path(a.out)
     if not out.is_dir():
         raise UsageError(f"--resume: --out {out} is not a folder with a run")
@@ -350,29 +375,104 @@ def resumed_config(a) -> TrainConfig:
     return cfg
 
 
+#: options a resumed run takes from the command line; every other one is the checkpoint's, and a
+#: value given for it must agree with the checkpoint
+_RESUME_APPLIES = {"out", "resume", "overwrite", "steps", "device", "threads", "max_minutes", "no_progress",
+                   "iterate", "allow_large", "help"}
+#: options of the recipe (stored in the checkpoint's recipe under the same name)
+_RECIPE_KEYS = ("lr", "scheduler", "step_size", "gamma", "threshold", "metric_every", "metric_batches",
+                "metric_pairs", "warmup", "ema", "ema_decay", "ema_lambda", "max_lr", "skip_grad_norm")
+
+
+def given_options(argv) -> dict:
+    """The options the command line sets explicitly (not argparse's defaults), by dest."""
+    p = parser()
+    for act in p._actions:
+        if act.dest != "help":
+            act.default = argparse.SUPPRESS
+    return vars(p.parse_args(argv))
+
+
+def _stored(cfg, dest: str):
+    """The checkpoint's value of the option ``dest`` (the task's sizes as the task built them)."""
+    t, m = cfg.task, cfg.model
+    if dest in ("n", "d", "eta") and getattr(t, dest) is None:
+        return getattr(t.build(), dest, None)
+    table = {"task": t.name, "n": t.n, "d": t.d, "kappa": t.kappa, "sigma": t.sigma, "k": t.k, "eta": t.eta,
+             "model": m.model, "width": m.width, "layers": m.layers, "heads": m.heads, "head_dim": m.head_dim,
+             "mlp": m.mlp, "layernorm": m.layernorm, "causal": m.causal, "conv": m.conv_method,
+             "init_scale": m.init_scale, "bias": m.bias}
+    if dest in table:
+        return table[dest]
+    if dest in _RECIPE_KEYS:
+        return getattr(cfg.recipe, dest)
+    return getattr(cfg, dest)
+
+
+def check_resume(cfg, given: dict, ckpt) -> None:
+    """``--resume``: every option given that the checkpoint fixes agrees with it (a run continued
+    with another --n would not be the run it claims to be); else one line naming both values."""
+    _load_training()
+    for dest, value in given.items():
+        if dest in _RESUME_APPLIES:
+            continue
+        flag = "TASK" if dest == "task" else "--" + dest.replace("_", "-")
+        if dest == "recipe":  # a preset: the fields it sets, where no flag of its own overrides them
+            preset = RecipeConfig.paper() if value == "paper" else RecipeConfig.standard()
+            for key in ("lr", "scheduler", "step_size", "gamma", "ema"):
+                if key not in given and getattr(preset, key) != getattr(cfg.recipe, key):
+                    raise UsageError(f"--resume: --recipe {value} ({key} {getattr(preset, key)}) contradicts the "
+                                     f"checkpoint's {key} {getattr(cfg.recipe, key)} ({ckpt}); drop the flag, or "
+                                     f"start a new run with --overwrite")
+            continue
+        stored = _stored(cfg, dest)
+        if value != stored:
+            raise UsageError(f"--resume: {flag} {value} contradicts the checkpoint's {dest} = {stored} ({ckpt}); "
+                             f"drop the flag, or start a new run with --overwrite")
+
+
+def _run_files(out: Path) -> list[str]:
+    return [f for f in RUN_FILES if (out / f).exists()] if out.is_dir() else []
+
+
 def main(argv=None) -> int:
     return run_main(_main, argv)
 
 
 def _main(argv) -> int:
     a = parser().parse_args(argv)
-    check_args(a)
+    check_args(a)  # every value on its own, before torch is imported
+    if a.resume and a.overwrite:
+        raise UsageError("--resume continues the run in --out, --overwrite replaces it: give one")
+    held = _run_files(Path(a.out))
+    if held and not (a.resume or a.overwrite):
+        raise UsageError(f"--out {a.out} holds a run ({', '.join(held)}); pass --resume to continue it or "
+                         f"--overwrite to replace it")
     cfg = resumed_config(a) if a.resume else config_from(a)
+    if a.resume:
+        check_resume(cfg, given_options(argv), Path(a.out) / CKPT)
     try:
         check_config(cfg, allow_large=a.allow_large)
     except ValueError as e:  # a task / model the builders refuse
         raise UsageError(str(e)) from None
     if a.iterate and cfg.task.name != "gradient":
         raise UsageError(f"--iterate needs the gradient task, not {cfg.task.name}")
-    out = output_dir("--out", a.out)  # last check: it creates the folder
+    out = output_dir("--out", a.out)  # checked last; created when the first file is written
     try:
         if a.resume:
             tr = Trainer.resume(out, out, steps=a.steps, progress=not a.no_progress,
                                 device=a.device if a.device != "cpu" else None)
+            if a.threads:
+                import torch
+
+                torch.set_num_threads(a.threads)
         else:
             tr = Trainer(cfg, out, progress=not a.no_progress)
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(str(e)) from None
+    if a.overwrite:  # every check passed and the new run is built: the old one's files go
+        for f in held:
+            (out / f).unlink(missing_ok=True)
     res = tr.run(max_seconds=None if a.max_minutes is None else 60.0 * a.max_minutes)
     print(json.dumps({k: res[k] for k in ("steps", "final_test_mse", "final_test_mse_f64", "best_test_mse",
                                           "skipped", "wall_s", "loadavg_end", "params") if k in res}))
@@ -391,7 +491,7 @@ def _main(argv) -> int:
 # ------------------------------------------------------------------ sweeps (numerics.sweep)
 
 #: flags of this command a sweep cell cannot set: the sweep owns the output folder and the progress
-_NOT_IN_CELLS = {"out", "resume", "no_progress", "help"}
+_NOT_IN_CELLS = {"out", "resume", "overwrite", "no_progress", "help"}
 
 
 def cell_keys() -> dict[str, str]:

@@ -6,14 +6,26 @@ layer math; tasks (:mod:`.tasks`) follow seed 000 App. B.3/B.4; the recipe
 (:mod:`.trainer`) writes history, checkpoints, weights and curves; and
 :mod:`.iterate` applies a trained gradient model as an iterative solver.
 """
-from .iterate import apply_iteratively, ood_sweep
-from .modules import (BaseConvBlock, LayerStack, LSABlock, ModelConfig, SequenceModel, SoftmaxAttention,
-                      export_weights, load_weight_file, stack_from_layers)
-from .recipe import (AdaptiveLR, GradFilterEMA, RecipeConfig, StepLR, UpdateEMA, cosine_metric)
-from .tasks import TASKS, LSTask, PrimitiveTask, make_task
-from .trainer import TaskConfig, TrainConfig, Trainer
+import importlib
 
-__all__ = ["apply_iteratively", "ood_sweep", "BaseConvBlock", "LayerStack", "LSABlock", "ModelConfig",
-           "SequenceModel", "SoftmaxAttention", "export_weights", "load_weight_file", "stack_from_layers",
-           "AdaptiveLR", "GradFilterEMA", "RecipeConfig", "StepLR", "UpdateEMA", "cosine_metric", "TASKS",
-           "LSTask", "PrimitiveTask", "make_task", "TaskConfig", "TrainConfig", "Trainer"]
+#: every name this package exports, and its submodule; imported on first use (PEP 562), so that
+#: ``numerics.training.names`` (what the command line needs to parse its arguments) costs no torch
+_WHERE = {"apply_iteratively": "iterate", "ood_sweep": "iterate",
+          **dict.fromkeys(("BaseConvBlock", "LayerStack", "LSABlock", "ModelConfig", "SequenceModel",
+                           "SoftmaxAttention", "export_weights", "load_weight_file", "stack_from_layers"), "modules"),
+          **dict.fromkeys(("AdaptiveLR", "GradFilterEMA", "RecipeConfig", "StepLR", "UpdateEMA", "cosine_metric"),
+                          "recipe"),
+          **dict.fromkeys(("TASKS", "LSTask", "PrimitiveTask", "make_task"), "tasks"),
+          **dict.fromkeys(("TaskConfig", "TrainConfig", "Trainer"), "trainer")}
+
+__all__ = list(_WHERE)
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -36,6 +36,7 @@ import torch
 
 from polyverify.cli import atomic_path, atomic_write_text, save_figure
 
+from . import jsonio
 from .modules import LayerStack, stack_from_layers
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
 
@@ -247,10 +248,10 @@ def train(cfg: ConstructionTaskConfig, out: str | Path | None = None, *, progres
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         export(con, model, out / "weights.safetensors", cfg.k)
-        atomic_write_text(out / "history.json", json.dumps(hist, indent=1))
+        atomic_write_text(out / "history.json", jsonio.dumps(hist, indent=1))  # NaN: null + note
         plain = {k: v for k, v in res.items() if k not in ("model", "construction", "history")}
         plain["weights"] = str(out / "weights.safetensors")
-        atomic_write_text(out / "result.json", json.dumps(plain, indent=1))
+        atomic_write_text(out / "result.json", jsonio.dumps(plain, indent=1))
         plot_loss(hist, out / "loss.png", title=f"{cfg.construction} body, init={cfg.init}, loss={cfg.loss}")
     return res
 

@@ -199,7 +199,7 @@ class Block(nn.Module):
 
 # --------------------------------------------------------------------------- model
 
-MODELS = ("baseconv", "lsa", "transformer")
+from .names import MODELS  # noqa: E402 (importable without torch)
 
 
 @dataclass

@@ -18,6 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
+from numerics.training import jsonio
 from polyverify.cli import Parser, UsageError, output_dir, run_main
 
 from polyverify.cli import save_figure
@@ -29,7 +30,8 @@ REQUIRED = ("step", "test_mse")
 
 
 def load_runs(root: Path) -> dict[str, list[dict]]:
-    return {p.parent.name: json.loads(p.read_text()) for p in sorted(root.glob("*/history.json"))}
+    return {p.parent.name: [jsonio.restore(r) for r in json.loads(p.read_text())]
+            for p in sorted(root.glob("*/history.json"))}
 
 
 def check_runs(root: Path) -> dict[str, list[dict]]:
@@ -47,6 +49,7 @@ def check_runs(root: Path) -> dict[str, list[dict]]:
             raise UsageError(f"{p}: not a readable JSON history ({type(e).__name__}: {e})") from None
         if not isinstance(h, list) or not h:
             raise UsageError(f"{p}: not a non-empty list of evaluation records")
+        h = [jsonio.restore(r) for r in h]  # a diverged run's null losses (noted) back to NaN / inf
         for i, r in enumerate(h):
             if not isinstance(r, dict) or any(k not in r for k in REQUIRED):
                 raise UsageError(f"{p}: record {i} lacks {' / '.join(REQUIRED)}")

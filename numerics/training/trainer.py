@@ -23,11 +23,12 @@ import torch
 from polyverify.cli import atomic_path, atomic_write_text, interactive
 from polyverify.cli import progress as progress_reporter
 
+from . import jsonio
 from .modules import ModelConfig, SequenceModel, export_weights
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
 from .tasks import Task, make_task
 
-CKPT = "checkpoint.safetensors"
+from .names import CKPT  # noqa: E402
 
 
 @dataclass
@@ -232,7 +233,7 @@ class Trainer:
         self.history.append(rec)
         if self.out_dir:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.out_dir / "history.json", json.dumps(self.history, indent=1))
+            atomic_write_text(self.out_dir / "history.json", jsonio.dumps(self.history, indent=1))  # NaN: null + note
 
     def finish(self) -> dict:
         res = {"config": self.cfg.to_json(), "task": self.task.describe(), "steps": self.step,
@@ -251,7 +252,7 @@ class Trainer:
                     export_weights(self.model, tmp, name=f"trained-{self.cfg.model.model}-{self.task.name}",
                                    notes={"task": tinfo})
                 res["weights"] = str(self.out_dir / "weights.safetensors")
-            atomic_write_text(self.out_dir / "result.json", json.dumps(res, indent=1))
+            atomic_write_text(self.out_dir / "result.json", jsonio.dumps(res, indent=1))
             from .figures import plot_curves
 
             plot_curves(self.history, self.out_dir / "curves.png",
@@ -304,5 +305,5 @@ class Trainer:
         tr.sched.load(json.loads(meta["sched"]))
         hist = tr.out_dir / "history.json"
         if hist.is_file():
-            tr.history = [h for h in json.loads(hist.read_text()) if h["step"] <= tr.step]
+            tr.history = [jsonio.restore(h) for h in json.loads(hist.read_text()) if h["step"] <= tr.step]
         return tr
