@@ -335,6 +335,31 @@ def test_a_wrapping_file_is_not_proved(tmp_path, capsys):
     assert "conv.filter[0, 7] (token t <- t + 3)" in err and "refused" in err
 
 
+def test_a_wrap_that_is_circular_proves_the_circular_specification(tmp_path):
+    """s003-conv's circular filter (N = 5) written as a zoology long filter of length 10 whose
+    taps 6..9 repeat taps 1..4: the peer's module computes the circular convolution (checked
+    against its forward), which is proved as s003-conv with circular=1 and refuted without."""
+    from constructions.catalogue import entries
+    from tests.verify.import_files import zoology_mixer
+
+    h = np.vectorize(float)(entries()["s003-conv"].build(N=5, d=2, seed=1, circular=1).epilogue[0].h)
+    sd = zoology_mixer(h, short=False, dtype="float64")
+    f = np.zeros((2, 10))
+    f[:, :5] = sd[ZPRE + "conv.filter"]
+    f[:, 6:] = f[:, 1:5]
+    sd[ZPRE + "conv.filter"] = f
+    save_file(sd, str(tmp_path / "c.safetensors"))
+    u = dyadic(np.random.default_rng(0), 5, 2)
+    hc = np.array(h)
+    circ = np.array([[sum(hc[s, c] * u[(t - s) % 5, c] for s in range(5)) for c in range(2)] for t in range(5)])
+    np.testing.assert_allclose(zoology_forward(sd, u, ZPRE), circ, atol=1e-9)
+    argv = ["import", str(tmp_path / "c.safetensors"), *S003, "--no-search", "--set"]
+    out = io.StringIO()
+    assert main(argv + ["circular=1"], out=out) == 0, out.getvalue()
+    assert "read exactly as a circular convolution" in out.getvalue()
+    assert main(argv + ["circular=0"], out=io.StringIO()) == 1
+
+
 def _icl_two_heads(rng, D=3):
     """A 2-head attention (key size 2, value size 3 per head) with dyadic weights."""
     mod = "Transformer_gd/multi_head_attention"
