@@ -44,12 +44,14 @@ process, as a worker runs it), :func:`cell_dir`.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
 import csv
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import io
 import itertools
 import json
@@ -59,6 +61,7 @@ import re
 import resource
 import socket
 import sys
+import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -86,6 +89,10 @@ LARGE_LIMITS = {"cells": 1_000_000, "workers": 4096}
 ALLOW = "--allow-large"
 
 _CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
+#: in a worker: seconds each cell module took to import when the worker started (:class:`_PreloadPlugin`)
+_WORKER_IMPORT_S: dict[str, float] = {}
+#: seconds to wait for a scheduler given by --scheduler to answer as a Dask scheduler
+CONNECT_TIMEOUT_S = 5.0
 
 
 class SweepInputError(UsageError, ValueError):
@@ -209,6 +216,9 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None) -> dict:
         from distributed import get_worker
 
         rec["worker"] = get_worker().address
+        mod = cell.split(":")[0]
+        if mod in _WORKER_IMPORT_S:  # imported when the worker started (_PreloadPlugin), not in wall_s
+            rec["worker_import_s"] = _WORKER_IMPORT_S[mod]
     token = _CELL_DIR.set(artifacts)
     u0, s0 = _rusage()
     t0 = time.perf_counter()
@@ -277,14 +287,161 @@ def csv_text(rows: list[dict]) -> str:
     return table_csv(flat, cols)
 
 
-def _read_record(path: Path, cell: str, cid: str) -> dict | None:
+# ------------------------------------------------------------------ which code made a record
+
+#: the project's top-level packages: their modules imported by a cell's module are part of its code version
+PROJECT_PACKAGES = ("polyverify", "circuits", "constructions", "verify", "numerics")
+
+
+def _package_version() -> str:
     try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return "unknown"
+    try:
+        return version("polyverify")
+    except PackageNotFoundError:  # a clone that is not installed
+        return "not installed"
+
+
+def _module_file(name: str, roots: dict) -> Path | None:
+    """The source file of module ``name`` (a ``.py`` file or a package's ``__init__.py``), found
+    by path under its top-level package's folder -- nothing is imported."""
+    top, *rest = name.split(".")
+    if top not in roots:
+        spec = None
+        with contextlib.suppress(Exception):
+            spec = importlib.util.find_spec(top)  # a top-level name: found, not imported
+        if spec is None:
+            roots[top] = None
+        elif spec.submodule_search_locations:
+            roots[top] = ("pkg", [Path(d) for d in spec.submodule_search_locations])
+        elif spec.origin and spec.origin.endswith(".py"):
+            roots[top] = ("mod", Path(spec.origin))
+        else:
+            roots[top] = None
+    root = roots[top]
+    if root is None:
         return None
-    if not isinstance(rec, dict) or rec.get("id") != cid or rec.get("cell") != cell:
-        return None
-    return rec
+    if root[0] == "mod":
+        return root[1] if not rest else None
+    for d in root[1]:
+        base = d.joinpath(*rest)
+        for f in (base.with_suffix(".py") if rest else None, base / "__init__.py"):
+            if f is not None and f.is_file():
+                return f
+    return None
+
+
+def _imports(tree: ast.AST, name: str, is_pkg: bool) -> set[str]:
+    """Every module name an import statement of the module ``name`` may load (with ``from A import
+    B``, both ``A`` and ``A.B``), relative imports resolved; imports inside functions included."""
+    out: set[str] = set()
+    pkg = name if is_pkg else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = pkg.split(".") if pkg else []
+                if node.level - 1 > len(parts):
+                    continue
+                base = ".".join(parts[:len(parts) - (node.level - 1)])
+                mod = f"{base}.{node.module}" if node.module and base else (node.module or base)
+            else:
+                mod = node.module or ""
+            if mod:
+                out.add(mod)
+                out.update(f"{mod}.{a.name}" for a in node.names if a.name != "*")
+    # importing a.b.c runs a/__init__.py and a/b/__init__.py
+    return {".".join(m.split(".")[:k]) for m in out for k in range(1, m.count(".") + 2)}
+
+
+def code_version(cell: str) -> dict:
+    """What identifies the code a cell's record was made by: the installed ``polyverify`` version
+    and ``sources``, a hash of the source files of the cell's module and of every module of this
+    project (and of the cell's own top-level package) that it imports, directly or through others
+    (found by reading the import statements, functions' included; nothing is imported).  Equal in a
+    clone and in an installed copy of the same sources.  A change to any of those files changes it,
+    so that a record made by other code is computed again rather than reused."""
+    mod = cell.split(":")[0]
+    allowed = set(PROJECT_PACKAGES) | {mod.split(".")[0]}
+    roots: dict = {}
+    seen: dict[str, bytes] = {}
+    todo = [".".join(mod.split(".")[:k]) for k in range(1, mod.count(".") + 2)]  # a.b.c runs a, a.b first
+    while todo:
+        name = todo.pop()
+        if name in seen or name.split(".")[0] not in allowed:
+            continue
+        f = _module_file(name, roots)
+        if f is None:
+            continue
+        data = f.read_bytes()
+        seen[name] = data
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        todo.extend(_imports(tree, name, f.name == "__init__.py") - set(seen))
+    h = hashlib.sha256()
+    for name in sorted(seen):
+        h.update(name.encode() + b"\0" + hashlib.sha256(seen[name]).digest())
+    return {"package": _package_version(), "sources": h.hexdigest()[:16], "modules": len(seen)}
+
+
+def record_digest(rec: dict) -> str:
+    """A hash of what a finished record says (its cell, config, code version, status and result):
+    a record edited or copied by hand after it was written no longer matches it."""
+    part = {k: rec.get(k) for k in ("id", "cell", "config", "code_version", "status", "result")}
+    return hashlib.sha256(canonical(part).encode()).hexdigest()[:32]
+
+
+def _finite_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def check_record(path: Path, cell: str, cid: str, config: dict, version: dict) -> tuple[dict | None, str | None]:
+    """A finished record that may be reused for this cell, or ``(None, why not)``; ``(None, None)``
+    when there is none (a missing file, a failed cell: run again, nothing to warn about)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"cannot be read ({one_line(e)})"
+    try:
+        rec = json.loads(text)
+    except ValueError as e:
+        return None, f"is not valid JSON ({one_line(e)})"
+    if not isinstance(rec, dict):
+        return None, f"holds a {type(rec).__name__}, not a record"
+    if rec.get("status") != "ok":
+        return (None, None) if rec.get("status") == "failed" else (None, f"has status {rec.get('status')!r:.40}")
+    if rec.get("id") != cid or rec.get("cell") != cell:
+        return None, f"belongs to another cell (id {rec.get('id')!r:.40}, cell {rec.get('cell')!r:.80})"
+    try:
+        same = canonical(rec.get("config")) == canonical(config)
+    except SweepInputError:
+        same = False
+    if not same:
+        return None, f"holds another config ({json.dumps(rec.get('config'))[:120]})"
+    if not isinstance(rec.get("result"), dict):
+        return None, "is malformed (its result is not a JSON object)"
+    if not all(_finite_number(rec.get(k)) and rec[k] >= 0 for k in ("wall_s", "cpu_s")):
+        return None, "is malformed (no wall_s or cpu_s time)"
+    cv = rec.get("code_version")
+    if not isinstance(cv, dict):
+        return None, "was made without a code version (by an older sweep runner)"
+    if cv.get("package") != version["package"] or cv.get("sources") != version["sources"]:
+        return None, (f"was made by other code (polyverify {cv.get('package')!r:.20}, sources {cv.get('sources')!r:.20};"
+                      f" now {version['package']}, {version['sources']})")
+    try:
+        digest_ok = rec.get("digest") == record_digest(rec)
+    except SweepInputError:
+        digest_ok = False
+    if not digest_ok:
+        return None, "does not match its digest (edited or damaged after it was written)"
+    return rec, None
 
 
 def _write_record(path: Path, rec: dict) -> None:
@@ -321,8 +478,11 @@ class _Reporter:
         cfg = ", ".join(f"{k}={v}" for k, v in rec["config"].items())
         if len(cfg) > 120:
             cfg = cfg[:117] + "..."
-        line = (f"{self.name}: [{self.done}/{self.total}] {rec['status']} {rec['id']} ({cfg}) "
-                f"{rec.get('wall_s', 0.0):.2f} s wall, {rec.get('cpu_s', 0.0):.2f} s CPU on {rec.get('worker')}")
+        line = f"{self.name}: [{self.done}/{self.total}] {rec['status']} {rec['id']} ({cfg}) "
+        if _finite_number(rec.get("wall_s")):  # a cell lost with its worker has no times
+            line += f"{rec['wall_s']:.2f} s wall, {rec.get('cpu_s') or 0.0:.2f} s CPU on {rec.get('worker')}"
+        else:
+            line += "no time (lost with its worker)"
         if rec["status"] != "ok":
             line += f": {rec['error']}"
         if self.bar is not None:
@@ -400,11 +560,125 @@ def _local_cluster(workers: int):
                         silence_logs=logging.ERROR)
 
 
-def _dashboard(client) -> str | None:
+def _dashboard(client, local: bool) -> str | None:
+    """The dashboard's address, only when the scheduler serves one that works: it has a dashboard
+    port and ``bokeh`` (without it the page only says to install bokeh).  The local cluster's
+    scheduler runs in this process; a remote one is asked."""
     with contextlib.suppress(Exception):
-        if "dashboard" in (client.scheduler_info().get("services") or {}):
+        if "dashboard" not in (client.scheduler_info().get("services") or {}):
+            return None
+        has = _has_bokeh() if local else client.run_on_scheduler(
+            lambda: __import__("importlib.util").util.find_spec("bokeh") is not None)
+        if has is True:
             return client.dashboard_link
     return None
+
+
+def _preload(modules) -> None:
+    """In a worker, as it starts: import the cells' modules once, so that no cell's wall time
+    counts the project's import (torch, FLINT, sympy: seconds); a module that fails to import is
+    left for the cell to report."""
+    for m in modules:
+        t0 = time.perf_counter()
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 -- the cell's own import reports it as the cell's error
+            continue
+        _WORKER_IMPORT_S[m] = time.perf_counter() - t0
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+def _plugin_class():
+    """:class:`distributed.WorkerPlugin` subclass that runs :func:`_preload` on every worker, those
+    started later (a lost worker's replacement) included.  Made on first use (``distributed`` is
+    imported only when a sweep runs) and reachable as ``numerics.sweep._PreloadPlugin`` (module
+    ``__getattr__``), so that workers unpickle it by reference."""
+    global _PLUGIN
+    if _PLUGIN is None:
+        from distributed.diagnostics.plugin import WorkerPlugin
+
+        class _PreloadPlugin(WorkerPlugin):
+            def __init__(self, modules):
+                self.modules = list(modules)
+                self.name = "polyverify-sweep-preload-" + "-".join(self.modules)
+
+            def setup(self, worker):
+                importlib.import_module("numerics.sweep")._preload(self.modules)
+
+        _PreloadPlugin.__module__, _PreloadPlugin.__qualname__ = "numerics.sweep", "_PreloadPlugin"
+        _PLUGIN = _PreloadPlugin
+    return _PLUGIN
+
+
+_PLUGIN = None
+
+
+def __getattr__(name):  # PEP 562: numerics.sweep._PreloadPlugin, made on first use
+    if name == "_PreloadPlugin":
+        return _plugin_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> dict:
+    """Check, within ``timeout`` seconds in all, that ``address`` is a Dask scheduler: a TCP connect
+    (a refused or unreachable address fails at once), Dask's handshake, then the ``identity`` call,
+    whose answer must say ``Scheduler``.  A listener that is something else (the dashboard's HTTP
+    port, any server that answers otherwise or not at all) fails with a :class:`SweepInputError`
+    naming it -- never a hang, never the comm layer's error on a garbage frame length."""
+    import asyncio
+
+    from distributed.comm import connect, parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    deadline = time.monotonic() + timeout
+    where = f"--scheduler {address}"
+    scheme, loc = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        try:
+            host, port = parse_host_port(loc)
+        except ValueError as e:
+            raise SweepInputError(f"{where}: not a scheduler address such as tcp://HOST:8786 ({one_line(e)})") from None
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except socket.timeout:
+            raise SweepInputError(f"{where}: cannot connect (no answer within {timeout:g} s)") from None
+        except OSError as e:
+            raise SweepInputError(f"{where}: cannot connect ({e.strerror or one_line(e)})") from None
+
+    async def identity():
+        comm = await connect(address, timeout=max(0.1, deadline - time.monotonic()))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    box: dict = {}
+
+    def go():
+        try:
+            box["ok"] = asyncio.run(asyncio.wait_for(identity(), max(0.1, deadline - time.monotonic())))
+        except BaseException as e:  # noqa: BLE001 -- anything (a MemoryError on a garbage frame) means "not Dask"
+            box["err"] = e
+
+    th = threading.Thread(target=go, name="polyverify-sweep-probe", daemon=True)
+    th.start()
+    th.join(max(0.1, deadline - time.monotonic()) + 1.0)
+    hint = " (is it the dashboard's or another service's port? a scheduler listens on tcp://HOST:8786 by default)"
+    if th.is_alive() or isinstance(box.get("err"), (TimeoutError, asyncio.TimeoutError)):
+        raise SweepInputError(f"{where}: no answer as a Dask scheduler within {timeout:g} s{hint}")
+    if "err" in box:
+        e = box["err"]
+        raise SweepInputError(f"{where}: not a Dask scheduler ({type(e).__name__}: {one_line(e)[:160]}){hint}")
+    resp = box.get("ok")
+    if not isinstance(resp, dict) or resp.get("type") != "Scheduler":
+        raise SweepInputError(f"{where}: answered, but not as a Dask scheduler ({str(resp)[:120]}){hint}")
+    return resp
+
+
+def _has_bokeh() -> bool:
+    return importlib.util.find_spec("bokeh") is not None
 
 
 def default_workers() -> int:
@@ -415,7 +689,8 @@ def default_workers() -> int:
 
 def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = None, scheduler: str | None = None,
              retries: int = 1, progress: bool | None = None, name: str = "sweep",
-             on_start=None) -> SweepResult:
+             on_start=None, connect_timeout: float = CONNECT_TIMEOUT_S, preload=None,
+             warn=None) -> SweepResult:
     """Run ``cell`` (``"package.module:function"``, a top-level ``f(config: dict) -> dict``) on
     every config, one Dask task each, and write ``out_dir/cells/<id>.json`` as each finishes and
     ``out_dir/results.jsonl``, ``results.csv`` and ``sweep.json`` at the end (module docstring).
@@ -424,8 +699,14 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     may use), one thread each; ``scheduler``: the address of a running Dask scheduler instead;
     ``retries``: how often a cell lost with its worker is run again; ``progress``: None (a bar on
     a terminal, a line per cell otherwise), True or False.  Cells already finished (``ok``) in
-    ``out_dir`` are read back, not run; failed ones run again.  Bad arguments raise
-    :class:`SweepInputError` (a ValueError) before anything is started or written.
+    ``out_dir`` are read back, not run, when their record is this cell's (its id, cell and config),
+    was made by this code (:func:`code_version`) and is whole (:func:`check_record`); any other is
+    computed again, with a warning line on stderr (``warn``: a function taking the line instead).
+    Failed cells run again.  ``connect_timeout``: seconds for ``scheduler`` to answer as a Dask
+    scheduler (:func:`probe_scheduler`); ``preload``: the modules each worker imports as it starts
+    (default: the cell's module), so that no cell's time counts that import.  Bad arguments, and a
+    scheduler that cannot be reached, raise :class:`SweepInputError` (a ValueError) before anything
+    is started or written.
     """
     t_start = time.perf_counter()
     load_cell(cell)
@@ -439,14 +720,28 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
         raise SweepInputError(f"--retries must be an integer >= 0, got {retries!r}")
     if scheduler is not None:
         _check_scheduler(scheduler)
+    if not _finite_number(connect_timeout) or not 0 < connect_timeout <= 600:
+        raise SweepInputError(f"--connect-timeout must be a number of seconds in (0, 600], got {connect_timeout!r}")
+    preload = [cell.split(":")[0]] if preload is None else list(preload)
     out = check_out(out_dir)
     cells = out / "cells"
+    version = code_version(cell)
+    if warn is None:
+        def warn(line):
+            print(line, file=sys.stderr, flush=True)
 
     records: dict[str, dict] = {}
-    for cid in ids:
-        rec = _read_record(cells / f"{cid}.json", cell, cid)
-        if rec is not None and rec.get("status") == "ok":
+    stale: list[str] = []
+    for cid, config in zip(ids, configs):
+        rec, why = check_record(cells / f"{cid}.json", cell, cid, config, version)
+        if rec is not None:
             records[cid] = rec
+        elif why is not None:
+            stale.append(f"cells/{cid}.json {why}")
+    for line in stale[:10]:
+        warn(f"warning: {name}: {line}; computing the cell again")
+    if len(stale) > 10:
+        warn(f"warning: {name}: {len(stale) - 10} more finished cell file(s) cannot be reused; computing them again")
     resumed = set(records)
     todo = [(i, cid) for i, cid in enumerate(ids) if cid not in records]
     rep = _Reporter(len(todo), name, progress)
@@ -456,12 +751,14 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     settings = contextlib.ExitStack()
     try:
         if todo and scheduler is not None:
+            probe_scheduler(scheduler, connect_timeout)
             from distributed import Client
 
             try:
-                client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError) as e:
-                raise SweepInputError(f"--scheduler {scheduler}: cannot connect ({one_line(e)})") from None
+                client = Client(scheduler, timeout=f"{connect_timeout}s")
+            except Exception as e:  # noqa: BLE001 -- it answered the probe; anything now is a connection failure
+                raise SweepInputError(f"--scheduler {scheduler}: cannot connect ({type(e).__name__}: "
+                                      f"{one_line(e)[:160]})") from None
         out = output_dir("--out", out)
         from polyverify.cli import make_folder  # output_dir only checks; made here, removed on Ctrl-C if unfilled
 
@@ -479,17 +776,26 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                 from distributed import Client
 
                 client = Client(cluster)
+            t_import = time.perf_counter()
+            if preload:
+                client.register_plugin(_plugin_class()(preload))
             info = client.scheduler_info()
             ws = info.get("workers") or {}
             cluster_info.update(workers=len(ws), threads=sum(w.get("nthreads", 0) for w in ws.values()),
-                                dashboard=_dashboard(client), address=client.scheduler.address)
+                                dashboard=_dashboard(client, local=cluster is not None),
+                                address=client.scheduler.address, preload=preload,
+                                preload_s=time.perf_counter() - t_import)
             where = (f"the scheduler at {scheduler}" if scheduler else
                      f"a local cluster of {cluster_info['workers']} worker process(es), 1 thread each")
             rep.say(f"{name}: {len(ids)} cells, {len(resumed)} finished earlier, {len(todo)} to run on {where}"
                     + (f"; dashboard {cluster_info['dashboard']}" if cluster_info["dashboard"] else ""))
             if on_start is not None:
                 on_start(cluster_info)
-            cpu = _run(client, cell, configs, todo, cells, records, rep, retries if scheduler else 0, name)
+            # the local cluster: no more cells submitted than its threads, so that a worker that dies takes
+            # only the cell it was running (the scheduler hands a worker every task it is given, not one
+            # at a time, when a grid's first tasks arrive)
+            cpu = _run(client, cell, configs, todo, cells, records, rep, retries if scheduler else 0, name, version,
+                       None if scheduler else max(1, cluster_info["threads"] or 1))
     finally:
         rep.close()
         if client is not None:
@@ -508,17 +814,38 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     atomic_write_text(out / "results.jsonl", "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
     atomic_write_text(out / "results.csv", csv_text(rows))
     wall = time.perf_counter() - t_start
-    summary = {"name": name, "cell": cell, "cells": len(rows), "ran": len(todo), "skipped": len(resumed),
-               "failed": failed, "wall_s": wall, "cells_cpu_s": cpu, "cluster": cluster_info,
-               "finished": _now(), "argv": sys.argv[1:]}
-    atomic_write_text(out / "sweep.json", json.dumps(summary, indent=1))
+    atomic_write_text(out / "sweep.json", json.dumps(_summary(out / "sweep.json", name, cell, version, rows, len(todo),
+                                                              len(resumed), failed, wall, cpu, cluster_info),
+                                                     indent=1, allow_nan=False) + "\n")
     return SweepResult(rows=rows, failed=failed, skipped=len(resumed), out_dir=out, files=files, wall_s=wall,
                        cpu_s=cpu, cluster=cluster_info)
 
 
-def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, client_retries: int, name: str) -> float:
-    """Submit every cell, write each record as it arrives; a cell lost with its worker (after the
-    scheduler's own retries) is submitted again up to ``client_retries`` times, then recorded failed."""
+def _summary(path: Path, name, cell, version, rows, ran, skipped, failed, wall, cpu, cluster_info) -> dict:
+    """``sweep.json``: the counts; ``cells_wall_s`` and ``cells_cpu_s``, the sums over every cell's
+    record (those finished in earlier runs included, so a rerun with nothing to do reports what
+    the grid cost, not nothing); ``wall_s`` and ``ran_cells_cpu_s`` of this run; ``runs``, one
+    entry per run into this folder (the earlier ones read from the previous ``sweep.json``)."""
+    runs = []
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        prev = json.loads(path.read_text())
+        runs = [r for r in prev.get("runs", []) if isinstance(r, dict)]
+    runs = (runs + [{"finished": _now(), "ran": ran, "failed": failed, "wall_s": wall, "cells_cpu_s": cpu,
+                     "cluster": cluster_info, "argv": sys.argv[1:]}])[-100:]
+    timed = [r for r in rows if _finite_number(r.get("wall_s"))]
+    return {"name": name, "cell": cell, "code_version": version, "cells": len(rows), "ran": ran, "skipped": skipped,
+            "failed": failed, "cells_wall_s": sum(r["wall_s"] for r in timed),
+            "cells_cpu_s": sum(r["cpu_s"] for r in timed if _finite_number(r.get("cpu_s"))),
+            "cells_timed": len(timed), "wall_s": wall, "ran_cells_cpu_s": cpu, "cluster": cluster_info,
+            "finished": _now(), "argv": sys.argv[1:], "runs": runs}
+
+
+def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, client_retries: int, name: str,
+         version: dict, slots: int | None = None) -> float:
+    """Submit the cells (all at once, or ``slots`` at a time: the next when one is done), write each
+    record as it arrives; a cell lost with its worker (after the scheduler's own retries) is
+    submitted again up to ``client_retries`` times, then recorded failed, with its error and no
+    time."""
     from distributed import as_completed
 
     futures = {}
@@ -535,7 +862,10 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
         return f
 
     cpu = 0.0
-    ac = as_completed([submit(i, cid) for i, cid in todo])
+    waiting = list(todo)
+    first = len(waiting) if slots is None else slots
+    ac = as_completed([submit(i, cid) for i, cid in waiting[:first]])
+    del waiting[:first]
     for fut in ac:
         i, cid = futures.pop(fut.key)
         try:
@@ -550,9 +880,13 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
                    "wall_s": None, "cpu_s": None, "cpu_user_s": None, "cpu_sys_s": None, "finished": _now()}
         fut.release()
         cpu += rec.get("cpu_s") or 0.0
+        rec["code_version"] = version
+        rec["digest"] = record_digest(rec)
         records[cid] = rec
         _write_record(cells / f"{cid}.json", rec)
         rep.cell(rec)
+        if waiting:
+            ac.add(submit(*waiting.pop(0)))
     return cpu
 
 
@@ -645,6 +979,9 @@ def _common(p: Parser) -> None:
                         f"{default_workers()}; 1 .. {LIMITS['workers']})")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on this Dask scheduler (tcp://HOST:8786; see docs/sweeps.md) instead of a local cluster")
+    g.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"with --scheduler: seconds for it to answer as a Dask scheduler, else exit 2 (default "
+                        f"{CONNECT_TIMEOUT_S:g}, at most 600)")
     g.add_argument("--retries", type=int, default=1,
                    help=f"runs again of a cell lost with its worker, 0 .. {LIMITS['retries']} (default 1)")
     g.add_argument("--list", action="store_true",
@@ -718,6 +1055,11 @@ def _main(argv) -> int:
         if a.scheduler:
             raise UsageError("--workers sizes the local cluster; it cannot be combined with --scheduler")
     check_range("--retries", a.retries, 0, LIMITS["retries"])
+    if a.connect_timeout is not None:
+        if not a.scheduler:
+            raise UsageError("--connect-timeout applies to --scheduler only (the local cluster is started here)")
+        if not (math.isfinite(a.connect_timeout) and 0 < a.connect_timeout <= 600):
+            raise UsageError(f"--connect-timeout must be a number of seconds in (0, 600], got {a.connect_timeout:g}")
     if a.scheduler:
         _check_scheduler(a.scheduler)
     name = command
@@ -748,13 +1090,22 @@ def _main(argv) -> int:
     check_out(a.out)
     if a.list:
         cells = Path(a.out) / "cells"
+        version = code_version(cell)
         for cid, c in zip(ids, configs):
-            rec = _read_record(cells / f"{cid}.json", cell, cid) if cells.is_dir() else None
-            state = "missing" if rec is None else rec.get("status")
+            state = "missing"
+            if cells.is_dir():
+                rec, why = check_record(cells / f"{cid}.json", cell, cid, c, version)
+                if rec is not None:
+                    state = "ok"
+                elif why is not None:
+                    state = "stale"  # a finished file that will be computed again (run says why)
+                elif (cells / f"{cid}.json").exists():
+                    state = "failed"
             print(f"{cid}  {state:<8} {canonical(c)}")
         return 0
     res = run_grid(cell, configs, a.out, workers=a.workers, scheduler=a.scheduler, retries=a.retries,
-                   progress=False if a.quiet else None, name=name)
+                   progress=False if a.quiet else None, name=name,
+                   connect_timeout=CONNECT_TIMEOUT_S if a.connect_timeout is None else a.connect_timeout)
     verdict_ok = True
     if ad is not None and hasattr(ad, "finish"):
         files, verdict_ok = ad.finish(res, res.out_dir)

@@ -8,6 +8,9 @@ how often each cell ran, across worker processes), then:
   succeeds once the test allows it);
 * ``"kill"``: on its first execution, kills its own worker process with SIGKILL after a short
   pause (a worker lost mid-grid, as the OOM killer would do it);
+* ``"kill_until"``: kills its own worker with SIGKILL on every execution until the file
+  ``log/<kill_until>`` exists (a cell that takes its worker down each time it runs);
+* ``"echo"``: returns ``{"value": config["echo"]}`` at once;
 * otherwise returns the roundoff cell's result for ``config["roundoff"]``.
 """
 from __future__ import annotations
@@ -28,6 +31,10 @@ def cell(config: dict) -> dict:
         (log / "killed").touch()
         time.sleep(0.5)  # let the client collect the results the worker already holds
         os.kill(os.getpid(), signal.SIGKILL)
+    if "kill_until" in config and not (log / config["kill_until"]).exists():
+        os.kill(os.getpid(), signal.SIGKILL)
+    if "echo" in config:
+        return {"value": config["echo"]}
     if config.get("nan"):
         return {"value": float("nan")}
     from numerics.roundoff import sweep_cell

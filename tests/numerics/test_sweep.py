@@ -137,8 +137,20 @@ def test_roundoff_command_writes_table_and_plots_and_resumes(tmp_path, capsys):
         table = list(csv.DictReader(fh))
     assert sorted((t["config.layers"], t["config.dtype"]) for t in table) == [
         ("4", "float32"), ("4", "float64"), ("7", "float32"), ("7", "float64")]
+    # a finished file damaged by hand (status ok, a result without the measurements): before,
+    # reused and the plot raised a KeyError; now computed again with a warning
+    victim = sorted((out / "cells").glob("*.json"))[0]
+    rec = json.loads(victim.read_text())
+    victim.write_text(json.dumps({**rec, "result": {"note": "edited"}}))
+    assert sweep.main(argv + ["--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert sorted(s.split()[1] for s in listed) == ["ok", "ok", "ok", "stale"]
     assert sweep.main(argv + ["--quiet"]) == 0
-    assert "4 cells, 0 run, 4 finished earlier" in capsys.readouterr().out
+    cap = capsys.readouterr()
+    assert "4 cells, 1 run, 3 finished earlier" in cap.out
+    assert cap.err.splitlines() == [f"warning: roundoff: cells/{victim.name} does not match its digest (edited or "
+                                    f"damaged after it was written); computing the cell again"]
+    assert json.loads(victim.read_text())["result"] == rec["result"]
     assert sweep.main(argv + ["--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert len(listed) == 4 and all(" ok " in s for s in listed)
