@@ -89,7 +89,7 @@ LARGE_LIMITS = {"cells": 1_000_000, "workers": 4096}
 ALLOW = "--allow-large"
 
 _CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
-#: in a worker: seconds each cell module took to import when the worker started (:class:`_PreloadPlugin`)
+#: in a worker: seconds each module took to import when the worker started (:class:`_PreloadPlugin`)
 _WORKER_IMPORT_S: dict[str, float] = {}
 #: seconds to wait for a scheduler given by --scheduler to answer as a Dask scheduler
 CONNECT_TIMEOUT_S = 5.0
@@ -216,9 +216,8 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None) -> dict:
         from distributed import get_worker
 
         rec["worker"] = get_worker().address
-        mod = cell.split(":")[0]
-        if mod in _WORKER_IMPORT_S:  # imported when the worker started (_PreloadPlugin), not in wall_s
-            rec["worker_import_s"] = _WORKER_IMPORT_S[mod]
+        if _WORKER_IMPORT_S:  # what this worker imported as it started (_PreloadPlugin): not in wall_s
+            rec["worker_import_s"] = sum(_WORKER_IMPORT_S.values())
     token = _CELL_DIR.set(artifacts)
     u0, s0 = _rusage()
     t0 = time.perf_counter()
@@ -357,21 +356,22 @@ def _imports(tree: ast.AST, name: str, is_pkg: bool) -> set[str]:
     return {".".join(m.split(".")[:k]) for m in out for k in range(1, m.count(".") + 2)}
 
 
-def code_version(cell: str) -> dict:
-    """What identifies the code a cell's record was made by: the installed ``polyverify`` version
-    and ``sources``, a hash of the source files of the cell's module and of every module of this
-    project (and of the cell's own top-level package) that it imports, directly or through others
-    (found by reading the import statements, functions' included; nothing is imported).  Equal in a
-    clone and in an installed copy of the same sources.  A change to any of those files changes it,
-    so that a record made by other code is computed again rather than reused."""
-    mod = cell.split(":")[0]
+def _closure(mod: str) -> tuple[dict[str, bytes], set[str]]:
+    """The source of module ``mod`` and of every module of this project (and of ``mod``'s own
+    top-level package) that it imports, directly or through others, by reading the import
+    statements (those inside functions included; nothing is imported); and the top-level names of
+    the other packages those modules import (the standard library left out)."""
     allowed = set(PROJECT_PACKAGES) | {mod.split(".")[0]}
     roots: dict = {}
     seen: dict[str, bytes] = {}
+    others: set[str] = set()
     todo = [".".join(mod.split(".")[:k]) for k in range(1, mod.count(".") + 2)]  # a.b.c runs a, a.b first
     while todo:
         name = todo.pop()
-        if name in seen or name.split(".")[0] not in allowed:
+        if name in seen:
+            continue
+        if name.split(".")[0] not in allowed:
+            others.add(name.split(".")[0])
             continue
         f = _module_file(name, roots)
         if f is None:
@@ -383,10 +383,36 @@ def code_version(cell: str) -> dict:
         except (SyntaxError, ValueError):
             continue
         todo.extend(_imports(tree, name, f.name == "__init__.py") - set(seen))
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    return seen, {o for o in others if o not in stdlib and o != "__future__"}
+
+
+def code_version(cell: str) -> dict:
+    """What identifies the code a cell's record was made by: the installed ``polyverify`` version
+    and ``sources``, a hash of the source files of the cell's module and of every module of this
+    project (and of the cell's own top-level package) that it imports, directly or through others
+    (:func:`_closure`: read from the import statements, functions' included; nothing is imported).
+    Equal in a clone and in an installed copy of the same sources.  A change to any of those files
+    changes it, so that a record made by other code is computed again rather than reused."""
+    seen, _ = _closure(cell.split(":")[0])
     h = hashlib.sha256()
     for name in sorted(seen):
         h.update(name.encode() + b"\0" + hashlib.sha256(seen[name]).digest())
     return {"package": _package_version(), "sources": h.hexdigest()[:16], "modules": len(seen)}
+
+
+def default_preload(cell: str) -> list[str]:
+    """What each worker imports as it starts (:func:`_preload`): the other packages the cell's
+    modules may import (torch, sympy, FLINT, ... -- those installed), then those modules
+    (:func:`_closure`), so that no cell's wall time counts an import, the first on a worker
+    included."""
+    seen, others = _closure(cell.split(":")[0])
+    installed = []
+    for o in sorted(others):
+        with contextlib.suppress(Exception):
+            if importlib.util.find_spec(o) is not None:
+                installed.append(o)
+    return installed + sorted(seen, key=lambda m: (m.count("."), m))
 
 
 def record_digest(rec: dict) -> str:
@@ -704,7 +730,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     computed again, with a warning line on stderr (``warn``: a function taking the line instead).
     Failed cells run again.  ``connect_timeout``: seconds for ``scheduler`` to answer as a Dask
     scheduler (:func:`probe_scheduler`); ``preload``: the modules each worker imports as it starts
-    (default: the cell's module), so that no cell's time counts that import.  Bad arguments, and a
+    (default: :func:`default_preload`), so that no cell's time counts an import.  Bad arguments, and a
     scheduler that cannot be reached, raise :class:`SweepInputError` (a ValueError) before anything
     is started or written.
     """
@@ -722,7 +748,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
         _check_scheduler(scheduler)
     if not _finite_number(connect_timeout) or not 0 < connect_timeout <= 600:
         raise SweepInputError(f"--connect-timeout must be a number of seconds in (0, 600], got {connect_timeout!r}")
-    preload = [cell.split(":")[0]] if preload is None else list(preload)
+    preload = default_preload(cell) if preload is None else list(preload)
     out = check_out(out_dir)
     cells = out / "cells"
     version = code_version(cell)
@@ -778,7 +804,8 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                 client = Client(cluster)
             t_import = time.perf_counter()
             if preload:
-                client.register_plugin(_plugin_class()(preload))
+                # the class made by the importable module (not __main__'s copy), so workers unpickle it by reference
+                client.register_plugin(importlib.import_module("numerics.sweep")._plugin_class()(preload))
             info = client.scheduler_info()
             ws = info.get("workers") or {}
             cluster_info.update(workers=len(ws), threads=sum(w.get("nthreads", 0) for w in ws.values()),
@@ -982,6 +1009,10 @@ def _common(p: Parser) -> None:
     g.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
                    help=f"with --scheduler: seconds for it to answer as a Dask scheduler, else exit 2 (default "
                         f"{CONNECT_TIMEOUT_S:g}, at most 600)")
+    g.add_argument("--preload", default="auto", metavar="MODULES",
+                   help="what each worker imports as it starts, so that no cell's time counts an import: auto (the "
+                        "cell's module, the project's modules it imports and the packages they use, torch included), "
+                        "none, or comma-separated module names")
     g.add_argument("--retries", type=int, default=1,
                    help=f"runs again of a cell lost with its worker, 0 .. {LIMITS['retries']} (default 1)")
     g.add_argument("--list", action="store_true",
@@ -1062,6 +1093,12 @@ def _main(argv) -> int:
             raise UsageError(f"--connect-timeout must be a number of seconds in (0, 600], got {a.connect_timeout:g}")
     if a.scheduler:
         _check_scheduler(a.scheduler)
+    preload = None
+    if a.preload != "auto":
+        preload = [] if a.preload == "none" else [m.strip() for m in a.preload.split(",")]
+        bad = [m for m in preload if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", m)]
+        if bad or not preload and a.preload != "none":
+            raise UsageError(f"--preload: not a module name: {(bad or [a.preload])[0]!r} (auto, none, or module names)")
     name = command
     if command == "run":
         spec = read_grid_file(a.grid)
@@ -1105,7 +1142,8 @@ def _main(argv) -> int:
         return 0
     res = run_grid(cell, configs, a.out, workers=a.workers, scheduler=a.scheduler, retries=a.retries,
                    progress=False if a.quiet else None, name=name,
-                   connect_timeout=CONNECT_TIMEOUT_S if a.connect_timeout is None else a.connect_timeout)
+                   connect_timeout=CONNECT_TIMEOUT_S if a.connect_timeout is None else a.connect_timeout,
+                   preload=preload)
     verdict_ok = True
     if ad is not None and hasattr(ad, "finish"):
         files, verdict_ok = ad.finish(res, res.out_dir)

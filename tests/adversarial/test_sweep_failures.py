@@ -208,11 +208,13 @@ def test_probe_accepts_a_scheduler_and_refuses_a_worker():
 
 
 @pytest.mark.parametrize("argv,msg", [
+    (["--preload", "torch,,numpy"], "--preload: not a module name: ''"),
+    (["--preload", "os path"], "--preload: not a module name: 'os path'"),
     (["--connect-timeout", "3"], "--connect-timeout applies to --scheduler only"),
     (["--scheduler", "tcp://127.0.0.1:8786", "--connect-timeout", "0"], "--connect-timeout must be a number"),
     (["--scheduler", "tcp://127.0.0.1:8786", "--connect-timeout", "nan"], "--connect-timeout must be a number"),
 ])
-def test_connect_timeout_is_checked(tmp_path, capsys, argv, msg):
+def test_connect_timeout_and_preload_are_checked(tmp_path, capsys, argv, msg):
     grid = tmp_path / "g.json"
     grid.write_text(json.dumps({"cell": CELL, "cells": [{"i": 0, "echo": 1}]}))
     assert sweep.main(["run", str(grid), "--out", str(tmp_path / "out"), *argv]) == 2
@@ -237,7 +239,7 @@ def test_cell_files_are_checked_timings_kept_imports_excluded_dashboard_needs_bo
     # (f) the worker imported the cell's module as it started: no cell's wall time counts the import
     assert all(r["wall_s"] < sweep_slow_cells.IMPORT_S / 2 for r in res.rows), [r["wall_s"] for r in res.rows]
     assert all(r["worker_import_s"] >= sweep_slow_cells.IMPORT_S for r in res.rows)
-    assert res.cluster["preload"] == ["tests.numerics.sweep_slow_cells"]
+    assert res.cluster["preload"][-1] == "tests.numerics.sweep_slow_cells"
     rec0 = json.loads(_cell_file(out, res.rows, 0).read_text())
     assert rec0["code_version"] == sweep.code_version(SLOW) and rec0["digest"] == sweep.record_digest(rec0)
     first = json.loads((out / "sweep.json").read_text())
@@ -324,8 +326,14 @@ def test_code_version_follows_the_imported_sources(tmp_path, monkeypatch):
     (pkg / "deep.py").write_text("X = 2\n")
     v1 = sweep.code_version("cvpkg.cells:f")
     assert v1["sources"] != v0["sources"] and v1["package"] == v0["package"]
-    # the project's own cells: the modules they use are in
+    # the project's own cells: the modules they use are in; the workers import them, and the
+    # packages they use (torch, imported inside a function of the backends), as they start
     assert sweep.code_version("numerics.roundoff:sweep_cell")["modules"] > 5
+    pre = sweep.default_preload("numerics.roundoff:sweep_cell")
+    assert {"torch", "numpy", "numerics.roundoff", "numerics.backends", "constructions.base"} <= set(pre), pre
+    assert pre.index("numerics") < pre.index("numerics.roundoff")
+    assert sweep.default_preload("cvpkg.cells:f") == ["cvpkg", "cvpkg.cells", "cvpkg.deep", "cvpkg.sub",
+                                                      "cvpkg.sub.helper"]
 
 
 def test_sweep_extra_brings_bokeh():
