@@ -45,6 +45,13 @@ CASES = [
     (["gd", "--layers", "7", "--arch", "lsa", *SMALL, "--lam=-1/4"], ["--lam", ">= 0"]),
     (["gd", "--layers", "7", *SMALL, "--weights", "{tmp}/missing.safetensors"], ["not found"]),
     (["gd", "--layers", "7", *SMALL, "--weights", "{tmp}/afile"], ["not a readable safetensors"]),
+    # issue 25: a refused run creates no folder; options the run would ignore are refused;
+    # an unwritable pseudo file system is refused before the work
+    (["gd", "--layers", "7", *SMALL, "--kappa", "nan", "--json", "{tmp}/newdir/r.json"], ["--kappa", "finite"]),
+    (["gd", "--layers", "7", *SMALL, "--seed=-1", "--export", "{tmp}/newdir/sub/w.safetensors"], ["--seed"]),
+    (["gd", "--layers", "7", "--arch", "lsa", *SMALL, "--conv", "fft"], ["--conv fft", "--arch lsa has none"]),
+    (["gd", "--layers", "7", *SMALL, "--device", "cuda:99"], ["--device cuda:99", "--backend torch only"]),
+    (["gd", "--layers", "7", *SMALL, "--json", "/proc/polyverify-r.json"], ["--json", "/proc", "not writable"]),
     (["s003-add", "--set", "N=100000"], ["N=100000", "limit 64", "--allow-large"]),
     (["s003-add", "--set", "seed=5"], ["no size 'seed'"]),
     (["s003-add", "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
@@ -102,3 +109,17 @@ def test_written_files_get_the_usual_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert rep.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_interrupted_write_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the report is written: exit 130, one line, neither the file nor the folder made
+    for it remains (the subprocess version: tests/adversarial/test_interrupt.py)."""
+    import polyverify.cli as cli
+
+    def ctrl_c(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.os, "replace", ctrl_c)
+    rc = main(["gd", "--layers", "7", *SMALL, "--json", str(tmp_path / "new" / "sub" / "r.json")], out=io.StringIO())
+    assert rc == 130 and capsys.readouterr().err == "interrupted\n"
+    assert list(tmp_path.iterdir()) == []
