@@ -5,15 +5,19 @@
     python -m numerics.sweep train --models baseconv,lsa --lrs 1e-2,1e-3 --seeds 0,1 --steps 2000 --out DIR
     python -m numerics.sweep compare --learned 'runs/*/weights.safetensors' --construction gd-baseconv --out DIR
     python -m numerics.sweep catalogue --out DIR                # one proof per catalogue entry
-    common options: [--workers N] [--scheduler ADDRESS] [--retries 1] [--list] [--quiet] [--allow-large]
+    common options: [--workers N] [--scheduler ADDRESS [--connect-timeout 5]] [--retries 1]
+                    [--preload auto|none|MODULES] [--list] [--quiet] [--allow-large]
 
 A grid is a list of **cells**; a cell is one call ``f(config) -> dict`` of a top-level function
 named by its import path ``"package.module:function"`` on one JSON-serialisable ``config``.  Each
 cell is one Dask task.  By default the command starts an in-process ``LocalCluster`` sized to the
-machine (one worker process per core, one thread each, torch held to one thread), and closes it at
-the end; ``--scheduler ADDRESS`` uses a running cluster instead (``dask scheduler`` and
-``dask worker ADDRESS`` on the machines: docs/sweeps.md), whose workers need this project
-installed.
+machine (one worker process per core, one thread each, torch held to one thread; no more cells
+submitted than threads, so a worker that dies takes only its own cell), and closes it at the end;
+``--scheduler ADDRESS`` uses a running cluster instead (``dask scheduler`` and ``dask worker
+ADDRESS`` on the machines: docs/sweeps.md), whose workers need this project installed; it is
+checked to answer as a Dask scheduler within ``--connect-timeout`` seconds (:func:`probe_scheduler`),
+else exit 2 with one line.  Each worker imports what the cells will import as it starts
+(:func:`default_preload`, a worker plugin), so no cell's time counts an import.
 
 **Output folder** (``--out DIR``):
 
@@ -21,19 +25,25 @@ installed.
   finishes: ``id``, ``cell``, ``config``, ``status`` (``ok`` or ``failed``), ``result`` or
   ``error`` (one line) and ``traceback``, the cell's ``wall_s`` and CPU time ``cpu_s`` (user + sys
   of the thread that ran it and of the child processes it waited for: ``cpu_user_s``,
-  ``cpu_sys_s``), the ``worker`` address, host, pid and times.  ``<id>`` is a stable hash of the
+  ``cpu_sys_s``; None for a cell lost with its worker), the ``worker`` address, host, pid and times,
+  ``worker_import_s`` (the worker's imports at start, not in the cell's time), ``code_version``
+  (:func:`code_version`) and ``digest`` (:func:`record_digest`).  ``<id>`` is a stable hash of the
   cell's function and its canonical JSON config (:func:`cell_id`).
 * ``DIR/cells/<id>/``: files the cell wrote (:func:`cell_dir`: training checkpoints, comparison
   reports); with ``--scheduler`` on several machines, ``DIR`` must be on a file system they share.
 * ``DIR/results.jsonl`` (one record a line, in grid order) and ``DIR/results.csv`` (columns
   ``index, id, status, error, resumed, wall_s, cpu_s, worker``, then ``config.KEY`` and
   ``result.KEY`` with nested keys joined by ``.``; lists as JSON text), ``DIR/sweep.json``
-  (counts, timings, the cluster), and what the named sweep draws (plots, the catalogue table).
+  (counts; every cell's timings summed, earlier runs' cells included; this run's; the cluster; one
+  entry per run), and what the named sweep draws (plots, the catalogue table).
 
 **Resuming**: rerunning a command with the same ``--out`` skips the cells whose record says
-``ok`` and reruns the failed and the missing ones.  **A failing cell** -- an exception (a bad
+``ok`` and reruns the failed and the missing ones.  A finished record is reused only when it is
+this cell's (id, cell and config), was made by the same code version and is whole
+(:func:`check_record`); any other is computed again with a warning line on stderr.  **A failing cell** -- an exception (a bad
 config included), a result that is not a JSON object or holds NaN or infinity, a cell lost with
-its worker more than ``--retries`` times -- is recorded with its error and does not stop the grid.
+its worker more than ``--retries`` times (``lost: KilledWorker: ...``, no time) -- is recorded with
+its error and does not stop the grid.
 
 **Exit status**: 0 every cell finished; 1 every cell finished but a verdict failed (``catalogue``:
 an entry was not proved); 2 bad input, refused before any work (one ``error:`` line, nothing
@@ -1016,7 +1026,8 @@ def _common(p: Parser) -> None:
     g.add_argument("--retries", type=int, default=1,
                    help=f"runs again of a cell lost with its worker, 0 .. {LIMITS['retries']} (default 1)")
     g.add_argument("--list", action="store_true",
-                   help="print the cells (id, done or not, config) and exit without running or writing anything")
+                   help="print the cells (id; ok, failed, stale -- a finished file that will be computed again -- or "
+                        "missing; config) and exit without running or writing anything")
     g.add_argument("--quiet", action="store_true", help="no progress (default: a bar on a terminal, a line per cell "
                                                       "in a log)")
     g.add_argument("--allow-large", action="store_true",
@@ -1099,6 +1110,13 @@ def _main(argv) -> int:
         bad = [m for m in preload if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", m)]
         if bad or not preload and a.preload != "none":
             raise UsageError(f"--preload: not a module name: {(bad or [a.preload])[0]!r} (auto, none, or module names)")
+        for m in preload:
+            try:
+                found = importlib.util.find_spec(m) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise UsageError(f"--preload: no module named {m!r} here")
     name = command
     if command == "run":
         spec = read_grid_file(a.grid)

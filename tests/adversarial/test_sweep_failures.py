@@ -210,6 +210,7 @@ def test_probe_accepts_a_scheduler_and_refuses_a_worker():
 @pytest.mark.parametrize("argv,msg", [
     (["--preload", "torch,,numpy"], "--preload: not a module name: ''"),
     (["--preload", "os path"], "--preload: not a module name: 'os path'"),
+    (["--preload", "numpy,no_such_module_here"], "--preload: no module named 'no_such_module_here' here"),
     (["--connect-timeout", "3"], "--connect-timeout applies to --scheduler only"),
     (["--scheduler", "tcp://127.0.0.1:8786", "--connect-timeout", "0"], "--connect-timeout must be a number"),
     (["--scheduler", "tcp://127.0.0.1:8786", "--connect-timeout", "nan"], "--connect-timeout must be a number"),
