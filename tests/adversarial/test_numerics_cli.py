@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +124,16 @@ TRAIN_CASES = [
     (["gradient"], "--out"),
     (["transformer", "--out", "{out}"], "invalid choice"),
     (_t("--no-such-flag"), "unrecognized arguments"),
+    # issue 25: a folder that holds a run is not replaced silently; --resume keeps the checkpoint's settings
+    (["gradient", "--out", "{tmp}/run3", "--steps", "60"], "holds a run (checkpoint.safetensors"),
+    (["gradient", "--out", "{tmp}/run3", "--steps", "60", "--resume", "--overwrite"], "give one"),
+    (["gradient", "--out", "{tmp}/run3", "--steps", "60", "--resume", "--n", "4"],
+     "--n 4 contradicts the checkpoint's n = 3"),
+    (["gradient", "--out", "{tmp}/run3", "--steps", "60", "--resume", "--model", "lsa"],
+     "--model lsa contradicts the checkpoint's model = baseconv"),
+    (["multiply", "--out", "{tmp}/run3", "--steps", "60", "--resume"], "TASK multiply contradicts"),
+    (["gradient", "--out", "{tmp}/run3", "--steps", "60", "--resume", "--recipe", "standard"],
+     "--recipe standard (lr 0.001) contradicts the checkpoint's lr 0.01"),
 ]
 
 RO = ["--out", "{out}", "--quiet"]
@@ -179,6 +191,9 @@ ROUNDOFF_CASES = [
     (["baseconv", "--layers", "4", "--out", "{file}"], "is a file, not a folder"),
     (["baseconv", "--layers", "4", "--out", "{file}/sub"], "is a file, not a folder"),
     (["baseconv", "--out", "{out}"], "--layers"),
+    # issue 25: an option the run would ignore is refused
+    (_r("lsa", "3", "--conv", "fft"), "lsa has none"),
+    (_r("lsa", "3", "--conv", "direct,fft"), "lsa has none"),
 ]
 
 REPORT_CASES = [
@@ -200,10 +215,21 @@ GOOD_HISTORY = '[{"step": 0, "test_mse": 1.0, "wall_s": 0.1, "loadavg": [0.1, 0.
                '{"step": 10, "test_mse": 0.5, "wall_s": 0.2, "loadavg": [0.1, 0.1, 0.1]}]'
 
 
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A finished 2-step training run (N = 3, D = 2), made once."""
+    out = tmp_path_factory.mktemp("tiny") / "run3"
+    assert train.main(["gradient", "--out", str(out), "--n", "3", "--d", "2", "--width", "4", "--layers", "1",
+                       "--steps", "2", "--batch", "4", "--eval-batch", "8", "--eval-every", "1",
+                       "--no-progress"]) == 0
+    return out
+
+
 @pytest.fixture
-def arena(tmp_path):
-    """The test folder: an existing file, run folders good and bad, a damaged checkpoint."""
+def arena(tmp_path, tiny_run):
+    """The test folder: an existing file, run folders good and bad, a damaged checkpoint, a finished run."""
     (tmp_path / "existing.txt").write_text("keep me\n")
+    shutil.copytree(tiny_run, tmp_path / "run3")
     files = {
         "runs/grad_a/history.json": GOOD_HISTORY,
         "runs_badjson/r/history.json": "{",
@@ -345,3 +371,46 @@ def test_memory_estimate_counts_the_parameters_exactly(kw):
 
     m = ModelConfig(**{"T": 7, "d_in": 5, "d_out": 3, "width": 8, "layers": 3, **kw})
     assert train.param_count(m) == sum(p.numel() for p in SequenceModel(m).parameters() if p.requires_grad)
+
+
+# ------------------------------------------------------------------ issue 25
+
+def test_train_usage_error_comes_before_torch():
+    """A bad command line is refused before torch is imported (it took 8 s on a loaded machine)."""
+    code = ("import sys; from numerics import train; rc = train.main(['gradient', '--out', 'x', '--steps', '0']); "
+            "print(rc, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["2", "False"], (r.stdout, r.stderr)
+    assert r.stderr == "error: --steps must be >= 1, got 0\n"
+
+
+def test_train_overwrite_replaces_and_resume_continues(arena, capsys):
+    run = arena / "run3"
+    small = ["--n", "3", "--d", "2", "--width", "4", "--layers", "1", "--batch", "4", "--eval-batch", "8",
+             "--eval-every", "1", "--no-progress"]
+    (run / "iterate.json").write_text("[]")  # a file of the earlier run that the new one does not write
+    assert train.main(["gradient", "--out", str(run), "--steps", "3", "--overwrite", *small]) == 0
+    assert json.loads((run / "result.json").read_text())["steps"] == 3 and not (run / "iterate.json").exists()
+    # flags that agree with the checkpoint are accepted
+    assert train.main(["gradient", "--out", str(run), "--steps", "4", "--resume", "--n", "3", "--width", "4",
+                       "--no-progress"]) == 0
+    assert [h["step"] for h in json.loads((run / "history.json").read_text())] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("text,needles", [
+    ('{"quick": tr', ["not a readable JSON summary", "JSONDecodeError", "rerun python -m numerics.experiments"]),
+    ("[1, 2]", ["not a summary this experiment wrote"]),
+    ('{"quick": true}', ["not a summary this experiment wrote", "KeyError"]),
+])
+def test_experiments_report_refuses_a_corrupt_summary(tmp_path, capsys, snapshot, text, needles):
+    from numerics.experiments.__main__ import main as experiments_main
+
+    (tmp_path / "results" / "seed002-ntk").mkdir(parents=True)
+    (tmp_path / "results" / "seed002-ntk" / "summary.json").write_text(text)
+    before = snapshot(tmp_path)
+    rc = experiments_main(["report", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "new" / "r.md")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    for n in ["seed002-ntk/summary.json", *needles]:
+        assert n in err, err
+    assert snapshot(tmp_path) == before and not (tmp_path / "new").exists()

@@ -160,6 +160,8 @@ ERRATA_CASES = [
     (["--markdown", "{tmp}/errata.md", "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
     (["--markdown", "{tmp}/errata.md", "--json", "{tmp}/errata.md"], ["--json", "the same file as --markdown"]),
     (["--bogus"], ["unrecognized arguments: --bogus"]),
+    # issue 25: a refusal leaves no new folder
+    (["--markdown", "{tmp}/newdir/errata.md", "--json", "{tmp}/newdir/errata.md"], ["the same file as --markdown"]),
 ]
 
 REPORT_CASES = [
@@ -204,6 +206,21 @@ def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypa
     monkeypatch.setattr(compare, "compare", _no_work)
     main = {"errata": errata.main, "catalogue_report": catalogue_report.main, "compare": compare.main}[tool]
     _refused(main, _fill(argv, workdir, inputs), workdir, capsys, ["cannot create folder", NOWHERE], snapshot)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+@pytest.mark.parametrize("tool,argv", [
+    ("errata", ["--json", "/proc/polyverify-e.json"]),
+    ("errata", ["--markdown", "/proc/polyverify-e.md"]),
+    ("catalogue_report", ["--markdown", "/proc/polyverify-c.md"]),
+])
+def test_existing_unwritable_folder_is_refused_up_front(workdir, capsys, monkeypatch, tool, argv, snapshot):
+    """Issue 25: /proc exists and root passes os.access on it, yet no file can be made there:
+    the check creates a probe file, so the refusal comes before the work (errata ran everything first)."""
+    monkeypatch.setattr(errata, "run_all", _no_work)
+    monkeypatch.setattr(catalogue_report, "rows", _no_work)
+    main = {"errata": errata.main, "catalogue_report": catalogue_report.main}[tool]
+    _refused(main, argv, workdir, capsys, [argv[0], "/proc", "not writable"], snapshot)
 
 
 ROW = {"id": "e1", "paper": "seed 000", "location": "eq. (1)", "as_printed": "a", "correction": "b",
