@@ -30,11 +30,10 @@ from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import TARGETS, CompileError, compile_circuit, default_target
 from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load, save
-from polyverify.child import run_limited
 from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
                             interactive, one_line, output_file, progress)
 
-from . import modular
+from . import bounded, modular
 from .cli_common import UsageError, print_proof
 
 #: the limits of ``python -m verify.construct circuit`` (measured: at these sizes a
@@ -100,11 +99,7 @@ def add_arguments(c) -> None:
     c.add_argument("--float-trials", type=int, default=8,
                    help="of those, how many also run in float64 against the exact value at the same float inputs "
                         "(each costs an exact evaluation of the circuit in Fractions; default 8, 0: none)")
-    c.add_argument("--proof-memory-gib", type=float, default=16.0,
-                   help="memory the exact proof may use, GiB (default 16; it runs in a child process: beyond this "
-                        "the command stops with one line instead of the process aborting)")
-    c.add_argument("--proof-timeout", type=float, default=3600.0,
-                   help="seconds the exact proof may take (default 3600)")
+    bounded.add_arguments(c)  # --proof-memory-gib, --proof-timeout
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
 
@@ -197,15 +192,9 @@ def float_trials(g, con, names, trials: int, seed: int, show: bool) -> tuple[flo
 
 
 def _prove_limited(con, sections, a):
-    """The exact proof in a forked child under ``--proof-memory-gib`` and ``--proof-timeout``."""
-    from .proof import prove
-
-    items, status = run_limited(lambda: iter([prove(con, sections=sections)]), timeout=a.proof_timeout,
-                                memory_gb=a.proof_memory_gib)
-    if status != "done" or not items:
-        raise UsageError(f"{a.graph}: the exact proof stopped: {one_line(str(status))} (raise --proof-memory-gib "
-                         f"or --proof-timeout, or compile a smaller circuit)")
-    return items[0]
+    """The exact proof in a forked child under ``--proof-memory-gib`` and ``--proof-timeout``
+    (``verify/bounded.py``)."""
+    return bounded.prove(con, a, a.graph, sections=sections)
 
 
 def cmd_circuit(a, out) -> int:
@@ -214,8 +203,7 @@ def cmd_circuit(a, out) -> int:
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
     check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
                 override=None if a.allow_large else "--allow-large")
-    check_range("--proof-memory-gib", a.proof_memory_gib, 0.25, 1024)
-    check_range("--proof-timeout", a.proof_timeout, 1, 7 * 86400)
+    bounded.check(a)  # --proof-memory-gib, --proof-timeout
     g, caught = _load_circuit(a, lim)
     names = C.inputs(g)
     work = a.trials * g.number_of_nodes()
@@ -227,6 +215,8 @@ def cmd_circuit(a, out) -> int:
     # the float64 trials hold the inputs, the state and a layer's temporaries for every trial at once
     check_memory(f"--trials {a.trials} on this circuit", 8.0 * a.trials * (len(names) + m0["size"] + 1) * 4)
     _check_paths(a)
+    # the proof's size (degree, terms, work) from the circuit: refused now if it cannot finish in time
+    bounded.check_circuit_estimate(bounded.circuit_estimate(g), a, a.graph)
 
     target = a.target or default_target(g)
     t0 = time.perf_counter()

@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "parameter, depth or layer setting than the command line")
     g.add_argument("--allow-large", action="store_true", help="lift the size limits (see above)")
     g.add_argument("--quiet", action="store_true", help="no progress output")
+    from .bounded import add_arguments as add_proof_limits
+
+    add_proof_limits(g)  # --proof-memory-gib, --proof-timeout: the proof runs in a child under them
 
     from .circuit_cmd import add_arguments as add_circuit_arguments
 
@@ -120,8 +123,11 @@ def _checkpoints(k: int) -> list[int]:
     return sorted(p for p in pts if p >= 1)
 
 
-def _prove_weights(con, lw, path: str, k: int) -> tuple[ProofResult, dict]:
-    """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue."""
+def _prove_weights(con, lw, path: str, k: int, a) -> tuple[ProofResult, dict]:
+    """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue, in a
+    child under ``--proof-memory-gib`` and ``--proof-timeout`` (``verify/bounded.py``)."""
+    from . import bounded
+
     secs, k_file = split_sections(con, lw.layers)
     if k_file != k:
         raise UsageError(f"{path} has {len(lw.layers)} layers (k={k_file}), but --layers asks for "
@@ -132,18 +138,24 @@ def _prove_weights(con, lw, path: str, k: int) -> tuple[ProofResult, dict]:
         if not any(all(same_layer(a, b) for a, b in zip(body, v)) for _, v in variants):
             variants.append((j, body))
     t0 = time.perf_counter()
-    result = None
-    for j, body in variants or [(0, [])]:
-        r = prove(con, sections={"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]})
-        if result is None or not r.ok:
-            result = r
-        if not r.ok:
-            if r.failure.section == "body":  # name the copy in the file, not the variant
-                r.failure.layer += j * len(con.body)
-                r.failure.note = (f"body copy {j} (steps before it are other variants); " + r.failure.note).strip()
-            if r.failure.section == "epilogue":
-                r.failure.layer += (k - 1) * len(con.body) if k else 0
-            break
+
+    def prove_variants():
+        result = None
+        for j, body in variants or [(0, [])]:
+            r = prove(con, sections={"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]})
+            if result is None or not r.ok:
+                result = r
+            if not r.ok:
+                if r.failure.section == "body":  # name the copy in the file, not the variant
+                    r.failure.layer += j * len(con.body)
+                    r.failure.note = (f"body copy {j} (steps before it are other variants); "
+                                      + r.failure.note).strip()
+                if r.failure.section == "epilogue":
+                    r.failure.layer += (k - 1) * len(con.body) if k else 0
+                break
+        return result
+
+    result = bounded.call(prove_variants, a, path)
     result.seconds = time.perf_counter() - t0
     info = {"file": str(path), "layers": len(lw.layers), "tensors_read": lw.tensors_read,
             "distinct_bodies": len(variants),
@@ -251,6 +263,9 @@ def gd_settings(a) -> GDSettings:
     from numerics.problems import sample_ls
     from numerics.runner import rounded_inputs
 
+    from . import bounded
+
+    bounded.check(a)  # --proof-memory-gib, --proof-timeout
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
     vals, source, lw = _resolve(a)
@@ -347,13 +362,15 @@ def cmd_gd(a, out) -> int:
     user = None
     if a.weights:
         try:
-            proof, user = _prove_weights(con, lw, a.weights, k)
+            proof, user = _prove_weights(con, lw, a.weights, k, a)
         except WeightFileError as e:
             raise UsageError(str(e)) from None
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
               f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
     else:
-        proof = prove(con)
+        from . import bounded
+
+        proof = bounded.prove(con, a, con.name)
     print_proof(proof, out)
 
     if export_path:

@@ -44,6 +44,9 @@ def add_arguments(p) -> None:
                    help="a setting of the peer's model that the file does not hold (causal=true, dampening=1)")
     p.add_argument("--json", help="write the report as JSON")
     p.add_argument("--no-search", action="store_true", help="on failure, do not try the nearby specifications")
+    from verify.bounded import add_arguments as add_proof_limits
+
+    add_proof_limits(p)  # --proof-memory-gib, --proof-timeout: the proving part runs in a child under them
 
 
 def resolve_spec(name: str):
@@ -251,7 +254,16 @@ def _verdict_line(res) -> str:
 
 
 def cmd_import(a, out) -> int:
+    from verify import bounded
+
+    bounded.check(a)  # --proof-memory-gib, --proof-timeout
     st = settings(a)
+    # everything after the checks proves (parameters solved from the file, the proof, the nearby
+    # search): in a child under the proof limits, its output streamed back (verify/bounded.py)
+    return bounded.run_command(lambda o: _prove_import(a, st, o), out, a, a.file)
+
+
+def _prove_import(a, st, out) -> int:
     spec, imp, con = st["spec"], st["imported"], st["con"]
     t0 = time.perf_counter()
     print(f"import: {imp.file} ({imp.format}, {len(imp.layers)} layers, {imp.dtype}; {len(imp.tensors)} tensors, "
