@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 import http.server
+import io
 import json
-import shutil
 import socket
 import threading
 import time
@@ -61,13 +61,8 @@ def test_a_cell_that_kills_its_worker_every_time_is_recorded_failed_and_the_tabl
 
 
 def test_the_progress_line_of_a_lost_cell_has_no_time():
-    lines = []
-    rep = sweep._Reporter(1, "t", True)
-    rep.say = lines.append  # noqa -- not used by cell()
     rec = {"id": "x", "status": "failed", "config": {"a": 1}, "wall_s": None, "cpu_s": None, "worker": None,
            "error": "lost: KilledWorker: ..."}
-    import io
-
     buf = io.StringIO()
     sweep._Reporter(1, "t", True, stream=buf).cell(rec)
     assert "no time (lost with its worker): lost: KilledWorker" in buf.getvalue()

@@ -288,6 +288,8 @@ def test_run_grid_on_an_existing_scheduler(tmp_path):
         res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=cluster.scheduler_address, progress=False)
         assert cluster.scheduler.workers  # still up
     assert res.failed == 1 and res.cluster["scheduler"] == cluster.scheduler_address
+    # the dashboard link only where the scheduler has bokeh (asked of the scheduler itself)
+    assert (res.cluster["dashboard"] is not None) == sweep._has_bokeh()
     assert res.rows[0]["result"] == _json(roundoff.sweep_cell(rc))
     assert res.rows[1]["error"] == "non-finite value in the result: result['value'] = nan"
 
