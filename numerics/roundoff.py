@@ -504,7 +504,7 @@ def _parse(argv, *, create_out: bool = True) -> tuple[argparse.Namespace, dict]:
         if ops > LIMITS["reference_ops"]:
             raise UsageError(f"the exact references need about {ops:.1e} mpfr multiply-adds (1 to 3 million a "
                              f"second), above the limit {LIMITS['reference_ops']:.0e} (pass {ALLOW} to allow it)")
-    # the output folder last: checking it creates it
+    # the output folder last (checked here; created when the first file is written)
     if create_out:
         cfg["outdir"] = output_dir("--out", a.out if a.out else Path("out") / "roundoff" / entry.name)
     return a, cfg

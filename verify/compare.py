@@ -377,7 +377,7 @@ def _main(argv) -> int:
             _check_args(a, m.n, m.d)
             con = build_construction(a.construction, m.n, m.d, **eta)
             _check_memory(a, m.n, m.d, con.state_size, len(m.layers))
-            out = output_dir("--out", a.out)  # refused before the work; created if missing
+            out = output_dir("--out", a.out)  # refused before the work; created when the report is written
             rep = compare_model(con, m, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                                 iters=a.iters, iter_sigmas=a.iter_sigmas, skip=skip, seed=a.seed,
                                 poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
@@ -387,7 +387,7 @@ def _main(argv) -> int:
             con = build_construction(a.construction, n, d, **eta)
             learned = load_learned(a.learned, con)
             _check_memory(a, n, d, con.state_size, len(learned.layers))
-            out = output_dir("--out", a.out)  # refused before the work; created if missing
+            out = output_dir("--out", a.out)  # refused before the work; created when the report is written
             rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                           iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
                           poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
