@@ -63,16 +63,74 @@ class Parser(argparse.ArgumentParser):
 _created_folders: list[Path] | None = None
 
 
+def _importing(frame) -> bool:
+    """Whether ``frame``'s stack is inside an ``import`` (importlib's bootstrap frames)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _sigint_safe(signum, frame):
+    """The SIGINT handler inside :func:`run_main`: :class:`KeyboardInterrupt` as usual, except
+    while a module is being imported.  A compiled extension's import (torch's, through
+    pybind11) that a KeyboardInterrupt crosses can abort the process (``terminate called after
+    throwing ... KeyboardInterrupt``) or leave an exception that kills it with SIGINT at exit;
+    there the interrupt is held and raised (a SIGALRM a few times a second) once the import is
+    over."""
+    if not _importing(frame):
+        raise KeyboardInterrupt
+    _hold_interrupt()
+
+
+def _hold_interrupt() -> None:
+    def retry(signum, frame):
+        if _importing(frame):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        signal.signal(signal.SIGALRM, old)
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGALRM, retry)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not the main thread / no timers
+        raise KeyboardInterrupt from None
+
+
+@contextlib.contextmanager
+def _import_safe_interrupts():
+    """:func:`_sigint_safe` as the SIGINT handler while the block runs (in the main thread,
+    where Python's default handler was set)."""
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield
+            return
+        signal.signal(signal.SIGINT, _sigint_safe)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGINT) is _sigint_safe:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_main(fn, argv=None) -> int:
     """Call ``fn(argv)``; a :class:`UsageError` becomes one line on stderr and exit 2, Ctrl-C
-    (:class:`KeyboardInterrupt`) the line ``interrupted`` and exit 130.  When the run does not
-    succeed (refused, interrupted, an exception), the folders it created (:func:`make_folder`)
-    and left without a file are removed."""
+    (:class:`KeyboardInterrupt`) the line ``interrupted`` and exit 130 (an interrupt that
+    lands inside an import is raised when the import is over: :func:`_sigint_safe`).  When
+    the run does not succeed (refused, interrupted, an exception), the folders it created
+    (:func:`make_folder`) and left without a file are removed."""
     global _created_folders
     outer, _created_folders = _created_folders, []
     rc = None
     try:
-        rc = fn(argv)
+        with _import_safe_interrupts():
+            rc = fn(argv)
     except UsageError as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         rc = EXIT_USAGE

@@ -65,7 +65,7 @@ CASES = [
     ("roundoff", ["-m", "numerics.roundoff", "baseconv", "--layers", "301", "--dtypes", "float64", "--out",
                   "{tmp}/new/ro"], ("stderr", "gd-baseconv: started"), ["new"]),
     ("train", ["-m", "numerics.train", "gradient", "--out", "{tmp}/new/run", "--steps", "100000", "--batch", "64",
-               "--width", "16", "--eval-every", "100000"], ("stderr", "started"), ["new"]),
+               "--width", "16", "--eval-every", "100000"], ("stderr", "started"), []),  # keeps whole files: below
     ("sweep", ["-m", "numerics.sweep", "train", "--steps", "100000", "--set", "batch=16", "--set",
                "eval_every=100000", "--widths", "8", "--out", "{tmp}/new/sw", "--workers", "1"],
      ("stderr", "to run on a local cluster"), ["new/sw/results.csv", "new/sw/sweep.json", "new/sw/results.jsonl"]),
@@ -128,10 +128,16 @@ def test_ctrl_c_ends_in_one_line(tmp_path, name, argv, ready, absent):
     assert "Traceback" not in text and not re.search(r"\b\w*(Error|Exception)\b", text), text
     assert "Traceback" not in out
     for rel in absent:
-        assert not (tmp_path / rel).exists(), f"{rel} left behind"
+        left = sorted(str(q.relative_to(tmp_path)) for q in (tmp_path / rel).rglob("*")) if (tmp_path / rel).is_dir() else []
+        assert not (tmp_path / rel).exists(), f"{rel} left behind: {left}"
     assert not _empty_folders(tmp_path), "an empty folder left behind"
     assert {q for q in tmp_path.rglob("*") if q.name.endswith(".tmp")} == set(), "a temporary file left behind"
-    if name != "sweep":  # a sweep keeps the cells' working files (cells/<id>/...), it resumes from them
+    if name == "train":
+        # a training run keeps what it had written whole (history.json after each evaluation, the
+        # last checkpoint), so that --resume continues it: each file is complete strict JSON
+        for q in tmp_path.rglob("*.json"):
+            json.loads(q.read_text(), parse_constant=lambda c: pytest.fail(f"{q}: bare {c}"))
+    elif name != "sweep":  # a sweep keeps the cells' working files (cells/<id>/...), it resumes from them
         assert {q for q in tmp_path.rglob("*")} == before, "a file left behind"
     end = time.monotonic() + 10
     while time.monotonic() < end and any(Path(f"/proc/{k}").exists() and not _zombie(k) for k in kids):
@@ -165,3 +171,31 @@ def test_every_entry_point_ends_through_exit_with():
                 assert "exit_with(" in block, f"{f}: its __main__ block does not end through exit_with"
                 assert "run_main(" in text or "run_main" in block, f"{f}: main does not go through run_main"
     assert found == set(ENTRY_POINTS), found ^ set(ENTRY_POINTS)
+
+
+def test_ctrl_c_inside_an_import_is_held_until_the_import_is_over(tmp_path, monkeypatch, capsys):
+    """A KeyboardInterrupt that crosses a compiled extension's import (torch's, through pybind11)
+    can abort the process; inside ``run_main`` the interrupt is raised once the import is over."""
+    from polyverify.cli import EXIT_INTERRUPTED, run_main
+
+    (tmp_path / "slow_import_mod.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.3)\n"
+        "FINISHED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reached = []
+
+    def fn(argv):
+        import slow_import_mod  # noqa: F401
+
+        reached.append("after the import")
+        time.sleep(5)  # the held interrupt lands here
+        return 0
+
+    t0 = time.monotonic()
+    assert run_main(fn, []) == EXIT_INTERRUPTED
+    assert time.monotonic() - t0 < 3
+    assert sys.modules["slow_import_mod"].FINISHED and reached == ["after the import"]
+    assert capsys.readouterr().err == "interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
