@@ -1,4 +1,6 @@
-"""``python -m verify.construct NAME``: build and prove a catalogue entry."""
+"""``python -m verify.construct NAME``: build and prove a catalogue entry (the proof in a child
+process under ``--proof-memory-gib`` and ``--proof-timeout``, as every proof of the CLIs:
+:mod:`verify.bounded`)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +11,7 @@ from constructions.catalogue import CatalogueEntry
 
 from polyverify.cli import atomic_write_text, output_file
 
+from . import bounded
 from .cli_common import UsageError, print_proof
 from .proof import check
 
@@ -55,9 +58,11 @@ def add_arguments(s, entry: CatalogueEntry) -> None:
                         f"{', '.join(f'{k}={v}' for k, v in entry.sizes.items()) or 'none'})")
     s.add_argument("--json", help="write the report as JSON (folder created if missing)")
     s.add_argument("--allow-large", action="store_true", help=f"allow sizes above {MAX_SIZE}")
+    bounded.add_arguments(s)
 
 
 def cmd_entry(entry: CatalogueEntry, a, out) -> int:
+    bounded.check(a)
     json_path = output_file("--json", a.json)
     sizes = parse_sets(a.set, entry, a.allow_large)
     try:
@@ -83,7 +88,7 @@ def cmd_entry(entry: CatalogueEntry, a, out) -> int:
         print(f"  notes: {obj.notes}", file=out)
     if entry.claim:
         print(f"  paper's claim: {entry.claim}", file=out)
-    res = check(obj)
+    res = bounded.call(lambda: check(obj), a, entry.name)
     print_proof(res, out)
     if json_path:
         atomic_write_text(json_path, json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,

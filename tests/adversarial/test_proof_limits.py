@@ -106,7 +106,8 @@ def test_a_failed_proof_crosses_the_process_boundary(tmp_path, ones_file):
 
 
 @pytest.mark.parametrize("cmd", [["gd", "--layers", "4"], ["circuit", "--graph", "x.json"],
-                                 ["import", "x.pt", "--from", "zoology", "--spec", "baseconv"]])
+                                 ["import", "x.pt", "--from", "zoology", "--spec", "baseconv"],
+                                 ["s000-read"]])
 @pytest.mark.parametrize("flag,value,msg", [("--proof-memory-gib", "nan", "finite"),
                                             ("--proof-memory-gib", "0.1", ">= 0.25"),
                                             ("--proof-memory-gib", "2000", "exceeds the limit 1024"),
@@ -178,3 +179,26 @@ def test_documented_circuits_pass_the_estimate(tmp_path):
               random_circuit(0, n_inputs=20, n_gates=10_000, n_outputs=8)):
         est = circuit_estimate(g)
         assert est["seconds"] < DEFAULT_TIMEOUT_S / 100, est
+
+
+def test_a_catalogue_entry_proves_in_the_child_and_stops_at_its_limit(monkeypatch, capsys):
+    """``verify.construct NAME`` proves under the same limits: a proof that stops at the memory
+    limit in the child (as FLINT's abort does) is one line naming it, exit 2."""
+    import os
+
+    import verify.proof as proof
+
+    assert _run(["s000-read"], capsys)[0] == 0
+    parent = os.getpid()
+
+    def dies_in_the_child(obj):
+        assert os.getpid() != parent, "the catalogue proof ran in the command's own process"
+        os.abort()  # what FLINT does when an allocation fails
+
+    monkeypatch.setattr(proof, "check", dies_in_the_child)
+    import verify.catalogue_cmd as cc
+
+    monkeypatch.setattr(cc, "check", dies_in_the_child)
+    rc, err, _ = _run(["s000-read", "--proof-memory-gib", "1"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "s000-read: the exact proof stopped" in err, err
+    assert "--proof-memory-gib" in err and "Traceback" not in err
