@@ -120,3 +120,18 @@ def test_bad_input_is_refused_up_front(files, capsys, argv, needles, snapshot):
         assert s in err, err
     assert out.getvalue() == "", "refused after work had started"
     assert snapshot(files) == before, "a file was touched"
+
+
+def test_a_polyverify_import_counts_every_tensor_it_read(tmp_path):
+    """The import line said "1 tensors, all read" for a 32-tensor file (its summary was one entry)."""
+    from safetensors import safe_open
+
+    w, r = tmp_path / "w.safetensors", tmp_path / "r.json"
+    assert main(["gd", "--layers", "4", "--n", "4", "--d", "2", "--batch", "2", "--quiet", "--export", str(w)],
+                out=io.StringIO()) == 0
+    with safe_open(str(w), "np") as f:
+        names = sorted(f.keys())
+    out = io.StringIO()
+    assert main(["import", str(w), "--from", "polyverify", "--spec", "baseconv", "--json", str(r)], out=out) == 0
+    assert f"{len(names)} tensors, all read" in out.getvalue().splitlines()[0]
+    assert sorted(json.loads(r.read_text())["tensors"]) == names

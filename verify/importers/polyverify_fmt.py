@@ -45,14 +45,19 @@ def read(path, settings: dict, spec_for=None) -> Imported:
                               + ([f"... {len(lw.layers) - 3} more"] if len(lw.layers) > 3 else []),
                               "from": "the file's metadata" if lw.declared else "the specification (no metadata)"},
                    "construction": {"value": d.get("name"), "from": "the file's metadata"}}
-    tensors = {f"(all {lw.tensors_read} tensors)": f"{lw.entries_from_exact} entries from the exact metadata, "
-                                                   f"{lw.entries_from_float} from the float values"}
+    summary = (f"{lw.entries_from_exact} entries of the file from the exact metadata, "
+               f"{lw.entries_from_float} from the float values")
+    tensors = {f"(all {lw.tensors_read} tensors)": summary}
     dtype = "float64"
     try:
         from safetensors import safe_open
 
         with safe_open(str(path), framework="numpy") as f:
-            dts = {str(f.get_slice(n).get_dtype()).lower() for n in f.keys()}
+            names = list(f.keys())
+            dts = {str(f.get_slice(n).get_dtype()).lower() for n in names}
+        if len(names) == lw.tensors_read:  # load() read every tensor (it refuses a file with one unread)
+            tensors = {n: f"read by layer {n.split('.')[1]}" if n.startswith("layers.") else "read"
+                       for n in names}
         dtype = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(
             next(iter(dts)), next(iter(dts))) if len(dts) == 1 else "mixed"
     except Exception:  # noqa: BLE001 - the dtype is only reported
