@@ -43,17 +43,20 @@ def default_target(g: nx.DiGraph) -> str:
 
 
 def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None,
-                    min_width: int = 1) -> CompiledCircuit:
+                    min_width: int = 1, heads: int | None = None) -> CompiledCircuit:
     """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`); the
-    sequence targets use at least ``min_width`` channels (to share a state with other stacks)."""
+    sequence targets use at least ``min_width`` channels (to share a state with other stacks);
+    ``heads``: at most that many heads per layer (``lsa``; per stage for ``elsa``), spending layers."""
     g = C.validate(g)
     target = target or default_target(g)
+    if heads is not None and target not in ("lsa", "elsa"):
+        raise ValueError(f"heads applies to the lsa and elsa targets, not {target!r}")
     if target == "baseconv-mlp":
         return compile_mlp(g, name)
     if target in ("baseconv", "baseconv-causal"):
         return compile_sequence(g, name, causal=target == "baseconv-causal", min_width=min_width)
     if target in ("lsa", "elsa"):
-        return compile_attention(g, name, elsa=target == "elsa", min_width=min_width)
+        return compile_attention(g, name, elsa=target == "elsa", min_width=min_width, heads=heads)
     raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
 
 

@@ -372,6 +372,63 @@ def plan(g) -> Plan:
                 P.gathered, n_cons)
 
 
+def _reads(h: Head) -> set:
+    """The data channels a head reads (any side)."""
+    return {c for side in (h.l, h.m, h.n) for f in side.values() for c in f if isinstance(c, int)}
+
+
+def limit_heads(pl: Plan, limit: int | None) -> Plan:
+    """The plan with at most ``limit`` heads per layer (``None``: as planned).  A layer of ``K >
+    limit`` heads becomes ``ceil(K / limit)`` layers; LSA layers are residual, ``H + sum_k head_k(H)``,
+    so the partial sums accumulate exactly when no head reads a channel another head of the layer
+    writes.  Otherwise every head writes into a fresh **temporary** channel per channel it writes
+    (its sub-layers then read only the layer's input), and one more layer, a single head with
+    ``l = m = pos_r`` for every token ``r`` (``out[t, c] = n_c(H[t])``, any per-token linear map),
+    adds each temporary into its channel and clears it: ``ceil(K / limit) + 1`` layers."""
+    if limit is None:
+        return pl
+    if limit < 1:
+        raise ValueError(f"heads per layer must be at least 1, got {limit}")
+    layers, kinds, fresh = [], [], []
+    nxt = pl.D + pl.work
+    for hs, kind, fr in zip(pl.layers, pl.kinds, pl.fresh):
+        if len(hs) <= limit:
+            layers.append(hs), kinds.append(kind), fresh.append(fr)
+            continue
+        writes = [set(h.n) for h in hs]
+        reads = [_reads(h) for h in hs]
+        clash = any(writes[a] & reads[b] for a in range(len(hs)) for b in range(len(hs)) if a != b)
+        # a part's channels are fresh (0 in its input) only where no earlier part wrote them
+        if not clash:
+            done: set = set()
+            for i in range(0, len(hs), limit):
+                chunk = hs[i:i + limit]
+                w = {c for h in chunk for c in h.n}
+                layers.append(chunk), kinds.append(f"{kind} (part)")
+                fresh.append(None if fr is None or w & done else w)
+                done |= w
+            continue
+        tmp = {}
+        for c in sorted(set().union(*writes)):
+            tmp[c], nxt = nxt, nxt + 1
+        moved = [Head(l=h.l, m=h.m, n={tmp[c]: f for c, f in h.n.items()}) for h in hs]
+        done = set()
+        for i in range(0, len(moved), limit):
+            chunk = moved[i:i + limit]
+            w = {c for h in chunk for c in h.n}
+            layers.append(chunk), kinds.append(f"{kind} (part, to temporaries)")
+            fresh.append(None if w & done else w)
+            done |= w
+        n = {c: {t: Fraction(1)} for c, t in tmp.items()}
+        n.update({t: {t: Fraction(-1)} for t in tmp.values()})
+        layers.append([Head(l={r: {_pos(r): Fraction(1)} for r in range(pl.T)},
+                            m={r: {_pos(r): Fraction(1)} for r in range(pl.T)}, n=n)])
+        kinds.append("add temporaries")
+        fresh.append(None)
+    return Plan(layers, kinds, fresh, pl.inputs, pl.outputs, pl.T, pl.D, nxt - pl.D, pl.md, pl.work_row,
+                pl.gathered, pl.consumers)
+
+
 def _clear_heads(P: _Planner, exclude: set) -> list:
     """Heads adding ``-H[t, c]`` to every cell that must end at 0: inputs not kept in place, the
     work row's work channels, dirty work channels on every token; one head per set of tokens
@@ -441,12 +498,15 @@ def _identity(T: int, channels) -> Head:
                 n={c: {c: Fraction(1)} for c in channels})
 
 
-def modules(pl: Plan, width: int) -> list:
-    """The layers grouped into ELSA modules: a list of lists of stages (lists of heads)."""
+def modules(pl: Plan, width: int, limit: int | None = None) -> list:
+    """The layers grouped into ELSA modules: a list of lists of stages (lists of heads); with
+    ``limit``, two layers share a module only where each stage, with its skip or hand-on head,
+    keeps at most ``limit`` heads."""
     out, i = [], 0
     while i < len(pl.layers):
         a = pl.layers[i]
-        if i + 1 < len(pl.layers) and pl.fresh[i] is not None:
+        fits = limit is None or (i + 1 < len(pl.layers) and len(a) < limit and len(pl.layers[i + 1]) < limit)
+        if i + 1 < len(pl.layers) and pl.fresh[i] is not None and fits:
             b = pl.layers[i + 1]
             out.append([a + [_identity(pl.T, range(width))],
                         b + [_identity(pl.T, sorted(pl.fresh[i]))]])
@@ -457,9 +517,16 @@ def modules(pl: Plan, width: int) -> list:
     return out
 
 
-def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width: int = 1) -> CompiledCircuit:
-    """Compile a validated (placed or unplaced) circuit to LSA (``elsa=False``) or ELSA layers."""
-    pl = plan(g)
+def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width: int = 1,
+                      heads: int | None = None) -> CompiledCircuit:
+    """Compile a validated (placed or unplaced) circuit to LSA (``elsa=False``) or ELSA layers;
+    ``heads``: at most that many heads per LSA layer / per ELSA stage (:func:`limit_heads`)."""
+    if heads is not None and (not isinstance(heads, int) or isinstance(heads, bool) or heads < 1):
+        raise ValueError(f"heads must be a positive int or None, got {heads!r}")
+    pl0 = plan(g)
+    # ELSA: a layer that becomes a stage of a two-stage module shares it with a skip / hand-on head
+    per_layer = None if heads is None else (max(1, heads - 1) if elsa else heads)
+    pl = limit_heads(pl0, per_layer)
     target = "elsa" if elsa else "lsa"
     data = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])
     slots = max([1] + [1 + max(list(h.l) + list(h.m) + [0]) for hs in pl.layers for h in hs])  # Gram rows b
@@ -473,11 +540,12 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
                            "lowering that is not done, docs/compiler.md)")
     if elsa:
         width = n  # at least as many channels as tokens (Property 3's skip) and as Gram rows
-        mods = modules(pl, width)
+        mods = modules(pl, width, heads)
         layers = [ELSA([[_elsa_head(h, pl, width) for h in st] for st in mod], residual=True) for mod in mods]
         constants = {}
         stages = [len(m) for m in mods]
-        bound_layers = math.ceil((pl.md + 2) / 2)
+        bound_layers = math.ceil((pl.md + 2) / 2) if heads is None else \
+            sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
     else:
         width = n
         layers = [LSA([_lsa_head(h, pl, width) for h in heads], residual=True) for heads in pl.layers]
@@ -485,23 +553,32 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
         ix = _lsa_channel(pl)
         pl.outputs = {n: (t, ix(c)) for n, (t, c) in pl.outputs.items()}
         stages = None
-        bound_layers = pl.md + 2
+        bound_layers = pl.md + 2 if heads is None else \
+            sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
     m = C.metrics(g)
+    limit = heads
     heads = [len(hs) for hs in pl.layers]
+    heads_per_layer = [max(len(st) for st in mod) for mod in mods] if elsa else list(heads)
     cm = {"target": target, "layers": len(layers), "tokens": pl.T, "state_width": width,
           "params": param_counts(layers), "plan": list(pl.kinds), "heads": heads,
+          "heads_limit": limit, "heads_per_layer": heads_per_layer,
           "multiplicative_depth": pl.md, "work_row": pl.work_row,
           "outputs": {n: list(s) for n, s in sorted(pl.outputs.items())},
           "constant_blocks": ({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
                               if not elsa else {}),
           "bound": {"layers": bound_layers, "tokens": pl.T,
-                    "state_width": max(pl.D + pl.gathered + pl.consumers, len(pl.outputs),
+                    "state_width": max(pl.D + pl.gathered + pl.consumers + (pl.work - pl0.work), len(pl.outputs),
                                        pl.T if elsa else 0) + (0 if elsa else pl.T),
                     "rule": ("a gather layer (if an input must move to the work row), one product layer per "
                              "level of multiplicative depth md, one output layer: at most md + 2 layers"
                              + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
+                             + ("" if limit is None else
+                                f"; at most {limit} heads per {'stage' if elsa else 'layer'}: a layer of K "
+                                f"heads becomes ceil(K / {per_layer}) layers, + 1 where its heads read what "
+                                "others write (temporaries added back)"
+                                + (" (each a module at worst)" if elsa else ""))
                              + "; channels: the grid's, " + ("" if elsa else "one per token (positions), ")
-                             + "one per gathered input and per consumer and level (at least one per output"
+                             + "one per gathered input and per consumer and level, one per temporary (at least one per output"
                              + (", and one per token for the skip of Property 3" if elsa else "") + ")")}}
     if elsa:
         cm["modules"] = {"count": len(layers), "stages": stages,
