@@ -100,6 +100,9 @@ def add_arguments(c) -> None:
                    help="of those, how many also run in float64 against the exact value at the same float inputs "
                         "(each costs an exact evaluation of the circuit in Fractions; default 8, 0: none)")
     bounded.add_arguments(c)  # --proof-memory-gib, --proof-timeout
+    c.add_argument("--heads", type=int, default=None,
+                   help="targets lsa and elsa: at most this many heads per layer (per stage for elsa), spending "
+                        "layers (default: as many as the compile needs)")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
 
@@ -200,6 +203,11 @@ def _prove_limited(con, sections, a):
 def cmd_circuit(a, out) -> int:
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     check_range("--seed", a.seed, 0, 2**63 - 1)  # numpy's default_rng takes no negative seed
+    if getattr(a, "heads", None) is not None:
+        if a.heads < 1:
+            raise UsageError(f"--heads must be at least 1, got {a.heads}")
+        if a.target is not None and a.target not in ("lsa", "elsa"):
+            raise UsageError(f"--heads applies to --target lsa and elsa, not {a.target}")
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
     check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
                 override=None if a.allow_large else "--allow-large")
@@ -219,9 +227,11 @@ def cmd_circuit(a, out) -> int:
     bounded.check_circuit_estimate(bounded.circuit_estimate(g), a, a.graph)
 
     target = a.target or default_target(g)
+    if getattr(a, "heads", None) is not None and target not in ("lsa", "elsa"):
+        raise UsageError(f"--heads applies to --target lsa and elsa, not {target} (this circuit's default)")
     t0 = time.perf_counter()
     try:
-        con = compile_circuit(g, name=Path(a.graph).stem, target=target)
+        con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None))
     except CompileError as e:
         raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
     t_compile = time.perf_counter() - t0
