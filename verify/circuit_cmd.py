@@ -105,6 +105,14 @@ def add_arguments(c) -> None:
                         "layers (default: as many as the compile needs)")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
+    c.add_argument("--trace", action="store_true",
+                   help="print, per layer, which circuit node sits at each (token, channel) of the state and "
+                        "which product each BaseConv inner channel forms (found by random evaluation modulo a "
+                        "prime, constructions/compiler/trace.py; tables cut for large states), and put every "
+                        "label in the JSON report as compiled.trace")
+    c.add_argument("--plot", metavar="FILE",
+                   help="draw the state's occupancy per layer (cells coloured by node kind) as a PNG (checked "
+                        "before any work, written atomically)")
 
 
 def _load_circuit(a, lim: dict):
@@ -139,8 +147,10 @@ def _check_paths(a) -> None:
     if a.weights is not None and not Path(a.weights).is_file():
         what = "is a folder, not a file" if Path(a.weights).is_dir() else "file not found"
         raise UsageError(f"--weights {a.weights}: {what}")
-    outs = [(flag, output_file(flag, p)) for flag, p in (("--json", a.json), ("--export", a.export))
-            if p is not None]
+    outs = [(flag, output_file(flag, p)) for flag, p in (("--json", a.json), ("--export", a.export),
+                                                         ("--plot", getattr(a, "plot", None))) if p is not None]
+    if getattr(a, "plot", None) is not None and Path(a.plot).suffix.lower() != ".png":
+        raise UsageError(f"--plot {a.plot}: not a .png file name")
     ins = [(flag, Path(p)) for flag, p in (("--graph", a.graph), ("--weights", a.weights)) if p is not None]
     seen = {}
     for flag, p in ins + outs:
@@ -198,6 +208,26 @@ def _prove_limited(con, sections, a):
     """The exact proof in a forked child under ``--proof-memory-gib`` and ``--proof-timeout``
     (``verify/bounded.py``)."""
     return bounded.prove(con, a, a.graph, sections=sections)
+
+
+def _trace(con, a, report: dict, out) -> None:
+    """``--trace`` / ``--plot``: the compiled stack's residual labels (``constructions.compiler.trace``)."""
+    from constructions.compiler.trace import trace
+
+    t0 = time.perf_counter()
+    n = len(con.layers(0))
+    with progress(n, "trace", enabled=interactive()) as bar:
+        tr = trace(con, seed=a.seed, on_layer=lambda i: bar.update())
+    print(f"trace: {len(tr.layers)} states labelled in {time.perf_counter() - t0:.2f} s by random evaluation modulo "
+          f"{tr.prime} at {tr.draws} points (any label wrong with probability at most {tr.error_bound:.1e}; "
+          "the proof is exact and separate)", file=out)
+    if a.trace:
+        for i in range(len(tr.layers)):
+            print("\n".join(tr.table(i)), file=out)
+        report["compiled"] = dict(report["compiled"], trace=tr.to_json())
+    if a.plot:
+        tr.plot(a.plot)
+        print(f"plot written to {a.plot}", file=out)
 
 
 def cmd_circuit(a, out) -> int:
@@ -294,6 +324,8 @@ def cmd_circuit(a, out) -> int:
               "float64_trials": {"n": n_float, "max_relative_error": max_rel, "non_finite": non_finite}}
     if weights_info:
         report["weights"] = weights_info
+    if a.trace or a.plot:  # the labels are read after the proof, from the proved layers
+        _trace(con, a, report, out)
     if a.json:
         atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
         print(f"report written to {a.json}", file=out)

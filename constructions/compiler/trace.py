@@ -267,6 +267,7 @@ class Trace:
         import matplotlib.pyplot as plt
         from matplotlib.colors import ListedColormap
         from matplotlib.patches import Patch
+        from matplotlib.ticker import MaxNLocator
 
         from polyverify.cli import save_figure
 
@@ -297,12 +298,16 @@ class Trace:
             ax.set_xlabel("channel", fontsize=7)
             ax.set_ylabel("token", fontsize=7)
             ax.tick_params(labelsize=6)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
             title = "input state" if lt.layer == 0 else f"after layer {lt.layer} ({lt.kind})"
             ax.set_title(f"{title}: {len(lt.cells)} of {t_ * c_} cells", fontsize=8)
             if t_ * c_ <= annotate_below:
                 for (t, c), lab in lt.cells.items():
                     s = self.name(lab)
-                    ax.text(c, t, s if len(s) <= 9 else s[:8] + "+", ha="center", va="center", fontsize=5)
+                    ax.text(c, t, s if len(s) <= 9 else s[:8] + "+", ha="center", va="center",
+                            fontsize=6 if t_ * c_ <= 60 else 5, color="white" if self.kind_of(lab) in
+                            ("input", "output", "other") else "black")
         fig.legend(handles=[Patch(facecolor=colours[k], edgecolor="#999999", label=k) for k in order],
                    loc="lower center", ncol=len(order), fontsize=7, frameon=False)
         fig.tight_layout(rect=(0, 0.06, 1, 1))
