@@ -43,14 +43,20 @@ def default_target(g: nx.DiGraph) -> str:
 
 
 def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None,
-                    min_width: int = 1, heads: int | None = None) -> CompiledCircuit:
+                    min_width: int = 1, heads: int | None = None, reassociate: bool = True) -> CompiledCircuit:
     """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`); the
     sequence targets use at least ``min_width`` channels (to share a state with other stacks);
-    ``heads``: at most that many heads per layer (``lsa``; per stage for ``elsa``), spending layers."""
+    ``heads``: at most that many heads per layer (``lsa``; per stage for ``elsa``), spending layers;
+    ``reassociate``: first rewrite the circuit to the least multiplicative depth (:mod:`.reassociate`;
+    False: compile it as written).  The stack is proved against the circuit as given either way."""
     g = C.validate(g)
     target = target or default_target(g)
     if heads is not None and target not in ("lsa", "elsa"):
         raise ValueError(f"heads applies to the lsa and elsa targets, not {target!r}")
+    if target not in TARGETS:
+        raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
+    if reassociate:
+        return _reassociated(g, name, target, min_width, heads)
     if target == "baseconv-mlp":
         return compile_mlp(g, name)
     if target in ("baseconv", "baseconv-causal"):
@@ -58,6 +64,21 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
     if target in ("lsa", "elsa"):
         return compile_attention(g, name, elsa=target == "elsa", min_width=min_width, heads=heads)
     raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
+
+
+def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads) -> CompiledCircuit:
+    """Compile :func:`.reassociate.reassociate` of ``g``; the construction keeps ``g`` itself (its
+    proof is against the circuit as given) and reports both multiplicative depths."""
+    from .reassociate import multiplicative_depth, reassociate
+
+    h = reassociate(g)
+    con = compile_circuit(h, name, target, min_width=min_width, heads=heads, reassociate=False)
+    con.graph = g
+    con.info["compiled"]["reassociated"] = {
+        "ran": True, "mult_depth_before": multiplicative_depth(g), "mult_depth_after": multiplicative_depth(h),
+        "circuit_after": con.info["circuit"]}
+    con.info["circuit"] = C.metrics(g)
+    return con
 
 
 __all__ = ["CompiledCircuit", "CompileError", "TARGETS", "compile_circuit", "default_target"]

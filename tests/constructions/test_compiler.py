@@ -113,16 +113,21 @@ def test_depth_of_builders():
     assert len(compile_circuit(C.matvec(3, 4)).epilogue) == 1
     assert len(compile_circuit(C.horner([1, 2])).epilogue) == 1
     assert len(compile_circuit(C.horner([1, -2, 3, Fraction(1, 2)])).epilogue) == 2
-    # Horner's chain t*(t*(t*t)) is sequential; one 4-ary product is a balanced tree
-    assert len(compile_circuit(C.horner([0, 0, 0, 0, 1])).epilogue) == 3  # t^4
-    assert len(compile_circuit(C.horner([0, 0, 0, 0, 0, 1])).epilogue) == 4  # t^5
+    # Horner's chain t*(t*(t*t)) is sequential as written; one 4-ary product is a balanced tree,
+    # and the re-associated chain (the default) is one too
+    assert len(compile_circuit(C.horner([0, 0, 0, 0, 1]), reassociate=False).epilogue) == 3  # t^4
+    assert len(compile_circuit(C.horner([0, 0, 0, 0, 0, 1]), reassociate=False).epilogue) == 4  # t^5
+    assert len(compile_circuit(C.horner([0, 0, 0, 0, 1])).epilogue) == 2
+    assert len(compile_circuit(C.horner([0, 0, 0, 0, 0, 1])).epilogue) == 3
     b = C.CircuitBuilder()
     t = b.input("t")
     b.output(b.mul(t, t, t, t), "p")
     assert len(compile_circuit(b.graph()).epilogue) == 2
     assert len(compile_circuit(C.gd_step(4, 3, Fraction(1, 16))).epilogue) == 2
-    assert len(compile_circuit(C.gd_step(3, 2, "eta")).epilogue) == 3  # eta * A^T(Ax - b)
-    assert len(compile_circuit(C.newton_schulz_step(2, 3)).epilogue) == 3
+    assert len(compile_circuit(C.gd_step(3, 2, "eta"), reassociate=False).epilogue) == 3  # eta * A^T(Ax - b)
+    assert len(compile_circuit(C.newton_schulz_step(2, 3), reassociate=False).epilogue) == 3
+    assert len(compile_circuit(C.gd_step(3, 2, "eta")).epilogue) == 2  # (eta A_ij) r_i
+    assert len(compile_circuit(C.newton_schulz_step(2, 3)).epilogue) == 2
 
 
 @pytest.mark.parametrize("g", [C.dot(3), C.matvec(2, 3), C.gd_step(3, 2, Fraction(1, 10)),
