@@ -103,6 +103,11 @@ def add_arguments(c) -> None:
     c.add_argument("--heads", type=int, default=None,
                    help="targets lsa and elsa: at most this many heads per layer (per stage for elsa), spending "
                         "layers (default: as many as the compile needs)")
+    c.add_argument("--as-written", action="store_true",
+                   help="compile the circuit's own association (default: re-associate it first to the least "
+                        "multiplicative depth: flattened sums and products as balanced trees, distribution where "
+                        "shallower, e.g. Horner -> Estrin, shared subexpressions; constructions/compiler/"
+                        "reassociate.py; the proof is against the circuit as given either way)")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
     c.add_argument("--trace", action="store_true",
@@ -261,7 +266,8 @@ def cmd_circuit(a, out) -> int:
         raise UsageError(f"--heads applies to --target lsa and elsa, not {target} (this circuit's default)")
     t0 = time.perf_counter()
     try:
-        con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None))
+        con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None),
+                              reassociate=not getattr(a, "as_written", False))
     except CompileError as e:
         raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
     t_compile = time.perf_counter() - t0
@@ -288,6 +294,10 @@ def cmd_circuit(a, out) -> int:
              if "bound" in cm else "")
           + f"Thm. H.21 bound: {info['theorem_H21_bound']['layers']} layers, "
           f"{info['theorem_H21_bound']['inner_dimension']} width", file=out)
+    ra = cm.setdefault("reassociated", {"ran": False})
+    print(f"re-associated: multiplicative depth {ra['mult_depth_before']} -> {ra['mult_depth_after']} "
+          f"(--as-written compiles the circuit's own)" if ra["ran"] else "compiled as written (--as-written)",
+          file=out)
     if "outputs" in cm:
         shown = list(cm["outputs"].items())
         more = f", ... ({len(shown)} in all; --json lists them)" if len(shown) > 8 else ""
