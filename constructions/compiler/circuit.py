@@ -21,6 +21,9 @@ class CompiledCircuit(Construction):
     unless the circuit's outputs sit on its inputs' slots and :func:`as_body` made it one)."""
 
     graph: nx.DiGraph = None
+    #: the circuit the layers compute where a pass rewrote ``graph`` (same polynomials; None: ``graph``
+    #: itself); read only by ``constructions.compiler.trace`` to name the rewritten intermediate values
+    compiled_graph: nx.DiGraph = None
     input_slots: dict = None  # input name -> (token, channel)
     output_slots: dict = None  # output name -> (token, channel)
     constants: dict = None  # (token, channel) -> value: a constant block the input map adds (lsa)

@@ -24,6 +24,11 @@ node of the circuit is evaluated on the same points.  A cell is labelled
   one-hot position block of the ``lsa`` target),
 * as *other* (a partial sum, a routed linear combination: a value that is no node's multiple).
 
+The nodes are those of ``con.graph`` (the circuit as given, which the proof compares with) and,
+where a pass rewrote the circuit before placing it (re-association: ``con.compiled_graph``), the
+rewritten circuit's nodes whose values no node of ``con.graph`` has: keys ``("compiled", id)``,
+shown with a prime (``p12'``).
+
 The error bound.  Every value here is a polynomial in the inputs; a label compares a cell's
 polynomial ``w`` with a node's ``v`` (or with the constant 1, or 0).  If ``w`` is not a
 multiple ``c v`` of ``v`` but ``(w, v)`` agree up to one common factor at all ``draws`` points,
@@ -73,15 +78,24 @@ class Label:
     def to_json(self):
         """``[ids]`` for a node, ``{"times": c, "of": [ids]}``, ``{"const": c}``, or None (other)."""
         if self.kind == "node":
-            return list(self.nodes)
+            return _jids(self.nodes)
         if self.kind == "scaled":
-            return {"times": None if self.coef is None else str(self.coef), "of": list(self.nodes)}
+            return {"times": None if self.coef is None else str(self.coef), "of": _jids(self.nodes)}
         if self.kind == "const":
             return {"const": str(self.coef)}
         return None
 
 
 OTHER = Label("other")
+
+
+def _jid(n):
+    """A node key in JSON: the node id, or ``["compiled", id]`` for a node of ``compiled_graph``."""
+    return list(n) if isinstance(n, tuple) else n
+
+
+def _jids(nodes) -> list:
+    return [_jid(n) for n in nodes]
 
 
 def _is_product(gate: Label, conv: Label) -> bool:
@@ -115,14 +129,17 @@ class Trace:
     """Every layer's labels (:class:`LayerTrace`, ``layers[0]`` the input state) and how they were
     found: the prime, the number of random points, the seed and the bound on a wrong label."""
 
-    layers: list
+    layers: list  # LayerTrace per state; a node key is a node of con.graph, or ("compiled", v) (compiled)
     prime: int
     draws: int
     seed: int
     error_bound: float
-    names: dict  # node -> display name
-    kinds: dict  # node -> one of KINDS
+    names: dict  # node key -> display name
+    kinds: dict  # node key -> one of KINDS
     graph: nx.DiGraph = field(repr=False, default=None)
+    #: node of ``con.compiled_graph`` -> its key here: the node of ``graph`` with the same value,
+    #: or ``("compiled", node)`` (shown with a prime) where ``graph`` has no such node
+    compiled: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------- reading
     def name(self, lab: Label | None) -> str:
@@ -184,9 +201,9 @@ class Trace:
             cells, scaled, consts, other = [], [], [], []
             for (t, c), lab in sorted(lt.cells.items()):
                 if lab.kind == "node":
-                    cells.append([t, c, list(lab.nodes)])
+                    cells.append([t, c, _jids(lab.nodes)])
                 elif lab.kind == "scaled":
-                    scaled.append([t, c, None if lab.coef is None else str(lab.coef), list(lab.nodes)])
+                    scaled.append([t, c, None if lab.coef is None else str(lab.coef), _jids(lab.nodes)])
                 elif lab.kind == "const":
                     consts.append([t, c, str(lab.coef)])
                 else:
@@ -199,7 +216,7 @@ class Trace:
                           "(Schwartz-Zippel); labels for reading, the proof is exact and separate",
                 "prime": self.prime, "draws": self.draws, "seed": self.seed, "error_bound": self.error_bound,
                 "truncated": truncated, "max_cells": max_cells,
-                "nodes": [[n, self.names[n], self.kinds[n]] for n in self.names],
+                "nodes": [[_jid(n), self.names[n], self.kinds[n]] for n in self.names],
                 "layers": layers}
 
     # ------------------------------------------------------------- text
@@ -377,18 +394,27 @@ class _Index:
     nonzero point (multiples); constant-valued nodes are left out (a constant cell is labelled
     as its value)."""
 
-    def __init__(self, vals: dict, p: int):
+    def __init__(self, p: int):
         self.p = p
         self.exact: dict = {}
         self.scaled: dict = {}
+
+    def add(self, vals: dict, *, new_only: bool = False) -> dict:
+        """Index ``vals`` (key -> residues); ``new_only``: only values no key indexed so far has
+        (the others are returned, key -> the first key already holding that value)."""
+        p, same = self.p, {}
         for v, x in vals.items():
             if not x.any() or (x == x[0]).all():
                 continue
-            self.exact.setdefault(x.tobytes(), []).append(v)
+            b = x.tobytes()
+            if new_only and b in self.exact:
+                same[v] = self.exact[b][0]
+                continue
+            self.exact.setdefault(b, []).append(v)
             k = int(np.argmax(x != 0))
             key = (k, (x * _inv(x[k:k + 1], p) % p).tobytes())
             self.scaled.setdefault(key, (int(x[k]), []))[1].append(v)
-        self.classes = len(self.exact)
+        return same
 
     def label(self, V: np.ndarray) -> dict:
         """Labels of the columns of ``V`` ((draws, M) residues): ``{column: Label}`` for the
@@ -524,13 +550,19 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
 
     g = con.graph
     names = C.inputs(g)
+    # the circuit the layers compute, where a pass rewrote it (re-association): its nodes label
+    # what no node of the circuit as given holds
+    h = getattr(con, "compiled_graph", None)
+    h = h if h is not None and h is not g and set(C.inputs(h)) <= set(names) else None
+    graphs = [g] if h is None else [g, h]
     layers_all = con.layers(0)
     last = None
     for p in M.PRIMES:
         try:
             res = {id(L): M.layer_residues(L, p) for L in layers_all}
             consts = {slot: M.residue(v, p) for slot, v in (con.constants or {}).items()}
-            cres_of = {d["value"]: M.residue(d["value"], p) for _, d in g.nodes(data=True) if d["op"] == "const"}
+            cres_of = {d["value"]: M.residue(d["value"], p) for gr in graphs for _, d in gr.nodes(data=True)
+                       if d["op"] == "const"}
             break
         except M.Unrepresentable as e:
             last = e
@@ -539,8 +571,10 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
     T, Cn = con.layout.shape
 
     # degree bounds per layer (from the weights' nonzero patterns) and the circuit's node degrees
-    _, node_deg = _node_values(g, {n: np.ones(1, np.int64) for n in names}, p, lambda c: 1, 1)
-    dmax_nodes = max([1] + list(node_deg.values()))
+    dmax_nodes = 1
+    for gr in graphs:
+        _, node_deg = _node_values(gr, {n: np.ones(1, np.int64) for n in names}, p, lambda c: 1, 1)
+        dmax_nodes = max([dmax_nodes] + list(node_deg.values()))
     du = np.ones(Cn)
     degs = [(T * Cn, max(1.0, dmax_nodes))]
     for L in layers_all:
@@ -555,7 +589,7 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
             cells = T * Cn
         degs.append((cells, d))
         du = dy
-    classes = g.number_of_nodes() + 2  # every node value, the constants, zero
+    classes = sum(gr.number_of_nodes() for gr in graphs) + 2  # every node value, the constants, zero
     pairs = [(cells * classes, d) for cells, d in degs]
     if draws is None:
         draws = 3
@@ -567,8 +601,19 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
 
     rng = np.random.default_rng(seed)
     xs = {nm: rng.integers(0, p, size=draws, dtype=np.int64) for nm in names}
-    vals, _ = _node_values(g, xs, p, lambda c: cres_of[c], draws)
-    index = _Index(vals, p)
+    index = _Index(p)
+    index.add(_node_values(g, xs, p, lambda c: cres_of[c], draws)[0])
+    names_, kinds_ = {v: _display(g, v) for v in nx.topological_sort(g)}, {v: _kind(g, v) for v in g}
+    aliases: dict = {}
+    if h is not None:
+        hv = _node_values(h, xs, p, lambda c: cres_of[c], draws)[0]
+        aliases = index.add({("compiled", v): x for v, x in hv.items()}, new_only=True)
+        aliases = {k[1]: a for k, a in aliases.items()}
+        for v in nx.topological_sort(h):
+            key = ("compiled", v)
+            if v not in aliases:
+                aliases[v] = key
+                names_[key], kinds_[key] = _display(h, v) + "'", _kind(h, v)
 
     S0 = con.input_state(xs) if names else np.zeros((draws, T, Cn), dtype=np.int64)
     S0 = np.asarray(S0, dtype=np.int64) % p
@@ -595,5 +640,4 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
             on_layer(i)
 
     con.run(xs, 0, state=S0, cast=lambda L: _ModLayer(res[id(L)], p, ran), on_layer=hook)
-    return Trace(out, p, draws, seed, bound, {v: _display(g, v) for v in nx.topological_sort(g)},
-                 {v: _kind(g, v) for v in g}, g)
+    return Trace(out, p, draws, seed, bound, names_, kinds_, g, aliases)
