@@ -170,11 +170,12 @@ class Trace:
                 if lab.kind == "node" and node in lab.nodes]
 
     def products(self) -> set:
-        """The nodes some BaseConv inner channel forms (exactly or as a multiple)."""
+        """The nodes some BaseConv inner channel forms (exactly or as a multiple) as the product of
+        two non-constant sides (not a copy through a constant gate)."""
         out = set()
         for lt in self.layers:
-            for _g, _z, prod in (lt.inner or {}).values():
-                if prod.kind in ("node", "scaled"):
+            for gate, conv, prod in (lt.inner or {}).values():
+                if prod.kind in ("node", "scaled") and _is_product(gate, conv):
                     out.update(prod.nodes)
         return out
 
