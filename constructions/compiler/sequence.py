@@ -18,6 +18,11 @@ level of multiplicative depth (:mod:`.linearise`), emits:
   ``ceil(m / N')`` per token for a level of ``m`` products, when the target allows it), and
 * one final route layer that writes every output at its place and zeros everywhere else.
 
+The inputs keep their tokens; their channels are chosen by :mod:`.place` (a free relabelling,
+or a split of a channel whose inputs are read across tokens, one route layer fused into the
+first level's route where it has one), so the width does not depend on which channels the
+inputs occupy (GD step 20 x 5 with ``x_j`` in column ``j``'s channel: 21 x 16, was 21 x 106).
+
 So the stack has at most ``2 md + 1`` layers for multiplicative depth ``md`` (the compiler's
 guarantee, reported as ``compiled.bound``), on the input grid's tokens.  Causal convolution
 only moves values to later tokens: a product sits at a token no earlier than its factors, and
@@ -37,6 +42,7 @@ import circuits as C
 from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled, param_counts
 from .linearise import CONST, last_uses, linearise, needed
+from .place import candidates, is_relabelling
 from .routing import CompileError, LayerSpec, route, shift
 
 JUNK = "junk"
@@ -241,6 +247,7 @@ def _routed_level(st: SeqState, prods: list, forms: dict, keep: set, causal: boo
         targets[(t, cl)], targets[(t, cr)] = fa, fb
         next_forms[p] = ({la: Fraction(1)}, {rb: Fraction(1)})
     spec = route(st.occupied, st.slot_of, targets, st.T, causal)
+    spec.targets = targets  # kept: a first route layer is rebuilt on the placed inputs (.place)
     out = _product_layer(new, prods, next_forms, keep, causal)
     assert out is not None  # both factors sit at the product's token
     return [spec, out[0]], out[1], new.width()
@@ -277,19 +284,49 @@ def _in_place(st: SeqState, outputs: dict, slots: dict) -> bool:
 
 
 def plan(g, causal: bool, min_width: int = 1):
-    """The layer specs, the input and output slots and the grid of a validated circuit."""
+    """The layer specs, the input and output slots and the grid of a validated circuit.
+
+    The compile works on the input layouts of :func:`.place.candidates` (the canonical channel
+    relabelling, and the layouts with the inputs read across tokens split off to free channels)
+    and keeps the narrowest, then the shallowest: its width does not depend on which channels
+    the inputs occupy."""
     pl = C.placement(g)
     if pl is None:
         T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
     else:
         T, inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
+    grid_channels = pl.channels if pl is not None else 1
     atoms, level, outputs = linearise(g)
     need = needed(atoms, outputs)
     md = max([0] + [level[a] for a in need])
     last_use = last_uses(atoms, level, need, outputs, md + 1)
+    best = None
+    for label, layout in candidates(inputs, atoms, need):
+        r = _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal)
+        r["layout"] = label
+        r["width"] = max([min_width, grid_channels, r["width"]] + [c + 1 for _, c in inputs.values()])
+        if best is None or (r["width"], len(r["specs"])) < (best["width"], len(best["specs"])):
+            best = r
+    grid = max([1, grid_channels] + [c + 1 for _, c in best["internal"].values()]
+               + [p[1] + 1 for p in places.values() if p is not None])
+    states = max(min_width, grid + best["grow"] + len(outputs))
+    # a layer's inner channels: a product layer's <= carried + products; a route's at most one per
+    # (source channel, destination channel, destination token) (routing.py)
+    bound = max(states, states * states * T)
+    return (best["specs"], best["kinds"], inputs, best["slots"], T, best["width"], md, bound,
+            {"layout": best["layout"], "moved": best["moved"]})
+
+
+def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal) -> dict:
+    """The plan with the inputs at their internal slots ``layout`` (same tokens as ``inputs``);
+    the first layer reads the placed inputs: a relabelling permutes its channel rows, any other
+    layout is a route layer (the first level's route where it has one, else one more layer)."""
     st = SeqState(T)
-    for name, (t, c) in inputs.items():
+    for name, (t, c) in layout.items():
         st.put(f"in:{name}", t, c)
+    entry = SeqState(T)
+    for name, (t, c) in inputs.items():
+        entry.put(f"in:{name}", t, c)
     specs, kinds, widths = [], [], [st.width()]
     # the channel guarantee: a state's channels are its inputs' (the grid's D) or allocated lowest-free,
     # so at a level at most (atoms carried) + 2 (products) (a route's factor pairs) more than the grid's
@@ -312,16 +349,31 @@ def plan(g, causal: bool, min_width: int = 1):
         widths.append(st.width())
     slots = _output_slots(st, outputs, places, causal)
     if not (specs and _in_place(st, outputs, slots)):
-        specs.append(route(st.occupied, st.slot_of, {slots[n]: f for n, f in outputs.items()}, T, causal))
+        final = {slots[n]: f for n, f in outputs.items()}
+        spec = route(st.occupied, st.slot_of, final, T, causal)
+        spec.targets = final
+        specs.append(spec)
         kinds.append("route (outputs)")
-    width = max([min_width, *widths] + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()]
-                + [c + 1 for _, c in inputs.values()])
-    grid = max([1] + [c + 1 for _, c in inputs.values()] + [p[1] + 1 for p in places.values() if p is not None])
-    states = max(min_width, grid + grow + len(outputs))
-    # a layer's inner channels: a product layer's <= carried + products; a route's at most one per
-    # (source channel, destination channel, destination token) (routing.py)
-    bound = max(states, states * states * T)
-    return specs, kinds, inputs, slots, T, width, md, bound
+    relabel = is_relabelling(inputs, layout)
+    moved = 0
+    if relabel is not None:
+        back = {c2: c for c, c2 in relabel.items()}
+        for name in ("W_in", "W_gate"):
+            setattr(specs[0], name, {(back[c], k): v for (c, k), v in getattr(specs[0], name).items()})
+    elif kinds[0].startswith("route"):
+        # the first layer is a route: the same targets, read from the placed inputs
+        targets = specs[0].targets
+        specs[0] = route(entry.occupied, entry.slot_of, targets, T, causal)
+        moved = sum(layout[n] != inputs[n] for n in inputs)
+    else:
+        move = route(entry.occupied, entry.slot_of, {layout[n]: {f"in:{n}": Fraction(1)} for n in layout}, T, causal)
+        specs.insert(0, move)
+        kinds.insert(0, "route (inputs)")
+        widths.append(max(c for _, c in layout.values()) + 1)
+        moved = sum(layout[n] != inputs[n] for n in inputs)
+    width = max(widths + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()])
+    return {"specs": specs, "kinds": kinds, "slots": slots, "width": width, "grow": grow,
+            "internal": layout, "moved": moved}
 
 
 def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
@@ -336,7 +388,7 @@ def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
 def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: int = 1) -> CompiledCircuit:
     """Compile a validated (placed or unplaced) circuit to BaseConv over its token grid, on at
     least ``min_width`` channels."""
-    specs, kinds, inputs, outputs, T, Cw, md, width_bound = plan(g, causal, min_width)
+    specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g)
     target = "baseconv-causal" if causal else "baseconv"
@@ -345,6 +397,7 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
         "compiled": {"target": target, "layers": len(layers), "tokens": T, "state_width": Cw,
                      "params": param_counts(layers), "plan": kinds,
                      "multiplicative_depth": md,
+                     "input_layout": placed,
                      "outputs": {n: list(s) for n, s in sorted(outputs.items())},
                      "bound": {"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
                                "rule": "one product layer per level of multiplicative depth md, preceded by "

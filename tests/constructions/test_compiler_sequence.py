@@ -182,3 +182,65 @@ def test_route_groups_rows_up_to_scale_and_merges_sources():
     slot_of = {"a": (0, 0), "b": (0, 1)}
     spec = route(occupied, slot_of, {(0, 2): {"a": 1, "b": 1}, (0, 3): {"a": 1, "b": 1}}, 1, causal=False)
     assert spec.inner == 1 and len(spec.W_in) == 2 and len(spec.W_out) == 2
+
+
+# ---------------------------------------------------------------- placement-independent width (.place)
+
+def gd_x_in_column_channel(n, d, form="residual"):
+    """The GD step with ``x_j`` in the channel of column ``j`` of A (on the query token n), the new
+    ``x_j`` there too: a layout the builder does not use."""
+    g = C.gd_step(n, d, Fraction(1, 16), placed=True, form=form).copy()
+    for v, dd in g.nodes(data=True):
+        if dd["op"] == "input" and dd["name"].startswith("x_"):
+            dd["token"], dd["channel"] = n, int(dd["name"][2:])
+        elif dd["op"] != "input" and str(dd.get("output", "")).startswith("x_"):
+            dd["token"], dd["channel"] = n, int(dd["output"][2:])
+    return C.validate(g)
+
+
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (20, 5)])
+def test_gd_step_with_x_in_the_columns_channels_fits_the_theorems_width(n, d):
+    """Issue 26 item 2: x_j in A's channel j made the direct product layer read x_j across tokens
+    from a shared channel (one inner channel per token: 21 x 106 at 20 x 5); the place pass moves
+    x to free channels in one route layer: within (N+1) x (3D+4), as wide as the builder's layout."""
+    g = gd_x_in_column_channel(n, d)
+    con = compile_circuit(g)
+    cm = con.info["compiled"]
+    assert con.layout.shape[0] == n + 1 and cm["state_width"] <= 3 * d + 4
+    assert cm["state_width"] <= compile_circuit(placed_gd(n, d)).info["compiled"]["state_width"]
+    assert cm["layers"] <= cm["bound"]["layers"]
+    assert_proved(prove(con))
+    assert all(tuple(cm["outputs"][f"x_{j}"]) == (n, j) for j in range(d))
+    vals = {nm: Fraction(i % 7 - 3, 1 + i % 3) for i, nm in enumerate(C.inputs(g))}
+    assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
+
+
+def test_the_builders_gd_layout_keeps_three_layers():
+    """Nothing to move in the builder's layout (x alone in its channels): no extra layer."""
+    cm = compile_circuit(placed_gd(20, 5)).info["compiled"]
+    assert cm["input_layout"] == {"layout": "relabelled", "moved": 0} and cm["layers"] == 3
+
+
+def _permute_input_channels(g, perm):
+    """The inputs' channels permuted on the grid (declared: its size stays)."""
+    g = g.copy()
+    g.graph["channels"] = len(perm)
+    for _, d in g.nodes(data=True):
+        if d["op"] == "input" and "channel" in d:
+            d["channel"] = perm[d["channel"]]
+    return C.validate(g)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@given(data=st.data())
+def test_permuting_the_input_channels_leaves_the_width_unchanged(target, data):
+    g, T = data.draw(placed_circuits(target == "baseconv-causal"))
+    D = C.placement(g).channels
+    perm = data.draw(st.permutations(range(D)), label="channel permutation")
+    g, h = _permute_input_channels(g, range(D)), _permute_input_channels(g, perm)
+    a, b = compile_circuit(g, target=target), compile_circuit(h, target=target)
+    assert a.layout.shape == b.layout.shape
+    assert a.info["compiled"]["plan"] == b.info["compiled"]["plan"]
+    assert_proved(prove(b))
+    vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(h)}
+    assert run_stack(b, vals) == {k: Fraction(v) for k, v in C.evaluate(h, vals).items()}
