@@ -27,7 +27,9 @@ node of the circuit is evaluated on the same points.  A cell is labelled
 The nodes are those of ``con.graph`` (the circuit as given, which the proof compares with) and,
 where a pass rewrote the circuit before placing it (re-association: ``con.compiled_graph``), the
 rewritten circuit's nodes whose values no node of ``con.graph`` has: keys ``("compiled", id)``,
-shown with a prime (``p12'``).
+shown as ``c:p12``.  Names: an input by its name, an output gate by its output name (with a
+prime, ``x_0'``, where an input has that name: the GD step's next ``x_0``), another gate as
+``p<id>`` (a product) or ``s<id>`` (a sum); :meth:`Trace.legend` says what each computes.
 
 The error bound.  Every value here is a polynomial in the inputs; a label compares a cell's
 polynomial ``w`` with a node's ``v`` (or with the constant 1, or 0).  If ``w`` is not a
@@ -138,7 +140,7 @@ class Trace:
     kinds: dict  # node key -> one of KINDS
     graph: nx.DiGraph = field(repr=False, default=None)
     #: node of ``con.compiled_graph`` -> its key here: the node of ``graph`` with the same value,
-    #: or ``("compiled", node)`` (shown with a prime) where ``graph`` has no such node
+    #: or ``("compiled", node)`` (shown as ``c:<name>``) where ``graph`` has no such node
     compiled: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------- reading
@@ -177,6 +179,34 @@ class Trace:
             for gate, conv, prod in (lt.inner or {}).values():
                 if prod.kind in ("node", "scaled") and _is_product(gate, conv):
                     out.update(prod.nodes)
+        return out
+
+    def legend(self, keys=None) -> list[str]:
+        """``name = operands`` for the gate nodes among ``keys`` (default: every gate some cell or
+        inner channel holds) and the gates they are made of, in topological order: what ``p11``,
+        ``s16`` compute."""
+        if keys is None:
+            keys = set()
+            for lt in self.layers:
+                for lab in list(lt.cells.values()) + [x for tri in (lt.inner or {}).values() for x in tri]:
+                    keys.update(lab.nodes)
+        keys = set(keys)
+        for k in list(keys):  # and the gates they are made of
+            if not isinstance(k, tuple) and k in self.graph:
+                keys.update(nx.ancestors(self.graph, k))
+        out = []
+        for k in self.names:
+            if k not in keys or self.kinds[k] not in ("product", "sum", "output") or isinstance(k, tuple):
+                continue
+            d = self.graph.nodes[k]
+            if d["op"] not in ("add", "mul"):
+                continue
+            sym = " * " if d["op"] == "mul" else " + "
+            ops = []
+            for u, m in C.operands(self.graph, k):
+                nm = self.names.get(u, _display(self.graph, u))
+                ops += [f"({nm})" if nm.startswith("-") else nm] * m
+            out.append(f"{self.names[k]} = {sym.join(ops)}")
         return out
 
     # ------------------------------------------------------------- JSON
@@ -269,9 +299,14 @@ class Trace:
             L.append(f"| {t} | " + " | ".join(esc(self.name(lt.cells[(t, c)])) if (t, c) in lt.cells else ""
                                              for c in range(Cn)) + " |")
         if lt.inner:
+            items = self.inner_items(i)
+            prods = [it for it in items if _is_product(*it[1][:2])]
+            rest = len(items) - len(prods)
             L += ["", "Inner channels (token, channel): gate x convolution = product: "
-                  + "; ".join(f"({t}, {c}) {esc(self.name(gl))} x {esc(self.name(zl))} = {esc(self.name(pl))}"
-                              for (t, c), (gl, zl, pl) in self.inner_items(i)) + "."]
+                  + ("; ".join(f"({t}, {c}) {esc(self.name(gl))} x {esc(self.name(zl))} = {esc(self.name(pl))}"
+                               for (t, c), (gl, zl, pl) in prods) if prods else "no product of two non-constant sides")
+                  + (f"; and {rest} cop{'y' if rest == 1 else 'ies'} (a constant gate times a value)" if rest else "")
+                  + "."]
         return L
 
     # ------------------------------------------------------------- figure
@@ -524,12 +559,13 @@ def _kind(g: nx.DiGraph, v) -> str:
     return {"mul": "product", "add": "sum"}.get(d["op"], "constant")
 
 
-def _display(g: nx.DiGraph, v) -> str:
+def _display(g: nx.DiGraph, v, inputs=frozenset()) -> str:
+    """A node's short name (module docstring); ``inputs``: the circuit's input names."""
     d = g.nodes[v]
     if d["op"] == "input":
         return d["name"]
     if d.get("output") is not None:
-        return d["output"]
+        return d["output"] + ("'" if d["output"] in inputs else "")
     if d["op"] == "const":
         return str(d["value"])
     return f"{'p' if d['op'] == 'mul' else 's'}{v}"
@@ -604,7 +640,8 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
     xs = {nm: rng.integers(0, p, size=draws, dtype=np.int64) for nm in names}
     index = _Index(p)
     index.add(_node_values(g, xs, p, lambda c: cres_of[c], draws)[0])
-    names_, kinds_ = {v: _display(g, v) for v in nx.topological_sort(g)}, {v: _kind(g, v) for v in g}
+    ins = frozenset(names)
+    names_, kinds_ = {v: _display(g, v, ins) for v in nx.topological_sort(g)}, {v: _kind(g, v) for v in g}
     aliases: dict = {}
     if h is not None:
         hv = _node_values(h, xs, p, lambda c: cres_of[c], draws)[0]
@@ -614,7 +651,7 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
             key = ("compiled", v)
             if v not in aliases:
                 aliases[v] = key
-                names_[key], kinds_[key] = _display(h, v) + "'", _kind(h, v)
+                names_[key], kinds_[key] = "c:" + _display(h, v, ins), _kind(h, v)
 
     S0 = con.input_state(xs) if names else np.zeros((draws, T, Cn), dtype=np.int64)
     S0 = np.asarray(S0, dtype=np.int64) % p
