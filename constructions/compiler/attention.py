@@ -390,7 +390,7 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
     if limit < 1:
         raise ValueError(f"heads per layer must be at least 1, got {limit}")
     layers, kinds, fresh = [], [], []
-    nxt = pl.D + pl.work
+    nxt = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])  # past every channel in use
     for hs, kind, fr in zip(pl.layers, pl.kinds, pl.fresh):
         if len(hs) <= limit:
             layers.append(hs), kinds.append(kind), fresh.append(fr)
@@ -524,9 +524,14 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
     if heads is not None and (not isinstance(heads, int) or isinstance(heads, bool) or heads < 1):
         raise ValueError(f"heads must be a positive int or None, got {heads!r}")
     pl0 = plan(g)
-    # ELSA: a layer that becomes a stage of a two-stage module shares it with a skip / hand-on head
-    per_layer = None if heads is None else (max(1, heads - 1) if elsa else heads)
+    # ELSA: a layer that becomes a stage of a two-stage module shares it with a skip / hand-on head,
+    # so its layers are split to H - 1 heads where that makes fewer modules than H
+    per_layer = heads
     pl = limit_heads(pl0, per_layer)
+    if elsa and heads is not None and heads > 1:
+        alt = limit_heads(pl0, heads - 1)
+        if len(modules(alt, 0, heads)) < len(modules(pl, 0, heads)):
+            per_layer, pl = heads - 1, alt
     target = "elsa" if elsa else "lsa"
     data = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])
     slots = max([1] + [1 + max(list(h.l) + list(h.m) + [0]) for hs in pl.layers for h in hs])  # Gram rows b

@@ -135,3 +135,73 @@ def test_compiled_gd_architectures_prove_and_track_gd_in_float64(target):
     got = con.readout(S)
     assert np.abs(got["x"] - x).max() < 1e-12  # float64 roundoff of 5 steps on O(1) data
     assert np.abs(got["prediction"] - (q * x).sum(-1)).max() < 1e-12
+
+
+# ------------------------------------------------------------------ at most H heads per layer (issue 26 item 5)
+
+def heads_within(con, limit) -> None:
+    """At most ``limit`` heads per LSA layer / per ELSA stage, as the report says."""
+    cm = con.info["compiled"]
+    per = [max(len(st) for st in L.stages) if isinstance(L, ELSA) else len(L.heads) for L in con.epilogue]
+    assert cm["heads_per_layer"] == per and cm["heads_limit"] == limit
+    if limit is not None:
+        assert max(per) <= limit
+    assert cm["layers"] == len(con.epilogue) <= cm["bound"]["layers"]
+    assert cm["state_width"] == con.layout.shape[1] <= cm["bound"]["state_width"]
+
+
+BUILDERS = {
+    "dot4-placed": lambda: C.dot(4, placed=True),
+    "dot3": lambda: C.dot(3),
+    "matvec3x2-placed": lambda: C.matvec(3, 2, placed=True),
+    "horner": lambda: C.horner([1, Fraction(-1, 2), 3, 2]),
+    "gd3x2-placed": lambda: placed_gd(3, 2),
+    "ridge2x2-placed": lambda: placed_gd(2, 2, Fraction(1, 10)),
+    "newton-schulz2x3-placed": lambda: C.newton_schulz_step(2, 3, placed=True),
+}
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, None])
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("builder", sorted(BUILDERS))
+def test_every_builder_with_at_most_h_heads_per_layer_proves(builder, target, limit):
+    g = BUILDERS[builder]()
+    con = compile_circuit(g, target=target, heads=limit)
+    heads_within(con, limit)
+    assert_proved(prove(con))
+    vals = {n: Fraction(i + 2, 3) for i, n in enumerate(C.inputs(g))}
+    assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
+    free = compile_circuit(g, target=target)
+    if limit is not None and max(free.info["compiled"]["heads_per_layer"]) <= limit:
+        assert con.info["compiled"]["layers"] == free.info["compiled"]["layers"]  # nothing to split
+    if limit == 1:  # one head per layer: a split layer costs layers, never a wrong sum
+        assert con.info["compiled"]["layers"] >= free.info["compiled"]["layers"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@given(data=st.data())
+def test_random_placed_circuits_with_a_head_budget_prove(target, data):
+    g, T = data.draw(placed_circuits(False))
+    limit = data.draw(st.sampled_from([1, 2, 3, None]), label="heads")
+    con = compile_circuit(g, target=target, heads=limit)
+    heads_within(con, limit)
+    assert_proved(prove(con))
+    vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(g)}
+    assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
+
+
+def test_a_layer_whose_heads_read_what_others_write_goes_through_temporaries():
+    """The fused output layer of the GD step writes x in place and clears what its other heads read:
+    split, its heads write temporaries that one more head adds back (and clears)."""
+    con = compile_circuit(placed_gd(3, 2), target="lsa", heads=1)
+    kinds = con.info["compiled"]["plan"]
+    assert "add temporaries" in kinds and any("to temporaries" in k for k in kinds)
+    assert_proved(prove(con))
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_a_head_budget_below_one_is_refused(bad):
+    with pytest.raises(ValueError, match="heads"):
+        compile_circuit(C.dot(2, placed=True), target="lsa", heads=bad)
+    with pytest.raises(ValueError, match="heads"):
+        compile_circuit(C.dot(2, placed=True), target="baseconv", heads=2)
