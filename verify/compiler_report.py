@@ -224,7 +224,33 @@ def warm_up() -> None:
 def run(mode: str, log=lambda s: None) -> dict:
     warm_up()
     return {"mode": mode, "sizes": {k: [str(a) for a in v] for k, v in SIZES[mode].items()},
-            "cells": builder_cells(mode, log), "gd": gd_rows(mode, log)}
+            "cells": builder_cells(mode, log), "gd": gd_rows(mode, log), "trace_example": trace_example()}
+
+
+#: the circuit of the trace section (small in both modes: its tables are printed whole) and its PNG,
+#: written next to --out
+TRACE_EXAMPLE = ("gd_step", (3, 2, Fraction(1, 16)), "baseconv")
+TRACE_PNG = "compiler_trace.png"
+
+
+def trace_example() -> dict:
+    """:data:`TRACE_EXAMPLE` compiled, proved and labelled (``constructions.compiler.trace``):
+    JSON-able, plus the :class:`~constructions.compiler.trace.Trace` under ``"_trace"`` (for the
+    PNG; :func:`_main` takes it out before the JSON is written)."""
+    from constructions.compiler import compile_circuit
+    from constructions.compiler.trace import trace
+    from verify.proof import prove
+
+    builder, args, target = TRACE_EXAMPLE
+    g = build_circuit(builder, args)
+    con = compile_circuit(g, name=builder, target=target)
+    proof = prove(con)
+    tr = trace(con, seed=0)
+    return {"call": call_text(builder, args), "target": target, "proved": bool(proof.ok),
+            "layers": len(con.layers(0)), "state": list(con.layout.shape), "prime": tr.prime,
+            "draws": tr.draws, "error_bound": tr.error_bound,
+            "tables": [tr.markdown(i) for i in range(len(tr.layers))], "legend": tr.legend(),
+            "trace": tr.to_json(), "_trace": tr}
 
 
 # ------------------------------------------------------------------ markdown
@@ -359,7 +385,36 @@ def markdown(res: dict, command: str, mach: dict) -> str:
     L += [""]
     L += _section_b(res, cells, gd, n, d)
     L += _section_c(cells, gd, n, d)
+    L += _section_trace(res.get("trace_example"))
     return "\n".join(L) + "\n"
+
+
+def _section_trace(ex) -> list[str]:
+    """The residual labels of one small compiled circuit, every layer, and its PNG."""
+    if not ex:
+        return []
+    L = ["", f"## Inspection: which node sits where (`{ex['call']}` on `{ex['target']}`)", "",
+         f"Like tracr's residual labels: for the input state and the state after each of the {ex['layers']} "
+         f"layers ({ex['state'][0]} tokens x {ex['state'][1]} channels; proof: "
+         f"{'PROVED' if ex['proved'] else 'FAILED'}), which circuit node's value sits at each (token, channel), "
+         "and which product each BaseConv inner channel forms, its gate side `u W_gate + B_gate` times its "
+         "convolution side `h * (u W_in + B_in) + B_conv` (seed 000 eq. (19)). The labels are found after the "
+         "fact from the compiled stack and the circuit alone (`constructions/compiler/trace.py`): the stack and "
+         f"every node are evaluated at {ex['draws']} random points modulo the prime {ex['prime']}, and a cell is "
+         "labelled with the nodes whose values equal its value at every point (`c name`: c times the node; a "
+         "number: a constant; `~`: no node's multiple, e.g. a partial sum); by Schwartz-Zippel and a union "
+         f"bound any label here is wrong with probability at most {ex['error_bound']:.1e}. They are for "
+         "reading; the proof is exact and separate. The same for any circuit: `python -m verify.construct "
+         "circuit --graph FILE --trace --plot FILE.png` (tables cut for large states; `--json` then holds "
+         "every label as `compiled.trace`).", "",
+         "Names: an input by its name, an output gate by its output name (`x_0'`: the next x_0), other "
+         "gates `p<id>` (a product) and `s<id>` (a sum): " + "; ".join(f"`{x}`" for x in ex["legend"]) + ".", ""]
+    for i, tab in enumerate(ex["tables"]):
+        L += [f"**{'Input state' if i == 0 else f'After layer {i}'}**", ""] + tab + [""]
+    L += [f"![occupancy of the state per layer]({TRACE_PNG})", "",
+          f"`{TRACE_PNG}`: the same states, cells coloured by what they hold (input, sum, product, output, "
+          "constant, other)."]
+    return L
 
 
 def _section_b(res, cells, gd, n, d) -> list[str]:
@@ -564,12 +619,16 @@ def _main(argv) -> int:
     res = run(mode, log=print)
     mach = machine()
     command = " ".join(["python -m verify.compiler_report", *argv])
+    tr = (res.get("trace_example") or {}).pop("_trace", None)
+    if tr is not None:
+        tr.plot(md.parent / TRACE_PNG)
     atomic_write_text(md, markdown(res, command, mach), "--out")
     if js is not None:
         atomic_write_text(js, json.dumps({"command": command, "machine": mach, **res}, indent=1, default=str),
                           "--json")
     ok = all(c["status"] == "refused" and c["message"] or c["status"] == "PROVED" and c["within_bound"]
              for c in res["cells"]) and all(r["proved"] for r in res["gd"])
+    ok = ok and (res.get("trace_example") or {}).get("proved", True)
     print(f"wrote {md} ({len(res['cells'])} builder x target cells, {len(res['gd'])} GD architectures)"
           + (f" and {js}" if js else ""))
     return 0 if ok else 1
