@@ -289,3 +289,18 @@ def test_cli_bad_plot_paths_exit_2_before_any_work(tmp_path, gd_file, capsys, mo
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and words in err, err
     assert out.getvalue() == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_report_section_renders_the_example_and_its_png(tmp_path):
+    from verify import compiler_report as cr
+
+    ex = cr.trace_example()
+    tr = ex.pop("_trace")
+    assert ex["proved"] and len(ex["tables"]) == ex["layers"] + 1 and ex["error_bound"] <= 1e-9
+    json.dumps(ex)
+    text = "\n".join(cr._section_trace(ex))
+    assert "## Inspection" in text and f"]({cr.TRACE_PNG})" in text and "| t \\ c |" in text
+    assert "A\\_0\\_0 x x\\_0 = p" in text  # the first product of the GD step, read off its inner channel
+    png = tr.plot(tmp_path / "docs" / cr.TRACE_PNG)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert cr._section_trace(None) == []
