@@ -8,8 +8,10 @@ in float64 against the exact value of the same float inputs.
 
 Sizes are bounded by :data:`LIMITS` (``--allow-large``: :data:`LARGE_LIMITS`),
 checked on the file and the circuit's metrics before any compile or proof
-work; the output paths (``--json``, ``--export``) are checked before that work
-too and written atomically.
+work; the output paths (``--json``, ``--export``, ``--plot``) are checked before that work
+too and written atomically.  ``--trace`` / ``--plot``: which circuit node sits at each (token,
+channel) of every layer's state (``constructions/compiler/trace.py``), printed, in the JSON
+report as ``compiled.trace``, drawn as a PNG.
 """
 from __future__ import annotations
 
