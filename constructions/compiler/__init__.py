@@ -7,6 +7,8 @@ module            pass
 ``mlp``           target ``baseconv-mlp``: one token, every live value its own channel
 ``sequence``      targets ``baseconv`` / ``baseconv-causal``: the placed circuit's token grid;
                   product layers, route layers where a factor must move
+``place``         the placed inputs -> the channels the sequence compile works in
+``budget``        ``baseconv`` / ``baseconv-causal`` under a channel budget (layers for channels)
 ``routing``       a linear map between two sequence states -> one BaseConv layer
 ``attention``     targets ``lsa`` / ``elsa`` (seed 001): gather to a work row, product heads
                   per level, an output layer; ELSA groups the layers into two-stage modules
@@ -43,36 +45,42 @@ def default_target(g: nx.DiGraph) -> str:
 
 
 def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None,
-                    min_width: int = 1, heads: int | None = None, reassociate: bool = True) -> CompiledCircuit:
+                    min_width: int = 1, heads: int | None = None, reassociate: bool = True,
+                    channels: int | None = None) -> CompiledCircuit:
     """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`); the
     sequence targets use at least ``min_width`` channels (to share a state with other stacks);
     ``heads``: at most that many heads per layer (``lsa``; per stage for ``elsa``), spending layers;
     ``reassociate``: first rewrite the circuit to the least multiplicative depth (:mod:`.reassociate`;
-    False: compile it as written).  The stack is proved against the circuit as given either way."""
+    False: compile it as written).  The stack is proved against the circuit as given either way.
+    ``channels``: a channel budget for ``baseconv`` / ``baseconv-causal`` (:mod:`.budget`): every state
+    and every layer's inner channels at most that many, spending layers; None: the smallest depth."""
     g = C.validate(g)
     target = target or default_target(g)
     if heads is not None and target not in ("lsa", "elsa"):
         raise ValueError(f"heads applies to the lsa and elsa targets, not {target!r}")
     if target not in TARGETS:
         raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
+    if channels is not None and target not in ("baseconv", "baseconv-causal"):
+        raise ValueError(f"channels applies to the baseconv and baseconv-causal targets, not {target!r}")
     if reassociate:
-        return _reassociated(g, name, target, min_width, heads)
+        return _reassociated(g, name, target, min_width, heads, channels)
     if target == "baseconv-mlp":
         return compile_mlp(g, name)
     if target in ("baseconv", "baseconv-causal"):
-        return compile_sequence(g, name, causal=target == "baseconv-causal", min_width=min_width)
+        return compile_sequence(g, name, causal=target == "baseconv-causal", min_width=min_width,
+                                channels=channels)
     if target in ("lsa", "elsa"):
         return compile_attention(g, name, elsa=target == "elsa", min_width=min_width, heads=heads)
     raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
 
 
-def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads) -> CompiledCircuit:
+def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads, channels=None) -> CompiledCircuit:
     """Compile :func:`.reassociate.reassociate` of ``g``; the construction keeps ``g`` itself (its
     proof is against the circuit as given) and reports both multiplicative depths."""
     from .reassociate import multiplicative_depth, reassociate
 
     h = reassociate(g)
-    con = compile_circuit(h, name, target, min_width=min_width, heads=heads, reassociate=False)
+    con = compile_circuit(h, name, target, min_width=min_width, heads=heads, reassociate=False, channels=channels)
     con.graph = g
     con.info["compiled"]["reassociated"] = {
         "ran": True, "mult_depth_before": multiplicative_depth(g), "mult_depth_after": multiplicative_depth(h),

@@ -385,9 +385,20 @@ def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
     return L
 
 
-def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: int = 1) -> CompiledCircuit:
+def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: int = 1,
+                     channels: int | None = None) -> CompiledCircuit:
     """Compile a validated (placed or unplaced) circuit to BaseConv over its token grid, on at
-    least ``min_width`` channels."""
+    least ``min_width`` channels; with ``channels``, on at most that many (:mod:`.budget`: states
+    and inner channels; a budget below :func:`.budget.minimum_channels` is a ValueError naming it)."""
+    if channels is not None:
+        from .budget import compile_budget, minimum_channels
+
+        least = minimum_channels(g, causal)
+        if channels < least:
+            raise ValueError(f"channel budget {channels} is below the minimum {least} for "
+                             f"{'baseconv-causal' if causal else 'baseconv'} (the grid's channels + 2 work channels"
+                             f"{'; causal: the least that finds every value a slot' if causal else ''})")
+        return compile_budget(g, name, causal, channels)
     specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g)

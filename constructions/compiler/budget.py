@@ -1,0 +1,451 @@
+"""Targets ``baseconv`` / ``baseconv-causal`` under a channel budget: every state and every layer's
+inner channels number at most ``C``; layers (and, where the grid has no free slot, extra tokens
+appended after the grid, like the theorems' O(w) rows, seed 000 Thm. D.30 / seed 003 Thm. H.21)
+are spent instead of channels.
+
+The machine.  With budget ``C`` the state has ``M = C - 2`` *memory* channels (the grid's ``D``
+channels first: ``C >= D + 2`` is the stated minimum, :func:`minimum_channels`) and two *work*
+channels ``A`` and ``B``.  Every value (input, product, partial sum) sits in one memory slot
+``(t, c)``; every other slot is zero, always (no junk).  Each layer carries every memory channel
+that holds a live value (one inner channel per such channel, ``W_in = W_out = e_c``, filter
+``delta_0``, the gate a 0/1 mask ``B_gate`` on the live tokens: dead values are zeroed for free) and
+spends the other ``C - (carried channels) >= 2`` inner channels on:
+
+* a **unit read** into a slot at token ``t`` (seed 003 Lemma H.7, one inner channel): a *local*
+  form (atoms at token ``t``, any channels: ``W_in`` = the coefficients, filter ``delta_0``) or a
+  *channel* form (atoms of one channel at other tokens: ``W_in = e_c``, filter taps
+  ``h[shift(t, t_a)]`` = the coefficients; the other slots of that channel sit at other shifts,
+  zero taps), masked to token ``t`` by ``B_gate``.  A form with ``u >= 2`` units is accumulated in
+  a scratch slot at ``t``: the first layer writes two units, each later one the scratch (a local
+  read) plus one unit, ``u - 1`` layers;
+* a **load**: the factors of up to ``floor(spare / 2)`` products at distinct tokens, one unit each,
+  into ``A`` and ``B`` at the products' tokens (constants through ``B_out``);
+* a **product layer** (seed 000 App. D.2.1 MULTIPLY): one inner channel ``(u W_gate)[:, k] *
+  (h * u W_in)[:, k]`` with ``W_gate = e_A``, ``W_in = e_B``, ``h = delta_0``: ``A * B`` at every
+  token, which is zero except at the loaded tokens; ``W_out`` adds it to one memory channel ``d``,
+  free at all of them;
+* a **move** of a finished output from its staging slot to its place (one unit read, a single tap).
+
+The layer count is exact and stated (:func:`layer_bound`): ``sum over products (2 + (u(f) - 1)^+ +
+(u(g) - 1)^+) + sum over outputs max(1, u - 1) + ceil(moved / 2)``, with ``u <= 1 + M`` units per
+form: at most ``P (2 + 2 M) + O (M + 1)`` for ``P`` products and ``O`` outputs.  This is linear in
+the circuit's size, not the theorems' ``O(Delta log w)``: the butterfly/Benes routing of seed 003
+Lemmas H.7-H.8 (seed 000 Assumption D.22) that would batch a level's moves is not built here.
+Causal convolution reads only earlier tokens, so a product or partial sum sits at a token no
+earlier than what it reads and no later than the outputs placed on the grid that need it; where no
+slot is free in that range the budget is too small (:class:`.routing.CompileError`), and
+:func:`minimum_channels` searches upwards for the smallest budget that compiles.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import circuits as C
+
+from ..layers import BaseConv
+from .circuit import CompiledCircuit, compiled, param_counts
+from .linearise import CONST, linearise, needed
+from .routing import CompileError, LayerSpec, shift
+
+#: the channels beyond the grid's a budget compile needs: the two work channels A and B
+EXTRA = 2
+
+
+def grid_channels(g) -> int:
+    pl = C.placement(g)
+    return pl.channels if pl is not None else max(1, len(C.inputs(g)))
+
+
+class _Machine:
+    """The symbolic plan: slots, liveness, and the layers as lists of operations (shifts are
+    computed at emission, when the token count is final)."""
+
+    def __init__(self, T: int, M: int, causal: bool, reserved: set, readers: dict):
+        self.T, self.M, self.causal = T, M, causal
+        self.Cw = M + 2
+        self.A, self.B = M, M + 1
+        self.slot_of: dict = {}
+        self.at: dict = {}
+        self.reserved = set(reserved)  # output places: never allocated to anything else
+        self.readers = readers  # atom -> number of pending reads (products, outputs, scratch)
+        self.layers: list = []  # [(ops, carried {atom: slot} after the layer)]
+        self.n_scratch = 0
+
+    # ---------------------------------------------------------------- slots
+    def put(self, a, slot):
+        assert slot not in self.at, (a, slot)
+        self.at[slot] = a
+        self.slot_of[a] = slot
+
+    def drop(self, a):
+        del self.at[self.slot_of.pop(a)]
+
+    def free_slot(self, lo: int, hi: int | None, prefer: int | None = None, channel: int | None = None):
+        """A free memory slot at a token in [lo, hi] (hi None: any, extending the grid)."""
+        toks = range(lo, (hi if hi is not None else self.T - 1) + 1)
+        order = sorted(toks, key=lambda t: (t != prefer, abs(t - (prefer if prefer is not None else lo))))
+        for t in order:
+            for c in ([channel] if channel is not None else range(self.M)):
+                if (t, c) not in self.at and (t, c) not in self.reserved:
+                    return (t, c)
+        if hi is None:
+            self.T += 1
+            return self.free_slot(self.T - 1, None, self.T - 1, channel)
+        return None
+
+    # ---------------------------------------------------------------- forms
+    def units(self, form: dict, t: int):
+        """A form at token ``t`` -> [local atoms {a: v}] + [channel groups {a: v}] (nonempty)."""
+        local, groups = {}, {}
+        for a, v in form.items():
+            if a == CONST:
+                continue
+            ta, ca = self.slot_of[a]
+            if ta == t:
+                local[a] = v
+            else:
+                if self.causal and ta > t:
+                    raise AssertionError("causal read from a later token")
+                groups.setdefault(ca, {})[a] = v
+        return ([local] if local else []) + [groups[c] for c in sorted(groups)]
+
+    def emit(self, ops: list, consumed: list, kind: str):
+        """One layer: ``ops`` (each reads the current state) and the carries of every live atom
+        not consumed; the atoms in ``consumed`` lose one pending read each."""
+        for a in consumed:
+            self.readers[a] -= 1
+        for a in [a for a in self.slot_of if self.readers.get(a, 0) <= 0]:
+            self.drop(a)
+        self.layers.append((ops, dict(self.slot_of), kind))
+
+    def write(self, form: dict, t: int, lo: int, hi, where=None):
+        """Accumulate ``form`` into a memory slot at a token in [lo, hi]; returns the new atom."""
+        tok_lo = lo
+        slot = where or self.free_slot(tok_lo, hi, prefer=hi if hi is not None else t)
+        if slot is None:
+            return None
+        t = slot[0]
+        units = self.units(form, t)
+        const = form.get(CONST, Fraction(0))
+        reads = [a for a in form if a != CONST]
+        self.n_scratch += 1
+        acc = ("s", self.n_scratch)
+        if len(units) <= 2:
+            ops = [("unit", u, slot, None) for u in units]
+            if const:
+                ops.append(("const", const, slot))
+            self.put(acc, slot)
+            self.readers[acc] = 1
+            self.emit(ops, reads, "partial sum")
+            return acc
+        first, rest = units[:2], units[2:]
+        self.put(acc, slot)
+        self.readers[acc] = 1
+        ops = [("unit", u, slot, None) for u in first] + ([("const", const, slot)] if const else [])
+        self.emit(ops, [a for u in first for a in u], "partial sum")
+        for u in rest:
+            self.n_scratch += 1
+            new = ("s", self.n_scratch)
+            self.drop(acc)
+            self.put(new, slot)
+            self.readers[new] = 1
+            self.readers[acc] = 0
+            ops = [("unit", {acc: Fraction(1)}, slot, acc), ("unit", u, slot, None)]
+            self.emit(ops, [a for a in u], "partial sum")
+            acc = new
+        return acc
+
+
+def _spare(mach: _Machine) -> int:
+    chans = {c for (_, c) in mach.at}
+    return mach.Cw - len(chans)
+
+
+def plan_budget(g, causal: bool, channels: int):
+    """The symbolic plan of ``g`` on ``channels`` channels: (machine, inputs, output slots)."""
+    pl = C.placement(g)
+    if pl is None:
+        T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
+    else:
+        T, inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
+    D = grid_channels(g)
+    if channels < D + EXTRA:
+        raise ValueError(f"channel budget {channels} is below the minimum {D + EXTRA} (the grid's {D} channels + "
+                         f"{EXTRA} work channels)")
+    atoms, level, outputs = linearise(g)
+    need = needed(atoms, outputs)
+    readers: dict = {}
+    prods = sorted((a for a in need if atoms[a][0] == "mul"), key=lambda a: (level[a], int(a[1:])))
+    for p in prods:
+        for f in atoms[p][1:]:
+            for a in f:
+                if a != CONST:
+                    readers[a] = readers.get(a, 0) + 1
+    for f in outputs.values():
+        for a in f:
+            if a != CONST:
+                readers[a] = readers.get(a, 0) + 1
+    reserved = {p for p in places.values() if p is not None}
+    mach = _Machine(T, channels - EXTRA, causal, reserved, readers)
+    for name, (t, c) in inputs.items():
+        mach.put(f"in:{name}", (t, c))
+    # causal: the latest token each atom may sit at (the grid outputs that need it)
+    hi: dict = {}
+    if causal:
+        for name, f in outputs.items():
+            if places.get(name) is None:
+                continue
+            stack = [a for a in f if a != CONST]
+            while stack:
+                a = stack.pop()
+                if hi.get(a, math.inf) <= places[name][0]:
+                    continue
+                hi[a] = places[name][0]
+                if atoms[a][0] == "mul":
+                    stack += [x for ff in atoms[a][1:] for x in ff if x != CONST]
+        for name, f in outputs.items():
+            if places.get(name) is not None:
+                toks = [mach.slot_of[a][0] for a in f if a != CONST and a.startswith("in:")]
+                if toks and max(toks) > places[name][0]:
+                    raise CompileError(f"output {name!r} is placed at token {places[name][0]} but depends on token "
+                                       f"{max(toks)}: the causal target only moves values to later tokens")
+    # unread inputs: the first layer does not carry them (zeroed at no cost)
+    for a in [a for a in mach.slot_of if mach.readers.get(a, 0) <= 0]:
+        mach.drop(a)
+
+    def too_small(what):
+        return CompileError(f"channel budget {channels} is too small for the causal target: no free slot for {what}")
+
+    def ready(f, t):
+        """f as one unit at t: (unit, const), after scratch accumulation where it has >= 2 units."""
+        units = mach.units(f, t)
+        if len(units) <= 1:
+            return f
+        lo = max(mach.slot_of[a][0] for a in f if a != CONST) if causal else 0
+        acc = mach.write({a: v for a, v in f.items() if a != CONST}, t, lo, t if causal else None)
+        if acc is None:
+            raise too_small(f"a partial sum at token {t}")
+        out = {acc: Fraction(1)}
+        if CONST in f:
+            out[CONST] = f[CONST]
+        return out
+
+    pending = list(prods)
+    while pending:
+        # a batch: products whose factors are ready (level order), distinct tokens, a common free channel
+        batch, used_t = [], set()
+        spare = _spare(mach)
+        for p in pending:
+            if len(batch) >= max(1, spare // 2):
+                break
+            fa, fb = atoms[p][1], atoms[p][2]
+            if any(a != CONST and a not in mach.slot_of for f in (fa, fb) for a in f):
+                continue
+            toks = [mach.slot_of[a][0] for f in (fa, fb) for a in f if a != CONST]
+            lo = max(toks) if causal else 0
+            top = hi.get(p) if causal else None
+            if causal and top is not None and top < lo:
+                raise CompileError(f"product {p} is needed at token {top} but reads token {lo}")
+            prefer = max(set(toks), key=toks.count) if not causal else lo
+            if batch:
+                d = batch[0][2][1]
+                slot = None
+                for t in sorted(range(lo, (top if top is not None else mach.T - 1) + 1),
+                                key=lambda t: (t != prefer, t)):
+                    if t not in used_t and (t, d) not in mach.at and (t, d) not in mach.reserved:
+                        slot = (t, d)
+                        break
+                if slot is None:
+                    continue
+            else:
+                slot = mach.free_slot(lo, top, prefer=prefer)
+                if slot is None:
+                    raise too_small(f"product {p} (tokens {lo}..{top})")
+            batch.append((p, (fa, fb), slot))
+            used_t.add(slot[0])
+            if mach.units(fa, slot[0]).__len__() > 1 or mach.units(fb, slot[0]).__len__() > 1:
+                break  # a product that needs partial sums goes alone
+        # partial sums (scratch at the product's token) where a factor has >= 2 units
+        loads = []
+        held = {slot for *_, slot in batch} - mach.reserved
+        mach.reserved |= held  # the products' slots stay free while their factors are prepared
+        for p, (fa, fb), slot in batch:
+            loads.append((p, ready(fa, slot[0]), ready(fb, slot[0]), slot))
+        mach.reserved -= held
+        ops, consumed = [], []
+        for p, fa2, fb2, slot in loads:
+            t = slot[0]
+            for X, f in ((mach.A, fa2), (mach.B, fb2)):
+                for u in mach.units(f, t):
+                    ops.append(("unit", u, (t, X), None))
+                if f.get(CONST):
+                    ops.append(("const", f[CONST], (t, X)))
+                consumed += [a for a in f if a != CONST]
+        mach.emit(ops, consumed, "load")
+        d = loads[0][3][1]
+        for p, _, _, slot in loads:
+            mach.put(p, slot)
+        mach.emit([("product", d)], [], "product")
+        done = {p for p, *_ in loads}
+        pending = [p for p in pending if p not in done]
+    # outputs: staged (accumulated at a free slot, never another output's place), then moved
+    staged = {}
+    for name in sorted(outputs):
+        f = outputs[name]
+        place = places.get(name)
+        atoms_f = [a for a in f if a != CONST]
+        if place is not None and len(f) == 1 and atoms_f and f[atoms_f[0]] == 1 \
+                and mach.slot_of.get(atoms_f[0]) == place:
+            staged[name] = atoms_f[0]  # a pass-through in place: it keeps its pending read (alive)
+            continue
+        if not f:
+            staged[name] = None
+            continue
+        lo = max([mach.slot_of[a][0] for a in atoms_f], default=0) if causal else 0
+        top = place[0] if (causal and place is not None) else None
+        slot = mach.free_slot(lo, top, prefer=place[0] if place is not None else lo)
+        if slot is None:
+            raise too_small(f"output {name!r} (tokens {lo}..{top})")
+        acc = mach.write(f, slot[0], slot[0], slot[0], where=slot)
+        staged[name] = acc
+    slots, moves = {}, []
+    for name in sorted(outputs):
+        place = places.get(name)
+        a = staged[name]
+        s = mach.slot_of[a] if a is not None else None
+        if place is None:
+            place = s if s is not None else mach.free_slot(0, None)
+            mach.reserved.add(place)
+        slots[name] = place
+        if s is not None and s != place:
+            moves.append((name, a, place))
+    for i in range(0, len(moves), 2):
+        ops = []
+        for name, a, place in moves[i:i + 2]:
+            ops.append(("unit", {a: Fraction(1)}, place, None))
+        mach.emit(ops, [a for _, a, _ in moves[i:i + 2]], "move (outputs)")
+        for name, a, place in moves[i:i + 2]:
+            mach.put(("out", name), place)
+            mach.readers[("out", name)] = 1
+        mach.layers[-1] = (ops, dict(mach.slot_of), "move (outputs)")
+    if not mach.layers:
+        mach.layers.append(([], dict(mach.slot_of), "carry"))
+    return mach, inputs, slots
+
+
+def _emit(mach: _Machine, inputs: dict) -> list:
+    T, Cw = mach.T, mach.Cw
+    before = {f"in:{n}": s for n, s in inputs.items()}
+    out = []
+    for ops, after, kind in mach.layers:
+        spec = LayerSpec(kind)
+        live = {}
+        for a, (t, c) in after.items():
+            if before.get(a) == (t, c):
+                live.setdefault(c, []).append(t)
+        for c, toks in sorted(live.items()):
+            k = spec.new_inner()
+            spec.W_in[(c, k)] = spec.h[(0, k)] = spec.W_out[(k, c)] = Fraction(1)
+            for t in toks:
+                spec.b_gate[(t, k)] = Fraction(1)
+        for op in ops:
+            if op[0] == "const":
+                _, v, (t, c) = op
+                spec.b_out[(t, c)] = spec.b_out.get((t, c), 0) + v
+            elif op[0] == "unit":
+                _, u, (t, c), _ = op
+                k = spec.new_inner()
+                slots = {a: before[a] for a in u}
+                if all(s[0] == t for s in slots.values()):
+                    for a, v in u.items():
+                        spec.W_in[(slots[a][1], k)] = spec.W_in.get((slots[a][1], k), 0) + v
+                    spec.h[(0, k)] = Fraction(1)
+                else:
+                    (ch,) = {s[1] for s in slots.values()}
+                    spec.W_in[(ch, k)] = Fraction(1)
+                    for a, v in u.items():
+                        s = shift(t, slots[a][0], T, mach.causal)
+                        assert s is not None and s != 0
+                        spec.h[(s, k)] = v
+                spec.b_gate[(t, k)] = Fraction(1)
+                spec.W_out[(k, c)] = Fraction(1)
+            else:  # product
+                k = spec.new_inner()
+                spec.W_gate[(mach.A, k)] = spec.W_in[(mach.B, k)] = spec.h[(0, k)] = Fraction(1)
+                spec.W_out[(k, op[1])] = Fraction(1)
+        assert spec.inner <= Cw, (spec.inner, Cw)
+        out.append(spec)
+        before = after
+    return out
+
+
+def layer_bound(g, channels: int) -> dict:
+    """The stated layer guarantee of a budget compile (see the module docstring)."""
+    atoms, level, outputs = linearise(g)
+    need = needed(atoms, outputs)
+    P = sum(1 for a in need if atoms[a][0] == "mul")
+    O = len(outputs)
+    M = channels - EXTRA
+    return {"layers": P * (2 + 2 * M) + O * (M + 1) + math.ceil(O / 2) + 1, "products": P, "outputs": O,
+            "memory_channels": M,
+            "rule": "per product 2 layers (load A and B, multiply) + (u - 1) partial-sum layers per factor of u >= 2 "
+                    "units (u <= 1 + M: a local read and one read per memory channel); per output max(1, u - 1); "
+                    "ceil(moved / 2) moves: <= P (2 + 2 M) + O (M + 1) + ceil(O / 2) + 1"}
+
+
+def minimum_channels(g, causal: bool, limit: int | None = None) -> int:
+    """The smallest budget this compiler accepts: the grid's channels + 2; for the causal target
+    the smallest from there at which every product and output finds a slot (searched, up to
+    ``limit``)."""
+    lo = grid_channels(g) + EXTRA
+    if not causal:
+        return lo
+    top = limit if limit is not None else lo + 64
+    for c in range(lo, top + 1):
+        try:
+            plan_budget(g, True, c)
+            return c
+        except CompileError as e:
+            if "too small" not in str(e):
+                raise
+    raise CompileError(f"no causal budget up to {top} channels compiles this circuit")
+
+
+def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int = 0) -> CompiledCircuit:
+    """Compile a validated placed circuit to BaseConv on at most ``channels`` channels (states and
+    inner channels)."""
+    mach, inputs, slots = plan_budget(g, causal, channels)
+    specs = _emit(mach, inputs)
+    T, Cw = mach.T, mach.Cw
+    layers = []
+    for sp in specs:
+        L = BaseConv.zeros(T, Cw, causal=causal)
+        for nm in ("W_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out"):
+            arr = getattr(L, nm)
+            for (i, j), v in getattr(sp, nm).items():
+                arr[i, j] = arr[i, j] + Fraction(v)
+        layers.append(L)
+    m = C.metrics(g)
+    target = "baseconv-causal" if causal else "baseconv"
+    pl = C.placement(g)
+    bound = layer_bound(g, channels)
+    bound.update({"tokens": T, "state_width": channels, "inner_width": channels,
+                  "channel_budget": channels})
+    info = {
+        "circuit": m,
+        "compiled": {"target": target, "layers": len(layers), "tokens": T, "state_width": Cw,
+                     "grid_tokens": pl.tokens if pl else 1, "channel_budget": channels,
+                     "inner_width": max(sp.inner for sp in specs),
+                     "params": param_counts(layers), "plan": [sp.kind for sp in specs],
+                     "outputs": {n: list(s) for n, s in sorted(slots.items())},
+                     "bound": bound},
+        "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
+                              "inner_dimension": f"O(w) = O({m['width']})"},
+    }
+    conv = "causal (linear) convolution" if causal else "circular convolution"
+    return compiled(g, name, (T, Cw), layers, inputs, slots, info,
+                    reference="seed 000 Thm. D.30 / seed 003 Thm. H.21 under a channel budget (App. D.2.1 MULTIPLY; "
+                              "seed 003 Lemma H.7 masked reads)",
+                    notes=f"placed circuit on {T} tokens ({T - (pl.tokens if pl else 1)} appended), {conv}, "
+                          f"channel budget {channels}: memory channels + 2 work channels")
