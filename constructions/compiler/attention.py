@@ -27,8 +27,12 @@ and the other tokens; this pass compiles to those:
   of two shapes: R, ``out[w, d] = sum_b l_b(h_w) sum_i pi[d, i] m_b(H[i])`` (token ``i`` picked by
   ``n_d = sum_i pi pos_i``: e.g. every residual ``(A x - b)_i`` in one head), and C,
   ``out[w, d] = sum_i l_i(h_w) n_d(H[i])`` (``m_i = pos_i``: e.g. ``A^T r`` in one head).
-* a **gather layer** copies an input to the work token only where a product has no factor there
-  (both factors' inputs on other tokens: ``dot``'s ``u_t v_t``); one head per source token.
+* a **row-uniform Gram sum** (issue 26 item 5): monomials ``q H[s, c1] H[s, c2]`` with one
+  coefficient ``q`` on every token ``s`` holding inputs in both channels (``dot``'s ``u_t v_t``)
+  are the Gram factor of one head, ``l = pos_w``, ``m = c1``, ``n_d = q c2``: nothing moves.
+* a **gather layer** copies an input to the work token only where a monomial has neither cell
+  there and is not part of such a Gram sum (``sum_t c_t u_t v_t`` with different ``c_t``); one
+  head per source token, the cells in the most such monomials first.
 * the outputs: when every output is placed on the work token, the last product layer writes
   them in place (each output's products, plus its value so far, minus what its cell holds) and
   clears the rest in the same layer (heads ``l = m = pos_r``, ``n_c = -c``), provided its heads
@@ -41,6 +45,10 @@ and the other tokens; this pass compiles to those:
 So ``lsa`` has at most ``md + 2`` layers (gather, one per level, outputs), ``md`` or ``md + 1``
 where nothing is gathered, on the input grid's tokens.  The placed GD step: 2 layers, 3 heads
 (``(A x - b)_i`` for every ``i`` in one head; ``x - eta A^T r`` written into ``x`` in place).
+
+``heads=H`` (:func:`limit_heads`) splits a layer of ``K > H`` heads into ``ceil(K / H)`` layers (LSA
+layers are residual: the partial sums accumulate), through temporaries and one more layer where a
+head reads a channel another head writes; ELSA stages keep at most ``H`` heads with their skip.
 
 ``elsa`` groups the layers two by two into modules of two stages (seed 001 eq. (57)-(59):
 ``H + P2(P1(H))``): stage 1 = the first layer's heads plus a skip head (Property 3), stage 2 =
@@ -172,6 +180,17 @@ class _Planner:
                 self.out_slots[n] = (w, c)
                 taken.add((w, c))
         self.cell = {f"in:{n}": tuple(tc) for n, tc in ins.items()}  # atom -> its cell
+        self.incells = set(self.cell.values())  # every input's cell, needed or not (the Gram sums read them)
+        self.both: dict = {}  # (c1, c2) -> the tokens holding an input in both channels
+        by_tok: dict = {}
+        for t, c in self.incells:
+            by_tok.setdefault(t, []).append(c)
+        for t, cs in by_tok.items():
+            for c1 in cs:
+                for c2 in cs:
+                    if c1 <= c2:
+                        self.both.setdefault((c1, c2), set()).add(t)
+        self.copy: dict = {}  # an input cell -> its gathered copy on the work row
         self.cell[CONST] = (w, POSW)
         # a channel is dirty when it may be nonzero off the work row (its value there is junk or data)
         self.dirty = {c for t, c in ins.values() if t != w}
@@ -213,6 +232,17 @@ def _heads_for(P: _Planner, targets: dict) -> list:
       rank over (d, i) x (a, c);
     * C: ``out[w, d] = sum_i l_i(h_w) n_d(H[i])`` (``m_i = pos_i``), rank over (i, a) x (d, c)."""
     w = P.w
+    uniform, rest = _row_uniform(P, targets)
+    targets = {}
+    for d, mons in rest.items():  # a pair off the work row: its gathered copy on the work row
+        out: dict = {}
+        for (a, b), v in mons.items():
+            if a[0] != w and b[0] != w:
+                if a not in P.copy and b not in P.copy:
+                    raise AssertionError(f"monomial {a} x {b}: neither on the work row (gather missed it)")
+                a, b = (P.copy[a], b) if a in P.copy else (P.copy[b], a)
+            out[(a, b)] = out.get((a, b), 0) + v
+        targets[d] = out
     R, Cm = {}, {}
     for d, mons in targets.items():
         for ((ra, ca), (rb, cb)), v in mons.items():
@@ -238,28 +268,80 @@ def _heads_for(P: _Planner, targets: dict) -> list:
                 l={b: _cols_form({a: x for (i2, a), x in u.items() if i2 == i}, w) for b, i in enumerate(rows)},
                 m={b: {_pos(i): Fraction(1)} for b, i in enumerate(rows)},
                 n={d: _cols_form({c: x for (d2, c), x in v.items() if d2 == d}, w) for d in sorted({d for d, _ in v})}))
-    return heads
+    return _gram_heads(P, uniform) + heads
 
 
 def _reads_dirty(heads: list, dirty: set) -> bool:
     return any(isinstance(col, int) and col in dirty for h in heads for f in h.l.values() for col in f)
 
 
+def _order(P: _Planner, ca, cb):
+    """A monomial's two cells, the work-token one first (the l side); of two, the one in a clean
+    channel (no junk).  A pair with neither on the work row stays as it is (a Gram sum or a gather)."""
+    if ca[0] == P.w and cb[0] == P.w:
+        return (cb, ca) if ca[1] in P.dirty and cb[1] not in P.dirty else (ca, cb)
+    if cb[0] == P.w:
+        return cb, ca
+    return ca, cb
+
+
 def _monomials(P: _Planner, fa: dict, fb: dict, coef) -> dict:
-    """``coef * val(fa) * val(fb)`` as {(cell on the work row, cell): coef}."""
+    """``coef * val(fa) * val(fb)`` as {(cell, cell): coef}, the work-token cell first where there is one."""
     out: dict = {}
     va, vb = P.val(fa), P.val(fb)
     for ca, x in va.items():
         for cb, y in vb.items():
-            # the work-token factor goes to the l side; of two, the one in a clean channel (no junk)
-            if ca[0] == P.w and cb[0] == P.w:
-                a, b = (cb, ca) if ca[1] in P.dirty and cb[1] not in P.dirty else (ca, cb)
-            else:
-                a, b = (ca, cb) if ca[0] == P.w else (cb, ca)
-            if a[0] != P.w:
-                raise AssertionError(f"monomial {ca} x {cb}: neither on the work row (gather missed it)")
+            a, b = _order(P, ca, cb)
             out[(a, b)] = out.get((a, b), 0) + coef * x * y
     return out
+
+
+def _row_uniform(P: _Planner, targets: dict):
+    """Split ``targets[d] = {(cell, cell): coef}`` into the **row-uniform Gram sums** and the rest.
+
+    A Gram sum is ``sum_s q * H[s, c1] H[s, c2]`` over every token ``s`` where both cells hold an
+    input (grid channels hold their inputs until the last layer writes the outputs), with one
+    coefficient ``q`` for all of them, some ``s`` off the work row (``dot``'s ``u_t v_t``): one head
+    ``l = pos_w``, ``m = c1``, ``n_d = q c2`` forms it on the work row, ``out[w, d] = sum_s m(H[s])
+    n_d(H[s])``, with no input moved (seed 001 eq. (8): the token sum of the Gram factor).
+    Returns ``({d: {(c1, c2): q}}, rest)``."""
+    groups: dict = {}
+    targets = {d: {k: v for k, v in mons.items() if v != 0} for d, mons in targets.items()}
+    for d, mons in targets.items():
+        for (a, b), v in mons.items():
+            if a[0] == b[0] and a in P.incells and b in P.incells:
+                c1, c2 = sorted((a[1], b[1]))
+                groups.setdefault((d, c1, c2), {})
+                groups[(d, c1, c2)][a[0]] = groups[(d, c1, c2)].get(a[0], 0) + v
+    uniform: dict = {}
+    for (d, c1, c2), by_tok in groups.items():
+        vals = set(by_tok.values())
+        both = P.both.get((c1, c2), set())
+        if len(vals) == 1 and 0 not in vals and set(by_tok) == both and both - {P.w}:
+            uniform.setdefault(d, {})[(c1, c2)] = vals.pop()
+    rest = {}
+    for d, mons in targets.items():
+        q = uniform.get(d, {})
+        rest[d] = {(a, b): v for (a, b), v in mons.items()
+                   if not (a[0] == b[0] and a in P.incells and b in P.incells
+                           and tuple(sorted((a[1], b[1]))) in q)}
+    return uniform, rest
+
+
+def _gram_heads(P: _Planner, uniform: dict) -> list:
+    """The heads of :func:`_row_uniform`'s Gram sums: an exact rank factorisation of
+    ``R[c1, (d, c2)] = q``, one head ``l = pos_w, m = u, n_d = v_d`` per rank-1 term."""
+    R = {(c1, (d, c2)): q for d, qs in uniform.items() for (c1, c2), q in qs.items()}
+    heads = []
+    for u, v in rank_factor(sorted({k[0] for k in R}), sorted({k[1] for k in R}), R):
+        heads.append(Head(l={0: {_pos(P.w): Fraction(1)}}, m={0: dict(u)},
+                          n={d: {c2: x for (d2, c2), x in v.items() if d2 == d} for d in sorted({d for d, _ in v})}))
+    return heads
+
+
+def _off_pairs(P: _Planner, rest: dict) -> list:
+    """The monomials of ``rest`` with neither cell on the work row (one of them must be gathered)."""
+    return [(a, b) for mons in rest.values() for (a, b) in mons if a[0] != P.w and b[0] != P.w]
 
 
 def plan(g) -> Plan:
@@ -269,23 +351,40 @@ def plan(g) -> Plan:
     prods = {p: (atoms[p][1], atoms[p][2]) for p in P.need if atoms[p][0] == "mul"}
     layers, kinds, fresh = [], [], []
 
-    # gather: an input both of whose partners in some product sit off the work row
-    def off(form):  # a form with products is on the work row (its first channel takes its inputs)
-        if any(a != CONST and atoms[a][0] == "mul" for a in form):
-            return []
-        return [a for a in form if a.startswith("in:") and P.cell[a][0] != w]
-    gather = set()
-    for fa, fb in prods.values():
-        oa, ob = off(fa), off(fb)
-        if oa and ob:
-            gather |= set(oa if len(oa) <= len(ob) else ob)
+    # gather: an input cell of a level-1 monomial with neither cell on the work row, unless the
+    # monomial is part of a row-uniform Gram sum (:func:`_row_uniform`); the cells in the most such
+    # monomials first (greedy cover)
+    lv1: dict = {}
+    consumers1: dict = {}
+    for p, (fa, fb) in prods.items():
+        for f in (fa, fb):
+            consumers1.setdefault(form_key(f), f)
+    for n, f in P.outputs.items():
+        if n not in P.kept:
+            consumers1.setdefault(form_key(f), f)
+    for k, f in consumers1.items():
+        for p in (a for a in f if a in prods and level[a] == 1):
+            mons = lv1.setdefault(k, {})
+            for cell, v in _monomials(P, *prods[p], f[p]).items():
+                mons[cell] = mons.get(cell, 0) + v
+    _, rest = _row_uniform(P, {k: {c: v for c, v in m.items() if v != 0} for k, m in lv1.items()})
+    pairs = _off_pairs(P, rest)
+    gather_cells: set = set()
+    while pairs:
+        count: dict = {}
+        for a, b in pairs:
+            count[a], count[b] = count.get(a, 0) + 1, count.get(b, 0) + 1
+        best = max(sorted(count), key=lambda c: count[c])
+        gather_cells.add(best)
+        pairs = [(a, b) for a, b in pairs if best not in (a, b)]
+    gather = gather_cells
     if gather:
         by_row: dict = {}
-        for a in sorted(gather, key=lambda a: P.cell[a]):
-            t, c = P.cell[a]
+        for cell in sorted(gather):
+            t, c = cell
             d = P.fresh()
             by_row.setdefault(t, []).append((d, c))
-            P.cell[a] = (w, d)
+            P.copy[cell] = (w, d)
         layers.append([Head(l={0: {_pos(w): Fraction(1)}}, m={0: {_pos(t): Fraction(1)}},
                             n={d: {c: Fraction(1)} for d, c in pairs}) for t, pairs in sorted(by_row.items())])
         kinds.append("gather")

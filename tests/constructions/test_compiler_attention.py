@@ -101,10 +101,44 @@ def test_lsa_input_map_adds_the_position_block_and_keeps_it():
     assert compile_circuit(g, target="elsa").constants == {}  # ELSA carries positions in its biases
 
 
+def _weighted_dot(coefs):
+    """``y = sum_t coefs[t] u_t v_t`` with ``u_t`` at (t, 0), ``v_t`` at (t, 1), ``y`` at (0, 2)."""
+    b = C.CircuitBuilder()
+    us = [b.input(f"u{t}", token=t, channel=0) for t in range(len(coefs))]
+    vs = [b.input(f"v{t}", token=t, channel=1) for t in range(len(coefs))]
+    b.output(b.add(*[b.mul(b.const(c), u, v) for c, u, v in zip(coefs, us, vs)]), "y", token=0, channel=2)
+    b.grid(len(coefs), 3)
+    return b.graph()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", [2, 4, 20])
+def test_a_row_uniform_gram_sum_is_one_head_and_nothing_is_gathered(n, target):
+    """dot(n): u_t v_t is the same bilinear form on every token, so sum_t u_t v_t is the Gram factor of
+    one head (l = pos_w, m = u, n = v): one layer, no gather, 1 product head (+ the clears)."""
+    pl = plan(C.dot(n, placed=True))
+    assert pl.gathered == 0 and pl.kinds == ["product + outputs"]
+    grams = [h for h in pl.layers[0] if h.l == {0: {("pos", pl.work_row): 1}} and h.m == {0: {0: 1}}]
+    assert len(grams) == 1 and grams[0].n == {2: {1: 1}}
+    con = compile_circuit(C.dot(n, placed=True), target=target)
+    assert con.info["compiled"]["layers"] == 1 and con.layout.shape[0] == n
+    assert_proved(prove(con))
+
+
 def test_a_product_of_two_values_off_the_work_row_is_gathered():
-    """dot: u_t v_t sit together on token t; one factor of each is copied to the work row."""
-    pl = plan(C.dot(4, placed=True))
+    """Not row-uniform (another coefficient on each token, or an input missing from one token): one
+    factor of each pair off the work row is copied to the work row."""
+    g = _weighted_dot([1, 2, 3, 4])
+    pl = plan(g)
     assert pl.kinds[0] == "gather" and pl.gathered == 3  # the work row's own pair needs no copy
+    for target in TARGETS:
+        assert_proved(prove(compile_circuit(g, target=target)))
+    g = C.dot(3, placed=True)
+    g.add_node("extra", op="input", name="extra", token=2, channel=2)  # (2, 0) x (2, 1) ... and (2, 2)
+    pl = plan(C.validate(g))
+    assert pl.gathered == 0  # the extra input is in another channel: the Gram sum of u v still holds
+    pl = plan(_weighted_dot([2, 2, 2]))
+    assert pl.gathered == 0 and pl.kinds == ["product + outputs"]  # one coefficient on every token
     pl = plan(placed_gd(3, 2))
     assert pl.gathered == 0 and pl.work_row == 3
 
