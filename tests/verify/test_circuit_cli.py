@@ -187,9 +187,9 @@ def test_other_bad_inputs_exit_2(tmp_path, capsys):
 def test_weights_with_wrong_layer_count_exit_2(tmp_path, capsys):
     f1, f2 = tmp_path / "one.json", tmp_path / "three.json"
     C.dump(C.dot(2), f1)
-    C.dump(C.newton_schulz_step(2, 2), f2)  # 3 layers
+    C.dump(C.newton_schulz_step(2, 2), f2)  # 3 layers as written (2 re-associated)
     w = tmp_path / "three.safetensors"
-    assert run(["circuit", "--graph", str(f2), "--export", str(w), "--trials", "1"])[0] == 0
+    assert run(["circuit", "--graph", str(f2), "--export", str(w), "--trials", "1", "--as-written"])[0] == 0
     rc, _ = run(["circuit", "--graph", str(f1), "--weights", str(w)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "has 3 layers" in err
