@@ -477,7 +477,59 @@ def _section_attention(cells, gd) -> list[str]:
               + (f"; the hand constructions of table (b): `lsa` {hl['layers_per_step']} layer per step on "
                  f"{hl['state'][0]} x {hl['state'][1]}, `elsa` {he['layers_per_step']} on "
                  f"{he['state'][0]} x {he['state'][1]}" if hl and he else "") + "."]
-    return L
+    return L + _section_attention_gd(gd)
+
+
+def _section_attention_gd(gd) -> list[str]:
+    """Issue 26 item 5: why compiled GD on ``lsa`` cannot be one layer per step over the placed grid,
+    and what placement would let it (and ``elsa`` reach 1.5x the hand state)."""
+    by = {r["arch"]: r for r in gd}
+    cl, ce, hl, he = by.get("compiled-lsa"), by.get("compiled-elsa"), by.get("lsa"), by.get("elsa")
+    if not (cl and ce and hl and he):
+        return []
+    n, d = cl["N"], cl["D"]
+
+    def cells(r):
+        return r["state"][0] * r["state"][1]
+    return ["", "#### Compiled GD on `lsa` / `elsa`: one layer per step, and the state", "",
+            f"Measured at N={n}, D={d}: `compiled-lsa` {_n(cl['layers_per_step'], 'layer')} per step on "
+            f"{cl['state'][0]} x {cl['state'][1]} ({cells(cl) / cells(hl):.2f}x the hand `lsa` "
+            f"{hl['state'][0]} x {hl['state'][1]}), `compiled-elsa` {_n(ce['layers_per_step'], 'module')} on "
+            f"{ce['state'][0]} x {ce['state'][1]} ({cells(ce) / cells(he):.2f}x the hand `elsa` "
+            f"{he['state'][0]} x {he['state'][1]}).",
+            "",
+            "**No single LSA layer does the step over the placed grid.** The grid puts the query q in A's "
+            "channels 0..D-1 of the x token n (`constructions/compiled_gd.py`). Take any LSA layer (any "
+            "number of heads, the one-hot positions in the input) and the update of cell (t, c): "
+            "`sum_b l_b(H[t]) G[b, c]`, `G[b, c] = sum_s m_b(H[s]) n_c(H[s])`, the forms' data parts the "
+            "same on every token, positions adding constants only. (i) At a data token t < n the x "
+            "channels must not change; a monomial `A_te x_a q_c` there can only come from `l` reading "
+            "channel e (x is 0 off token n, a position times a Gram entry has degree 2) times the "
+            "`x_a q_c` part of `U_e = sum_b l_b[e] G[b, c]`, so that part is 0. (ii) At token n a "
+            "monomial `x_a q_e q_c` then comes only from `l` reading x's channel a times the `q_e q_c` "
+            "part of a Gram entry, and `q_e q_c` is the s = n term of the same bilinear form whose "
+            "s < n terms are `A_se A_sc`: its coefficient equals that of `x_a A_se A_sc`. The GD update "
+            "of x_j needs `-eta x_k A_sj A_sk` and no `x_k q_j q_k`: a contradiction (eta != 0). ELSA's "
+            "biases are position constants, so one ELSA stage is no better; a two-stage module (seed 001 "
+            "eq. (57)-(59)) escapes the argument, and `elsa` is one module per step.",
+            "",
+            "**What placement lets it.** With q in channels of its own (not A's) the Gram entry "
+            "`sum_s A_sk A_sj` is exactly `(A^T A)_kj`, and one LSA layer of 3 heads is the step, as "
+            "the hand construction's (seed 001 eq. (42)-(48)): `l_k = x_k` (nonzero only on token n, so "
+            "the update stays there), `m_k = A_k`, `n_{x_j} = -eta A_j`; `l = pos_n`, `m = b`, "
+            "`n_{x_j} = eta A_j`; `l = m = pos_n`, `n_{x_j} = -eta lam x_j`. Only `pos_n` of the "
+            f"position block is read: state (N+1) x (3D+2) = {(n + 1) * (3 * d + 2)} cells, "
+            f"{(n + 1) * (3 * d + 2) / cells(hl):.2f}x the hand `lsa`. For `elsa` on the placed grid "
+            "itself, two changes to the plan reach it: each residual `r_t = A_t x - b_t` on its own "
+            "data token in one channel (one head: `l_j = A_j`, `m_j = x_j`, `n = pos_n`, and Gram rows "
+            "`l_b = x_b`, `m_b = -A_b` (read at token n through `n = pos_n`: `-q_b`) cancelling the query token's `q . x`), then `A^T r` as a "
+            "row-uniform Gram sum (`l = pos_n`, `m = r`, `n_{x_j} = -eta A_j`), with stage 1's skip "
+            "as a channel identity (`W3 = I`, `B1^T B2` = the identity on the channels stage 2 reads, "
+            "rank at most T) instead of a token identity (which needs as many channels as tokens): "
+            f"state (N+1) x (2D+2) = {(n + 1) * (2 * d + 2)} cells, "
+            f"{(n + 1) * (2 * d + 2) / cells(he):.2f}x the hand `elsa`. Neither is done: the compiler "
+            "places every consumer of a level on the work token, and the `lsa` constant block holds "
+            "all T positions."]
 
 
 def _section_c(cells, gd, n, d) -> list[str]:
