@@ -105,6 +105,15 @@ def add_arguments(c) -> None:
     c.add_argument("--heads", type=int, default=None,
                    help="targets lsa and elsa: at most this many heads per layer (per stage for elsa), spending "
                         "layers (default: as many as the compile needs)")
+    c.add_argument("--channels", type=int, default=None,
+                   help="targets baseconv and baseconv-causal: a channel budget, every state and every layer's "
+                        "inner channels at most this many, spending layers and appended tokens "
+                        "(constructions/compiler/budget.py; at least the grid's channels + 2; default: the "
+                        "smallest depth)")
+    c.add_argument("--pareto", action="store_true",
+                   help="targets baseconv and baseconv-causal: also print (and put in the JSON as pareto) the "
+                        "layers/channels frontier from the smallest budget to the unbounded compile (each point "
+                        "compiled, not proved; the proved stack is the one compiled)")
     c.add_argument("--as-written", action="store_true",
                    help="compile the circuit's own association (default: re-associate it first to the least "
                         "multiplicative depth: flattened sums and products as balanced trees, distribution where "
@@ -266,12 +275,22 @@ def cmd_circuit(a, out) -> int:
     target = a.target or default_target(g)
     if getattr(a, "heads", None) is not None and target not in ("lsa", "elsa"):
         raise UsageError(f"--heads applies to --target lsa and elsa, not {target} (this circuit's default)")
+    for flag, v in (("--channels", getattr(a, "channels", None)), ("--pareto", getattr(a, "pareto", False) or None)):
+        if v is not None and target not in ("baseconv", "baseconv-causal"):
+            raise UsageError(f"{flag} applies to --target baseconv and baseconv-causal, not {target}")
+    if getattr(a, "channels", None) is not None and a.channels < 1:
+        raise UsageError(f"--channels must be >= 1, got {a.channels}")
     t0 = time.perf_counter()
     try:
         con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None),
-                              reassociate=not getattr(a, "as_written", False))
+                              reassociate=not getattr(a, "as_written", False),
+                              channels=getattr(a, "channels", None))
     except CompileError as e:
         raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
+    except ValueError as e:  # a channel budget below the stated minimum (named)
+        if "channel budget" not in str(e):
+            raise
+        raise UsageError(f"{a.graph}: --channels {a.channels}: {one_line(str(e))}") from None
     t_compile = time.perf_counter() - t0
     weights_info = None
     lw = None
@@ -336,6 +355,14 @@ def cmd_circuit(a, out) -> int:
               "float64_trials": {"n": n_float, "max_relative_error": max_rel, "non_finite": non_finite}}
     if weights_info:
         report["weights"] = weights_info
+    if getattr(a, "pareto", False):
+        from constructions.compiler.budget import pareto
+
+        report["pareto"] = pareto(g, target, reassociate=not getattr(a, "as_written", False))
+        print("layers/channels frontier (each compiled; budget -> state): " + ", ".join(
+            f"{p['layers']} layers x {p['channels']} ch ({p['tokens']} tokens"
+            + (f", budget {p['budget']})" if p["budget"] is not None else ", unbounded)") for p in report["pareto"]),
+            file=out)
     if a.trace or a.plot:  # the labels are read after the proof, from the proved layers
         _trace(con, a, report, out)
     if a.json:

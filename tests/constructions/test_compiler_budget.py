@@ -111,3 +111,23 @@ def test_random_placed_circuits_at_random_budgets_prove_within_the_bound(target,
     check(con, g, budget)
     vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(g)}
     assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
+
+
+def test_cli_channels_and_pareto(tmp_path, capsys):
+    import json
+
+    from verify.construct import main
+
+    f, j = tmp_path / "gd.json", tmp_path / "r.json"
+    C.dump(C.gd_step(3, 2, Fraction(1, 16), placed=True), f)
+    assert main(["circuit", "--graph", str(f), "--channels", "8", "--pareto", "--trials", "2",
+                 "--json", str(j)]) == 0
+    rep = json.loads(j.read_text())
+    assert rep["compiled"]["state_width"] <= 8 and rep["proof"]["ok"] is True
+    assert rep["pareto"][-1]["budget"] is None and all(p["channels"] >= 7 for p in rep["pareto"])
+    assert "layers/channels frontier" in capsys.readouterr().out
+    assert main(["circuit", "--graph", str(f), "--channels", "6"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "below the minimum 7" in err
+    assert main(["circuit", "--graph", str(f), "--channels", "8", "--target", "lsa"]) == 2
+    assert "--channels applies to --target baseconv" in capsys.readouterr().err
