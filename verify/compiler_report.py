@@ -224,7 +224,8 @@ def warm_up() -> None:
 def run(mode: str, log=lambda s: None) -> dict:
     warm_up()
     return {"mode": mode, "sizes": {k: [str(a) for a in v] for k, v in SIZES[mode].items()},
-            "cells": builder_cells(mode, log), "gd": gd_rows(mode, log), "trace_example": trace_example()}
+            "cells": builder_cells(mode, log), "gd": gd_rows(mode, log), "trace_example": trace_example(),
+            "budget": budget_example()}
 
 
 #: the circuit of the trace section (small in both modes: its tables are printed whole) and its PNG,
@@ -386,7 +387,71 @@ def markdown(res: dict, command: str, mach: dict) -> str:
     L += _section_b(res, cells, gd, n, d)
     L += _section_c(cells, gd, n, d)
     L += _section_trace(res.get("trace_example"))
+    L += _section_budget(res.get("budget"))
     return "\n".join(L) + "\n"
+
+
+#: the circuit of the channel-budget section: its layers/channels frontier (constructions/compiler/budget.py)
+BUDGET_EXAMPLE = ("gd_step", (6, 2, Fraction(1, 16)))
+
+
+def budget_example() -> dict:
+    """The GD step's frontier on both sequence targets, the minimum budget and the stated bound."""
+    from constructions.compiler.budget import layer_bound, minimum_channels, pareto
+
+    builder, args = BUDGET_EXAMPLE
+    g = build_circuit(builder, args)
+    out = {"call": call_text(builder, args), "targets": {}}
+    for target in ("baseconv", "baseconv-causal"):
+        causal = target == "baseconv-causal"
+        try:
+            least = minimum_channels(g, causal)
+        except Exception as e:  # the causal refusal, verbatim
+            out["targets"][target] = {"refused": str(e)}
+            continue
+        out["targets"][target] = {"minimum": least, "bound_at_minimum": layer_bound(g, least)["layers"],
+                                  "frontier": pareto(g, target)}
+    return out
+
+
+def _section_budget(ex) -> list[str]:
+    """A channel budget (`circuit --channels C`, `compile_circuit(channels=C)`): the machine, the
+    derivation of its layer bound, and the frontier of one GD step."""
+    if not ex:
+        return []
+    L = ["", "## A channel budget (`--channels C`, `--pareto`)", "",
+         "`compile_circuit(g, target, channels=C)` (constructions/compiler/budget.py) keeps every state and every "
+         "layer's inner channels at most `C`, for every `C` from the grid's channels `D` + 2 upwards (causal: from "
+         "the least budget at which every value finds a slot no later than the outputs that need it; searched, and "
+         "stated in the refusal of a smaller one). The state is `M = C - 2` memory channels and two work channels "
+         "`A`, `B`; every value sits in one memory slot and every other slot is zero. A layer carries each memory "
+         "channel holding a live value (one inner channel each: `W_in = W_out = e_c`, filter `delta_0`, `B_gate` the "
+         "0/1 mask of its live tokens, so dead values are zeroed for free), which leaves at least 2 inner channels "
+         "for: a *unit read* into a slot at token `t` (seed 003 Lemma H.7; a local channel mix at `t`, or one "
+         "channel's atoms at other tokens through the filter taps, masked to `t`); a *load* of a product's factors "
+         "into `A` and `B` at its token; a *product layer* (seed 000 App. D.2.1 MULTIPLY: `A * B`, zero but at the "
+         "loaded tokens, added into a memory channel free there); a *move* of a finished output to its place. "
+         "Where the grid has no free slot, tokens are appended (the theorems' O(w) rows).", "",
+         "Layer bound (reported as `compiled.bound.layers`). A form read at token `t` has `u <= 1 + M` units (its "
+         "atoms at `t`, and one per memory channel holding its other atoms); `u >= 2` units are accumulated into a "
+         "scratch slot at `t` in `u - 1` layers (the first layer reads two units, each later one the scratch and one "
+         "more). A product costs one load and one product layer plus `(u(f) - 1)^+ + (u(g) - 1)^+` partial-sum "
+         "layers, an output `max(1, u - 1)` layers to stage and half a layer to move (two per layer), so with `P` "
+         "products and `O` outputs: layers `<= P (2 + 2M) + O (M + 1) + ceil(O / 2) + 1`. This is linear in the "
+         "circuit's size, not the theorems' `O(Delta log w)`: batching a level's reads through butterfly/Benes "
+         "networks of masked filters (seed 003 Lemmas H.7-H.8, seed 000 Assumption D.22) is not built.", "",
+         f"Frontier of `{ex['call']}` (`circuit --pareto`; each point compiled, the tests prove every builder at "
+         "every budget from the minimum up):", "",
+         "| target | minimum budget | bound at the minimum | frontier: layers x channels (tokens) |",
+         "|---|---|---|---|"]
+    for target, r in ex["targets"].items():
+        if "refused" in r:
+            L.append(f"| {target} | refused: {r['refused']} | | |")
+            continue
+        pts = ", ".join(f"{p['layers']} x {p['channels']} ({p['tokens']})"
+                        + ("" if p["budget"] is not None else " unbounded") for p in r["frontier"])
+        L.append(f"| {target} | {r['minimum']} | {r['bound_at_minimum']} | {pts} |")
+    return L
 
 
 def _section_trace(ex) -> list[str]:
