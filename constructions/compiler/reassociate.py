@@ -36,11 +36,14 @@ from __future__ import annotations
 import heapq
 from fractions import Fraction
 
+import gmpy2
 import networkx as nx
 
 import circuits as C
 
 from .linearise import linearise, needed
+
+Q = gmpy2.mpq  # coefficients while rewriting (C arithmetic, as in linearise); Fractions in the result
 
 #: the most terms an expansion keeps (Horner of degree k needs k + 1)
 MAX_TERMS = 64
@@ -81,7 +84,7 @@ class _Exprs:
     # -- expansions ---------------------------------------------------------------------------
     def _sop_of(self, e):
         s = self.sop[e]
-        return s if s is not None else {((e, 1),): Fraction(1)}
+        return s if s is not None else {((e, 1),): Q(1)}
 
     def _mono_level(self, mono) -> int:
         return kraft((self.level[x], k) for x, k in mono) if mono else 0
@@ -136,14 +139,14 @@ class _Exprs:
         key = ("in", name)
         e = self._new(key, 0, None)
         if self.sop[e] is None:
-            self.sop[e] = {((e, 1),): Fraction(1)}
+            self.sop[e] = {((e, 1),): Q(1)}
         return e
 
     @staticmethod
     def _constant(sop):
         """The constant an expansion is, or None."""
         if not sop:
-            return Fraction(0)
+            return Q(0)
         if len(sop) == 1 and () in sop:
             return sop[()]
         return None
@@ -192,7 +195,7 @@ class _Exprs:
         S = max(sums, key=lambda x: (self.level[x], -x))
         rest = {x: k for x, k in factors.items() if x != S}
         c0, terms = self.kind[S][1], self.kind[S][2]
-        const, out = Fraction(0), {}
+        const, out = Q(0), {}
 
         def put(res, coef):
             nonlocal const
@@ -244,7 +247,7 @@ class _Exprs:
                     if depth(merged(chosen - {x})) == best:
                         chosen.discard(x)
                 flat = merged(chosen)
-        sop: dict | None = {(): Fraction(1)}
+        sop: dict | None = {(): Q(1)}
         for x, k in sorted(flat.items()):
             for _ in range(k):
                 sop = self._sop_mul(sop, self._sop_of(x))
@@ -277,7 +280,8 @@ class _Out:
         return n
 
     def const(self, v) -> int:
-        return self.node(("const", v), {"op": "const", "value": Fraction(v)}, [], 0)
+        value = Fraction(int(v.numerator), int(v.denominator))
+        return self.node(("const", v), {"op": "const", "value": value}, [], 0)
 
     def mul2(self, a: int, b: int) -> int:
         a, b = min(a, b), max(a, b)
@@ -330,16 +334,16 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     """The rewritten circuit (module docstring) of a validated circuit ``g``."""
     X = _Exprs(max_terms)
     form: dict = {}  # node -> (const, {expr: coef})
-    ZERO = (Fraction(0), {})
+    ZERO = (Q(0), {})
     for v in nx.topological_sort(g):
         d = g.nodes[v]
         op = d["op"]
         if op == "input":
-            form[v] = (Fraction(0), {X.input(d["name"]): Fraction(1)})
+            form[v] = (Q(0), {X.input(d["name"]): Q(1)})
         elif op == "const":
-            form[v] = (Fraction(d["value"]), {})
+            form[v] = (Q(d["value"].numerator, d["value"].denominator), {})
         elif op == "add":
-            c, t = Fraction(0), {}
+            c, t = Q(0), {}
             for u, m in C.operands(g, v):
                 cu, tu = form[u]
                 c += m * cu
@@ -351,7 +355,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
                         t.pop(x, None)
             form[v] = (c, t)
         else:
-            scale, factors = Fraction(1), {}
+            scale, factors = Q(1), {}
             for u, m in C.operands(g, v):
                 cu, tu = form[u]
                 if not tu:
@@ -371,10 +375,10 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             elif not factors:
                 form[v] = (scale, {})
             elif len(factors) == 1 and next(iter(factors.values())) == 1:
-                form[v] = (Fraction(0), {next(iter(factors)): scale})
+                form[v] = (Q(0), {next(iter(factors)): scale})
             else:
                 kind, x = X.prod(factors)
-                form[v] = (scale * x, {}) if kind == "const" else (Fraction(0), {x: scale})
+                form[v] = (scale * x, {}) if kind == "const" else (Q(0), {x: scale})
 
     out = _Out()
     built: dict = {}
