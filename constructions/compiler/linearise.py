@@ -8,6 +8,7 @@ multiplicative depth the targets pay for.  Nothing mutates the circuit.
 """
 from __future__ import annotations
 
+import heapq
 from fractions import Fraction
 
 import gmpy2
@@ -35,11 +36,42 @@ def form_key(form: dict):
     return tuple(sorted(((str(k), v) for k, v in form.items()), key=lambda t: t[0]))
 
 
+def _sum(terms) -> dict:
+    """``sum m * form`` over ``terms = [(form, m), ...]``, zeros dropped; keys in order of first
+    appearance (the first form is copied in C, the others merged entry by entry)."""
+    (f0, m0), rest = terms[0], terms[1:]
+    f = dict(f0) if m0 == 1 else {k: m0 * c for k, c in f0.items()}
+    zeros = []
+    for fu, m in rest:
+        get = f.get
+        for k, c in fu.items():
+            x = get(k)
+            if x is None:
+                f[k] = c if m == 1 else m * c
+            else:
+                x = x + c if m == 1 else x + m * c
+                f[k] = x
+                if not x:
+                    zeros.append(k)
+    for k in zeros:
+        if k in f and not f[k]:
+            del f[k]
+    return f
+
+
 def linearise(g: nx.DiGraph):
+    """``(atoms, level, outputs)`` of a validated circuit (module docstring).
+
+    One pass in topological order; a node's form is dropped after its last consumer (memory
+    holds the live forms, not the whole circuit's), and an add copies its first operand's form
+    and merges the others into it.  Linear in the circuit's wires times the forms' sizes."""
     atoms: dict = {}
     level: dict = {}
     by_key: dict = {}
     forms: dict = {}
+    keep = set(C.output_nodes(g).values())
+    uses = {v: g.out_degree(v) for v in g}
+    pred = g.pred
 
     def flevel(f):
         return max((level[a] for a in f if a != CONST), default=0)
@@ -60,25 +92,22 @@ def linearise(g: nx.DiGraph):
     for v in nx.topological_sort(g):
         d = g.nodes[v]
         op = d["op"]
+        ops = [(u, e.get("mult", 1)) for u, e in pred[v].items()]  # C.operands: edge insertion order
         if op == "input":
             forms[v] = {f"in:{d['name']}": ONE}
         elif op == "const":
             c = Fraction(d["value"])
             forms[v] = {CONST: Q(c.numerator, c.denominator)} if c != 0 else {}
         elif op == "add":
-            f: dict = {}
-            for u, m in C.operands(g, v):
-                for k, c in forms[u].items():
-                    f[k] = f.get(k, 0) + m * c
-            forms[v] = {k: c for k, c in f.items() if c != 0}
+            forms[v] = _sum([(forms[u], m) for u, m in ops])
         else:
             scale, factors = ONE, []
-            for u, m in C.operands(g, v):
+            for u, m in ops:
                 fu = forms[u]
                 for _ in range(m):
                     if not fu:
                         scale = Q(0)
-                    elif set(fu) == {CONST}:
+                    elif len(fu) == 1 and CONST in fu:
                         scale *= fu[CONST]
                     else:
                         factors.append(fu)
@@ -87,20 +116,26 @@ def linearise(g: nx.DiGraph):
             elif not factors:
                 forms[v] = {CONST: scale}
             else:
-                # combine the two shallowest factors first (Huffman on levels): balanced tree
-                pool = sorted(factors, key=flevel)
+                # combine the two shallowest factors first (Huffman on levels): a balanced tree;
+                # ties in order (a stable sort's order: level, then age)
+                pool = [(flevel(f), i, f) for i, f in enumerate(sorted(factors, key=flevel))]
+                heapq.heapify(pool)
+                n = len(pool)
                 while len(pool) > 1:
-                    fa, fb = pool.pop(0), pool.pop(0)
+                    fa, fb = heapq.heappop(pool)[2], heapq.heappop(pool)[2]
                     p = product_atom(fa, fb)
-                    pool.append(p)
-                    pool.sort(key=flevel)
-                forms[v] = _scale(pool[0], scale)
+                    heapq.heappush(pool, (flevel(p), n, p))
+                    n += 1
+                f = pool[0][2]
+                forms[v] = f if scale == 1 else _scale(f, scale)
+        for u, _ in ops:
+            uses[u] -= 1
+            if not uses[u] and u not in keep:
+                del forms[u]
     outputs = {name: _as_fractions(forms[n]) for name, n in C.output_nodes(g).items()}
     atoms = {a: (t if t[0] == "input" else ("mul", _as_fractions(t[1]), _as_fractions(t[2])))
              for a, t in atoms.items()}
     return atoms, level, outputs
-
-
 
 
 def needed(atoms: dict, outputs: dict) -> set:
