@@ -76,15 +76,41 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
 
 def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads, channels=None) -> CompiledCircuit:
     """Compile :func:`.reassociate.reassociate` of ``g``; the construction keeps ``g`` itself (its
-    proof is against the circuit as given) and reports both multiplicative depths."""
+    proof is against the circuit as given) and reports both multiplicative depths.
+
+    Re-association pays only where it lowers the multiplicative depth, and a lower depth does not
+    always save a layer (a route layer may stay) while it can widen the state (the placed GD step
+    with ``eta`` an input: depth 3 -> 2, 4 layers either way, 21 x 16 -> 21 x 22).  So: where the
+    depth does not drop the circuit is compiled as written; where it drops both are compiled and
+    the one with fewer layers, then the narrower state, is kept (``reassociated.chosen``)."""
     from .reassociate import multiplicative_depth, reassociate
 
+    def build(c):
+        return compile_circuit(c, name, target, min_width=min_width, heads=heads, reassociate=False,
+                               channels=channels)
+
     h = reassociate(g)
-    con = compile_circuit(h, name, target, min_width=min_width, heads=heads, reassociate=False, channels=channels)
+    before, after = multiplicative_depth(g), multiplicative_depth(h)
+    record = {"ran": True, "mult_depth_before": before, "mult_depth_after": after}
+    con = build(h) if after < before else None
+    keep = None
+    if con is not None:
+        plain = build(g)
+        cost = lambda c: (c.info["compiled"]["layers"], c.info["compiled"].get("state_width", 0))  # noqa: E731
+        if cost(plain) <= cost(con):
+            keep = plain
+            record["chosen"] = (f"as written: the re-associated circuit compiles to {cost(con)[0]} layers of width "
+                                f"{cost(con)[1]}, no fewer layers or narrower than as written")
+        else:
+            record["chosen"] = "re-associated"
+            record["circuit_after"] = con.info["circuit"]
+            con.compiled_graph = h  # the trace labels with the rewritten circuit's nodes too
+    else:
+        record["chosen"] = "as written: re-association does not lower the multiplicative depth"
+    if keep is not None or con is None:
+        con = keep if keep is not None else build(g)
     con.graph = g
-    con.info["compiled"]["reassociated"] = {
-        "ran": True, "mult_depth_before": multiplicative_depth(g), "mult_depth_after": multiplicative_depth(h),
-        "circuit_after": con.info["circuit"]}
+    con.info["compiled"]["reassociated"] = record
     con.info["circuit"] = C.metrics(g)
     return con
 
