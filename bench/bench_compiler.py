@@ -1,8 +1,34 @@
 """Compile + prove cost of the sequence target against the one-token MLP target, same circuit, same process.
 
     python bench/bench_compiler.py [--gates 1000] [--inputs 64] [--outputs 8] [--tokens 16] [--seed 0] [--repeat 5]
+    python bench/bench_compiler.py --scale [--family random|blocks] [--sizes 1000,10000,100000] [--million]
+                                   [--quick] [--baseline-up-to 10000] [--json FILE]
 
-A random circuit (``circuits.random.random_circuit(seed, inputs, gates, n_outputs=outputs)``)
+**Scale** (``--scale``): compile + proof of one placed circuit per size, each size in its own
+child process (its peak RSS is the child's ``ru_maxrss``; CPU is user + sys from ``getrusage``
+around ``compile_circuit`` and around ``verify.proof.prove``, wall beside it; generating the
+circuit is not counted), at 1k, 10k and 100k gates (``--sizes``; ``--million`` adds 10^6,
+``--quick`` is 200 and 1,000 for a smoke run).  The table gives each size's figures, the ratio
+to the smallest size and the fitted exponent (least-squares slope of log CPU, and of log peak
+RSS, against log gates).  The baseline is measured in the same run: the same circuit without
+places compiled to ``baseconv-mlp`` (one token) up to ``--baseline-up-to`` gates, its
+compile + prove CPU beside the placed target's, ratio quoted.  Families (``--family``):
+
+* ``random``: ``random_circuit(seed, 64 inputs, gates, 8 outputs)`` (max degree 12) placed on
+  16 tokens x 4 channels as below: every gate may read any earlier one, so its values are
+  affine forms over a few hundred products whatever the size, and the proof's expanded
+  polynomials (64 variables, degree <= 12) are what grows;
+* ``blocks``: ``gates / 250`` independent 250-gate random circuits (8 inputs, 2 outputs each),
+  block ``k``'s inputs on token ``k`` (8 channels): the products grow with the circuit, the
+  polynomials stay small (a sequence model's per-token computation).
+
+The issue's targets (compile + proof of a low-degree placed circuit): 100k gates in at most
+60 s CPU and 4 GiB, 10^6 gates in at most 600 s CPU and 16 GiB, reported as met or MISSED.  A
+child past ``--timeout`` seconds or ``--max-rss-gib`` (its address space, so the machine is
+not swamped) is reported as such.  Exit 0 when every run proved and no target was missed, 1
+otherwise, 2 bad arguments.
+
+**Compare** (default): a random circuit (``circuits.random.random_circuit(seed, inputs, gates, n_outputs=outputs)``)
 is compiled and proved twice per repeat, the two runs interleaved:
 
 * ``baseconv``: the circuit *placed*, input ``x_k`` at token ``k mod T``, channel ``k div T`` of a
@@ -23,9 +49,13 @@ arguments.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 
@@ -51,6 +81,178 @@ def placed(g, tokens: int):
     return C.validate(h)
 
 
+#: the issue's research-scale targets: gates -> (CPU seconds, peak RSS GiB) of compile + proof
+SCALE_TARGETS = {100_000: (60.0, 4.0), 1_000_000: (600.0, 16.0)}
+FAMILIES = ("random", "blocks")
+BLOCK_GATES, BLOCK_INPUTS, BLOCK_OUTPUTS = 250, 8, 2
+
+
+def blocks(seed: int, gates: int):
+    """``ceil(gates / 250)`` independent random circuits (the last one smaller), block ``k`` with
+    inputs ``b{k}x{i}`` at token ``k``, channel ``i`` and outputs ``b{k}y{j}`` (unplaced)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    n_blocks = -(-gates // BLOCK_GATES)
+    for k in range(n_blocks):
+        size = min(BLOCK_GATES, gates - k * BLOCK_GATES)
+        b = random_circuit(seed * 1_000_003 + k, BLOCK_INPUTS, size, n_outputs=min(BLOCK_OUTPUTS, size))
+        for v, d in b.nodes(data=True):
+            d = dict(d)
+            if d["op"] == "input":
+                i = int(d["name"][1:])
+                d["name"], d["token"], d["channel"] = f"b{k}x{i}", k, i
+            if "output" in d:
+                d["output"] = f"b{k}{d['output']}"
+            g.add_node(f"{k}_{v}", **d)
+        g.add_edges_from((f"{k}_{u}", f"{k}_{v}", d) for u, v, d in b.edges(data=True))
+    g.graph["tokens"], g.graph["channels"] = n_blocks, BLOCK_INPUTS
+    return C.validate(g)
+
+
+def unplaced(g):
+    """``g`` without places (the baseline target's circuit)."""
+    from circuits.placement import GRID_ATTRS, PLACE_ATTRS
+
+    h = g.copy()
+    for _, d in h.nodes(data=True):
+        for k in PLACE_ATTRS:
+            d.pop(k, None)
+    for k in GRID_ATTRS:
+        h.graph.pop(k, None)
+    return C.validate(h)
+
+
+def family_circuit(family: str, seed: int, gates: int, placed_: bool):
+    if family == "random":
+        g = random_circuit(seed, 64, gates, n_outputs=8)
+        return placed(g, 16) if placed_ else g
+    g = blocks(seed, gates)
+    return g if placed_ else unplaced(g)
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(family: str, gates: int, target: str, seed: int, max_rss_gib: float) -> int:
+    """One measurement (run in its own process): one JSON line on stdout."""
+    if max_rss_gib > 0:
+        lim = int(max_rss_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    g = family_circuit(family, seed, gates, target != "baseconv-mlp")
+    m = C.metrics(g)
+    out = {"family": family, "gates": gates, "target": target, "metrics": m, "rss_generated_mib": _rss_mib()}
+    c0, w0 = _cpu(), time.perf_counter()
+    con = compile_circuit(g, name="bench", target=target)
+    c1, w1 = _cpu(), time.perf_counter()
+    out.update(compile_cpu=c1 - c0, compile_wall=w1 - w0, rss_compiled_mib=_rss_mib(),
+               layers=len(con.prologue) + len(con.body) + len(con.epilogue), state=list(con.layout.shape))
+    r = prove(con)
+    c2, w2 = _cpu(), time.perf_counter()
+    out.update(prove_cpu=c2 - c1, prove_wall=w2 - w1, proved=bool(r.ok), peak_rss_mib=_rss_mib())
+    print(json.dumps(out), flush=True)
+    return 0 if r.ok else 1
+
+
+def _run_child(a, gates: int, target: str) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", a.family, str(gates), target, str(a.seed),
+           str(a.max_rss_gib)]
+    w0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return {"gates": gates, "target": target, "error": f"did not finish in {a.timeout:g} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        if "MemoryError" in p.stderr or p.returncode in (-6, -9):
+            tail = f"over --max-rss-gib {a.max_rss_gib:g} ({tail})"
+        return {"gates": gates, "target": target, "error": f"exit {p.returncode}: {tail}",
+                "wall": time.perf_counter() - w0}
+    return json.loads(lines[-1])
+
+
+def slope(xs, ys) -> float | None:
+    """Least-squares slope of log y against log x (None below two points)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx else None
+
+
+def scale(a) -> int:
+    sizes = [200, 1000] if a.quick else [int(s) for s in a.sizes.split(",") if s]
+    if a.million and 1_000_000 not in sizes:
+        sizes.append(1_000_000)
+    print(f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; family {a.family}, "
+          f"target {a.target}, seed {a.seed}; each run in its own process (limits {a.timeout:g} s, "
+          f"{a.max_rss_gib:g} GiB address space); CPU = user + sys; generation not counted")
+    rows, base = [], {}
+    for n in sizes:
+        r = _run_child(a, n, a.target)
+        rows.append(r)
+        if n <= a.baseline_up_to:
+            base[n] = _run_child(a, n, "baseconv-mlp")
+        if "error" in r:
+            print(f"{n:>9,} gates: {r['error']}", flush=True)
+        else:
+            print(f"{n:>9,} gates: compile {r['compile_cpu']:.2f} s CPU, proof {r['prove_cpu']:.2f} s CPU, "
+                  f"peak RSS {r['peak_rss_mib']:.0f} MiB, {'PROVED' if r['proved'] else 'NOT PROVED'}", flush=True)
+    ok = [r for r in rows if "error" not in r]
+    first = ok[0] if ok else None
+    hdr = (f"{'gates':>9} {'layers':>6} {'state':>11} {'compile CPU':>11} {'prove CPU':>9} {'total CPU':>9} "
+           f"{'total wall':>10} {'peak RSS MiB':>12} {'CPU/first':>9} {'gates/first':>11} {'mlp CPU':>8} "
+           f"{'CPU/mlp':>7}")
+    print(hdr)
+    for r in rows:
+        n = r["gates"]
+        if "error" in r:
+            print(f"{n:>9,} {r['error']}")
+            continue
+        cpu, wall = r["compile_cpu"] + r["prove_cpu"], r["compile_wall"] + r["prove_wall"]
+        r["total_cpu"], r["total_wall"] = cpu, wall
+        b = base.get(n)
+        bcpu = b["compile_cpu"] + b["prove_cpu"] if b and "error" not in b else None
+        state = f"{r['state'][0]} x {r['state'][1]}"
+        print(f"{n:>9,} {r['layers']:>6} {state:>11} {r['compile_cpu']:>11.2f} {r['prove_cpu']:>9.2f} {cpu:>9.2f} "
+              f"{wall:>10.2f} {r['peak_rss_mib']:>12.0f} {cpu / (first['compile_cpu'] + first['prove_cpu']):>9.1f} "
+              f"{n / first['gates']:>11.0f} {(f'{bcpu:.2f}' if bcpu is not None else '-'):>8} "
+              f"{(f'{cpu / bcpu:.2f}' if bcpu else '-'):>7}")
+    fit = {"total_cpu": slope([r["gates"] for r in ok], [r["total_cpu"] for r in ok]),
+           "compile_cpu": slope([r["gates"] for r in ok], [r["compile_cpu"] for r in ok]),
+           "prove_cpu": slope([r["gates"] for r in ok], [r["prove_cpu"] for r in ok]),
+           "peak_rss": slope([r["gates"] for r in ok], [r["peak_rss_mib"] for r in ok])}
+    print("fitted exponent (log-log slope over the sizes that finished): "
+          + ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} -" for k, v in fit.items()))
+    good = all("error" not in r and r["proved"] for r in rows)
+    good &= all("error" not in b and b["proved"] for b in base.values())
+    for n, (cpu_t, rss_t) in SCALE_TARGETS.items():
+        r = next((r for r in rows if r["gates"] == n), None)
+        if r is None:
+            continue
+        met = "error" not in r and r["total_cpu"] <= cpu_t and r["peak_rss_mib"] <= rss_t * 1024
+        good &= met
+        got = r.get("error") or f"{r['total_cpu']:.1f} s CPU, {r['peak_rss_mib'] / 1024:.2f} GiB"
+        print(f"target at {n:,} gates: <= {cpu_t:g} s CPU and <= {rss_t:g} GiB: {got}: {'met' if met else 'MISSED'}")
+    if a.json:
+        from polyverify.cli import atomic_write_text
+
+        atomic_write_text(a.json, json.dumps({"family": a.family, "target": a.target, "seed": a.seed,
+                                              "runs": rows, "baseline": list(base.values()), "fit": fit,
+                                              "targets": {str(k): v for k, v in SCALE_TARGETS.items()}},
+                                             indent=1) + "\n")
+    return 0 if good else 1
+
+
 def once(g, target: str) -> dict:
     c0, w0 = time.process_time(), time.perf_counter()
     con = compile_circuit(g, name="bench", target=target)
@@ -73,8 +275,41 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=5, help="runs per target (median reported; default 5)")
     p.add_argument("--targets", default="baseconv,lsa,elsa",
                    help="placed targets compared with baseconv-mlp (default baseconv,lsa,elsa)")
+    s = p.add_argument_group("scale (--scale: one child process per size)")
+    s.add_argument("--scale", action="store_true", help="the research-scale sweep instead of the comparison")
+    s.add_argument("--family", default="random", choices=FAMILIES, help="circuit family (default random)")
+    s.add_argument("--sizes", default="1000,10000,100000", help="gates per run (default 1000,10000,100000)")
+    s.add_argument("--million", action="store_true", help="add 1,000,000 gates")
+    s.add_argument("--quick", action="store_true", help="200 and 1,000 gates (a smoke run)")
+    s.add_argument("--target", default="baseconv", help="the placed target (default baseconv)")
+    s.add_argument("--baseline-up-to", type=int, default=10_000,
+                   help="measure the baseconv-mlp baseline up to this many gates (default 10000; 0: never)")
+    s.add_argument("--timeout", type=float, default=1200, help="seconds per run (default 1200)")
+    s.add_argument("--max-rss-gib", type=float, default=12,
+                   help="address-space limit of each run in GiB (default 12; 0: none)")
+    s.add_argument("--json", help="write the sweep's figures as JSON to this file")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        fam, gates, target, seed, lim = argv[1:6]
+        return child(fam, int(gates), target, int(seed), float(lim))
     a = p.parse_args(argv)
     from constructions.compiler import TARGETS
+    if a.scale:
+        try:
+            sizes = [int(x) for x in a.sizes.split(",") if x]
+        except ValueError:
+            sizes = []
+        if not sizes or any(not 1 <= n <= 1_000_000 for n in sizes) or sorted(set(sizes)) != sizes:
+            print(f"error: --sizes must be increasing gate counts in 1..1000000, got {a.sizes!r}", file=sys.stderr)
+            return 2
+        if a.target not in TARGETS or a.target == "baseconv-mlp":
+            print(f"error: --target {a.target!r}: choose among {', '.join(t for t in TARGETS if t != 'baseconv-mlp')}",
+                  file=sys.stderr)
+            return 2
+        if a.timeout <= 0 or a.max_rss_gib < 0 or a.baseline_up_to < 0:
+            print("error: --timeout must be > 0, --max-rss-gib and --baseline-up-to >= 0", file=sys.stderr)
+            return 2
+        return scale(a)
     placed_targets = [t for t in a.targets.split(",") if t]
     bad = [t for t in placed_targets if t not in TARGETS or t == "baseconv-mlp"]
     if bad or not placed_targets:

@@ -6,6 +6,7 @@ and its depth is the multiplicative depth (between log2 of the true degree and t
 multiplicative depth of the circuit as drawn).
 """
 import math
+import re
 import warnings
 from fractions import Fraction
 
@@ -194,3 +195,197 @@ def test_malformed_circuits_are_rejected(case):
             compile_circuit(g)
     assert expected in str(e.value)
     assert "\n" not in str(e.value)
+
+
+# ---------------------------------------------------------------- research scale: routing and linearise
+
+def _route_reference(occupied, slot_of, targets, T, causal):
+    """The route pass as it was before the sparse rewrite (dense per-row requests over every
+    occupied slot, first fit over every group, Fractions): routing.route must give the same
+    LayerSpec, entry for entry and in the same order."""
+    from constructions.compiler.linearise import CONST
+    from constructions.compiler.routing import CompileError, LayerSpec, shift
+
+    def compatible(taps, req):
+        lam = None
+        for s, r in req.items():
+            if s in taps and taps[s] != 0 and r != 0:
+                lam = r / taps[s]
+                break
+        lam = Fraction(1) if lam is None else lam
+        return None if any(s in taps and taps[s] * lam != r for s, r in req.items()) else lam
+
+    spec = LayerSpec("route")
+    by_channel = {}
+    for (t2, c) in occupied:
+        by_channel.setdefault(c, []).append(t2)
+    needs = {}
+    for (t, cd), form in sorted(targets.items()):
+        per_src = {}
+        for a, coef in form.items():
+            if a == CONST:
+                spec.b_out[(t, cd)] = spec.b_out.get((t, cd), 0) + coef
+                continue
+            t2, c = slot_of[a]
+            per_src.setdefault(c, {})[t2] = coef
+        for c, want in per_src.items():
+            req = {}
+            for t2 in by_channel.get(c, []):
+                s = shift(t, t2, T, causal)
+                coef = Fraction(want.get(t2, 0))
+                if s is None:
+                    if coef != 0:
+                        raise CompileError(f"the causal target cannot move {occupied[(t2, c)]} from token {t2} "
+                                           f"back to token {t}")
+                    continue
+                req[s] = coef
+            needs.setdefault((c, cd), {})[t] = req
+    groups = []
+    for (c, cd), rows in sorted(needs.items()):
+        mine = []
+        for t, req in sorted(rows.items()):
+            if all(v == 0 for v in req.values()):
+                continue
+            for taps, mask in mine:
+                lam = compatible(taps, req)
+                if lam is not None and lam != 0:
+                    for s, r in req.items():
+                        taps.setdefault(s, r / lam)
+                    mask[t] = lam
+                    break
+            else:
+                mine.append((dict(req), {t: Fraction(1)}))
+        groups += [(c, cd, taps, mask) for taps, mask in mine]
+    by_dst = {}
+    for c, cd, taps, mask in groups:
+        first = next(taps[s] for s in sorted(taps) if taps[s] != 0)
+        norm = tuple(sorted((s, v / first) for s, v in taps.items() if v != 0))
+        win = by_dst.setdefault((cd, norm, tuple(sorted(mask.items()))), {})
+        win[c] = win.get(c, 0) + first
+    by_src = {}
+    for (cd, norm, mask), win in by_dst.items():
+        by_src.setdefault((tuple(sorted(win.items())), norm, mask), []).append(cd)
+    for (win, norm, mask), dsts in by_src.items():
+        k = spec.new_inner()
+        for c, w in win:
+            spec.W_in[(c, k)] = w
+        for s, v in norm:
+            spec.h[(s, k)] = v
+        for t, lam in mask:
+            spec.b_gate[(t, k)] = lam
+        for cd in dsts:
+            spec.W_out[(k, cd)] = Fraction(1)
+    return spec
+
+
+@st.composite
+def route_requests(draw):
+    """A source state (atoms and junk on a T x D grid, some channels full, some sparse) and
+    destination forms: shifted copies of a few patterns with scales (so rows share inner
+    channels), random sparse forms, constants."""
+    from constructions.compiler.linearise import CONST
+
+    T = draw(st.integers(1, 7))
+    D = draw(st.integers(1, 3))
+    causal = draw(st.booleans())
+    cells = [(t, c) for t in range(T) for c in range(D)]
+    occ = draw(st.lists(st.sampled_from(cells), min_size=1, max_size=len(cells), unique=True))
+    occupied, slot_of = {}, {}
+    for i, (t, c) in enumerate(occ):
+        if draw(st.integers(0, 4)) == 0:
+            occupied[(t, c)] = "junk"
+        else:
+            occupied[(t, c)] = f"a{i}"
+            slot_of[f"a{i}"] = (t, c)
+    atoms = sorted(slot_of)
+    coef = st.fractions(min_value=-3, max_value=3, max_denominator=3).filter(lambda x: x != 0)
+    targets = {}
+    if atoms:
+        patterns = draw(st.lists(st.dictionaries(st.sampled_from(atoms), coef, min_size=1, max_size=3),
+                                 min_size=1, max_size=3))
+        for _ in range(draw(st.integers(1, 2 * T + 2))):
+            t, cd = draw(st.integers(0, T - 1)), draw(st.integers(0, D + 2))
+            if draw(st.booleans()):  # a pattern moved by a common shift (kept on the grid) and scaled
+                pat, d, lam = draw(st.sampled_from(patterns)), draw(st.integers(0, T - 1)), draw(coef)
+                form = {}
+                for a, v in pat.items():
+                    t2, c = slot_of[a]
+                    b = occupied.get(((t2 + d) % T, c))
+                    if b in slot_of:
+                        form[b] = lam * v
+            else:
+                form = draw(st.dictionaries(st.sampled_from(atoms), coef, max_size=4))
+            if draw(st.integers(0, 3)) == 0:
+                form[CONST] = draw(coef)
+            targets[(t, cd)] = form
+    return occupied, slot_of, targets, T, causal
+
+
+def _apply_route(spec, T, causal, values, occupied):
+    """The route layer applied to a state holding ``values[slot]`` (Fractions): {(t, c'): value}."""
+    out = {}
+    ks = range(spec.inner)
+    mixed = {(t, k): sum((w * values.get((t, c), 0) for (c, kk), w in spec.W_in.items() if kk == k), Fraction(0))
+             for t in range(T) for k in ks}
+    for (k, cd), w_out in spec.W_out.items():
+        for t in range(T):
+            conv = Fraction(0)
+            for (s, kk), hv in spec.h.items():
+                if kk == k and (not causal or t - s >= 0):
+                    conv += hv * mixed[((t - s) % T, k)]
+            out[(t, cd)] = out.get((t, cd), 0) + spec.b_gate.get((t, k), 0) * conv * w_out
+    for slot, b in spec.b_out.items():
+        out[slot] = out.get(slot, 0) + b
+    return out
+
+
+@given(route_requests(), st.randoms(use_true_random=False))
+def test_route_equals_the_dense_first_fit_reference_and_realises_the_map(req, rnd):
+    from constructions.compiler.linearise import CONST
+    from constructions.compiler.routing import CompileError, route
+
+    occupied, slot_of, targets, T, causal = req
+    try:
+        want = _route_reference(occupied, slot_of, targets, T, causal)
+    except CompileError as e:
+        with pytest.raises(CompileError, match="^" + re.escape(str(e)) + "$"):
+            route(occupied, slot_of, targets, T, causal)
+        return
+    got = route(occupied, slot_of, targets, T, causal)
+    assert got.inner == want.inner
+    for name in ("W_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out"):
+        assert list(getattr(got, name).items()) == list(getattr(want, name).items()), name
+    # and the layer computes the requested map (junk read nowhere, other slots zero)
+    values = {slot: Fraction(rnd.randint(-9, 9), rnd.randint(1, 5)) for slot in occupied}
+    atom_value = {a: values[s] for a, s in slot_of.items()}
+    out = _apply_route(got, T, causal, values, occupied)
+    for slot in set(out) | set(targets):
+        form = targets.get(slot, {})
+        assert out.get(slot, 0) == sum((v * (1 if a == CONST else atom_value[a]) for a, v in form.items()),
+                                       Fraction(0)), slot
+
+
+def test_route_scales_about_linearly_in_the_rows():
+    """A full channel broadcast to every row of a long sequence, each row its own scale: the
+    sparse first fit keeps one group per pattern, never rows x groups x T work (the dense
+    reference takes seconds at this size)."""
+    import time
+
+    from constructions.compiler.routing import route
+
+    def run(T):
+        occupied = {(t, 0): f"a{t}" for t in range(T)}
+        slot_of = {f"a{t}": (t, 0) for t in range(T)}
+        # row t reads a_{t-1} + 2 a_{t-2} (one pattern, every row) and a_t alone (another)
+        targets = {}
+        for t in range(T):
+            targets[(t, 1)] = {f"a{(t - 1) % T}": Fraction(t + 1), f"a{(t - 2) % T}": Fraction(2 * (t + 1))}
+            targets[(t, 2)] = {f"a{t}": Fraction(1, t + 1)}
+        t0 = time.process_time()
+        spec = route(occupied, slot_of, targets, T, causal=False)
+        return time.process_time() - t0, spec
+
+    small, s1 = run(250)
+    big, s2 = run(2000)
+    assert s1.inner == s2.inner == 2  # one inner channel per pattern, the scales in the masks
+    assert big < max(0.5, 25 * small)  # 8x the rows: about 8x the time (the dense pass: 64x)
