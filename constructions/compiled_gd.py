@@ -21,6 +21,7 @@ import numpy as np
 
 import circuits as C
 
+from . import ops
 from .base import Construction, batch_ndim, exact, new_state
 from .compiler import compile_circuit
 from .layout import Layout
@@ -104,12 +105,190 @@ class CompiledGD(Construction):
         return {"x": state[..., n, d + 1:2 * d + 1], "prediction": state[..., n, d]}
 
 
+# ------------------------------------------------------------------ the Gram form, hoisted (causal)
+#
+# Seed 000 App. D.3.1 eq. (47): the causal step needs the token sums A^T A and A^T b, which do
+# not change from step to step.  So they are loop invariants: a prologue circuit computes them
+# once and puts them at the query token, and the body reads them there:
+#
+#   prologue  G_ij = sum_t A_ti A_tj (i <= j, the upper triangle of the symmetric A^T A) and
+#             c_i = sum_t b_t A_ti, at the query token n
+#   body      x' = x - eta (G x - c + lam x), G and c carried unchanged
+#   epilogue  y = q^T x at (n, d)
+#
+# Layout: that of the residual form (A, b at the data tokens; q, y, x at token n) plus G in
+# channels 2d+1 .. 2d+d(d+1)/2 and c in the next d channels, at token n only.
+#
+# The body is written with the symmetric matrix-vector product of d(d+1)/2 multiplications
+# (where ``sum_j G_ij x_j`` has d^2): for i < j, ``m_ij = G_ij (x_i + x_j)``, and
+#
+#   x'_i = x_i (1 - eta lam - eta (G_ii - sum_{j != i} G_ij)) - eta sum_{j != i} m_ij + eta c_i,
+#
+# the same polynomial: sum_{j != i} m_ij = sum_{j != i} G_ij x_i + sum_{j != i} G_ij x_j.  The
+# compiler (``baseconv-causal``) forms every product at the query token in one product layer and
+# folds the output map into its W_out (``sequence._fold_outputs``): 1 layer per step, as the hand
+# construction.
+
+
+def gram_channels(d: int) -> tuple[dict, dict, int]:
+    """``G`` (i <= j) -> channel, ``c`` i -> channel, and the grid's channels."""
+    g = {}
+    for i in range(d):
+        for j in range(i, d):
+            g[(i, j)] = 2 * d + 1 + len(g)
+    c = {i: 2 * d + 1 + len(g) + i for i in range(d)}
+    return g, c, 2 * d + 1 + len(g) + d
+
+
+def _gram_data(b, n: int, d: int, *, x: bool = True, gram: bool = True):
+    """Inputs A, b, q (and x, G, c) at their slots, each also a pass-through output in place."""
+    gch, cch, width = gram_channels(d)
+
+    def keep(name, t, c):
+        node = b.input(name, token=t, channel=c)
+        b.output(node, name, token=t, channel=c)
+        return node
+
+    A = [[keep(f"A_{i}_{j}", i, j) for j in range(d)] for i in range(n)]
+    bb = [keep(f"b_{i}", i, d) for i in range(n)]
+    q = [keep(f"q_{j}", n, j) for j in range(d)]
+    xs = [keep(f"x_{j}", n, d + 1 + j) for j in range(d)] if x else None
+    G = {ij: keep(f"G_{ij[0]}_{ij[1]}", n, ch) for ij, ch in gch.items()} if gram else None
+    c = [keep(f"c_{i}", n, cch[i]) for i in range(d)] if gram else None
+    b.grid(n + 1, width)
+    return A, bb, q, xs, G, c
+
+
+def gram_prologue_circuit(n: int, d: int):
+    """``G = A^T A`` (upper triangle) and ``c = A^T b`` at the query token; A, b, q, x in place."""
+    b = C.CircuitBuilder()
+    gch, cch, width = gram_channels(d)
+    A, bb, q, x, _, _ = _gram_data(b, n, d, gram=False)
+
+    def tsum(terms):
+        return terms[0] if len(terms) == 1 else b.add(*terms)
+
+    for (i, j), ch in gch.items():
+        b.output(tsum([b.mul(A[t][i], A[t][j]) for t in range(n)]), f"G_{i}_{j}", token=n, channel=ch)
+    for i, ch in cch.items():
+        b.output(tsum([b.mul(bb[t], A[t][i]) for t in range(n)]), f"c_{i}", token=n, channel=ch)
+    b.grid(n + 1, width)
+    return C.validate(b.graph())
+
+
+def gram_step_circuit(n: int, d: int, eta, lam=0):
+    """The body: ``x' = x - eta (G x - c + lam x)`` from the inputs G (upper triangle), c, x at the
+    query token, by the symmetric product above; A, b, q, G, c pass through in place."""
+    b = C.CircuitBuilder()
+    eta, lam = exact(eta), exact(lam)
+    A, bb, q, x, G, c = _gram_data(b, n, d, x=False)
+    x = [b.input(f"x_{j}", token=n, channel=d + 1 + j) for j in range(d)]
+    Gs = lambda i, j: G[(min(i, j), max(i, j))]  # noqa: E731
+    m = {(i, j): b.mul(G[(i, j)], b.add(x[i], x[j])) for i in range(d) for j in range(i + 1, d)}
+    for i in range(d):
+        # the gate of x_i's own product: 1 - eta lam - eta G_ii + eta sum_{j != i} G_ij
+        coef = [b.const(1 - eta * lam), b.mul(b.const(-eta), G[(i, i)])]
+        coef += [b.mul(b.const(eta), Gs(i, j)) for j in range(d) if j != i]
+        terms = [b.mul(b.add(*coef), x[i]), b.mul(b.const(eta), c[i])]
+        terms += [b.mul(b.const(-eta), m[(min(i, j), max(i, j))]) for j in range(d) if j != i]
+        b.output(b.add(*terms), f"x_{i}", token=n, channel=d + 1 + i)
+    b.grid(n + 1, gram_channels(d)[2])
+    return C.validate(b.graph())
+
+
+def gram_prediction_circuit(n: int, d: int):
+    """``y = q^T x`` at (n, d); A, b, q, x, G, c pass through in place."""
+    b = C.CircuitBuilder()
+    A, bb, q, x, G, c = _gram_data(b, n, d)
+    prods = [b.mul(q[j], x[j]) for j in range(d)]
+    b.output(prods[0] if d == 1 else b.add(*prods), "y", token=n, channel=d)
+    b.grid(n + 1, gram_channels(d)[2])
+    return C.validate(b.graph())
+
+
+def gram(A, b):
+    """``(A^T A, A^T b)`` of one exact problem or a float batch."""
+    if np.asarray(A).dtype == object:
+        At = ops.transpose(A)
+        return ops.mm(At, A), ops.mm(At, np.asarray(b, dtype=object).reshape(-1, 1))[:, 0]
+    return np.einsum("...ti,...tj->...ij", A, A), np.einsum("...ti,...t->...i", A, b)
+
+
+class CompiledGramGD(CompiledGD):
+    """The hoisted Gram form: ``state`` also holds ``A^T A`` (upper triangle) and ``A^T b`` at
+    the query token; ``input_state`` is the residual form's state (0 there)."""
+
+    def input_state(self, v):
+        return super().state(v)
+
+    def state(self, v):
+        S = super().state(v)
+        n, d = self.variables["A"]
+        gch, cch, _ = gram_channels(d)
+        G, c = gram(v["A"], v["b"])
+        for (i, j), ch in gch.items():
+            S[..., n, ch] = G[..., i, j]
+        for i, ch in cch.items():
+            S[..., n, ch] = c[..., i]
+        return S
+
+    def readout(self, state):
+        n, d = self.variables["A"]
+        gch, cch, _ = gram_channels(d)
+        out = super().readout(state)
+        out["ATb"] = state[..., n, min(cch.values()):max(cch.values()) + 1]
+        return out
+
+
+def compiled_gram_gd(n: int, d: int, eta, lam) -> CompiledGramGD:
+    """``compiled-baseconv-causal``: the hoisted Gram form above, each of its three circuits
+    compiled to ``baseconv-causal`` on one common width."""
+    circuits = {"prologue": gram_prologue_circuit(n, d), "body": gram_step_circuit(n, d, eta, lam),
+                "epilogue": gram_prediction_circuit(n, d)}
+    parts = {k: compile_circuit(g, name=f"gd-gram-{k}", target="baseconv-causal") for k, g in circuits.items()}
+    width = max(p.layout.shape[1] for p in parts.values())
+    parts = {k: p if p.layout.shape[1] == width else
+             compile_circuit(circuits[k], name=f"gd-gram-{k}", target="baseconv-causal", min_width=width)
+             for k, p in parts.items()}
+    gch, cch, _ = gram_channels(d)
+    lay = Layout((n + 1, width), row_axis="tokens", col_axis="channels")
+    lay.add("a", (0, n), (0, d), "rows a_i of A; 0 at the query token")
+    lay.add("q", (n, n + 1), (0, d), "query q at the query token")
+    lay.add("b", (0, n), (d, d + 1), "b_i")
+    lay.add("y", (n, n + 1), (d, d + 1), "prediction q^T x at the query token (after the epilogue)")
+    lay.add("x", (n, n + 1), (d + 1, 2 * d + 1), "iterate x at the query token")
+    lay.add("ATA", (n, n + 1), (min(gch.values()), max(gch.values()) + 1),
+            "A^T A, upper triangle row by row, at the query token (after the prologue)")
+    lay.add("ATb", (n, n + 1), (min(cch.values()), max(cch.values()) + 1), "A^T b at the query token (after the prologue)")
+    params = {"eta": eta} if lam == 0 else {"eta": eta, "lam": lam}
+    plans = {k: p.info["compiled"]["plan"] for k, p in parts.items()}
+    con = CompiledGramGD(
+        name="gd-compiled-baseconv-causal", reference=REFERENCE_GRAM, layout=lay,
+        prologue=list(parts["prologue"].epilogue), body=list(parts["body"].epilogue),
+        epilogue=list(parts["epilogue"].epilogue), params=params, variables=LS_VARIABLES(n, d),
+        token_groups=LS_GROUPS, carried=("x",),
+        rebuild=lambda **p: compiled_gd(n, d, **{"eta": eta, "lam": lam, **p}, target="baseconv-causal"),
+        notes=f"compiled (baseconv-causal), A^T A and A^T b hoisted into the prologue: prologue {plans['prologue']}, "
+              f"body {plans['body']}, epilogue {plans['epilogue']}")
+    con.compiled = {k: p.info["compiled"] for k, p in parts.items()}
+    con.constants = {}
+    return con
+
+
+REFERENCE_GRAM = ("seed 000 App. D.3.1 eq. (47) (the causal Gram form: A^T A, A^T b once, then one layer per "
+                  "step) as placed circuits, compiled by constructions/compiler (seed 000 Thm. D.30, seed 003 "
+                  "Thm. H.21)")
+
+
 def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "baseconv") -> CompiledGD:
-    """The compiled GD architecture for ``target`` (``baseconv``, ``baseconv-causal``, ``lsa``, ``elsa``)."""
+    """The compiled GD architecture for ``target`` (``baseconv``, ``baseconv-causal``, ``lsa``, ``elsa``);
+    ``baseconv-causal`` hoists A^T A and A^T b into the prologue (:func:`compiled_gram_gd`)."""
     if n < 1 or d < 1:
         raise ValueError(f"need n >= 1 and d >= 1, got n={n}, d={d}")
     eta = exact("1/16") if eta is None else exact(eta)
     lam = exact(lam)
+    if target == "baseconv-causal":
+        return compiled_gram_gd(n, d, eta, lam)
     form = FORM.get(target, "residual")
     body = compile_circuit(step_circuit(n, d, eta, lam, form), name="gd-step", target=target)
     epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target)

@@ -331,7 +331,9 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     # the channel guarantee: a state's channels are its inputs' (the grid's D) or allocated lowest-free,
     # so at a level at most (atoms carried) + 2 (products) (a route's factor pairs) more than the grid's
     grow = 0
+    before = st  # the state the last product layer read (for :func:`_fold_outputs`)
     for lv in range(1, md + 1):
+        before = st
         prods = sorted((a for a in need if level[a] == lv), key=lambda a: int(a[1:]))
         forms = {p: (atoms[p][1], atoms[p][2]) for p in prods}
         keep = {a for a in st.slot_of if last_use.get(a, 0) > lv}
@@ -350,10 +352,15 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     slots = _output_slots(st, outputs, places, causal)
     if not (specs and _in_place(st, outputs, slots)):
         final = {slots[n]: f for n, f in outputs.items()}
-        spec = route(st.occupied, st.slot_of, final, T, causal)
-        spec.targets = final
-        specs.append(spec)
-        kinds.append("route (outputs)")
+        folded = _fold_outputs(before, specs[-1], st, final, causal) if kinds and kinds[-1] == "product" else None
+        if folded is not None:
+            specs[-1] = folded
+            kinds[-1] = "product + outputs"
+        else:
+            spec = route(st.occupied, st.slot_of, final, T, causal)
+            spec.targets = final
+            specs.append(spec)
+            kinds.append("route (outputs)")
     relabel = is_relabelling(inputs, layout)
     moved = 0
     if relabel is not None:
@@ -374,6 +381,99 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     width = max(widths + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()])
     return {"specs": specs, "kinds": kinds, "slots": slots, "width": width, "grow": grow,
             "internal": layout, "moved": moved}
+
+
+def _support(spec: LayerSpec, k: int, st: SeqState, causal: bool) -> set:
+    """The tokens at which inner channel ``k`` of ``spec`` (a layer reading state ``st``) may be
+    nonzero: its gate may be (an occupied slot of a gate channel, or a ``B_gate`` entry) and its
+    conv side may be (a tap reading an occupied slot of an input channel, or a ``B_conv`` entry)."""
+    gch = [c for (c, k2), v in spec.W_gate.items() if k2 == k and v != 0]
+    ich = [c for (c, k2), v in spec.W_in.items() if k2 == k and v != 0]
+    taps = [s for (s, k2), v in spec.h.items() if k2 == k and v != 0]
+    out = set()
+    for t in range(st.T):
+        if spec.b_gate.get((t, k), 0) == 0 and all(st.free(t, c) for c in gch):
+            continue
+        if spec.b_conv.get((t, k), 0) != 0:
+            out.add(t)
+            continue
+        for s in taps:
+            t2 = t - s if causal else (t - s) % st.T
+            if 0 <= t2 and any(not st.free(t2, c) for c in ich):
+                out.add(t)
+                break
+    return out
+
+
+def _fold_outputs(before: SeqState, spec: LayerSpec, after: SeqState, final: dict, causal: bool):
+    """The product layer ``spec`` (state ``before`` -> ``after``) with the output route ``final``
+    (slot -> affine form over the atoms of ``after``) folded into its ``W_out`` and ``B_out``: one
+    layer instead of two, or None where the route is not a per-token channel map that the layer
+    can absorb.
+
+    A BaseConv layer's output at token ``t`` is ``sum_k p_k[t] W_out[k, :] + B_out[t, :]``.  Where
+    every output form at token ``t`` reads only atoms at ``t``, the route is a channel map ``M_t``
+    per token (plus constants), so inner channel ``k`` contributes ``p_k[t] W_out[k, :] M_t``:
+    a fixed ``W_out`` row where ``W_out[k, :] M_t`` is the same at every token ``k`` may be nonzero
+    at (its *support*; junk maps to 0, so a channel of only junk is dropped), and where it is not,
+    a bias-gated channel (``W_gate[:, k] = 0``: a carry) is split into one channel per distinct row,
+    each with ``B_gate`` kept on its own tokens.  The constants go to ``B_out``.  Exact: the same
+    layer the prover checks (seed 000 Def. D.20: ``B_gate`` and ``B_out`` are position dependent)."""
+    if spec.b_out:
+        return None
+    by_token: dict[int, dict] = {}  # t -> atom -> [(dest channel, coef)]
+    consts = {}
+    for (t, c2), form in final.items():
+        for a, v in form.items():
+            if a == CONST:
+                if v != 0:
+                    consts[(t, c2)] = Fraction(v)
+                continue
+            if after.slot_of[a][0] != t:
+                return None  # the route moves a value between tokens
+            by_token.setdefault(t, {}).setdefault(a, []).append((c2, Fraction(v)))
+    rows: dict[int, dict] = {}
+    for (k, d), w in spec.W_out.items():
+        if w != 0:
+            rows.setdefault(k, {})[d] = Fraction(w)
+    claimed = set()
+    new = LayerSpec("product")
+    for k in range(spec.inner):
+        classes: dict[tuple, list] = {}
+        for t in sorted(_support(spec, k, before, causal)):
+            r: dict = {}
+            for d, w in rows.get(k, {}).items():
+                if (t, d) in claimed or after.free(t, d):
+                    return None  # two channels into one slot, or a slot the plan thinks is 0
+                claimed.add((t, d))
+                a = after.occupied[(t, d)]
+                if a == JUNK:
+                    continue
+                for c2, v in by_token.get(t, {}).get(a, ()):
+                    r[c2] = r.get(c2, Fraction(0)) + w * v
+            classes.setdefault(tuple(sorted((c2, v) for c2, v in r.items() if v != 0)), []).append(t)
+        live = {r: ts for r, ts in classes.items() if r}
+        if not live:
+            continue  # only junk, or values no output reads
+        if len(classes) > 1 and any(j == k and v != 0 for (_, j), v in spec.W_gate.items()):
+            return None  # a token-dependent row needs a mask the shared gate cannot give
+        for r, ts in live.items():
+            k2 = new.new_inner()
+            for name in ("W_in", "W_gate", "h"):
+                src, dst = getattr(spec, name), getattr(new, name)
+                for (i, j), v in src.items():
+                    if j == k:
+                        dst[(i, k2)] = v
+            for (t, j), v in spec.b_conv.items():
+                if j == k:
+                    new.b_conv[(t, k2)] = v
+            for (t, j), v in spec.b_gate.items():
+                if j == k and (len(classes) == 1 or t in ts):
+                    new.b_gate[(t, k2)] = v
+            for c2, v in r:
+                new.W_out[(k2, c2)] = v
+    new.b_out = consts
+    return new
 
 
 def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
