@@ -699,7 +699,8 @@ def _section_c(cells, gd, n, d) -> list[str]:
               "within each data token, and the token sums reach the query token through causal prefix-sum "
               "filters"
               + (f": `{gram_c['call']}` compiles to {_n(gram_c['layers'], 'layer')} on {gram_c['tokens']} x "
-                 f"{gram_c['channels']} (plan {_plan(gram_c)}), which `compiled-baseconv-causal` uses "
+                 f"{gram_c['channels']} (plan {_plan(gram_c)}); `compiled-baseconv-causal` instead computes A^T A "
+                 "and A^T b once, in its prologue, and its body reads them: 1 layer per step "
                  + (f"(hand `baseconv-causal`: {hand_c['state'][0]} x {hand_c['state'][1]}, "
                     f"{hand_c['state_formula']})" if hand_c else "")
                  if gram_c and gram_c["status"] != "refused" else "")

@@ -4,7 +4,7 @@ the body, registered as the ``gd`` architectures ``compiled-baseconv``,
 ``compiled-baseconv-causal``, ``compiled-lsa`` and ``compiled-elsa``."""
 from __future__ import annotations
 
-from constructions.compiled_gd import REFERENCE, compiled_gd
+from constructions.compiled_gd import REFERENCE, REFERENCE_GRAM, compiled_gd
 
 from . import CatalogueEntry, register
 
@@ -22,9 +22,11 @@ register(CatalogueEntry(
     summary="(ridge) GD step compiled to non-causal BaseConv: 3 layers per step",
     roles=frozenset({"gd"}), arch="compiled-baseconv", depth="2 + 3k", state="(N+1) x (3D+1)", ridge=True))
 register(CatalogueEntry(
-    name="gd-compiled-baseconv-causal", paper=REFERENCE, build=_arch("baseconv-causal"), sizes={"n": 20, "d": 5},
-    summary="(ridge) GD step, gradient as (A^T A) x - A^T b, compiled to causal BaseConv: 3 layers per step",
-    roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="2 + 3k", state="(N+1) x O(D^2)", ridge=True))
+    name="gd-compiled-baseconv-causal", paper=REFERENCE_GRAM, build=_arch("baseconv-causal"), sizes={"n": 20, "d": 5},
+    summary="(ridge) GD step, gradient as (A^T A) x - A^T b with A^T A, A^T b hoisted into the prologue "
+            "(seed 000 eq. (47)), compiled to causal BaseConv: 1 layer per step",
+    roles=frozenset({"gd"}), arch="compiled-baseconv-causal", depth="3 + k",
+    state="(N+1) x (D^2+3D+1) (D >= 3; one more at D <= 2)", ridge=True))
 register(CatalogueEntry(
     name="gd-compiled-lsa", paper=REFERENCE, build=_arch("lsa"), sizes={"n": 20, "d": 5},
     summary="(ridge) GD step compiled to multi-head LSA (seed 001 eq. (8)): 2 layers, 3 heads per step",

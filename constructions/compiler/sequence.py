@@ -16,7 +16,14 @@ level of multiplicative depth (:mod:`.linearise`), emits:
 * a **route layer** (:mod:`.routing`): any linear map, here putting both factors of each
   product side by side at a token chosen to balance the products over the tokens (at most
   ``ceil(m / N')`` per token for a level of ``m`` products, when the target allows it), and
-* one final route layer that writes every output at its place and zeros everywhere else.
+* one final route layer that writes every output at its place and zeros everywhere else,
+  folded into the last product layer where it is a channel map per token (every output form
+  at token ``t`` reads atoms at ``t`` only) and every inner channel's row through it is the same
+  at all the tokens where the channel may be nonzero (junk included), or the channel is
+  bias-gated (a carry: split per row, each part masked by ``B_gate``); constants go to
+  ``B_out`` (:func:`_fold_outputs`, plan entry ``product + outputs``).  So a level whose
+  products and outputs stay on their tokens is one layer (the hoisted Gram-form GD step of
+  ``constructions/compiled_gd.py``; Horner as written: 7 layers for 7 products).
 
 The inputs keep their tokens; their channels are chosen by :mod:`.place` (a free relabelling,
 or a split of a channel whose inputs are read across tokens, one route layer fused into the
