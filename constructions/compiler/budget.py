@@ -660,11 +660,12 @@ def plan_levels(g, channels: int):
         by_c: dict = {}
         for n in routed:
             t, c = slots[n]
-            if c == A and places.get(n) is None:
-                final_moves.append((A, A, 0, {t: ONE}))
+            if places.get(n) is None:  # kept where it is: channel A, one inner channel for them all
+                by_c.setdefault("keep", {})[t] = ONE
             else:
                 by_c.setdefault(c, {})[t] = ONE
-        final_moves += [(A, c, -c * Tg, m) for c, m in sorted(by_c.items())]
+        keep = by_c.pop("keep", None)
+        final_moves += [(A, c, -c * Tg, m) for c, m in sorted(by_c.items())] + ([(A, A, 0, keep)] if keep else [])
     top.append(extra - 1)
     layers.append(("unflatten (outputs)", final_moves, bo, None))
     T = max(top) + 1

@@ -8,13 +8,17 @@ from __future__ import annotations
 import warnings
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import circuits as C
 from constructions.compiler import CompileError, compile_circuit
-from constructions.compiler.budget import EXTRA, grid_channels, minimum_channels
+from constructions.compiler.benes import apply_stages, benes_stages
+from constructions.compiler.budget import (EXTRA, LEVEL_MIN, LEVEL_PARALLEL, _layers_of, _route_layers,
+                                           grid_channels, minimum_channels)
+from constructions.compiler.routing import LayerSpec
 from verify.proof import prove
 
 from tests.constructions.test_compiler_sequence import placed_circuits, run_stack
@@ -72,8 +76,20 @@ def test_every_builder_compiles_and_proves_at_every_budget_from_the_minimum(buil
     assert least >= grid_channels(g) + EXTRA
     if not causal:
         assert least == grid_channels(g) + EXTRA
-    for budget in range(least, least + 3):
-        check(compile_circuit(g, target=target, channels=budget), g, budget)
+    for budget in sorted(set(range(least, least + 3)) | ({LEVEL_MIN, LEVEL_PARALLEL} if not causal else set())):
+        if budget < least:
+            continue
+        con = compile_circuit(g, target=target, channels=budget)
+        check(con, g, budget)
+        bound = con.info["compiled"]["bound"]
+        if causal or budget < LEVEL_MIN:
+            assert bound["scheme"] == "one product at a time" and "why" in bound
+        elif bound["scheme"] == "level-parallel":  # the stated rule, recomputed
+            K, md = bound["K"], max(con.info["compiled"].get("multiplicative_depth", 0), 0)
+            assert 2 ** K >= con.info["compiled"]["tokens"] > 2 ** (K - 1) or K == 0
+            assert bound["per_level"] == (6 * K - 1 if budget >= LEVEL_PARALLEL else 12 * K - 3)
+        else:  # the small-circuit choice: fewer layers one product at a time, saying so
+            assert "fewer layers than the level-parallel scheme" in bound["why"]
 
 
 def test_a_budget_below_the_minimum_is_refused_naming_it():
@@ -131,3 +147,65 @@ def test_cli_channels_and_pareto(tmp_path, capsys):
     assert err.count("\n") == 1 and "below the minimum 7" in err
     assert main(["circuit", "--graph", str(f), "--channels", "8", "--target", "lsa"]) == 2
     assert "--channels applies to --target baseconv" in capsys.readouterr().err
+
+
+def _run_layers(specs, T, Cw, x):
+    S = np.zeros((T, Cw), dtype=object)
+    S[:] = Fraction(0)
+    S[:, 0] = x
+    for L in _layers_of(specs, T, Cw, False):
+        S = L.forward(S)
+    return S
+
+
+@settings(max_examples=40)
+@given(data=st.data())
+def test_benes_routes_every_permutation_as_exact_layers(data):
+    """The looping algorithm's settings route any permutation of 2^k tokens in 2k - 1 stages; as
+    BaseConv layers of masked shifts (3 inner channels) on rationals, the values arrive exactly,
+    scaled by the last layer's masks, everything else zero."""
+    k = data.draw(st.integers(0, 6), label="k")
+    n = 1 << k
+    perm = data.draw(st.permutations(range(n)), label="perm")
+    stages = benes_stages(perm)
+    assert len(stages) == max(0, 2 * k - 1) and [j for j, _ in stages] == \
+        list(range(k)) + list(range(k - 2, -1, -1))
+    assert all(sw[t] == sw[t ^ (1 << j)] for j, sw in stages for t in range(n))
+    out = apply_stages(stages, list(range(n)))
+    assert all(out[perm[t]] == t for t in range(n))
+    # a partial map (some tokens routed, the rest must come out zero), as layers 0 -> 1
+    keep = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="routed")
+    pairs = {t: perm[t] for t in range(n) if keep[t]} or {0: perm[0]}
+    coef = {d: Fraction(data.draw(st.integers(-5, 5).filter(bool), label="c"), 3) for d in pairs.values()}
+    moves = _route_layers(pairs, coef, 0, 1)
+    assert len(moves) <= max(1, 2 * k - 1)
+    specs = []
+    for mv in moves:
+        sp = LayerSpec("route")
+        for src, dst, lag, m in mv:
+            i = sp.new_inner()
+            sp.W_in[(src, i)] = sp.h[(lag % n, i)] = sp.W_out[(i, dst)] = Fraction(1)
+            sp.b_gate.update({(t, i): v for t, v in m.items()})
+        assert sp.inner <= 3
+        specs.append(sp)
+    x = [Fraction(data.draw(st.integers(-9, 9), label="x")) + Fraction(1, 7) for _ in range(n)]
+    S = _run_layers(specs, n, 3, x)  # inner channels = state channels in BaseConv.zeros
+    want = [Fraction(0)] * n
+    for s, d in pairs.items():
+        want[d] = coef[d] * x[s]
+    assert list(S[:, 1]) == want
+    assert all(v == 0 for v in S[:, 0]) or len(moves) == 0
+
+
+def test_gd_step_20x5_at_the_minimum_budget_is_tens_of_layers():
+    """The issue's example: gd_step(20, 5) on its 21 x 11 grid at the least budget 13 (one product at
+    a time: 858 layers); level-parallel: 97 layers on 1024 tokens, within md (6K - 1) + 8K - 1 = 197."""
+    g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
+    least = minimum_channels(g, False)
+    assert least == 13
+    con = compile_circuit(g, channels=least)
+    cm = con.info["compiled"]
+    assert cm["bound"]["scheme"] == "level-parallel"
+    assert cm["layers"] <= 100 and cm["layers"] <= cm["bound"]["layers"] == 2 * (6 * 10 - 1) + 8 * 10 - 1
+    assert cm["state_width"] == 13 >= cm["inner_width"] and cm["tokens"] == 1024
+    assert_proved(prove(con))
