@@ -28,13 +28,31 @@ spends the other ``C - (carried channels) >= 2`` inner channels on:
 
 The layer count is exact and stated (:func:`layer_bound`): ``sum over products (2 + (u(f) - 1)^+ +
 (u(g) - 1)^+) + sum over outputs max(1, u - 1) + ceil(moved / 2)``, with ``u <= 1 + M`` units per
-form: at most ``P (2 + 2 M) + O (M + 1)`` for ``P`` products and ``O`` outputs.  This is linear in
-the circuit's size, not the theorems' ``O(Delta log w)``: the butterfly/Benes routing of seed 003
-Lemmas H.7-H.8 (seed 000 Assumption D.22) that would batch a level's moves is not built here.
-Causal convolution reads only earlier tokens, so a product or partial sum sits at a token no
-earlier than what it reads and no later than the outputs placed on the grid that need it; where no
-slot is free in that range the budget is too small (:class:`.routing.CompileError`), and
-:func:`minimum_channels` searches upwards for the smallest budget that compiles.
+form: at most ``P (2 + 2 M) + O (M + 1)`` for ``P`` products and ``O`` outputs, linear in the
+circuit's size.  Causal convolution reads only earlier tokens, so a product or partial sum sits at
+a token no earlier than what it reads and no later than the outputs placed on the grid that need
+it; where no slot is free in that range the budget is too small (:class:`.routing.CompileError`),
+and :func:`minimum_channels` searches upwards for the smallest budget that compiles.
+
+**The level-parallel scheme** (``baseconv``, ``C >= LEVEL_MIN = 5``; :func:`plan_levels`): the
+theorems' ``O(Delta log w)`` (seed 000 Thm. D.30 / seed 003 Thm. H.21) with explicit constants.
+One *flatten* layer moves every input into one value channel ``V``, token-major (grid channel
+``c``, token ``t`` -> token ``c T_g + t``: one inner channel per grid channel, a delta filter at
+lag ``c T_g``).  Per level of multiplicative depth, each work channel (``A``: first factors, ``B``:
+second factors) receives its factor forms by :func:`_gather_sum`: a Benes route of masked shifts
+(:mod:`.benes`, seed 003 Lemmas H.7-H.8) of each distinct atom to its copy run, a doubling tree of
+copies, a second Benes route to the forms' blocks (scaled by the coefficients in its last masks;
+the two routes compose into one where no atom has copies), a halving tree of sums; every block
+ends at the product's token, free in ``V``.  Then one product layer (seed 000 App. D.2.1
+MULTIPLY) writes every product of the level into ``V``.  The outputs are gathered the same way
+into ``A`` (a third Benes route where their blocks do not end at ``c T_g + t`` already) and one
+*unflatten* layer puts them on the grid.  With ``K = ceil(log2 N')`` (``N'``: the tokens, the
+grid's ``D T_g`` or the largest level's terms rounded up to a power of 2, the theorems' ``O(w)``
+rows): layers ``<= md (6K - 1) + 8K - 1`` (``C >= 7``: both work channels route in the same
+layers, 1 + 3 + 3 inner channels) or ``md (12K - 3) + 8K - 1`` (``C`` in 5, 6: one after the
+other), :func:`level_bound`.  Below 5 channels, on the causal target (no Benes route: its filters
+only move values to later tokens) and for small circuits where it is fewer layers, the
+one-product-at-a-time scheme runs; ``compiled.bound.scheme`` says which.
 """
 from __future__ import annotations
 
