@@ -153,6 +153,7 @@ def child(family: str, gates: int, target: str, seed: int, max_rss_gib: float) -
     c1, w1 = _cpu(), time.perf_counter()
     out.update(compile_cpu=c1 - c0, compile_wall=w1 - w0, rss_compiled_mib=_rss_mib(),
                layers=len(con.prologue) + len(con.body) + len(con.epilogue), state=list(con.layout.shape))
+    print(json.dumps(dict(out, stage="compiled")), flush=True)  # what is known if the proof dies
     r = prove(con)
     c2, w2 = _cpu(), time.perf_counter()
     out.update(prove_cpu=c2 - c1, prove_wall=w2 - w1, proved=bool(r.ok), peak_rss_mib=_rss_mib())
@@ -168,14 +169,19 @@ def _run_child(a, gates: int, target: str) -> dict:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
         return {"gates": gates, "target": target, "error": f"did not finish in {a.timeout:g} s"}
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
+    lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines or "proved" not in lines[-1]:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         if "MemoryError" in p.stderr or p.returncode in (-6, -9):
             tail = f"over --max-rss-gib {a.max_rss_gib:g} ({tail})"
-        return {"gates": gates, "target": target, "error": f"exit {p.returncode}: {tail}",
-                "wall": time.perf_counter() - w0}
-    return json.loads(lines[-1])
+        where = "while generating or compiling"
+        if lines:  # compiled, then died in the proof
+            c = lines[-1]
+            where = (f"in the proof, after compiling in {c['compile_cpu']:.1f} s CPU to {c['layers']} layers, "
+                     f"state {c['state'][0]} x {c['state'][1]}, RSS then {c['rss_compiled_mib']:.0f} MiB")
+        return {"gates": gates, "target": target, "error": f"exit {p.returncode} {where}: {tail}",
+                "wall": time.perf_counter() - w0, **({"partial": lines[-1]} if lines else {})}
+    return lines[-1]
 
 
 def slope(xs, ys) -> float | None:
