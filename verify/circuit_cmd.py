@@ -30,6 +30,7 @@ import circuits as C
 from circuits.graph import LimitError, PrunedNodesWarning
 from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import TARGETS, CompileError, compile_circuit, default_target
+from constructions.compiler.targets import DEFAULT_PLACED, DEFAULT_UNPLACED, accepting, names_text
 from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load, save
 from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
@@ -87,9 +88,9 @@ def add_arguments(c) -> None:
     c.add_argument("--export", help="write the compiled weights (safetensors) to this file (checked before "
                                     "any work, written atomically)")
     c.add_argument("--target", choices=sorted(TARGETS),
-                   help="what to compile to: " + "; ".join(f"{k}: {v}" for k, v in TARGETS.items())
-                        + " (default: baseconv for a circuit whose inputs carry token/channel places, "
-                          "baseconv-mlp otherwise)")
+                   help="what to compile to: " + "; ".join(f"{k}: {t.description}" for k, t in TARGETS.items())
+                        + f" (default: {DEFAULT_PLACED} for a circuit whose inputs carry token/channel places, "
+                          f"{DEFAULT_UNPLACED} otherwise)")
     c.add_argument("--weights", help="prove this weight file against the circuit instead of the compiled weights")
     c.add_argument("--allow-metadata-mismatch", action="store_true",
                    help="prove --weights even where its metadata declares another circuit (name, inputs, "
@@ -103,16 +104,16 @@ def add_arguments(c) -> None:
                         "(each costs an exact evaluation of the circuit in Fractions; default 8, 0: none)")
     bounded.add_arguments(c)  # --proof-memory-gib, --proof-timeout
     c.add_argument("--heads", type=int, default=None,
-                   help="targets lsa and elsa: at most this many heads per layer (per stage for elsa), spending "
-                        "layers (default: as many as the compile needs)")
+                   help=f"targets {names_text(accepting('heads'))}: at most this many heads per layer (per stage "
+                        "for elsa), spending layers (default: as many as the compile needs)")
     c.add_argument("--channels", type=int, default=None,
-                   help="targets baseconv and baseconv-causal: a channel budget, every state and every layer's "
-                        "inner channels at most this many, spending layers and appended tokens "
+                   help=f"targets {names_text(accepting('channels'))}: a channel budget, every state and every "
+                        "layer's inner channels at most this many, spending layers and appended tokens "
                         "(constructions/compiler/budget.py; at least the grid's channels + 2; default: the "
                         "smallest depth)")
     c.add_argument("--pareto", action="store_true",
-                   help="targets baseconv and baseconv-causal: also print (and put in the JSON as pareto) the "
-                        "layers/channels frontier from the smallest budget to the unbounded compile (each point "
+                   help=f"targets {names_text(accepting('channels'))}: also print (and put in the JSON as pareto) "
+                        "the layers/channels frontier from the smallest budget to the unbounded compile (each point "
                         "compiled, not proved; the proved stack is the one compiled)")
     c.add_argument("--as-written", action="store_true",
                    help="compile the circuit's own association (default: re-associate it first to the least "
@@ -252,8 +253,8 @@ def cmd_circuit(a, out) -> int:
     if getattr(a, "heads", None) is not None:
         if a.heads < 1:
             raise UsageError(f"--heads must be at least 1, got {a.heads}")
-        if a.target is not None and a.target not in ("lsa", "elsa"):
-            raise UsageError(f"--heads applies to --target lsa and elsa, not {a.target}")
+        if a.target is not None and not TARGETS[a.target].accepts("heads"):
+            raise UsageError(f"--heads applies to --target {names_text(accepting('heads'))}, not {a.target}")
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
     check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
                 override=None if a.allow_large else "--allow-large")
@@ -273,11 +274,12 @@ def cmd_circuit(a, out) -> int:
     bounded.check_circuit_estimate(bounded.circuit_estimate(g), a, a.graph)
 
     target = a.target or default_target(g)
-    if getattr(a, "heads", None) is not None and target not in ("lsa", "elsa"):
-        raise UsageError(f"--heads applies to --target lsa and elsa, not {target} (this circuit's default)")
+    if getattr(a, "heads", None) is not None and not TARGETS[target].accepts("heads"):
+        raise UsageError(f"--heads applies to --target {names_text(accepting('heads'))}, not {target} "
+                         "(this circuit's default)")
     for flag, v in (("--channels", getattr(a, "channels", None)), ("--pareto", getattr(a, "pareto", False) or None)):
-        if v is not None and target not in ("baseconv", "baseconv-causal"):
-            raise UsageError(f"{flag} applies to --target baseconv and baseconv-causal, not {target}")
+        if v is not None and not TARGETS[target].accepts("channels"):  # --pareto: the frontier of channel budgets
+            raise UsageError(f"{flag} applies to --target {names_text(accepting('channels'))}, not {target}")
     if getattr(a, "channels", None) is not None and a.channels < 1:
         raise UsageError(f"--channels must be >= 1, got {a.channels}")
     t0 = time.perf_counter()

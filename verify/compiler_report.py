@@ -22,6 +22,7 @@ import time
 from fractions import Fraction
 
 from constructions.compiler.circuit import param_counts
+from constructions.compiler.targets import TARGETS, accepting
 
 #: default and --quick sizes: builder name -> positional arguments (horner: its coefficients)
 SIZES = {
@@ -48,7 +49,9 @@ SIZES = {
 GD_SIZES = {"default": (20, 5), "quick": (3, 2)}
 PLAN_ABBREV = {"product": "P", "route": "R", "route (outputs)": "R_out", "gather": "G", "outputs": "O",
                "product + outputs": "P+O"}
-ATTENTION = ("lsa", "elsa")
+#: the targets by family (constructions/compiler/targets.py), for the sections that are about one family
+ATTENTION = tuple(n for n, t in TARGETS.items() if t.family == "attention")
+SEQUENCE = tuple(n for n, t in TARGETS.items() if t.family == "sequence")
 
 
 def _arg(x) -> str:
@@ -93,7 +96,7 @@ def _inner_channels(g, target: str) -> list:
     again outside the timings)."""
     from constructions.compiler.sequence import plan
 
-    specs, kinds, *_ = plan(g, target == "baseconv-causal")
+    specs, kinds, *_ = plan(g, TARGETS[target].causal)
     return [[k, sp.inner] for k, sp in zip(kinds, specs)]
 
 
@@ -112,16 +115,14 @@ def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> di
     r, pcpu, pwall = _timed(lambda: prove(con))
     layers = list(con.prologue) + list(con.body) + list(con.epilogue)
     tokens, channels = con.layout.shape
-    if target == "baseconv-mlp":
-        md = circuit["multiplicative_depth"]
-        bound = {"layers": max(1, md), "tokens": 1,
-                 "rule": "max(1, md) layers on one token (constructions/compiler/mlp.py)"}
+    bound = dict(TARGETS[target].bound(con))
+    family = TARGETS[target].family
+    if family == "mlp":
         plan, inner = None, None
     else:
-        bound = dict(cm["bound"])
         plan = list(cm["plan"])
         # attention targets: heads per layer of the plan; sequence targets: inner channels
-        inner = [list(kh) for kh in zip(cm["plan"], cm["heads"])] if target in ATTENTION else \
+        inner = [list(kh) for kh in zip(cm["plan"], cm["heads"])] if family == "attention" else \
             _inner_channels(g, target)
     cell.update(
         status="PROVED" if r.ok else "FAILED", message=None if r.ok else r.failure.describe(),
@@ -141,7 +142,6 @@ def builder_cells(mode: str, log) -> list[dict]:
     import warnings
 
     import circuits as C
-    from constructions.compiler import TARGETS
 
     cells = []
     for builder, args in SIZES[mode].items():
@@ -210,7 +210,7 @@ def warm_up() -> None:
     """Compile and prove ``dot(1)`` on every target before the clocks start, so that no cell's
     time is an import or a first call's set-up."""
     import circuits as C
-    from constructions.compiler import TARGETS, CompileError, compile_circuit
+    from constructions.compiler import CompileError, compile_circuit
     from verify.proof import prove
 
     g = C.dot(1, placed=True)
@@ -307,6 +307,17 @@ def _table_a(cells) -> list[str]:
                            "compile s CPU / wall", "proof s CPU / wall"], rows)
 
 
+def _targets_table() -> list[str]:
+    """The table of targets (``constructions.compiler.targets.TARGETS``): what each compiles to,
+    the options it takes, causal or not, its passes and its guarantee."""
+    from .cli_common import markdown_table
+
+    rows = [(f"`{t.name}`", t.description, t.paper, ", ".join(f"`{o}`" for o in sorted(t.options)) or "-",
+             "yes" if t.causal else "no", " -> ".join(p.name for p in t.passes), t.bound_rule)
+            for t in TARGETS.values()]
+    return markdown_table(["target", "compiles to", "paper", "options", "causal", "passes", "bound"], rows)
+
+
 def _modules(c: dict) -> str:
     st = (c.get("modules") or {}).get("stages")
     return f" (modules of {'+'.join(map(str, st))} stages)" if st else ""
@@ -336,7 +347,7 @@ def _table_h21(cells) -> list[str]:
 
     rows = []
     for c in cells:
-        if c["target"] == "baseconv-mlp" or c["target"] in ATTENTION or c["status"] == "refused":
+        if c["target"] not in SEQUENCE or c["status"] == "refused":
             continue
         m = c["circuit"]
         dl = m["depth"] * math.log2(m["width"]) if m["width"] > 1 else m["depth"]
@@ -362,24 +373,23 @@ def markdown(res: dict, command: str, mach: dict) -> str:
          "runs), sizes and verdicts are what the compiler and the prover "
          "(`verify.proof.prove`: exact, symbolic in every input) returned."
          + (" **Quick sizes** (`--quick`): not the default sizes." if res["mode"] == "quick" else ""), "",
-         "The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has five targets: "
+         f"The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has {len(TARGETS)} targets, "
+         "one `Target` each in the table `TARGETS` (`constructions/compiler/targets.py`, listed below): "
          "`baseconv` and `baseconv-causal` keep the placed circuit's token grid (its inputs an N x D "
          "matrix, rows are tokens) and route values between tokens by (circular / causal) convolution; "
          "`lsa` (seed 001 eq. (8), multi-head) and `elsa` (eq. (16), modules of eq. (57)-(59)) keep the "
          "same grid and compute on a work token, each head a sum of products between the work token and "
          "the others with the token sum inside the Gram factor (section (c)); `baseconv-mlp` puts every "
          "value in its own channel of one token (a gated MLP, kept for comparison).",
-         "",
+         ""] + _targets_table() + ["",
          f"## (a) Builders x targets ({proved} of {len(cells)} cells proved, {len(refused)} refused)", "",
          "Circuit columns (`circuits.metrics`): size = wires, depth Delta = longest input-output path, "
          "width w = the widest level cut, md = multiplicative depth after splitting n-ary products into "
          "balanced binary trees and folding constants (what every target pays for). Plan: P a product "
          "layer, R a route layer (any linear map), R_out the final route layer that writes the outputs "
          "at their places; G a gather layer, O an output layer, P+O a product layer that also writes the "
-         "outputs in place. Bound: the compiler's guarantee, `2 md + 1` layers on the input grid's tokens "
-         "for the BaseConv sequence targets, `md + 2` LSA layers and `ceil((md + 2) / 2)` ELSA modules for "
-         "the attention targets (`con.info['compiled']['bound']`), `max(1, md)` layers on one token "
-         "for `baseconv-mlp` (its module docstring); \"within?\" checks the compiled stack against it. "
+         "outputs in place. Bound: the compiler's guarantee (`con.info['compiled']['bound']`), the bound "
+         "column of the targets' table above; \"within?\" checks the compiled stack against it. "
          "Params count the entries of every weight array (nonzero / all). A refusal is the compiler's "
          "`CompileError`, verbatim.", ""]
     L += _table_a(cells)
@@ -402,8 +412,8 @@ def budget_example() -> dict:
     builder, args = BUDGET_EXAMPLE
     g = build_circuit(builder, args)
     out = {"call": call_text(builder, args), "targets": {}}
-    for target in ("baseconv", "baseconv-causal"):
-        causal = target == "baseconv-causal"
+    for target in accepting("channels"):
+        causal = TARGETS[target].causal
         try:
             least = minimum_channels(g, causal)
         except Exception as e:  # the causal refusal, verbatim
@@ -500,7 +510,7 @@ def _section_trace(ex) -> list[str]:
 
 
 def _section_b(res, cells, gd, n, d) -> list[str]:
-    gdc = {t: _find(cells, "gd_step", t) for t in ("baseconv", "baseconv-causal", "lsa", "elsa", "baseconv-mlp")}
+    gdc = {t: _find(cells, "gd_step", t) for t in TARGETS}
     call = gdc["baseconv"]["call"] if gdc["baseconv"] else "gd_step"
     L = [f"## (b) The GD step: hand-written architectures next to the compiled ones (N={n}, D={d})", "",
          "Every `gd` architecture of the registry (`constructions.catalogue.gd_architectures()`), built "
@@ -616,7 +626,7 @@ def _section_attention_gd(gd) -> list[str]:
 
 def _section_c(cells, gd, n, d) -> list[str]:
     by = {(c["builder"], c["target"]): c for c in cells}
-    seq = [c for c in cells if c["target"] != "baseconv-mlp" and c["status"] != "refused"]
+    seq = [c for c in cells if c["target"] in SEQUENCE and c["status"] != "refused"]
     worst = max(seq, key=lambda c: c["layers"] / c["bound"]["layers"]) if seq else None
     routed = [c for c in seq if "route" in (c["plan"] or [])]
     route_inner = [(c, max(k for kind, k in c["inner_channels"] if kind == "route")) for c in routed]

@@ -13,10 +13,13 @@ module            pass
 ``attention``     targets ``lsa`` / ``elsa`` (seed 001): gather to a work row, product heads
                   per level, an output layer; ELSA groups the layers into two-stage modules
 ``circuit``       the :class:`CompiledCircuit` construction all targets return
+``targets``       the table :data:`TARGETS`: one :class:`~.targets.Target` per name (description,
+                  paper, compile, options it takes, causal, its passes, its bound)
 ================  ==========================================================================
 
 :func:`compile_circuit` picks the target: ``baseconv`` for a placed circuit (inputs carrying
 ``token``/``channel``, :func:`circuits.placement`), ``baseconv-mlp`` otherwise, unless told.
+How to add a target: :mod:`.targets`.
 """
 from __future__ import annotations
 
@@ -24,24 +27,9 @@ import networkx as nx
 
 import circuits as C
 
-from .attention import compile_attention
 from .circuit import CompiledCircuit
-from .mlp import compile_mlp
 from .routing import CompileError
-from .sequence import compile_sequence
-
-#: target name -> what it compiles to
-TARGETS = {
-    "baseconv": "BaseConv over the placed circuit's tokens, circular convolution (seed 000 Thm. D.30)",
-    "baseconv-causal": "BaseConv over the placed circuit's tokens, causal convolution",
-    "baseconv-mlp": "BaseConv on one token, every live value its own channel (a gated MLP)",
-    "lsa": "multi-head LSA (seed 001 eq. (8)) over the placed tokens, with a one-hot position block",
-    "elsa": "ELSA modules (seed 001 eq. (16), (57)-(59)) over the placed tokens, positions in the biases",
-}
-
-
-def default_target(g: nx.DiGraph) -> str:
-    return "baseconv" if C.placement(g) is not None else "baseconv-mlp"
+from .targets import TARGETS, Target, default_target, resolve, target_options
 
 
 def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None,
@@ -53,28 +41,20 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
     ``reassociate``: first rewrite the circuit to the least multiplicative depth (:mod:`.reassociate`;
     False: compile it as written).  The stack is proved against the circuit as given either way.
     ``channels``: a channel budget for ``baseconv`` / ``baseconv-causal`` (:mod:`.budget`): every state
-    and every layer's inner channels at most that many, spending layers; None: the smallest depth."""
-    g = C.validate(g)
-    target = target or default_target(g)
-    if heads is not None and target not in ("lsa", "elsa"):
-        raise ValueError(f"heads applies to the lsa and elsa targets, not {target!r}")
-    if target not in TARGETS:
-        raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
-    if channels is not None and target not in ("baseconv", "baseconv-causal"):
-        raise ValueError(f"channels applies to the baseconv and baseconv-causal targets, not {target!r}")
+    and every layer's inner channels at most that many, spending layers; None: the smallest depth.
+
+    The passes (each target's own, after ``reassociate``, are its :attr:`.targets.Target.passes`):
+    validate -> resolve the :class:`.targets.Target` and the options it takes (:data:`TARGETS`
+    decides which; any other is a one-line ValueError) -> reassociate -> ``Target.compile``."""
+    g = C.validate(g)  # validate: nx.DiGraph -> a checked copy
+    tgt = resolve(target or default_target(g))  # resolve: name -> Target
+    opts = target_options(tgt, min_width=min_width, heads=heads, channels=channels)
     if reassociate:
-        return _reassociated(g, name, target, min_width, heads, channels)
-    if target == "baseconv-mlp":
-        return compile_mlp(g, name)
-    if target in ("baseconv", "baseconv-causal"):
-        return compile_sequence(g, name, causal=target == "baseconv-causal", min_width=min_width,
-                                channels=channels)
-    if target in ("lsa", "elsa"):
-        return compile_attention(g, name, elsa=target == "elsa", min_width=min_width, heads=heads)
-    raise ValueError(f"unknown compile target {target!r} (one of {', '.join(TARGETS)})")
+        return _reassociated(g, name, tgt, opts)
+    return tgt.compile(g, name, **opts)
 
 
-def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads, channels=None) -> CompiledCircuit:
+def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict) -> CompiledCircuit:
     """Compile :func:`.reassociate.reassociate` of ``g``; the construction keeps ``g`` itself (its
     proof is against the circuit as given) and reports both multiplicative depths.
 
@@ -86,8 +66,7 @@ def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads, 
     from .reassociate import multiplicative_depth, reassociate
 
     def build(c):
-        return compile_circuit(c, name, target, min_width=min_width, heads=heads, reassociate=False,
-                               channels=channels)
+        return target.compile(C.validate(c), name, **opts)
 
     h = reassociate(g)
     before, after = multiplicative_depth(g), multiplicative_depth(h)
@@ -115,4 +94,4 @@ def _reassociated(g: nx.DiGraph, name: str, target: str, min_width: int, heads, 
     return con
 
 
-__all__ = ["CompiledCircuit", "CompileError", "TARGETS", "compile_circuit", "default_target"]
+__all__ = ["CompiledCircuit", "CompileError", "TARGETS", "Target", "compile_circuit", "default_target"]
