@@ -79,7 +79,11 @@ What each function needs / adds
                             ``python -m circuits.random``.
 No function mutates its argument.
 """
-from .builders import dot, gd_step, horner, matvec, newton_schulz_step, ridge_gd_step
+from polyverify.startup import catch_startup_interrupts as _catch
+
+_catch()  # python -m circuits.random: Ctrl-C while the command starts is one line, exit 130
+
+from .builders import dot, gd_step, horner, matvec, newton_schulz_step, ridge_gd_step  # noqa: E402
 from .evaluate import evaluate, infer_const, polynomials, to_ring
 from .graph import (
     CircuitBuilder,

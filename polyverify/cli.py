@@ -39,9 +39,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .startup import EXIT_INTERRUPTED, _startup_interrupt, catch_startup_interrupts  # noqa: F401
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-#: Ctrl-C (SIGINT): 128 + 2, the status a shell shows for a process the signal stopped
-EXIT_INTERRUPTED = 130
 
 #: memory (bytes) a run may plan to allocate without an explicit override: the
 #: machines this toolkit targets have 24 GiB; leave room for the rest
@@ -104,7 +104,7 @@ def _import_safe_interrupts():
     """:func:`_sigint_safe` as the SIGINT handler while the block runs (in the main thread,
     where Python's default handler was set)."""
     try:
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, _startup_interrupt):
             yield
             return
         signal.signal(signal.SIGINT, _sigint_safe)
@@ -440,7 +440,12 @@ def exit_with(main_fn, *args, **kwargs) -> None:
     reader that stops early (``| head``) ends quietly instead of in a traceback,
     with status 141 as a process killed by SIGPIPE would (the verdict was not
     read, so none of 0/1/2 is claimed); Ctrl-C outside :func:`run_main` ends as
-    inside it (``interrupted``, status 130)."""
+    inside it (``interrupted``, status 130).  From here on Ctrl-C is a KeyboardInterrupt again
+    (not :func:`_startup_interrupt`: the command may be writing), and once the command has
+    returned, a late Ctrl-C while the interpreter shuts down is ignored: the verdict is out."""
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(signal.SIGINT) is _startup_interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rc = main_fn(*args, **kwargs)
         sys.stdout.flush()
@@ -460,4 +465,7 @@ def exit_with(main_fn, *args, **kwargs) -> None:
             sys.stderr.flush()
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stderr.fileno())
+    else:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(rc)

@@ -199,3 +199,32 @@ def test_ctrl_c_inside_an_import_is_held_until_the_import_is_over(tmp_path, monk
     assert sys.modules["slow_import_mod"].FINISHED and reached == ["after the import"]
     assert capsys.readouterr().err == "interrupted\n"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("package", ["verify", "numerics", "circuits"])
+def test_ctrl_c_while_a_command_starts_is_one_line(package):
+    """``python -m PACKAGE.module``: the package's import puts a handler in place (``sys.argv[0]``
+    is ``-m`` while Python locates the module), so a Ctrl-C during the command's own imports ends
+    it with the one line and exit 130 instead of a traceback from the import; ``exit_with`` gives
+    the command Python's KeyboardInterrupt back."""
+    code = ("import os, signal, sys, time\n"
+            "sys.argv = ['-m']\n"
+            f"import {package}\n"
+            "from polyverify.cli import exit_with\n"
+            "assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+            "if os.environ.get('T25_STEP') == 'run':\n"
+            "    exit_with(lambda: 0 if signal.getsignal(signal.SIGINT) is signal.default_int_handler else 3)\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(10)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (p.returncode, p.stderr) == (130, "interrupted\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**env, "T25_STEP": "run"})
+    assert (p.returncode, p.stderr) == (0, ""), p.stderr
+
+
+def test_a_library_import_keeps_pythons_handler():
+    code = "import signal, verify, numerics, circuits; assert signal.getsignal(signal.SIGINT) is signal.default_int_handler"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
