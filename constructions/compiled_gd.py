@@ -12,6 +12,11 @@ compiled layers need): token ``i < n`` holds ``A[i, :]`` in channels ``0..d-1`` 
 channel ``d``; the query token ``n`` holds ``q`` in channels ``0..d-1``, the prediction in
 channel ``d`` (after the epilogue) and ``x`` in channels ``d+1..2d``.  Every other entry is 0.
 
+``baseconv-causal`` is assembled differently (:func:`compiled_gram_gd`): the causal target cannot
+bring x back to the data tokens, so it takes the Gram form of seed 000 eq. (47), with the loop
+invariants ``A^T A`` and ``A^T b`` computed once by a compiled prologue and held at the query
+token; its body is one layer per step (depth ``3 + k``, as the hand ``gd-baseconv-causal``).
+
 ``eta`` and ``lam`` are constants of the circuit, so a proof of these stacks is a proof for
 the given exact ``eta`` and ``lam`` (the hand architectures are proved for a symbolic eta).
 """
@@ -46,11 +51,6 @@ def step_circuit(n: int, d: int, eta, lam=0, form: str = "residual"):
     g = C.gd_step(n, d, eta, placed=True, form=form) if lam == 0 else \
         C.ridge_gd_step(n, d, eta, lam, placed=True, form=form)
     return _with_query(g, n, d)
-
-
-#: the gradient's form each target compiles best: the causal target cannot bring x back to the
-#: data tokens, so it takes the Gram form (token sums of within-token products, seed 000 eq. (47))
-FORM = {"baseconv-causal": "gram"}
 
 
 def prediction_circuit(n: int, d: int):
@@ -289,7 +289,7 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
     lam = exact(lam)
     if target == "baseconv-causal":
         return compiled_gram_gd(n, d, eta, lam)
-    form = FORM.get(target, "residual")
+    form = "residual"
     body = compile_circuit(step_circuit(n, d, eta, lam, form), name="gd-step", target=target)
     epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target)
     width = max(body.layout.shape[1], epi.layout.shape[1])

@@ -20,7 +20,7 @@ def _arch(target: str):
 register(CatalogueEntry(
     name="gd-compiled-baseconv", paper=REFERENCE, build=_arch("baseconv"), sizes={"n": 20, "d": 5},
     summary="(ridge) GD step compiled to non-causal BaseConv: 3 layers per step",
-    roles=frozenset({"gd"}), arch="compiled-baseconv", depth="2 + 3k", state="(N+1) x (3D+1)", ridge=True))
+    roles=frozenset({"gd"}), arch="compiled-baseconv", depth="1 + 3k", state="(N+1) x (3D+1)", ridge=True))
 register(CatalogueEntry(
     name="gd-compiled-baseconv-causal", paper=REFERENCE_GRAM, build=_arch("baseconv-causal"), sizes={"n": 20, "d": 5},
     summary="(ridge) GD step, gradient as (A^T A) x - A^T b with A^T A, A^T b hoisted into the prologue "

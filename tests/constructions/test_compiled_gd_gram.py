@@ -45,8 +45,12 @@ def test_registry_entry_matches_construction():
     assert entries()[e.name] is e and e.depth == "3 + k" and e.reference == REFERENCE_GRAM
     con = e.build(5, 3)
     assert con.name == e.name and con.reference == e.reference
-    assert all(con.depth(k) == 3 + k for k in range(5))
     assert con.steps_for_depth(10) == 7
+    for arch in ("compiled-baseconv", "compiled-baseconv-causal"):  # the prediction epilogue: 1 layer (folded)
+        e = gd_architectures()[arch]
+        con = e.build(5, 3)
+        base, per = e.depth.split(" + ")
+        assert all(con.depth(k) == int(base) + int(per[:-1] or 1) * k for k in range(5)), arch
 
 
 def test_tracks_ridge_gd_in_float64_and_carries_the_gram_sums():
