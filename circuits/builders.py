@@ -26,6 +26,7 @@ from fractions import Fraction
 
 import networkx as nx
 
+from . import keys as K
 from .graph import CircuitBuilder, CircuitError, exact_constant
 
 
@@ -62,7 +63,7 @@ class _B(CircuitBuilder):
 
     def keep(self, node: int, place=None) -> None:
         """Make input ``node`` a pass-through output of the same name (in place)."""
-        self.output(node, self._g.nodes[node]["name"], **_at(place))
+        self.output(node, self._g.nodes[node][K.NAME], **_at(place))
 
     def scale(self, p, x: int, sign: int = 1) -> int:
         """``sign * p * x`` for a parameter from :meth:`param`."""

@@ -37,6 +37,7 @@ from typing import Callable, Mapping
 
 import networkx as nx
 
+from . import keys as K
 from .graph import CircuitError, input_nodes, inputs, operands, output_nodes, validate
 
 
@@ -121,18 +122,18 @@ def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fr
     val: dict = {}
     for v in nx.topological_sort(g):
         d = g.nodes[v]
-        op = d["op"]
-        if op == "input":
-            val[v] = inputs[d["name"]]
-        elif op == "const":
-            val[v] = const(d["value"])
+        op = d[K.OP]
+        if op == K.INPUT:
+            val[v] = inputs[d[K.NAME]]
+        elif op == K.CONST:
+            val[v] = const(d[K.VALUE])
         else:
             acc = None
             for u, m in operands(g, v):
                 for _ in range(m):
                     if acc is None:
                         acc = val[u]
-                    elif op == "add":
+                    elif op == K.ADD:
                         acc = acc + val[u]
                     else:
                         acc = acc * val[u]

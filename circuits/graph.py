@@ -23,8 +23,10 @@ from typing import Hashable, Iterable
 
 import networkx as nx
 
-OPS = ("input", "const", "add", "mul")
-GATES = ("add", "mul")
+from . import keys as K
+
+OPS = K.OPS
+GATES = K.GATES
 
 
 class CircuitError(ValueError):
@@ -77,12 +79,12 @@ def exact_constant(value, where: str = "const") -> Fraction:
 
 def mult(g: nx.DiGraph, u: Hashable, v: Hashable) -> int:
     """Multiplicity of the wire ``u -> v`` (edge attribute ``mult``, default 1)."""
-    return g.edges[u, v].get("mult", 1)
+    return g.edges[u, v].get(K.MULT, 1)
 
 
 def operands(g: nx.DiGraph, v: Hashable) -> list[tuple[Hashable, int]]:
     """``[(operand, mult), ...]`` of node ``v`` in edge insertion order."""
-    return [(u, d.get("mult", 1)) for u, _, d in g.in_edges(v, data=True)]
+    return [(u, d.get(K.MULT, 1)) for u, _, d in g.in_edges(v, data=True)]
 
 
 def _one_line(x, width: int = 60) -> str:
@@ -97,9 +99,9 @@ def _check_node(g: nx.DiGraph, n, d: dict) -> None:
     where = f"node {_one_line(n)}"
     if isinstance(n, bool) or not isinstance(n, (int, str)):
         raise CircuitError(f"{where}: node ids must be int or str, got {type(n).__name__}")
-    if "op" not in d:
+    if K.OP not in d:
         raise CircuitError(f"{where}: missing attribute 'op'")
-    op = d["op"]
+    op = d[K.OP]
     if op not in OPS:
         raise CircuitError(f"{where}: unknown op {_one_line(op)} (expected one of {', '.join(OPS)})")
     arity = 0
@@ -107,20 +109,20 @@ def _check_node(g: nx.DiGraph, n, d: dict) -> None:
         if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
             raise CircuitError(f"{where}: operand {_one_line(u)} has invalid mult {_one_line(m)} (need an int >= 1)")
         arity += int(m)
-    if op in ("input", "const") and arity:
+    if op in (K.INPUT, K.CONST) and arity:
         raise CircuitError(f"{where}: {op} takes no operands, has {arity}")
     if op in GATES and arity < 2:
         raise CircuitError(f"{where}: {op} needs at least 2 operands, has {arity}")
-    if op == "input":
-        if "name" not in d:
+    if op == K.INPUT:
+        if K.NAME not in d:
             raise CircuitError(f"{where}: input missing attribute 'name'")
-        if not isinstance(d["name"], str) or not d["name"]:
+        if not isinstance(d[K.NAME], str) or not d[K.NAME]:
             raise CircuitError(f"{where}: input name must be a non-empty str, got {_one_line(d['name'])}")
-    if op == "const":
-        if "value" not in d:
+    if op == K.CONST:
+        if K.VALUE not in d:
             raise CircuitError(f"{where}: const missing attribute 'value'")
-        exact_constant(d["value"], where)
-    if "output" in d and (not isinstance(d["output"], str) or not d["output"]):
+        exact_constant(d[K.VALUE], where)
+    if K.OUTPUT in d and (not isinstance(d[K.OUTPUT], str) or not d[K.OUTPUT]):
         raise CircuitError(f"{where}: output name must be a non-empty str, got {_one_line(d['output'])}")
 
 
@@ -164,10 +166,10 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
         cyc = nx.find_cycle(g)
         path = " -> ".join(_one_line(u) for u, _ in cyc) + f" -> {_one_line(cyc[0][0])}"
         raise CircuitError(f"node {_one_line(cyc[0][0])}: on a cycle {path}")
-    ins = [n for n, op in g.nodes(data="op") if op == "input"]
-    outs = [n for n, o in g.nodes(data="output") if o is not None]
-    _check_unique(g, "name", ins)
-    _check_unique(g, "output", outs)
+    ins = [n for n, op in g.nodes(data=K.OP) if op == K.INPUT]
+    outs = [n for n, o in g.nodes(data=K.OUTPUT) if o is not None]
+    _check_unique(g, K.NAME, ins)
+    _check_unique(g, K.OUTPUT, outs)
     if not outs:
         raise CircuitError("circuit has no outputs (set output='<name>' on at least one node)")
 
@@ -188,8 +190,8 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
         )
         h.remove_nodes_from(dead)
     for n, d in h.nodes(data=True):
-        if d["op"] == "const":
-            d["value"] = exact_constant(d["value"], f"node {_one_line(n)}")
+        if d[K.OP] == K.CONST:
+            d[K.VALUE] = exact_constant(d[K.VALUE], f"node {_one_line(n)}")
     from .placement import normalise_places, placement  # lazy: placement imports this module
 
     placement(h)  # places of the kept nodes only (pruned nodes' places do not matter)
@@ -199,22 +201,22 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
 
 def inputs(g: nx.DiGraph) -> list[str]:
     """Input names of ``g``, sorted (deterministic)."""
-    return sorted(d["name"] for _, d in g.nodes(data=True) if d.get("op") == "input")
+    return sorted(d[K.NAME] for _, d in g.nodes(data=True) if d.get(K.OP) == K.INPUT)
 
 
 def outputs(g: nx.DiGraph) -> list[str]:
     """Output names of ``g``, sorted (deterministic)."""
-    return sorted(o for _, o in g.nodes(data="output") if o is not None)
+    return sorted(o for _, o in g.nodes(data=K.OUTPUT) if o is not None)
 
 
 def input_nodes(g: nx.DiGraph) -> dict[str, Hashable]:
     """``{input name: node id}``, sorted by name."""
-    return dict(sorted((d["name"], n) for n, d in g.nodes(data=True) if d.get("op") == "input"))
+    return dict(sorted((d[K.NAME], n) for n, d in g.nodes(data=True) if d.get(K.OP) == K.INPUT))
 
 
 def output_nodes(g: nx.DiGraph) -> dict[str, Hashable]:
     """``{output name: node id}``, sorted by name."""
-    return dict(sorted(((o, n) for n, o in g.nodes(data="output") if o is not None), key=lambda t: t[0]))
+    return dict(sorted(((o, n) for n, o in g.nodes(data=K.OUTPUT) if o is not None), key=lambda t: t[0]))
 
 
 # --------------------------------------------------------------------------- builder
@@ -244,28 +246,28 @@ class CircuitBuilder:
 
     def input(self, name: str, *, token: int | None = None, channel: int | None = None) -> int:
         """A new input; ``token``/``channel`` (give both or neither) place it."""
-        return self._new(op="input", name=name, **_place("token", token, "channel", channel))
+        return self._new(**{K.OP: K.INPUT, K.NAME: name}, **_place(K.TOKEN, token, K.CHANNEL, channel))
 
     def const(self, value) -> int:
-        return self._new(op="const", value=exact_constant(value, "const"))
+        return self._new(**{K.OP: K.CONST, K.VALUE: exact_constant(value, "const")})
 
     def _gate(self, op: str, nodes) -> int:
         for u in nodes:
             if u not in self._g:
                 raise CircuitError(f"node {_one_line(u)}: unknown operand for {op}")
-        v = self._new(op=op)
+        v = self._new(**{K.OP: op})
         for u in nodes:  # repeated operands become one edge with mult > 1
             if self._g.has_edge(u, v):
-                self._g.edges[u, v]["mult"] += 1
+                self._g.edges[u, v][K.MULT] += 1
             else:
                 self._g.add_edge(u, v, mult=1)
         return v
 
     def add(self, *nodes) -> int:
-        return self._gate("add", nodes)
+        return self._gate(K.ADD, nodes)
 
     def mul(self, *nodes) -> int:
-        return self._gate("mul", nodes)
+        return self._gate(K.MUL, nodes)
 
     def output(self, node, name: str, *, token: int | None = None, channel: int | None = None) -> None:
         """Mark ``node`` as output ``name``; ``token``/``channel`` place the output
@@ -273,15 +275,15 @@ class CircuitBuilder:
         if node not in self._g:
             raise CircuitError(f"node {_one_line(node)}: cannot mark unknown node as output")
         d = self._g.nodes[node]
-        d["output"] = name
-        if d["op"] == "input":
-            d.update(_place("output_token", token, "output_channel", channel))
+        d[K.OUTPUT] = name
+        if d[K.OP] == K.INPUT:
+            d.update(_place(K.OUTPUT_TOKEN, token, K.OUTPUT_CHANNEL, channel))
         else:
-            d.update(_place("token", token, "channel", channel))
+            d.update(_place(K.TOKEN, token, K.CHANNEL, channel))
 
     def grid(self, tokens: int | None = None, channels: int | None = None) -> None:
         """Set the graph attributes ``tokens``/``channels`` (the placement grid)."""
-        self._g.graph.update(_place("tokens", tokens, "channels", channels))
+        self._g.graph.update(_place(K.TOKENS, tokens, K.CHANNELS, channels))
 
     def graph(self) -> nx.DiGraph:
         """Validated copy of the circuit built so far."""

@@ -40,6 +40,7 @@ from fractions import Fraction
 
 import networkx as nx
 
+from . import keys as K
 from .graph import CircuitError, LimitError, _one_line, validate
 
 _RATIONAL = re.compile(r"^\s*([+-]?\d+)\s*(?:/\s*(\d+)\s*)?$")
@@ -111,11 +112,11 @@ def dump(g: nx.DiGraph, path: str | os.PathLike | None = None) -> dict:
     h.graph.update(g.graph)
     for n, d in g.nodes(data=True):
         d = dict(d)
-        if d["op"] == "const":
-            d["value"] = format_value(d["value"])
+        if d[K.OP] == K.CONST:
+            d[K.VALUE] = format_value(d[K.VALUE])
         h.add_node(n, **d)
     for u, v, d in g.edges(data=True):
-        d = {k: x for k, x in d.items() if not (k == "mult" and x == 1)}
+        d = {k: x for k, x in d.items() if not (k == K.MULT and x == 1)}
         h.add_edge(u, v, **d)
     data = nx.node_link_data(h, edges="links")
     if path is not None:
@@ -213,8 +214,8 @@ def load(src, limits=None) -> nx.DiGraph:
             raise CircuitError(f"node {_one_line(n)}: duplicate node id")
         ids.add(n)
         nd = dict(nd)
-        if nd.get("op") == "const" and "value" in nd:
-            nd["value"] = parse_value(nd["value"], f"node {_one_line(n)}", limits.get("max_const_digits"))
+        if nd.get(K.OP) == K.CONST and K.VALUE in nd:
+            nd[K.VALUE] = parse_value(nd[K.VALUE], f"node {_one_line(n)}", limits.get("max_const_digits"))
         clean_nodes.append(nd)
     for i, e in enumerate(edges):
         if not isinstance(e, dict) or "source" not in e or "target" not in e:

@@ -30,6 +30,7 @@ import networkx as nx
 import math
 from collections.abc import Mapping
 
+from . import keys as K
 from .graph import LimitError, _one_line, operands, validate
 from .placement import placement
 
@@ -46,12 +47,12 @@ def formal_degrees(g: nx.DiGraph) -> dict:
     """Formal degree of every node (see module docstring)."""
     deg: dict = {}
     for v in nx.topological_sort(g):
-        op = g.nodes[v]["op"]
-        if op == "input":
+        op = g.nodes[v][K.OP]
+        if op == K.INPUT:
             deg[v] = 1
-        elif op == "const":
+        elif op == K.CONST:
             deg[v] = 0
-        elif op == "add":
+        elif op == K.ADD:
             deg[v] = max(deg[u] for u, _ in operands(g, v))
         else:  # mul
             deg[v] = sum(m * deg[u] for u, m in operands(g, v))
@@ -69,7 +70,7 @@ def metrics(g: nx.DiGraph) -> dict:
     depth = max(lev.values(), default=0)
     diff = [0] * (depth + 1)  # wire u -> v crosses the cuts lev[u] .. lev[v]-1: a difference array
     size = 0
-    for u, v, m in g.edges(data="mult", default=1):
+    for u, v, m in g.edges(data=K.MULT, default=1):
         size += m
         diff[lev[u]] += m
         diff[lev[v]] -= m
@@ -78,12 +79,12 @@ def metrics(g: nx.DiGraph) -> dict:
         run += diff[k]
         cuts.append(run)
     return dict(
-        n_inputs=sum(1 for _, op in g.nodes(data="op") if op == "input"),
+        n_inputs=sum(1 for _, op in g.nodes(data=K.OP) if op == K.INPUT),
         size=size,
         depth=depth,
         width=max(cuts, default=0),
-        degree=max(deg[n] for n, o in g.nodes(data="output") if o is not None),
-        n_gates=sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul")),
+        degree=max(deg[n] for n, o in g.nodes(data=K.OUTPUT) if o is not None),
+        n_gates=sum(1 for _, op in g.nodes(data=K.OP) if op in (K.ADD, K.MUL)),
     )
 
 
@@ -129,7 +130,7 @@ def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
         refuse("max_grid", pl.tokens * pl.channels,
                f"the placed grid {pl.tokens} tokens x {pl.channels} channels = {pl.tokens * pl.channels} cells")
     size = 0
-    for u, v, m in g.edges(data="mult", default=1):
+    for u, v, m in g.edges(data=K.MULT, default=1):
         if m > lim.get("max_mult", math.inf):
             refuse("max_mult", m, f"node {_one_line(v)}: operand {_one_line(u)} has mult {m}, which")
         size += m
@@ -138,15 +139,15 @@ def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
     max_deg = lim.get("max_degree", math.inf)
     deg: dict = {}
     for v in nx.topological_sort(g):
-        op = g.nodes[v]["op"]
-        if op in ("input", "const"):
-            deg[v] = 1 if op == "input" else 0
+        op = g.nodes[v][K.OP]
+        if op in (K.INPUT, K.CONST):
+            deg[v] = 1 if op == K.INPUT else 0
             continue
         ops = operands(g, v)
         fan_in = sum(m for _, m in ops)
         if fan_in > lim.get("max_fan_in", math.inf):
             refuse("max_fan_in", fan_in, f"node {_one_line(v)}: {op} gate has {fan_in} operands (with mult), which")
-        if op == "add":
+        if op == K.ADD:
             deg[v] = max(deg[u] for u, _ in ops)
         else:
             deg[v] = sum(m * deg[u] for u, m in ops)

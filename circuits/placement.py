@@ -36,11 +36,12 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from . import keys as K
 from .graph import CircuitError, _one_line
 
 #: node attributes holding a place, and graph attributes holding the grid size
-PLACE_ATTRS = ("token", "channel", "output_token", "output_channel")
-GRID_ATTRS = ("tokens", "channels")
+PLACE_ATTRS = K.PLACE_ATTRS
+GRID_ATTRS = K.GRID_ATTRS
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,13 @@ class Placement:
 def _who(n, d: dict) -> str:
     """``node 3 (input 'x', output 'y')`` -- the node id and its names."""
     tags = []
-    if d.get("op") == "input" and "name" in d:
+    if d.get(K.OP) == K.INPUT and K.NAME in d:
         tags.append(f"input {_one_line(d['name'])}")
-    if d.get("output") is not None:
+    if d.get(K.OUTPUT) is not None:
         tags.append(f"output {_one_line(d['output'])}")
     if not tags:
-        op = d.get("op")
-        tags.append(f"{op} gate" if op in ("add", "mul") else op if isinstance(op, str) else _one_line(op))
+        op = d.get(K.OP)
+        tags.append(f"{op} gate" if op in (K.ADD, K.MUL) else op if isinstance(op, str) else _one_line(op))
     return f"node {_one_line(n)} ({', '.join(tags)})"
 
 
@@ -122,21 +123,21 @@ def placement(g: nx.DiGraph) -> Placement | None:
         return _who(n, g.nodes[n])
 
     for n, d in g.nodes(data=True):
-        is_in = d.get("op") == "input"
-        out = d.get("output")
-        here = _pair(n, d, "token", "channel")
+        is_in = d.get(K.OP) == K.INPUT
+        out = d.get(K.OUTPUT)
+        here = _pair(n, d, K.TOKEN, K.CHANNEL)
         if is_in:
-            there = _pair(n, d, "output_token", "output_channel")
+            there = _pair(n, d, K.OUTPUT_TOKEN, K.OUTPUT_CHANNEL)
             if there is not None and out is None:
                 raise CircuitError(f"{who(n)}: has output_token/output_channel but is not an output")
-            ins[d["name"]] = here
-            node_of["in:" + d["name"]] = n
+            ins[d[K.NAME]] = here
+            node_of["in:" + d[K.NAME]] = n
             if here is not None:
                 if here in in_at:
                     raise CircuitError(f"{who(n)}: input place {here} is taken by {who(in_at[here])}")
                 in_at[here] = n
         else:
-            for k in ("output_token", "output_channel"):
+            for k in (K.OUTPUT_TOKEN, K.OUTPUT_CHANNEL):
                 if k in d:
                     raise CircuitError(f"{who(n)}: {k} is only for input nodes that are outputs "
                                        "(a gate's output place is token/channel)")
@@ -180,8 +181,8 @@ def placement(g: nx.DiGraph) -> Placement | None:
                                f"{k} = {grid[k]}, needs >= {need})")
         size[k] = grid[k] if grid[k] is not None else need
     return Placement(
-        tokens=size["tokens"],
-        channels=size["channels"],
+        tokens=size[K.TOKENS],
+        channels=size[K.CHANNELS],
         inputs=dict(sorted(ins.items())),
         outputs=dict(sorted(outs.items())),
     )

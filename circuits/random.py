@@ -27,6 +27,7 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 
+from . import keys as K
 from .graph import CircuitError, validate
 
 
@@ -64,7 +65,7 @@ def random_circuit(
     g = nx.DiGraph()
     deg: dict[int, int] = {}
     for i in range(n_inputs):
-        g.add_node(i, op="input", name=f"x{i}")
+        g.add_node(i, **{K.OP: K.INPUT, K.NAME: f"x{i}"})
         deg[i] = 1
     gates: list[int] = []
     dangling: list[int] = []  # gates not yet used as an operand
@@ -80,29 +81,29 @@ def random_circuit(
             if not pool or rng.random() < const_prob:
                 n = g.number_of_nodes()
                 value = Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 4)))
-                g.add_node(n, op="const", value=value)
+                g.add_node(n, **{K.OP: K.CONST, K.VALUE: value})
                 deg[n] = 0
                 picks.append(n)
             else:
                 j = int(rng.integers(pool))
                 picks.append(j if j < n_inputs else gates[j - n_inputs])
         ops = Counter(picks)
-        op = "add" if rng.random() < 0.5 else "mul"
+        op = K.ADD if rng.random() < 0.5 else K.MUL
         mdeg = sum(m * deg[u] for u, m in ops.items())
-        if op == "mul" and max_degree is not None and mdeg > max_degree:
-            op = "add"
+        if op == K.MUL and max_degree is not None and mdeg > max_degree:
+            op = K.ADD
         v = g.number_of_nodes()
-        g.add_node(v, op=op)
-        deg[v] = mdeg if op == "mul" else max(deg[u] for u in ops)
+        g.add_node(v, **{K.OP: op})
+        deg[v] = mdeg if op == K.MUL else max(deg[u] for u in ops)
         for u, m in ops.items():
-            g.add_edge(u, v, mult=m)
+            g.add_edge(u, v, **{K.MULT: m})
         dangling = [d for d in dangling if d not in ops] + [v]
         gates.append(v)
     assert len(dangling) <= n_outputs
     rest = [x for x in gates if x not in dangling]
     extra = [rest[j] for j in rng.choice(len(rest), size=n_outputs - len(dangling), replace=False)] if rest else []
     for j, v in enumerate(sorted(dangling + extra)):
-        g.nodes[v]["output"] = f"y{j}"
+        g.nodes[v][K.OUTPUT] = f"y{j}"
     return validate(g)
 
 
