@@ -137,11 +137,13 @@ class ProofResult:
     #: the ring the identities were checked in: every variable its own generator ("full"), or
     #: the grouped substitution of ``verify/token_groups.py`` (injective on what it was used for)
     ring: str = "full"
-    #: a proof with symbolic parameters (``symbolic_params``) covers the construction's own
-    #: layers only where those layers, rebuilt on the symbols and evaluated at the concrete
-    #: parameters, are exactly the built ones: what that check found ("" when nothing was
-    #: symbolic).  Where they differ the built layers were proved at the concrete values instead
-    #: (``symbolic_params`` empty) and this says why (``verify.proof.prove``)
+    #: a proof with symbolic parameters (``symbolic_params``) covers the construction only where
+    #: its layers AND its specification (input_state, state, step, state(step), final_state,
+    #: intermediate states), rebuilt on the symbols and evaluated at the concrete parameters, are
+    #: exactly the construction's own (``verify.proof.symbolic_cover``,
+    #: ``verify.proof.specification_cover``): what that check found ("" when nothing was
+    #: symbolic).  Where either differs the construction was proved at the concrete values
+    #: instead (``symbolic_params`` empty) and this says why (``verify.proof.prove``)
     symbolic_cover: str = ""
 
     def to_json(self) -> dict:
