@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from polyverify.cli import one_line
+from polyverify.rational import RationalError, parse_rational
 
 from . import ops
 from .base import Construction, to_float_array
@@ -160,10 +161,10 @@ def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
                 if (not isinstance(e, list) or len(e) < 1 or not isinstance(e[-1], str)
                         or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in e[:-1])):
                     raise bad(f"'exact' entry {e!r} of layer {key} {name} is not [index..., \"p/q\"]")
-                try:
-                    Fraction(e[-1])
-                except (ValueError, ZeroDivisionError):
-                    raise bad(f"'exact' value {e[-1]!r} of layer {key} {name} is not a rational") from None
+                try:  # bounded: '1e999999999' is refused before 10**999999999 is computed
+                    parse_rational(e[-1], f"'exact' value of layer {key} {name}")
+                except RationalError as err:
+                    raise bad(str(err)) from None
     if not isinstance(cons, dict):
         raise bad("'construction' must be an object")
     return specs, exact, cons
@@ -200,8 +201,9 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
-    if not path.is_file():
-        raise WeightFileError(f"weight file not found: {path}")
+    if not path.is_file():  # a device or FIFO exists but is no file: say so (issue 25 follow-up)
+        raise WeightFileError(f"weight file not found: {path}" if not path.exists() else
+                              f"{path}: not a regular file (a directory, device or FIFO): a weight file is needed")
     try:
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
@@ -277,7 +279,7 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
                         raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' lists {prefix + name}"
                                               f"{list(ix)} twice")
                     seen.add((i, name, ix))
-                    qf = Fraction(q)
+                    qf = parse_rational(q, f"'exact' value of {prefix + name}{list(ix)}")  # checked above
                     if declared_stands_in(qf, t, ix):
                         a[ix] = qf
                         n_exact += 1

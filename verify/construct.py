@@ -37,6 +37,7 @@ GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof va
 DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 
 from numerics.backends import BACKENDS, DTYPES
+from polyverify.rational import parse_rational
 from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
                             output_file, progress, run_main)
 
@@ -180,14 +181,15 @@ def _from_file(declared: dict | None) -> dict:
         out["n"], out["d"] = A
     P = declared.get("params") or {}
     try:
+        q = lambda key: exact(parse_rational(P[key], f"the weight file's parameter {key}"))  # noqa: E731 - bounded
         if "eta" in P:
-            out["eta"] = str(exact(P["eta"]))
+            out["eta"] = str(q("eta"))
         elif "sqrt_eta" in P:
-            out["eta"] = str(exact(P["sqrt_eta"]) ** 2)
+            out["eta"] = str(q("sqrt_eta") ** 2)
         if "lam" in P:
-            out["lam"] = str(exact(P["lam"]))
+            out["lam"] = str(q("lam"))
         elif "sqrt_lam" in P:
-            out["lam"] = str(exact(P["sqrt_lam"]) ** 2)
+            out["lam"] = str(q("sqrt_lam") ** 2)
     except ValueError:
         pass  # a malformed parameter shows up as a mismatch below
     sec, kk = declared.get("sections"), declared.get("k")
@@ -285,8 +287,9 @@ def gd_settings(a) -> GDSettings:
     check_range("--seed", a.seed, 0, 2**63 - 1)
     check_range("--kappa", a.kappa, 1.0)
     try:
-        eta = exact(vals["eta"])
-        lam = exact(vals["lam"])
+        flag = lambda key: f"--{key}" if source[key] == "command line" else f"{key} (from the {source[key]})"  # noqa: E731
+        eta = exact(parse_rational(vals["eta"], flag("eta")))  # bounded: --eta 1e999999999 is refused at once
+        lam = exact(parse_rational(vals["lam"], flag("lam")))
     except ValueError as e:
         raise UsageError(str(e)) from None
     if eta <= 0:
