@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from constructions.base import Construction
 from polyverify.cli import UsageError, atomic_write_text, output_file
+from polyverify.rational import parse_rational
 
 from . import FORMATS, mapping, search
 from .common import ImportError_, parse_settings
@@ -133,10 +134,10 @@ def settings(a) -> dict:
                 raise UsageError(f"--set {k}={v}: a size must be an integer") from None
             size_src[k] = "--set"
         else:
-            try:
-                given_params[k] = Fraction(v)
-            except (ValueError, ZeroDivisionError):
-                raise UsageError(f"--set {k}={v}: not an exact rational") from None
+            try:  # bounded (polyverify/rational.py): --set eta=1e-999999999 is refused at once
+                given_params[k] = parse_rational(v, f"--set {k}")
+            except ValueError as e:
+                raise UsageError(str(e)) from None
     _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params)
     try:
         if a.fmt == "polyverify":
@@ -231,7 +232,7 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
                           "from": f"the file: {how}", "consistent": sol["consistent"], "solve_seconds": round(dt, 3),
                           "_fails_at": sol["fails_at"]}
         elif name in imp.declared_params:
-            values[name] = Fraction(str(imp.declared_params[name]))
+            values[name] = parse_rational(str(imp.declared_params[name]), f"{name} (the file's metadata)")
             info[name] = {"value": str(values[name]), "from": "the file's metadata"}
         else:
             values[name] = Fraction(spec.params[name])

@@ -26,6 +26,7 @@ import numpy as np
 from constructions.layers import Layer
 from constructions.weights_io import MAX_ENTRIES, _exact_array
 from polyverify.cli import one_line
+from polyverify.rational import parse_rational
 
 
 class ImportError_(ValueError):
@@ -216,7 +217,7 @@ def as_rational(v, what: str) -> Fraction:
     try:
         if isinstance(v, float):
             return Fraction(v)
-        return Fraction(str(v).strip())
+        return parse_rational(v if isinstance(v, (int, Fraction)) else str(v), f"setting {what}")  # bounded
     except (ValueError, ZeroDivisionError):
         raise ImportError_(f"setting {what} must be a number, got {v!r}") from None
 
