@@ -8,6 +8,11 @@ layer stack (``gd-baseconv``, ``s004-gd``, the named iteration ``prefix-coupled`
 ``--set`` gives the specification's sizes and parameters (default: what the file fixes, then the
 entry's defaults; a parameter not given is read from the file: ``verify/importers/search.py``);
 ``--config`` gives the peer model's settings a file does not hold (``causal``, ``dampening``...).
+A ``gd`` architecture takes the parameters its builder takes (``eta``, and ``lam`` for a ridge
+one, besides the construction's own, e.g. LSA's ``sqrt_eta``).  A ``polyverify`` file that
+declares the construction being proved gives its sizes and parameters from its metadata; a
+contradiction between the metadata and what is proved is refused (exit 2) unless
+``--allow-metadata-mismatch``, as for ``gd --weights``.
 
 Exit status: 0 PROVED, 1 FAILED (the first layer whose output differs and a counterexample, then
 the nearby specifications tried), 2 bad input (one line, before any proof).
@@ -45,6 +50,9 @@ def add_arguments(p) -> None:
                    help="a setting of the peer's model that the file does not hold (causal=true, dampening=1)")
     p.add_argument("--json", help="write the report as JSON")
     p.add_argument("--no-search", action="store_true", help="on failure, do not try the nearby specifications")
+    p.add_argument("--allow-metadata-mismatch", action="store_true",
+                   help="polyverify files: prove the file as the arguments say even where its metadata declares "
+                        "other sizes, parameters, k or layer settings (as gd --weights)")
     from verify.bounded import add_arguments as add_proof_limits
 
     add_proof_limits(p)  # --proof-memory-gib, --proof-timeout: the proving part runs in a child under them
@@ -79,6 +87,54 @@ def _build(entry, sizes: dict, params: dict) -> Construction:
     return con
 
 
+def _accepted(entry, spec) -> list[str]:
+    """The parameters ``--set`` may give: the specification's own (``spec.params``) and, for a
+    ``gd`` architecture, what its builder takes (``build(n, d, eta=..., [lam=...])``: a
+    compiled architecture's ``lam`` is not among its params at ``lam = 0``, LSA's ``eta`` is
+    its ``sqrt_eta`` squared)."""
+    out = list(spec.params)
+    if "gd" in entry.roles:
+        out += [k for k in ("eta", "lam") if k not in out and (k == "eta" or getattr(entry, "ridge", False))]
+    return out
+
+
+def _unknown_param(given, entry, spec, size_keys) -> None:
+    acc = _accepted(entry, spec)
+    unknown = [k for k in given if k not in acc]
+    if unknown:
+        raise UsageError(f"--set {unknown[0]}: {spec.name} has no size or parameter {unknown[0]!r} (sizes: "
+                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(acc) or 'none'})")
+
+
+def _alias_of(name: str, fixed: dict) -> str | None:
+    """The fixed parameter that determines ``name`` through the builder: ``eta`` fixes
+    ``sqrt_eta`` (LSA/ELSA take either)."""
+    if name.startswith("sqrt_") and name[5:] in fixed:
+        return name[5:]
+    return None
+
+
+def check_layer_shapes(layers, shape, what: str, path) -> None:
+    """Every layer of the file acts on ``shape`` (tokens x channels) states: BaseConv's
+    (T, C) arrays, (C, C) weights of LSA / ELSA / TokenLSA heads, ELSA's (T, C) biases.  A file
+    whose arrays do not fit is refused here, before the proof, naming the first array."""
+    T, C = shape
+    for i, L in enumerate(layers):
+        if L.kind == "baseconv":
+            got = tuple(L.shape)
+            if got != (T, C):
+                raise UsageError(f"{path}: layer {i} acts on {got[0]} x {got[1]} states; {what} {T} x {C}")
+            continue
+        for name, arr in L.arrays().items():
+            leaf = name.rsplit(".", 1)[-1]
+            want = (T, C) if L.kind == "elsa" and leaf.startswith("B") else (C, C)
+            if tuple(arr.shape) != want:
+                if L.kind == "token_lsa":
+                    raise UsageError(f"{path}: layer {i} has {arr.shape[0]} coordinates; {what} {C}")
+                raise UsageError(f"{path}: layer {i} ({L.kind}) {name} has shape {tuple(arr.shape)}, not "
+                                 f"{want[0]} x {want[1]}: {what} {T} x {C} states")
+
+
 def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params) -> None:
     """What the arguments alone decide, refused before the file is read (reading a ``.pt`` file
     imports torch, seconds): the ``--config`` keys and values, sizes given with ``--set``, and
@@ -102,10 +158,7 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
         spec_d = _build(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes), {})
     except UsageError:
         return
-    unknown = [k for k in given_params if k not in spec_d.params]
-    if unknown:
-        raise UsageError(f"--set {unknown[0]}: {spec_d.name} has no size or parameter {unknown[0]!r} (sizes: "
-                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(spec_d.params) or 'none'})")
+    _unknown_param(given_params, entry, spec_d, size_keys)
 
 
 def settings(a) -> dict:
@@ -149,16 +202,33 @@ def settings(a) -> dict:
     for k, v in imp.sizes.items():
         if k in size_keys and size_src.get(k) != "--set":
             sizes[k], size_src[k] = v, "the file"
+    # a polyverify file that declares the construction being proved: its parameters build the
+    # specification (docs/interop.md); --set wins where given (a contradiction is refused below)
+    lw = getattr(imp, "loaded", None)
+    declares_spec = bool(lw is not None and lw.declared and lw.declared.get("name") == entry.name)
+    param_src = {k: "--set" for k in given_params}
+    declared_used: dict = {}
+    if declares_spec:
+        for k, v in imp.declared_params.items():
+            if k in given_params or _alias_of(k, given_params) or any(_alias_of(g, {k: 1}) for g in given_params):
+                continue  # --set gives it (itself, or the parameter it is the square root of / squared)
+            try:  # bounded: a metadata '1e999999999' is refused before 10**999999999 is built
+                declared_used[k] = parse_rational(v if isinstance(v, (int, Fraction)) else str(v),
+                                                  f"{a.file}: its metadata's parameter {k}")
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            param_src[k] = "the file's metadata"
     for k, v in sizes.items():
         if isinstance(v, int) and not (0 <= v <= 4096):
             raise UsageError(f"size {k}={v} outside 0..4096")
     if "gd" in entry.roles and sizes["n"] * sizes["d"] > 1024:
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
     spec0 = _build(entry, sizes, {})
-    unknown = [k for k in given_params if k not in spec0.params]
-    if unknown:
-        raise UsageError(f"--set {unknown[0]}: {spec0.name} has no size or parameter {unknown[0]!r} (sizes: "
-                         f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(spec0.params) or 'none'})")
+    _unknown_param(given_params, entry, spec0, size_keys)
+    declared_used = {k: v for k, v in declared_used.items() if k in _accepted(entry, spec0)}
+    for k in [k for k in param_src if k not in given_params and k not in declared_used]:
+        del param_src[k]  # a declared parameter the builder does not take: compared below, not used
+    params.update(declared_used)
     params.update(given_params)
     spec = _build(entry, sizes, params) if params else spec0
     kinds = {L.kind for L in imp.layers}
@@ -178,14 +248,9 @@ def settings(a) -> dict:
         rows, cols, secs, shape = mapping.parse(layout_d, spec, imp.state_shape)
     except ImportError_ as e:
         raise UsageError(str(e)) from None
-    for i, L in enumerate(imp.layers):
-        got = tuple(L.shape) if L.kind == "baseconv" else None
-        if got is not None and got != tuple(shape):
-            raise UsageError(f"{a.file}: layer {i} acts on {got[0]} x {got[1]} states; the layout maps {shape[0]} x "
-                             f"{shape[1]}")
-        if L.kind == "token_lsa" and any(h.P.shape != (shape[1], shape[1]) for h in L.heads):
-            raise UsageError(f"{a.file}: layer {i} has {L.heads[0].P.shape[0]} coordinates; the layout maps "
-                             f"{shape[1]}")
+    sized = ", ".join(f"{k}={v} ({size_src.get(k, '')})" for k, v in sizes.items())
+    check_layer_shapes(imp.layers, tuple(shape), f"the layout {a.layout} maps" if a.layout else
+                       f"{spec.name}{' at ' + sized if sized else ''} acts on", a.file)
     p = secs.get("prologue", len(spec.prologue))
     e = secs.get("epilogue", len(spec.epilogue))
     b = len(spec.body)
@@ -195,6 +260,17 @@ def settings(a) -> dict:
     if n_layers < p + e or (b and (n_layers - p - e) % b) or (not b and n_layers != p + e):
         raise UsageError(f"{a.file} has {n_layers} layers; {spec.name} projected onto it needs {p} + {b}*k + {e}")
     first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b], "epilogue": imp.layers[n_layers - e:] if e else []}
+    if lw is not None and not a.layout and not a.allow_metadata_mismatch:
+        # the file's own description against what is about to be proved (as gd --weights:
+        # constructions/weights_io.declared_mismatches); a file declaring another construction is
+        # proved against --spec (the point of import), its sizes / k / parameters not compared
+        from constructions.weights_io import declared_mismatches
+
+        bad = declared_mismatches(spec, (n_layers - p - e) // b if b else 0, lw) if declares_spec else []
+        bad = [x for x in bad if not x.startswith("construction ")]
+        if bad:
+            raise UsageError(f"{a.file} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove it as "
+                             f"the arguments say")
 
     def build(**over):
         s = _build(entry, sizes, {**params, **over}) if over else spec
@@ -206,19 +282,45 @@ def settings(a) -> dict:
     except ImportError_ as e2:
         raise UsageError(str(e2)) from None
     return {"entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "size_src": size_src,
-            "given": given_params, "build": build, "con": con, "layout": layout_d, "layout_src": layout_src,
+            "given": given_params, "fixed": {k: params[k] for k in param_src}, "param_src": param_src,
+            "declares_spec": declares_spec, "build": build, "con": con, "layout": layout_d, "layout_src": layout_src,
             "json_path": json_path, "k": (n_layers - p - e) // b if b else 0}
 
 
+def _declared_note(imp) -> str:
+    """How a polyverify file's declared rationals entered (issue 25 item 4): the value is the
+    metadata's, read because the stored float64 entries are exactly float64 of it."""
+    dr = getattr(imp, "declared_rationals", None)
+    if not dr or not dr.get("entries"):
+        return ""
+    return (f"{dr['entries']} entries of the file read as its metadata's declared rationals (each stored "
+            f"float64 is exactly float64 of its rational), largest gap {dr['largest_gap_float']:.2g}")
+
+
+def _shown(inf: dict) -> str:
+    """A parameter's value as printed next to where it came from."""
+    return inf["value"] if inf["from"].startswith("the file's metadata") else inf.get("described", inf["value"])
+
+
 def _params_for(st, layers, out) -> tuple[dict, dict]:
-    """The specification's parameters: --set, else read from the file (solve), else the file's
-    declared value, else the entry's default; with where each came from."""
+    """The specification's parameters: --set or the file's metadata (a polyverify file declaring
+    the construction proved), else read from the file (solve), else the file's declared value,
+    else the entry's default; with where each came from.  ``values`` holds the symbolic
+    parameters (passed to ``build``); ``info`` every parameter of the specification."""
     spec, imp = st["spec"], st["imported"]
+    fixed, src = st.get("fixed", st["given"]), st.get("param_src", {k: "--set" for k in st["given"]})
+    declared = bool(getattr(imp, "declared_rationals", None) and imp.declared_rationals.get("entries"))
     values, info = {}, {}
     for name in spec.symbolic_params:
-        if name in st["given"]:
-            values[name] = st["given"][name]
-            info[name] = {"value": str(values[name]), "from": "--set"}
+        alias = _alias_of(name, fixed) if name not in fixed else None
+        if name in fixed or alias:
+            values[name] = fixed[name] if name in fixed else Fraction(spec.params[name])
+            how = src.get(name if name in fixed else alias, "--set")
+            if alias:
+                how += f" {alias} = {fixed[alias]}"
+            info[name] = {"value": str(values[name]), "from": how}
+            if how.startswith("the file's metadata"):
+                info[name]["described"] = f"{values[name]} (declared in the file's metadata)"
             continue
         t0 = time.perf_counter()
         sol = search.solve_param(lambda **kw: st["build"](**kw), name, layers)
@@ -228,7 +330,8 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
             how = ("the one value at which the file's layers can meet the specification" if sol["consistent"] else
                    f"the value most of the file's coefficients carry ({sol['agree']} of {sol['of']} residual "
                    f"coefficients vanish there; no value makes them all vanish)")
-            info[name] = {"value": str(sol["value"]), "described": search.describe_value(sol["value"], imp.dtype),
+            info[name] = {"value": str(sol["value"]),
+                          "described": search.describe_value(sol["value"], imp.dtype, declared=declared),
                           "from": f"the file: {how}", "consistent": sol["consistent"], "solve_seconds": round(dt, 3),
                           "_fails_at": sol["fails_at"]}
         elif name in imp.declared_params:
@@ -237,6 +340,15 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
         else:
             values[name] = Fraction(spec.params[name])
             info[name] = {"value": str(values[name]), "from": "the entry's default (the file does not determine it)"}
+    for name, v in spec.params.items():  # constants of the specification (a compiled stack's eta, lam)
+        if name in info:
+            continue
+        alias = _alias_of(name, fixed) if name not in fixed else None
+        how = src.get(name if name in fixed else alias, "the entry's default") if (name in fixed or alias) else \
+            "the entry's default"
+        info[name] = {"value": str(v), "from": how + (f" {alias} = {fixed[alias]}" if alias else ""), "constant": True}
+        if how.startswith("the file's metadata"):
+            info[name]["described"] = f"{v} (declared in the file's metadata)"
     return values, info
 
 
@@ -284,7 +396,9 @@ def _prove_import(a, st, out) -> int:
                                       if dropped["file_only_channels"] else ""] if x), file=out)
     values, pinfo = _params_for(st, imp.layers, out)
     for name, inf in pinfo.items():
-        print(f"  {name} = {inf.get('described', inf['value'])} (from {inf['from']})", file=out)
+        print(f"  {name} = {_shown(inf)} (from {inf['from']})", file=out)
+    if _declared_note(imp):
+        print(f"  declared rationals: {_declared_note(imp)}", file=out)
     con = st["build"](**values) if values else con
     res = search.prove_stack(con, imp.layers)
     from verify.cli_common import print_proof
@@ -315,7 +429,7 @@ def _prove_import(a, st, out) -> int:
                             "the regions the layout maps; not in the file: " + missing)
         claim = spec.name if not missing else f"{spec.name} on the regions the layout maps (not in the file: {missing})"
         print(f"verdict: PROVED: the file computes {claim} at every depth (k = {st['k']} in the file)"
-              + "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in values) + note, file=out)
+              + "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in pinfo) + note, file=out)
     else:
         f = res.failure
         print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
@@ -338,17 +452,21 @@ def _prove_import(a, st, out) -> int:
                               "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
                                                            f"{list(r.failure.entry)}"})
                 print(f"  nearby: {label}: {_verdict_line(r)}"
-                      + "".join(f", {n} = {vinfo[n].get('described', vinfo[n]['value'])}"
-                                + ("" if vinfo[n]["from"].startswith("the file:") else " (" + vinfo[n]["from"] + ")")
+                      + "".join(f", {n} = {_shown(vinfo[n])}"
+                                + ("" if vinfo[n]["from"].startswith("the file:") else
+                                   " (" + vinfo[n]["from"].split(";")[0] + ")")
                                 for n in vals)
                       + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
-            given_differs = [n for n in st["given"] if n in spec.symbolic_params]
-            for name in given_differs:
+            given_differs = [n for n in spec.symbolic_params if n in values and n in pinfo
+                             and not pinfo[n]["from"].startswith("the file:")
+                             and not pinfo[n]["from"].startswith("the entry's default")]
+            for name in given_differs:  # --set or the metadata gave it: the value the weights carry
                 sol = search.solve_param(lambda **kw: st["build"](**kw), name, imp.layers)
-                if sol and sol["value"] is not None and sol["value"] != st["given"][name]:
+                if sol and sol["value"] is not None and sol["value"] != values[name]:
                     vals = {**values, name: sol["value"]}
                     r = search.prove_stack(st["build"](**vals), imp.layers)
-                    label = f"{name} read from the file = {search.describe_value(sol['value'], imp.dtype)}"
+                    label = (f"{name} read from the file = "
+                             f"{search.describe_value(sol['value'], imp.dtype, declared=_declared_note(imp) != '')}")
                     tried.append({"variant": label, "ok": r.ok})
                     print(f"  nearby: {label}: {_verdict_line(r)}", file=out)
             report["nearby"] = tried

@@ -55,8 +55,9 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
     arrays (bfloat16 widened to float32, exactly); ``extra`` holds non-tensor entries of a
     ``.pt`` file (a ``config`` dict) or a safetensors file's metadata."""
     path = Path(path)
-    if not path.is_file():
-        raise ImportError_(f"{fmt} file not found: {path}")
+    if not path.is_file():  # a device (/dev/zero) or FIFO exists but is no file: say what it is
+        raise ImportError_(f"{fmt} file not found: {path}" if not path.exists() else
+                           f"{path}: not a regular file ({file_kind(path)}): a {fmt} weight file is needed")
     suffix = path.suffix.lower()
     try:
         if suffix == ".safetensors":
@@ -73,6 +74,21 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
         raise ImportError_(f"{path}: not a readable {suffix.lstrip('.')} file ({one_line(e)})") from None
     raise ImportError_(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin read with torch.load(weights_only=True), "
                        f".safetensors, .npz)")
+
+
+def file_kind(path) -> str:
+    """What a path that is not a regular file is (for the one-line refusal)."""
+    import stat
+
+    try:
+        m = Path(path).stat().st_mode
+    except OSError:
+        return "unreadable"
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(m):
+            return what
+    return "not a file"
 
 
 def _checked(tensors: dict, path) -> dict:

@@ -7,6 +7,14 @@ that rational, else the float's exact binary value; every tensor must be read). 
 were read as declared rationals, and the largest gap to their stored floats, go with the verdict
 (``Imported.declared_rationals``).  A file without metadata is read with the specification's
 layer structure.  Default layout: the identity (the file's state is the specification's).
+
+The metadata's sizes (``variables``) and parameters (``params``) are what the import proves
+(``verify/importers/cli.py``): where the file declares the construction being proved, its
+declared parameters build the specification (``--set`` may repeat them, not contradict them),
+and any other contradiction between the metadata and what is proved (sizes, ``k``, sections,
+each layer's settings: :func:`constructions.weights_io.declared_mismatches`, as ``gd --weights``)
+and any layer whose arrays do not have the shapes of the specification at those sizes is
+refused before the proof.  The loaded file is kept as ``Imported.loaded`` for those checks.
 """
 from __future__ import annotations
 
@@ -64,6 +72,7 @@ def read(path, settings: dict, spec_for=None) -> Imported:
         pass
     _ = json
     imp = Imported(NAME, str(path), lw.layers, shape, conventions, tensors, dtype, sizes, params)
+    imp.loaded = lw  # the LoadedWeights: declared metadata, checked against the specification (cli.settings)
     imp.declared_rationals = {"entries": lw.entries_from_exact, "largest_gap": str(lw.declared_gap),
                               "largest_gap_float": float(lw.declared_gap), "summary": lw.declared_summary()}
     return imp

@@ -143,9 +143,11 @@ def _as_sympy(ar, p, R):
     return q if hasattr(q, "terms") else R(q)
 
 
-def describe_value(q, dtype: str) -> str:
+def describe_value(q, dtype: str, declared: bool = False) -> str:
     """``p/q`` and, when it is a float of the file's dtype whose shortest decimal is another
-    number, ``= 0.1 rounded to float32``."""
+    number, ``= 0.1 rounded to float32``.  ``declared``: some of the file's entries were read as
+    the exact rationals its metadata declares (a polyverify file), so a value that is no float
+    comes from those, not from products of stored floats."""
     q = Fraction(q)
     fmts = [dtype] if dtype in ("float16", "float32", "float64", "bfloat16") else []
     fmts += [f for f in ("float32", "float64") if f not in fmts]
@@ -159,6 +161,9 @@ def describe_value(q, dtype: str) -> str:
         if Fraction(dec) == q:
             return f"{q}"
         return f"{q} = {dec} rounded to {fmt}"
+    if declared:
+        return (f"{q} (not a float32 or float64 value: from entries read as the file's metadata's declared "
+                f"rationals)")
     return f"{q} (not a float32 or float64 value: a product of stored values)"
 
 
