@@ -73,7 +73,7 @@ CASES = [
     (["{tmp}/ok.pt", *PLS, "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
     (["{tmp}/ok.pt", *PLS, "--json", "{tmp}/afile/r.json"], ["--json", "is a file, not a folder"]),
     (["{tmp}/ok.pt", *PLS, "--set", "eta"], ["--set 'eta'", "KEY=VALUE"]),
-    (["{tmp}/ok.pt", *PLS, "--set", "eta=1/0"], ["not an exact rational"]),
+    (["{tmp}/ok.pt", *PLS, "--set", "eta=1/0"], ["--set eta", "zero denominator"]),
     (["{tmp}/ok.pt", *PLS, "--set", "n=x"], ["must be an integer"]),
     (["{tmp}/ok.pt", *PLS, "--set", "gamma=1"], ["no size or parameter 'gamma'"]),
     (["{tmp}/ok.pt", *PLS, "--set", "eta=1", "--set", "eta=2"], ["given twice"]),
