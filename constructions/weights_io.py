@@ -161,10 +161,11 @@ def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
                 if (not isinstance(e, list) or len(e) < 1 or not isinstance(e[-1], str)
                         or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in e[:-1])):
                     raise bad(f"'exact' entry {e!r} of layer {key} {name} is not [index..., \"p/q\"]")
+                where = f"'exact' value of layer {key} {name}"
                 try:  # bounded: '1e999999999' is refused before 10**999999999 is computed
-                    parse_rational(e[-1], f"'exact' value of layer {key} {name}")
+                    parse_rational(e[-1], where)
                 except RationalError as err:
-                    raise bad(str(err)) from None
+                    raise bad(f"{where} is not a rational: {str(err)[len(where) + 2:]}") from None
     if not isinstance(cons, dict):
         raise bad("'construction' must be an object")
     return specs, exact, cons
