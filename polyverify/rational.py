@@ -86,7 +86,7 @@ def parse_rational(text, what: str, *, max_digits: int = MAX_DIGITS,
                                     f"{max_digits} digits")
         den = int(q.lstrip("0") or "0") if q is not None else 1  # leading zeros: not digits
         if den == 0:
-            raise RationalError(f"{what}: {_show(text)} has a zero denominator")
+            raise RationalError(f"{what}: {_show(text)} is not an exact rational (a zero denominator)")
         return Fraction(int(sign + (p.lstrip("0") or "0")), den)
     m = _DECIMAL.fullmatch(text)
     if not m or not (m.group(2) or m.group(3)):
