@@ -587,13 +587,46 @@ def local_cluster_config(retries: int) -> dict:
             "distributed.worker.daemon": False}
 
 
-def _local_cluster(workers: int):
+def _local_cluster(workers: int, settings: contextlib.ExitStack):
+    """The in-process LocalCluster, whose worker processes ignore SIGINT from their first
+    instruction (:func:`_workers_ignore_sigint`): a terminal's Ctrl-C reaches the whole process
+    group, and a worker still importing dask would print a KeyboardInterrupt traceback of its
+    own; this process stops alone (one line, ``interrupted``) and closes the cluster."""
     import logging
 
     from distributed import LocalCluster
 
+    settings.enter_context(_workers_ignore_sigint())
+    # the workers log only what is critical: a cell's failure reaches the table through its future,
+    # and what a worker logs while the cluster is torn down (a heartbeat to a closed scheduler
+    # after Ctrl-C) is not news
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                        silence_logs=logging.ERROR)
+                        silence_logs=logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint():
+    """While the cluster lives, processes that ``multiprocessing`` spawns (Dask's workers, also on
+    a restart) start through a two-line ``sh`` wrapper that sets SIGINT to ignored and then
+    ``exec``s this Python: an ignored signal stays ignored across ``exec``, and Python installs its
+    KeyboardInterrupt handler only where SIGINT had its default action.  POSIX only."""
+    import multiprocessing.spawn as spawn
+    import shlex
+    import tempfile
+
+    if os.name != "posix" or not os.path.exists("/bin/sh"):
+        yield
+        return
+    before = spawn.get_executable()
+    with tempfile.TemporaryDirectory(prefix="polyverify-worker-") as d:
+        wrapper = Path(d) / "python"
+        wrapper.write_text(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(os.fsdecode(before))} \"$@\"\n")
+        wrapper.chmod(0o755)
+        spawn.set_executable(str(wrapper))
+        try:
+            yield
+        finally:
+            spawn.set_executable(before)
 
 
 def _dashboard(client, local: bool) -> str | None:
@@ -808,7 +841,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                 # deletes every key that did not exist when it was entered
 
                 settings.enter_context(dask.config.set(local_cluster_config(retries)))
-                cluster = _local_cluster(workers or default_workers())
+                cluster = _local_cluster(workers or default_workers(), settings)
                 from distributed import Client
 
                 client = Client(cluster)
@@ -835,6 +868,14 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                        None if scheduler else max(1, cluster_info["threads"] or 1))
     finally:
         rep.close()
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            # Ctrl-C: the command ends in the one line `interrupted`; what the client's and the
+            # cluster's background tasks log while they are torn down mid-flight
+            # (CommClosedError: ConnectionPool closing, ...) is not news to the user
+            import logging
+
+            for logger in ("distributed", "tornado", "asyncio"):
+                logging.getLogger(logger).setLevel(logging.CRITICAL + 1)
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
