@@ -8,7 +8,9 @@ multiplicative depth the targets pay for.  Nothing mutates the circuit.
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
+from collections import OrderedDict
 from fractions import Fraction
 
 import gmpy2
@@ -59,7 +61,45 @@ def _sum(terms) -> dict:
     return f
 
 
+#: content digest of a circuit -> its linearisation; the passes linearise equal copies of the
+#: same circuit (the reassociation's depth checks, then the plan), so each is done once
+_MEMO: "OrderedDict[bytes, tuple]" = OrderedDict()
+_MEMO_SIZE = 2
+
+
+def _digest(g: nx.DiGraph) -> bytes:
+    """SHA-256 of everything :func:`linearise` reads: the nodes in order with their op, value,
+    name and output, and each node's operands in order with their mult."""
+    h = hashlib.sha256()
+    pred = g.pred
+    for v, d in g.nodes(data=True):
+        h.update(repr((v, d.get("op"), d.get("value"), d.get("name"), d.get("output"),
+                       [(u, e.get("mult", 1)) for u, e in pred[v].items()])).encode())
+        h.update(b"\n")
+    return h.digest()
+
+
+def _copy(result):
+    atoms, level, outputs = result
+    return ({a: (t if t[0] == "input" else ("mul", dict(t[1]), dict(t[2]))) for a, t in atoms.items()},
+            dict(level), {n: dict(f) for n, f in outputs.items()})
+
+
 def linearise(g: nx.DiGraph):
+    """``(atoms, level, outputs)`` of a validated circuit (module docstring); remembered for
+    the last few circuits by content (fresh dicts every call)."""
+    key = _digest(g)
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _copy(_MEMO[key])
+    result = _linearise(g)
+    _MEMO[key] = result
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return _copy(result)
+
+
+def _linearise(g: nx.DiGraph):
     """``(atoms, level, outputs)`` of a validated circuit (module docstring).
 
     One pass in topological order; a node's form is dropped after its last consumer (memory
