@@ -262,10 +262,9 @@ def exact(x) -> Fraction:
     if isinstance(x, (int, np.integer)):
         return Fraction(int(x))
     if isinstance(x, str):
-        try:
-            return Fraction(x.strip())
-        except (ValueError, ZeroDivisionError):
-            raise ValueError(f"not an exact rational: {x!r}") from None
+        from polyverify.rational import parse_rational  # digits and exponent bounded before parsing
+
+        return parse_rational(x.strip(), "value")  # a RationalError is a ValueError
     if isinstance(x, (float, np.floating)):
         if not np.isfinite(x):
             raise ValueError(f"not a finite number: {x!r}")

@@ -446,9 +446,11 @@ def _parse(argv, *, create_out: bool = True) -> tuple[argparse.Namespace, dict]:
         raise UsageError(f"--kappa must be >= 1, got {a.kappa}")
     if any(x <= 0 for x in sigmas):
         raise UsageError(f"--sigma must be > 0, got {a.sigma}")
+    from polyverify.rational import parse_rational
+
     try:
-        lam = exact(a.lam)
-        eta = None if a.eta.strip() == "auto" else exact(a.eta)
+        lam = parse_rational(a.lam, "--lam")
+        eta = None if a.eta.strip() == "auto" else parse_rational(a.eta, "--eta")
     except ValueError as e:
         raise UsageError(str(e)) from None
     if eta is not None and eta <= 0:

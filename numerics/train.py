@@ -367,8 +367,12 @@ def resumed_config(a) -> "TrainConfig":
         with safe_open(str(ckpt), framework="pt") as f:
             meta = f.metadata() or {}
         cfg = TrainConfig.from_json(json.loads(meta["config"]))
+        done = int(meta["step"])
     except Exception as e:  # noqa: BLE001 -- a damaged checkpoint is bad input, reported in one line
         raise UsageError(f"--resume: cannot read {ckpt} ({type(e).__name__}: {e})") from None
+    if a.steps < done:  # it would report a run of --steps steps that trained for more
+        raise UsageError(f"--resume: --steps {a.steps} is below the {done} steps the checkpoint has trained; "
+                         f"give --steps {done} or more (or start a new run with --overwrite)")
     cfg.steps = a.steps
     if a.device != "cpu":
         cfg.device = a.device

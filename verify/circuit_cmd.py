@@ -346,15 +346,23 @@ def cmd_circuit(a, out) -> int:
     print(f"random inputs modulo the prime {mod['prime']}: {mod['agree']}/{a.trials} agree exactly with the "
           f"circuit ({t_mod:.2f} s; a stack that differs passes one with probability at most "
           f"degree/p = {m['degree']}/{mod['prime']})", file=out)
-    print(f"{n_float} random float64 inputs: max error {max_rel:.3e} (relative to max(|exact|, 1)) "
-          f"against the exact value at the same inputs"
-          + (f"; {non_finite} output value(s) not finite in float64 (overflow), left out" if non_finite else ""),
-          file=out)
+    n_values = n_float * len(con.output_slots)
+    if n_float == 0:
+        print("float64 trials: none run (--float-trials 0)", file=out)
+    elif non_finite >= n_values:
+        print(f"{n_float} random float64 inputs: every output value ({n_values}) not finite in float64 "
+              f"(overflow): no error measured", file=out)
+    else:
+        print(f"{n_float} random float64 inputs: max error {max_rel:.3e} (relative to max(|exact|, 1)) against the "
+              f"exact value at the same inputs, over {n_values - non_finite} finite output value(s)"
+              + (f"; {non_finite} not finite in float64 (overflow), left out" if non_finite else ""), file=out)
     report = {"command": "circuit", "graph": a.graph, "metrics": m, "compiled": cm,
               "bound": info["theorem_H21_bound"], "proof": proof.to_json(),
               "modular_trials": {"n": a.trials, "prime": mod["prime"], "exact_agreement": mod["agree"],
                                  "seconds": t_mod},
-              "float64_trials": {"n": n_float, "max_relative_error": max_rel, "non_finite": non_finite}}
+              "float64_trials": {"n": n_float, "non_finite": non_finite,
+                                 # null where no finite output value was compared (none run, all overflowed)
+                                 "max_relative_error": max_rel if n_values > non_finite else None}}
     if weights_info:
         report["weights"] = weights_info
     if getattr(a, "pareto", False):

@@ -369,7 +369,9 @@ def _main(argv) -> int:
         _check_memory(a, n, d)
     skip = tuple(s for s in a.skip.split(",") if s)
     try:
-        eta = {"eta": a.eta} if a.eta else {}
+        from polyverify.rational import parse_rational
+
+        eta = {"eta": parse_rational(a.eta, "--eta")} if a.eta else {}  # bounded: a RationalError is a ValueError
         if seq:
             m = load_sequence_model(a.learned)
             if (a.n or m.n, a.d or m.d) != (m.n, m.d):

@@ -124,15 +124,16 @@ def _checkpoints(k: int) -> list[int]:
     return sorted(p for p in pts if p >= 1)
 
 
-def _prove_weights(con, lw, path: str, k: int, a) -> tuple[ProofResult, dict]:
+def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command line") -> tuple[ProofResult, dict]:
     """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue, in a
     child under ``--proof-memory-gib`` and ``--proof-timeout`` (``verify/bounded.py``)."""
     from . import bounded
 
     secs, k_file = split_sections(con, lw.layers)
     if k_file != k:
-        raise UsageError(f"{path} has {len(lw.layers)} layers (k={k_file}), but --layers asks for "
-                         f"{con.depth(k)} (k={k})")
+        asks = ("--layers asks for" if layers_from == "command line" else
+                "its metadata declares" if layers_from == "file" else f"the {layers_from} depth is")
+        raise UsageError(f"{path} has {len(lw.layers)} layers (k={k_file}), but {asks} {con.depth(k)} (k={k})")
     check_against(con.layers(k), lw.layers, path)
     variants: list[tuple[int, list]] = []  # (first copy index, body layers)
     for j, body in enumerate(secs["bodies"]):
@@ -270,6 +271,11 @@ def gd_settings(a) -> GDSettings:
     bounded.check(a)  # --proof-memory-gib, --proof-timeout
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
+    if a.weights and a.export:
+        raise UsageError("--export writes the built construction's weights, not the --weights file that is "
+                         "proved and run: give one of them")
+    if a.allow_metadata_mismatch and not a.weights:
+        raise UsageError("--allow-metadata-mismatch applies to a --weights file; none was given")
     vals, source, lw = _resolve(a)
     if "layers" not in vals:
         raise UsageError("--layers is required (or a --weights file whose metadata gives the depth)")
@@ -365,7 +371,7 @@ def cmd_gd(a, out) -> int:
     user = None
     if a.weights:
         try:
-            proof, user = _prove_weights(con, lw, a.weights, k, a)
+            proof, user = _prove_weights(con, lw, a.weights, k, a, layers_from=source.get("layers", "command line"))
         except WeightFileError as e:
             raise UsageError(str(e)) from None
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
