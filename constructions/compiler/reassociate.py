@@ -40,6 +40,7 @@ import gmpy2
 import networkx as nx
 
 import circuits as C
+from circuits import keys as K
 
 from .linearise import linearise, needed
 
@@ -48,7 +49,7 @@ Q = gmpy2.mpq  # coefficients while rewriting (C arithmetic, as in linearise); F
 #: the most terms an expansion keeps (Horner of degree k needs k + 1)
 MAX_TERMS = 64
 
-_PLACE_KEYS = ("output", "token", "channel")
+_PLACE_KEYS = (K.OUTPUT, K.TOKEN, K.CHANNEL)
 
 
 def multiplicative_depth(g: nx.DiGraph) -> int:
@@ -281,17 +282,17 @@ class _Out:
 
     def const(self, v) -> int:
         value = Fraction(int(v.numerator), int(v.denominator))
-        return self.node(("const", v), {"op": "const", "value": value}, [], 0)
+        return self.node(("const", v), {K.OP: K.CONST, K.VALUE: value}, [], 0)
 
     def mul2(self, a: int, b: int) -> int:
         a, b = min(a, b), max(a, b)
         ops = [(a, 2)] if a == b else [(a, 1), (b, 1)]
-        return self.node(("mul", a, b), {"op": "mul"}, ops, 1 + max(self.level[a], self.level[b]))
+        return self.node(("mul", a, b), {K.OP: K.MUL}, ops, 1 + max(self.level[a], self.level[b]))
 
     def scaled(self, c, n: int) -> int:
         if c == 1:
             return n
-        return self.node(("scale", c, n), {"op": "mul"}, [(self.const(c), 1), (n, 1)], self.level[n])
+        return self.node(("scale", c, n), {K.OP: K.MUL}, [(self.const(c), 1), (n, 1)], self.level[n])
 
     def linear(self, c, items: list) -> int:
         """``c + sum coef * node``."""
@@ -306,7 +307,7 @@ class _Out:
         if len(ops) == 1 and next(iter(ops.values())) == 1:
             return next(iter(ops))
         key = ("add", tuple(sorted(ops.items())))
-        return self.node(key, {"op": "add"}, sorted(ops.items()), max(self.level[n] for n in ops))
+        return self.node(key, {K.OP: K.ADD}, sorted(ops.items()), max(self.level[n] for n in ops))
 
     def monomial(self, items: list) -> int:
         """``prod node^exp`` as a balanced tree: binary powers by squaring, then the two
@@ -337,12 +338,12 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     ZERO = (Q(0), {})
     for v in nx.topological_sort(g):
         d = g.nodes[v]
-        op = d["op"]
-        if op == "input":
-            form[v] = (Q(0), {X.input(d["name"]): Q(1)})
-        elif op == "const":
-            form[v] = (Q(d["value"].numerator, d["value"].denominator), {})
-        elif op == "add":
+        op = d[K.OP]
+        if op == K.INPUT:
+            form[v] = (Q(0), {X.input(d[K.NAME]): Q(1)})
+        elif op == K.CONST:
+            form[v] = (Q(d[K.VALUE].numerator, d[K.VALUE].denominator), {})
+        elif op == K.ADD:
             c, t = Q(0), {}
             for u, m in C.operands(g, v):
                 cu, tu = form[u]
@@ -384,8 +385,8 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     built: dict = {}
     in_node: dict = {}
     for v, d in g.nodes(data=True):
-        if d["op"] == "input":
-            e = X.input(d["name"])
+        if d[K.OP] == K.INPUT:
+            e = X.input(d[K.NAME])
             built[e] = in_node[v] = out.node(None, dict(d), [], 0)
 
     def build(e: int) -> int:
@@ -420,7 +421,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
 
     claimed: dict = {}  # out node -> original output node id
     for name, v in sorted(C.output_nodes(g).items()):
-        if g.nodes[v]["op"] == "input":
+        if g.nodes[v][K.OP] == K.INPUT:
             continue
         c, t = form[v]
         if not t:
@@ -430,11 +431,11 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
         else:
             kind, x = X.sum(c, t)
             n = out.const(x) if kind == "const" else build(x)
-        if out.nodes[n][0]["op"] == "const":  # its own const node (the shared one may feed gates)
+        if out.nodes[n][0][K.OP] == K.CONST:  # its own const node (the shared one may feed gates)
             n = out.node(None, dict(out.nodes[n][0]), [], 0)
         elif n in claimed or n in in_node.values():
             # a node already named (another output, an input): a copy x + 0
-            n = out.node(None, {"op": "add"}, [(n, 1), (out.const(0), 1)], out.level[n])
+            n = out.node(None, {K.OP: K.ADD}, [(n, 1), (out.const(0), 1)], out.level[n])
         claimed[n] = v
 
     h = nx.DiGraph()
@@ -454,13 +455,13 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             a.update({k: g.nodes[claimed[n]][k] for k in _PLACE_KEYS if k in g.nodes[claimed[n]]})
         h.add_node(nid, **a)
         for u, m in ops:
-            h.add_edge(ids[u], nid, **({"mult": m} if m > 1 else {}))
+            h.add_edge(ids[u], nid, **({K.MULT: m} if m > 1 else {}))
     # drop the hash-consed helpers no output reached (a scaled node replaced by a copy, ...)
     return C.validate(_prune(h))
 
 
 def _prune(h: nx.DiGraph) -> nx.DiGraph:
-    keep = {n for n, d in h.nodes(data=True) if d.get("output") is not None or d["op"] == "input"}
+    keep = {n for n, d in h.nodes(data=True) if d.get(K.OUTPUT) is not None or d[K.OP] == K.INPUT}
     stack = list(keep)
     while stack:
         for u in h.predecessors(stack.pop()):

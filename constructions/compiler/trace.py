@@ -60,6 +60,7 @@ import networkx as nx
 import numpy as np
 
 import circuits as C
+from circuits import keys as K
 
 #: the kinds a node (and so a cell) is drawn as, in priority order where a cell holds several
 KINDS = ("output", "input", "product", "sum", "constant", "other")
@@ -199,9 +200,9 @@ class Trace:
             if k not in keys or self.kinds[k] not in ("product", "sum", "output") or isinstance(k, tuple):
                 continue
             d = self.graph.nodes[k]
-            if d["op"] not in ("add", "mul"):
+            if d[K.OP] not in (K.ADD, K.MUL):
                 continue
-            sym = " * " if d["op"] == "mul" else " + "
+            sym = " * " if d[K.OP] == K.MUL else " + "
             ops = []
             for u, m in C.operands(self.graph, k):
                 nm = self.names.get(u, _display(self.graph, u))
@@ -403,17 +404,17 @@ def _node_values(g: nx.DiGraph, xs: dict, p: int, const, n: int) -> tuple[dict, 
     val, deg = {}, {}
     for v in nx.topological_sort(g):
         d = g.nodes[v]
-        op = d["op"]
-        if op == "input":
-            val[v], deg[v] = xs[d["name"]] % p, 1
-        elif op == "const":
-            val[v], deg[v] = np.full(n, const(d["value"]), dtype=np.int64), 0
+        op = d[K.OP]
+        if op == K.INPUT:
+            val[v], deg[v] = xs[d[K.NAME]] % p, 1
+        elif op == K.CONST:
+            val[v], deg[v] = np.full(n, const(d[K.VALUE]), dtype=np.int64), 0
         else:
             acc = None
             dg = 0
             for u, m in C.operands(g, v):
                 x = val[u]
-                if op == "add":
+                if op == K.ADD:
                     term = x * m % p
                     acc = term if acc is None else (acc + term) % p
                     dg = max(dg, deg[u])
@@ -552,22 +553,22 @@ class _ModLayer:
 
 def _kind(g: nx.DiGraph, v) -> str:
     d = g.nodes[v]
-    if d["op"] == "input":
+    if d[K.OP] == K.INPUT:
         return "input"
-    if d.get("output") is not None:
+    if d.get(K.OUTPUT) is not None:
         return "output"
-    return {"mul": "product", "add": "sum"}.get(d["op"], "constant")
+    return {K.MUL: "product", K.ADD: "sum"}.get(d[K.OP], "constant")
 
 
 def _display(g: nx.DiGraph, v, inputs=frozenset()) -> str:
     """A node's short name (module docstring); ``inputs``: the circuit's input names."""
     d = g.nodes[v]
-    if d["op"] == "input":
-        return d["name"]
-    if d.get("output") is not None:
-        return d["output"] + ("'" if d["output"] in inputs else "")
-    if d["op"] == "const":
-        return str(d["value"])
+    if d[K.OP] == K.INPUT:
+        return d[K.NAME]
+    if d.get(K.OUTPUT) is not None:
+        return d[K.OUTPUT] + ("'" if d[K.OUTPUT] in inputs else "")
+    if d[K.OP] == K.CONST:
+        return str(d[K.VALUE])
     return f"{'p' if d['op'] == 'mul' else 's'}{v}"
 
 
@@ -598,8 +599,8 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
         try:
             res = {id(L): M.layer_residues(L, p) for L in layers_all}
             consts = {slot: M.residue(v, p) for slot, v in (con.constants or {}).items()}
-            cres_of = {d["value"]: M.residue(d["value"], p) for gr in graphs for _, d in gr.nodes(data=True)
-                       if d["op"] == "const"}
+            cres_of = {d[K.VALUE]: M.residue(d[K.VALUE], p) for gr in graphs for _, d in gr.nodes(data=True)
+                       if d[K.OP] == K.CONST}
             break
         except M.Unrepresentable as e:
             last = e
