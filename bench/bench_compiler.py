@@ -239,6 +239,12 @@ def scale(a) -> int:
            "peak_rss": slope([r["gates"] for r in ok], [r["peak_rss_mib"] for r in ok])}
     print("fitted exponent (log-log slope over the sizes that finished): "
           + ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} -" for k, v in fit.items()))
+    steps = [f"{r0['gates']:,}->{r1['gates']:,}: CPU {slope([r0['gates'], r1['gates']], [r0['total_cpu'], r1['total_cpu']]):.2f}, "
+             f"RSS {slope([r0['gates'], r1['gates']], [r0['peak_rss_mib'], r1['peak_rss_mib']]):.2f}"
+             for r0, r1 in zip(ok, ok[1:])]
+    fit["steps"] = steps
+    if steps:  # the fit over all sizes hides a fixed start-up cost at the small ones: the steps show the trend
+        print("exponent between consecutive sizes (total CPU, peak RSS): " + "; ".join(steps))
     good = all("error" not in r and r["proved"] for r in rows)
     good &= all("error" not in b and b["proved"] for b in base.values())
     for n, (cpu_t, rss_t) in SCALE_TARGETS.items():
