@@ -351,6 +351,10 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
             kinds.append("product")
             st = direct[1]
         else:
+            # the level's product layer reads the state its route writes, not ``st``: the fold's
+            # supports would be computed on the wrong state (a product channel read as empty and
+            # dropped), so a routed level's product layer is not folded
+            before = None
             pair, st, mid = _routed_level(st, prods, forms, keep, causal)
             specs += pair
             kinds += ["route", "product"]
@@ -359,7 +363,8 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     slots = _output_slots(st, outputs, places, causal)
     if not (specs and _in_place(st, outputs, slots)):
         final = {slots[n]: f for n, f in outputs.items()}
-        folded = _fold_outputs(before, specs[-1], st, final, causal) if kinds and kinds[-1] == "product" else None
+        folded = (_fold_outputs(before, specs[-1], st, final, causal)
+                  if kinds and kinds[-1] == "product" and before is not None else None)
         if folded is not None:
             specs[-1] = folded
             kinds[-1] = "product + outputs"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from fractions import Fraction
 
+import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given
@@ -244,3 +245,20 @@ def test_permuting_the_input_channels_leaves_the_width_unchanged(target, data):
     assert_proved(prove(b))
     vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(h)}
     assert run_stack(b, vals) == {k: Fraction(v) for k, v in C.evaluate(h, vals).items()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_routed_levels_product_layer_is_not_folded_with_the_outputs(target):
+    """y0 = x0 (x0 + x1) with x0, x1 on different tokens: the level needs a route, and its product
+    layer reads the routed state; the output fold computed the product channel's support on the
+    level's input state, found it empty and dropped the product (PROVED before: no; FAILED)."""
+    g = nx.DiGraph(tokens=2)
+    for i, (t, c) in enumerate([(0, 0), (1, 1), (0, 2), (1, 0), (0, 1)]):
+        g.add_node(i, op="input", name=f"x{i}", token=t, channel=c, output=f"y{i + 1}")
+    g.add_node(5, op="const", value=0)
+    g.add_node(6, op="add")
+    g.add_node(7, op="mul", output="y0")
+    g.add_edges_from([(0, 6), (1, 6), (5, 6), (0, 7), (6, 7)])
+    g = C.validate(g)
+    con = compile_circuit(g, target=target)
+    assert_proved(prove(con))
