@@ -84,7 +84,7 @@ from polyverify.startup import catch_startup_interrupts as _catch
 _catch()  # python -m circuits.random: Ctrl-C while the command starts is one line, exit 130
 
 from .builders import dot, gd_step, horner, matvec, newton_schulz_step, ridge_gd_step  # noqa: E402
-from .evaluate import evaluate, infer_const, polynomials, to_ring
+from .evaluate import evaluate, evaluate_affine, infer_const, polynomials, to_ring
 from .graph import (
     CircuitBuilder,
     CircuitError,
@@ -106,7 +106,7 @@ __all__ = [
     "CircuitBuilder", "CircuitError", "PrunedNodesWarning", "exact_constant", "input_nodes", "inputs",
     "mult", "operands", "output_nodes", "outputs", "validate",
     "metrics", "levels", "formal_degrees",
-    "evaluate", "infer_const", "polynomials", "to_ring",
+    "evaluate", "evaluate_affine", "infer_const", "polynomials", "to_ring",
     "dot", "matvec", "gd_step", "ridge_gd_step", "newton_schulz_step", "horner",
     "dump", "load", "random_circuit",
     "Placement", "placement",

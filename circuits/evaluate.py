@@ -174,3 +174,108 @@ def polynomials(g: nx.DiGraph) -> dict:
         return {k: sympy.Rational(v.numerator, v.denominator) for k, v in evaluate(g, {}).items()}
     R, *_ = ring([sympy.Symbol(n) for n in names], sympy.QQ)
     return {k: p.as_expr() for k, p in to_ring(g, R).items()}
+
+
+def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
+                    const: Callable[[Fraction], object] | None = None, validated: bool = False) -> dict:
+    """The values of :func:`evaluate`, computed through affine forms: for exact rings (polynomials,
+    ``Fraction``) where the values are large, e.g. the proof's specification of a compiled circuit.
+
+    Every node becomes an affine form ``{atom: rational}`` (constant under ``None``) over *atoms*:
+    the inputs and the products of two or more non-constant factors.  An ``add`` merges its
+    operands' forms (rational arithmetic on the coefficients, in C through gmpy2, never on the
+    ring's values); a ``mul`` folds constant factors into a scale and, where two or more factors
+    are left, expands each factor's form into a ring value (``sum coef * atom``), multiplies them
+    (each ``mult`` times) into a new atom; an output is its form expanded.  So the ring adds
+    values once per atom of a product's factor or an output instead of once per gate: a circuit of
+    100k mostly-add gates over a few hundred products costs a few hundred expansions, where
+    :func:`evaluate` adds its largest polynomials at every gate.  Exact either way (the same
+    polynomial identities: distributivity and associativity over the rationals).  An output that
+    is a constant is ``const`` of it.  ``validated=True``: ``g`` is already :func:`validate`'s
+    result (no copy); any well-formed circuit evaluates correctly either way.
+    """
+    import gmpy2
+
+    if not validated:
+        g = validate(g)
+    names = input_nodes(g)
+    missing = sorted(set(names) - set(inputs))
+    extra = sorted(set(inputs) - set(names))
+    if missing or extra:
+        raise CircuitError(f"evaluate: missing inputs {missing}, unknown inputs {extra}")
+    if const is None:
+        const = infer_const(inputs[next(iter(names))]) if names else (lambda c: c)
+    Q, ONE = gmpy2.mpq, gmpy2.mpq(1)
+    outs = output_nodes(g)
+    keep = set(outs.values())
+    uses = {v: g.out_degree(v) for v in g}
+    pred = g.pred
+    atom_val: list = []  # atom index -> ring value
+    forms: dict = {}
+    expanded: dict = {}  # node -> its form expanded (a factor of several products)
+
+    def to_ring(q):
+        return const(Fraction(int(q.numerator), int(q.denominator)))
+
+    def expand(f: dict):
+        acc = None
+        for a, c in f.items():
+            if a is None:
+                continue
+            t = atom_val[a] if c == 1 else atom_val[a] * to_ring(c)
+            acc = t if acc is None else acc + t
+        c0 = f.get(None)
+        if acc is None:
+            return to_ring(c0 if c0 is not None else Q(0))
+        return acc if c0 is None else acc + to_ring(c0)
+
+    for v in nx.topological_sort(g):
+        d = g.nodes[v]
+        op = d[K.OP]
+        ops = [(u, e.get(K.MULT, 1)) for u, e in pred[v].items()]
+        if op == K.INPUT:
+            atom_val.append(inputs[d[K.NAME]])
+            forms[v] = {len(atom_val) - 1: ONE}
+        elif op == K.CONST:
+            c = Fraction(d[K.VALUE])
+            forms[v] = {None: Q(c.numerator, c.denominator)} if c else {}
+        elif op == K.ADD:
+            (u0, m0), rest = ops[0], ops[1:]
+            f = dict(forms[u0]) if m0 == 1 else {k: m0 * c for k, c in forms[u0].items()}
+            for u, m in rest:
+                get = f.get
+                for k, c in forms[u].items():
+                    x = get(k)
+                    f[k] = (c if m == 1 else m * c) if x is None else (x + c if m == 1 else x + m * c)
+            forms[v] = {k: c for k, c in f.items() if c}
+        else:
+            scale, factors = ONE, []
+            for u, m in ops:
+                fu = forms[u]
+                if not fu:
+                    scale = Q(0)
+                elif len(fu) == 1 and None in fu:
+                    scale *= fu[None] ** m
+                else:
+                    factors.append((u, m))
+            if scale == 0:
+                forms[v] = {}
+            elif not factors:
+                forms[v] = {None: scale}
+            elif len(factors) == 1 and factors[0][1] == 1:
+                forms[v] = {k: c * scale for k, c in forms[factors[0][0]].items()}
+            else:
+                p = None
+                for u, m in factors:
+                    if u not in expanded:
+                        expanded[u] = expand(forms[u])
+                    for _ in range(m):
+                        p = expanded[u] if p is None else p * expanded[u]
+                atom_val.append(p)
+                forms[v] = {len(atom_val) - 1: scale}
+        for u, _ in ops:
+            uses[u] -= 1
+            if not uses[u] and u not in keep:
+                del forms[u]
+                expanded.pop(u, None)
+    return {name: expand(forms[n]) for name, n in outs.items()}

@@ -59,12 +59,15 @@ def formal_degrees(g: nx.DiGraph) -> dict:
     return deg
 
 
-def metrics(g: nx.DiGraph) -> dict:
+def metrics(g: nx.DiGraph, *, validated: bool = False) -> dict:
     """``dict(n_inputs, size, depth, width, degree, n_gates)`` of the validated circuit.
 
-    ``g`` is validated first (so dead nodes are pruned before counting).
+    ``g`` is validated first (so dead nodes are pruned before counting), unless the caller says
+    it is already the result of :func:`~circuits.graph.validate` (``validated=True``: the
+    compiler's passes, which validate once; no copy).
     """
-    g = validate(g)
+    if not validated:
+        g = validate(g)
     lev = levels(g)
     deg = formal_degrees(g)
     depth = max(lev.values(), default=0)

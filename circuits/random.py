@@ -52,6 +52,11 @@ def random_circuit(
     every gate ends up feeding an output (nothing is pruned); unused inputs are
     possible.  A ``mul`` whose formal degree would exceed ``max_degree`` is
     turned into an ``add`` (keeps expanded polynomials small).
+
+    Linear in the gates: the gates not yet used (each must come to feed an
+    output) are drawn by index from a list with O(1) removal.  The distribution
+    is the earlier quadratic version's, not its random stream: a seed gives a
+    different circuit than before issue 26.
     """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
@@ -68,14 +73,28 @@ def random_circuit(
         g.add_node(i, **{K.OP: K.INPUT, K.NAME: f"x{i}"})
         deg[i] = 1
     gates: list[int] = []
-    dangling: list[int] = []  # gates not yet used as an operand
+    # gates not yet used as an operand: a list with each gate's index in it, so that drawing one
+    # and removing one are O(1) (swap with the last, pop): linear in the gates
+    dangling: list[int] = []
+    where: dict[int, int] = {}
+
+    def drop(d: int) -> None:
+        j = where.pop(d)
+        last = dangling.pop()
+        if last != d:
+            dangling[j], where[last] = last, j
+
     for i in range(n_gates):
         left = n_gates - i - 1
         # consume enough dangling gates that the rest can bring them down to n_outputs
         c_min = max(0, len(dangling) + 1 - n_outputs - left * (max_arity - 1))
         k = max(int(rng.integers(2, max_arity + 1)), c_min)
         c = max(c_min, min(len(dangling), int(rng.random() < 0.6)))
-        picks = [dangling[j] for j in rng.choice(len(dangling), size=c, replace=False)] if c else []
+        picks = []
+        for _ in range(c):  # c distinct dangling gates, uniformly, in the order drawn
+            d = dangling[int(rng.integers(len(dangling)))]
+            drop(d)
+            picks.append(d)
         pool = n_inputs + len(gates)  # operands 0..n_inputs-1 are the inputs, then the gates (not copied)
         for _ in range(k - c):
             if not pool or rng.random() < const_prob:
@@ -97,17 +116,21 @@ def random_circuit(
         deg[v] = mdeg if op == K.MUL else max(deg[u] for u in ops)
         for u, m in ops.items():
             g.add_edge(u, v, **{K.MULT: m})
-        dangling = [d for d in dangling if d not in ops] + [v]
+            if u in where:  # an earlier gate drawn from the pool that was still dangling
+                drop(u)
+        where[v] = len(dangling)
+        dangling.append(v)
         gates.append(v)
     assert len(dangling) <= n_outputs
-    rest = [x for x in gates if x not in dangling]
+    out_set = set(dangling)
+    rest = [x for x in gates if x not in out_set]
     extra = [rest[j] for j in rng.choice(len(rest), size=n_outputs - len(dangling), replace=False)] if rest else []
     for j, v in enumerate(sorted(dangling + extra)):
         g.nodes[v][K.OUTPUT] = f"y{j}"
     return validate(g)
 
 
-#: the limits of ``python -m circuits.random`` (generation is about quadratic in the gates);
+#: the limits of ``python -m circuits.random`` (generation is linear in the gates);
 #: ``max_wires`` (--gates x --max-arity) and ``max_nodes`` are the circuit command's ``max_size``
 #: and ``max_nodes`` (tests/adversarial/test_circuit_cli.py checks that they agree)
 LIMITS = {"max_gates": 10_000, "max_inputs": 10_000, "max_arity": 1_024, "max_wires": 50_000,

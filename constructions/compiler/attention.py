@@ -659,7 +659,7 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
         stages = None
         bound_layers = pl.md + 2 if heads is None else \
             sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
-    m = C.metrics(g)
+    m = C.metrics(g, validated=True)
     limit = heads
     heads = [len(hs) for hs in pl.layers]
     heads_per_layer = [max(len(st) for st in mod) for mod in mods] if elsa else list(heads)

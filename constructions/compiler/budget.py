@@ -727,7 +727,7 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
     layers (small circuits), then that one; otherwise (the causal target, whose filters cannot move a
     value to an earlier token, so no Benes route; or a budget below ``LEVEL_MIN``) one product at a
     time (:func:`plan_budget`).  ``compiled.bound.scheme`` says which ran."""
-    m = C.metrics(g)
+    m = C.metrics(g, validated=True)
     pl = C.placement(g)
     target = "baseconv-causal" if causal else "baseconv"
     scheme, specs = None, None

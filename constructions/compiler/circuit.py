@@ -57,7 +57,12 @@ class CompiledCircuit(Construction):
 
     def final_state(self, v):
         names, first = self._first(v)
-        vals = C.evaluate(self.graph, {n: v[n] for n in names})
+        ins = {n: v[n] for n in names}
+        if first.dtype == object:  # exact values (the proof's polynomials, Fractions): affine forms,
+            # a ring add per product factor rather than per gate; the graph is the compile's validated one
+            vals = C.evaluate_affine(self.graph, ins, validated=True)
+        else:
+            vals = C.evaluate(self.graph, ins)
         S = self._constant_block(self._empty(names, first))
         for name, val in vals.items():
             t, c = self.output_slots[name]

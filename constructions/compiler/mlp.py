@@ -118,7 +118,7 @@ def compile_mlp(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
     """Levelled one-token BaseConv compilation of a validated circuit (module docstring)."""
     s = _schedule(g)
     layers = _emit(s)
-    m = C.metrics(g)
+    m = C.metrics(g, validated=True)
     inputs = {n: (0, i) for i, n in enumerate(C.inputs(g))}
     outputs = {n: (0, o) for o, n in enumerate(sorted(s.outputs))}
     s.info = {

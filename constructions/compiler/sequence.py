@@ -520,7 +520,7 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
             return con
     specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
-    m = C.metrics(g)
+    m = C.metrics(g, validated=True)
     target = "baseconv-causal" if causal else "baseconv"
     info = {
         "circuit": m,

@@ -226,3 +226,31 @@ def test_fractions_agree_with_polynomial_substitution(g, data):
     assert set(vals) == set(polys)
     for k, v in vals.items():
         assert polys[k].xreplace(subs) == sympy.Rational(v.numerator, v.denominator)
+
+
+def test_evaluate_affine_matches_evaluate_exactly():
+    """``evaluate_affine`` (the compiled circuits' specification) gives the same exact values as
+    ``evaluate``: polynomials in QQ[x] and Fractions, on random circuits with constants, mults,
+    zero constants and cancellations."""
+    import sympy
+    from sympy.polys.rings import ring
+
+    from circuits import evaluate_affine
+    from circuits.random import random_circuit
+    from fractions import Fraction as F
+
+    for seed in range(30):
+        g = random_circuit(seed, 3, 25, max_arity=4, const_prob=0.3, n_outputs=3, max_degree=6)
+        R, *gens = ring("x0,x1,x2", sympy.QQ)
+        v = dict(zip(["x0", "x1", "x2"], gens))
+        assert evaluate_affine(g, v) == evaluate(g, v)
+        q = {"x0": F(2, 3), "x1": F(-5), "x2": F(7, 2)}
+        assert evaluate_affine(g, q) == evaluate(g, q)
+    b = CircuitBuilder()
+    x = b.input("x")
+    z = b.add(x, b.mul(b.const(-1), x))  # x - x: a zero form as a product's factor
+    b.output(b.mul(z, x), "zero")
+    b.output(b.mul(b.const(2), b.const(F(1, 2))), "one")
+    b.output(b.mul(x, x, x), "cube")
+    g = b.graph()
+    assert evaluate_affine(g, {"x": F(3)}) == evaluate(g, {"x": F(3)}) == {"cube": 27, "one": 1, "zero": 0}
