@@ -714,7 +714,7 @@ def _section_c(cells, gd, n, d) -> list[str]:
               "channels (a row-uniform bilinear form); the pass does not recognise that shape."]
     gram_c = by.get(("gd_step_gram", "baseconv-causal"))
     if gcz is not None and gcz["status"] != "refused" and gb is not None and gb["status"] != "refused":
-        L += [f"* **Re-association is the builder's, not the compiler's.** On `{gcz['call']}` the causal "
+        L += [f"* **The Gram form is the builder's choice, not the compiler's.** On `{gcz['call']}` the causal "
               f"target needs {gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} "
               f"for the circular one. The first-level products a_ij x_j (N D = {gd_n * gd_d} of them) cannot "
               "sit on the data tokens, since x is on the last (query) token and a causal filter does "
@@ -731,7 +731,9 @@ def _section_c(cells, gd, n, d) -> list[str]:
                  + (f"(hand `baseconv-causal`: {hand_c['state'][0]} x {hand_c['state'][1]}, "
                     f"{hand_c['state_formula']})" if hand_c else "")
                  if gram_c and gram_c["status"] != "refused" else "")
-              + ". The compiler compiles a circuit as written: it does not find such a re-association itself."]
+              + ". The re-association pass (`reassociate.py`: balanced trees, distribution, Estrin, shared "
+              "subexpressions) does not find this rewriting, which changes which products are formed "
+              "(A^T A once, instead of A x per step): the compiler takes the form it is given."]
     return L + [""]
 
 
