@@ -59,13 +59,19 @@ What each function needs / adds
                             circuit, or ``None`` when it has no places.
 ``graph.inputs/outputs``    sorted input / output names (read-only).
 ``graph.CircuitBuilder``    builds graphs with int ids; ``graph()`` validates.
-``metrics.metrics(g)``      validates, returns n_inputs, size (wires counting
+``metrics.metrics(g)``      validates (``validated=True``: the caller already
+                            did), returns n_inputs, size (wires counting
                             mult), depth, width (level cuts), formal degree,
                             n_gates; adds nothing to ``g``.
 ``evaluate.evaluate``       validates, maps ``{input name: value}`` to
                             ``{output name: value}`` for any +,* scalar type;
                             ``polynomials`` / ``to_ring`` are exact sympy
-                            views.  Adds nothing to ``g``.
+                            views; ``evaluate_affine`` the same exact values
+                            with sums kept as affine forms over the products
+                            (the proof's specification side).  Adds nothing
+                            to ``g``.
+``keys``                    the node attribute names (``op``, ``token``, ...)
+                            and op values, as constants.
 ``builders.*``              return validated circuits with named inputs and
                             outputs (``A_i_j``, ``x_j``, ``b_i``, ``y_i``, ...);
                             ``placed=True`` adds the documented places (and,
