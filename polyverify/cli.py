@@ -37,6 +37,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .startup import EXIT_INTERRUPTED, _startup_interrupt, catch_startup_interrupts  # noqa: F401
@@ -77,26 +78,25 @@ def _sigint_safe(signum, frame):
     while a module is being imported.  A compiled extension's import (torch's, through
     pybind11) that a KeyboardInterrupt crosses can abort the process (``terminate called after
     throwing ... KeyboardInterrupt``) or leave an exception that kills it with SIGINT at exit;
-    there the interrupt is held and raised (a SIGALRM a few times a second) once the import is
-    over."""
+    there the interrupt is held and sent again (:func:`_hold_interrupt`) until the import is over."""
     if not _importing(frame):
         raise KeyboardInterrupt
     _hold_interrupt()
 
 
 def _hold_interrupt() -> None:
-    def retry(signum, frame):
-        if _importing(frame):
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
-            return
-        signal.signal(signal.SIGALRM, old)
-        raise KeyboardInterrupt
+    """Send SIGINT to the main thread again in 50 ms, from a short-lived thread (not a process-wide
+    timer, which other code may set or cancel): :func:`_sigint_safe` then raises or holds again."""
+    import threading
 
-    try:
-        old = signal.signal(signal.SIGALRM, retry)
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not the main thread / no timers
-        raise KeyboardInterrupt from None
+    main = threading.main_thread().ident
+
+    def again():
+        time.sleep(0.05)
+        with contextlib.suppress(OSError, ValueError, ProcessLookupError):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=again, name="polyverify-held-interrupt", daemon=True).start()
 
 
 @contextlib.contextmanager
