@@ -99,6 +99,19 @@ def infer_const(x) -> Callable[[Fraction], object]:
     return lambda c: c
 
 
+def _checked_inputs(g, inputs: dict, const):
+    """``(input nodes, const)``: every input of ``g`` given and nothing else (CircuitError
+    otherwise), and ``const`` inferred from the first input's type where not given."""
+    names = input_nodes(g)
+    missing = sorted(set(names) - set(inputs))
+    extra = sorted(set(inputs) - set(names))
+    if missing or extra:
+        raise CircuitError(f"evaluate: missing inputs {missing}, unknown inputs {extra}")
+    if const is None:
+        const = infer_const(inputs[next(iter(names))]) if names else (lambda c: c)
+    return names, const
+
+
 def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fraction], object] | None = None) -> dict:
     """Values of all outputs, ``{output name: value}`` sorted by name.
 
@@ -109,13 +122,7 @@ def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fr
     output that is a bare constant is then returned as a scalar.
     """
     g = validate(g)
-    names = input_nodes(g)
-    missing = sorted(set(names) - set(inputs))
-    extra = sorted(set(inputs) - set(names))
-    if missing or extra:
-        raise CircuitError(f"evaluate: missing inputs {missing}, unknown inputs {extra}")
-    if const is None:
-        const = infer_const(inputs[next(iter(names))]) if names else (lambda c: c)
+    names, const = _checked_inputs(g, inputs, const)
     outs = output_nodes(g)
     keep = set(outs.values())
     uses = {v: g.out_degree(v) for v in g}  # consumers still to be evaluated
@@ -198,13 +205,7 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
 
     if not validated:
         g = validate(g)
-    names = input_nodes(g)
-    missing = sorted(set(names) - set(inputs))
-    extra = sorted(set(inputs) - set(names))
-    if missing or extra:
-        raise CircuitError(f"evaluate: missing inputs {missing}, unknown inputs {extra}")
-    if const is None:
-        const = infer_const(inputs[next(iter(names))]) if names else (lambda c: c)
+    names, const = _checked_inputs(g, inputs, const)
     Q, ONE = gmpy2.mpq, gmpy2.mpq(1)
     outs = output_nodes(g)
     keep = set(outs.values())

@@ -65,7 +65,7 @@ import circuits as C
 
 from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled, param_counts
-from .linearise import CONST, linearise, needed
+from .linearise import CONST, last_uses, linearise, needed
 from .routing import CompileError, LayerSpec, shift
 
 #: the channels beyond the grid's a budget compile needs: the two work channels A and B
@@ -572,17 +572,7 @@ def plan_levels(g, channels: int):
     atoms, level, outputs = linearise(g)
     need = needed(atoms, outputs)
     md = max([level[a] for a in need if atoms[a][0] == "mul"], default=0)
-    last: dict = {}
-    for a in need:
-        if atoms[a][0] == "mul":
-            for f in atoms[a][1:]:
-                for x in f:
-                    if x != CONST:
-                        last[x] = max(last.get(x, 0), level[a])
-    for f in outputs.values():
-        for x in f:
-            if x != CONST:
-                last[x] = md + 1
+    last = last_uses(atoms, level, need, outputs, md + 1)
     top = [D * Tg - 1, Tg - 1]
     layers: list = []  # (kind, moves, b_out, product)
     tok = {}
