@@ -52,6 +52,7 @@ LIMITS = {
     "max_const_digits": 1_000,  # digits of a constant's numerator or denominator
     "max_trials": 10_000,  # --trials
     "max_trial_nodes": 2_000_000,  # --trials x nodes: the exact trials cost about 60 us per node and trial
+    "max_channels": 1_024,  # --channels: every layer holds C x C weight arrays
 }
 #: the limits with ``--allow-large`` (the constant digits stay below Python's 4300-digit
 #: limit for integer/string conversion: every constant is written out in decimal)
@@ -66,10 +67,12 @@ LARGE_LIMITS = {
     "max_const_digits": 4_000,
     "max_trials": 1_000_000,
     "max_trial_nodes": 1_000_000_000,
+    "max_channels": 16_384,
 }
 _DOC = dict(LIMIT_DOC, max_file_bytes="bytes of the --graph file",
             max_const_digits="digits of a constant's numerator or denominator", max_trials="--trials",
-            max_trial_nodes="--trials times the circuit's nodes")
+            max_trial_nodes="--trials times the circuit's nodes",
+            max_channels="--channels (a layer holds C x C weight arrays)")
 
 
 def limits_help() -> str:
@@ -280,8 +283,10 @@ def cmd_circuit(a, out) -> int:
     for flag, v in (("--channels", getattr(a, "channels", None)), ("--pareto", getattr(a, "pareto", False) or None)):
         if v is not None and not TARGETS[target].accepts("channels"):  # --pareto: the frontier of channel budgets
             raise UsageError(f"{flag} applies to --target {names_text(accepting('channels'))}, not {target}")
-    if getattr(a, "channels", None) is not None and a.channels < 1:
-        raise UsageError(f"--channels must be >= 1, got {a.channels}")
+    if getattr(a, "channels", None) is not None:
+        lim = LARGE_LIMITS if a.allow_large else LIMITS
+        check_range("--channels", a.channels, 1, lim["max_channels"],
+                    override=None if a.allow_large else "--allow-large")
     t0 = time.perf_counter()
     try:
         con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None),

@@ -90,7 +90,18 @@ def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict) -> Compi
         metrics_g = con.info.get("circuit")
         record["chosen"] = "as written: re-association does not lower the multiplicative depth"
     else:
-        con = build(h)
+        try:
+            con = build(h)
+        except (ValueError, CompileError) as e:
+            # the rewritten circuit can need more than the circuit as given (a causal channel budget
+            # whose minimum was stated for the circuit as given, a causal dependency the rewriting
+            # introduced): the circuit as written is compiled, and its own refusal, if any, stands
+            con = build(g)
+            record["chosen"] = f"as written: the re-associated circuit is refused ({str(e).splitlines()[0]})"
+            con.graph = g
+            con.info["compiled"]["reassociated"] = record
+            con.info["circuit"] = con.info.get("circuit") or C.metrics(g, validated=True)
+            return con
         gates = sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul"))
         plain = build(g) if gates <= COMPARE_MAX_GATES else None
         cost = lambda c: (c.info["compiled"]["layers"], c.info["compiled"].get("state_width", 0))  # noqa: E731

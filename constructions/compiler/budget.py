@@ -553,7 +553,7 @@ def level_bound(md: int, K: int, parallel: bool) -> dict:
                      f"(<= 2K-1), a sum tree (<= K), then 1 product layer: <= {per} = "
                      f"{'6K - 1' if parallel else '12K - 3'}; outputs: the same into one channel, a Benes route to "
                      f"the grid (<= 2K-1) and 1 unflatten layer: <= 8K - 2; layers <= md ({per}) + 8K - 1 with "
-                     f"K = ceil(log2 N') = {K}, md = {md}")}
+                     f"K = max(1, ceil(log2 N')) = {K}, md = {md}")}
 
 
 def plan_levels(g, channels: int):
@@ -692,7 +692,7 @@ def plan_levels(g, channels: int):
         sp.b_out.update(b_out)
         assert sp.inner <= channels, (kind, sp.inner, channels)
         specs.append(sp)
-    K = _log2c(T)
+    K = max(1, _log2c(T))  # one token (K = 0) still spends its flatten, product and unflatten layers
     bound = level_bound(md, K, parallel)
     assert len(specs) <= bound["layers"], (len(specs), bound)
     return specs, T, inputs, slots, bound
