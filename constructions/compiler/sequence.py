@@ -503,6 +503,9 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
     least ``min_width`` channels; with ``channels``, on at most that many (:mod:`.budget`: states
     and inner channels; a budget below :func:`.budget.minimum_channels` is a ValueError naming it)."""
     if channels is not None:
+        if min_width > 1:  # the budgeted compile chooses its own layout: a wider floor cannot be honoured
+            raise ValueError(f"min_width {min_width} and a channel budget ({channels}) cannot be combined: "
+                             f"the budgeted compile lays out its own channels")
         from .budget import compile_budget, minimum_channels
 
         least = minimum_channels(g, causal)

@@ -70,3 +70,8 @@ def test_channels_beyond_the_limit_are_refused_up_front(tmp_path, value, capsys)
     assert construct_main(["circuit", "--graph", str(g), "--channels", value], out=io.StringIO()) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--channels" in err and "--allow-large" in err
+
+
+def test_min_width_with_a_channel_budget_is_refused_not_dropped():
+    with pytest.raises(ValueError, match="min_width"):
+        compile_circuit(_one_cell("square"), target="baseconv", channels=5, min_width=9)
