@@ -1,6 +1,6 @@
 """A construction is prologue + body x k + epilogue, with exact weights.
 
-``../shared/DESIGN.md`` decision 4.  Each construction says which *state*
+The proof by induction needs it.  Each construction says which *state*
 (a function of its variables, on the named layout) holds between the
 sections:
 

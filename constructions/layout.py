@@ -1,6 +1,6 @@
 """Named layouts: the state is a (rows x cols) matrix cut into named regions.
 
-``../shared/DESIGN.md`` decision 3: embedding, read-out and the weight
+Embedding, read-out and the weight
 builders address the state by region name, never by hand-written slices, and
 the layout travels with the exported weights.  A region is a rectangle
 ``rows x cols``; for BaseConv the rows are tokens and the columns channels,

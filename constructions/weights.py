@@ -1,4 +1,4 @@
-"""Weight builders that address the state by region name (DESIGN decision 3).
+"""Weight builders that address the state by region name (``constructions/layout.py``).
 
 ``BaseConvBuilder`` fills one :class:`~constructions.layers.BaseConv` layer:
 every BaseConv channel ``c`` computes the product

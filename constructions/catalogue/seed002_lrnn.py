@@ -54,7 +54,7 @@ from constructions.weights import BaseConvBuilder
 from . import CatalogueEntry, register
 
 REF_A = "seed 002 Sec. 2, Prop. 2.1(a), eq. (1), (5), (9)-(10)"
-REF_B = "seed 002 Sec. 2, Prop. 2.1(b), App. B.1 eq. (34)-(35) (with the sqrt(n) rescaling of notes §1.4)"
+REF_B = "seed 002 Sec. 2, Prop. 2.1(b), App. B.1 eq. (34)-(35) (with the sqrt(n) rescaling of seed 002 eq. (1))"
 
 
 def _Z(*shape):

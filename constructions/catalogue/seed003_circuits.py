@@ -24,7 +24,7 @@
   Both factors are data: one arrives through ``W`` (the gate), the other through ``h``.
   Inner dimension ``N' = 3a + 2b <= 3w`` rows, ``d' = d``.
 
-Erratum ``S003-H21-mult-bias`` (notes §2.7 (a), §6 item 4): step 3 as printed computes
+Erratum ``S003-H21-mult-bias`` (seed 003 App. H.5, proof of Thm. H.21; docs/errata.md): step 3 as printed computes
 ``remember(y : v2, v3, e_0, v1)`` on ``y = (v2; v3; 0)``, i.e. ``v1`` is remember's
 fixed gating bias ``p = b_1``; a weight cannot depend on the data, so the step is
 built with ``b_1 = v1^0 = 1`` (reference wire values) and rejected for general wires.

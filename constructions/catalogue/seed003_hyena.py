@@ -5,7 +5,7 @@ Hyena (seed 003 Alg. 2 ``Projection`` and Alg. 3 ``Hyena``, recursion depth L)::
     ẑ = u W_proj  (W_proj in R^{d x (L+1)d}),   z[:, c] = h_s * ẑ[:, c]   (one short filter h_s)
     split z = (p^1 | ... | p^L | v),   z^0 = v,   z^l = p^l ⊙ (h^l * z^{l-1}),   output z^L
 
-(the paper's ``p^l[t, :]`` is read as ``[:, t]``, notes §1.4).  BaseConv layers are the
+(the paper's ``p^l[t, :]`` is read as ``[:, t]``: the token index is the row).  BaseConv layers are the
 paper's ``(u W + b_1) ⊙ (h * u + b_2)`` (``paper_layer``).  What is proved:
 
 * ``s003-hyena-equiv`` -- Hyena -> BaseConv (the direction of Prop. H.12), a
@@ -25,7 +25,7 @@ paper's ``(u W + b_1) ⊙ (h * u + b_2)`` (``paper_layer``).  What is proved:
   ``W_proj = [W^l | I_d]``, ``h_s = e_0``, filter ``h^l`` (biases: ignored by the
   paper, excluded here).
 
-Erratum ``S003-H12-bias`` (notes §2.5, §6 item 4): the paper runs each Hyena step
+Erratum ``S003-H12-bias`` (docs/errata.md): the paper runs each Hyena step
 as ``remember(u_BC : u, u, h^l, p^l)``, whose multiplier ``p`` is the fixed gating
 bias ``b_1`` (Lemma H.7), but ``p^l = u W_p`` depends on the input; weights are fixed,
 so the printed step is built with ``b_1 = p^l(u^0)`` at the reference input

@@ -78,7 +78,7 @@ def Z(*shape) -> np.ndarray:
 
 
 def rand_rat(seed_or_rng, shape, *, lo: int = -4, hi: int = 4, den: int = 4, nonzero: bool = False) -> np.ndarray:
-    """Exact dyadic rationals k/den, k in [lo, hi] (float-exact weights, DESIGN decision 2)."""
+    """Exact dyadic rationals k/den, k in [lo, hi] (float-exact weights: a float32 stores them exactly)."""
     rng = seed_or_rng if isinstance(seed_or_rng, np.random.Generator) else np.random.default_rng(seed_or_rng)
     out = Z(*shape)
     for idx in np.ndindex(*shape):

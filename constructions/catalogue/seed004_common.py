@@ -1,8 +1,7 @@
 """Seed 004 token form: shared helpers (registers nothing).
 
 Tokens are the rows of ``E`` ((n+1) x (d+1)): context ``e_i = (x_i, y_i)``,
-``i = 1..n``, then the query ``e_{n+1} = (x_t, 0)`` (seed 004 Sec. 2,
-notes/seed-004.md Sec. 1.2).  Keys and values are the n context tokens only
+``i = 1..n``, then the query ``e_{n+1} = (x_t, 0)`` (seed 004 Sec. 2).  Keys and values are the n context tokens only
 (``TokenLSA(exclude_last=True)``); every token is updated; the prediction is
 the *negated* last coordinate of the last token, ``-y_t^L``.
 
@@ -95,7 +94,7 @@ def tokens(X, y, xt, yt) -> np.ndarray:
 
 
 def context_stats(E, n: int, d: int):
-    """``Sigma^l, alpha^l, lambda^l`` of the context tokens (notes Sec. 1.3): raw sums over i <= n."""
+    """``Sigma^l, alpha^l, lambda^l`` of the context tokens (seed 004's sufficient statistics): raw sums over i <= n."""
     Xc, yc = E[:n, :d], E[:n, d]
     return mm(T(Xc), Xc), rmv(Xc, yc), dot(yc, yc)
 

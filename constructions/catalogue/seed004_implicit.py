@@ -1,6 +1,6 @@
 """Seed 004 Theorem 4.1 / Lemma 4.3 (corrected): every linear transformer keeps an implicit w.
 
-Statement proved (``s004-implicit-w``; notes/seed-004.md Sec. 3.1-3.2, with the
+Statement proved (``s004-implicit-w``; seed 004 Theorem 4.1 and Lemma 4.3, with the
 index fix E3 and the sign fix E1).  For raw inputs ``(x_i, y_i)``, ``(x_t, 0)``
 and *any* weights ``(P_k^l, Q_k^l)`` of an L-layer, H-head linear transformer
 (Full model, seed 004 eq. (3), keys = context tokens), for every ``l = 0..L``
@@ -61,7 +61,7 @@ from . import CatalogueEntry, Erratum, register, register_erratum
 from .seed004_common import (dot, eye, layer_matrix, mm, mv, obj, outer, random_full_heads, rmv, scal, T,
                              token_layer, token_layout, tokens, zeros)
 
-REF = "seed 004 Theorem 4.1, Lemma 4.3 (corrected: errata E1, E3 of notes/seed-004.md)"
+REF = "seed 004 Theorem 4.1, Lemma 4.3 (corrected: errata S004-E1, S004-E3 in docs/errata.md)"
 
 
 def _weight_names(d: int, heads: int):
@@ -188,7 +188,7 @@ def run_stack(layers_heads, X, y, xt, sign: int = -1):
     E = tokens(X, y, xt, 0)
     out = [(E, v)]
     for hs in layers_heads:
-        S = layer_matrix(hs, E, n)  # from the actual layer-l tokens (notes Sec. 3.2 code recipe)
+        S = layer_matrix(hs, E, n)  # from the actual layer-l tokens (Lemma 4.3's recursion reads the current layer's tokens)
         M1, u1, a1, w1 = lemma43_step(S, v["M"], v["u"], v["a"][0], v["w"], d, sign)
         v = dict(v, M=M1, u=u1, w=w1, a=np.array([a1], dtype=object))
         E = token_layer(hs).forward(E)

@@ -1,6 +1,6 @@
 """Seed 004 Theorems 5.1 and 5.2: explicit constructions and the exact algebra behind them.
 
-``s004-precond`` (Theorem 5.1, proof in App. A.4; notes/seed-004.md Sec. 3.5).
+``s004-precond`` (Theorem 5.1, proof in App. A.4).
     GD++ as a second-order least-squares solver: k *preconditioning* layers
     (Diag ``(p_x, p_y, q_x, q_y) = (-gamma, 0, 1, 0)``: ``omega_xx = -gamma``, all
     other omegas 0), then one GD layer (``(0, -s, 1, 0)``: ``omega_yx = -s``).
@@ -282,7 +282,7 @@ def ridge2_omega_identity():
 
 
 register(CatalogueEntry(
-    name="s004-ridge2-omega", paper=REF_52 + ", closed-form omegas (notes Sec. 3.7)",
+    name="s004-ridge2-omega", paper=REF_52 + ", closed-form omegas",
     summary="closed-form omega_yx, omega_yy meet (1 + n sigma_k^2 omega_yy)(-omega_yx) = 1/(1 + sigma_k^2), k=1,2",
     build=lambda: ridge2_omega_identity(), sizes={},
     claim="omegas exist for two noise levels (Thm 5.2); sign per erratum E5"))

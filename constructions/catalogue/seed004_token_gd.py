@@ -1,6 +1,6 @@
 """Seed 004 Sec. 2 and 5.1: GD and GD++ as linear transformers in the token form.
 
-Model (seed 004 eq. (2)-(3), notes/seed-004.md Sec. 1): tokens ``e_i = (x_i, y_i)``,
+Model (seed 004 eq. (2)-(3)): tokens ``e_i = (x_i, y_i)``,
 query ``(x_t, 0)`` last; one layer is ``e_i <- e_i + sum_k sum_{j<=n} (e_j^T Q_k e_i) P_k e_j``
 (keys = context only, every token updated); prediction ``-y_t^L``.
 
@@ -14,7 +14,7 @@ Registered entries
     ``w <- w + eta sum_i (y_i - <w, x_i>) x_i``, one layer per step.  Diag
     weights ``(p_x, p_y, q_x, q_y) = (0, -eta, 1, 0)``: ``omega_yx = -eta``, the
     other three omegas 0, i.e. ``P = diag(0, .., 0, -eta)``, ``Q = diag(1, .., 1, 0)``
-    (von Oswald et al.'s construction).  Invariant at every layer (notes Sec. 3.1
+    (von Oswald et al.'s construction).  Invariant at every layer (seed 004 Theorem 4.1
     with M = I, u = 0, a = 1): context ``(x_i, y_i - <w_l, x_i>)``, query
     ``(x_t, -<w_l, x_t>)``; the raw input is this state at ``w_0 = 0``, so
     ``-y_t`` after k layers is ``<w_k, x_t>``, the prediction of k GD steps from 0.
@@ -66,7 +66,7 @@ def _check_nd(n, d):
 # ====================================================================== eq. (3)+(8) => eq. (10)
 
 def diag_update_identity(n: int = 3, d: int = 2, heads: int = 2):
-    """Eq. (3) with eq. (8) weights equals eq. (10) with the omegas of eq. (9) (notes Sec. 1.4).
+    """Eq. (3) with eq. (8) weights equals eq. (10) with the omegas of eq. (9) (seed 004 eq. (8)-(10)).
 
     For every token (query included): ``x <- x + omega_xx Sigma^l x + omega_xy y alpha^l``,
     ``y <- y + omega_yx <alpha^l, x> + omega_yy y lambda^l``; sums over the n context tokens.

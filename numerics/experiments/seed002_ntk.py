@@ -1,6 +1,6 @@
 """Seed 002: the linear-RNN NTK (Thm. 3.3, eq. (21)) and the training experiments of Figs. 1 and 3.
 
-Model (seed 002 eq. (1), notes/seed-002.md Sec. 1): ``h_t = W h_{t-1} / sqrt(n) + F x_t``,
+Model (seed 002 eq. (1)): ``h_t = W h_{t-1} / sqrt(n) + F x_t``,
 ``y_t = C h_t / sqrt(n)``, init ``W_ij ~ N(0, nu_W)``, ``F ~ N(0, nu_F)``, ``C ~ N(0, nu_C)``; it is the
 causal convolution with impulse response ``L_j = n^{-(j+1)/2} C W^j F`` (Prop. 2.1).  The scaled
 convolution is ``L_j = sqrt(rho_j) theta_j`` with

@@ -1,8 +1,7 @@
 """Seed 003 (Zoology), Sec. 4 / Figure 2 / Claim 1: multi-query associative recall (MQAR), attention
 against BaseConv as the model dimension d grows.
 
-Data (``numerics.training.mqar.mqar``; Zoology App. E.1 Algorithm 1 and its reference generator,
-notes/seed-003.md Sec. 3.2): vocabulary ``VOCAB``, N = 64 with D = 4 key-value pairs and N = 128
+Data (``numerics.training.mqar.mqar``; Zoology App. E.1 Algorithm 1 and its reference generator): vocabulary ``VOCAB``, N = 64 with D = 4 key-value pairs and N = 128
 with D = 8 (the reference configs' (N, D) pairs of Fig. 2), power law a = 0.01 on the query gaps,
 filler token 0; a fixed training set visited in shuffled epochs and a fixed test set (test seed =
 train seed + 10, as the reference code).  Models (``numerics.training.mqar.MQARModel``): exactly two
@@ -38,7 +37,7 @@ NAME = "seed003-mqar"
 TITLE = "Seed 003 (Zoology), Figure 2 / Claim 1: MQAR accuracy of attention and BaseConv against model dimension"
 REFERENCE = "seed 003 (Arora et al., Zoology), Sec. 4, Figure 2 (top), Claim 1"
 
-#: (sequence length N, key-value pairs D): the reference configs of Fig. 2 (notes/seed-003.md Sec. 4.4)
+#: (sequence length N, key-value pairs D): the reference configs of Fig. 2 (Zoology's reference configs)
 SIZES = ((64, 4), (128, 8))
 DIMS = (16, 32, 64, 128)
 MIXERS = ("attention", "baseconv")

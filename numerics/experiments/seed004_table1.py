@@ -1,6 +1,6 @@
 """Seed 004 Table 1: linear transformers and ridge baselines under mixed noise variance (Sec. 6).
 
-Data (seed 004 Sec. 2.2-2.3, notes/seed-004.md Sec. 2): d = 10, n = 20; per sequence
+Data (seed 004 Sec. 2.2-2.3): d = 10, n = 20; per sequence
 ``w ~ N(0, I)``, ``x_i ~ N(0, I)``, ``y_i = <w, x_i> + sigma_tau xi_i`` with ``sigma_tau`` drawn
 once per sequence, uniform on [0, sigma_max] (columns ``"0"`` .. ``"7"``) or uniformly from a set
 (``"{1,3}"``, ``"{1,3,5}"``; equal probabilities, the paper does not state them); the query
@@ -48,7 +48,7 @@ LABEL = {"gdpp": "GD++", "diag": "Diag", "full": "Full", "constrr": "ConstRR", "
          "tunedrr": "TunedRR"}
 
 #: seed 004 Table 1 as printed (adjusted evaluation loss; columns as ``COLUMNS``), quoted from the
-#: paper (notes/seed-004.md Sec. 4.5 reproduces it verbatim)
+#: paper
 PAPER = {
     "gdpp": {1: [1.768, 1.639, 1.396, 1.175, 1.015, 0.907, 0.841, 0.806, 1.007, 0.819],
              2: [0.341, 0.295, 0.243, 0.265, 0.347, 0.366, 0.440, 0.530, 0.305, 0.427],
@@ -646,7 +646,7 @@ def markdown(s: dict, figure: str) -> str:
                      + verdict(c["met_allowing_rounding"]) + ".")
             if any(m["baseline"] == "tunedrr" for m in c["misses"]):
                 L.append("  The paper does not define TunedRR's two parameters beyond 'a max threshold on the "
-                         "estimated variance and a multiplicative adjustment' (notes/seed-004.md A4); ours is "
+                         "estimated variance and a multiplicative adjustment' (Sec. 6); ours is "
                          "lambda = min(c sigma_hat^2, m), tuned on a separate set.")
             noise = _miss_noise_sentence(c["misses"])
             if noise:
@@ -657,7 +657,7 @@ def markdown(s: dict, figure: str) -> str:
                     L.append(f"  ConstRR at sigma_max = 5: the paper prints {fmt(PAPER['constrr'][i5])} for ConstRR but "
                              f"{fmt(PAPER['gdpp'][7][i5])} for GD++ at 3-7 layers; ours is {fmt(m['ours'])}. GD++ "
                              "equals ConstRR in every other noisy column of the table, and a tuned constant ridge "
-                             "cannot lose to GD++ (notes/seed-004.md A5): the printed ConstRR value is likely a typo.")
+                             "cannot lose to GD++: the printed ConstRR value is likely a typo.")
         elif c["id"] == "one-layer-equal" and c["columns"]:
             L.append("  GD++ and Diag compute the same function at L = 1 (the query's prediction -y_t^1 = "
                      "-omega_yx <alpha, x_t> depends on p_y q_x only; tested in "

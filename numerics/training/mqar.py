@@ -1,8 +1,7 @@
 """Multi-query associative recall (seed 003, Zoology: Def. 3.1, App. E.1 Algorithm 1) and the
 two-layer models of its Sec. 4 / App. E.2 synthetic experiments, on the toolkit's modules.
 
-Generator (:func:`mqar`), as the reference code of Zoology's App. E.1 (``_mqar``; notes/seed-003.md
-Sec. 3.2): the first half of the vocabulary ``[1, V/2)`` holds keys, the second ``[V/2, V)`` values;
+Generator (:func:`mqar`), as the reference code of Zoology's App. E.1 (``_mqar``): the first half of the vocabulary ``[1, V/2)`` holds keys, the second ``[V/2, V)`` values;
 per example ``D`` distinct keys and ``D`` distinct values form the block ``k0 v0 k1 v1 ...`` at
 positions ``0 .. 2D-1``; each key is asked again once, at position ``2D + 2 g`` with gaps ``g``
 drawn without replacement from ``[0, (N - 2D) // 2)`` with probability proportional to

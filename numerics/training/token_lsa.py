@@ -2,7 +2,7 @@
 
 Tokens are the rows of ``E`` ((n+1) x (d+1)): context ``(x_i, y_i)``, then the query
 ``(x_t, 0)``; keys and values are the n context tokens only; every token is updated;
-the prediction is ``-y_t^L`` (seed 004 Sec. 2, eq. (2)-(3); notes/seed-004.md Sec. 1.2).
+the prediction is ``-y_t^L`` (seed 004 Sec. 2, eq. (2)-(3)).
 Each layer is :class:`constructions.layers.TokenLSA` built over this module's
 parameters and *its* ``forward`` runs on torch tensors (one definition of the math):
 

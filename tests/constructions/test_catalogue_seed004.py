@@ -72,7 +72,7 @@ def test_e1_as_printed_fails_on_an_x_coordinate_and_needs_w():
 
 
 def test_e2_as_printed_and_corrected_agree_when_a_is_1():
-    """E2: the two forms of alpha^l differ only through the factor a^l (notes Sec. 3.3)."""
+    """E2: the two forms of alpha^l differ only through the factor a^l (seed 004 Lemma 4.4 / Lemma A.1)."""
     from verify.proof import prove_identity
     from constructions.catalogue.seed004_implicit import ols_data
     from constructions.catalogue.seed004_common import mm, mv, obj, outer, rmv, scal, T, dot
@@ -125,7 +125,7 @@ def test_diag_update_random_sizes(n, d, heads):
 
 
 def test_single_head_omega_constraint():
-    """H = 1: omega_xx omega_yy = omega_xy omega_yx; not for H = 2 (notes Sec. 1.4)."""
+    """H = 1: omega_xx omega_yy = omega_xy omega_yx; not for H = 2 (seed 004 eq. (8)-(10))."""
     one = omegas([(2, 3, 5, 7)])
     assert one["xx"] * one["yy"] == one["xy"] * one["yx"]
     two = omegas([(2, 3, 5, 7), (1, 0, 0, 1)])

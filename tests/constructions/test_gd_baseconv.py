@@ -159,7 +159,7 @@ def test_eta_is_exact(build):
 
 @pytest.mark.parametrize("build", BUILDERS)
 def test_default_weights_are_dyadic(build):
-    # DESIGN decision 2: the default step 1/16 gives weights that float32 holds exactly
+    # the default step 1/16 (dyadic) gives weights that float32 holds exactly
     con = build(4, 2)
     for L in con.layers(1):
         for a in L.arrays().values():
