@@ -10,7 +10,7 @@ Sizes are bounded by :data:`LIMITS` (``--allow-large``: :data:`LARGE_LIMITS`),
 checked on the file and the circuit's metrics before any compile or proof
 work; the output paths (``--json``, ``--export``, ``--plot``) are checked before that work
 too and written atomically.  ``--trace`` / ``--plot``: which circuit node sits at each (token,
-channel) of every layer's state (``constructions/compiler/trace.py``), printed, in the JSON
+channel) of every layer's state (``verify/compiler_trace.py``), printed, in the JSON
 report as ``compiled.trace``, drawn as a PNG.
 """
 from __future__ import annotations
@@ -128,7 +128,7 @@ def add_arguments(c) -> None:
     c.add_argument("--trace", action="store_true",
                    help="print, per layer, which circuit node sits at each (token, channel) of the state and "
                         "which product each BaseConv inner channel forms (found by random evaluation modulo a "
-                        "prime, constructions/compiler/trace.py; tables cut for large states), and put every "
+                        "prime, verify/compiler_trace.py; tables cut for large states), and put every "
                         "label in the JSON report as compiled.trace")
     c.add_argument("--plot", metavar="FILE",
                    help="draw the state's occupancy per layer (cells coloured by node kind) as a PNG (checked "
@@ -231,8 +231,8 @@ def _prove_limited(con, sections, a):
 
 
 def _trace(con, a, report: dict, out) -> None:
-    """``--trace`` / ``--plot``: the compiled stack's residual labels (``constructions.compiler.trace``)."""
-    from constructions.compiler.trace import trace
+    """``--trace`` / ``--plot``: the compiled stack's residual labels (``verify.compiler_trace``)."""
+    from verify.compiler_trace import trace
 
     t0 = time.perf_counter()
     n = len(con.layers(0))

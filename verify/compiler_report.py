@@ -235,11 +235,11 @@ TRACE_PNG = "compiler_trace.png"
 
 
 def trace_example() -> dict:
-    """:data:`TRACE_EXAMPLE` compiled, proved and labelled (``constructions.compiler.trace``):
-    JSON-able, plus the :class:`~constructions.compiler.trace.Trace` under ``"_trace"`` (for the
+    """:data:`TRACE_EXAMPLE` compiled, proved and labelled (``verify.compiler_trace``):
+    JSON-able, plus the :class:`~verify.compiler_trace.Trace` under ``"_trace"`` (for the
     PNG; :func:`_main` takes it out before the JSON is written)."""
     from constructions.compiler import compile_circuit
-    from constructions.compiler.trace import trace
+    from verify.compiler_trace import trace
     from verify.proof import prove
 
     builder, args, target = TRACE_EXAMPLE
@@ -491,7 +491,7 @@ def _section_trace(ex) -> list[str]:
          f"{'PROVED' if ex['proved'] else 'FAILED'}), which circuit node's value sits at each (token, channel), "
          "and which product each BaseConv inner channel forms, its gate side `u W_gate + B_gate` times its "
          "convolution side `h * (u W_in + B_in) + B_conv` (seed 000 eq. (19)). The labels are found after the "
-         "fact from the compiled stack and the circuit alone (`constructions/compiler/trace.py`): the stack and "
+         "fact from the compiled stack and the circuit alone (`verify/compiler_trace.py`): the stack and "
          f"every node are evaluated at {ex['draws']} random points modulo the prime {ex['prime']}, and a cell is "
          "labelled with the nodes whose values equal its value at every point (`c name`: c times the node; a "
          "number: a constant; `~`: no node's multiple, e.g. a partial sum); by Schwartz-Zippel and a union "

@@ -532,7 +532,7 @@ class _ModLayer:
         self.L, self.p, self.inner, self.ran = L, p, None, ran
 
     def forward(self, u, *, conv_method: str = "direct"):
-        from verify import modular as M
+        from . import modular as M
 
         L, p = self.L, self.p
         y = M.forward(L, u, p)
@@ -584,7 +584,7 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
     ``draws``: the number of random points (default: the fewest, at least 3 and at most
     ``max_draws``, that bring :attr:`Trace.error_bound` to ``error_target``); ``on_layer(i)``
     is called after each stack layer (progress)."""
-    from verify import modular as M
+    from . import modular as M
 
     g = con.graph
     names = C.inputs(g)

@@ -22,7 +22,7 @@ class CompiledCircuit(Construction):
 
     graph: nx.DiGraph = None
     #: the circuit the layers compute where a pass rewrote ``graph`` (same polynomials; None: ``graph``
-    #: itself); read only by ``constructions.compiler.trace`` to name the rewritten intermediate values
+    #: itself); read only by ``verify.compiler_trace`` to name the rewritten intermediate values
     compiled_graph: nx.DiGraph = None
     input_slots: dict = None  # input name -> (token, channel)
     output_slots: dict = None  # output name -> (token, channel)

@@ -1,4 +1,4 @@
-"""constructions/compiler/trace.py: which circuit node sits at each (token, channel) of every
+"""verify/compiler_trace.py: which circuit node sits at each (token, channel) of every
 layer's state (tracr's residual labels), found by random evaluation modulo a prime.
 
 Every compiled stack here is proved exactly first (the labels are for reading, the proof is the
@@ -18,7 +18,7 @@ import pytest
 
 import circuits as C
 from constructions.compiler import CompileError, compile_circuit
-from constructions.compiler import trace as TR
+from verify import compiler_trace as TR
 from verify import circuit_cmd
 from verify.construct import main as construct_main
 from verify.proof import prove
