@@ -240,23 +240,36 @@ class CompiledGramGD(CompiledGD):
         return out
 
 
-def compiled_gram_gd(n: int, d: int, eta, lam) -> CompiledGramGD:
-    """``compiled-baseconv-causal``: the hoisted Gram form above, each of its three circuits
-    compiled to ``baseconv-causal`` on one common width."""
-    circuits = {"prologue": gram_prologue_circuit(n, d), "body": gram_step_circuit(n, d, eta, lam),
-                "epilogue": gram_prediction_circuit(n, d)}
-    parts = {k: compile_circuit(g, name=f"gd-gram-{k}", target="baseconv-causal") for k, g in circuits.items()}
+def _on_common_width(circuits: dict, names: dict, target: str) -> dict:
+    """Each circuit compiled to ``target``; those narrower than the widest compiled again at that
+    width, so that the stacks share one state."""
+    parts = {k: compile_circuit(g, name=names[k], target=target) for k, g in circuits.items()}
     width = max(p.layout.shape[1] for p in parts.values())
-    parts = {k: p if p.layout.shape[1] == width else
-             compile_circuit(circuits[k], name=f"gd-gram-{k}", target="baseconv-causal", min_width=width)
-             for k, p in parts.items()}
-    gch, cch, _ = gram_channels(d)
+    return {k: p if p.layout.shape[1] == width else
+            compile_circuit(circuits[k], name=names[k], target=target, min_width=width)
+            for k, p in parts.items()}
+
+
+def _grid_layout(n: int, d: int, width: int) -> Layout:
+    """The placed least-squares grid's regions (``circuits.builders``' ``placed=True`` places) on
+    ``width`` channels."""
     lay = Layout((n + 1, width), row_axis="tokens", col_axis="channels")
     lay.add("a", (0, n), (0, d), "rows a_i of A; 0 at the query token")
     lay.add("q", (n, n + 1), (0, d), "query q at the query token")
     lay.add("b", (0, n), (d, d + 1), "b_i")
     lay.add("y", (n, n + 1), (d, d + 1), "prediction q^T x at the query token (after the epilogue)")
     lay.add("x", (n, n + 1), (d + 1, 2 * d + 1), "iterate x at the query token")
+    return lay
+
+
+def compiled_gram_gd(n: int, d: int, eta, lam) -> CompiledGramGD:
+    """``compiled-baseconv-causal``: the hoisted Gram form above, each of its three circuits
+    compiled to ``baseconv-causal`` on one common width."""
+    circuits = {"prologue": gram_prologue_circuit(n, d), "body": gram_step_circuit(n, d, eta, lam),
+                "epilogue": gram_prediction_circuit(n, d)}
+    parts = _on_common_width(circuits, {k: f"gd-gram-{k}" for k in circuits}, "baseconv-causal")
+    gch, cch, _ = gram_channels(d)
+    lay = _grid_layout(n, d, parts["body"].layout.shape[1])
     lay.add("ATA", (n, n + 1), (min(gch.values()), max(gch.values()) + 1),
             "A^T A, upper triangle row by row, at the query token (after the prologue)")
     lay.add("ATb", (n, n + 1), (min(cch.values()), max(cch.values()) + 1), "A^T b at the query token (after the prologue)")
@@ -289,20 +302,10 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
     lam = exact(lam)
     if target == "baseconv-causal":
         return compiled_gram_gd(n, d, eta, lam)
-    form = "residual"
-    body = compile_circuit(step_circuit(n, d, eta, lam, form), name="gd-step", target=target)
-    epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target)
-    width = max(body.layout.shape[1], epi.layout.shape[1])
-    if body.layout.shape[1] < width:
-        body = compile_circuit(step_circuit(n, d, eta, lam, form), name="gd-step", target=target, min_width=width)
-    if epi.layout.shape[1] < width:
-        epi = compile_circuit(prediction_circuit(n, d), name="prediction", target=target, min_width=width)
-    lay = Layout((n + 1, width), row_axis="tokens", col_axis="channels")
-    lay.add("a", (0, n), (0, d), "rows a_i of A; 0 at the query token")
-    lay.add("q", (n, n + 1), (0, d), "query q at the query token")
-    lay.add("b", (0, n), (d, d + 1), "b_i")
-    lay.add("y", (n, n + 1), (d, d + 1), "prediction q^T x at the query token (after the epilogue)")
-    lay.add("x", (n, n + 1), (d + 1, 2 * d + 1), "iterate x at the query token")
+    parts = _on_common_width({"body": step_circuit(n, d, eta, lam, "residual"), "epilogue": prediction_circuit(n, d)},
+                             {"body": "gd-step", "epilogue": "prediction"}, target)
+    body, epi = parts["body"], parts["epilogue"]
+    lay = _grid_layout(n, d, body.layout.shape[1])
     if body.constants:
         lay.add("positions", (0, n + 1), (2 * d + 1, 2 * d + 2 + n),
                 "one-hot token positions (the lsa target's constant block)")

@@ -91,26 +91,24 @@ def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict) -> Compi
         record["chosen"] = "as written: re-association does not lower the multiplicative depth"
     else:
         try:
-            con = build(h)
+            rewritten = build(h)
         except (ValueError, CompileError) as e:
             # the rewritten circuit can need more than the circuit as given (a causal channel budget
             # whose minimum was stated for the circuit as given, a causal dependency the rewriting
             # introduced): the circuit as written is compiled, and its own refusal, if any, stands
-            con = build(g)
-            record["chosen"] = f"as written: the re-associated circuit is refused ({str(e).splitlines()[0]})"
-            con.graph = g
-            con.info["compiled"]["reassociated"] = record
-            con.info["circuit"] = con.info.get("circuit") or C.metrics(g, validated=True)
-            return con
+            rewritten, refused = None, str(e).splitlines()[0]
         gates = sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul"))
-        plain = build(g) if gates <= COMPARE_MAX_GATES else None
+        plain = build(g) if rewritten is None or gates <= COMPARE_MAX_GATES else None
         cost = lambda c: (c.info["compiled"]["layers"], c.info["compiled"].get("state_width", 0))  # noqa: E731
-        if plain is not None and cost(plain) <= cost(con):
-            record["chosen"] = (f"as written: the re-associated circuit compiles to {cost(con)[0]} layers of width "
-                                f"{cost(con)[1]}, no fewer layers or narrower than as written")
-            con = plain
-            metrics_g = con.info.get("circuit")
+        if rewritten is None:
+            con, metrics_g = plain, plain.info.get("circuit")
+            record["chosen"] = f"as written: the re-associated circuit is refused ({refused})"
+        elif plain is not None and cost(plain) <= cost(rewritten):
+            record["chosen"] = (f"as written: the re-associated circuit compiles to {cost(rewritten)[0]} layers of "
+                                f"width {cost(rewritten)[1]}, no fewer layers or narrower than as written")
+            con, metrics_g = plain, plain.info.get("circuit")
         else:
+            con = rewritten
             if plain is None:
                 record["chosen"] = (f"re-associated: lower multiplicative depth; the circuit has {gates} gates, more "
                                     f"than {COMPARE_MAX_GATES}, so the as-written compile is not compared")

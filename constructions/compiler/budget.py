@@ -182,13 +182,18 @@ def _spare(mach: _Machine) -> int:
     return mach.Cw - len(chans)
 
 
-def plan_budget(g, causal: bool, channels: int):
-    """The symbolic plan of ``g`` on ``channels`` channels: (machine, inputs, output slots)."""
+def _grid(g):
+    """(tokens, input places, output places) of ``g``: its placement, or one token with the
+    inputs in channels 0, 1, ... and no output places for an unplaced circuit."""
     pl = C.placement(g)
     if pl is None:
-        T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
-    else:
-        T, inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
+        return 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
+    return pl.tokens, dict(pl.inputs), dict(pl.outputs)
+
+
+def plan_budget(g, causal: bool, channels: int):
+    """The symbolic plan of ``g`` on ``channels`` channels: (machine, inputs, output slots)."""
+    T, inputs, places = _grid(g)
     D = grid_channels(g)
     if channels < D + EXTRA:
         raise ValueError(f"channel budget {channels} is below the minimum {D + EXTRA} (the grid's {D} channels + "
@@ -561,11 +566,7 @@ def plan_levels(g, channels: int):
     inputs, output slots, bound).  Channels: ``V = 0`` holds every value (token-major), the work
     channels ``A = channels - 2`` and ``B = channels - 1`` the factors; the grid's channels only at
     the first (flatten) and last (unflatten) layer."""
-    pl = C.placement(g)
-    if pl is None:
-        Tg, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
-    else:
-        Tg, inputs, places = pl.tokens, dict(pl.inputs), dict(pl.outputs)
+    Tg, inputs, places = _grid(g)
     D = grid_channels(g)
     V, A, B = 0, channels - 2, channels - 1
     parallel = channels >= LEVEL_PARALLEL

@@ -67,6 +67,16 @@ def kraft(items) -> int:
     return (s - 1).bit_length()
 
 
+
+def _axpy(acc: dict, s: dict, coef) -> None:
+    """``acc += coef * s`` on sparse maps (key -> coefficient), dropping entries that cancel to 0."""
+    for k, c in s.items():
+        v = acc.get(k, 0) + coef * c
+        if v:
+            acc[k] = v
+        else:
+            acc.pop(k, None)
+
 class _Exprs:
     """Hash-consed expressions over the inputs: ``("in", name)``, ``("sum", c, ((e, coef), ...))``,
     ``("prod", ((e, exp), ...))``; each with its level as written (``struct``), its expansion
@@ -94,12 +104,7 @@ class _Exprs:
         return max((self._mono_level(m) for m in s), default=0)
 
     def _sop_add(self, acc: dict, s: dict, coef) -> bool:
-        for m, c in s.items():
-            v = acc.get(m, 0) + coef * c
-            if v:
-                acc[m] = v
-            else:
-                acc.pop(m, None)
+        _axpy(acc, s, coef)
         return len(acc) <= 4 * self.max_terms  # intermediate slack; checked at the end
 
     def _sop_mul(self, a: dict, b: dict):
@@ -348,12 +353,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             for u, m in C.operands(g, v):
                 cu, tu = form[u]
                 c += m * cu
-                for x, k in tu.items():
-                    s = t.get(x, 0) + m * k
-                    if s:
-                        t[x] = s
-                    else:
-                        t.pop(x, None)
+                _axpy(t, tu, m)
             form[v] = (c, t)
         else:
             scale, factors = Q(1), {}
