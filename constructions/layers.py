@@ -455,7 +455,7 @@ class ELSA(Layer):
 def _nonzero(A) -> np.ndarray:
     """Where an array (exact object, numpy, torch or cupy) is nonzero, as a numpy bool array."""
     if ops.is_torch(A):
-        return A.detach().cpu().numpy() != 0
+        return (A.detach() != 0).cpu().numpy()  # compared on the tensor: numpy has no bfloat16
     A = np.asarray(A.get() if hasattr(A, "get") else A)
     return ops.nonzero_pattern(A) if A.dtype == object else A != 0
 

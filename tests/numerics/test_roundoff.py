@@ -252,3 +252,17 @@ def test_cli_on_cuda(tmp_path):
                           "--conv", "direct,fft", "--out", str(tmp_path)] + TINY) == 0
     rep = json.loads((tmp_path / "roundoff.json").read_text())
     assert {r["device"] for r in rep["runs"]} == {"cuda"}
+
+
+@pytest.mark.parametrize("arch", sorted(gd_architectures()))
+def test_every_architecture_runs_in_bfloat16_and_float16(arch, tmp_path, capsys):
+    """Every GD architecture streams in torch's half formats (LSA/ELSA's sparse plan once read
+    bfloat16 tensors through numpy, which has no bfloat16, and crashed)."""
+    out = tmp_path / arch
+    depth = roundoff.build(roundoff.resolve(arch), N, D, Fraction(1, 16), Fraction(0)).depth(2)
+    rc = roundoff.main([arch, "--layers", str(depth), "--dtypes", "bfloat16,float16", "--layer-ref", "0",
+                        "--out", str(out), *TINY])
+    assert rc == 0, capsys.readouterr()
+    runs = json.loads((out / "roundoff.json").read_text())["runs"]
+    assert {r["dtype"] for r in runs} == {"bfloat16", "float16"}
+    assert all(r["per_step"] is not None and r["per_step"]["mse"][-1] is not None for r in runs)
