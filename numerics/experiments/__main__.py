@@ -2,6 +2,7 @@
 
     python -m numerics.experiments --list
     python -m numerics.experiments NAME [--quick] --out DIR [--workers N] [--export-weights] [--no-progress]
+                                   [--device cpu|cuda|cuda:N] [--grid cpu|gpu] [--budget SECONDS]
     python -m numerics.experiments report [--results docs/experiments] [--out docs/experiments.md]
 
 ``NAME`` runs one experiment's grid through the sweep runner (``numerics.sweep.run_grid``: one
@@ -13,6 +14,14 @@ configuration, CPU and wall time), ``table.csv`` (one row per compared number) a
 numbers.  ``--export-weights`` (seed004-table1) also writes every trained model as a toolkit
 weight file ``DIR/weights/<variant>-L<layers>-<column>.safetensors`` (``verify.compare`` reads it).
 
+``--device`` trains on that device (default ``cpu``; ``cuda`` needs a CUDA build of torch that sees a
+card, checked before anything runs).  ``--grid gpu`` (seed003-mqar, seed000-table7) runs the grid sized
+for a GPU, the paper's sizes (``numerics/experiments/gpu.sh`` runs both; with ``--quick`` a tiny version
+of it, the CI smoke test of that script).  ``--budget SECONDS``: a global wall-clock budget for the
+grid: each cell takes its share of the time left, measures its step time and runs the steps that fit
+(at most its configured steps), and stops at the deadline; a cell whose share is too small is not
+started (recorded as failed: ``deadline``); the summary is written from the cells that finished.
+
 ``report`` generates ``docs/experiments.md`` from ``RESULTS/<NAME>/summary.json`` (the committed
 full runs); every number in it comes from those files or is the paper's, quoted as such.
 
@@ -22,6 +31,7 @@ cells failed (the sweep runner's convention; the summary is still written from t
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -49,6 +59,11 @@ def parser() -> Parser:
     p.add_argument("--export-weights", action="store_true",
                    help="seed004-table1: write each trained model as a toolkit weight file under DIR/weights/")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    p.add_argument("--device", default="cpu", metavar="DEV", help="cpu (default), cuda or cuda:N: where the cells train")
+    p.add_argument("--grid", default="cpu", choices=("cpu", "gpu"),
+                   help="cpu (default): the grid sized for a CPU; gpu: the paper's sizes (seed003-mqar, seed000-table7)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="a global wall-clock budget for the grid: cells share it and stop at its end")
     return p
 
 
@@ -67,7 +82,8 @@ def _main(argv) -> int:
         raise UsageError("name an experiment (" + ", ".join(EXPERIMENTS) + "), 'report', or pass --list")
     if a.name == "report":
         for flag, bad in (("--quick", a.quick), ("--workers", a.workers is not None),
-                          ("--export-weights", a.export_weights)):
+                          ("--export-weights", a.export_weights), ("--device", a.device != "cpu"),
+                          ("--grid", a.grid != "cpu"), ("--budget", a.budget is not None)):
             if bad:
                 raise UsageError(f"{flag} does not apply to 'report'")
         results = Path(a.results)
@@ -85,20 +101,32 @@ def _main(argv) -> int:
         raise UsageError("--out DIR is required")
     if a.workers is not None and a.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
+    if a.budget is not None and not (math.isfinite(a.budget) and 0 < a.budget <= 86400):
+        raise UsageError(f"--budget must be a number of seconds in (0, 86400], got {a.budget:g}")
     module = load(a.name)
     if a.export_weights and not hasattr(module, "export"):
         raise UsageError(f"--export-weights: {a.name} trains no exportable model")
+    if a.grid == "gpu" and not hasattr(module, "gpu_configs"):
+        raise UsageError(f"--grid gpu: {a.name} has no GPU grid (seed003-mqar and seed000-table7 have)")
+    from .common import check_device, run_experiment
+
+    try:
+        device = check_device(a.device)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     out = output_dir("--out", a.out)
-    from .common import run_experiment
 
     cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
     summary = run_experiment(module, quick=a.quick, out_dir=out, workers=a.workers,
-                             progress=False if a.no_progress else None, command=cmd)
+                             progress=False if a.no_progress else None, command=cmd, device=device,
+                             grid=a.grid, budget=a.budget)
     if a.export_weights:
         files = module.export(out)
         print(f"wrote {len(files)} weight files under {out / 'weights'}")
     run = summary["run"]
-    print(f"{a.name}: {run['cells']} cells, {run['failed']} failed, CPU {run['cpu_s']:.1f} s, wall {run['wall_s']:.1f} s; "
+    dev = summary.get("device") or {}
+    print(f"{a.name}: {run['cells']} cells, {run['failed']} failed, CPU {run['cpu_s']:.1f} s, wall {run['wall_s']:.1f} s"
+          + (f" on {dev.get('name') or dev.get('device')}" if dev.get("device", "cpu") != "cpu" else "") + "; "
           f"wrote {out / 'summary.json'}, {out / 'table.csv'}, {out / 'figure.png'}")
     for c in summary.get("criteria", []):
         state = "not measured" if c["met"] is None else ("met" if c["met"] else "NOT met")

@@ -37,19 +37,111 @@ from polyverify.cli import atomic_write_text, save_figure
 SUMMARY, TABLE, FIGURE = "summary.json", "table.csv", "figure.png"
 
 
+#: the environment variables that carry a global time budget to the cells (the sweep runner's worker
+#: processes inherit the environment): the deadline (``time.time()``, seconds) and the worker count
+DEADLINE_ENV, WORKERS_ENV = "NUMERICS_EXPERIMENTS_DEADLINE", "NUMERICS_EXPERIMENTS_WORKERS"
+#: seconds kept back from the deadline for the summary, the table and the figure after the last cell
+MARGIN_S = 15.0
+#: a cell whose share of the time left is below this is not started (it fails with "deadline")
+MIN_CELL_S = 4.0
+
+
+def grid_configs(module, quick: bool, grid: str = "cpu", device: str = "cpu") -> list[dict]:
+    """``module``'s grid: ``configs(quick)`` (``grid="cpu"``) or ``gpu_configs(quick)`` (``"gpu"``: the
+    paper's sizes, ``numerics/experiments/gpu.sh``), each config naming ``device`` unless it is the CPU
+    on the CPU grid (so the CPU grid's cell ids stay those of the committed runs)."""
+    if grid == "gpu":
+        if not hasattr(module, "gpu_configs"):
+            raise ValueError(f"{module.NAME} has no GPU grid")
+        return [{**c, "device": device} for c in module.gpu_configs(quick)]
+    if grid != "cpu":
+        raise ValueError(f"grid must be 'cpu' or 'gpu', got {grid!r}")
+    return [c if device == "cpu" else {**c, "device": device} for c in module.configs(quick)]
+
+
+def check_device(device: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` that this machine has; raises ValueError (the CLI's one ``error:``
+    line) before anything runs."""
+    import re
+
+    if device == "cpu":
+        return device
+    if not re.fullmatch(r"cuda(:\d+)?", device or ""):
+        raise ValueError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine")
+    idx = int(device.split(":")[1]) if ":" in device else 0
+    if idx >= torch.cuda.device_count():
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def describe_device(device: str) -> dict:
+    """What ran a cell: ``{"device": "cpu"}`` or the CUDA card's name (``torch.cuda.get_device_name``),
+    its memory and the CUDA version torch was built with."""
+    if not str(device).startswith("cuda"):
+        return {"device": "cpu"}
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    return {"device": str(device), "name": torch.cuda.get_device_name(device),
+            "memory_gib": round(props.total_memory / 2 ** 30, 1), "cuda": torch.version.cuda}
+
+
+def cell_budget(config: dict) -> float | None:
+    """A cell's share of the time left before the global deadline (``DEADLINE_ENV``), or None without
+    one.  The cells start in the order of their configs' ``order`` (of ``cells``), ``WORKERS_ENV`` at a
+    time, so the cells still to start (this one included) fill ``ceil(left / workers)`` more rounds; this
+    cell gets the time left (less ``MARGIN_S``) over those rounds.  Raises RuntimeError ("deadline")
+    when that is below ``MIN_CELL_S``: the cell is recorded as failed, not run."""
+    import os
+
+    raw = os.environ.get(DEADLINE_ENV)
+    if not raw:
+        return None
+    left = float(raw) - MARGIN_S - time.time()
+    workers = max(1, int(os.environ.get(WORKERS_ENV) or 1))
+    todo = max(1, int(config.get("cells", 1)) - int(config.get("order", 0)))
+    share = left / math.ceil(todo / workers)
+    if share < MIN_CELL_S:
+        raise RuntimeError(f"deadline: {max(0.0, left):.0f} s left before the global deadline, {share:.1f} s "
+                           f"for this cell; not started")
+    return share
+
+
 def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, progress: bool | None = None,
-                   command: str | None = None) -> dict:
-    """Run ``module``'s grid through :func:`numerics.sweep.run_grid`, then write the summary,
-    the table and the figure into ``out_dir``.  Returns the summary."""
-    from numerics.sweep import run_grid
+                   command: str | None = None, device: str = "cpu", grid: str = "cpu",
+                   budget: float | None = None) -> dict:
+    """Run ``module``'s grid (:func:`grid_configs`) through :func:`numerics.sweep.run_grid`, then write
+    the summary, the table and the figure into ``out_dir``.  ``budget``: seconds from now for the whole
+    grid (the cells share it, :func:`cell_budget`; the summary is written after the last cell).  Returns
+    the summary."""
+    import os
+
+    from numerics.sweep import default_workers, run_grid
 
     out = Path(out_dir)
-    configs = module.configs(quick)
+    configs = grid_configs(module, quick, grid, device)
     t0 = time.perf_counter()
-    res = run_grid(f"{module.__name__}:cell", configs, out, workers=workers, progress=progress,
-                   name=module.NAME + (" --quick" if quick else ""))
+    env = {}
+    if budget is not None:
+        env = {DEADLINE_ENV: repr(time.time() + budget), WORKERS_ENV: str(workers or default_workers())}
+    saved = {k: os.environ.get(k) for k in (DEADLINE_ENV, WORKERS_ENV)}
+    os.environ.update(env)
+    try:
+        res = run_grid(f"{module.__name__}:cell", configs, out, workers=workers, progress=progress,
+                       name=module.NAME + (" --grid gpu" if grid == "gpu" else "") + (" --quick" if quick else ""))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     wall = time.perf_counter() - t0
     summary = module.summarise(res.rows, quick)
+    summary["grid"], summary["device"] = grid, describe_device(device)
     ok = [r for r in res.rows if r.get("status") == "ok"]
     summary["run"] = {
         "experiment": module.NAME, "quick": quick,
@@ -64,6 +156,7 @@ def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, 
         "workers": res.cluster.get("workers"),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
+        "device": describe_device(device), "grid": grid, "budget_s": budget,
     }
     write_outputs(module, summary, out)
     return summary

@@ -59,29 +59,73 @@ def recipe_settings(steps: int) -> dict:
 
 def cell(config: dict) -> dict:
     """Train one (k + 2)-layer BaseConv on the k-th iterate task with ``recipe`` ``paper`` or
-    ``standard`` for ``steps`` steps; report the test MSE history and the final MSE on fresh problems."""
+    ``standard`` for ``steps`` steps; report the test MSE history and the final MSE on fresh problems.
+
+    ``device`` (default cpu) is where it trains.  Under a global deadline (``common.cell_budget``: the GPU
+    grid, :func:`gpu_configs`) the cell measures its step time first and runs ``min(steps, what fits its
+    share of the time left)`` steps; a ``paper`` cell of the GPU grid then uses the paper's recipe
+    (``RecipeConfig.paper()``: lr 1e-2, no LR cap, threshold 0.9, 64 metric batches) with its
+    intervals scaled to those steps (:func:`gpu_recipe_settings`)."""
+    import time
+
     from numerics.sweep import cell_dir
     from numerics.training.modules import ModelConfig
     from numerics.training.recipe import RecipeConfig
     from numerics.training.trainer import TaskConfig, TrainConfig, Trainer
 
+    from .common import cell_budget, describe_device
+
+    t_start = time.time()
     k, steps, recipe = int(config["k"]), int(config["steps"]), config["recipe"]
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if recipe == "paper":
-        lr = config.get("lr")  # a warm start's own learning rate (WARM["lrs"]); None: the recipe's
-        rc = RecipeConfig.paper(**{**recipe_settings(steps), **({"lr": lr, "max_lr": lr} if lr else {})})
-    elif recipe == "standard":
-        rc = RecipeConfig.standard()
-    else:
+    if recipe not in ("paper", "standard"):
         raise ValueError(f"recipe must be 'paper' or 'standard', got {recipe!r}")
-    cfg = TrainConfig(task=TaskConfig(name="iterate", k=k),
-                      model=ModelConfig(model="baseconv", width=config.get("width", 32), layers=k + 2,
-                                        init_scale=config.get("init_scale", INIT_SCALE)),
-                      recipe=rc, steps=steps, batch=config.get("batch", 256),
-                      eval_every=max(1, steps // 10), eval_batch=config.get("eval_batch", 1024),
-                      checkpoint_every=10 ** 9, seed=config.get("seed", 0), dtype=config.get("dtype", "float32"),
-                      threads=1)
+    device = config.get("device", "cpu")
+    gpu_grid = config.get("grid") == "gpu"
+    budget = cell_budget(config)
+
+    def recipe_for(n_steps):
+        if recipe == "standard":
+            return RecipeConfig.standard()
+        if gpu_grid:
+            mb = (plan or {}).get("metric_batches")
+            return RecipeConfig.paper(**gpu_recipe_settings(n_steps, config.get("lr") or 1e-2),
+                                      **({"metric_batches": mb} if mb else {}))
+        lr = config.get("lr")  # a warm start's own learning rate (WARM["lrs"]); None: the recipe's
+        return RecipeConfig.paper(**{**recipe_settings(n_steps), **({"lr": lr, "max_lr": lr} if lr else {})})
+
+    def train_config(n_steps, rc):
+        return TrainConfig(task=TaskConfig(name="iterate", k=k),
+                           model=ModelConfig(model="baseconv", width=config.get("width", 32), layers=k + 2,
+                                             init_scale=config.get("init_scale", INIT_SCALE)),
+                           recipe=rc, steps=n_steps, batch=config.get("batch", 256),
+                           eval_every=max(1, n_steps // 10), eval_batch=config.get("eval_batch", 1024),
+                           checkpoint_every=10 ** 9, seed=config.get("seed", 0), dtype=config.get("dtype", "float32"),
+                           device=device, threads=1)
+
+    plan = None
+    if budget is not None:
+        per_step = _step_time(train_config(10 ** 6, recipe_for(10 ** 6)), device)
+        left = budget - (time.time() - t_start)
+        # the steps, the gradient metric's extra passes (paper recipe: metric_batches every metric_every
+        # steps) and ten evaluations within 75% of what is left (the final evaluations after it; the card
+        # is shared with the other cells, whose load grows once they all train)
+        fit = 0.75 * left / per_step
+        metric_batches = None
+        if recipe == "paper" and gpu_grid:
+            # about 90 metrics per run (gpu_recipe_settings), each metric_batches forward-backward passes: the
+            # paper's 64 where they take at most 15% of the budget, else halved until they do (at least 4)
+            metric_batches = RecipeConfig.paper().metric_batches
+            while metric_batches > 4 and 90 * metric_batches > 0.15 * fit:
+                metric_batches //= 2
+            fit -= 90 * metric_batches
+        planned = int(max(1, min(steps, fit)))
+        plan = {"budget_s": round(budget, 1), "step_s": per_step, "steps_max": steps, "steps_planned": planned,
+                "metric_batches": metric_batches}
+        steps = planned
+    rc = recipe_for(steps)
+    cfg = train_config(steps, rc)
     tr = Trainer(cfg, cell_dir(), progress=False)
     init = config.get("init", "random")
     n_final = config.get("final_eval", 8192)
@@ -91,7 +135,8 @@ def cell(config: dict) -> dict:
         start = tr.evaluate(n_final, stream_idx=10 ** 9)
     elif init != "random":
         raise ValueError(f"init must be 'random' or 'exact', got {init!r}")
-    res = tr.run()
+    max_s = None if budget is None else max(1.0, budget - (time.time() - t_start) - 0.05 * budget)
+    res = tr.run(max_seconds=max_s)
     final = tr.evaluate(n_final, stream_idx=10 ** 9)
     final64 = tr.evaluate(n_final, stream_idx=10 ** 9, float64=True)
     hist = [{"step": h["step"], "test_mse": h["test_mse"], "lr": h["lr"], "metric_ema": h["metric_ema"]}
@@ -103,7 +148,66 @@ def cell(config: dict) -> dict:
             "final_test_mse": final, "final_test_mse_f64": final64, "final_eval": n_final,
             "baselines": baselines(tr.task, n_final, cfg.seed, stream_idx=10 ** 9),
             "best_eval_mse": res["best_test_mse"], "history": hist, "params": res["params"],
-            "lr_end": tr.sched.lr, "recipe_config": rc.to_json(), "eta": tr.task.eta}
+            "lr_end": tr.sched.lr, "recipe_config": rc.to_json(), "eta": tr.task.eta,
+            "batch": cfg.batch, "device": describe_device(device), "plan": plan,
+            "stopped_by_time": bool(tr.stopped_by_time)}
+
+
+def gpu_recipe_settings(steps: int, lr: float = 1e-2) -> dict:
+    """The paper's recipe (``RecipeConfig.paper()`` defaults: lr 1e-2, step_size 3000, metric every 1000
+    steps on 64 batches, warm-up 1000, for 2.5e6 steps) with its intervals scaled to a run of ``steps``:
+    30 LR decisions per run (as the CPU grid, ``DECISIONS``), the metric three times per decision (the
+    paper's 3000 / 1000), the warm-up at most a tenth of the run."""
+    step_size = max(3, steps // DECISIONS)
+    return {"lr": lr, "step_size": step_size, "metric_every": max(1, step_size // 3),
+            "warmup": min(1000, max(1, steps // 10))}
+
+
+def _step_time(cfg, device: str, probe_steps: int = 20) -> float:
+    """Seconds per training step of a throw-away :class:`Trainer` of ``cfg`` with no gradient metric
+    (3 steps to warm the device up, then ``probe_steps`` timed)."""
+    import time
+    from dataclasses import replace
+
+    import torch
+
+    from numerics.training.trainer import Trainer
+
+    cfg = replace(cfg, recipe=replace(cfg.recipe, metric_every=10 ** 9))
+    probe = Trainer(cfg, None, progress=False)
+
+    def sync():
+        if str(device).startswith("cuda"):
+            torch.cuda.synchronize(device)
+
+    for _ in range(3):
+        probe.train_step()
+    sync()
+    t = time.perf_counter()
+    for _ in range(probe_steps):
+        probe.train_step()
+    sync()
+    return (time.perf_counter() - t) / probe_steps
+
+
+#: the GPU grid (``--grid gpu``, ``numerics/experiments/gpu.sh``): k = 1..4 with the paper's recipe at the
+#: paper's batch 1024 and lr 1e-2 (App. C.3), and k = 1, 2 with StepLR Adam (App. B.2 Table 4) at the same
+#: batch; each cell runs the steps that fit its share of the global budget, at most the paper's 2.5e6
+GPU = {"ks": KS, "standard_ks": (1, 2), "batch": 1024, "lr": 1e-2, "steps": 2_500_000, "width": 32,
+       "eval_batch": 4096, "final_eval": 8192}
+GPU_QUICK = {**GPU, "ks": (1,), "standard_ks": (1,), "batch": 32, "steps": 40, "width": 8, "eval_batch": 128,
+             "final_eval": 256}
+
+
+def gpu_configs(quick: bool) -> list[dict]:
+    g = GPU_QUICK if quick else GPU
+    base = {"steps": g["steps"], "width": g["width"], "batch": g["batch"], "eval_batch": g["eval_batch"],
+            "final_eval": g["final_eval"], "grid": "gpu"}
+    out = ([{**base, "k": k, "recipe": "paper", "lr": g["lr"]} for k in g["ks"]]
+           + [{**base, "k": k, "recipe": "standard"} for k in g["standard_ks"]])
+    for i, c in enumerate(out):
+        c.update(order=i, cells=len(out))
+    return out
 
 
 def exact_weights(model, k: int, eta: float, *, n: int = 20, d: int = 5, perturb: float = 0.0, seed: int = 0):
@@ -235,8 +339,9 @@ WARM = {"ks": (2, 4), "perturb": 3e-4,  # start MSE ~1e-3, below the best fit wi
 
 def run_name(result: dict) -> str:
     """A run's key in the summary: ``paper-k2``, ``standard-k1``, ``paper-k2-warm`` (exact-weights init)."""
-    return (f"{result['recipe']}-k{result['k']}" + ("-warm" if result.get("init", "random") == "exact" else "")
-            + (f"-lr{result['lr']:g}" if result.get("lr") else ""))
+    warm = result.get("init", "random") == "exact"
+    return (f"{result['recipe']}-k{result['k']}" + ("-warm" if warm else "")
+            + (f"-lr{result['lr']:g}" if warm and result.get("lr") else ""))
 
 
 def summarise(rows, quick: bool) -> dict:

@@ -31,6 +31,8 @@ here is reduced to fit the CPU budget of issue 18 (``FULL`` says by how much; th
 """
 from __future__ import annotations
 
+import math
+
 from .common import fmt, fmt_seconds, rows_ok, timing_line, verdict
 
 NAME = "seed003-mqar"
@@ -89,27 +91,400 @@ PAPER_CLAIM = ("attention solves MQAR 'perfectly at all sequence lengths' with d
                "linearly in sequence length')")
 
 
-def cell(config: dict) -> dict:
-    """Train one two-layer model on MQAR; the test accuracy history and its best value."""
-    import time
+# ====================================================================== data (Zoology App. E.1, reference generator)
 
+def mqar_data(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power_a: float = 0.1):
+    """``(inputs, labels)``, (num_examples, N) int64 each: Zoology's MQAR (App. E.1 Algorithm 1 as its
+    reference generator ``multiquery_ar`` with ``random_non_queries=False``, the Fig. 2 configs): keys from
+    ``[1, V/2)``, values from ``[V/2, V)``, D distinct of each per example in the block ``k0 v0 k1 v1 ...``;
+    each key asked again once at position ``2D + 2g``, the gaps ``g`` drawn without replacement from
+    ``[0, (N - 2D)/2)`` with probability proportional to ``a (g + 1)^(a - 1)``; the label at a query is its
+    value, every other label ``IGNORE`` (-100), every other input 0.  The same distribution as
+    ``numerics.training.mqar.mqar`` (another random stream), in memory O(n (N + D)) instead of O(n V), so
+    that the paper's vocabulary of 8,192 and 100,000 examples are cheap: the D distinct keys (values) of
+    an example are drawn by rejection (rows with a repeat drawn again), a uniform ordered sample without
+    replacement as the reference's ``np.random.choice(replace=False)``."""
+    import numpy as np
+
+    from numerics.training.mqar import IGNORE
+
+    if N % 2 or N < 4:
+        raise ValueError(f"sequence length N must be even and >= 4, got {N}")
+    if D < 1 or 4 * D > N:
+        raise ValueError(f"number of key-value pairs D must be in [1, N/4], got D={D}, N={N}")
+    if vocab <= N or vocab % 2 or vocab // 2 - 1 < D:
+        raise ValueError(f"vocabulary must be even, larger than N={N} and hold D={D} keys, got {vocab}")
+    if not 0 < power_a <= 1:
+        raise ValueError(f"power_a must be in (0, 1], got {power_a}")
+    if num_examples < 1:
+        raise ValueError(f"num_examples must be >= 1, got {num_examples}")
+    rng = np.random.default_rng(seed)
+    n, half = num_examples, vocab // 2
+
+    def distinct(lo, hi):
+        out = rng.integers(lo, hi, size=(n, D))
+        while True:
+            s = np.sort(out, axis=1)
+            bad = np.nonzero((s[:, 1:] == s[:, :-1]).any(axis=1))[0]
+            if not len(bad):
+                return out
+            out[bad] = rng.integers(lo, hi, size=(len(bad), D))
+
+    keys, values = distinct(1, half), distinct(half, vocab)
+    ctx = 2 * D
+    space = (N - ctx) // 2
+    g = np.arange(1, space + 1, dtype=np.float64)
+    p = power_a * g ** (power_a - 1)
+    p /= p.sum()
+    # D gaps without replacement, each draw proportional to p among those left (Gumbel top-D)
+    gaps = np.argsort(-(np.log(p)[None, :] - np.log(-np.log(rng.random((n, space))))), axis=1)[:, :D]
+    seq = np.zeros((n, N + 1), dtype=np.int64)
+    lab = np.full((n, N + 1), IGNORE, dtype=np.int64)
+    seq[:, 0:ctx:2] = keys
+    seq[:, 1:ctx:2] = values
+    rows = np.arange(n)[:, None]
+    seq[rows, ctx + 2 * gaps] = keys
+    lab[rows, ctx + 2 * gaps + 1] = values
+    return seq[:, :-1].copy(), lab[:, 1:].copy()
+
+
+# ====================================================================== models (Zoology's reference code)
+
+def _torch():
     import torch
 
-    from numerics.training.mqar import MQARModel, mqar, train
+    return torch
+
+
+def build_model(mixer: str, vocab: int, N: int, d: int, *, seed: int = 0, layers: int = 2, mlp_mult: int = 0,
+                embed_dropout: float = 0.1, attn_dropout: float = 0.1, long_conv: str = "implicit"):
+    """The two-layer language model of Zoology's Fig. 2 reference configs
+    (``iclr24_zoology_figure2/configs.py``, ``zoology/model.py``), rebuilt here:
+
+    * token embedding (tied read-out) N(0, 0.02), plus learned positions (``nn.Embedding(N, d)``) for
+      attention only (App. E.2: positions for the attention runs only); dropout ``embed_dropout`` (0.1,
+      the reference ``embed_dropout``) on the embeddings;
+    * per layer the reference ``TransformerBlock``: ``residual += x; x = mixer(LN1(residual));
+      residual += x; x = state_mixer(LN2(residual))``, the state mixer ``Identity`` (the Fig. 2 configs;
+      the paper's App. E.2 text says an MLP: ``mlp_mult > 0`` gives the reference MLP, fc1, GELU, fc2),
+      so each layer's output ``LN2(residual)`` is added to the residual once more by the next layer (or
+      the final sum), as in the reference; final ``LN_f(residual + x)``;
+    * ``attention``: the reference ``MHA``, one head, causal softmax scaled by 1/sqrt(d), attention
+      dropout ``attn_dropout`` (0.1 in the configs);
+    * ``baseconv``: the reference ``BaseConv`` with ``kernel_size = [3, -1, ...]``: layer 1 a causal
+      depthwise short convolution of width 3 (``nn.Conv1d``, PyTorch's default init), layer 2 a long
+      convolution, both as ``y = conv(u) * (u W + b) + u``; the long filter is the reference default
+      ``ImplicitLongConvolution`` (``long_conv="implicit"``: an MLP 3 -> 16 -> d of the positional
+      features (t, cos, sin), the FFT convolution plus the skip ``u``) or the paper's Listing 1 explicit
+      filter (``"explicit"``: one ``randn(d, N)`` filter per channel, FFT convolution plus ``u``);
+    * the reference init (``_init_weights``): every ``nn.Linear`` N(0, 0.02) with zero bias (the implicit
+      filter's MLP included), every ``out_proj.weight`` / ``fc2.weight`` N(0, 0.02 / sqrt(2 layers)).
+    """
+    torch = _torch()
+    from torch import nn
+
+    if mixer not in MIXERS:
+        raise ValueError(f"mixer must be one of {', '.join(MIXERS)}, got {mixer!r}")
+    if d < 1 or layers < 1 or N < 2:
+        raise ValueError(f"width, layers and N must be positive, got d={d}, layers={layers}, N={N}")
+    if long_conv not in ("implicit", "explicit"):
+        raise ValueError(f"long_conv must be 'implicit' or 'explicit', got {long_conv!r}")
+    if mlp_mult < 0:
+        raise ValueError(f"mlp_mult must be >= 0 (0: Identity state mixer), got {mlp_mult}")
+    F = nn.functional
+
+    def fft_conv(u, k):
+        """u (b, d, L), k (d, L): the causal convolution by FFT plus the skip u (reference ``fft_conv``)."""
+        L = u.shape[-1]
+        y = torch.fft.irfft(torch.fft.rfft(u, n=2 * L) * torch.fft.rfft(k, n=2 * L), n=2 * L)[..., :L]
+        return y + u
+
+    class ShortConv(nn.Module):
+        def __init__(self, k=3):
+            super().__init__()
+            self.conv = nn.Conv1d(d, d, kernel_size=k, groups=d, padding=k - 1)
+
+        def forward(self, x):
+            return self.conv(x.transpose(1, 2))[..., :x.shape[1]].transpose(1, 2)
+
+    class ImplicitLongConv(nn.Module):
+        def __init__(self):
+            super().__init__()
+            t = torch.linspace(0, 1, N)[None, :, None]
+            w = 2 * math.pi * torch.linspace(0, N - 1, N)[None, :, None] / N
+            f = torch.linspace(1e-4, 0, 1)[None, None]  # d_emb = 3: one band, as the reference
+            z = torch.exp(-1j * f * w)
+            self.register_buffer("z", torch.cat([t, z.real, z.imag], dim=-1), persistent=False)
+            self.mlp = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, d))
+
+        def forward(self, x):
+            k = self.mlp(self.z[:, :x.shape[1]])[0].transpose(0, 1)  # (d, L)
+            return fft_conv(x.transpose(1, 2), k).transpose(1, 2)
+
+    class ExplicitLongConv(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.filter = nn.Parameter(torch.randn(d, N))
+
+        def forward(self, x):
+            return fft_conv(x.transpose(1, 2), self.filter[:, :x.shape[1]]).transpose(1, 2)
+
+    class BaseConv(nn.Module):
+        def __init__(self, layer_idx):
+            super().__init__()
+            self.projection = nn.Linear(d, d)
+            short = layer_idx % 2 == 0  # kernel_size [3, -1, 3, -1]
+            self.conv = ShortConv(3) if short else (ImplicitLongConv() if long_conv == "implicit" else ExplicitLongConv())
+
+        def forward(self, u):
+            return self.conv(u) * self.projection(u) + u
+
+    class MHA(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.Wqkv = nn.Linear(d, 3 * d)
+            self.out_proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            q, k, v = self.Wqkv(x).unsqueeze(1).split(d, dim=-1)  # one head: (b, 1, L, d)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=attn_dropout if self.training else 0.0)
+            return self.out_proj(y.squeeze(1))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(d, mlp_mult * d), nn.Linear(mlp_mult * d, d)
+
+        def forward(self, x):
+            return self.fc2(F.gelu(self.fc1(x)))
+
+    class Layer(nn.Module):
+        def __init__(self, i):
+            super().__init__()
+            self.sequence_mixer = MHA() if mixer == "attention" else BaseConv(i)
+            self.state_mixer = MLP() if mlp_mult else nn.Identity()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, x, residual):
+            residual = x if residual is None else x + residual
+            x = self.sequence_mixer(self.norm1(residual))
+            residual = x + residual
+            return self.state_mixer(self.norm2(residual)), residual
+
+    class ZoologyLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mixer, self.vocab, self.N, self.d = mixer, vocab, N, d
+            self.embed = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(N, d) if mixer == "attention" else None
+            self.drop = nn.Dropout(embed_dropout)
+            self.layers = nn.ModuleList(Layer(i) for i in range(layers))
+            self.ln_f = nn.LayerNorm(d)
+
+        def features(self, x):
+            h = self.embed(x)
+            if self.pos is not None:
+                h = h + self.pos(torch.arange(x.shape[1], device=x.device))
+            h, residual = self.drop(h), None
+            for layer in self.layers:
+                h, residual = layer(h, residual)
+            return self.ln_f(h + residual)
+
+        def forward(self, x, mask=None):
+            h = self.features(x)
+            if mask is not None:
+                h = h[mask]
+            return h @ self.embed.weight.T
+
+    torch.manual_seed(seed)
+    model = ZoologyLM()
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            if isinstance(m, nn.Linear):
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith(("out_proj", "fc2")) else 0.02
+                nn.init.normal_(m.weight, std=std)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, std=0.02)
+    return model
+
+
+# ====================================================================== training
+
+def accuracy(model, inputs, labels, batch: int = 500) -> float:
+    """Exact-match accuracy of the argmax at the labelled positions (Zoology's metric; every example has D
+    queries, so the per-example mean of the reference equals this one).  ``inputs``/``labels``: tensors on
+    the model's device."""
+    torch = _torch()
+    from numerics.training.mqar import IGNORE
+
+    right = total = 0
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(inputs), batch):
+            x, y = inputs[i:i + batch], labels[i:i + batch]
+            m = y != IGNORE
+            right += int((model(x, m).argmax(-1) == y[m]).sum())
+            total += int(m.sum())
+    model.train(was)
+    return right / total
+
+
+def train(model, train_set, test_set, *, lr: float, steps: int, batch: int, weight_decay: float = 0.1,
+          warmup: float = 0.1, eval_every: int = 50, stop_at: float | None = None, seed: int = 0,
+          device: str = "cpu", deadline: float | None = None) -> dict:
+    """AdamW (weight decay 0.1 on every parameter, as the reference), ``warmup`` of the steps linear warm-up
+    then cosine decay to 0 (App. E.2), cross-entropy at the query positions; the training set visited in
+    shuffled epochs (a fixed order per seed).  Test accuracy every ``eval_every`` steps and at the end;
+    stops once it reaches ``stop_at`` (the reference's early stopping at 0.99), or at the first evaluation
+    after the wall-clock ``deadline`` (``time.time()``; then ``stopped`` says so)."""
+    import time
+
+    import numpy as np
+
+    torch = _torch()
+    from torch import nn
+
+    from numerics.training.mqar import IGNORE
+
+    dev = torch.device(device)
+    X, Y = (torch.as_tensor(a, device=dev) for a in train_set)
+    TX, TY = (torch.as_tensor(a, device=dev) for a in test_set)
+    model.to(dev).train()
+    gen = np.random.default_rng(seed + 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay,
+                            **({"fused": True} if dev.type == "cuda" else {}))
+    n_warm = max(1, int(round(warmup * steps)))
+
+    def lr_at(s):
+        if s < n_warm:
+            return lr * (s + 1) / n_warm
+        return 0.5 * lr * (1 + math.cos(math.pi * (s - n_warm) / max(1, steps - n_warm)))
+
+    order, pos = torch.as_tensor(gen.permutation(len(X)), device=dev), 0
+    hist, best, step, loss_v, stopped = [], 0.0, 0, float("nan"), None
+    t0 = time.perf_counter()
+    for step in range(1, steps + 1):
+        if pos + batch > len(order):
+            order, pos = torch.as_tensor(gen.permutation(len(X)), device=dev), 0
+        idx = order[pos:pos + batch]
+        pos += batch
+        x, y = X[idx], Y[idx]
+        m = y != IGNORE
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(step - 1)
+        loss = nn.functional.cross_entropy(model(x, m), y[m])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % eval_every == 0 or step == steps:
+            loss_v = float(loss.detach())
+            if not math.isfinite(loss_v):
+                hist.append({"step": step, "train_loss": loss_v, "test_acc": None})
+                stopped = "non-finite loss"
+                break
+            acc = accuracy(model, TX, TY)
+            best = max(best, acc)
+            hist.append({"step": step, "train_loss": loss_v, "test_acc": acc,
+                         "wall_s": round(time.perf_counter() - t0, 2)})
+            if stop_at is not None and acc >= stop_at:
+                stopped = f"test accuracy reached {stop_at}"
+                break
+            if deadline is not None and time.time() >= deadline and step < steps:
+                stopped = "deadline"
+                break
+    return {"history": hist, "best_test_acc": best, "steps_run": step, "final_train_loss": loss_v,
+            "final_test_acc": next((h["test_acc"] for h in reversed(hist) if h["test_acc"] is not None), None),
+            "stopped": stopped, "train_wall_s": round(time.perf_counter() - t0, 2)}
+
+
+def step_time(model, train_set, test_set, *, batch: int, device: str, lr: float, probe_steps: int = 12) -> tuple[float, float]:
+    """Seconds per training step and per evaluation of the test set, measured on a copy of ``model``
+    (the model itself is not touched): ``probe_steps`` steps after 3 that warm the device up."""
+    import copy
+    import time
+
+    torch = _torch()
+    probe = copy.deepcopy(model)
+    dev = torch.device(device)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    n = min(len(train_set[0]), batch * (probe_steps + 3))
+    small = (train_set[0][:n], train_set[1][:n])
+    train(probe, small, (test_set[0][:8], test_set[1][:8]), lr=lr, steps=3, batch=batch, eval_every=10 ** 9,
+          device=device)
+    sync()
+    t = time.perf_counter()
+    train(probe, small, (test_set[0][:8], test_set[1][:8]), lr=lr, steps=probe_steps, batch=batch,
+          eval_every=10 ** 9, device=device)
+    sync()
+    per_step = (time.perf_counter() - t) / probe_steps
+    TX, TY = (torch.as_tensor(a, device=dev) for a in test_set)
+    t = time.perf_counter()
+    accuracy(probe, TX, TY)
+    sync()
+    return per_step, time.perf_counter() - t
+
+
+def cell(config: dict) -> dict:
+    """Train one two-layer model (:func:`build_model`) on MQAR; the test accuracy history and its best.
+
+    ``config``: mixer, N, D, d, vocab, lr, seed (model initialisation and data order), data_seed (the
+    training and test sets, the same for every run as App. E.2 says; default: ``seed``), steps, batch,
+    train_examples, test_examples, eval_every, stop_at, power_a, mlp_mult, weight_decay, warmup,
+    embed_dropout, attn_dropout, long_conv, device (default cpu).  Under a global deadline
+    (``common.cell_budget``: the GPU grid) the cell measures its step time first and runs
+    ``min(steps, what fits its share of the time left)`` steps, the schedule laid over those."""
+    import time
+
+    torch = _torch()
+    from .common import cell_budget, describe_device
 
     mixer, N, D, d = config["mixer"], int(config["N"]), int(config["D"]), int(config["d"])
     V, seed = int(config["vocab"]), int(config.get("seed", 0))
+    if mixer not in MIXERS:
+        raise ValueError(f"mixer must be one of {', '.join(MIXERS)}, got {mixer!r}")
+    device = config.get("device", "cpu")
+    t_start = time.time()
+    budget = cell_budget(config)
     torch.set_num_threads(1)
     t0 = time.process_time()
-    tr = mqar(int(config["train_examples"]), N, D, V, seed, power_a=config.get("power_a", 0.01))
-    te = mqar(int(config["test_examples"]), N, D, V, seed + 10, power_a=config.get("power_a", 0.01))
+    data_seed = int(config.get("data_seed", seed))
+    a = float(config.get("power_a", 0.1))
+    tr = mqar_data(int(config["train_examples"]), N, D, V, data_seed, power_a=a)
+    te = mqar_data(int(config["test_examples"]), N, D, V, data_seed + 10, power_a=a)
     data_cpu = time.process_time() - t0
-    model = MQARModel(mixer, V, N, d, mlp_mult=int(config.get("mlp_mult", 0)), seed=seed)
-    res = train(model, tr, te, lr=float(config["lr"]), steps=int(config["steps"]), batch=int(config["batch"]),
+    model = build_model(mixer, V, N, d, seed=seed, mlp_mult=int(config.get("mlp_mult", 0)),
+                        embed_dropout=float(config.get("embed_dropout", 0.1)),
+                        attn_dropout=float(config.get("attn_dropout", 0.1)),
+                        long_conv=config.get("long_conv", "implicit"))
+    steps, batch, every = int(config["steps"]), int(config["batch"]), int(config["eval_every"])
+    plan = None
+    if budget is not None:
+        left = budget - (time.time() - t_start)
+        per_step, per_eval = step_time(model, tr, te, batch=batch, device=device, lr=float(config["lr"]))
+        left = budget - (time.time() - t_start)
+        # steps + evaluations (one per eval_every steps, at least 10 per run) within 75% of what is left
+        # (75%: the card is shared with the other cells, whose load grows once they all train)
+        fit = int(0.75 * left / (per_step + per_eval / max(1, min(every, steps // 10 or 1))))
+        planned = max(1, min(steps, fit))
+        every = max(1, min(every, planned // 10 or 1))
+        plan = {"budget_s": round(budget, 1), "step_s": per_step, "eval_s": per_eval, "steps_max": steps,
+                "steps_planned": planned, "eval_every": every}
+        steps = planned
+    res = train(model, tr, te, lr=float(config["lr"]), steps=steps, batch=batch,
                 weight_decay=float(config.get("weight_decay", 0.1)), warmup=float(config.get("warmup", 0.1)),
-                eval_every=int(config["eval_every"]), stop_at=config.get("stop_at"), seed=seed)
+                eval_every=every, stop_at=config.get("stop_at"), seed=seed, device=device,
+                deadline=None if budget is None else t_start + budget)
     return {"mixer": mixer, "N": N, "D": D, "d": d, "lr": float(config["lr"]), "vocab": V,
-            "params": sum(p.numel() for p in model.parameters()), "data_cpu_s": round(data_cpu, 3), **res}
+            "params": sum(p.numel() for p in model.parameters()), "data_cpu_s": round(data_cpu, 3),
+            "device": describe_device(device), "plan": plan, **res}
 
 
 def configs(quick: bool) -> list[dict]:
@@ -123,6 +498,45 @@ def configs(quick: bool) -> list[dict]:
     long = [{"mixer": m, "N": LONG["N"], "D": LONG["D"], "d": d, "lr": LONG["lr"], "seed": LONG["seed"],
              **_common(f), "steps": LONG["steps"], "part": "long"} for d in LONG["ds"] for m in MIXERS]
     return main + long
+
+
+#: the GPU grid (``--grid gpu``, ``numerics/experiments/gpu.sh``): the paper's widths (App. F.1: d 64 to 512)
+#: at N = 64, 128, 256 with the reference configs' D = N / 16 and batch (512 at N <= 128, 256 at N = 256), the
+#: paper's vocabulary 8,192 and alpha = 0.1 (App. F.1), 100,000 training and 3,000 test examples (App. E.2),
+#: at most 64 epochs (App. E.2), stopping at 0.99 (the reference's early stopping); the learning rates are
+#: three of the paper's four (np.logspace(-4, -2, 4) without 1e-4: at a budget of minutes the smallest never
+#: wins), so each mixer gets its own best (per-mixer tuning, as the paper's max over its sweep).  Each cell's
+#: steps are what fits its share of the global budget (``cell``), at most the 64 epochs.
+GPU = {"sizes": ((64, 4), (128, 8), (256, 16)), "dims": (64, 128, 256, 512),
+       "lrs": (1e-2, 2.154434690031882e-3, 4.641588833612772e-4), "vocab": 8192, "power_a": 0.1,
+       "train_examples": 100_000, "test_examples": 3000, "epochs": 64, "stop_at": 0.99, "seed": 0, "data_seed": 0,
+       "batch": {64: 512, 128: 512, 256: 256}}
+#: ``--grid gpu --quick`` (the CI smoke test of the GPU script on a CPU): tiny sizes, the same code path
+GPU_QUICK = {**GPU, "sizes": ((32, 2),), "dims": (16,), "lrs": (1e-2,), "vocab": 64, "train_examples": 256,
+             "test_examples": 32, "epochs": 2, "stop_at": None, "batch": {32: 32}}
+
+
+def gpu_configs(quick: bool) -> list[dict]:
+    """The GPU grid (``GPU``; ``GPU_QUICK`` with ``quick``), in the order the cells should start: the
+    larger learning rates first, then by N and d; each config carries its place in that order
+    (``order``, ``cells``) for the fair share of the time budget."""
+    g = GPU_QUICK if quick else GPU
+    out = []
+    for lr in g["lrs"]:
+        for (N, D) in g["sizes"]:
+            for d in g["dims"]:
+                for m in MIXERS:
+                    batch = g["batch"][N]
+                    out.append({"mixer": m, "N": N, "D": D, "d": d, "lr": lr, "seed": g["seed"],
+                                "data_seed": g["data_seed"], "vocab": g["vocab"], "power_a": g["power_a"],
+                                "train_examples": g["train_examples"], "test_examples": g["test_examples"],
+                                "batch": batch, "steps": g["epochs"] * (g["train_examples"] // batch),
+                                "eval_every": max(1, g["train_examples"] // batch // 2), "stop_at": g["stop_at"],
+                                "mlp_mult": 0, "weight_decay": 0.1, "warmup": 0.1, "embed_dropout": 0.1,
+                                "attn_dropout": 0.1, "long_conv": "implicit", "grid": "gpu"})
+    for i, c in enumerate(out):
+        c.update(order=i, cells=len(out))
+    return out
 
 
 def _common(f: dict) -> dict:

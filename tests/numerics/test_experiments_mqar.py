@@ -293,3 +293,78 @@ def test_long_runs_are_kept_out_of_the_grid_and_read_beside_it():
 
 def acc_at_grid(s):
     return mq.acc_at(s, "attention", 128, 32)
+
+
+# ------------------------------------------------------------------ the reference-faithful models and generator
+
+@pytest.mark.parametrize("N,D,V", [(64, 4, 8192), (32, 8, 40)])
+def test_fast_generator_against_the_definition(N, D, V):
+    X, Y = mq.mqar_data(300, N, D, V, seed=5, power_a=0.1)
+    assert X.shape == Y.shape == (300, N) and X.dtype == Y.dtype == np.int64
+    for x, y in zip(X, Y):
+        keys, vals = x[0:2 * D:2], x[1:2 * D:2]
+        assert len(set(keys)) == D and len(set(vals)) == D
+        assert ((1 <= keys) & (keys < V // 2)).all() and ((V // 2 <= vals) & (vals < V)).all()
+        tail = x[2 * D:]
+        qpos = np.nonzero(tail)[0]
+        assert sorted(tail[qpos]) == sorted(keys) and (qpos % 2 == 0).all()
+        labelled = {int(i): int(y[i]) for i in np.nonzero(y != IGNORE)[0]}
+        want = {i: a for i, a in answers_by_definition(x).items() if i >= 2 * D}
+        assert labelled == want and len(labelled) == D
+    a = mq.mqar_data(20, N, D, V, seed=1)
+    assert all(np.array_equal(p, q) for p, q in zip(a, mq.mqar_data(20, N, D, V, seed=1)))
+
+
+def test_fast_generator_gap_law_matches_the_reference_law():
+    # the gap of each query: P(g) ~ a (g + 1)^(a - 1) for the first draw; with D = 1 exactly that law
+    N, a = 64, 0.1
+    X, _ = mq.mqar_data(40000, N, 1, 256, seed=0, power_a=a)
+    gaps = np.nonzero(X[:, 2:])[1] // 2
+    space = (N - 2) // 2
+    p = a * np.arange(1, space + 1) ** (a - 1)
+    p /= p.sum()
+    freq = np.bincount(gaps, minlength=space) / len(gaps)
+    assert np.abs(freq - p).max() < 0.01
+
+
+@pytest.mark.parametrize("mixer", ["attention", "baseconv"])
+@pytest.mark.parametrize("long_conv", ["implicit", "explicit"])
+def test_reference_models_are_causal(mixer, long_conv):
+    N, V, d = 32, 64, 16
+    m = mq.build_model(mixer, V, N, d, seed=1, long_conv=long_conv).double().eval()
+    X, Y = mq.mqar_data(3, N, 2, V, seed=0)
+    x = torch.as_tensor(X)
+    assert m(x).shape == (3, N, V)
+    assert (m.pos is not None) == (mixer == "attention")
+    if mixer == "baseconv":
+        # the reference kernel_size [3, -1]: a width-3 short convolution in layer 1, a long one in layer 2
+        assert m.layers[0].sequence_mixer.conv.conv.kernel_size == (3,)
+        assert not hasattr(m.layers[1].sequence_mixer.conv, "conv")
+    h = m.features(x)
+    for t in (0, 7, N - 2):
+        x2 = x.clone()
+        x2[:, t + 1:] = torch.randint(0, V, (3, N - t - 1))
+        h2 = m.features(x2)
+        torch.testing.assert_close(h2[:, :t + 1], h[:, :t + 1], rtol=1e-10, atol=1e-10)
+        assert (h2[:, t + 1:] - h[:, t + 1:]).abs().max() > 1e-6
+
+
+def test_reference_long_convolution_is_the_causal_sum_plus_skip():
+    N, d = 16, 4
+    m = mq.build_model("baseconv", 64, N, d, seed=0, long_conv="explicit").double()
+    conv = m.layers[1].sequence_mixer.conv
+    u = torch.randn(2, N, d, dtype=torch.float64)
+    k = conv.filter.detach()
+    want = u.clone()
+    for i in range(N):
+        for j in range(i + 1):
+            want[:, i] += k[:, j] * u[:, i - j]
+    torch.testing.assert_close(conv(u), want, rtol=1e-9, atol=1e-9)
+
+
+def test_reference_init():
+    m = mq.build_model("attention", 8192, 64, 256, seed=0).requires_grad_(False)
+    w = m.layers[0].sequence_mixer.out_proj.weight
+    assert abs(float(w.std()) - 0.02 / 2) < 0.001  # 0.02 / sqrt(2 layers)
+    assert abs(float(m.layers[0].sequence_mixer.Wqkv.weight.std()) - 0.02) < 0.001
+    assert abs(float(m.embed.weight.std()) - 0.02) < 0.001 and float(m.layers[0].sequence_mixer.Wqkv.bias.abs().max()) == 0
