@@ -80,8 +80,8 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--big-batch", type=int, default=256, help="problems of the large run (default 256)")
     p.add_argument("--big-steps", type=int, default=10, help="GD steps of the large run (default 10)")
     p.add_argument("--big-ref", type=int, default=16, help="problems of the large run read against exact GD")
-    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
-                   help="processes computing the exact reference (default: CPUs - 1)")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 3) - 2),
+                   help="processes computing the exact reference (default: CPUs - 2)")
     p.add_argument("--deadline", type=float, default=270.0, help="seconds after which no configuration starts")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "gpu"), help="folder of gpu.json and the plot")
     a = p.parse_args(argv)
@@ -224,13 +224,14 @@ def run_one(con, v: dict, k: int, backend, checkpoints: list[int]) -> dict:
             xs[step] = con.readout(backend.to_numpy64(S))["x"]
         return False
 
+    t_setup = time.perf_counter()
     S = backend.asarray(con.input_state(v))
     _sync(backend)
     t0 = time.perf_counter()
     with np.errstate(over="ignore", invalid="ignore"):
         con.run(v, k, state=S, cast=cast, on_layer=on_layer, on_step=on_step)
     _sync(backend)
-    seconds = time.perf_counter() - t0
+    seconds, t0_run = time.perf_counter() - t0, t0
     plain = {}
     t0 = time.perf_counter()
     for step, x in enumerate(plain_gd_iter(v["A"], v["b"], v["x"], float(ETA), k, backend)):
@@ -238,6 +239,7 @@ def run_one(con, v: dict, k: int, backend, checkpoints: list[int]) -> dict:
             plain[step] = x
     _sync(backend)
     return {"x": xs, "plain": plain, "seconds": seconds, "seconds_plain": time.perf_counter() - t0,
+            "seconds_input": t0_run - t_setup,
             "first_nonfinite_layer": first_bad.get("layer")}
 
 
@@ -315,6 +317,8 @@ def main(argv=None) -> int:
     q = np.random.default_rng(1).standard_normal((a.batch, a.d))
     v, flushed = common_inputs(P, q)
     backends, skipped = backends_for(a)
+    for be in backends:  # the libraries and the device initialised before the workers start
+        be.asarray(np.zeros(1))
     say(f"{a.batch:,} problems {a.n}x{a.d}, {len(cons)} constructions x {len(backends)} backend/dtype pairs; "
         f"exact reference ({kmax} steps) in {a.workers} processes")
     ctx = multiprocessing.get_context("spawn")  # no fork after CUDA is initialised
@@ -329,19 +333,24 @@ def main(argv=None) -> int:
             big_futs = [(np.arange(i, i + 1), pool.submit(reference_chunk, vb["A"][i:i + 1], vb["b"][i:i + 1],
                                                           vb["x"][i:i + 1], str(ETA), big_cps))
                         for i in range(a.big_ref)]
+        say(f"reference: {len(futs)} jobs submitted")
         runs = []
-        for be in sorted(backends, key=lambda b: (DTYPES.index(b.dtype) > 1, b.name)):
+        big = None
+        order = sorted(backends, key=lambda b: (BACKENDS.index(b.name), DTYPES.index(b.dtype)))
+        for i, be in enumerate(order):
+            if a.big and i == sum(b.name == "torch" for b in order):  # after torch's runs, before cupy's
+                big = run_big(a, vb, big_cps, say, t_start)
             for arch, (con, k) in cons.items():
                 if time.perf_counter() - t_start > a.deadline:
                     not_run.append({"arch": arch, "backend": be.name, "dtype": be.dtype, "reason": "deadline"})
                     continue
                 res = run_one(con, v, k, be, [c for c in cps if c <= k])
                 say(f"{arch:16s} {be.name:5s} {be.dtype:8s} {con.depth(k)} layers ({k} steps): "
-                    f"{res['seconds']:.2f} s" + (f", non-finite at layer {res['first_nonfinite_layer']}"
+                    f"{res['seconds']:.2f} s (state in {res['seconds_input']:.2f} s, plain GD {res['seconds_plain']:.2f} s)"
+                    + (f", non-finite at layer {res['first_nonfinite_layer']}"
                                                    if res["first_nonfinite_layer"] is not None else ""))
                 runs.append((arch, k, con, be, res))
-        big = None
-        if a.big:
+        if a.big and big is None:
             big = run_big(a, vb, big_cps, say, t_start)
         say("waiting for the exact reference")
         ref = gather(futs, a.batch, a.d, len(cps))

@@ -29,7 +29,7 @@ if [ "$device" = cpu ]; then
   roundoff=(--batch 64 --layers 40 --n 8 --d 3 --big 16x4 --big-batch 8 --big-steps 3 --big-ref 4 --workers 2)
   execution=(--quick)
 else
-  roundoff=(--batch 65536 --layers 1000 --big 512x128 --big-batch 256 --big-steps 10 --big-ref 16 --deadline 200)
+  roundoff=(--batch 65536 --layers 1000 --big 512x128 --big-batch 256 --big-steps 10 --big-ref 16 --deadline 250)
   execution=(--batches 4096,65536 --dtypes float32,float64,bfloat16 --repeats 5 --gemm-n 8192)
 fi
 "$py" bench/bench_gpu.py --device "$device" --out "$out" "${roundoff[@]}"
