@@ -23,7 +23,7 @@
 #
 # --device cpu is accepted only with --quick: tiny sizes through the same code path (the CI smoke test,
 # tests/numerics/experiments/test_gpu_script.py); the full GPU grid on a CPU would take days.
-# Environment: PYTHON (default python), MQAR_WORKERS (default 8; 1 with --quick), TABLE7_WORKERS
+# Environment: PYTHON (default python), MQAR_WORKERS (default 16; 1 with --quick), TABLE7_WORKERS
 # (default 6; 1 with --quick): worker processes sharing the card.
 # Exit status: 0 both grids finished with every cell; 2 bad arguments (one "error:" line, nothing run);
 # otherwise the larger of the two commands' statuses (10 + F: F cells failed or not started).
@@ -66,7 +66,7 @@ PY=${PYTHON:-python}
 if [ "$QUICK" = 1 ]; then
   MQ_W=${MQAR_WORKERS:-1}; T7_W=${TABLE7_WORKERS:-1}; QFLAG=--quick
 else
-  MQ_W=${MQAR_WORKERS:-8}; T7_W=${TABLE7_WORKERS:-6}; QFLAG=
+  MQ_W=${MQAR_WORKERS:-16}; T7_W=${TABLE7_WORKERS:-6}; QFLAG=
 fi
 for w in "$MQ_W" "$T7_W"; do
   case "$w" in ''|*[!0-9]*|0) die "MQAR_WORKERS and TABLE7_WORKERS must be whole numbers >= 1, got '$w'" ;; esac
