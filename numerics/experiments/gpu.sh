@@ -5,7 +5,7 @@
 #   bash numerics/experiments/gpu.sh --device cpu --quick [--out DIR]      (the CI smoke test)
 #
 # Runs, at the same time on one card, from the repository root:
-#   * seed003-mqar --grid gpu: MQAR at the paper's widths d = 64..512 and N = 64, 128, 256 (Zoology
+#   * seed003-mqar --grid gpu: MQAR at the paper's widths d = 64..512 and N = 64, 128 (Zoology
 #     App. F.1: vocabulary 8,192, alpha = 0.1; App. E.2: 100,000 training and 3,000 test examples, at
 #     most 64 epochs), attention and BaseConv (the reference code's two-layer models), three of the
 #     paper's learning rates each;
