@@ -11,6 +11,8 @@ status, and the CPU (user + sys of the child) and wall time it took:
   ``baseconv-mlp``;
 * ``bench/bench_memory.py`` (when present): peak RSS of ``gd --layers`` at two depths;
 * ``bench/bench_construction.py``: the float forward of the constructions against a baseline;
+* the committed results of ``bench/gpu.sh`` (``bench/results/gpu/``), under the card's name, or "not
+  run on a GPU" (:func:`gpu_section`; the GPU run is not started from here);
 * the circuit command end to end on random 10,000- and 100,000-gate circuits (``python -m
   circuits.random`` then ``python -m verify.construct circuit``), each with the peak resident
   memory of the circuit command (issue 15's targets: 60 s and 10 minutes).
@@ -59,6 +61,76 @@ def section(title: str, r: dict) -> str:
             f"```\n{r['out']}\n```\n")
 
 
+#: where ``bench/gpu.sh`` writes its results by default (committed when run on a GPU)
+GPU_RESULTS = ROOT / "bench" / "results" / "gpu"
+
+
+def _e(x) -> str:
+    return "-" if x is None else f"{x:.2e}"
+
+
+def gpu_section(folder: Path = GPU_RESULTS) -> str:
+    """The committed results of ``bench/gpu.sh`` as a section, under the card's name; "not run on a GPU"
+    when there are none (or when the committed run was the CPU smoke run)."""
+    import json
+
+    path = folder / "gpu.json"
+    if not path.is_file():
+        return ("## The GPU run\n\nNot run on a GPU: `bench/gpu.sh` writes `bench/results/gpu/gpu.json` on one, "
+                "and this section shows it.\n")
+    r = json.loads(path.read_text())
+    m, pr = r["machine"], r["problems"]
+    if not str(m.get("device", "")).startswith("cuda"):
+        return (f"## The GPU run\n\nNot run on a GPU: the committed `{path.name}` comes from "
+                f"`--device {m.get('device')}`.\n")
+    lines = [f"## The GPU run: {m['card']}\n",
+             f"`bash bench/gpu.sh` on {m['card']} (torch {m['torch']}, CUDA {m.get('cuda')}, cupy "
+             f"{m.get('cupy', '-')}; {m['cpus']} CPUs; {r['seconds']:.0f} s). Results: "
+             f"`bench/results/gpu/gpu.json`, plot `bench/results/gpu/gpu_roundoff.png`.\n",
+             f"Roundoff of the GD constructions against exact GD (mpfr, {r['reference']['digits']} digits) on "
+             f"{pr['batch']:,} problems {pr['n']}x{pr['d']} (kappa {pr['kappa']:g}, eta {pr['eta']}; inputs "
+             f"{pr['inputs']}, {pr['entries_flushed_to_zero']} tiny entries set to 0). MSE of the iterate at the "
+             f"last step, plain GD in the same backend and dtype beside it, and the run's wall seconds:\n",
+             "| construction | backend | dtype | layers (steps) | MSE | plain GD MSE | ratio | first non-finite layer "
+             "| seconds |", "|---|---|---|---|---|---|---|---|---|"]
+    for x in r["runs"]:
+        c = x["checkpoints"][-1] if x["checkpoints"] else {}
+        ratio = (c["mse"] / c["plain_mse"]) if c.get("mse") and c.get("plain_mse") else None
+        lines.append(f"| {x['construction']} | {x['backend']} | {x['dtype']} | {x['depth']} ({x['steps']}) | "
+                     f"{_e(c.get('mse'))} | {_e(c.get('plain_mse'))} | "
+                     f"{'-' if ratio is None else f'{ratio:.2f}'} | {x['first_nonfinite_layer'] or '-'} | "
+                     f"{x['seconds']:.2f} |")
+    for x in r["not_run"]:
+        lines.append(f"| gd-{x['arch']} | {x['backend']} | {x['dtype']} | not run ({x['reason']}) | | | | | |")
+    for x in r["skipped"]:
+        lines.append(f"| (all) | {x['backend']} | {x['dtype']} | skipped: {x['reason']} | | | | | |")
+    big = r.get("big")
+    if big:
+        lines += ["", f"Large float run: {big['construction']} at {big['n']}x{big['d']} (state {big['state'][0]} x "
+                      f"{big['state'][1]}), {big['depth']} layers ({big['steps']} steps) on {big['batch']} problems, "
+                      f"error read on {big['reference_problems']} of them:\n",
+                  "| dtype | MSE at the last step | max relative error | seconds |", "|---|---|---|---|"]
+        for x in big["runs"]:
+            c = x["checkpoints"][-1]
+            lines.append(f"| {x['dtype']} | {_e(c['mse'])} | {_e(c['max_rel'])} | {x['seconds']:.2f} |")
+        for x in big.get("not_run", []):
+            lines.append(f"| {x['dtype']} | not run ({x['reason']}) | | |")
+    ex = folder / "execution.json"
+    if ex.is_file():
+        e = json.loads(ex.read_text())
+        lines += ["", f"Execution (`bench/bench_construction.py` on {e['device_name']}): {e['construction']}, "
+                      f"{e['layers']} layers, state {e['T']} x {e['C']}; wall per sample, speedup over "
+                      f"'{e['baseline']}', useful GFLOP/s and their fraction of the same round's GEMM peak:\n",
+                  "| dtype | batch | implementation | wall/sample | vs baseline | useful GFLOP/s | of peak |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in e["results"]:
+            for name, v in row["impl"].items():
+                lines.append(f"| {row['dtype']} | {row['batch']:,} | {name} | {v['wall_per_sample_s'] * 1e6:.2f} us | "
+                             f"{v['speedup_vs_baseline']:.2f}x | {v['useful_gflops']:.0f} | "
+                             f"{v['fraction_of_peak_useful']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"), help="the markdown to write")
@@ -102,7 +174,7 @@ def main(argv=None) -> int:
             f"{start}: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
             f"load average {load0[0]:.2f} before, {load1[0]:.2f} after.  The machine is shared: compare "
             f"figures within this document (ratios), not with other runs.\n\n")
-    text = head + "\n".join(section(t, r) for t, r in runs)
+    text = head + "\n".join(section(t, r) for t, r in runs) + "\n" + gpu_section()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)
