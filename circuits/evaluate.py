@@ -112,7 +112,8 @@ def _checked_inputs(g, inputs: dict, const):
     return names, const
 
 
-def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fraction], object] | None = None) -> dict:
+def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fraction], object] | None = None,
+             validated: bool = False) -> dict:
     """Values of all outputs, ``{output name: value}`` sorted by name.
 
     ``inputs`` must give a value for every input name of ``g`` and nothing
@@ -120,8 +121,11 @@ def evaluate(g: nx.DiGraph, inputs: Mapping[str, object], *, const: Callable[[Fr
     to the scalar type; see the module docstring for the default.  Batched
     numpy evaluation: give every input as an array of the same shape; an
     output that is a bare constant is then returned as a scalar.
+    ``validated=True``: ``g`` is already :func:`validate`'s result (no second check and copy, which
+    costs more than the evaluation of a large circuit).
     """
-    g = validate(g)
+    if not validated:
+        g = validate(g)
     names, const = _checked_inputs(g, inputs, const)
     outs = output_nodes(g)
     keep = set(outs.values())

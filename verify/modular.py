@@ -151,9 +151,9 @@ class ModVec:
     __rmul__ = __mul__
 
 
-def trials(g, con, names, n: int, seed: int) -> dict:
+def trials(g, con, names, n: int, seed: int, *, validated: bool = False) -> dict:
     """``n`` random inputs modulo a prime: the circuit and the stack evaluated on each;
-    returns ``{"prime", "n", "agree"}``."""
+    returns ``{"prime", "n", "agree"}``.  ``validated``: ``g`` is ``circuits.validate``'s result."""
     import circuits as C
 
     rng = np.random.default_rng(seed)
@@ -162,7 +162,8 @@ def trials(g, con, names, n: int, seed: int) -> dict:
         try:
             layers = [layer_residues(L, p) for L in con.layers(0)]
             xs = {nm: rng.integers(0, p, size=n, dtype=np.int64) for nm in names}
-            want = C.evaluate(g, {nm: ModVec(x, p) for nm, x in xs.items()}, const=lambda c, p=p: residue(c, p))
+            want = C.evaluate(g, {nm: ModVec(x, p) for nm, x in xs.items()}, const=lambda c, p=p: residue(c, p),
+                              validated=validated)
         except Unrepresentable as e:
             last = e
             continue

@@ -62,7 +62,7 @@ class CompiledCircuit(Construction):
             # a ring add per product factor rather than per gate; the graph is the compile's validated one
             vals = C.evaluate_affine(self.graph, ins, validated=True)
         else:
-            vals = C.evaluate(self.graph, ins)
+            vals = C.evaluate(self.graph, ins, validated=True)
         S = self._constant_block(self._empty(names, first))
         for name, val in vals.items():
             t, c = self.output_slots[name]

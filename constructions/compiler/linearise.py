@@ -38,11 +38,17 @@ def form_key(form: dict):
     return tuple(sorted(((str(k), v) for k, v in form.items()), key=lambda t: t[0]))
 
 
-def _sum(terms) -> dict:
+def _sum(terms, into: dict | None = None) -> dict:
     """``sum m * form`` over ``terms = [(form, m), ...]``, zeros dropped; keys in order of first
-    appearance (the first form is copied in C, the others merged entry by entry)."""
+    appearance (the first form is copied in C, the others merged entry by entry).  ``into``: a
+    form the caller owns and gives up (its node's last use), summed into in place instead of
+    copied: ``terms[0]`` must then be ``(into, 1)``."""
     (f0, m0), rest = terms[0], terms[1:]
-    f = dict(f0) if m0 == 1 else {k: m0 * c for k, c in f0.items()}
+    if into is not None:
+        assert f0 is into and m0 == 1
+        f = into
+    else:
+        f = dict(f0) if m0 == 1 else {k: m0 * c for k, c in f0.items()}
     zeros = []
     for fu, m in rest:
         get = f.get
@@ -103,8 +109,11 @@ def _linearise(g: nx.DiGraph):
     """``(atoms, level, outputs)`` of a validated circuit (module docstring).
 
     One pass in topological order; a node's form is dropped after its last consumer (memory
-    holds the live forms, not the whole circuit's), and an add copies its first operand's form
-    and merges the others into it.  Linear in the circuit's wires times the forms' sizes."""
+    holds the live forms, not the whole circuit's), and an add copies its largest operand's form
+    and merges the others into it -- or, where that form is an add's own (``owned``: made by
+    :func:`_sum`, held by no atom and no other node) and this add is its last consumer, merges
+    into it in place (a chain of adds then costs the small operands, not the growing sum's copies).
+    Linear in the circuit's wires times the forms' sizes."""
     atoms: dict = {}
     level: dict = {}
     by_key: dict = {}
@@ -112,6 +121,8 @@ def _linearise(g: nx.DiGraph):
     keep = set(C.output_nodes(g).values())
     uses = {v: g.out_degree(v) for v in g}
     pred = g.pred
+    owned: set = set()  # nodes whose form dict is theirs alone (made by _sum, not held elsewhere)
+    holders: dict = {}  # id of an owned form dict -> (its node,)
 
     def flevel(f):
         return max((level[a] for a in f if a != CONST), default=0)
@@ -119,6 +130,7 @@ def _linearise(g: nx.DiGraph):
     def product_atom(fa, fb):
         ka, kb = form_key(fa), form_key(fb)
         key = (min(ka, kb), max(ka, kb))
+        owned.difference_update(holders.pop(id(fa), ()), holders.pop(id(fb), ()))  # held by an atom now
         if key not in by_key:
             aid = f"p{len(atoms)}"
             atoms[aid] = ("mul", fa, fb)
@@ -139,7 +151,19 @@ def _linearise(g: nx.DiGraph):
             c = Fraction(d["value"])
             forms[v] = {CONST: Q(c.numerator, c.denominator)} if c != 0 else {}
         elif op == "add":
-            forms[v] = _sum([(forms[u], m) for u, m in ops])
+            terms = [(forms[u], m) for u, m in ops]
+            big = max(range(len(ops)), key=lambda i: len(terms[i][0]))
+            u, m = ops[big]
+            terms.insert(0, terms.pop(big))
+            # this add is u's last consumer, u's form is u's alone and appears once: sum into it
+            mine = (m == 1 and u in owned and uses[u] == 1 and u not in keep
+                    and sum(1 for w, _ in ops if w == u) == 1)
+            forms[v] = _sum(terms, into=terms[0][0] if mine else None)
+            if mine:
+                owned.discard(u)
+                holders.pop(id(forms[v]), None)
+            owned.add(v)
+            holders[id(forms[v])] = (v,)
         else:
             scale, factors = ONE, []
             for u, m in ops:
@@ -167,6 +191,8 @@ def _linearise(g: nx.DiGraph):
                     heapq.heappush(pool, (flevel(p), n, p))
                     n += 1
                 f = pool[0][2]
+                if scale == 1:  # f may be an operand's own form: shared now, no longer owned
+                    owned.difference_update(holders.pop(id(f), ()))
                 forms[v] = f if scale == 1 else _scale(f, scale)
         for u, _ in ops:
             uses[u] -= 1

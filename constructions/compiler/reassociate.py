@@ -339,25 +339,33 @@ class _Out:
 def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     """The rewritten circuit (module docstring) of a validated circuit ``g``."""
     X = _Exprs(max_terms)
-    form: dict = {}  # node -> (const, {expr: coef})
-    ZERO = (Q(0), {})
+    form: dict = {}  # node -> (const, {expr: coef}); each dict its node's alone
+    outputs = set(C.output_nodes(g).values())
+    uses = {v: g.out_degree(v) for v in g}  # consumers still to come: a form is dropped after its last
     for v in nx.topological_sort(g):
         d = g.nodes[v]
         op = d[K.OP]
+        ops = C.operands(g, v)
         if op == K.INPUT:
             form[v] = (Q(0), {X.input(d[K.NAME]): Q(1)})
         elif op == K.CONST:
             form[v] = (Q(d[K.VALUE].numerator, d[K.VALUE].denominator), {})
         elif op == K.ADD:
-            c, t = Q(0), {}
-            for u, m in C.operands(g, v):
+            # sum into the largest operand's dict in place where this add is its only consumer (a chain
+            # of adds then costs its small operands, not copies of the growing sum), else into a new one
+            big = max(range(len(ops)), key=lambda i: len(form[ops[i][0]][1]))
+            ub, mb = ops[big]
+            mine = mb == 1 and uses[ub] == 1 and ub not in outputs and sum(1 for w, _ in ops if w == ub) == 1
+            c, t = (Q(0), form[ub][1]) if mine else (Q(0), {})
+            for i, (u, m) in enumerate(ops):
                 cu, tu = form[u]
                 c += m * cu
-                _axpy(t, tu, m)
+                if not (mine and i == big):
+                    _axpy(t, tu, m)
             form[v] = (c, t)
         else:
             scale, factors = Q(1), {}
-            for u, m in C.operands(g, v):
+            for u, m in ops:
                 cu, tu = form[u]
                 if not tu:
                     scale *= cu ** m
@@ -372,7 +380,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
                         continue
                 factors[x] = factors.get(x, 0) + m
             if scale == 0:
-                form[v] = ZERO
+                form[v] = (Q(0), {})
             elif not factors:
                 form[v] = (scale, {})
             elif len(factors) == 1 and next(iter(factors.values())) == 1:
@@ -380,6 +388,10 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             else:
                 kind, x = X.prod(factors)
                 form[v] = (scale * x, {}) if kind == "const" else (Q(0), {x: scale})
+        for u, _ in ops:
+            uses[u] -= 1
+            if not uses[u] and u not in outputs:
+                del form[u]
 
     out = _Out()
     built: dict = {}
