@@ -136,8 +136,8 @@ def random_circuit(
 LIMITS = {"max_gates": 10_000, "max_inputs": 10_000, "max_arity": 1_024, "max_wires": 50_000,
           "max_nodes": 20_000}
 #: the limits with ``--allow-large``
-LARGE_LIMITS = {"max_gates": 100_000, "max_inputs": 100_000, "max_arity": 16_384, "max_wires": 1_000_000,
-                "max_nodes": 200_000}
+LARGE_LIMITS = {"max_gates": 1_000_000, "max_inputs": 100_000, "max_arity": 16_384, "max_wires": 10_000_000,
+                "max_nodes": 2_000_000}
 
 
 def _limits_text() -> str:

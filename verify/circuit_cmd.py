@@ -58,8 +58,8 @@ LIMITS = {
 #: limit for integer/string conversion: every constant is written out in decimal)
 LARGE_LIMITS = {
     "max_file_bytes": 2**30,
-    "max_nodes": 200_000,
-    "max_size": 1_000_000,
+    "max_nodes": 2_000_000,  # circuits.random --gates 1000000 makes about 1.35 million
+    "max_size": 10_000_000,
     "max_fan_in": 16_384,
     "max_mult": 16_384,
     "max_degree": 65_536,

@@ -312,7 +312,7 @@ RANDOM_CASES = [
     # command's own limits (this case ran over 4 minutes and drew a file the circuit command refuses)
     (["--gates", "10000", "--inputs", "10000", "--max-arity", "1024"],
      ["--gates 10000 x --max-arity 1024 = 10240000 wires", f"max_wires = {RANDOM_LIMITS['max_wires']}", AL]),
-    (["--gates", "100000", "--max-arity", "11", AL], ["1100000 wires", f"max_wires = {RANDOM_LARGE['max_wires']}"]),
+    (["--gates", "1000000", "--max-arity", "11", AL], ["11000000 wires", f"max_wires = {RANDOM_LARGE['max_wires']}"]),
     (["--gates", "10000", "--inputs", "10001"], ["--inputs = 10001 exceeds the limit 10000"]),
     (["--gates", "9000", "--inputs", "9000", "--max-arity", "5"],
      ["the circuit drawn has", "constants", f"max_nodes = {RANDOM_LIMITS['max_nodes']}", AL]),
