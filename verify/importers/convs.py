@@ -35,6 +35,19 @@ from __future__ import annotations
 from .common import ImportError_, zeros
 
 
+def conv1d_lag(k: int, K: int, *, same: bool) -> int:
+    """The lag ``s`` at which tap ``k`` of a depthwise ``Conv1d`` of kernel ``K`` acts: padding
+    ``K - 1`` (causal) or ``K // 2`` ("same"), so ``s = P - k`` (the table above).  Read by
+    :func:`conv1d_taps` and written backwards by :func:`conv1d_weight`."""
+    return (K // 2 if same else K - 1) - k
+
+
+def filter_row(s: int, T: int, *, same: bool) -> int:
+    """The row of this toolkit's filter ``h`` (T, C) that holds lag ``s``: ``s`` (causal), or
+    ``s + (T-1)//2`` ("same", ``ops.conv``)."""
+    return s + ((T - 1) // 2 if same else 0)
+
+
 def conv1d_taps(w, T: int, *, same: bool, key: str) -> tuple:
     """``(h, inert)``: the filter (T, C) of a depthwise Conv1d weight ``w`` (C, 1, K) under the
     causal (padding K-1) or "same" (padding K//2) convention, and the number of nonzero taps that
@@ -42,13 +55,11 @@ def conv1d_taps(w, T: int, *, same: bool, key: str) -> tuple:
     C, one, K = w.shape
     if one != 1:
         raise ImportError_(f"tensor {key} has shape {tuple(w.shape)}: not a depthwise Conv1d weight (C, 1, K)")
-    P = K // 2 if same else K - 1
-    m = (T - 1) // 2 if same else 0
     h = zeros(T, C)
     inert = 0
     for k in range(K):
-        s = P - k
-        j = s + m
+        s = conv1d_lag(k, K, same=same)
+        j = filter_row(s, T, same=same)
         for c in range(C):
             val = w[c, 0, k]
             if val == 0:
@@ -62,6 +73,20 @@ def conv1d_taps(w, T: int, *, same: bool, key: str) -> tuple:
                                    f"tokens, which the 'same' convention with {T} taps cannot hold (kernel size "
                                    f"{K} != {T} tokens)")
     return h, inert
+
+
+def conv1d_weight(h, *, same: bool):
+    """The depthwise ``Conv1d`` weight (C, 1, T) of kernel ``T`` whose reading by
+    :func:`conv1d_taps` (same ``same``) is the filter ``h`` (T, C): :func:`conv1d_lag` and
+    :func:`filter_row` backwards (with ``K = T`` every tap has a row: ``w[c, 0, k] = h[T-1-k, c]``
+    under both conventions)."""
+    T, C = h.shape
+    w = zeros(C, 1, T)
+    for k in range(T):
+        j = filter_row(conv1d_lag(k, T, same=same), T, same=same)
+        for c in range(C):
+            w[c, 0, k] = h[j, c]
+    return w
 
 
 def long_taps(f, T: int, key: str) -> tuple:
@@ -80,11 +105,23 @@ def long_taps(f, T: int, key: str) -> tuple:
     return h, inert
 
 
-def add_identity(h, *, same: bool) -> None:
-    """``conv(v) + v``: one more at lag 0 of every channel (in place)."""
-    j = (h.shape[0] - 1) // 2 if same else 0
+def long_filter(h):
+    """The long convolution's ``filter`` (C, T) whose reading by :func:`long_taps` is ``h``
+    (T, C): lag order, ``filter[c, s] = h[s, c]``."""
+    T, C = h.shape
+    f = zeros(C, T)
+    for s in range(T):
+        for c in range(C):
+            f[c, s] = h[s, c]
+    return f
+
+
+def add_identity(h, *, same: bool, by=1) -> None:
+    """``conv(v) + v``: one more at lag 0 of every channel (in place); ``by``: that many
+    (``by=-1`` takes the peer's own ``+ v`` out of a filter before it is written)."""
+    j = filter_row(0, h.shape[0], same=same)
     for c in range(h.shape[1]):
-        h[j, c] = h[j, c] + 1
+        h[j, c] = h[j, c] + by
 
 
 def fft2t_taps(f, T: int) -> tuple:

@@ -47,8 +47,25 @@ from constructions.layers import TokenLSA, TokenLSAHead
 from .common import ImportError_, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors
 
 NAME = "icl-gd"
-_KEY = re.compile(r"(.+)/(query|key|value|linear)/(w|b)")
 SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers")
+
+# The mapping table (module docstring), read here and written backwards by ``verify/export.py``.
+#: the attention's haiku Linear projections, each ``w`` (in x out): ``y = x w``
+PARAMS = ("query", "key", "value", "linear")
+_KEY = re.compile(rf"(.+)/({'|'.join(PARAMS)})/(w|b)")
+#: the modules of ``src/train.py``'s models (haiku names): one ``multi_head_attention`` applied
+#: ``num_layers`` times (``deq=True``, the train config's default) or one per layer (``deq=False``);
+#: ``Transformer_gd`` is the GD model (``tr_gd``, one head, ``create_weights``), ``transformer`` the
+#: trained one (``num_heads`` from the config)
+SHARED, PER_LAYER = "{model}/multi_head_attention/", "{model}/~trans_block/layer_{l}/"
+GD_MODEL, MODEL = "Transformer_gd", "transformer"
+_WEIGHTS = tuple(f"{p}/w" for p in PARAMS)
+
+
+def head_matrices(Wq, Wk, Wv, Wo, damp):
+    """One head's ``(P, Q)`` of seed 004's token form from its columns of the projections:
+    ``Q = W_K W_Q^T``, ``P = dampening (W_V W_O)^T`` (exact)."""
+    return ops.transpose(ops.mm(Wv, Wo)) * damp, ops.mm(Wk, ops.transpose(Wq))
 
 
 def read(path, settings: dict) -> Imported:
@@ -81,7 +98,7 @@ def read(path, settings: dict) -> Imported:
             "num_layers", "default of src/config.py (num_layers = 1; transformer.py's own default is 3); every "
                           "application is the same module, so the verdict does not depend on it")}
     for mod in order:
-        for need in ("query/w", "key/w", "value/w", "linear/w"):
+        for need in _WEIGHTS:
             if need not in mods[mod]:
                 raise ImportError_(f"{path}: module {mod} lacks {need}")
     if H is None:  # the file shows the heads' total width only: H decides the verdict, so it must be given
@@ -101,10 +118,10 @@ def read(path, settings: dict) -> Imported:
     D = None
     for mod in order:
         p = mods[mod]
-        for need in ("query/w", "key/w", "value/w", "linear/w"):
+        for need in _WEIGHTS:
             if need not in p:
                 raise ImportError_(f"{path}: module {mod} lacks {need}")
-        for need in ("query/w", "key/w", "value/w", "linear/w"):
+        for need in _WEIGHTS:
             if T.raw(p[need]).ndim != 2:
                 raise ImportError_(f"{path}: {p[need]} has shape {tuple(T.raw(p[need]).shape)}: not a haiku Linear "
                                    f"weight (in x out)")
@@ -131,8 +148,7 @@ def read(path, settings: dict) -> Imported:
         for h in range(H):
             q, k = Wq[:, h * K:(h + 1) * K], Wk[:, h * K:(h + 1) * K]
             v, o = Wv[:, h * Vs:(h + 1) * Vs], Wo[h * Vs:(h + 1) * Vs, :]
-            Q = ops.mm(k, ops.transpose(q))
-            P = ops.transpose(ops.mm(v, o)) * damp
+            P, Q = head_matrices(q, k, v, o, damp)
             if y_update:
                 P[:-1, :] = 0
             heads.append(TokenLSAHead(_clean(P), _clean(Q)))

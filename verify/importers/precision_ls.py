@@ -55,6 +55,16 @@ NAME = "precision-ls"
 _KEY = re.compile(r"(?:.*\.)?(\d+)\.seq_mixer\.base_conv\.(.+)")
 SETTINGS = ("causal", "tokens", "use_resid", "conv_type")
 
+# The mapping table (module docstring), read here and written backwards by ``verify/export.py``.
+#: the blocks of the notebook's model (``model._backbone.transformer.h``): block ``i``'s keys
+BLOCK = "_backbone.transformer.h.{i}.seq_mixer.base_conv."
+#: each ``nn.Linear`` of a block -> (this toolkit's weight, its bias): ``W = weight^T`` and the
+#: bias on every token; ``out_proj``'s pair is scaled by ``bw0`` where ``branch_weights`` is present
+LINEARS = {"in_proj": ("W_in", "b_in"), "projection": ("W_gate", "b_gate"), "out_proj": ("W_out", "b_out")}
+#: the convolution's tensors: short (a depthwise ``Conv1d``, taps reversed, with a bias) and long
+#: (``filter``, lag order, no bias); ``branch_weights`` ``(bw0, bw1)`` where ``use_resid``
+SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER, BRANCH = "conv.conv.weight", "conv.conv.bias", "conv.filter", "branch_weights"
+
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
@@ -84,12 +94,12 @@ def read(path, settings: dict) -> Imported:
             raise ImportError_(f"{path}: {k}: an implicit long convolution (its filter is an MLP of positional "
                                f"features with ReLU) cannot be read exactly; use conv_type short or long")
         C = _shape(T, b, "in_proj.weight")[0]
-        if "conv.conv.weight" in b:
+        if SHORT_WEIGHT in b:
             kind = "short"
-            K = T.raw(b["conv.conv.weight"]).shape[-1]
-        elif "conv.filter" in b:
+            K = T.raw(b[SHORT_WEIGHT]).shape[-1]
+        elif LONG_FILTER in b:
             kind = "long"
-            K = T.raw(b["conv.filter"]).shape[-1]
+            K = T.raw(b[LONG_FILTER]).shape[-1]
         else:
             raise ImportError_(f"{path}: block {i} has no convolution (conv.conv.weight or conv.filter)")
         if tokens is None:
@@ -101,22 +111,25 @@ def read(path, settings: dict) -> Imported:
         Tn = tokens
         same = (not causal) and kind == "short"
         pre = b["in_proj.weight"][: -len("in_proj.weight")]
-        W_in = transpose(T.take(pre + "in_proj.weight", "W_in^T", (C, C)))
-        b_in = repeat_rows(T.take(pre + "in_proj.bias", "b_in", (C,)), Tn)
+
+        def linear(mod):
+            W, bias = LINEARS[mod]
+            return (transpose(T.take(f"{pre}{mod}.weight", f"{W}^T", (C, C))),
+                    T.take(f"{pre}{mod}.bias", bias, (C,)))
+
+        W_in, b_in = linear("in_proj")
         if kind == "short":
-            h, inert = conv1d_taps(T.take(pre + "conv.conv.weight", "filter h (taps reversed)", (C, 1, K)), Tn,
-                                   same=same, key=pre + "conv.conv.weight")
-            b_conv = repeat_rows(T.take(pre + "conv.conv.bias", "b_conv", (C,)), Tn)
+            h, inert = conv1d_taps(T.take(pre + SHORT_WEIGHT, "filter h (taps reversed)", (C, 1, K)), Tn,
+                                   same=same, key=pre + SHORT_WEIGHT)
+            b_conv = repeat_rows(T.take(pre + SHORT_BIAS, "b_conv", (C,)), Tn)
         else:
-            h, inert = long_taps(T.take(pre + "conv.filter", "filter h (lag order)", (C, K)), Tn, pre + "conv.filter")
+            h, inert = long_taps(T.take(pre + LONG_FILTER, "filter h (lag order)", (C, K)), Tn, pre + LONG_FILTER)
             b_conv = repeat_rows(_zero_vec(C), Tn)
-        W_gate = transpose(T.take(pre + "projection.weight", "W_gate^T", (C, C)))
-        b_gate = repeat_rows(T.take(pre + "projection.bias", "b_gate", (C,)), Tn)
-        Wo = transpose(T.take(pre + "out_proj.weight", "W_out^T", (C, C)))
-        bo = T.take(pre + "out_proj.bias", "b_out", (C,))
-        resid = "branch_weights" in b
+        W_gate, b_gate = linear("projection")
+        Wo, bo = linear("out_proj")
+        resid = BRANCH in b
         if resid:
-            bw = T.take(pre + "branch_weights", "branch weights (bw0 scales W_out, b_out; bw1 must be 0)", (2,))
+            bw = T.take(pre + BRANCH, "branch weights (bw0 scales W_out, b_out; bw1 must be 0)", (2,))
             if bw[1] != 0:
                 raise ImportError_(f"{path}: {pre}branch_weights[1] = {bw[1]} != 0: the block computes "
                                    f"(1 + bw1) u + ..., which is not a BaseConv residual")
@@ -124,8 +137,8 @@ def read(path, settings: dict) -> Imported:
             add_identity(h, same=same)
         if inert:
             inert_taps[f"block {i}"] = inert
-        layers.append(BaseConv(W_in, b_in, h, b_conv, W_gate, b_gate, Wo, repeat_rows(bo, Tn),
-                               causal=causal, residual=resid, same=same))
+        layers.append(BaseConv(W_in, repeat_rows(b_in, Tn), h, b_conv, W_gate, repeat_rows(b_gate, Tn), Wo,
+                               repeat_rows(bo, Tn), causal=causal, residual=resid, same=same))
     T.check_all_read()
     if inert_taps:
         conventions["inert_taps"] = {"value": inert_taps, "from": "nonzero taps at lags that act on no token of a "

@@ -44,6 +44,25 @@ _KEY = re.compile(r"(?:(?:.*\.)?(\d+)\.sequence_mixer\.)?(projection\.weight|pro
                   r"conv\.conv\.bias|conv\.filter|conv\..+)")
 SETTINGS = ("tokens", "use_act")
 
+# The mapping table (module docstring), read here and written backwards by ``verify/export.py``.
+#: the mixers of a zoology model (``backbone.layers``): mixer ``i``'s keys
+MIXER = "backbone.layers.{i}.sequence_mixer."
+#: the mixer's one ``nn.Linear`` -> (this toolkit's weight, its bias): ``W = weight^T``, the bias on every token
+PROJECTION = ("projection", ("W_gate", "b_gate"))
+#: what the mixer fixes (it has no in / out projection and adds ``u``): ``"I"`` identity, ``0`` zero
+FIXED = {"W_in": "I", "b_in": 0, "W_out": "I", "b_out": 0, "residual": True}
+#: the convolution's tensors: short (a causal depthwise ``Conv1d``, taps reversed, with a bias)
+#: and long (``filter``, lag order, no bias; ``fft_conv`` adds ``u``: +1 at lag 0)
+SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER = "conv.conv.weight", "conv.conv.bias", "conv.filter"
+
+
+def _fixed(name: str, T: int, C: int):
+    """The array (or setting) :data:`FIXED` gives ``name`` on a T x C state."""
+    v = FIXED[name]
+    if v == "I":
+        return eye(C)
+    return zeros(T, C) if v == 0 else v
+
 
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
@@ -68,20 +87,20 @@ def read(path, settings: dict) -> Imported:
     modes, wrapped, inert_taps = [], [], {}
     for i in range(len(mixers)):
         b = mixers[i]
-        if "projection.weight" not in b:
+        if f"{PROJECTION[0]}.weight" not in b:
             raise ImportError_(f"{path}: mixer {i} lacks projection.weight")
-        if any(n.startswith("conv.") and n not in ("conv.conv.weight", "conv.conv.bias", "conv.filter") for n in b):
-            k = next(b[n] for n in b if n.startswith("conv.") and n not in ("conv.conv.weight", "conv.conv.bias",
-                                                                           "conv.filter"))
+        if any(n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER) for n in b):
+            k = next(b[n] for n in b if n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS,
+                                                                           LONG_FILTER))
             raise ImportError_(f"{path}: {k}: an implicit long convolution (an MLP filter) cannot be read exactly")
-        C = T.raw(b["projection.weight"]).shape[0]
-        long = "conv.filter" in b
+        C = T.raw(b[f"{PROJECTION[0]}.weight"]).shape[0]
+        long = LONG_FILTER in b
         if tokens is None:
             if "tokens" in cfg:
                 tokens = as_count(cfg["tokens"], "tokens")
                 conventions["tokens"] = {"value": tokens, "from": src["tokens"]}
             elif long:
-                tokens = T.raw(b["conv.filter"]).shape[-1]
+                tokens = T.raw(b[LONG_FILTER]).shape[-1]
                 conventions["tokens"] = {"value": tokens, "from": "the long filter's length (l_max)"}
             else:
                 raise ImportError_(f"{path}: a short convolution does not fix the sequence length; pass "
@@ -89,7 +108,7 @@ def read(path, settings: dict) -> Imported:
         Tn = tokens
         mode = "causal"
         if long:
-            f = b["conv.filter"]
+            f = b[LONG_FILTER]
             coef, inert, wraps = fft2t_taps(T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at "
                                                       "lag 0", (C, T.raw(f).shape[-1])), Tn)
             fit = fit_convention(coef, Tn)
@@ -108,20 +127,22 @@ def read(path, settings: dict) -> Imported:
             add_identity(h, same=mode == "same")
             b_conv = zeros(Tn, C)
         else:
-            if "conv.conv.weight" not in b:
+            if SHORT_WEIGHT not in b:
                 raise ImportError_(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
-            w = b["conv.conv.weight"]
+            w = b[SHORT_WEIGHT]
             h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
                                    same=False, key=w)
-            b_conv = repeat_rows(T.take(b.get("conv.conv.bias", w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)
-        W_gate = transpose(T.take(b["projection.weight"], "W_gate^T", (C, C)))
-        bias_key = b.get("projection.bias")
-        b_gate = repeat_rows(T.take(bias_key, "b_gate", (C,)), Tn) if bias_key else zeros(Tn, C)
+            b_conv = repeat_rows(T.take(b.get(SHORT_BIAS, w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)
+        mod, (Wn, bn) = PROJECTION
+        W_gate = transpose(T.take(b[f"{mod}.weight"], f"{Wn}^T", (C, C)))
+        bias_key = b.get(f"{mod}.bias")
+        b_gate = repeat_rows(T.take(bias_key, bn, (C,)), Tn) if bias_key else zeros(Tn, C)
         if inert:
             inert_taps[f"mixer {i}"] = inert
         modes.append(mode)
-        layers.append(BaseConv(eye(C), zeros(Tn, C), h, b_conv, W_gate, b_gate, eye(C), zeros(Tn, C),
-                               causal=mode == "causal", residual=True, same=mode == "same"))
+        fx = {k: _fixed(k, Tn, C) for k in FIXED}
+        layers.append(BaseConv(h=h, b_conv=b_conv, W_gate=W_gate, b_gate=b_gate, **fx,
+                               causal=mode == "causal", same=mode == "same"))
     T.check_all_read()
     if set(modes) != {"causal"}:
         conventions["convolution"]["value"] = modes
