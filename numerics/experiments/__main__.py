@@ -3,6 +3,8 @@
     python -m numerics.experiments --list
     python -m numerics.experiments NAME [--quick] --out DIR [--workers N] [--export-weights] [--no-progress]
                                    [--device cpu|cuda|cuda:N] [--grid cpu|gpu] [--budget SECONDS]
+                                   [--scheduler ADDRESS]
+    python -m numerics.experiments NAME --resummarise --out DIR
     python -m numerics.experiments report [--results docs/experiments] [--out docs/experiments.md]
 
 ``NAME`` runs one experiment's grid through the sweep runner (``numerics.sweep.run_grid``: one
@@ -22,8 +24,19 @@ grid: each cell takes its share of the time left, measures its step time and run
 (at most its configured steps), and stops at the deadline; a cell whose share is too small is not
 started (recorded as failed: ``deadline``); the summary is written from the cells that finished.
 
+``--scheduler ADDRESS`` runs the cells on the workers of a running Dask scheduler instead of a local
+cluster started for this command (several commands can share one cluster; not with ``--workers`` or
+``--budget``).
+
+``--resummarise`` runs no cell: it writes ``DIR``'s ``summary.json``, ``table.csv`` and ``figure.png``
+again from the cell records in ``DIR/results.jsonl`` with this code's summary, criteria and figure,
+keeping the run record (command, times, machine, device) of the command that ran the cells: for a grid
+that cannot be run again here (``docs/experiments/gpu/NAME``, run on a card by ``gpu.sh``).
+
 ``report`` generates ``docs/experiments.md`` from ``RESULTS/<NAME>/summary.json`` (the committed
-full runs); every number in it comes from those files or is the paper's, quoted as such.
+full runs) and, for each experiment's GPU section, ``RESULTS/gpu/<NAME>/summary.json`` where a GPU run
+is committed ("not run on a GPU" where not); every number in it comes from those files or is the
+paper's, quoted as such.
 
 Exit status: 0 done; 2 bad input (one ``error:`` line, nothing run or written); ``10 + F`` when F
 cells failed (the sweep runner's convention; the summary is still written from the others).
@@ -32,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -64,6 +78,11 @@ def parser() -> Parser:
                    help="cpu (default): the grid sized for a CPU; gpu: the paper's sizes (seed003-mqar, seed000-table7)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="a global wall-clock budget for the grid: cells share it and stop at its end")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the cells on a running Dask scheduler's workers (tcp://HOST:PORT) instead of a "
+                        "local cluster")
+    p.add_argument("--resummarise", action="store_true",
+                   help="run no cell: write DIR's summary, table and figure again from DIR/results.jsonl")
     return p
 
 
@@ -83,7 +102,8 @@ def _main(argv) -> int:
     if a.name == "report":
         for flag, bad in (("--quick", a.quick), ("--workers", a.workers is not None),
                           ("--export-weights", a.export_weights), ("--device", a.device != "cpu"),
-                          ("--grid", a.grid != "cpu"), ("--budget", a.budget is not None)):
+                          ("--grid", a.grid != "cpu"), ("--budget", a.budget is not None),
+                          ("--scheduler", a.scheduler is not None), ("--resummarise", a.resummarise)):
             if bad:
                 raise UsageError(f"{flag} does not apply to 'report'")
         results = Path(a.results)
@@ -99,6 +119,32 @@ def _main(argv) -> int:
         raise UsageError(f"unknown experiment {a.name!r}; choose one of {', '.join(EXPERIMENTS)}, or 'report'")
     if a.out is None:
         raise UsageError("--out DIR is required")
+    if a.resummarise:
+        for flag, bad in (("--quick", a.quick), ("--workers", a.workers is not None),
+                          ("--export-weights", a.export_weights), ("--device", a.device != "cpu"),
+                          ("--grid", a.grid != "cpu"), ("--budget", a.budget is not None),
+                          ("--scheduler", a.scheduler is not None)):
+            if bad:
+                raise UsageError(f"{flag} does not apply to --resummarise (it runs no cell)")
+        from .common import resummarise
+
+        cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+        try:
+            summary = resummarise(load(a.name), a.out, command=cmd)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        print(f"{a.name}: summary, table and figure written again from the "
+              f"{summary['run']['resummarised']['rows']} cell records in {a.out}")
+        for c in summary.get("criteria", []):
+            state = "not measured" if c["met"] is None else ("met" if c["met"] else "NOT met")
+            print(f"  [{state}] {c['text']}")
+        return EXIT_OK
+    if a.scheduler is not None:
+        if not re.fullmatch(r"[a-z]+://[^\s/][^\s]*|[\w.\-\[\]:]+:\d{1,5}", a.scheduler):
+            raise UsageError(f"--scheduler {a.scheduler!r}: not a scheduler address such as tcp://HOST:8786")
+        for flag, bad in (("--workers", a.workers is not None), ("--budget", a.budget is not None)):
+            if bad:
+                raise UsageError(f"{flag} cannot be combined with --scheduler (the scheduler's workers run the cells)")
     if a.workers is not None and a.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
     if a.budget is not None and not (math.isfinite(a.budget) and 0 < a.budget <= 86400):
@@ -117,9 +163,10 @@ def _main(argv) -> int:
     out = output_dir("--out", a.out)
 
     cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+    # a scheduler that does not answer: the sweep runner's SweepInputError (a UsageError), before any work
     summary = run_experiment(module, quick=a.quick, out_dir=out, workers=a.workers,
                              progress=False if a.no_progress else None, command=cmd, device=device,
-                             grid=a.grid, budget=a.budget)
+                             grid=a.grid, budget=a.budget, scheduler=a.scheduler)
     if a.export_weights:
         files = module.export(out)
         print(f"wrote {len(files)} weight files under {out / 'weights'}")

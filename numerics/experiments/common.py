@@ -35,6 +35,11 @@ from pathlib import Path
 from polyverify.cli import atomic_write_text, save_figure
 
 SUMMARY, TABLE, FIGURE = "summary.json", "table.csv", "figure.png"
+#: the sweep runner's per-cell records (one JSON line per cell), what :func:`resummarise` reads
+RESULTS = "results.jsonl"
+#: the folder, under the results folder, that holds the GPU grids' outputs (``numerics/experiments/gpu.sh``):
+#: ``<results>/gpu/<NAME>/summary.json`` beside the CPU run's ``<results>/<NAME>/summary.json``
+GPU_DIR = "gpu"
 
 
 #: the environment variables that carry a global time budget to the cells (the sweep runner's worker
@@ -113,11 +118,12 @@ def cell_budget(config: dict) -> float | None:
 
 def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, progress: bool | None = None,
                    command: str | None = None, device: str = "cpu", grid: str = "cpu",
-                   budget: float | None = None) -> dict:
+                   budget: float | None = None, scheduler: str | None = None) -> dict:
     """Run ``module``'s grid (:func:`grid_configs`) through :func:`numerics.sweep.run_grid`, then write
     the summary, the table and the figure into ``out_dir``.  ``budget``: seconds from now for the whole
-    grid (the cells share it, :func:`cell_budget`; the summary is written after the last cell).  Returns
-    the summary."""
+    grid (the cells share it, :func:`cell_budget`; the summary is written after the last cell).
+    ``scheduler``: the address of a running Dask scheduler whose workers run the cells (instead of a
+    local cluster started for this grid).  Returns the summary."""
     import os
 
     from numerics.sweep import default_workers, run_grid
@@ -131,7 +137,7 @@ def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, 
     saved = {k: os.environ.get(k) for k in (DEADLINE_ENV, WORKERS_ENV)}
     os.environ.update(env)
     try:
-        res = run_grid(f"{module.__name__}:cell", configs, out, workers=workers, progress=progress,
+        res = run_grid(f"{module.__name__}:cell", configs, out, workers=workers, scheduler=scheduler, progress=progress,
                        name=module.NAME + (" --grid gpu" if grid == "gpu" else "") + (" --quick" if quick else ""))
     finally:
         for k, v in saved.items():
@@ -162,16 +168,56 @@ def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, 
     return summary
 
 
+def resummarise(module, out_dir, command: str | None = None) -> dict:
+    """Write ``out_dir``'s summary, table and figure again from its cell records (``results.jsonl``, as
+    the sweep runner wrote them) with this code's ``module.summarise``, running no cell: for a grid that
+    cannot be run again here (the GPU grids), after the summary, the criteria or the figure changed.
+    The run record (command, cells, CPU and wall time, machine, device) is the one of the command that
+    ran the cells, kept from the old ``summary.json``, with ``resummarised`` (when and how) added.
+    Raises ValueError (the CLI's one ``error:`` line) when either file is missing or unreadable."""
+    out = Path(out_dir)
+    try:
+        old = json.loads((out / SUMMARY).read_text())
+        rows = [json.loads(line) for line in (out / RESULTS).read_text().splitlines() if line.strip()]
+        run = old["run"]
+        if not isinstance(run, dict) or not rows or not all(isinstance(r, dict) and "status" in r for r in rows):
+            raise ValueError("not what the experiment and the sweep runner write")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--resummarise {out}: needs the {SUMMARY} and {RESULTS} of a finished run "
+                         f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if run.get("experiment", module.NAME) != module.NAME:
+        raise ValueError(f"--resummarise {out}: holds {run.get('experiment')!r}, not {module.NAME}")
+    quick = bool(old.get("quick", run.get("quick", False)))
+    summary = module.summarise(rows, quick)
+    summary["grid"], summary["device"] = old.get("grid", run.get("grid", "cpu")), old.get("device", run.get("device"))
+    summary["run"] = {**run, "resummarised": {
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command or f"python -m numerics.experiments {module.NAME} --resummarise --out {out}",
+        "rows": len(rows)}}
+    write_outputs(module, summary, out)
+    return summary
+
+
 def machine() -> dict:
-    import numpy
-    import torch
+    """Where the grid ran.  The versions come from the installed distributions' metadata (the same strings
+    as ``numpy.__version__`` and ``torch.__version__``), so that writing the summary does not import torch
+    into this process, whose cells ran in the workers."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(dist):
+        if dist in sys.modules:
+            return sys.modules[dist].__version__
+        try:
+            return version(dist)
+        except PackageNotFoundError:  # pragma: no cover - torch and numpy are requirements
+            return None
 
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count()
     return {"platform": platform.platform(terse=True), "cores": cores, "python": sys.version.split()[0],
-            "numpy": numpy.__version__, "torch": torch.__version__,
+            "numpy": ver("numpy"), "torch": ver("torch"),
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 

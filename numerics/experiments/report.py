@@ -1,8 +1,10 @@
 """``docs/experiments.md``, generated from the committed results (``python -m numerics.experiments report``).
 
 Every number in the document comes from ``<results>/<NAME>/summary.json`` (written by the
-experiment's command) or is the paper's, quoted with its table / figure reference by the
-experiment's module.  An experiment without a summary is listed as not run.
+experiment's command), from ``<results>/gpu/<NAME>/summary.json`` (the GPU grid, run on a card by
+``numerics/experiments/gpu.sh``; its section is marked with the card's name) or is the paper's, quoted
+with its table / figure reference by the experiment's module.  An experiment without a summary is listed
+as not run; one without a GPU summary says "not run on a GPU".
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 from polyverify.cli import UsageError, atomic_write_text, one_line
 
 from . import EXPERIMENTS, load
-from .common import FIGURE, SUMMARY
+from .common import FIGURE, GPU_DIR, SUMMARY
 
 #: experiments of issue 18 that have no module here, and why (stated in the document)
 NOT_REPRODUCED: dict[str, str] = {}
@@ -38,8 +40,52 @@ CSV and a PNG; `--quick` runs a few small cells that check the pipeline in CI (n
 numbers). Our numbers stand beside the paper's, cell by cell; the paper's are quoted from the
 table or figure named in each section. CPU time is user + sys of the cells (as the sweep runner
 records it), beside the wall time of the whole grid. Where the reduced setting cannot show a claim,
-or our result contradicts the paper, the section says so.
+or our result contradicts the paper, the section says so. Each section ends with what ran on a GPU
+(`numerics/experiments/gpu.sh`, results under `docs/experiments/gpu/<NAME>/`, marked with the card's
+name), or says that the experiment was not run on a GPU.
 """
+
+
+def _read(path: Path, name: str) -> dict:
+    rerun = (f"rerun python -m numerics.experiments {name} --out {path.parent}" if path.parent.parent.name != GPU_DIR
+             else f"rewrite it with python -m numerics.experiments {name} --resummarise --out {path.parent}")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # ValueError: JSONDecodeError
+        raise UsageError(f"{path}: not a readable JSON summary ({type(e).__name__}: {one_line(e)}); {rerun}") \
+            from None
+
+
+def _figure(results: Path, rel: Path, rel_to: Path | None) -> str:
+    fig = Path(results) / rel / FIGURE
+    return str(fig.relative_to(rel_to)) if rel_to is not None and fig.is_relative_to(rel_to) else str(fig)
+
+
+def card(s: dict) -> str:
+    """The card a GPU summary ran on, as the sections name it."""
+    dev = s.get("device") or (s.get("run") or {}).get("device") or {}
+    return dev.get("name") or dev.get("device") or "an unnamed device"
+
+
+def gpu_state(m, s: dict | None) -> str:
+    """The index table's GPU column."""
+    if s is None:
+        return "not run on a GPU" + ("" if hasattr(m, "gpu_configs") else " (no GPU grid)")
+    met = [c for c in s.get("criteria", []) if c["met"] is not None]
+    return (f"{card(s)}: {s['run']['cells']} cells; criteria met: {sum(bool(c['met']) for c in met)} of "
+            f"{len(s.get('criteria', []))}")
+
+
+def gpu_section(name: str, m, s: dict | None, figure: str | None) -> str:
+    """The experiment's GPU section: ``m.gpu_markdown(s, figure)`` under a heading naming the card, or the
+    sentence that it was not run on a GPU."""
+    if s is None:
+        why = (f"`bash numerics/experiments/gpu.sh` on a card writes `docs/experiments/{GPU_DIR}/{name}/` and this "
+               "section" if hasattr(m, "gpu_configs") else
+               "`numerics/experiments/gpu.sh` runs seed003-mqar and seed000-table7 only; this experiment has no "
+               "GPU grid")
+        return f"**On a GPU:** not run on a GPU ({why}).\n"
+    return f"### On a GPU: {card(s)}\n\n`{s['run']['command']}`\n\n{m.gpu_markdown(s, figure)}\n"
 
 
 def build_report(results: Path, rel_to: Path | None = None) -> str:
@@ -49,32 +95,37 @@ def build_report(results: Path, rel_to: Path | None = None) -> str:
     for name in EXPERIMENTS:
         m = load(name)
         path = Path(results) / name / SUMMARY
+        gpath = Path(results) / GPU_DIR / name / SUMMARY
+        g = _read(gpath, name) if gpath.is_file() else None
+        try:
+            gpu = gpu_state(m, g)
+            gtext = gpu_section(name, m, g, _figure(results, Path(GPU_DIR) / name, rel_to) if g else None)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
+            raise UsageError(f"{gpath}: not a summary this experiment wrote ({type(e).__name__}: {one_line(e)}); "
+                             f"rewrite it with python -m numerics.experiments {name} --resummarise "
+                             f"--out {gpath.parent}") from None
         if not path.is_file():
             why = NOT_RUN.get(name)
             index.append(f"| `{name}` | {m.REFERENCE} | **not run** (no `{path.name}` in `{path.parent.name}/`)"
-                         + (f": {why}" if why else "") + " |")
+                         + (f": {why}" if why else "") + f" | {gpu} |")
+            if g is not None:
+                body.append(f"## {m.TITLE}\n\nNot run on the CPU (no `{path}`).\n\n{gtext}")
             continue
-        fig = Path(results) / name / FIGURE
-        fig_ref = str(fig.relative_to(rel_to)) if rel_to is not None and fig.is_relative_to(rel_to) else str(fig)
-        rerun = f"rerun python -m numerics.experiments {name} --out {path.parent}"
-        try:
-            s = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as e:  # ValueError: JSONDecodeError
-            raise UsageError(f"{path}: not a readable JSON summary ({type(e).__name__}: {one_line(e)}); {rerun}") \
-                from None
+        s = _read(path, name)
         try:
             state = "quick run only (pipeline check)" if s.get("quick") else "full run"
             met = [c for c in s.get("criteria", []) if c["met"] is not None]
             index.append(f"| `{name}` | {m.REFERENCE} | {state}; criteria met: "
-                         f"{sum(bool(c['met']) for c in met)} of {len(s.get('criteria', []))} |")
-            body.append(f"## {m.TITLE}\n\n`{s['run']['command']}`\n\n{m.markdown(s, fig_ref)}\n")
+                         f"{sum(bool(c['met']) for c in met)} of {len(s.get('criteria', []))} | {gpu} |")
+            body.append(f"## {m.TITLE}\n\n`{s['run']['command']}`\n\n"
+                        f"{m.markdown(s, _figure(results, Path(name), rel_to))}\n\n{gtext}")
         except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
             # valid JSON, but not what the experiment writes (edited, truncated to another shape)
             raise UsageError(f"{path}: not a summary this experiment wrote ({type(e).__name__}: {one_line(e)}); "
-                             f"{rerun}") from None
+                             f"rerun python -m numerics.experiments {name} --out {path.parent}") from None
     for name, why in NOT_REPRODUCED.items():
-        index.append(f"| {name} | – | **not reproduced**: {why} |")
-    parts.append("| experiment | paper | state |\n|---|---|---|\n" + "\n".join(index) + "\n")
+        index.append(f"| {name} | – | **not reproduced**: {why} | – |")
+    parts.append("| experiment | paper | state (CPU) | GPU |\n|---|---|---|---|\n" + "\n".join(index) + "\n")
     parts.extend(body)
     return "\n".join(parts)
 

@@ -355,6 +355,7 @@ def plot(s: dict):
         for k, mk in (("scaled", "o-"), ("unscaled", "s-")):
             ax[2].errorbar(dls, [d[f"{k}_test_nmse"] for d in s["delay"]], yerr=[d[f"{k}_test_nmse_se"] for d in s["delay"]],
                            fmt=mk, label=f"{k} convolution", capsize=2)
+        ax[2].axhline(1.0, color="grey", ls=":", lw=1, label="predicting 0 (normalised MSE 1)")
         ax[2].set_xlabel("delay (steps)")
         ax[2].set_ylabel("normalised test MSE")
         ax[2].set_title("Fig. 3: test error against delay", fontsize=9)
@@ -364,6 +365,25 @@ def plot(s: dict):
     fig.suptitle("Seed 002" + (" [--quick]" if s["quick"] else ""), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def worse_than_zero(delays: list[dict]) -> str:
+    """The Fig. 3 delays at which a model's normalised test MSE is above 1: predicting 0 scores exactly 1
+    (the MSE is divided by the mean squared test target), so there the trained model is worse than no model."""
+    parts = []
+    for k in ("scaled", "unscaled"):
+        over = [d for d in delays if d[f"{k}_test_nmse"] > 1]
+        if over:
+            parts.append(f"the {k} convolution's at delay " + ", ".join(
+                f"{d['delay']} ({fmt(d[f'{k}_test_nmse'])} +- {fmt(d[f'{k}_test_nmse_se'])})" for d in over))
+    if not parts:
+        return ("Every normalised test MSE in the table is below 1, the score of predicting 0 (the MSE is divided by "
+                "the mean squared test target).")
+    return ("Predicting 0 scores exactly 1 here (the MSE is divided by the mean squared test target), so a value above "
+            "1 is worse than predicting zero: " + "; ".join(parts) + " is above 1."
+            + (" At those delays the scaled convolution, whose lag-j weight is scaled by sqrt(rho_j) (falling with the "
+               "lag), does worse than no model at all, not merely worse than at short delays."
+               if any(d["scaled_test_nmse"] > 1 for d in delays) else ""))
 
 
 def markdown(s: dict, figure: str) -> str:
@@ -406,6 +426,8 @@ def markdown(s: dict, figure: str) -> str:
         for d in s["delay"]:
             L.append(f"| {d['delay']} | {fmt(d['scaled_test_nmse'])} +- {fmt(d['scaled_test_nmse_se'])} | "
                      f"{fmt(d['unscaled_test_nmse'])} +- {fmt(d['unscaled_test_nmse_se'])} |")
+        L.append("")
+        L.append(worse_than_zero(s["delay"]))
         L.append("")
     L.append(f"![seed 002]({figure})")
     L.append("")

@@ -342,11 +342,11 @@ MODEL_EVAL = 20_000
 
 def configs(quick: bool) -> list[dict]:
     if quick:
-        out = [{"kind": "baselines", "column": c, "eval": 2000, "tune": 2000} for c in ("0", "5")]
-        out += [{"kind": "model", "variant": v, "layers": 1, "column": "5", "steps": 30, "eval": 2000,
-                 "monitor": 512, "batch": 128} for v in VARIANTS]
-        out += [{"kind": "model", "variant": "full", "layers": 2, "column": "{1,3}", "steps": 20, "eval": 2000,
-                 "monitor": 512, "batch": 128}]
+        out = [{"kind": "baselines", "column": c, "eval": 500, "tune": 500} for c in ("0", "5")]
+        out += [{"kind": "model", "variant": v, "layers": 1, "column": "5", "steps": 10, "eval": 500,
+                 "monitor": 256, "batch": 64} for v in VARIANTS]
+        out += [{"kind": "model", "variant": "full", "layers": 2, "column": "{1,3}", "steps": 8, "eval": 500,
+                 "monitor": 256, "batch": 64}]
         return out
     out = [{"kind": "baselines", "column": c, "eval": 100_000, "tune": 100_000} for c in COLUMNS]
     for L, (cols, steps) in FULL_MODELS.items():
@@ -446,7 +446,30 @@ def table(s: dict) -> list[dict]:
     return rows
 
 
+def _segments(idx: list[int]) -> list[list[int]]:
+    """Column indices split where a line must not be drawn: between columns that are not neighbours (a
+    column not run lies between) and between the uniform columns (0..7) and the categorical sets."""
+    n_uniform = sum(1 for c in COLUMNS if not c.startswith("{"))
+    out: list[list[int]] = []
+    for i in sorted(idx):
+        if out and i == out[-1][-1] + 1 and (i < n_uniform) == (out[-1][-1] < n_uniform):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _plot_columns(ax, idx: list[int], ys: list[float], fmt_: str, *, label: str, **kw) -> None:
+    """``ys`` at the column indices ``idx``, a line only within :func:`_segments` (a lone column: a marker)."""
+    y = dict(zip(idx, ys))
+    for j, seg in enumerate(_segments(idx)):
+        ax.plot(seg, [y[i] for i in seg], fmt_, label=label if j == 0 else None, **kw)
+
+
 def plot(s: dict):
+    """Three panels: the ridge baselines, the 1-layer models and the depth at sigma_max = 5, ours (o, solid)
+    beside the paper (x, dashed).  Lines join only neighbouring columns that were run, and never the uniform
+    columns to the categorical sets: a column not run here shows the paper's marker alone."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
@@ -454,17 +477,18 @@ def plot(s: dict):
     colors = {"constrr": "C0", "adarr": "C1", "tunedrr": "C2", "gdpp": "C3", "diag": "C4", "full": "C5"}
     ax = axes[0]
     for key in ("constrr", "adarr", "tunedrr"):
-        ours = [s["baselines"].get(c, {}).get(key, {}).get("adjusted", np.nan) for c in COLUMNS]
-        ax.plot(x, ours, "o-", color=colors[key], label=f"{LABEL[key]} (ours)")
-        ax.plot(x, PAPER[key], "x--", color=colors[key], alpha=0.7, label=f"{LABEL[key]} (paper)")
+        got = {i: s["baselines"][c][key]["adjusted"] for i, c in enumerate(COLUMNS)
+               if key in s["baselines"].get(c, {})}
+        _plot_columns(ax, list(got), list(got.values()), "o-", color=colors[key], label=f"{LABEL[key]} (ours)")
+        _plot_columns(ax, list(x), list(PAPER[key]), "x--", color=colors[key], alpha=0.7, label=f"{LABEL[key]} (paper)")
     ax.set_title("ridge baselines", fontsize=10)
     ax = axes[1]
     for v in VARIANTS:
         got = s["models"].get(v, {}).get("1", {})
         xs = [i for i, c in enumerate(COLUMNS) if c in got]
-        ax.plot(xs, [got[COLUMNS[i]]["adjusted"] for i in xs], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
-        ax.plot(x, PAPER[v][1], "x--", color=colors[v], alpha=0.6, label=f"{LABEL[v]} (paper)")
-    ax.set_title("1-layer linear transformers", fontsize=10)
+        _plot_columns(ax, xs, [got[COLUMNS[i]]["adjusted"] for i in xs], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
+        _plot_columns(ax, list(x), list(PAPER[v][1]), "x--", color=colors[v], alpha=0.6, label=f"{LABEL[v]} (paper)")
+    ax.set_title("1-layer linear transformers (ours: the columns run)", fontsize=10)
     ax = axes[2]
     layers = np.arange(1, 8)
     for v, ser in depth_series(s, "5").items():

@@ -239,8 +239,9 @@ def test_scaled_conv_starts_at_the_rnn():
 # ------------------------------------------------------------------ seed 000
 
 def test_table7_criteria():
-    def run(k, mse, recipe="paper"):
-        return {"k": k, "recipe": recipe, "final_test_mse": mse,
+    def run(k, mse, recipe="paper", steps=200):
+        return {"k": k, "recipe": recipe, "final_test_mse": mse, "steps": steps,
+                "recipe_config": {"lr": 1e-3, "step_size": 10_000, "gamma": 0.9},
                 "history": [{"step": 100, "test_mse": mse * 3}, {"step": 200, "test_mse": mse}]}
     s = {"runs": {f"paper-k{k}": run(k, 10.0 ** (-9 + k)) for k in (1, 2, 3, 4)}}
     s["runs"]["standard-k2"] = run(2, 10.0 ** -7 * 20, "standard")
@@ -248,8 +249,17 @@ def test_table7_criteria():
     assert not crit["precision"]["met"]  # k = 3: 1e-6 > 1e-7
     assert crit["grows-with-k"]["met"] and crit["recipe-vs-steplr"]["met"]
     assert crit["recipe-vs-steplr"]["ratio_final"] == pytest.approx(20)
+    # StepLR's first decay (step 10^4) lies beyond these runs: the optimiser is named plain Adam
+    assert "plain Adam at lr 0.001" in crit["recipe-vs-steplr"]["text"]
     s["runs"]["paper-k3"]["final_test_mse"] = 1e-9
     assert not {c["id"]: c for c in t7.criteria(s)}["grows-with-k"]["met"]
+    # not at equal steps (the GPU grid's cells each ran what fitted its share): the orderings are not read
+    s["runs"]["paper-k3"]["steps"] = 86
+    s["runs"]["standard-k2"]["steps"] = 560
+    crit = {c["id"]: c for c in t7.criteria(s)}
+    assert crit["grows-with-k"]["met"] is None and crit["recipe-vs-steplr"]["met"] is None
+    assert "Not at equal steps (k = 1: 200, k = 2: 200, k = 3: 86" in t7.criterion_notes(crit["grows-with-k"])[0]
+    assert "StepLR Adam" in t7._std_name({**s["runs"]["standard-k2"], "steps": 20_000})
 
 
 def test_table7_baselines_are_on_the_evaluation_problems():
@@ -292,6 +302,17 @@ def test_table7_recipe_interval_scales_with_steps():
     ([], "name an experiment"),
     (["seed002-ntk", "--out", "X", "--export-weights"], "exportable"),
     (["seed004-table1", "--out", "X", "--workers", "0"], "--workers"),
+    (["seed002-ntk", "--quick", "--out", "X", "--scheduler", "not an address"], "not a scheduler address"),
+    (["seed002-ntk", "--quick", "--out", "X", "--scheduler", "tcp://127.0.0.1:9", "--workers", "1"],
+     "cannot be combined with --scheduler"),
+    (["seed002-ntk", "--quick", "--out", "X", "--scheduler", "tcp://127.0.0.1:9", "--budget", "60"],
+     "cannot be combined with --scheduler"),
+    (["seed002-ntk", "--quick", "--out", "X", "--scheduler", "tcp://127.0.0.1:9"], "--scheduler tcp://127.0.0.1:9"),
+    (["seed002-ntk", "--out", "X", "--resummarise"], "--resummarise X: needs the summary.json and results.jsonl"),
+    (["seed002-ntk", "--out", "X", "--resummarise", "--workers", "1"], "does not apply to --resummarise"),
+    (["seed002-ntk", "--out", "X", "--resummarise", "--quick"], "does not apply to --resummarise"),
+    (["report", "--resummarise"], "does not apply to 'report'"),
+    (["report", "--scheduler", "tcp://127.0.0.1:9"], "does not apply to 'report'"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -161,138 +161,112 @@ def test_cell_trains_and_refuses_a_bad_mixer():
         mq.cell({**cfg, "mixer": "rwkv"})
 
 
-def test_full_grid_is_the_issue_grid():
+def test_full_grid_tunes_per_mixer_with_three_seeds():
     every = mq.configs(False)
+    cs = [c for c in every if not c.get("part")]
+    tune = [c for c in every if c.get("part") == "tune"]
     long = [c for c in every if c.get("part") == "long"]
-    cs = [c for c in every if c.get("part") != "long"]
-    # the longer-budget cells: both mixers at each of LONG's d, otherwise the grid's recipe
-    assert sorted((c["mixer"], c["d"]) for c in long) == sorted((m, d) for m in mq.MIXERS for d in mq.LONG["ds"])
-    assert all(c["steps"] == mq.LONG["steps"] > mq.FULL["steps"] and c["N"] == mq.LONG["N"] for c in long)
-    assert {(c["N"], c["D"]) for c in cs} == {(64, 4), (128, 8)}
-    assert {c["d"] for c in cs} == {16, 32, 64, 128} and {c["mixer"] for c in cs} == {"attention", "baseconv"}
-    assert len({c["lr"] for c in cs}) == 2 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
-    assert len(cs) == 2 * 2 * 4 * 2 * len(mq.FULL["seeds"])
-    # every (mixer, N, d, lr) cell once per seed
+    # the tuning: each mixer at one cell with the paper's four rates (np.logspace(-4, -2, 4))
+    assert sorted((c["mixer"], c["lr"]) for c in tune) == sorted((m, lr) for m in mq.MIXERS
+                                                                   for lr in np.logspace(-4, -2, 4))
+    assert all(c["d"] == mq.TUNE["d"] and c["N"] == mq.TUNE["N"] for c in tune)
+    # the longer run: the grid's settings but 4x the steps
+    assert len(long) == 1 and long[0]["steps"] == mq.LONG["steps"] >= 3 * mq.FULL["steps"]
+    assert {c["mixer"] for c in cs} == set(mq.MIXERS) and "seed003-mqar" in EXPERIMENTS
+    assert len(mq.FULL["seeds"]) >= 3 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
+    # every (mixer, N, d) at every learning rate of its mixer, once per seed
+    for m in mq.MIXERS:
+        mine = [c for c in cs if c["mixer"] == m]
+        assert {c["lr"] for c in mine} == set(mq.FULL["lrs"][m]) and {c["d"] for c in mine} == set(mq.FULL["dims"][m])
+        assert len(mine) == len(mq.FULL["sizes"]) * len(mq.FULL["dims"][m]) * len(mq.FULL["lrs"][m]) * len(mq.FULL["seeds"])
     assert len({(c["mixer"], c["N"], c["d"], c["lr"], c["seed"]) for c in cs}) == len(cs)
-    # a fair comparison: both mixers get the same recipe (everything but the grid's own axes is shared)
-    recipe = {tuple(sorted((k, v) for k, v in c.items() if k not in ("mixer", "N", "D", "d", "lr", "seed")))
-              for c in cs}
-    assert len(recipe) == 1 and mq.FULL["mlp_mult"] == 0
-    assert "seed003-mqar" in EXPERIMENTS
+    # a fair comparison: both mixers share everything but the grid's own axes (the data too: one data seed)
+    recipe = {tuple(sorted((k, v) for k, v in c.items() if k not in ("mixer", "N", "D", "d", "lr", "seed"))) for c in cs}
+    assert len(recipe) == 1 and mq.FULL["mlp_mult"] == 0 and cs[0]["data_seed"] == mq.FULL["data_seed"]
 
 
-# ------------------------------------------------------------------ criteria
+# ------------------------------------------------------------------ summary and criteria
 
-def summary(acc: dict) -> dict:
-    """A hand-made summary: acc[(mixer, N)] = accuracies at d = 16, 32, 64, 128 (None: cell missing)."""
-    best = {}
-    for (m, N), row in acc.items():
-        for d, a in zip(mq.DIMS, row):
-            if a is not None:
-                best[f"{m}/{N}/{d}"] = {"mixer": m, "N": N, "d": d, "acc": a, "lr": 1e-3, "steps_run": 1}
-    return {"best": best, "threshold": 0.9}
-
-
-def verdicts(s):
-    return {c["id"]: c["met"] for c in mq.criteria(s)}
+def row(m, N, d, accs, *, lr=1e-2, seed=0, steps=1000, first=None, loss=1.0, D=None):
+    """A finished cell as the sweep runner records it: test accuracy ``accs`` at steps 100, 200, ..."""
+    hist = [{"step": 100 * (i + 1), "train_loss": loss, "test_acc": a} for i, a in enumerate(accs)]
+    res = {"mixer": m, "N": N, "D": D or N // 16, "d": d, "lr": lr, "best_test_acc": max(accs),
+           "final_test_acc": accs[-1], "steps_run": steps, "final_train_loss": loss, "params": 1, "history": hist,
+           "stopped": None}
+    cfg = {"mixer": m, "N": N, "D": D or N // 16, "d": d, "lr": lr, "seed": seed, "steps": steps,
+           **{k: mq.FULL[k] for k in mq.SHARED}}
+    return {"status": "ok", "config": cfg, "result": res, "cpu_s": 1.0, "wall_s": 1.0}
 
 
-def test_criteria_paper_like_summary_meets_all():
-    s = summary({("attention", 64): [0.95, 1.0, 1.0, 1.0], ("attention", 128): [0.5, 0.99, 1.0, 1.0],
-                 ("baseconv", 64): [0.1, 0.3, 0.92, 1.0], ("baseconv", 128): [0.05, 0.1, 0.4, 0.95]})
-    v = verdicts(s)
-    assert v == {"attention-d32": True, "baseconv-below": True, "smallest-d": True}
-    c = mq.criteria(s)[2]
-    assert c["smallest"] == {"64": {"attention": 16, "baseconv": 64}, "128": {"attention": 32, "baseconv": 128}}
+def grid(acc: dict, steps=None) -> list[dict]:
+    """acc[(mixer, N)] = {d: final accuracy}; every run 1,000 steps unless ``steps[(mixer, N, d)]``."""
+    rows = []
+    for (m, N), by_d in acc.items():
+        for d, a in by_d.items():
+            rows.append(row(m, N, d, [0.1, a], steps=(steps or {}).get((m, N, d), 1000)))
+    return rows
+
+
+def verdicts(rows):
+    return {c["id"]: c["met"] for c in mq.summarise(rows, False)["criteria"]}
+
+
+PAPER_LIKE = {("attention", 64): {16: 0.95, 32: 1.0, 64: 1.0}, ("attention", 128): {16: 0.93, 32: 0.99, 64: 1.0},
+              ("baseconv", 64): {16: 0.1, 32: 0.3, 64: 0.92}, ("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.4}}
+
+
+def test_criteria_paper_like_grid_meets_all():
+    s = mq.summarise(grid(PAPER_LIKE), False)
+    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True}
+    gap = s["criteria"][1]
+    assert gap["smallest"] == {"64": {"attention": 16, "baseconv": 64}, "128": {"attention": 16, "baseconv": None}}
+    assert mq.learn_steps(s, "baseconv") == 200 and mq.counts(s, "baseconv", 128, 64)
 
 
 def test_criteria_each_failure():
-    base = {("attention", 64): [0.95, 1.0, 1.0, 1.0], ("attention", 128): [0.5, 0.99, 1.0, 1.0],
-            ("baseconv", 64): [0.1, 0.3, 0.92, 1.0], ("baseconv", 128): [0.05, 0.1, 0.4, 0.95]}
-    # attention short of 0.9 at d = 32, N = 128
-    v = verdicts(summary(base | {("attention", 128): [0.5, 0.85, 1.0, 1.0]}))
-    assert v["attention-d32"] is False
-    # BaseConv at 0.9 at d = 32 <= N/2 = 32 (N = 64) where attention reaches it from d = 32 too: below
-    # fails, and twice attention's fails (32 < 2 * 32)
-    v = verdicts(summary(base | {("baseconv", 64): [0.1, 0.9, 0.95, 1.0], ("attention", 64): [0.5, 0.95, 1, 1]}))
-    assert v["baseconv-below"] is False and v["smallest-d"] is False
-    # the smallest d does not grow with N (128 at both)
-    v = verdicts(summary(base | {("baseconv", 64): [0.1, 0.3, 0.4, 0.92]}))
-    assert v["smallest-d"] is False and v["baseconv-below"] is True
-    # BaseConv never reaches 0.9 at N = 128 but does at 64: grows (beyond the grid), met
-    v = verdicts(summary(base | {("baseconv", 128): [0.05, 0.1, 0.4, 0.6]}))
-    assert v["smallest-d"] is True
+    # attention short of 0.9 at the smallest d (it learns elsewhere within as many steps: counts)
+    assert verdicts(grid(PAPER_LIKE | {("attention", 128): {16: 0.5, 32: 0.99, 64: 1.0}}))["attention-small-d"] is False
+    # BaseConv reaches 0.9 at a d no larger than attention's smallest: no gap
+    v = verdicts(grid(PAPER_LIKE | {("baseconv", 64): {16: 0.95, 32: 1.0, 64: 1.0}}))
+    assert v["gap"] is False
+    # the smallest d does not grow with N
+    v = verdicts(grid(PAPER_LIKE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}}))
+    assert v["grows-with-N"] is False and v["gap"] is True
 
 
-def test_criteria_not_measurable_and_missing_cells():
-    # neither N reaches 0.9 with BaseConv: whether it grows is not measurable
-    s = summary({("attention", 64): [1, 1, 1, 1], ("attention", 128): [1, 1, 1, 1],
-                 ("baseconv", 64): [0.1, 0.1, 0.2, 0.3], ("baseconv", 128): [0.1, 0.1, 0.1, 0.2]})
-    v = verdicts(s)
-    assert v == {"attention-d32": True, "baseconv-below": True, "smallest-d": None}
-    assert any("not measurable" in n for n in mq.criteria(s)[2]["notes"])
-    # attention at the plateau everywhere: criterion 1 not met, the comparison of smallest d's undefined
-    s = summary({("attention", 64): [0.25] * 4, ("attention", 128): [0.12] * 4,
-                 ("baseconv", 64): [0.1] * 4, ("baseconv", 128): [0.1] * 4})
-    assert verdicts(s) == {"attention-d32": False, "baseconv-below": True, "smallest-d": None}
-    # a missing cell: the check that reads it is not measured (unless another cell already fails it)
-    s = summary({("attention", 64): [1, None, 1, 1], ("attention", 128): [1, 1, 1, 1],
-                 ("baseconv", 64): [0.1, 0.1, 0.95, 1], ("baseconv", 128): [0.1, None, 0.2, 0.95]})
-    v = verdicts(s)
-    assert v["attention-d32"] is None and v["baseconv-below"] is None
+def test_criteria_count_only_where_the_mixer_learns():
+    # BaseConv reaches 0.9 nowhere: the gap and the growth are not read (never met by default)
+    flat = PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.2, 64: 0.3}}
+    v = verdicts(grid(flat))
+    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None}
+    assert any("reaches 0.9 nowhere" in n for n in mq.summarise(grid(flat), False)["criteria"][1]["notes"])
+    # BaseConv learns at N = 64 only after its 1,000 steps (first at step 200); at N = 128 its runs stopped after
+    # 150 steps (a GPU budget's share): their staying below counts for nothing
+    short = {("baseconv", 128, d): 150 for d in (16, 32, 64)}
+    s = mq.summarise(grid(PAPER_LIKE, short), False)
+    c = {x["id"]: x for x in s["criteria"]}
+    assert c["gap"]["per_N"] == {"64": True, "128": None} and c["gap"]["met"] is True
+    assert c["grows-with-N"]["met"] is None and "not read" in c["grows-with-N"]["notes"][0]
+    text = "\n".join(mq.criteria_lines(s))
+    assert "**met** where read (not read at N = 128)" in text
 
 
-def test_reading_counts_runs_off_the_plateau_and_seed_splits():
-    """With two seeds, the report counts the runs that left 1/D (above 1.5/D) and names every
-    (mixer, N, d, lr) whose seeds disagree."""
-    def run(m, d, lr, seed, acc):
-        return {"mixer": m, "N": 64, "D": 4, "d": d, "lr": lr, "seed": seed, "best_test_acc": acc,
-                "final_train_loss": 1.0}
-    runs = [run("attention", 32, 1e-2, 0, 0.99), run("attention", 32, 1e-2, 1, 0.26),
-            run("attention", 64, 1e-2, 0, 0.5), run("attention", 64, 1e-2, 1, 0.6),
-            run("baseconv", 32, 1e-2, 0, 0.2), run("baseconv", 32, 1e-2, 1, 0.1)]
-    best = {}
-    for x in runs:
-        k = f"{x['mixer']}/64/{x['d']}"
-        if k not in best or x["best_test_acc"] > best[k]["acc"]:
-            best[k] = {"mixer": x["mixer"], "N": 64, "d": x["d"], "acc": x["best_test_acc"], "lr": x["lr"]}
-    s = {"runs": runs, "best": best, "threshold": 0.9, "sizes": [(64, 4)], "seeds": [0, 1],
-         "config": {"steps": 10, "batch": 2}}
-    text = "\n".join(mq.reading(s))
-    assert "attention at N = 64: 3 of 4 (d = 32, lr 0.01, seed 0: 0.99, d = 64, lr 0.01, seed 0: 0.5, d = 64" in text
-    assert "baseconv at N = 64: 0 of 2" in text
-    assert "left it with one seed and not with another: attention, N = 64, d = 32, lr 0.01." in text
-    s["runs"][1]["best_test_acc"] = 0.9
-    assert "No (mixer, N, d, lr) left it with one seed and not with the other." in "\n".join(mq.reading(s))
-    assert "Runs that left" not in "\n".join(mq.reading({**s, "seeds": [0]}))
+def test_median_over_seeds_and_the_best_learning_rate():
+    rows = [row("attention", 64, 16, [a], seed=sd, lr=1e-2) for sd, a in enumerate((0.99, 0.3, 0.25))]
+    rows += [row("attention", 64, 16, [a], seed=sd, lr=1e-3) for sd, a in enumerate((0.5, 0.6, 0.55))]
+    b = mq.summarise(rows, False)["best"]["attention/64/16"]
+    # one lucky seed does not make the cell: the median at 1e-2 is 0.3 < 0.55 at 1e-3, which is kept
+    assert b["lr"] == 1e-3 and b["acc"] == pytest.approx(0.55) and (b["min"], b["max"]) == (0.5, 0.6)
+    assert b["accs"] == [0.5, 0.6, 0.55] and b["reached"] == 0 and set(b["by_lr"]) == {"0.01", "0.001"}
 
 
-def test_long_runs_are_kept_out_of_the_grid_and_read_beside_it():
-    def row(m, d, acc, part=None, steps=10):
-        cfg = {"mixer": m, "N": 128, "D": 8, "d": d, "lr": 1e-2, "seed": 0, "steps": steps, "vocab": 256}
-        if part:
-            cfg["part"] = part
-        res = {"mixer": m, "N": 128, "D": 8, "d": d, "lr": 1e-2, "best_test_acc": acc, "final_test_acc": acc,
-               "steps_run": steps, "final_train_loss": 1.0, "params": 1, "history": []}
-        return {"status": "ok", "config": cfg, "result": res, "cpu_s": 1.0, "wall_s": 1.0}
-    rows = [row(m, d, 0.1) for m in mq.MIXERS for d in mq.DIMS]
-    rows += [row("attention", 32, 0.99, "long", 30), row("baseconv", 32, 0.2, "long", 30),
-             row("attention", 128, 0.98, "long", 30), row("baseconv", 128, 0.5, "long", 30)]
-    s = mq.summarise(rows, False)
-    assert acc_at_grid(s) == 0.1 and len(s["long"]) == 4  # the grid's best ignores the long runs
-    text = "\n".join(mq.long_runs(s))
-    assert "| attention | 0.99 (30); grid 0.1 | 0.98 (30); grid 0.1 |" in text
-    assert "attention reaches 0.9 at d = 32, 128 and BaseConv at none (N = 128)" in text
-    assert "the ordering of Claim 1 at this size" in text
-    assert mq.long_runs({**s, "long": []}) == []
-    for x in s["long"]:
-        x["best_test_acc"] = 0.13 if x["mixer"] == "attention" else 0.1
-    text = "\n".join(mq.long_runs(s))
-    assert "does not separate the mixers at this N: attention stays on the 1/D plateau" in text
-
-
-def acc_at_grid(s):
-    return mq.acc_at(s, "attention", 128, 32)
+def test_plateau_and_memorisation_readings():
+    rows = [row("baseconv", 64, 256, [0.3, 0.55], loss=0.03), row("attention", 64, 512, [0.2, 0.25], loss=7.0),
+            row("attention", 64, 64, [0.5, 0.99])]
+    text = "\n".join(mq.plateau_lines(mq.summarise(rows, False)))
+    assert "attention: N = 64 (1/D = 0.25): 1 of 2 runs left the plateau, 1 reached 0.9" in text
+    assert "Fitted the training set without learning the lookup" in text and "d = 256, seed 0: training loss 0.03" in text
+    assert "still above half of log V" in text and "d = 512, lr 0.01: 7" in text
 
 
 # ------------------------------------------------------------------ the reference-faithful models and generator
