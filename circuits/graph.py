@@ -138,8 +138,10 @@ def _check_unique(g: nx.DiGraph, key: str, nodes: Iterable) -> None:
         seen[name] = n
 
 
-def validate(g: nx.DiGraph) -> nx.DiGraph:
-    """Check ``g`` and return a pruned, normalised copy.
+def validate(g: nx.DiGraph, *, in_place: bool = False) -> nx.DiGraph:
+    """Check ``g`` and return a pruned, normalised copy (``in_place=True``: ``g`` itself, pruned and
+    normalised -- for a graph the caller has just built and gives up, such as a file's: a circuit of
+    10^6 gates then needs one graph in memory, not two).
 
     Raises :class:`CircuitError` for: a graph that is not a simple directed
     graph, cycles, unknown ops, wrong arity (``input``/``const`` with
@@ -181,7 +183,7 @@ def validate(g: nx.DiGraph) -> nx.DiGraph:
                 keep.add(u)
                 stack.append(u)
     dead = [n for n in g.nodes if n not in keep]
-    h = g.copy()
+    h = g if in_place else g.copy()
     if dead:
         warnings.warn(
             f"pruned {len(dead)} node(s) feeding no output: {', '.join(_one_line(n) for n in dead)}",

@@ -230,8 +230,10 @@ def load(src, limits=None) -> nx.DiGraph:
         raise CircuitError(f"node {_one_line(dup[1])}: duplicate edge from {_one_line(dup[0])} (use 'mult' for repeated operands)")
     doc = {"directed": True, "multigraph": False, "graph": data.get("graph", {}) or {},
            "nodes": clean_nodes, "links": edges}
+    del data, src, nodes, edges, clean_nodes, ids, pairs  # the parsed text is not held beside the graph
     try:
         g = nx.node_link_graph(doc, directed=True, multigraph=False, edges="links")
     except Exception as e:  # pragma: no cover - all known problems are caught above
         raise CircuitError(f"node-link JSON: {' '.join(str(e).split())}") from None
-    return validate(g)
+    del doc
+    return validate(g, in_place=True)  # g is this function's own: checked and pruned in place

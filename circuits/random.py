@@ -127,7 +127,7 @@ def random_circuit(
     extra = [rest[j] for j in rng.choice(len(rest), size=n_outputs - len(dangling), replace=False)] if rest else []
     for j, v in enumerate(sorted(dangling + extra)):
         g.nodes[v][K.OUTPUT] = f"y{j}"
-    return validate(g)
+    return validate(g, in_place=True)  # g is built here: checked in place, not copied
 
 
 #: the limits of ``python -m circuits.random`` (generation is linear in the gates);

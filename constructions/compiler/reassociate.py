@@ -469,7 +469,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
         for u, m in ops:
             h.add_edge(ids[u], nid, **({K.MULT: m} if m > 1 else {}))
     # drop the hash-consed helpers no output reached (a scaled node replaced by a copy, ...)
-    return C.validate(_prune(h))
+    return C.validate(_prune(h), in_place=True)  # h is built here: checked in place, not copied
 
 
 def _prune(h: nx.DiGraph) -> nx.DiGraph:

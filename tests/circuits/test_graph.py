@@ -245,3 +245,31 @@ def test_each_malformation_kind(kind, data):
     with pytest.raises(CircuitError) as ei:
         validate(g)
     assert expected in str(ei.value)
+
+
+def test_validate_in_place_checks_and_prunes_the_graph_itself():
+    """``in_place=True`` (a graph its caller built and gives up, e.g. a file's) returns ``g`` itself,
+    pruned and normalised, and refuses what the copying form refuses."""
+    import warnings
+
+    import networkx as nx
+    import pytest
+
+    from circuits.graph import CircuitError, PrunedNodesWarning, validate
+
+    g = nx.DiGraph()
+    g.add_node("x", op="input", name="x")
+    g.add_node("c", op="const", value=__import__("fractions").Fraction(1, 2))
+    g.add_node("y", op="mul", output="y")
+    g.add_edges_from([("x", "y"), ("c", "y")])
+    g.add_node("dead", op="add")
+    g.add_edges_from([("x", "dead"), ("c", "dead")])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always", PrunedNodesWarning)
+        h = validate(g, in_place=True)
+    assert h is g and "dead" not in g and any(issubclass(x.category, PrunedNodesWarning) for x in w)
+    assert g.nodes["c"]["value"] == __import__("fractions").Fraction(1, 2)
+    bad = nx.DiGraph()
+    bad.add_node("y", op="mul", output="y")
+    with pytest.raises(CircuitError, match="at least 2 operands"):
+        validate(bad, in_place=True)
