@@ -1,7 +1,7 @@
 """Proof cost at research sizes: every GD architecture, both exact backends, as ratios.
 
-    python bench/bench_proof.py [--sizes 20x5,64x16[,128x32]] [--timeout 300] [--catalogue]
-                                [--md docs/performance.md]
+    python bench/bench_proof.py [--sizes 20x5,64x16[,128x32]] [--archs baseconv,lsa] [--timeout 300]
+                                [--catalogue] [--no-randomized] [--md docs/performance.md]
 
 Each proof runs in its own subprocess (CPU time = user + sys of that process, from
 ``time.process_time``, a nanosecond clock: ``getrusage`` counts in scheduler ticks, coarse for
@@ -23,7 +23,12 @@ table.  Reported:
   ``--full-up-to``, the same proof with the grouped substitution switched off (the full ring:
   the baseline of this change, in the same run);
 * ``--catalogue``: every catalogue entry proved in one process per backend (the catalogue's
-  proofs must get no slower with flint).
+  proofs must get no slower with flint);
+* the randomized check (``--check random``, ``verify/randomized.py``: a Schwartz-Zippel identity
+  test modulo a random 61-bit prime) at every size, measured like the proof (its own process,
+  the median of up to 5 runs, each with its own seed), beside the exact proof: CPU and wall
+  seconds, the exact proof's CPU over the check's, the error bound each run stated, and both
+  peak RSS (``--no-randomized`` leaves it out).
 
 The machine (cores, load average) is printed with the table; compare ratios, not seconds.
 """
@@ -85,6 +90,31 @@ print(json.dumps({{"median": statistics.median(ratios), "min": min(ratios), "max
                   "rounds": len(ratios)}}))
 """
 
+RANDOM = r"""
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
+sys.path.insert(0, {root!r})
+from constructions.catalogue import gd_architectures
+from verify.randomized import check
+arch, n, d = {arch!r}, {n}, {d}
+con = gd_architectures()[arch].build(n, d)
+check(gd_architectures()[arch].build(1, 1), seed=0)  # imports and first-call set-up
+cpus, walls, bounds = [], [], set()
+while True:  # as the proof's child: the median of up to 5 runs, each at its own seed
+    c0, w0 = time.process_time(), time.perf_counter()
+    res = check(con, seed=len(cpus))
+    c1, w1 = time.process_time(), time.perf_counter()
+    cpus.append(c1 - c0)
+    walls.append(w1 - w0)
+    bounds.add(res.error_bound_text)
+    if not res.ok or len(cpus) >= 5 or sum(walls) > 2.0:
+        break
+med = sorted(range(len(cpus)), key=cpus.__getitem__)[len(cpus) // 2]
+print(json.dumps({{"ok": res.ok, "cpu": cpus[med], "wall": walls[med], "runs": len(cpus),
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "entries": res.entries_checked, "bound": max(bounds, key=float)}}))
+"""
+
 CATALOGUE = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
@@ -117,27 +147,47 @@ def run_child(code: str, timeout: float) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+class BadInput(ValueError):
+    """A bad argument: one line ``error: ...`` and exit 2, before any work."""
+
+
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     out = []
     for part in text.split(","):
         n, _, d = part.strip().partition("x")
         if not (n.isdigit() and d.isdigit()) or int(n) < 1 or int(d) < 1 or int(n) > 512 or int(d) > 128:
-            raise SystemExit(f"error: --sizes: {part!r} is not NxD with 1 <= N <= 512, 1 <= D <= 128")
+            raise BadInput(f"--sizes: {part!r} is not NxD with 1 <= N <= 512, 1 <= D <= 128")
+        if int(n) < int(d):
+            raise BadInput(f"--sizes: {part!r} has N < D (a least-squares problem needs N >= D)")
         out.append((int(n), int(d)))
     return out
 
 
-def cell(r: dict) -> str:
+def cell(r: dict, failed: str = " NOT PROVED") -> str:
     if "timeout" in r:
         return f"> {r['timeout']:.0f} s (limit)"
     if "error" in r:
         return f"error: {r['error'][:60]}"
-    return f"{r['cpu']:.3f} / {r['wall']:.3f}" + ("" if r["ok"] else " NOT PROVED")
+    return f"{r['cpu']:.3f} / {r['wall']:.3f}" + ("" if r["ok"] else failed)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise BadInput(message)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    try:
+        return _main(argv)
+    except BadInput as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv=None) -> int:
+    ap = _Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20x5,64x16", help="comma-separated NxD (default 20x5,64x16)")
+    ap.add_argument("--archs", help="comma-separated GD architectures (default: all of them)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per proof (default 300)")
     ap.add_argument("--sympy-up-to", type=int, default=64, help="run the sympy backend for N up to this (default 64)")
     ap.add_argument("--full-up-to", type=int, default=64,
@@ -149,18 +199,34 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-gib", type=float, default=12.0,
                     help="address-space cap of each proof's process, GiB (default 12)")
     ap.add_argument("--catalogue", action="store_true", help="also time the catalogue's proofs per backend")
+    ap.add_argument("--no-randomized", action="store_true",
+                    help="leave out the randomized check (--check random) beside the exact proof")
     ap.add_argument("--md", help="append the tables, in markdown, to this file")
     ap.add_argument("--json", help="write every measurement to this JSON file")
     a = ap.parse_args(argv)
     sizes = parse_sizes(a.sizes)
     if not 1 <= a.timeout <= 3600:
-        raise SystemExit("error: --timeout must be in 1..3600")
+        raise BadInput("--timeout must be in 1..3600")
     if not 0.5 <= a.memory_gib <= 64:
-        raise SystemExit("error: --memory-gib must be in 0.5..64")
+        raise BadInput("--memory-gib must be in 0.5..64")
+    for flag in ("sympy_up_to", "full_up_to", "paired_up_to"):
+        if getattr(a, flag) < 0:
+            raise BadInput(f"--{flag.replace('_', '-')} must be >= 0")
+    for flag in ("md", "json"):
+        path = getattr(a, flag)
+        if path is not None and (Path(path).is_dir() or not Path(path).resolve().parent.is_dir()):
+            raise BadInput(f"--{flag} {path}: not a file in an existing folder")
     sys.path.insert(0, str(ROOT))
     from constructions.catalogue import gd_architectures
 
     archs = list(gd_architectures())
+    if a.archs is not None:
+        asked = [x.strip() for x in a.archs.split(",")]
+        unknown = [x for x in asked if x not in archs]
+        if unknown or not asked:
+            raise BadInput(f"--archs: unknown architecture {', '.join(map(repr, unknown)) or repr(a.archs)}; "
+                           f"choose from {', '.join(archs)}")
+        archs = [x for x in archs if x in asked]
     load = os.getloadavg()
     head = (f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load average {load[0]:.2f} at start; "
             f"python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}")
@@ -177,6 +243,11 @@ def main(argv=None) -> int:
                 res[f"{arch} {n}x{d} {backend}"] = r
                 ring = r.get("ring", "-").split(" (")[0]
                 print(f"{arch:26s} {n:4d}x{d:<3d} {backend:10s} CPU / wall s: {cell(r)}  [{ring}]", flush=True)
+            if not a.no_randomized:
+                code = RANDOM.format(root=str(ROOT), arch=arch, n=n, d=d, cap=int(a.memory_gib * 2**30))
+                r = res[f"{arch} {n}x{d} random"] = run_child(code, a.timeout)
+                print(f"{arch:26s} {n:4d}x{d:<3d} {'random':10s} CPU / wall s: {cell(r, ' FAILED')}"
+                      + (f"  [error probability <= {r['bound']}]" if "bound" in r else ""), flush=True)
     base = sizes[0]
     paired_sizes = [(n, d) for n, d in sizes[1:] if n <= a.paired_up_to]
     for arch in archs:
@@ -209,6 +280,20 @@ def main(argv=None) -> int:
         proved = [res[f"{arch} {n}x{d} flint"] for n, d in sizes if "ring" in res[f"{arch} {n}x{d} flint"]]
         row.append(proved[-1]["ring"].split(" (")[0] if proved else "-")
         lines.append(f"| {arch} | " + " | ".join(row) + " |")
+    if not a.no_randomized:
+        lines += ["", "### The randomized check (`--check random`) beside the exact proof (flint)", "",
+                  "Not a proof: a Schwartz-Zippel identity test modulo a random 61-bit prime, each section at its "
+                  "own random point (`verify/randomized.py`); its verdict is PASSED with the error bound shown, "
+                  "never PROVED.", "",
+                  "| arch | N x D | exact proof CPU / wall s | randomized CPU / wall s | exact / randomized (CPU) "
+                  "| error probability <= | peak RSS MiB (exact / randomized) |", "|---|---|---|---|---|---|---|"]
+        for arch in archs:
+            for n, d in sizes:
+                e, r = res[f"{arch} {n}x{d} flint"], res[f"{arch} {n}x{d} random"]
+                ratio = f"{e['cpu'] / r['cpu']:.1f}x" if "cpu" in e and "cpu" in r and r["cpu"] > 0 else "-"
+                rss = f"{e.get('rss_mib', 0):.0f} / {r.get('rss_mib', 0):.0f}" if "rss_mib" in r else "-"
+                lines.append(f"| {arch} | {n}x{d} | {cell(e)} | {cell(r, ' FAILED')} | {ratio} | "
+                             f"{r.get('bound', '-')} | {rss} |")
     if a.catalogue:
         cat = {be: run_child(CATALOGUE.format(root=str(ROOT), backend=be), a.timeout * 4) for be in ("sympy", "flint")}
         res["catalogue"] = cat
@@ -224,7 +309,9 @@ def main(argv=None) -> int:
         with open(a.md, "a") as f:
             f.write(text)
     if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=1))
+        tmp = Path(a.json).with_name(Path(a.json).name + ".tmp")
+        tmp.write_text(json.dumps(res, indent=1))
+        os.replace(tmp, a.json)
     return 0
 
 

@@ -12,7 +12,7 @@ from constructions.catalogue import CatalogueEntry
 from polyverify.cli import atomic_write_text, output_file
 
 from . import bounded
-from .cli_common import UsageError, print_proof
+from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
 from .proof import check
 
 #: the largest value ``--set`` accepts for a size without --allow-large (the exact proofs
@@ -59,16 +59,25 @@ def add_arguments(s, entry: CatalogueEntry) -> None:
     s.add_argument("--json", help="write the report as JSON (folder created if missing)")
     s.add_argument("--allow-large", action="store_true", help=f"allow sizes above {MAX_SIZE}")
     bounded.add_arguments(s)
+    add_check_arguments(s)
 
 
 def cmd_entry(entry: CatalogueEntry, a, out) -> int:
     bounded.check(a)
+    check_check_arguments(a)
     json_path = output_file("--json", a.json)
     sizes = parse_sets(a.set, entry, a.allow_large)
     try:
         obj = entry.build(**sizes)
     except (ValueError, IndexError) as e:
         raise UsageError(f"{entry.name}: {e}") from None
+    if a.check == "random":
+        from .randomized import RandomizedUnsupported, claim_of
+
+        try:
+            claim_of(obj)  # a witness claim is refused here, before anything is printed
+        except RandomizedUnsupported as e:
+            raise UsageError(f"{entry.name} is {e}") from None
     info = describe_built(obj)
     print(f"{entry.name}: {entry.summary}", file=out)
     print(f"  {entry.paper}; sizes {', '.join(f'{k}={v}' for k, v in sizes.items()) or '-'}", file=out)
@@ -88,11 +97,22 @@ def cmd_entry(entry: CatalogueEntry, a, out) -> int:
         print(f"  notes: {obj.notes}", file=out)
     if entry.claim:
         print(f"  paper's claim: {entry.claim}", file=out)
-    res = bounded.call(lambda: check(obj), a, entry.name)
+    if a.check == "random":
+        from .randomized import RandomizedUnsupported, check_item
+
+        try:
+            res = call_check(lambda: check_item(obj, seed=a.random_seed), a, entry.name)
+        except RandomizedUnsupported as e:
+            raise UsageError(f"{entry.name}: {e}") from None
+    else:
+        res = bounded.call(lambda: check(obj), a, entry.name)
     print_proof(res, out)
     if json_path:
+        verdict, line = verdict_of(res)
         atomic_write_text(json_path, json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,
-                                            "built": info, "claim": entry.claim, "proof": res.to_json()},
-                                           indent=1, default=str))
+                                                 "built": info, "claim": entry.claim, "check": a.check,
+                                                 "verdict": verdict, "verdict_line": line,
+                                                 ("randomized" if a.check == "random" else "proof"): res.to_json()},
+                                                indent=1, default=str))
         print(f"report written to {json_path}", file=out)
     return 0 if res.ok else 1

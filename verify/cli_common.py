@@ -1,12 +1,71 @@
-"""Pieces shared by the command-line tools."""
+"""Pieces shared by the command-line tools.  Light: imports nothing heavy (``--help`` and usage
+errors of the commands must not pay for numpy, sympy or the proof)."""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from polyverify.cli import UsageError  # noqa: F401  (re-exported: one UsageError everywhere)
 
-from .proof import ProofResult
+if TYPE_CHECKING:  # pragma: no cover
+    from .proof import ProofResult
+    from .randomized import RandomizedResult
+
+#: ``--check``: the exact proof (the default, the only way to PROVED) or the randomized identity test
+CHECKS = ("exact", "random")
+#: ``--random-seed`` lies in [0, 2^128)
+RANDOM_SEED_BITS = 128
 
 
-def print_proof(res: ProofResult, out) -> None:
+def add_check_arguments(p) -> None:
+    """``--check`` and ``--random-seed`` on a command that proves a construction or claim."""
+    p.add_argument("--check", default="exact", choices=list(CHECKS),
+                   help="exact: the exact proof (verdict PROVED or FAILED; default); random: a Schwartz-Zippel "
+                        "identity test modulo a random 61-bit prime, each section at its own random point "
+                        "(verdict 'PASSED randomized identity test (error probability <= ...)', never PROVED; "
+                        "a counterexample modulo p is a definite failure, exit 1); docs: verify/randomized.py")
+    p.add_argument("--random-seed", type=int, default=None, metavar="S",
+                   help=f"--check random: the seed of the prime and the points (0 <= S < 2^{RANDOM_SEED_BITS}; "
+                        f"default: drawn from the operating system and reported, to replay a run)")
+
+
+def check_check_arguments(a) -> None:
+    """``--random-seed`` in range and only with ``--check random`` (before any work)."""
+    if a.random_seed is None:
+        return
+    if a.check != "random":
+        raise UsageError("--random-seed applies to --check random")
+    if not 0 <= a.random_seed < 1 << RANDOM_SEED_BITS:
+        raise UsageError(f"--random-seed must be in [0, 2^{RANDOM_SEED_BITS}), got {a.random_seed}")
+
+
+def call_check(fn, a, where: str = ""):
+    """``fn()`` (a randomized check) in a child under ``--proof-memory-gib`` and
+    ``--proof-timeout``, as every exact proof (``verify.bounded.call``); its result, or a
+    UsageError naming the limit that stopped it."""
+    from polyverify.child import Stopped, call_limited
+    from polyverify.cli import one_line
+
+    try:
+        return call_limited(fn, timeout=a.proof_timeout, memory_gb=a.proof_memory_gib)
+    except Stopped as e:
+        flag = {"time": "--proof-timeout", "memory": "--proof-memory-gib"}.get(e.limit)
+        fix = f"raise {flag}" if flag else "raise --proof-memory-gib or --proof-timeout"
+        raise UsageError(f"{where + ': ' if where else ''}the randomized check stopped: {one_line(str(e))}; "
+                         f"{fix}") from None
+
+
+def verdict_of(res) -> tuple[str, str]:
+    """The JSON report's ``verdict`` (``proved``, ``passed-randomized`` or ``failed``) and the
+    verdict line of an exact proof's or a randomized check's result."""
+    if getattr(res, "method", "") == "random":
+        return res.verdict, res.verdict_line()
+    return ("proved", "PROVED") if res.ok else ("failed", "FAILED")
+
+
+def print_proof(res: "ProofResult", out) -> None:
+    if getattr(res, "method", "") == "random":
+        print_randomized(res, out)
+        return
     status = "PROVED" if res.ok else "FAILED"
     sym = f" (symbolic in {', '.join(res.symbolic_params)})" if res.symbolic_params else ""
     print(f"proof: {status} in {res.seconds:.3f} s{sym}; {res.entries_checked} state entries checked; "
@@ -17,6 +76,20 @@ def print_proof(res: ProofResult, out) -> None:
         print("  " + res.failure.describe().replace("\n", "\n  "), file=out)
 
 
+def print_randomized(res: "RandomizedResult", out) -> None:
+    """A randomized check's verdict (never the word of an exact proof), its prime, seed, sections
+    and bounds, and on failure the counterexample modulo p."""
+    params = ", ".join(f"{k}={v}" for k, v in res.parameters.items())
+    print(f"check: {res.verdict_line()} in {res.seconds:.3f} s; sections "
+          f"{', '.join(k + '=' + ('ok' if v else 'FAIL') for k, v in res.sections.items())}, each at its own "
+          f"random point modulo the random 61-bit prime p = {res.prime} (--random-seed {res.seed}); "
+          f"{res.entries_checked} state entries compared" + (f"; at {params}" if params else ""), file=out)
+    if res.ok:
+        print(f"  not a proof: degree bounds {', '.join(f'{k} {v}' for k, v in res.degree_bounds.items())}, "
+              f"coefficient bounds 2^({', '.join(str(v) for v in res.coefficient_bits.values())}) give the bound "
+              f"(verify/randomized.py); --check exact runs the exact proof", file=out)
+    if res.failure:
+        print("  " + res.failure.describe(res.prime, res.seed).replace("\n", "\n  "), file=out)
 
 
 def markdown_table(header: list[str], rows) -> list[str]:

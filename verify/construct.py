@@ -9,7 +9,13 @@
     python -m verify.construct import FILE --from FORMAT --spec SPEC [--layout L.json] [--json FILE]
     python -m verify.construct --list
 
-Exit status: 0 proved (and run), 1 the proof failed, 2 bad input or refused (one line, before any work).
+``--check random`` (gd and catalogue NAMEs): a Schwartz-Zippel identity test modulo a random
+61-bit prime instead of the exact proof (``verify/randomized.py``); its verdict is "PASSED
+randomized identity test (error probability <= ...)", never PROVED.
+
+Exit status: 0 proved (and run; with --check random: passed the randomized identity test), 1 the
+proof failed (with --check random: a counterexample modulo p, a definite failure), 2 bad input
+or refused (one line, before any work).
 """
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ from polyverify.rational import parse_rational
 from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
                             output_file, progress, run_main)
 
-from .cli_common import UsageError, print_proof
+from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
 from .proof import ProofResult, prove
 
 
@@ -51,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "and run them in floating point against an mpmath reference.")
     p.add_argument("--list", action="store_true", help="list the available constructions and exit")
     p.epilog = ("NAME: a catalogue entry, proved with `python -m verify.construct NAME [--set KEY=VALUE]`. "
-                "Exit status: 0 proved, 1 proof failed (with a counterexample), 2 bad input or refused.")
+                "Exit status: 0 proved (--check random: passed the randomized identity test), 1 proof failed (with a "
+                "counterexample; --check random: a counterexample modulo p, a definite failure), 2 bad input or refused.")
     sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND",
                            title="commands (gd, circuit, or a catalogue NAME: --list shows them all)")
 
@@ -88,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .bounded import add_arguments as add_proof_limits
 
     add_proof_limits(g)  # --proof-memory-gib, --proof-timeout: the proof runs in a child under them
+    add_check_arguments(g)  # --check exact|random, --random-seed
 
     from .circuit_cmd import add_arguments as add_circuit_arguments
 
@@ -126,7 +134,8 @@ def _checkpoints(k: int) -> list[int]:
 
 def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command line") -> tuple[ProofResult, dict]:
     """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue, in a
-    child under ``--proof-memory-gib`` and ``--proof-timeout`` (``verify/bounded.py``)."""
+    child under ``--proof-memory-gib`` and ``--proof-timeout`` (``verify/bounded.py``); with
+    ``--check random``, the randomized test of the same sections (each distinct body its own)."""
     from . import bounded
 
     secs, k_file = split_sections(con, lw.layers)
@@ -157,7 +166,16 @@ def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command li
                 break
         return result
 
-    result = bounded.call(prove_variants, a, path)
+    if a.check == "random":
+        from .randomized import RandomizedUnsupported, check as random_check
+
+        sections = {"prologue": secs["prologue"], "bodies": variants, "epilogue": secs["epilogue"], "k": k}
+        try:
+            result = call_check(lambda: random_check(con, sections=sections, seed=a.random_seed), a, path)
+        except RandomizedUnsupported as e:
+            raise UsageError(f"{path}: {e}") from None
+    else:
+        result = bounded.call(prove_variants, a, path)
     result.seconds = time.perf_counter() - t0
     info = {"file": str(path), "layers": len(lw.layers), "tensors_read": lw.tensors_read,
             "distinct_bodies": len(variants),
@@ -269,6 +287,7 @@ def gd_settings(a) -> GDSettings:
     from . import bounded
 
     bounded.check(a)  # --proof-memory-gib, --proof-timeout
+    check_check_arguments(a)  # --random-seed
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
     if a.weights and a.export:
@@ -376,6 +395,13 @@ def cmd_gd(a, out) -> int:
             raise UsageError(str(e)) from None
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
               f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
+    elif a.check == "random":
+        from .randomized import RandomizedUnsupported, check as random_check
+
+        try:
+            proof = call_check(lambda: random_check(con, seed=a.random_seed), a, con.name)
+        except RandomizedUnsupported as e:
+            raise UsageError(f"{con.name}: {e}") from None
     else:
         from . import bounded
 
@@ -414,10 +440,11 @@ def cmd_gd(a, out) -> int:
             print(f"  prediction q^T x after the epilogue: MSE vs exact {_fmt(rep['prediction_mse_vs_exact'])}",
                   file=out)
 
+    verdict, line = verdict_of(proof)
     report = {"command": "gd", "construction": con.summary(), "k": k, "depth": con.depth(k),
               "n": n, "d": d, "parameter_sources": source, "batch": a.batch, "seed": a.seed, "kappa": a.kappa, "digits": a.digits,
-              "eta": str(eta), "lam": str(lam),
-              "proof": proof.to_json(), "runs": runs, "dtypes": dtype_reports}
+              "eta": str(eta), "lam": str(lam), "check": a.check, "verdict": verdict, "verdict_line": line,
+              ("randomized" if a.check == "random" else "proof"): proof.to_json(), "runs": runs, "dtypes": dtype_reports}
     if user is not None:
         report["weights"] = user["weights"]
     if json_path:

@@ -12,6 +12,15 @@ degree ``d`` vanishes at a uniformly random point with probability at most ``d /
 
 Every weight and constant is a rational ``a / b``; it maps to ``a * b^-1 mod p``.  A denominator
 divisible by ``p`` makes the next prime of :data:`PRIMES` be used.
+
+Wide primes (``2^31 <= p < 2^61``: the randomized check of ``verify/randomized.py`` draws a 61-bit
+one).  A product of two residues no longer fits in int64, so the same layers run on exact
+multi-limb arithmetic: :func:`mulmod` (the quotient from an 80-bit ``longdouble`` where numpy has
+one, the remainder in wrapping 64-bit integers; Python's integers otherwise), matrix products as
+float64 products of ``b``-bit limbs (exact: every partial sum is an integer below ``2^53``) put
+together modulo ``p``, weight matrices as their nonzero entries (:class:`Sparse`), and
+convolutions by channel class (lag 0, equal taps: sums; other filters: their Toeplitz or
+circulant matrix).  :func:`forward` picks the arithmetic from ``p``.
 """
 from __future__ import annotations
 
@@ -19,37 +28,76 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions.layers import ELSA, LSA, BaseConv, sparse_head
-from constructions.ops import lag_index, nonzero_pattern
+from constructions.layers import ELSA, LSA, BaseConv, TokenLSA, sparse_head
+from constructions.ops import addresses, lag_index
 
 #: primes below 2^31 (products of two residues fit in int64)
 PRIMES = (2_147_483_647, 2_147_483_629, 2_147_483_587, 2_147_483_579)
 _LIMB = 16  # matrix products split one factor into 16-bit limbs: sums of up to 2^16 terms fit
+#: primes from here up take the wide arithmetic (module docstring)
+WIDE = 1 << 31
+#: the wide arithmetic's primes are below this (a sum of two residues stays below 2^62)
+WIDE_LIMIT = 1 << 61
+#: numpy's longdouble holds a 64-bit significand (x86's 80-bit format): the quotient of
+#: :func:`mulmod` is then within one of the truth
+_LONGDOUBLE = np.finfo(np.longdouble).nmant >= 63
+_SPLIT = 31  # a wide residue as hi * 2^31 + lo: sums of up to 2^32 halves fit in int64
 
 
 class Unrepresentable(ZeroDivisionError):
     """A rational whose denominator the prime divides."""
 
 
+def _fraction(q) -> Fraction:
+    """An exact rational: a float (numpy's too) is its exact binary value."""
+    if isinstance(q, (Fraction, int)):
+        return Fraction(q)
+    if isinstance(q, (float, np.floating)):
+        return Fraction(float(q))
+    if isinstance(q, np.integer):
+        return Fraction(int(q))
+    return Fraction(q)
+
+
 def residue(q, p: int) -> int:
-    q = Fraction(q)
+    q = _fraction(q)
     den = q.denominator % p
     if den == 0:
         raise Unrepresentable(f"{q} has a denominator divisible by {p}")
     return q.numerator % p * pow(den, -1, p) % p
 
 
+def distinct_entries(A: np.ndarray):
+    """The entries of an object array other than the int 0 object, by identity: ``(objects,
+    positions, index)`` with ``A.flat[positions[i]] is objects[index[i]]`` (read off the
+    array's pointers in numpy's loops: a weight matrix holds few distinct objects many times)."""
+    flat = np.asarray(A, dtype=object).ravel()
+    ptr = addresses(flat)
+    pos = np.flatnonzero(ptr != id(0))
+    if not pos.size:
+        return [], pos, pos
+    _, first, inv = np.unique(ptr[pos], return_index=True, return_inverse=True)
+    return flat[pos[first]].tolist(), pos, inv.reshape(-1)
+
+
 def residues(A, p: int) -> np.ndarray:
-    """An exact array (object or int) as int64 residues modulo ``p``."""
+    """An exact array (object or int) as int64 residues modulo ``p`` (each distinct entry object
+    reduced once)."""
     A = np.asarray(A, dtype=object)
-    out = np.zeros(A.shape, dtype=np.int64)
-    for ix in zip(*np.nonzero(nonzero_pattern(A))):
-        out[ix] = residue(A[ix], p)
-    return out
+    out = np.zeros(A.size, dtype=np.int64)
+    objs, pos, inv = distinct_entries(A)
+    if objs:
+        out[pos] = np.fromiter((residue(x, p) for x in objs), dtype=np.int64, count=len(objs))[inv]
+    return out.reshape(A.shape)
 
 
-def mm(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
-    """``X @ Y mod p`` for residues, exactly in int64 (``Y`` split into 16-bit limbs)."""
+def mm(X: np.ndarray, Y, p: int) -> np.ndarray:
+    """``X @ Y mod p`` for residues, exactly in int64 (``Y`` split into 16-bit limbs); ``Y`` a
+    :class:`Sparse` weight matrix, or a wide prime: :func:`_mm_sparse`, :func:`_mm_wide`."""
+    if isinstance(Y, Sparse):
+        return _mm_sparse(X, Y, p)
+    if p >= WIDE:
+        return _mm_wide(X, Y, p)
     if Y.shape[-2] > 2 ** _LIMB:
         raise ValueError(f"contraction of length {Y.shape[-2]} exceeds {2 ** _LIMB}")
     hi, lo = Y >> _LIMB, Y & ((1 << _LIMB) - 1)
@@ -59,6 +107,8 @@ def mm(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
 def conv(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool = False) -> np.ndarray:
     """Per-channel convolution mod ``p`` in any of ``constructions.ops.conv``'s three
     conventions (causal, circular, "same"), through the same lag index; ``v`` (B, T, C)."""
+    if p >= WIDE:
+        return _conv_wide(v, h, causal, p, same)
     T = v.shape[-2]
     idx, mask = lag_index(T, causal, same)
     out = np.zeros_like(v)
@@ -92,7 +142,16 @@ def _head_residues(hd, p: int) -> dict:
 
 def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
     """One layer on residues (``L`` from :func:`layer_residues`): BaseConv (seed 000 eq. (19)),
-    LSA (seed 001 eq. (8)) or an ELSA module (eq. (16), (57)-(59)), as ``constructions.layers``."""
+    LSA (seed 001 eq. (8)), an ELSA module (eq. (16), (57)-(59)) or token-form LSA (seed 004
+    eq. (2)-(3)), as ``constructions.layers``."""
+    if L["kind"] == "token_lsa":
+        ctx = u[..., :-1, :] if L["exclude_last"] else u
+        G = mm(np.swapaxes(ctx, -1, -2), ctx, p)  # sum_j e_j e_j^T over the keys
+        out = np.zeros_like(u)
+        for P, Q in L["heads"]:
+            S = mm(mm(np.ascontiguousarray(Q.T), G, p), np.ascontiguousarray(P.T), p)  # Q^T G P^T
+            out = (out + mm(u, S, p)) % p
+        return (u + out) % p if L["residual"] else out
     if L["kind"] in ("lsa", "elsa"):
         P = u
         for stage in L["stages"]:
@@ -104,11 +163,16 @@ def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
     v = (mm(u, L["W_in"], p) + L["b_in"]) % p
     z = (conv(v, L["h"], L["causal"], p, L["same"]) + L["b_conv"]) % p
     g = (mm(u, L["W_gate"], p) + L["b_gate"]) % p
-    y = (mm(g * z % p, L["W_out"], p) + L["b_out"]) % p
+    y = (mm(mulmod(g, z, p), L["W_out"], p) + L["b_out"]) % p
     return (u + y) % p if L["residual"] else y
 
 
 def layer_residues(layer, p: int) -> dict:
+    """A layer's weights as residues modulo ``p``, for :func:`forward` (a wide prime: weight
+    matrices with few nonzeros as :class:`Sparse`)."""
+    if isinstance(layer, TokenLSA):
+        heads = [(residues(h.P, p), residues(h.Q, p)) for h in layer.heads]
+        return {"kind": "token_lsa", "heads": heads, "exclude_last": layer.exclude_last, "residual": layer.residual}
     if isinstance(layer, LSA):
         heads = [_head_residues(h, p) for h in layer.heads]
         return {"kind": "lsa", "stages": [heads], "residual": layer.residual}
@@ -116,10 +180,177 @@ def layer_residues(layer, p: int) -> dict:
         stages = [[_head_residues(h, p) for h in st] for st in layer.stages]
         return {"kind": "elsa", "stages": stages, "residual": layer.residual}
     if not isinstance(layer, BaseConv):
-        raise TypeError(f"modular evaluation runs BaseConv, LSA and ELSA layers, not {type(layer).__name__}")
+        raise TypeError(f"modular evaluation runs BaseConv, LSA, ELSA and token-form LSA layers, not "
+                        f"{type(layer).__name__}")
     out = {name: residues(a, p) for name, a in layer.arrays().items()}
+    if p >= WIDE:
+        for name in ("W_in", "W_gate", "W_out"):
+            out[name] = Sparse.maybe(out[name])
     out["causal"], out["residual"], out["kind"] = layer.causal, layer.residual, "baseconv"
     out["same"] = layer.same
+    return out
+
+
+# ------------------------------------------------------------------ wide primes (2^31 <= p < 2^61)
+
+def mulmod(a, b, p: int) -> np.ndarray:
+    """``a * b mod p`` entry by entry for residues (int64 arrays in ``[0, p)``, broadcast).
+
+    Below :data:`WIDE` the product fits in int64.  Above, with a 64-bit-significand
+    ``longdouble``: the quotient ``q`` is ``floor(a b / p)`` within one (``a``, ``b`` < 2^61 are
+    exact in it, the product and the quotient each carry a relative error below 2^-63, so the
+    computed value is within 1/4 of ``a b / p`` < 2^61), and ``a b - q p``, which then lies in
+    ``(-p, 2p)``, is exact in unsigned 64-bit arithmetic (wrapping modulo 2^64, then read as
+    signed), moved into ``[0, p)``.  Without such a ``longdouble``: Python's integers."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if p < WIDE:
+        return a * b % p
+    if not p < WIDE_LIMIT:
+        raise ValueError(f"the wide arithmetic takes primes below 2^61, not {p}")
+    if not _LONGDOUBLE:
+        return (a.astype(object) * b.astype(object) % p).astype(np.int64)
+    q = np.floor(a.astype(np.longdouble) * b.astype(np.longdouble) / np.longdouble(p)).astype(np.int64)
+    a, b = np.broadcast_arrays(a, b)
+    with np.errstate(over="ignore"):
+        r = (a.astype(np.uint64) * b.astype(np.uint64) - q.astype(np.uint64) * np.uint64(p))
+    r = np.ascontiguousarray(r).view(np.int64)
+    r = np.where(r < 0, r + p, r)
+    return np.where(r >= p, r - p, r)
+
+
+def _join(hi: np.ndarray, lo: np.ndarray, p: int) -> np.ndarray:
+    """``hi * 2^31 + lo mod p`` for int64 ``hi``, ``lo`` >= 0 (sums of residues' halves)."""
+    return (mulmod(hi % p, (1 << _SPLIT) % p, p) + lo % p) % p
+
+
+def _halves(a: np.ndarray):
+    return a >> _SPLIT, a & ((1 << _SPLIT) - 1)
+
+
+def summod(a: np.ndarray, axis: int, p: int, *, cumulative: bool = False) -> np.ndarray:
+    """The sum (``cumulative``: the running sums) of residues along ``axis``, mod ``p``, exact for
+    any ``p`` < 2^61 and up to 2^32 terms (each residue split into 31-bit halves first)."""
+    hi, lo = _halves(a)
+    if cumulative:
+        return _join(np.cumsum(hi, axis=axis), np.cumsum(lo, axis=axis), p)
+    return _join(hi.sum(axis=axis, keepdims=True), lo.sum(axis=axis, keepdims=True), p)
+
+
+def _limbs(X: np.ndarray, bits: int, n: int) -> list[np.ndarray]:
+    mask = (1 << bits) - 1
+    return [((X >> (bits * i)) & mask).astype(np.float64) for i in range(n)]
+
+
+def _mm_wide(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
+    """``X @ Y mod p`` (broadcast over leading axes) for residues below 2^61: both split into
+    ``b``-bit limbs with ``K 2^(2b) <= 2^53`` (``K`` the contraction length), so that each limb
+    product is a float64 matrix product whose every partial sum is an integer below 2^53, hence
+    exact in any summation order; the products are put together modulo ``p``."""
+    K = X.shape[-1]
+    if K >= 1 << 31:
+        raise ValueError(f"contraction of length {K} exceeds 2^31")
+    bits = (53 - K.bit_length()) // 2
+    n = -(-61 // bits)
+    xl, yl = _limbs(X, bits, n), _limbs(Y, bits, n)
+    parts: list = [None] * (2 * n - 1)
+    for i in range(n):
+        if not xl[i].any():
+            continue
+        for j in range(n):
+            if not yl[j].any():
+                continue
+            P = (xl[i] @ yl[j]).astype(np.int64)  # an exact integer below 2^53
+            parts[i + j] = P if parts[i + j] is None else parts[i + j] + P  # <= n terms: < 2^59
+    out = None
+    for k, c in enumerate(parts):
+        if c is None:
+            continue
+        c = c % p
+        if k:
+            c = mulmod(c, pow(2, bits * k, p), p)
+        out = c if out is None else (out + c) % p
+    if out is None:
+        shape = np.broadcast_shapes(X.shape[:-2], Y.shape[:-2]) + (X.shape[-2], Y.shape[-1])
+        out = np.zeros(shape, dtype=np.int64)
+    return out
+
+
+class Sparse:
+    """A constant matrix of residues as its nonzero entries, column by column (the wide
+    arithmetic's weight matrices, most of whose entries are zero): ``X @ S`` costs the
+    nonzeros times the rows of ``X``, not the dense product."""
+
+    __slots__ = ("shape", "rows", "vals", "cols", "starts")
+
+    #: a matrix with more nonzeros than this fraction of its entries stays dense
+    DENSITY = 0.25
+
+    def __init__(self, A: np.ndarray):
+        c, r = np.nonzero(A.T)  # column-major: sorted by column
+        self.shape = A.shape
+        self.rows, self.vals = r, A[r, c]
+        self.cols, self.starts = np.unique(c, return_index=True)
+
+    @classmethod
+    def maybe(cls, A: np.ndarray):
+        """``A`` as a :class:`Sparse` where it has few nonzeros, else ``A``."""
+        return cls(A) if np.count_nonzero(A) <= cls.DENSITY * A.size else A
+
+
+#: elements of the gathered products (rows of ``X`` times nonzeros) held at once by _mm_sparse
+_CHUNK = 1 << 22
+
+
+def _mm_sparse(X: np.ndarray, S: Sparse, p: int) -> np.ndarray:
+    """``X @ S mod p``: each nonzero's product with its row of ``X`` (:func:`mulmod`), summed per
+    column (31-bit halves, :func:`summod`'s rule), in chunks of whole columns."""
+    if X.shape[-1] != S.shape[0]:
+        raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {S.shape}")
+    out = np.zeros(X.shape[:-1] + (S.shape[1],), dtype=np.int64)
+    nnz = S.rows.size
+    if not nnz:
+        return out
+    per = max(1, int(np.prod(X.shape[:-1])))
+    bounds = list(S.starts) + [nnz]
+    c0 = 0
+    while c0 < len(S.cols):
+        c1 = c0 + 1
+        while c1 < len(S.cols) and (bounds[c1 + 1] - bounds[c0]) * per <= _CHUNK:
+            c1 += 1
+        lo_e, hi_e = bounds[c0], bounds[c1]
+        prod = mulmod(X[..., S.rows[lo_e:hi_e]], S.vals[lo_e:hi_e], p)
+        hi, lo = _halves(prod)
+        at = np.asarray(bounds[c0:c1]) - lo_e
+        out[..., S.cols[c0:c1]] = _join(np.add.reduceat(hi, at, axis=-1), np.add.reduceat(lo, at, axis=-1), p)
+        c0 = c1
+    return out
+
+
+def _conv_wide(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool) -> np.ndarray:
+    """:func:`conv` for a wide prime, by channel class: lag-0 filters a product, filters with
+    one value at every tap a sum (circular) or running sum (causal) times it, every other
+    filter (and every "same" filter) its (T, T) lag matrix times the channels that share it."""
+    T, C = h.shape
+    out = np.zeros(np.broadcast_shapes(v.shape[:-2], ()) + (T, C), dtype=np.int64)
+    nz = h != 0
+    lag0 = np.zeros(C, dtype=bool) if same else nz[0] & ~nz[1:].any(axis=0)
+    equal = np.zeros(C, dtype=bool) if same else (h == h[:1]).all(axis=0) & nz[0] & ~lag0
+    general = nz.any(axis=0) & ~lag0 & ~equal
+    if lag0.any():
+        c = np.flatnonzero(lag0)
+        out[..., c] = mulmod(v[..., c], h[0, c], p)
+    if equal.any():
+        c = np.flatnonzero(equal)
+        s = summod(v[..., c], -2, p, cumulative=causal)
+        out[..., c] = mulmod(np.broadcast_to(s, v[..., c].shape), h[0, c], p)
+    if general.any():
+        idx, mask = lag_index(T, causal, same)
+        groups: dict[bytes, list[int]] = {}
+        for c in np.flatnonzero(general).tolist():
+            groups.setdefault(h[:, c].tobytes(), []).append(c)
+        for cs in groups.values():
+            M = np.where(mask, h[idx, cs[0]], 0)  # y[t] = sum_r M[t, r] v[r]
+            out[..., cs] = _mm_wide(M, v[..., cs], p)
     return out
 
 
