@@ -107,7 +107,8 @@ class Exported:
             return [f"exported {self.layers} layers to {self.path} (polyverify: safetensors, float64 with the exact "
                     f"rationals in the metadata)"]
         where = self.path.suffix.lower() if self.path is not None else ""
-        cfg = ", ".join(f"{k}={json.dumps(v)}" for k, v in self.config.items() if not isinstance(v, dict))
+        cfg = ", ".join(f"{k}={json.dumps(self.config[k])}" for k in _SHOWN[self.format] + ("dtype",)
+                        if k in self.config) + ", ..."
         lines = [f"exported {self.layers} layers to {self.path} ({self.format}: {len(self.tensors)} tensors, {self.dtype}; "
                  + ("config in the file: " + cfg if where != ".npz" else "an .npz file holds no config") + ")"]
         if self.inexact:
@@ -183,8 +184,8 @@ def _kinds(layers, fmt: str, kind: str, what: str) -> None:
         if L.kind != kind:
             extra = (" (seed 001's LSA in Hagiwara's form: the icl-gd importer reads seed 004's token form "
                      "only, so the file could not be proved back)") if (L.kind, kind) == ("lsa", "token_lsa") else ""
-            raise ExportError(f"{fmt} holds {what}; layer {i} is {'an' if L.kind[0] in 'aeiou' else 'a'} {L.kind} "
-                              f"layer{extra}")
+            raise ExportError(f"{fmt} holds {what}; layer {i} is {'an' if L.kind in ('lsa', 'elsa') else 'a'} "
+                              f"{L.kind} layer{extra}")
 
 
 def _same_for_all(layers, fmt: str, get, what: str, why: str) -> object:
@@ -377,6 +378,9 @@ def _icl_gd(layers, make_tensors: bool) -> Exported:
 
 
 _PLANS = {"precision-ls": _precision_ls, "zoology": _zoology, "icl-gd": _icl_gd}
+#: the settings the summary shows (what the importer reads; the file holds the whole config)
+_SHOWN = {"precision-ls": ("causal", "conv_type", "use_resid"), "zoology": ("tokens", "use_act"),
+          "icl-gd": ("num_heads", "num_layers", "include_query")}
 #: how each peer runs its model in float64
 _DOUBLE = {"precision-ls": "training.dtype float64", "zoology": "model.double()",
            "icl-gd": "jax.config.update('jax_enable_x64', True)"}
@@ -429,10 +433,12 @@ def plan(construction: Construction, fmt: str, *, k: int | None = None, sections
 
 def _rationals(a, name: str, fmt: str) -> list:
     """``(index, exact rational)`` of every nonzero entry of an exact array."""
+    from constructions.ops import nonzero_pattern
+
+    a = np.asarray(a, dtype=object)
     out = []
-    for idx, z in np.ndenumerate(np.asarray(a, dtype=object)):
-        if z == 0:
-            continue
+    for idx in zip(*np.nonzero(nonzero_pattern(a))):  # weights are sparse: the nonzero entries only
+        z = a[idx]
         try:
             q = Fraction(int(z.p), int(z.q)) if hasattr(z, "p") and hasattr(z, "q") else Fraction(z)
         except (TypeError, ValueError):
@@ -539,7 +545,7 @@ def check_export_arguments(args, construction, *, k: int | None = None, sections
     try:
         check(construction, fmt, k=k, sections=sections)
     except ExportError as e:
-        raise UsageError(f"--format {fmt}: {e}") from None
+        raise UsageError(f"--format {e}") from None
     return path
 
 
@@ -552,7 +558,7 @@ def write_export(args, construction, sections=None, *, k: int | None = None, out
         ex = export(args.export, construction, getattr(args, "export_format", None) or DEFAULT_FORMAT, k=k,
                     sections=sections)
     except ExportError as e:  # check_export_arguments refused these before the work
-        raise UsageError(f"--format {getattr(args, 'export_format', None) or DEFAULT_FORMAT}: {e}") from None
+        raise UsageError(f"--format {e}") from None
     if out is not None:
         for line in ex.summary():
             print(line, file=out)
