@@ -540,8 +540,8 @@ def check_export_arguments(args, construction, *, k: int | None = None, sections
     except ExportError as e:
         raise UsageError(f"--export: {e}") from None
     if not isinstance(construction, Construction):
-        raise UsageError(f"--export: {getattr(construction, 'name', type(construction).__name__)} is not a layer "
-                         f"stack (a {type(construction).__name__}): it has no weights to export")
+        raise UsageError(f"--export: {getattr(construction, 'name', 'this')} is not a layer stack "
+                         f"({type(construction).__name__}): it has no weights to export")
     try:
         check(construction, fmt, k=k, sections=sections)
     except ExportError as e:
