@@ -13,7 +13,8 @@ cells) and writes into ``DIR``: the runner's ``cells/``, ``results.jsonl``, ``re
 ``sweep.json``, then ``summary.json`` (our numbers beside the paper's, the pass criteria, the
 configuration, CPU and wall time), ``table.csv`` (one row per compared number) and ``figure.png``.
 ``--quick`` runs a few small cells that check the pipeline (CI, under a minute), not the paper's
-numbers.  ``--export-weights`` (seed004-table1) also writes every trained model as a toolkit
+numbers (its workers import what the cells need as they run: no preload, so the first cell's time
+includes its imports).  ``--export-weights`` (seed004-table1) also writes every trained model as a toolkit
 weight file ``DIR/weights/<variant>-L<layers>-<column>.safetensors`` (``verify.compare`` reads it).
 
 ``--device`` trains on that device (default ``cpu``; ``cuda`` needs a CUDA build of torch that sees a

@@ -137,7 +137,11 @@ def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, 
     saved = {k: os.environ.get(k) for k in (DEADLINE_ENV, WORKERS_ENV)}
     os.environ.update(env)
     try:
+        # --quick: no preload (the sweep runner's default computes the cell's module closure, an AST walk of
+        # every module it imports, and makes each worker import it before the first cell; a quick run's cell
+        # times are not reported, so its first cell pays its own imports)
         res = run_grid(f"{module.__name__}:cell", configs, out, workers=workers, scheduler=scheduler, progress=progress,
+                       preload=[] if quick else None,
                        name=module.NAME + (" --grid gpu" if grid == "gpu" else "") + (" --quick" if quick else ""))
     finally:
         for k, v in saved.items():

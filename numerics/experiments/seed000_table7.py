@@ -468,8 +468,8 @@ def plot(s: dict):
     a2.set_title("final MSE against k", fontsize=9)
     a2.grid(alpha=0.3)
     # the legends below the axes, off the curves
-    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
-    a2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    a2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.suptitle("Seed 000 Table 7" + (" [--quick]" if s["quick"] else "")
                  + (f" on {(s.get('device') or {}).get('name')}" if (s.get("device") or {}).get("name") else ""),
                  fontsize=10)

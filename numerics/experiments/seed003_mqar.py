@@ -757,7 +757,7 @@ def plot(s: dict):
         ax.set_ylabel("best test accuracy")
         ax.set_title(f"N = {N}" + (f", D = {Ds[N]}" if N in Ds else ""), fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     dev = (s.get("device") or {}).get("name")
     fig.suptitle("Seed 003 MQAR (cf. Zoology Fig. 2 top)" + (" [--quick]" if s["quick"] else "")
                  + (f" on {dev}" if dev else ""), fontsize=10)
