@@ -32,12 +32,13 @@ from circuits.metrics import LIMIT_DOC, check_limits
 from constructions.compiler import TARGETS, CompileError, compile_circuit, default_target
 from constructions.compiler.targets import DEFAULT_PLACED, DEFAULT_UNPLACED, accepting, names_text
 from constructions.ops import nonzero_pattern
-from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load, save
-from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_path, atomic_write_text, check_memory, check_range,
+from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
+from polyverify.cli import (EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, check_range,
                             interactive, one_line, output_file, progress)
 
 from . import bounded, modular
 from .cli_common import UsageError, print_proof
+from .export import add_export_arguments, check_export_arguments, write_export
 
 #: the limits of ``python -m verify.construct circuit`` (measured: at these sizes a
 #: circuit compiles, proves and runs its default 64 trials in well under a minute)
@@ -88,8 +89,7 @@ def add_arguments(c) -> None:
     c.add_argument("--graph", required=True, help="circuit as networkx node-link JSON (see circuits/io.py)")
     c.add_argument("--json", help="write the report as JSON to this file (checked before any work, "
                                   "written atomically; a missing folder is created)")
-    c.add_argument("--export", help="write the compiled weights (safetensors) to this file (checked before "
-                                    "any work, written atomically)")
+    add_export_arguments(c, "the compiled weights")
     c.add_argument("--target", choices=sorted(TARGETS),
                    help="what to compile to: " + "; ".join(f"{k}: {t.description}" for k, t in TARGETS.items())
                         + f" (default: {DEFAULT_PLACED} for a circuit whose inputs carry token/channel places, "
@@ -317,6 +317,8 @@ def cmd_circuit(a, out) -> int:
         if bad and not a.allow_metadata_mismatch:
             raise UsageError(f"{a.weights} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove "
                              f"it against {a.graph}")
+    # the --format holds this stack (or refused now, in one line, before the proof)
+    check_export_arguments(a, con, sections={"epilogue": lw.layers} if lw is not None else None)
     _print_warnings(a.graph, caught)  # every check passed
     info = con.info
     m, cm = info["circuit"], info["compiled"]
@@ -343,10 +345,7 @@ def cmd_circuit(a, out) -> int:
         weights_info = {"file": a.weights, "layers": len(lw.layers)}
         con.epilogue = lw.layers
     print_proof(proof, out)
-    if a.export:
-        with atomic_path(a.export, "--export") as tmp:
-            save(tmp, con, 0)
-        print(f"exported {len(con.epilogue)} layers to {a.export}", file=out)
+    write_export(a, con, out=out)
 
     show = interactive()
     t0 = time.perf_counter()

@@ -205,3 +205,19 @@ def test_weights_of_another_shape_exit_2(tmp_path, capsys):
     rc, _ = run(["circuit", "--graph", str(f1), "--weights", str(w)])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_export_to_a_peer_format_and_its_refusals(tmp_path, random_circuit_file, capsys):
+    """circuit --export --format: the compiled stack written in this toolkit's layout; a format that
+    cannot hold the stack refused in one line, before the proof, writing nothing; --format alone refused."""
+    own = tmp_path / "c.safetensors"
+    rc, text = run(["circuit", "--graph", str(random_circuit_file), "--export", str(own), "--trials", "4"])
+    assert rc == 0 and own.is_file() and "PROVED" in text
+    bad = tmp_path / "c.npz"
+    rc, text = run(["circuit", "--graph", str(random_circuit_file), "--export", str(bad), "--format", "icl-gd",
+                    "--trials", "4"])
+    err = capsys.readouterr().err
+    assert rc == 2 and not bad.exists() and "PROVED" not in text
+    assert len(err.strip().splitlines()) == 1 and "icl-gd" in err
+    rc, _ = run(["circuit", "--graph", str(random_circuit_file), "--format", "zoology"])
+    assert rc == 2 and "--format needs --export" in capsys.readouterr().err
