@@ -7,8 +7,8 @@
 # Runs, at the same time on one card, from the repository root:
 #   * seed003-mqar --grid gpu: MQAR at the paper's widths d = 64..512 and N = 64, 128 (Zoology
 #     App. F.1: vocabulary 8,192, alpha = 0.1; App. E.2: 100,000 training and 3,000 test examples, at
-#     most 64 epochs), attention and BaseConv (the reference code's two-layer models), three of the
-#     paper's learning rates each;
+#     most 64 epochs), attention and BaseConv (the reference code's two-layer models), one seed, the
+#     paper's largest learning rate (1e-2) only (GPU in seed003_mqar.py says why);
 #   * seed000-table7 --grid gpu: k = 1..4 with the paper's recipe at the paper's batch 1024 and lr 1e-2
 #     (seed 000 App. C.3), k = 1, 2 with StepLR Adam at the same batch.
 # Both share one global budget (--budget, default 420 s): every cell takes its share of the time left,

@@ -678,6 +678,7 @@ def markdown(s: dict, figure: str) -> str:
     L = []
     cfg = s["config"]
     runs = s["runs"]
+    std_runs = [r for r in runs.values() if r["recipe"] == "standard"]
     L.append(f"(k + 2)-layer BaseConv, width {', '.join(map(str, cfg['width']))}, batch {', '.join(map(str, cfg['batch']))}, "
              f"{', '.join(map(str, cfg['steps']))} steps per run, float32 (the final MSE on "
              f"{fmt(next(iter(runs.values()))['final_eval']) if runs else '–'} fresh problems, also evaluated in float64 "
@@ -687,8 +688,12 @@ def markdown(s: dict, figure: str) -> str:
              + f", LR decision interval (step_size) the step budget / {cfg.get('decisions', DECISIONS)} = "
              + ", ".join(map(str, cfg.get("step_size", [])))
              + ", gradient-filter EMA, Adam eps 1e-16; beside it the paper's standard settings (App. B.2 Table 4: "
-             "Adam lr 1e-3, StepLR x0.9 every 10^4 steps, no EMA), whose StepLR never decays within runs this short: "
-             "plain Adam at lr 1e-3, and so named below. "
+             "Adam lr 1e-3, StepLR x0.9 every 10^4 steps, no EMA)"
+             + ("" if not std_runs else
+                ", whose StepLR never decays within runs this short: plain Adam at lr 1e-3, and so named below"
+                if all(r["steps"] <= r["recipe_config"]["step_size"] for r in std_runs) else
+                ", named by what its schedule did within each run below")
+             + ". "
              "Task: N = 20, D = 5, kappa = 5, x_0 ~ N(0, I), eta = 2N / (kappa^2 + 1) with the 1/N-scaled "
              "gradient (the optimal constant step; the paper does not state its eta for Table 7).")
     L.append("")

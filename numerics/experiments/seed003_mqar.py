@@ -572,7 +572,7 @@ def summarise(rows, quick: bool) -> dict:
             # the most steps any run of this (mixer, N, d) ran, at any rate: what a failure here is weighed by
             "ran": max(x["steps_run"] for v in by_lr.values() for x in v),
             "by_lr": {repr(k): v for k, v in sorted(med.items())}}
-    cfg = ok[0]["config"] if ok else {}
+    cfg = (ok or every)[0]["config"] if every else {}
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "paper_claim": PAPER_CLAIM,
          "threshold": THRESHOLD, "runs": runs, "best": best,
          "config": {k: cfg.get(k) for k in SHARED},
@@ -860,7 +860,10 @@ def differences(s: dict) -> list[str]:
              + " (App. E.2: the four of np.logspace(-4, -2, 4) for every cell, the best kept)"
              if any(n < 4 for n in n_lrs.values()) else "")
     L.append(f"{len(s['seeds'])} seed(s) per cell, the median over them kept at each learning rate (the paper: one "
-             "run per cell and learning rate)")
+             "run per cell and learning rate)" + ("; the seed sets the initialisation and the order in which the "
+                                                   "training set is visited (App. E.2 keeps the data order constant; "
+                                                   "the data here are the same for every run)"
+                                                   if len(s["seeds"]) > 1 else ""))
     epochs = c["steps"] * c["batch"] / c["train_examples"]
     add(False, f"at most {c['steps']:,} steps of batch {c['batch']} ({c['steps'] * c['batch']:,} sequences, "
                f"{fmt(epochs)} epochs of {c['train_examples']:,} training examples; App. E.2: 64 epochs of 100,000, "
@@ -1020,8 +1023,12 @@ def cpu_reading(s: dict) -> list[str]:
                 + f". Within the CPU budget (at most {s['config']['steps']:,} steps of batch {s['config']['batch']} per "
                 "run) BaseConv does not get past the plateau at any width, so this grid cannot show the width BaseConv "
                 "needs, the BaseConv side of Claim 1: the gap and the growth with N are not read here, never met by "
-                "default. The attention side holds. The longer run below and the GPU section show what more training "
-                "gives BaseConv."]
+                "default. "
+                + {True: "The attention side holds at these sizes: attention reaches the threshold at the grid's smallest "
+                         "d at every N. ",
+                   False: "The attention side does not hold at every N either: see the first criterion. ",
+                   None: "The attention side is not read either: see the first criterion. "}[crit["attention-small-d"]["met"]]
+                + "The longer run below and the GPU section show what more training gives BaseConv."]
     parts = [f"N = {N}: attention from d = {v['attention'] or 'none in the grid'}, BaseConv from d = "
              f"{v['baseconv'] or 'none in the grid'}" for N, v in sm.items()]
     return [f"**What this grid shows.** Smallest d reaching {th} (median over seeds): " + "; ".join(parts) + ". "
