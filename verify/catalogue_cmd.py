@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import json
 
-from constructions.base import Construction
-from constructions.catalogue import CatalogueEntry
-
-
 from polyverify.cli import atomic_write_text, output_file
 
 from . import bounded
 from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
-from .proof import check
+
+# Light at import (numpy, the proof and the catalogue's modules are imported where the work
+# starts): ``python -m verify.construct NAME --help`` and NAME's argument errors read the entry
+# from the catalogue's manifest (constructions.catalogue.EntryInfo).
+
+def check(obj):
+    """``verify.proof.check`` (imported when called: this module stays light to import)."""
+    from .proof import check as prove_item
+
+    return prove_item(obj)
+
 
 #: the largest value ``--set`` accepts for a size without --allow-large (the exact proofs
 #: grow polynomially in the sizes; every entry proves in seconds at its defaults)
@@ -21,7 +27,9 @@ MAX_SIZE = 64
 MAX_SEED = 2**32 - 1
 
 
-def parse_sets(pairs: list[str] | None, entry: CatalogueEntry, allow_large: bool = False) -> dict:
+def parse_sets(pairs: list[str] | None, entry, allow_large: bool = False) -> dict:
+    """The sizes of ``entry`` (a CatalogueEntry or its EntryInfo) with ``--set KEY=VALUE`` applied,
+    each checked."""
     sizes = dict(entry.sizes)
     for p in pairs or []:
         if "=" not in p:
@@ -43,6 +51,8 @@ def parse_sets(pairs: list[str] | None, entry: CatalogueEntry, allow_large: bool
 
 
 def describe_built(obj) -> dict:
+    from constructions.base import Construction
+
     if isinstance(obj, Construction):
         return {"kind": "construction", "layers": {"prologue": len(obj.prologue), "body": len(obj.body),
                                                     "epilogue": len(obj.epilogue)},
@@ -51,7 +61,7 @@ def describe_built(obj) -> dict:
     return {"kind": "identity"}
 
 
-def add_arguments(s, entry: CatalogueEntry) -> None:
+def add_arguments(s, entry) -> None:
     """The options of ``python -m verify.construct NAME`` for a catalogue entry."""
     s.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help=f"sizes, each <= {MAX_SIZE} unless --allow-large (defaults: "
@@ -62,11 +72,19 @@ def add_arguments(s, entry: CatalogueEntry) -> None:
     add_check_arguments(s)
 
 
-def cmd_entry(entry: CatalogueEntry, a, out) -> int:
+def cmd_entry(entry, a, out) -> int:
+    """Build and check a catalogue entry (``entry``: its CatalogueEntry, or its EntryInfo from the
+    manifest: the arguments are checked against that first, then the registry is read)."""
     bounded.check(a)
     check_check_arguments(a)
     json_path = output_file("--json", a.json)
     sizes = parse_sets(a.set, entry, a.allow_large)
+    if not callable(getattr(entry, "build", None)):
+        from constructions.catalogue import by_name
+
+        entry = by_name(entry.name)
+    from constructions.base import Construction
+
     try:
         obj = entry.build(**sizes)
     except (ValueError, IndexError) as e:

@@ -28,12 +28,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
+from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
+                            output_file, progress, run_main)
+from polyverify.rational import parse_rational
 
-from constructions.base import Construction, DepthError, exact
-from constructions.catalogue import gd_architectures
-from constructions.weights_io import (NoMetadataError, WeightFileError, check_against, declared_mismatches, load,
-                                      same_layer, save, split_sections)
+from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
+
+# Start-up: --help and every argument error import nothing heavy (no numpy, sympy, networkx,
+# mpmath, flint or torch): the commands, architectures and catalogue entries come from the
+# catalogue's manifest (constructions.catalogue.light_entries), only the chosen command's parser is
+# filled in (build_parser(only=...)), and the heavy modules are imported where the work starts.
 
 #: sizes ``gd`` accepts without --allow-large (the exact proof grows fast with N*D:
 #: 0.3 s at 20 x 5, 12 s at 40 x 10, 175 s at 64 x 16 for gd-baseconv on this CPU)
@@ -41,17 +45,19 @@ GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof va
              "--batch": 1 << 20, "--digits": 10_000, "--batch x --layers (problem-layers)": 1_000_000_000,
              "memory (estimate)": "16 GiB"}
 DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
-
-from numerics.backends import BACKENDS, DTYPES
-from polyverify.rational import parse_rational
-from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
-                            output_file, progress, run_main)
-
-from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
-from .proof import ProofResult, prove
+#: numerics.backends' dtypes and array libraries, named here so that --help and argument errors do
+#: not import numpy (a test checks they are the same)
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+BACKENDS = ("numpy", "torch", "cupy")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
+    """The command line.  ``lazy``: only the parser of the command ``only`` gets its options (the
+    others are named, so that an unknown command is refused with the whole list, but empty):
+    what :func:`main` builds, so that --help and a bad argument import nothing heavy."""
+    from constructions.catalogue import light_entries, light_gd_architectures
+
+    fill = (lambda name: True) if not lazy else (lambda name: name == only)  # noqa: E731
     p = Parser(prog="python -m verify.construct",
                 description="Build explicit BaseConv/LSA/ELSA weights, prove them exactly at every depth, "
                             "and run them in floating point against an mpmath reference.")
@@ -68,9 +74,33 @@ def build_parser() -> argparse.ArgumentParser:
                                    "unset options are taken from the file's metadata.  Limits: "
                                    + "; ".join(f"{k} <= {v}" for k, v in GD_LIMITS.items())
                                    + " (--allow-large lifts them).")
+    if fill("gd"):
+        _gd_arguments(g, list(light_gd_architectures()))
+    c = sub.add_parser("circuit", help="compile a user's arithmetic circuit (node-link JSON) to BaseConv")
+    if fill("circuit"):
+        from .circuit_cmd import add_arguments as add_circuit_arguments
+
+        add_circuit_arguments(c)
+    i = sub.add_parser("import", help="prove a peer's weight file (precision-ls, icl-gd, zoology, polyverify) "
+                                      "against a specification")
+    if fill("import"):
+        from .importers.cli import add_arguments as add_import_arguments
+
+        add_import_arguments(i)
+    from .catalogue_cmd import add_arguments as add_entry_arguments
+
+    for name, e in light_entries().items():
+        if fill(name):
+            add_entry_arguments(sub.add_parser(name, description=f"{e.summary} [{e.paper}]"), e)
+        else:
+            sub.add_parser(name)
+    return p
+
+
+def _gd_arguments(g, archs: list[str]) -> None:
     g.add_argument("--layers", type=int, default=None,
                    help="model depth (layers of the stack); required unless --weights gives it")
-    g.add_argument("--arch", default=None, choices=list(gd_architectures()), help="construction (default baseconv)")
+    g.add_argument("--arch", default=None, choices=archs, help="construction (default baseconv)")
     g.add_argument("--n", type=int, default=None, help="rows N of A (default 20)")
     g.add_argument("--d", type=int, default=None, help="columns D of A (default 5)")
     g.add_argument("--eta", default=None, help="step size, an exact rational (default 1/16)")
@@ -97,22 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_proof_limits(g)  # --proof-memory-gib, --proof-timeout: the proof runs in a child under them
     add_check_arguments(g)  # --check exact|random, --random-seed
 
-    from .circuit_cmd import add_arguments as add_circuit_arguments
-
-    add_circuit_arguments(sub.add_parser("circuit", help="compile a user's arithmetic circuit "
-                                                         "(node-link JSON) to BaseConv"))
-    from .importers.cli import add_arguments as add_import_arguments
-
-    add_import_arguments(sub.add_parser("import", help="prove a peer's weight file (precision-ls, icl-gd, zoology, "
-                                                       "polyverify) against a specification"))
-    from constructions.catalogue import entries
-
-    from .catalogue_cmd import add_arguments as add_entry_arguments
-
-    for name, e in entries().items():
-        add_entry_arguments(sub.add_parser(name, description=f"{e.summary} [{e.paper}]"), e)
-    return p
-
 
 # ------------------------------------------------------------------ helpers
 
@@ -136,7 +150,10 @@ def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command li
     """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue, in a
     child under ``--proof-memory-gib`` and ``--proof-timeout`` (``verify/bounded.py``); with
     ``--check random``, the randomized test of the same sections (each distinct body its own)."""
+    from constructions.weights_io import check_against, same_layer, split_sections
+
     from . import bounded
+    from .proof import prove
 
     secs, k_file = split_sections(con, lw.layers)
     if k_file != k:
@@ -191,7 +208,9 @@ def _from_file(declared: dict | None) -> dict:
     if not declared:
         return {}
     out = {}
-    arch = {e.name: key for key, e in gd_architectures().items()}.get(declared.get("name"))
+    from constructions.catalogue import light_gd_architectures
+
+    arch = {e.name: key for key, e in light_gd_architectures().items()}.get(declared.get("name"))
     if arch is None:
         return {}
     out["arch"] = arch
@@ -200,7 +219,7 @@ def _from_file(declared: dict | None) -> dict:
         out["n"], out["d"] = A
     P = declared.get("params") or {}
     try:
-        q = lambda key: exact(parse_rational(P[key], f"the weight file's parameter {key}"))  # noqa: E731 - bounded
+        q = lambda key: parse_rational(P[key], f"the weight file's parameter {key}")  # noqa: E731 - bounded
         if "eta" in P:
             out["eta"] = str(q("eta"))
         elif "sqrt_eta" in P:
@@ -222,6 +241,8 @@ def _resolve(a) -> tuple[dict, dict, object]:
     """Each gd option's value and where it came from (command line, weight file, default)."""
     lw = None
     if a.weights:
+        from constructions.weights_io import NoMetadataError, WeightFileError, load
+
         try:
             lw = load(a.weights)
         except NoMetadataError:
@@ -241,21 +262,58 @@ def _resolve(a) -> tuple[dict, dict, object]:
     return vals, source, lw
 
 
-def _estimate_bytes(con, k: int, batch: int, n_dtypes: int, digits: int) -> float:
+def _estimate_bytes(n: int, d: int, state_size: int, k: int, batch: int, n_dtypes: int, digits: int) -> float:
     """A rough upper estimate of a gd run's memory: the problems rounded to each dtype (kept
     for all dtypes), the streamed float states (a few copies of the batched state), the
     current iterates of the run, plain GD and the reference, one report row per step, and the
     mpfr reference's matrix M and vector c (~(digits/2 + 40) bytes each); the reference, the
     run and plain GD advance in lockstep (numerics.runner.gd_accuracy), so nothing else grows
     with depth; the dtypes run one after another."""
-    n, d = con.variables["A"]
     mp = digits / 2 + 40
     inputs = n_dtypes * batch * (n * d + n + 2 * d) * 8
-    state = 4 * batch * con.state_size * 8
+    state = 4 * batch * state_size * 8
     iterates = 3 * batch * d * (8 + mp)
     rows = (k + 1) * n_dtypes * 512
     reference = batch * (d * d + d) * mp
     return inputs + state + iterates + rows + reference
+
+
+def state_size(formula: str, n: int, d: int) -> int | None:
+    """The number of state entries of a gd architecture's state formula (``"(N+1) x (5D+2)"``,
+    ``constructions.catalogue``) at N = n, D = d, or None where the formula is not plain
+    arithmetic in N and D (the construction is then built to know it)."""
+    import re
+
+    parts = formula.split(" x ")
+    if len(parts) != 2:
+        return None
+    total = 1
+    for part in parts:
+        expr = re.sub(r"(\d)(?=[ND(])", r"\1*", part.strip()).replace("^", "**")
+        if not re.fullmatch(r"[0-9ND+*() ]+", expr):
+            return None
+        try:  # digits, N, D, + * ** and parentheses only: nothing else can run
+            total *= int(eval(expr, {"__builtins__": {}}, {"N": n, "D": d}))  # noqa: S307
+        except (SyntaxError, ValueError, TypeError, ArithmeticError):
+            return None
+    return total
+
+
+def depth_error(name: str, layers_counts: tuple[int, int, int], layers: int) -> str | None:
+    """``constructions.base.Construction.steps_for_depth``'s refusal, from the layer counts alone
+    (prologue, body, epilogue), or None when ``layers`` is realisable (a test checks the two
+    agree)."""
+    pro, per, epi = layers_counts
+    base = pro + epi
+    if layers >= base and (layers - base) % per == 0:
+        return None
+    k_lo = max(0, (layers - base) // per)
+    cands = sorted({base + k * per for k in (k_lo, k_lo + 1) if k >= 0})
+    below = [c for c in cands if c < layers]
+    above = [c for c in cands if c > layers]
+    near = ([f"{below[-1]}"] if below else []) + ([f"{above[0]}"] if above else [])
+    return (f"depth {layers} is not realisable by {name}: depths are {base} + {per}*k (prologue {pro}, body {per}, "
+            f"epilogue {epi}); nearest valid: {' or '.join(near)}")
 
 
 # ------------------------------------------------------------------ gd
@@ -264,7 +322,7 @@ def _estimate_bytes(con, k: int, batch: int, n_dtypes: int, digits: int) -> floa
 class GDSettings:
     """A validated ``gd`` command: what to prove and run, and where each parameter came from."""
 
-    con: Construction
+    con: "Construction"
     k: int
     n: int
     d: int
@@ -279,10 +337,11 @@ class GDSettings:
 
 def gd_settings(a) -> GDSettings:
     """Validate every option of ``gd`` (and the --weights file, and the problems' rounding)
-    before any work; a UsageError names the first problem."""
-    from numerics.backends import Backend, BackendError
-    from numerics.problems import sample_ls
-    from numerics.runner import rounded_inputs
+    before any work; a UsageError names the first problem.  The options are checked first, from
+    the catalogue's manifest (nothing heavy imported: an argument error costs a fraction of
+    ``import sympy``); then the construction is built, the --weights file read and the problems
+    rounded."""
+    from constructions.catalogue import light_gd_architectures
 
     from . import bounded
 
@@ -313,21 +372,50 @@ def gd_settings(a) -> GDSettings:
     check_range("--kappa", a.kappa, 1.0)
     try:
         flag = lambda key: f"--{key}" if source[key] == "command line" else f"{key} (from the {source[key]})"  # noqa: E731
-        eta = exact(parse_rational(vals["eta"], flag("eta")))  # bounded: --eta 1e999999999 is refused at once
-        lam = exact(parse_rational(vals["lam"], flag("lam")))
+        eta = parse_rational(vals["eta"], flag("eta"))  # bounded: --eta 1e999999999 is refused at once
+        lam = parse_rational(vals["lam"], flag("lam"))
     except ValueError as e:
         raise UsageError(str(e)) from None
     if eta <= 0:
         raise UsageError(f"--eta must be > 0, got {eta}")
     if lam < 0:
         raise UsageError(f"--lam must be >= 0, got {lam}")
-    entry = gd_architectures()[arch]
-    if lam != 0 and not entry.ridge:
-        ridge = " or ".join(e.arch for e in gd_architectures().values() if e.ridge)
+    light = light_gd_architectures()
+    info = light[arch]
+    if lam != 0 and not info.ridge:
+        ridge = " or ".join(e.arch for e in light.values() if e.ridge)
         raise UsageError(f"--lam needs a ridge architecture (--arch {ridge}); {arch} is plain least squares")
     dtypes = [t.strip() for t in a.dtype.split(",")]
     if not all(dtypes):
         raise UsageError(f"--dtype {a.dtype!r}: an empty name in the list; choose from {', '.join(DTYPES)}")
+    # what the manifest knows, refused before anything is built (the same checks run again below
+    # on the built construction, for an architecture the manifest does not cover)
+    if info.gd_layers is not None:
+        msg = depth_error(info.name, info.gd_layers, layers)
+        if msg:
+            raise UsageError(f"--layers: {msg}")
+    bad_dtype = next((t for t in dtypes if t not in DTYPES), None)
+    if bad_dtype is not None:
+        raise UsageError(f"unknown dtype {bad_dtype!r}; choose one of {', '.join(DTYPES)}")
+    _check_device(a)
+    if a.conv != "direct" and info.gd_baseconv is False:
+        raise UsageError(f"--conv {a.conv} applies to BaseConv layers; --arch {arch} has none")
+    _check_work(a, layers)
+    size = state_size(info.state, n, d)
+    if info.gd_layers is not None and size is not None and not a.allow_large:
+        k_light = (layers - info.gd_layers[0] - info.gd_layers[2]) // info.gd_layers[1]
+        _check_memory(a, layers, n, d, size, k_light, len(dtypes))
+
+    # the work starts: the construction, the backends, the weight file, the problems
+    import numpy as np
+
+    from constructions.base import DepthError
+    from constructions.catalogue import gd_architectures
+    from numerics.backends import Backend, BackendError
+    from numerics.problems import sample_ls
+    from numerics.runner import rounded_inputs
+
+    entry = gd_architectures()[arch]
     try:
         con = entry.build(n, d, eta=eta, lam=lam) if entry.ridge else entry.build(n, d, eta=eta)
         k = con.steps_for_depth(layers)
@@ -337,19 +425,13 @@ def gd_settings(a) -> GDSettings:
     except (ValueError, BackendError) as e:
         raise UsageError(str(e)) from None
     # options the run would ignore are refused, not silently dropped
-    if a.device != "cpu" and a.backend != "torch":
-        raise UsageError(f"--device {a.device} applies to --backend torch only (--backend {a.backend} "
-                         f"{'runs on the CPU' if a.backend == 'numpy' else 'picks its own GPU'})")
     if a.conv != "direct" and not any(L.kind == "baseconv" for L in (*con.prologue, *con.body, *con.epilogue)):
         raise UsageError(f"--conv {a.conv} applies to BaseConv layers; --arch {arch} has none")
-    work, work_lim = a.batch * layers, GD_LIMITS["--batch x --layers (problem-layers)"]
-    if not a.allow_large and work > work_lim:
-        raise UsageError(f"--batch {a.batch} x --layers {layers} = {work} problem-layers exceeds the limit "
-                         f"{work_lim} (lower --batch or --layers, or pass --allow-large)")
     if not a.allow_large:
-        check_memory(f"gd at depth {layers}, batch {a.batch}, N={n}, D={d}",
-                     _estimate_bytes(con, k, a.batch, len(backends), a.digits), override="--allow-large")
+        _check_memory(a, layers, n, d, con.state_size, k, len(backends))
     if a.weights:
+        from constructions.weights_io import WeightFileError, declared_mismatches, load
+
         try:
             if lw is None:
                 lw = load(a.weights, spec=con)
@@ -370,10 +452,28 @@ def gd_settings(a) -> GDSettings:
     return GDSettings(con, k, n, d, eta, lam, source, lw, inputs, json_path, export_path)
 
 
+def _check_device(a) -> None:
+    if a.device != "cpu" and a.backend != "torch":
+        raise UsageError(f"--device {a.device} applies to --backend torch only (--backend {a.backend} "
+                         f"{'runs on the CPU' if a.backend == 'numpy' else 'picks its own GPU'})")
+
+
+def _check_work(a, layers: int) -> None:
+    work, work_lim = a.batch * layers, GD_LIMITS["--batch x --layers (problem-layers)"]
+    if not a.allow_large and work > work_lim:
+        raise UsageError(f"--batch {a.batch} x --layers {layers} = {work} problem-layers exceeds the limit "
+                         f"{work_lim} (lower --batch or --layers, or pass --allow-large)")
+
+
+def _check_memory(a, layers: int, n: int, d: int, size: int, k: int, n_dtypes: int) -> None:
+    check_memory(f"gd at depth {layers}, batch {a.batch}, N={n}, D={d}",
+                 _estimate_bytes(n, d, size, k, a.batch, n_dtypes, a.digits), override="--allow-large")
+
+
 def cmd_gd(a, out) -> int:
+    st = gd_settings(a)
     from numerics.runner import gd_accuracy
 
-    st = gd_settings(a)
     con, k, n, d, eta, lam, source, lw = st.con, st.k, st.n, st.d, st.eta, st.lam, st.source, st.weights
     inputs, json_path, export_path = st.inputs, st.json_path, st.export_path
     print(f"{con.name}: {con.reference}", file=out)
@@ -389,6 +489,8 @@ def cmd_gd(a, out) -> int:
                                           else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
     user = None
     if a.weights:
+        from constructions.weights_io import WeightFileError
+
         try:
             proof, user = _prove_weights(con, lw, a.weights, k, a, layers_from=source.get("layers", "command line"))
         except WeightFileError as e:
@@ -409,6 +511,8 @@ def cmd_gd(a, out) -> int:
     print_proof(proof, out)
 
     if export_path:
+        from constructions.weights_io import save
+
         with atomic_path(export_path, "--export") as tmp:
             save(tmp, con, k)
         print(f"exported {con.depth(k)} layers to {export_path}", file=out)
@@ -456,26 +560,33 @@ def cmd_gd(a, out) -> int:
 # ------------------------------------------------------------------ list / main
 
 def cmd_list(out) -> int:
+    from constructions.catalogue import light_entries, light_errata, light_gd_architectures
+
     print("gd --arch ARCH (python -m verify.construct gd --layers L --arch ARCH):", file=out)
-    for arch, e in gd_architectures().items():
+    for arch, e in light_gd_architectures().items():
         print(f"  {arch:<16} {e.name:<20} depth {e.depth:<7} state {e.state:<22} {e.summary}", file=out)
         print(f"  {'':<16} {'':<20} {e.reference}", file=out)
     print("circuit --graph FILE.json: any arithmetic circuit (networkx node-link JSON) -> BaseConv stack", file=out)
-    from constructions.catalogue import entries, errata
-
-    cat = entries()
+    cat = light_entries()
     if cat:
         print("catalogue (python -m verify.construct NAME [--set KEY=VALUE] [--json FILE]; the gd entries above "
               "are NAMEs too):", file=out)
         for name, e in cat.items():
             if "gd" not in e.roles:
                 print(f"  {name:<28} {e.summary}  [{e.paper}]", file=out)
-    print(f"errata: {len(errata())} (python -m verify.errata)", file=out)
+    print(f"errata: {len(light_errata())} (python -m verify.errata)", file=out)
     return 0
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command word of ``argv``: its first argument that is not an option (the top level's
+    options, --help and --list, take no value)."""
+    return next((x for x in argv if not x.startswith("-")), None)
+
+
 def _main(argv, out) -> int:
-    a = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = build_parser(_command(argv), lazy=True).parse_args(argv)
     if a.list:
         return cmd_list(out)
     if a.command == "gd":
@@ -488,12 +599,12 @@ def _main(argv, out) -> int:
         from .importers.cli import cmd_import
 
         return cmd_import(a, out)
-    from constructions.catalogue import entries
+    from constructions.catalogue import light_entries
 
-    if a.command in entries():
+    if a.command in light_entries():
         from .catalogue_cmd import cmd_entry
 
-        return cmd_entry(entries()[a.command], a, out)
+        return cmd_entry(light_entries()[a.command], a, out)
     raise UsageError("choose a command: gd, circuit, a catalogue name, or --list")
 
 

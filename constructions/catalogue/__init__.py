@@ -16,6 +16,14 @@ Each module of this package registers its items at import:
   verify.errata`` runs them all and writes the errata table of the docs.
 
 Module names say which seed they implement (``seed000_*.py`` ...).
+
+The manifest (``manifest.json`` beside this file, :func:`light_entries`): what the command
+line needs to print its help, list the catalogue and refuse a bad argument (names, summaries,
+papers, sizes, the gd architectures' layer counts) without importing the catalogue's modules
+(numpy, the compiler, networkx).  It records a digest of this package's source files and is used
+only while they match; otherwise the registry itself is read (slower, never stale).  Regenerate it
+after changing an entry: ``python -c "import constructions.catalogue as c; c.write_manifest()"``
+(a test fails while it is stale).
 """
 from __future__ import annotations
 
@@ -117,3 +125,142 @@ def by_name(name: str) -> CatalogueEntry | None:
 def errata() -> dict[str, Erratum]:
     load_all()
     return dict(sorted(ERRATA.items()))
+
+
+# ------------------------------------------------------------------ the manifest (light start-up)
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What the command line knows of an entry without importing it (:func:`light_entries`):
+    the :class:`CatalogueEntry` fields but ``build``, and for a gd architecture its layer counts
+    (prologue, body, epilogue: the same at every size) and whether it has BaseConv layers
+    (``None``: unknown, read from the registry rather than the manifest)."""
+
+    name: str
+    paper: str
+    summary: str
+    sizes: dict
+    claim: str = ""
+    roles: frozenset = frozenset()
+    arch: str = ""
+    depth: str = ""
+    state: str = ""
+    ridge: bool = False
+    gd_layers: tuple | None = None
+    gd_baseconv: bool | None = None
+
+    @property
+    def reference(self) -> str:
+        return self.paper
+
+
+def sources_digest() -> str:
+    """A digest of this package's ``*.py`` files (names, sizes and CRC-32s of the contents, in name
+    order): any edit makes the manifest stale (zlib, not hashlib: its import is a fraction of a
+    millisecond, and the digest guards against forgetting to regenerate, not against an attacker)."""
+    import zlib
+    from pathlib import Path
+
+    parts = []
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        data = f.read_bytes()
+        parts.append(f"{f.name}:{len(data)}:{zlib.crc32(data):08x}")
+    return ";".join(parts)
+
+
+def _gd_layers(entry: CatalogueEntry) -> tuple[tuple[int, int, int], bool]:
+    from constructions.layers import BaseConv
+
+    con = entry.build(4, 2)
+    return ((len(con.prologue), len(con.body), len(con.epilogue)),
+            any(isinstance(L, BaseConv) for L in (*con.prologue, *con.body, *con.epilogue)))
+
+
+def build_manifest() -> dict:
+    """The manifest of the registry as it is now (imports every module; builds each gd
+    architecture once, small, for its layer counts)."""
+    out = {}
+    for name, e in entries().items():
+        d = {"paper": e.paper, "summary": e.summary, "sizes": dict(e.sizes), "claim": e.claim,
+             "roles": sorted(e.roles), "arch": e.arch, "depth": e.depth, "state": e.state, "ridge": e.ridge}
+        if "gd" in e.roles:
+            d["gd_layers"], d["gd_baseconv"] = _gd_layers(e)
+        out[name] = d
+    return {"digest": sources_digest(), "entries": out, "gd_order": [e.name for e in gd_architectures().values()],
+            "errata": list(errata())}
+
+
+def write_manifest() -> str:
+    """Write ``manifest.json`` (atomically); returns its path."""
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path(__file__).with_name(MANIFEST)
+    tmp = path.with_name(MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(build_manifest(), indent=1) + "\n")
+    os.replace(tmp, path)
+    return str(path)
+
+
+def _info(name: str, d: dict) -> EntryInfo:
+    gl = d.get("gd_layers")
+    return EntryInfo(name, d["paper"], d["summary"], dict(d["sizes"]), d.get("claim", ""), frozenset(d["roles"]),
+                     d.get("arch", ""), d.get("depth", ""), d.get("state", ""), bool(d.get("ridge", False)),
+                     tuple(gl) if gl is not None else None, d.get("gd_baseconv"))
+
+
+_LIGHT: dict = {}
+
+
+def _light() -> dict:
+    """``{"entries": {name: EntryInfo}, "gd": {arch: EntryInfo}, "errata": [ids], "source": ...}``:
+    from the manifest while it matches the sources, else from the registry (``gd_layers`` then
+    unknown)."""
+    if _LIGHT:
+        return _LIGHT
+    import json
+    from pathlib import Path
+
+    man = None
+    try:
+        man = json.loads(Path(__file__).with_name(MANIFEST).read_text())
+        if man.get("digest") != sources_digest():
+            man = None
+    except (OSError, ValueError):
+        man = None
+    if man is not None:
+        ents = {name: _info(name, d) for name, d in sorted(man["entries"].items())}
+        _LIGHT.update(entries=ents, gd={ents[n].arch: ents[n] for n in man["gd_order"]}, errata=list(man["errata"]),
+                      source="manifest")
+    else:
+        def info(e):
+            return EntryInfo(e.name, e.paper, e.summary, dict(e.sizes), e.claim, frozenset(e.roles), e.arch, e.depth,
+                             e.state, e.ridge)
+        _LIGHT.update(entries={n: info(e) for n, e in entries().items()},
+                      gd={a: info(e) for a, e in gd_architectures().items()}, errata=list(errata()),
+                      source="registry")
+    return _LIGHT
+
+
+def light_entries() -> dict[str, EntryInfo]:
+    """Every entry as an :class:`EntryInfo`, by name (from the manifest when it is fresh)."""
+    return dict(_light()["entries"])
+
+
+def light_gd_architectures() -> dict[str, EntryInfo]:
+    """The gd architectures as :class:`EntryInfo`, by arch, in :func:`gd_architectures`' order."""
+    return dict(_light()["gd"])
+
+
+def light_errata() -> list[str]:
+    """The errata's ids."""
+    return list(_light()["errata"])
+
+
+def light_source() -> str:
+    """Where the light view came from: ``"manifest"`` or ``"registry"`` (a stale manifest)."""
+    return _light()["source"]
