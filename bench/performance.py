@@ -9,7 +9,10 @@ status, and the CPU (user + sys of the child) and wall time it took:
   128x32, flint and sympy backends (sympy up to 20x5 with ``--quick``), plus the catalogue;
 * ``bench/bench_compiler.py``: compile + proof of a 1,000-gate placed circuit, ``baseconv`` vs
   ``baseconv-mlp``;
+* ``bench/bench_compiler.py --scale``: compile + proof CPU and peak RSS of placed random circuits at 1k,
+  10k and 100k gates with the fitted exponents (10^6 is ``--million``, not run here);
 * ``bench/bench_memory.py`` (when present): peak RSS of ``gd --layers`` at two depths;
+* ``bench/bench_startup.py``: ``--help`` and argument errors of ``verify.construct`` against ``import sympy``;
 * ``bench/bench_construction.py``: the float forward of the constructions against a baseline;
 * the committed results of ``bench/gpu.sh`` (``bench/results/gpu/``), under the card's name, or "not
   run on a GPU" (:func:`gpu_section`; the GPU run is not started from here);
@@ -151,9 +154,15 @@ def main(argv=None) -> int:
     runs.append(("Compiler: 1,000-gate placed circuit, baseconv vs baseconv-mlp",
                  run([py, "bench/bench_compiler.py"] + (["--gates", "200", "--repeat", "1"] if a.quick else []),
                      a.timeout)))
+    runs.append(("Compiler at scale: compile + proof of placed random circuits, fitted exponents",
+                 run([py, "bench/bench_compiler.py", "--scale"]
+                     + (["--quick"] if a.quick else ["--sizes", "1000,10000,100000"]), a.timeout)))
     if (ROOT / "bench" / "bench_memory.py").exists():
         runs.append(("Peak memory of gd --layers at two depths",
                      run([py, "bench/bench_memory.py"] + (["--quick"] if a.quick else []), a.timeout)))
+    runs.append(("Start-up: --help and argument errors against import sympy",
+                 run([py, "bench/bench_startup.py"] + (["--repeat", "3", "--only-light"] if a.quick else []),
+                     a.timeout)))
     runs.append(("Float forward of the constructions against a baseline",
                  run([py, "bench/bench_construction.py"] + (["--quick"] if a.quick else []), a.timeout)))
     for gates in ((1000,) if a.quick else (10_000, 100_000)):
