@@ -13,7 +13,7 @@ The test:
 
 1. a prime ``p`` drawn uniformly from the primes in ``[2^60, 2^61)`` that divide no denominator of
    the weights or of the specification's constants (uniform odd integers, Miller-Rabin with the
-   first twelve primes as bases, deterministic below 3.3e24, until one is such a prime);
+   first twelve primes as bases, deterministic below 3.2e23, until one is such a prime);
 2. for each section its own point ``r``, uniform in ``F_p^n`` and independent of the others; the
    section's start state and target evaluated at ``r`` modulo ``p`` (the specification's own
    code on residues), the layers run on the start state modulo ``p`` (``verify.modular``'s
@@ -35,10 +35,13 @@ integer coefficients for the common-denominator bound ``L`` below, and one nonze
 ``c`` of it has ``|c| <= L ||f||_1 < 2^H``; at most ``floor(H / 60)`` primes ``>= 2^60`` divide
 ``c``, out of at least ``PRIME_COUNT_LOWER - floor(bits(L_all) / 60)`` primes the draw chooses
 from (``PRIME_COUNT_LOWER``: a lower bound on the number of primes in ``[2^60, 2^61)`` from
-Rosser and Schoenfeld's bounds ``x / ln x < pi(x) < 1.25506 x / ln x``, "Approximate formulas for
-some functions of prime numbers", Illinois J. Math. 6 (1962), Corollary 1; ``L_all`` the least common multiple of every constant's
-denominator, whose prime factors are excluded).  A failing construction fails in at least one
-section, so summing both terms over every section checked (a union bound) bounds the error.
+Rosser and Schoenfeld's bounds ``x / ln x < pi(x) < 1.25506 x / ln x``, "Approximate formulas
+for some functions of prime numbers", Illinois J. Math. 6 (1962), Corollary 1; ``L_all`` the
+least common multiple of every constant's denominator, whose prime factors are excluded).  A
+failing construction fails in at least one section, so summing both terms over every section
+checked (a union bound) bounds the error.  The specification's code is read as a polynomial
+expression in its inputs (ring operations and constants, as the exact proof reads it; the
+structural zeros ``constructions.ops`` skips are skipped exactly): code that needs more is refused.
 
 **Where the bounds come from** (true upper bounds, never estimates).  Per entry three numbers:
 ``d`` the total degree, ``n`` an integer bound on the 1-norm (the sum of the coefficients'
@@ -66,7 +69,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions import ops
 from constructions.base import Construction
 from constructions.claims import IdentityClaim
 from constructions.layers import ELSA, LSA, BaseConv, TokenLSA
@@ -145,7 +147,7 @@ def _rat(x) -> Fraction:
         return Fraction(int(x))
     if isinstance(x, (float, np.floating)):
         if not math.isfinite(float(x)):
-            raise RandomizedUnsupported(f"a non-finite constant {x!r} in the specification")
+            raise RandomizedUnsupported(f"a non-finite number {x!r} (a weight or a constant of the specification)")
         return Fraction(float(x))
     num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
     if isinstance(num, int) and isinstance(den, int) and den:
@@ -163,8 +165,10 @@ class _Bound:
         self.d, self.n, self.l, self.acc = d, n, l, acc
 
     def _const(self, o):
-        if isinstance(o, _Bound):
+        if type(o) is _Bound:
             return o
+        if type(o) is int:
+            return _Bound(0, abs(o), 1, self.acc) if o else 0
         try:
             q = _rat(o)
         except TypeError:
@@ -227,8 +231,11 @@ class _ModP:
         self.v, self.p = v, p
 
     def _c(self, o):
-        if isinstance(o, _ModP):
+        t = type(o)
+        if t is _ModP:
             return o.v
+        if t is int:  # the common constants (ops' structural ones, integer weights): no Fraction
+            return o % self.p
         try:
             return modular.residue(_rat(o), self.p)
         except TypeError:
