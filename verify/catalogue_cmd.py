@@ -8,7 +8,8 @@ import json
 from polyverify.cli import atomic_write_text, output_file
 
 from . import bounded
-from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
+from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
+                         print_proof, verdict_of)
 
 # Light at import (numpy, the proof and the catalogue's modules are imported where the work
 # starts): ``python -m verify.construct NAME --help`` and NAME's argument errors read the entry
@@ -70,6 +71,7 @@ def add_arguments(s, entry) -> None:
     s.add_argument("--allow-large", action="store_true", help=f"allow sizes above {MAX_SIZE}")
     bounded.add_arguments(s)
     add_check_arguments(s)
+    add_export_arguments(s, "the entry's weights (a construction with a body: one body copy)")
 
 
 def cmd_entry(entry, a, out) -> int:
@@ -89,6 +91,10 @@ def cmd_entry(entry, a, out) -> int:
         obj = entry.build(**sizes)
     except (ValueError, IndexError) as e:
         raise UsageError(f"{entry.name}: {e}") from None
+    if getattr(a, "export", None) is not None or getattr(a, "export_format", None) is not None:
+        from .export import check_export_arguments
+
+        check_export_arguments(a, obj)  # the format holds the entry, or one line now, before the proof
     if a.check == "random":
         from .randomized import RandomizedUnsupported, claim_of
 
@@ -125,6 +131,10 @@ def cmd_entry(entry, a, out) -> int:
     else:
         res = bounded.call(lambda: check(obj), a, entry.name)
     print_proof(res, out)
+    if getattr(a, "export", None) is not None:
+        from .export import write_export
+
+        write_export(a, obj, out=out)
     if json_path:
         verdict, line = verdict_of(res)
         atomic_write_text(json_path, json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,

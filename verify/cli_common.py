@@ -99,3 +99,21 @@ def markdown_table(header: list[str], rows) -> list[str]:
 
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])
+
+
+#: the layouts ``--export`` writes (``verify/export.py``); here so that a parser names them without
+#: importing the export (numpy, the constructions): ``--help`` and argument errors stay light
+FORMATS = ("polyverify", "precision-ls", "zoology", "icl-gd")
+DEFAULT_FORMAT = "polyverify"
+
+
+def add_export_arguments(parser, what: str = "the weights") -> None:
+    """``--export FILE`` and ``--format polyverify|precision-ls|zoology|icl-gd`` (default polyverify);
+    ``verify.export.check_export_arguments`` checks them, ``write_export`` writes the file."""
+    parser.add_argument("--export", metavar="FILE",
+                        help=f"write {what} to FILE in the --format's layout (checked before any work)")
+    parser.add_argument("--format", dest="export_format", default=None, metavar="|".join(FORMATS),
+                        help="the layout of --export: this toolkit's safetensors (polyverify, the default) or a "
+                             "peer's own names, shapes and config (precision-ls, zoology: .pt or .safetensors; "
+                             "icl-gd: .npz or .safetensors); a format that cannot hold the construction is refused "
+                             "(docs/interop.md)")

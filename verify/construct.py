@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from polyverify.cli import (Parser, atomic_path, atomic_write_text, check_memory, check_range, exit_with,
+from polyverify.cli import (Parser, atomic_write_text, check_memory, check_range, exit_with,
                             output_file, progress, run_main)
 from polyverify.rational import parse_rational
 
-from .cli_common import UsageError, add_check_arguments, call_check, check_check_arguments, print_proof, verdict_of
+from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
+                         print_proof, verdict_of)
 
 # Start-up: --help and every argument error import nothing heavy (no numpy, sympy, networkx,
 # mpmath, flint or torch): the commands, architectures and catalogue entries come from the
@@ -115,7 +116,7 @@ def _gd_arguments(g, archs: list[str]) -> None:
     g.add_argument("--kappa", type=float, default=5.0, help="singular values rescaled to [1, kappa] (default 5)")
     g.add_argument("--digits", type=int, default=50, help="digits of the mpmath reference (default 50)")
     g.add_argument("--json", help="write the whole report as JSON (folder created if missing)")
-    g.add_argument("--export", help="write the weights (safetensors + layout + exact rationals)")
+    add_export_arguments(g, "the built weights")
     g.add_argument("--weights", help="prove (and run) this weight file instead of the built weights")
     g.add_argument("--allow-metadata-mismatch", action="store_true",
                    help="prove --weights even where its metadata declares another construction, size, "
@@ -349,6 +350,8 @@ def gd_settings(a) -> GDSettings:
     check_check_arguments(a)  # --random-seed
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
+    if getattr(a, "export_format", None) is not None and a.export is None:
+        raise UsageError("--format needs --export FILE")
     if a.weights and a.export:
         raise UsageError("--export writes the built construction's weights, not the --weights file that is "
                          "proved and run: give one of them")
@@ -420,6 +423,10 @@ def gd_settings(a) -> GDSettings:
         con = entry.build(n, d, eta=eta, lam=lam) if entry.ridge else entry.build(n, d, eta=eta)
         k = con.steps_for_depth(layers)
         backends = [Backend(a.backend, dt, a.device) for dt in dtypes]
+        if a.export is not None:  # the --format holds this construction, or one line now, before any work
+            from .export import check_export_arguments
+
+            check_export_arguments(a, con, k=k)
     except DepthError as e:
         raise UsageError(f"--layers: {e}") from None
     except (ValueError, BackendError) as e:
@@ -511,11 +518,9 @@ def cmd_gd(a, out) -> int:
     print_proof(proof, out)
 
     if export_path:
-        from constructions.weights_io import save
+        from .export import write_export
 
-        with atomic_path(export_path, "--export") as tmp:
-            save(tmp, con, k)
-        print(f"exported {con.depth(k)} layers to {export_path}", file=out)
+        write_export(a, con, k=k, out=out)
 
     # ---- numeric runs
     runs, dtype_reports = [], []

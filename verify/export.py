@@ -68,8 +68,7 @@ from constructions.base import Construction, Sections, round_exact
 from constructions.layers import Layer
 from polyverify.cli import UsageError, atomic_path, output_file
 
-FORMATS = ("polyverify", "precision-ls", "zoology", "icl-gd")
-DEFAULT_FORMAT = "polyverify"
+from .cli_common import DEFAULT_FORMAT, FORMATS, add_export_arguments  # noqa: F401 (light: the parsers' part)
 _TORCH = (".pt", ".pth", ".bin")
 #: the file types each format is written as (the importers read them by suffix); None: any name
 SUFFIXES: dict[str, tuple[str, ...] | None] = {
@@ -510,17 +509,6 @@ def _check_suffix(path: Path, fmt: str) -> None:
 
 
 # ------------------------------------------------------------------ the command line
-
-def add_export_arguments(parser, what: str = "the weights") -> None:
-    """``--export FILE`` and ``--format polyverify|precision-ls|zoology|icl-gd`` (default polyverify)."""
-    parser.add_argument("--export", metavar="FILE",
-                        help=f"write {what} to FILE in the --format's layout (checked before any work)")
-    parser.add_argument("--format", dest="export_format", default=None, metavar="|".join(FORMATS),
-                        help="the layout of --export: this toolkit's safetensors (polyverify, the default) or a "
-                             "peer's own names, shapes and config (precision-ls, zoology: .pt or .safetensors; "
-                             "icl-gd: .npz or .safetensors); a format that cannot hold the construction is refused "
-                             "(docs/interop.md)")
-
 
 def check_export_arguments(args, construction, *, k: int | None = None, sections=None) -> Path | None:
     """Validate ``--export`` / ``--format`` before any work (a UsageError, one line): the format,

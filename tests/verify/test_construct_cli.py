@@ -223,3 +223,23 @@ def test_conv_fft_and_torch_backend(tmp_path):
     bf = [r["mse_vs_exact_gd"] for r in rep["runs"] if r["dtype"] == "bfloat16"]
     assert max(f64) < 1e-24 and all(np.isfinite(bf)) and max(bf) < 1e-1
     assert {d["backend"] for d in rep["dtypes"]} == {"torch"} and {d["conv"] for d in rep["dtypes"]} == {"fft"}
+
+
+def test_gd_and_a_catalogue_entry_export_to_a_peer_format(tmp_path, capsys):
+    """gd --export --format precision-ls writes the peer's file; a format that cannot hold the construction and --format without --export are refused in one line
+    before any work; a catalogue entry exports in this toolkit's layout."""
+    f = tmp_path / "gd.safetensors"
+    rc, text = run(["gd", "--layers", "4", "--export", str(f), "--format", "precision-ls"])
+    assert rc == 0 and f.is_file() and "exported 4 layers" in text and "precision-ls" in text
+    with safe_open(str(f), "np") as fh:  # the peer's own names (tests/verify/test_export.py proves round trips)
+        assert any(k.startswith("layers.") or "mixer" in k or "filter" in k for k in fh.keys())
+    bad = tmp_path / "z.pt"
+    capsys.readouterr()
+    rc, text = run(["gd", "--layers", "4", "--export", str(bad), "--format", "zoology"])
+    err = capsys.readouterr().err
+    assert rc == 2 and not bad.exists() and text == "" and len(err.strip().splitlines()) == 1 and "zoology" in err
+    rc, _ = run(["gd", "--layers", "4", "--format", "zoology"])
+    assert rc == 2 and "--format needs --export" in capsys.readouterr().err
+    e = tmp_path / "conv.safetensors"
+    rc, text = run(["s003-conv", "--export", str(e)])
+    assert rc == 0 and e.is_file() and "exported" in text
