@@ -1,10 +1,12 @@
 """Every experiment's --quick variant end to end through the sweep runner (the CI check of the
 pipeline, not of the paper's numbers), the report built from it, and docs/experiments.md current.
 
-The four quick runs share one Dask cluster (one worker process, started once by the fixture and
-passed to each command as ``--scheduler``), so the fixture pays one cluster start and one worker's
-imports instead of four; one experiment (seed002-ntk, the cheapest) is run a second time to check
-that a rerun resumes from the finished cells."""
+The four quick runs share one Dask cluster, started once by the fixture and passed to each command
+as ``--scheduler``: one worker thread in this process (no nanny or worker process to start, torch
+imported once), so the fixture pays one cluster start and one set of imports instead of four local
+clusters of worker processes; one experiment (seed002-ntk, the cheapest) is run a second time to
+check that a rerun resumes from the finished cells.  (The worker-process path runs in CI too: the
+GPU script's smoke test, tests/numerics/experiments/test_gpu_script.py, starts its own clusters.)"""
 import csv
 import json
 from pathlib import Path
@@ -26,7 +28,7 @@ def quick_runs(tmp_path_factory):
     from distributed import LocalCluster
 
     base = tmp_path_factory.mktemp("exp")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
                       silence_logs=logging.CRITICAL) as cluster:
         addr = cluster.scheduler_address
         codes = {name: main([name, "--quick", "--out", str(base / name), "--scheduler", addr, "--no-progress"])
