@@ -291,7 +291,7 @@ def _main(argv=None) -> int:
             for n, d in sizes:
                 e, r = res[f"{arch} {n}x{d} flint"], res[f"{arch} {n}x{d} random"]
                 ratio = f"{e['cpu'] / r['cpu']:.1f}x" if "cpu" in e and "cpu" in r and r["cpu"] > 0 else "-"
-                rss = f"{e.get('rss_mib', 0):.0f} / {r.get('rss_mib', 0):.0f}" if "rss_mib" in r else "-"
+                rss = " / ".join(f"{x['rss_mib']:.0f}" if "rss_mib" in x else "-" for x in (e, r))
                 lines.append(f"| {arch} | {n}x{d} | {cell(e)} | {cell(r, ' FAILED')} | {ratio} | "
                              f"{r.get('bound', '-')} | {rss} |")
     if a.catalogue:
