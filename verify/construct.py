@@ -568,17 +568,23 @@ def cmd_list(out) -> int:
     from constructions.catalogue import light_entries, light_errata, light_gd_architectures
 
     print("gd --arch ARCH (python -m verify.construct gd --layers L --arch ARCH):", file=out)
-    for arch, e in light_gd_architectures().items():
-        print(f"  {arch:<16} {e.name:<20} depth {e.depth:<7} state {e.state:<22} {e.summary}", file=out)
-        print(f"  {'':<16} {'':<20} {e.reference}", file=out)
+    gd = light_gd_architectures()
+    # each column as wide as its longest cell: long names (gd-compiled-baseconv-causal) stay aligned
+    wa, wn, wd, ws = (max((len(str(c)) for c in col), default=0) for col in
+                      (gd, [e.name for e in gd.values()], [e.depth for e in gd.values()],
+                       [e.state for e in gd.values()]))
+    for arch, e in gd.items():
+        print(f"  {arch:<{wa}}  {e.name:<{wn}}  depth {e.depth:<{wd}}  state {e.state:<{ws}}  {e.summary}", file=out)
+        print(f"  {'':<{wa}}  {'':<{wn}}  {e.reference}", file=out)
     print("circuit --graph FILE.json: any arithmetic circuit (networkx node-link JSON) -> BaseConv stack", file=out)
     cat = light_entries()
     if cat:
         print("catalogue (python -m verify.construct NAME [--set KEY=VALUE] [--json FILE]; the gd entries above "
               "are NAMEs too):", file=out)
+        wc = max((len(n) for n, e in cat.items() if "gd" not in e.roles), default=0)
         for name, e in cat.items():
             if "gd" not in e.roles:
-                print(f"  {name:<28} {e.summary}  [{e.paper}]", file=out)
+                print(f"  {name:<{wc}}  {e.summary}  [{e.paper}]", file=out)
     print(f"errata: {len(light_errata())} (python -m verify.errata)", file=out)
     return 0
 

@@ -243,3 +243,13 @@ def test_gd_and_a_catalogue_entry_export_to_a_peer_format(tmp_path, capsys):
     e = tmp_path / "conv.safetensors"
     rc, text = run(["s003-conv", "--export", str(e)])
     assert rc == 0 and e.is_file() and "exported" in text
+
+
+def test_list_columns_stay_aligned_for_long_names():
+    """--list: every gd row's 'depth' and 'state' columns start at the same place, whatever the
+    length of the architecture's and entry's names (gd-compiled-baseconv-causal included)."""
+    rc, text = run(["--list"])
+    rows = [ln for ln in text.splitlines() if " depth " in ln and " state " in ln]
+    assert rc == 0 and len(rows) >= 9
+    assert len({ln.index(" depth ") for ln in rows}) == 1 and len({ln.index(" state ") for ln in rows}) == 1
+    assert any("gd-compiled-baseconv-causal" in ln for ln in rows)
