@@ -34,7 +34,6 @@ The machine (cores, load average) is printed with the table; compare ratios, not
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -44,6 +43,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+from polyverify.cli import Parser, UsageError  # noqa: E402 (one-line errors, exit 2)
 
 CHILD = r"""
 import json, resource, sys, time
@@ -147,18 +149,15 @@ def run_child(code: str, timeout: float) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-class BadInput(ValueError):
-    """A bad argument: one line ``error: ...`` and exit 2, before any work."""
-
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     out = []
     for part in text.split(","):
         n, _, d = part.strip().partition("x")
         if not (n.isdigit() and d.isdigit()) or int(n) < 1 or int(d) < 1 or int(n) > 512 or int(d) > 128:
-            raise BadInput(f"--sizes: {part!r} is not NxD with 1 <= N <= 512, 1 <= D <= 128")
+            raise UsageError(f"--sizes: {part!r} is not NxD with 1 <= N <= 512, 1 <= D <= 128")
         if int(n) < int(d):
-            raise BadInput(f"--sizes: {part!r} has N < D (a least-squares problem needs N >= D)")
+            raise UsageError(f"--sizes: {part!r} has N < D (a least-squares problem needs N >= D)")
         out.append((int(n), int(d)))
     return out
 
@@ -171,21 +170,17 @@ def cell(r: dict, failed: str = " NOT PROVED") -> str:
     return f"{r['cpu']:.3f} / {r['wall']:.3f}" + ("" if r["ok"] else failed)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise BadInput(message)
-
 
 def main(argv=None) -> int:
     try:
         return _main(argv)
-    except BadInput as e:
+    except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
 def _main(argv=None) -> int:
-    ap = _Parser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20x5,64x16", help="comma-separated NxD (default 20x5,64x16)")
     ap.add_argument("--archs", help="comma-separated GD architectures (default: all of them)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per proof (default 300)")
@@ -206,17 +201,16 @@ def _main(argv=None) -> int:
     a = ap.parse_args(argv)
     sizes = parse_sizes(a.sizes)
     if not 1 <= a.timeout <= 3600:
-        raise BadInput("--timeout must be in 1..3600")
+        raise UsageError("--timeout must be in 1..3600")
     if not 0.5 <= a.memory_gib <= 64:
-        raise BadInput("--memory-gib must be in 0.5..64")
+        raise UsageError("--memory-gib must be in 0.5..64")
     for flag in ("sympy_up_to", "full_up_to", "paired_up_to"):
         if getattr(a, flag) < 0:
-            raise BadInput(f"--{flag.replace('_', '-')} must be >= 0")
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= 0")
     for flag in ("md", "json"):
         path = getattr(a, flag)
         if path is not None and (Path(path).is_dir() or not Path(path).resolve().parent.is_dir()):
-            raise BadInput(f"--{flag} {path}: not a file in an existing folder")
-    sys.path.insert(0, str(ROOT))
+            raise UsageError(f"--{flag} {path}: not a file in an existing folder")
     from constructions.catalogue import gd_architectures
 
     archs = list(gd_architectures())
@@ -224,7 +218,7 @@ def _main(argv=None) -> int:
         asked = [x.strip() for x in a.archs.split(",")]
         unknown = [x for x in asked if x not in archs]
         if unknown or not asked:
-            raise BadInput(f"--archs: unknown architecture {', '.join(map(repr, unknown)) or repr(a.archs)}; "
+            raise UsageError(f"--archs: unknown architecture {', '.join(map(repr, unknown)) or repr(a.archs)}; "
                            f"choose from {', '.join(archs)}")
         archs = [x for x in archs if x in asked]
     load = os.getloadavg()

@@ -15,7 +15,6 @@ run on the numpy backend loads torch or matplotlib (it must not).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -26,6 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+from polyverify.cli import Parser, UsageError  # noqa: E402 (one-line errors, exit 2)
 CONSTRUCT = [sys.executable, "-m", "verify.construct"]
 BASELINE = "import sympy (baseline)"
 #: modules none of the light commands may load (issue 28 item 4; numpy and sympy reported too)
@@ -60,9 +62,6 @@ PROBE = ("import sys, io\nfrom verify.construct import main\n"
          "print(' '.join(m for m in ('torch', 'matplotlib', 'hypothesis', 'cupy') if m in sys.modules) or 'none')")
 
 
-class BadInput(ValueError):
-    pass
-
 
 def run(cmd: list[str]) -> tuple[float, float, int]:
     """(wall s, CPU s of the child, exit status)."""
@@ -87,29 +86,25 @@ def imported(cmd: list[str]) -> list[str]:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise BadInput(message)
-
 
 def main(argv=None) -> int:
     try:
         return _main(argv)
-    except BadInput as e:
+    except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
 def _main(argv=None) -> int:
-    p = _Parser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=7, help="runs per command, in rounds (median reported; default 7)")
     p.add_argument("--json", help="write every measurement to this JSON file")
     p.add_argument("--only-light", action="store_true", help="skip the real gd run (a quick check)")
     a = p.parse_args(argv)
     if not 1 <= a.repeat <= 100:
-        raise BadInput("--repeat must be in 1..100")
+        raise UsageError("--repeat must be in 1..100")
     if a.json is not None and (Path(a.json).is_dir() or not Path(a.json).resolve().parent.is_dir()):
-        raise BadInput(f"--json {a.json}: not a file in an existing folder")
+        raise UsageError(f"--json {a.json}: not a file in an existing folder")
     names = [n for n in COMMANDS if not (a.only_light and n.startswith("gd --layers 100"))]
     runs: dict[str, list] = {n: [] for n in names}
     for _ in range(a.repeat):

@@ -155,7 +155,24 @@ def _rat(x) -> Fraction:
     raise TypeError(f"not a constant: {type(x).__name__}")
 
 
-class _Bound:
+class _SpecValue:
+    """What a polynomial of the specification's code may meet, for :class:`_Bound` and :class:`_ModP`
+    alike: division by a constant only, powers by a non-negative integer only."""
+
+    __slots__ = ()
+
+    def __truediv__(self, o):
+        if isinstance(o, _SpecValue):
+            raise RandomizedUnsupported("the specification divides by a polynomial (not a polynomial identity)")
+        return self * (1 / _rat(o))
+
+
+def _check_power(k) -> None:
+    if not isinstance(k, (int, np.integer)) or k < 0:
+        raise RandomizedUnsupported(f"a power {k!r} of a polynomial in the specification")
+
+
+class _Bound(_SpecValue):
     """Upper bounds on one polynomial (the module docstring): degree ``d``, 1-norm ``n``, common
     denominator ``l``; ``acc[0]`` collects the lcm of every constant's denominator met."""
 
@@ -199,14 +216,8 @@ class _Bound:
 
     __pos__ = __neg__
 
-    def __truediv__(self, o):
-        if isinstance(o, (_Bound, _ModP)):
-            raise RandomizedUnsupported("the specification divides by a polynomial (not a polynomial identity)")
-        return self * (1 / _rat(o))
-
     def __pow__(self, k):
-        if not isinstance(k, (int, np.integer)) or k < 0:
-            raise RandomizedUnsupported(f"a power {k!r} of a polynomial in the specification")
+        _check_power(k)
         out = 1
         for _ in range(int(k)):
             out = self * out
@@ -221,7 +232,7 @@ class _Bound:
     __hash__ = object.__hash__
 
 
-class _ModP:
+class _ModP(_SpecValue):
     """One residue modulo ``p`` in the specification's code; a constant meets it as its residue
     (``verify.modular.residue``: a denominator ``p`` divides is :class:`modular.Unrepresentable`)."""
 
@@ -267,14 +278,8 @@ class _ModP:
     def __pos__(self):
         return self
 
-    def __truediv__(self, o):
-        if isinstance(o, (_Bound, _ModP)):
-            raise RandomizedUnsupported("the specification divides by a polynomial (not a polynomial identity)")
-        return self * (1 / _rat(o))
-
     def __pow__(self, k):
-        if not isinstance(k, (int, np.integer)) or k < 0:
-            raise RandomizedUnsupported(f"a power {k!r} of a polynomial in the specification")
+        _check_power(k)
         return _ModP(pow(self.v, int(k), self.p), self.p)
 
     def __bool__(self):

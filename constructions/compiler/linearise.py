@@ -121,8 +121,7 @@ def _linearise(g: nx.DiGraph):
     keep = set(C.output_nodes(g).values())
     uses = {v: g.out_degree(v) for v in g}
     pred = g.pred
-    owned: set = set()  # nodes whose form dict is theirs alone (made by _sum, not held elsewhere)
-    holders: dict = {}  # id of an owned form dict -> (its node,)
+    owner: dict = {}  # id of a form dict made by _sum and held nowhere else -> its node (``owned``)
 
     def flevel(f):
         return max((level[a] for a in f if a != CONST), default=0)
@@ -130,7 +129,8 @@ def _linearise(g: nx.DiGraph):
     def product_atom(fa, fb):
         ka, kb = form_key(fa), form_key(fb)
         key = (min(ka, kb), max(ka, kb))
-        owned.difference_update(holders.pop(id(fa), ()), holders.pop(id(fb), ()))  # held by an atom now
+        owner.pop(id(fa), None)  # held by an atom now
+        owner.pop(id(fb), None)
         if key not in by_key:
             aid = f"p{len(atoms)}"
             atoms[aid] = ("mul", fa, fb)
@@ -156,14 +156,10 @@ def _linearise(g: nx.DiGraph):
             u, m = ops[big]
             terms.insert(0, terms.pop(big))
             # this add is u's last consumer, u's form is u's alone and appears once: sum into it
-            mine = (m == 1 and u in owned and uses[u] == 1 and u not in keep
-                    and sum(1 for w, _ in ops if w == u) == 1)
+            # (a DiGraph has one edge u -> v: u appears once among the operands)
+            mine = m == 1 and owner.get(id(forms[u])) == u and uses[u] == 1 and u not in keep
             forms[v] = _sum(terms, into=terms[0][0] if mine else None)
-            if mine:
-                owned.discard(u)
-                holders.pop(id(forms[v]), None)
-            owned.add(v)
-            holders[id(forms[v])] = (v,)
+            owner[id(forms[v])] = v
         else:
             scale, factors = ONE, []
             for u, m in ops:
@@ -192,11 +188,13 @@ def _linearise(g: nx.DiGraph):
                     n += 1
                 f = pool[0][2]
                 if scale == 1:  # f may be an operand's own form: shared now, no longer owned
-                    owned.difference_update(holders.pop(id(f), ()))
+                    owner.pop(id(f), None)
                 forms[v] = f if scale == 1 else _scale(f, scale)
         for u, _ in ops:
             uses[u] -= 1
             if not uses[u] and u not in keep:
+                if owner.get(id(forms[u])) == u:
+                    del owner[id(forms[u])]
                 del forms[u]
     outputs = {name: _as_fractions(forms[n]) for name, n in C.output_nodes(g).items()}
     atoms = {a: (t if t[0] == "input" else ("mul", _as_fractions(t[1]), _as_fractions(t[2])))

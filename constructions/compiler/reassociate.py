@@ -355,7 +355,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             # of adds then costs its small operands, not copies of the growing sum), else into a new one
             big = max(range(len(ops)), key=lambda i: len(form[ops[i][0]][1]))
             ub, mb = ops[big]
-            mine = mb == 1 and uses[ub] == 1 and ub not in outputs and sum(1 for w, _ in ops if w == ub) == 1
+            mine = mb == 1 and uses[ub] == 1 and ub not in outputs  # (one edge ub -> v: ub appears once)
             c, t = (Q(0), form[ub][1]) if mine else (Q(0), {})
             for i, (u, m) in enumerate(ops):
                 cu, tu = form[u]

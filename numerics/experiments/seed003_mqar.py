@@ -92,18 +92,9 @@ def mqar_data(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power
     replacement as the reference's ``np.random.choice(replace=False)``."""
     import numpy as np
 
-    from numerics.training.mqar import IGNORE
+    from numerics.training.mqar import check_mqar, place_mqar
 
-    if N % 2 or N < 4:
-        raise ValueError(f"sequence length N must be even and >= 4, got {N}")
-    if D < 1 or 4 * D > N:
-        raise ValueError(f"number of key-value pairs D must be in [1, N/4], got D={D}, N={N}")
-    if vocab <= N or vocab % 2 or vocab // 2 - 1 < D:
-        raise ValueError(f"vocabulary must be even, larger than N={N} and hold D={D} keys, got {vocab}")
-    if not 0 < power_a <= 1:
-        raise ValueError(f"power_a must be in (0, 1], got {power_a}")
-    if num_examples < 1:
-        raise ValueError(f"num_examples must be >= 1, got {num_examples}")
+    check_mqar(num_examples, N, D, vocab, power_a)
     rng = np.random.default_rng(seed)
     n, half = num_examples, vocab // 2
 
@@ -117,21 +108,7 @@ def mqar_data(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power
             out[bad] = rng.integers(lo, hi, size=(len(bad), D))
 
     keys, values = distinct(1, half), distinct(half, vocab)
-    ctx = 2 * D
-    space = (N - ctx) // 2
-    g = np.arange(1, space + 1, dtype=np.float64)
-    p = power_a * g ** (power_a - 1)
-    p /= p.sum()
-    # D gaps without replacement, each draw proportional to p among those left (Gumbel top-D)
-    gaps = np.argsort(-(np.log(p)[None, :] - np.log(-np.log(rng.random((n, space))))), axis=1)[:, :D]
-    seq = np.zeros((n, N + 1), dtype=np.int64)
-    lab = np.full((n, N + 1), IGNORE, dtype=np.int64)
-    seq[:, 0:ctx:2] = keys
-    seq[:, 1:ctx:2] = values
-    rows = np.arange(n)[:, None]
-    seq[rows, ctx + 2 * gaps] = keys
-    lab[rows, ctx + 2 * gaps + 1] = values
-    return seq[:, :-1].copy(), lab[:, 1:].copy()
+    return place_mqar(rng, keys, values, N, power_a)
 
 
 # ====================================================================== models (Zoology's reference code)
@@ -300,23 +277,11 @@ def build_model(mixer: str, vocab: int, N: int, d: int, *, seed: int = 0, layers
 # ====================================================================== training
 
 def accuracy(model, inputs, labels, batch: int = 500) -> float:
-    """Exact-match accuracy of the argmax at the labelled positions (Zoology's metric; every example has D
-    queries, so the per-example mean of the reference equals this one).  ``inputs``/``labels``: tensors on
-    the model's device."""
-    torch = _torch()
-    from numerics.training.mqar import IGNORE
+    """Zoology's exact-match accuracy (``numerics.training.mqar.accuracy``; every example has D queries, so
+    the reference's per-example mean equals it) on tensors on the model's device."""
+    from numerics.training.mqar import accuracy as exact_match
 
-    right = total = 0
-    was = model.training
-    model.eval()
-    with torch.no_grad():
-        for i in range(0, len(inputs), batch):
-            x, y = inputs[i:i + batch], labels[i:i + batch]
-            m = y != IGNORE
-            right += int((model(x, m).argmax(-1) == y[m]).sum())
-            total += int(m.sum())
-    model.train(was)
-    return right / total
+    return exact_match(model, inputs, labels, batch=batch)
 
 
 def train(model, train_set, test_set, *, lr: float, steps: int, batch: int, weight_decay: float = 0.1,

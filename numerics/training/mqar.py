@@ -41,25 +41,26 @@ IGNORE = -100
 MIXERS = ("attention", "baseconv")
 
 
-def mqar(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power_a: float = 0.01,
-         random_non_queries: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``(inputs, labels)``, both (num_examples, N) int64: the MQAR examples described in the
-    module docstring, a pure function of the arguments."""
+def check_mqar(num_examples: int, N: int, D: int, vocab: int, power_a: float) -> None:
+    """ValueError naming the first argument an MQAR generator cannot take."""
     if N % 2 or N < 4:
         raise ValueError(f"sequence length N must be even and >= 4, got {N}")
     if D < 1 or 4 * D > N:
         raise ValueError(f"number of key-value pairs D must be in [1, N/4], got D={D}, N={N}")
-    if vocab <= N or vocab % 2:
-        raise ValueError(f"vocabulary must be even and larger than N={N}, got {vocab}")
+    if vocab <= N or vocab % 2 or vocab // 2 - 1 < D:
+        raise ValueError(f"vocabulary must be even, larger than N={N} and hold D={D} keys, got {vocab}")
     if not 0 < power_a <= 1:
         raise ValueError(f"power_a must be in (0, 1], got {power_a}")
     if num_examples < 1:
         raise ValueError(f"num_examples must be >= 1, got {num_examples}")
-    rng = np.random.default_rng(seed)
-    n, half = num_examples, vocab // 2
-    # D distinct keys from [1, V/2) and D distinct values from [V/2, V) per example
-    keys = np.argsort(rng.random((n, half - 1)), axis=1)[:, :D] + 1
-    values = np.argsort(rng.random((n, vocab - half)), axis=1)[:, :D] + half
+
+
+def place_mqar(rng, keys: np.ndarray, values: np.ndarray, N: int, power_a: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(inputs, labels)`` from each example's D keys and values (n, D): the block ``k0 v0 k1 v1 ...``,
+    then each key asked again once at position ``2D + 2g``, the gaps ``g`` drawn (from ``rng``) without
+    replacement from ``[0, (N - 2D)/2)`` with probability proportional to ``a (g + 1)^(a - 1)``; the
+    label at a query is its value, every other label ``IGNORE``, every other input 0."""
+    n, D = keys.shape
     ctx = 2 * D
     space = (N - ctx) // 2
     g = np.arange(1, space + 1, dtype=np.float64)
@@ -75,11 +76,42 @@ def mqar(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power_a: f
     rows = np.arange(n)[:, None]
     seq[rows, ctx + 2 * gaps] = keys
     lab[rows, ctx + 2 * gaps + 1] = values
-    inputs, labels = seq[:, :-1].copy(), lab[:, 1:].copy()
+    return seq[:, :-1].copy(), lab[:, 1:].copy()
+
+
+def mqar(num_examples: int, N: int, D: int, vocab: int, seed: int, *, power_a: float = 0.01,
+         random_non_queries: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``(inputs, labels)``, both (num_examples, N) int64: the MQAR examples described in the
+    module docstring, a pure function of the arguments."""
+    check_mqar(num_examples, N, D, vocab, power_a)
+    rng = np.random.default_rng(seed)
+    n, half = num_examples, vocab // 2
+    # D distinct keys from [1, V/2) and D distinct values from [V/2, V) per example
+    keys = np.argsort(rng.random((n, half - 1)), axis=1)[:, :D] + 1
+    values = np.argsort(rng.random((n, vocab - half)), axis=1)[:, :D] + half
+    inputs, labels = place_mqar(rng, keys, values, N, power_a)
     if random_non_queries:
         z = inputs == 0
         inputs[z] = rng.integers(0, vocab, size=int(z.sum()))
     return inputs, labels
+
+
+def accuracy(model, inputs, labels, batch: int = 250) -> float:
+    """Exact-match accuracy of the argmax at the labelled positions (Zoology's metric); ``inputs`` /
+    ``labels`` numpy arrays or tensors (on the model's device); the model's train/eval mode is kept."""
+    right = total = 0
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(inputs), batch):
+            x = torch.as_tensor(inputs[i:i + batch])
+            y = torch.as_tensor(labels[i:i + batch])
+            m = y != IGNORE
+            pred = model(x, m).argmax(-1)
+            right += int((pred == y[m]).sum())
+            total += int(m.sum())
+    model.train(was)
+    return right / total
 
 
 class MQARModel(nn.Module):
@@ -125,22 +157,6 @@ class MQARModel(nn.Module):
         if mask is not None:
             h = h[mask]
         return h @ self.embed.weight.T
-
-
-def accuracy(model: MQARModel, inputs: np.ndarray, labels: np.ndarray, batch: int = 250) -> float:
-    """Exact-match accuracy of the argmax at the labelled positions (Zoology's metric)."""
-    right = total = 0
-    model.eval()
-    with torch.no_grad():
-        for i in range(0, len(inputs), batch):
-            x = torch.as_tensor(inputs[i:i + batch])
-            y = torch.as_tensor(labels[i:i + batch])
-            m = y != IGNORE
-            pred = model(x, m).argmax(-1)
-            right += int((pred == y[m]).sum())
-            total += int(m.sum())
-    model.train()
-    return right / total
 
 
 def train(model: MQARModel, train_set, test_set, *, lr: float, steps: int, batch: int,

@@ -32,6 +32,9 @@ CIRCUITS = {
     "matvec": lambda: C.matvec(3, 2, placed=True),
 }
 TARGETS = ("baseconv", "baseconv-causal", "lsa", "elsa")
+#: the refusals by design: dot's and matvec's outputs sit at token 0 and read later tokens, which a causal
+#: convolution cannot move to an earlier token (docs/compiler.md, table (a)); any other refusal fails
+REFUSED = {("dot", "baseconv-causal"), ("matvec", "baseconv-causal")}
 _CACHE: dict = {}
 
 
@@ -43,12 +46,13 @@ def compiled(name: str, target: str):
         try:
             con = compile_circuit(g, name=name, target=target)
         except CompileError:
+            assert key in REFUSED, f"{target} refuses {name}, which it should compile"
             _CACHE[key] = None
         else:
             assert_proved(prove(con))
             _CACHE[key] = (g, con, TR.trace(con, seed=1))
     if _CACHE[key] is None:
-        pytest.skip(f"{target} refuses {name}")
+        pytest.skip(f"{target} refuses {name} by design: an output before a token it reads (causal)")
     return _CACHE[key]
 
 
