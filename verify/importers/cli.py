@@ -24,7 +24,7 @@ import time
 from fractions import Fraction
 
 from constructions.base import Construction
-from polyverify.cli import UsageError, atomic_write_text, output_file
+from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
 from polyverify.rational import parse_rational
 
 from . import FORMATS, mapping, search
@@ -80,22 +80,70 @@ def _build(entry, sizes: dict, params: dict) -> Construction:
             con = entry.build(**sizes, **params)
     except TypeError as e:
         raise UsageError(f"--spec {entry.name}: {e}") from None
-    except ValueError as e:
-        raise UsageError(f"--spec {entry.name}: {e}") from None
+    except (ValueError, KeyError) as e:
+        raise UsageError(f"--spec {entry.name}: {one_line(e)}") from None
     if not isinstance(con, Construction):
-        raise UsageError(f"--spec {entry.name}: a {type(con).__name__}, not a layer stack to prove weights against")
+        tn = type(con).__name__
+        raise UsageError(f"--spec {entry.name}: {'an' if tn[0] in 'AEIOU' else 'a'} {tn}, not a layer stack to prove weights "
+                         f"against")
     return con
 
 
+def _builder_keywords(entry) -> tuple[dict, bool]:
+    """``({name: default}, takes_any)``: the keyword arguments the entry's builder takes, and
+    whether it takes any keyword (``**kwargs``).  A specification parameter the builder does not
+    take (``s000-linear``'s ``H_0_0``: its builder takes the matrix ``H``) is the entry's own,
+    not something ``--set`` or a file's metadata can give."""
+    import inspect
+
+    try:
+        sig = inspect.signature(entry.build)
+    except (TypeError, ValueError):  # pragma: no cover - every registered builder has a signature
+        return {}, True
+    kw = {n: p.default for n, p in sig.parameters.items()
+          if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return kw, any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+
+
+def _size_keys(entry) -> set:
+    return set(entry.sizes or {}) | ({"n", "d"} if "gd" in entry.roles else set())
+
+
+def _takes(entry, name: str) -> bool:
+    """Whether the builder takes ``name`` as a parameter (not a size)."""
+    if name in _size_keys(entry):
+        return False
+    kw, anykw = _builder_keywords(entry)
+    return name in kw or anykw
+
+
 def _accepted(entry, spec) -> list[str]:
-    """The parameters ``--set`` may give: the specification's own (``spec.params``) and, for a
-    ``gd`` architecture, what its builder takes (``build(n, d, eta=..., [lam=...])``: a
-    compiled architecture's ``lam`` is not among its params at ``lam = 0``, LSA's ``eta`` is
-    its ``sqrt_eta`` squared)."""
-    out = list(spec.params)
+    """The parameters ``--set`` may give: the specification's own (``spec.params``) that its
+    builder takes (sizes are given as sizes; ``s000-linear``'s entries ``H_i_j`` are the entry's
+    fixed matrix) and, for a ``gd`` architecture, what its builder takes (``build(n, d, eta=...,
+    [lam=...])``: a compiled architecture's ``lam`` is not among its params at ``lam = 0``,
+    LSA's ``eta`` is its ``sqrt_eta`` squared)."""
+    out = [k for k in spec.params if _takes(entry, k)]
     if "gd" in entry.roles:
         out += [k for k in ("eta", "lam") if k not in out and (k == "eta" or getattr(entry, "ridge", False))]
     return out
+
+
+def _parse_param(entry, name: str, value, what: str):
+    """A parameter's value as its builder takes it: ``true``/``false`` where the builder's default
+    is a bool (``s003-conv``'s ``circular``), else an exact rational (bounded parser)."""
+    default = _builder_keywords(entry)[0].get(name)
+    if isinstance(default, bool) or isinstance(value, bool):
+        s = str(value).strip().lower()
+        if s in ("true", "1"):
+            return True
+        if s in ("false", "0"):
+            return False
+        raise UsageError(f"{what}: {value!r} is not true or false")
+    try:  # bounded (polyverify/rational.py): 1e-999999999 is refused at once
+        return parse_rational(value if isinstance(value, (int, Fraction)) else str(value), what)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _unknown_param(given, entry, spec, size_keys) -> None:
@@ -152,13 +200,14 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
             raise UsageError(f"size {k}={v} outside 0..4096")
     if "gd" in entry.roles and size_src.get("n") == size_src.get("d") == "--set" and sizes["n"] * sizes["d"] > 1024:
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
-    if not given_params:
+    try:  # the entry at small / default sizes (cheap): a layer stack, and its parameters
+        spec_d = _build(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes or {}), {})
+    except UsageError as e:
+        if "not a layer stack" in str(e):
+            raise
         return
-    try:  # the entry's parameters, at small / default sizes (cheap; they do not depend on the sizes)
-        spec_d = _build(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes), {})
-    except UsageError:
-        return
-    _unknown_param(given_params, entry, spec_d, size_keys)
+    if given_params:
+        _unknown_param(given_params, entry, spec_d, size_keys)
 
 
 def settings(a) -> dict:
@@ -171,7 +220,7 @@ def settings(a) -> dict:
     except ImportError_ as e:
         raise UsageError(str(e)) from None
     entry = resolve_spec(a.spec)
-    size_keys = set(entry.sizes) | ({"n", "d"} if "gd" in entry.roles else set())
+    size_keys = _size_keys(entry)
     mod = FORMATS[a.fmt]
     sizes = dict(entry.sizes) if entry.sizes else {}
     if "gd" in entry.roles:
@@ -187,10 +236,7 @@ def settings(a) -> dict:
                 raise UsageError(f"--set {k}={v}: a size must be an integer") from None
             size_src[k] = "--set"
         else:
-            try:  # bounded (polyverify/rational.py): --set eta=1e-999999999 is refused at once
-                given_params[k] = parse_rational(v, f"--set {k}")
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+            given_params[k] = _parse_param(entry, k, v, f"--set {k}")
     _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params)
     try:
         if a.fmt == "polyverify":
@@ -212,11 +258,11 @@ def settings(a) -> dict:
         for k, v in imp.declared_params.items():
             if k in given_params or _alias_of(k, given_params) or any(_alias_of(g, {k: 1}) for g in given_params):
                 continue  # --set gives it (itself, or the parameter it is the square root of / squared)
-            try:  # bounded: a metadata '1e999999999' is refused before 10**999999999 is built
-                declared_used[k] = parse_rational(v if isinstance(v, (int, Fraction)) else str(v),
-                                                  f"{a.file}: its metadata's parameter {k}")
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+            if not _takes(entry, k):
+                continue  # a size (s000-read's i, j) or the entry's own fixed value (s000-linear's H_i_j)
+            # parsed as the builder takes it (a bool, else bounded: '1e999999999' is refused before
+            # 10**999999999 is built)
+            declared_used[k] = _parse_param(entry, k, v, f"{a.file}: its metadata's parameter {k}")
             param_src[k] = "the file's metadata"
     for k, v in sizes.items():
         if isinstance(v, int) and not (0 <= v <= 4096):
@@ -267,13 +313,19 @@ def settings(a) -> dict:
         from constructions.weights_io import declared_mismatches
 
         bad = declared_mismatches(spec, (n_layers - p - e) // b if b else 0, lw) if declares_spec else []
-        bad = [x for x in bad if not x.startswith("construction ")]
+        # k is no claim of a stack without a body (every depth is the same stack)
+        bad = [x for x in bad if not x.startswith("construction ") and not (not b and x.startswith("k="))]
         if bad:
             raise UsageError(f"{a.file} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove it as "
                              f"the arguments say")
 
+    # a builder taking its parameters as **kwargs (s004-implicit-w's P/Q entries) needs all of them
+    # at once: one solved (over) comes with the others at the specification's values
+    base = ({k: spec.params[k] for k in spec.symbolic_params if k not in params}
+            if _builder_keywords(entry)[1] else {})
+
     def build(**over):
-        s = _build(entry, sizes, {**params, **over}) if over else spec
+        s = _build(entry, sizes, {**base, **params, **over}) if over else spec
         return mapping.Projected(s, rows, cols, secs, shape, first)
 
     con = build()
@@ -321,6 +373,11 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
             info[name] = {"value": str(values[name]), "from": how}
             if how.startswith("the file's metadata"):
                 info[name]["described"] = f"{values[name]} (declared in the file's metadata)"
+            continue
+        if not _takes(st["entry"], name):  # s000-linear's H_i_j: the entry's own matrix, not a builder argument
+            values_fixed = Fraction(spec.params[name])
+            info[name] = {"value": str(values_fixed), "from": "the entry's own value (its builder does not take "
+                                                               f"{name}: the specification fixes it)", "constant": True}
             continue
         t0 = time.perf_counter()
         sol = search.solve_param(lambda **kw: st["build"](**kw), name, layers)
