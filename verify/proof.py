@@ -769,19 +769,26 @@ def _cover_ring(route: str, con: Construction, params, values):
     import flint
 
     if route == "grouped":
+        import itertools
+
         from .flint_backend import FlintRing, FPoly
-        from .token_groups import GroupedProblem, abstract_variables, max_arity
+        from .token_groups import GroupedProblem, abstract_variables, max_arity, pivoted
 
         groups = tuple(con.token_groups)
-        gp = GroupedProblem(con.variables, params, groups, entry_name, _display)
         av = abstract_variables(con.variables, groups)
-        pgens = {p: FPoly(g) for p, g in gp.params.items()}
-        for outs in (_spec_outputs(con, av, con), _spec_outputs(con.rebuild(**pgens), av, con)):
-            for _, kind, payload in outs:
-                if kind == "array" and max_arity(payload) > 1:
-                    return None
-                if kind == "declared" and payload is not None and max_arity(payload[1]) > 1:
-                    return None
+        for encoding in (1, 2):  # the pair encoding where an entry needs a pivot group
+            gp = GroupedProblem(con.variables, params, groups, entry_name, _display, encoding=encoding)
+            pgens = {p: FPoly(g) for p, g in gp.params.items()}
+            need = 1
+            for a, b in itertools.zip_longest(_spec_outputs(con, av, con), _spec_outputs(con.rebuild(**pgens), av, con)):
+                sides = [x[2] if x[1] == "array" else x[2][1] for x in (a, b)
+                         if x is not None and x[1] in ("array", "declared") and x[2] is not None]
+                if any(max_arity(x) > 1 for x in sides):
+                    if not pivoted(*sides):
+                        return None
+                    need = 2
+            if need <= encoding:
+                break
         ar = FlintRing(None, gp.ctx)
         v = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         ngens = len(gp.names)
@@ -968,30 +975,40 @@ def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: flo
     abstract evaluation cannot run, the groups are malformed) or a section differs: then the
     full proof runs, and makes the report."""
     from .flint_backend import FlintRing, FPoly
-    from .token_groups import GroupedProblem, abstract_variables, max_arity
+    from .token_groups import ENCODINGS, GroupedProblem, abstract_variables, max_arity, pivoted
 
     groups = tuple(con.token_groups)
     try:
-        gp = GroupedProblem(con.variables, params, groups, entry_name, _display)
         av = abstract_variables(con.variables, groups)
     except ValueError:
         return None
-    ar = FlintRing(None, gp.ctx)
-    fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
     try:
-        spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
-        own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
-        layers = sections if sections is not None else own
+        for encoding in (1, 2):
+            gp = GroupedProblem(con.variables, params, groups, entry_name, _display, encoding=encoding)
+            ar = FlintRing(None, gp.ctx)
+            spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
+            own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
+            layers = sections if sections is not None else own
+            # 1. every entry of both sides, abstractly, through the layers proved below (the same
+            # weight objects): at most one group per monomial (encoding 1), else a pivot group and
+            # at most one other (encoding 2)
+            need = 1
+            for sec, start, target in _section_claims(spec, av):
+                Ls = ar.layers(layers[sec])
+                if sec == "body" and not Ls:
+                    continue
+                got, want = (run_layers(Ls, start()) if Ls else start()), target()
+                if max(max_arity(got), max_arity(want)) > 1:
+                    if not pivoted(got, want):
+                        if keep is not None:
+                            keep["grouped"] = f"not used: the {sec} has an entry beyond both encodings"
+                        return None
+                    need = 2
+            if need <= encoding:
+                break
+        fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         if keep is not None:
             keep["layers"], keep["ngens"] = own, len(gp.names)
-        # 1. every entry of both sides, abstractly: at most one group per monomial
-        for sec, start, target in _section_claims(spec, av):
-            Ls = ar.layers(layers[sec])
-            if sec == "body" and not Ls:
-                continue
-            got = run_layers(Ls, start()) if Ls else start()
-            if max(max_arity(got), max_arity(target())) > 1:
-                return None
         # 2. the identities in the substituted ring
         result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
         for sec, start, target in _section_claims(spec, fv):
@@ -1003,13 +1020,18 @@ def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: flo
             got = run_layers(Ls, S0) if Ls else S0
             expected = ar.array(target())
             if got.shape != expected.shape or _first_mismatch(got, expected)[0] is not None:
+                if keep is not None:
+                    keep["grouped"] = f"differs: {sec} (encoding {encoding})"
                 return None
             result.sections[sec] = True
             result.entries_checked += int(np.prod(expected.shape))
-    except Exception:  # noqa: BLE001 - anything the substituted route cannot do, the full proof does
+    except Exception as e:  # noqa: BLE001 - anything the substituted route cannot do, the full proof does
+        if keep is not None:
+            keep["grouped"] = f"not used: {type(e).__name__}"
         return None
     result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
-                   f"{len(gp.names)} generators; verify/token_groups.py)")
+                   f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; "
+                   f"verify/token_groups.py)")
     result.seconds = time.perf_counter() - t0
     return result
 

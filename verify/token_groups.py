@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Support", "GroupedProblem", "abstract_variables", "max_arity"]
+__all__ = ["Support", "GroupedProblem", "abstract_variables", "max_arity", "pivoted", "ENCODINGS"]
 
 
 def _is_exact_zero(x) -> bool:
@@ -54,22 +54,26 @@ def _is_exact_zero(x) -> bool:
 class Support:
     """An abstract polynomial: ``k`` bounds the number of groups any of its monomials draws
     variables from; ``g`` is that group when ``k == 1`` and all its grouped variables are known
-    to come from group ``g`` (else -1).  Any other operand is an exact constant (no grouped
-    variables).  A Support never compares equal to anything, so the exact operations never
-    skip it as a structural zero or one (they may only do more work, never less)."""
+    to come from group ``g`` (else -1); ``p``, when ``k == 2``, is a set of *pivot* groups: for
+    each ``q`` in ``p``, every monomial draws from ``q`` and at most one group besides (empty:
+    no pivot known).  Any other operand is an exact constant (no grouped variables).  A Support
+    never compares equal to anything, so the exact operations never skip it as a structural zero
+    or one (they may only do more work, never less)."""
 
-    __slots__ = ("k", "g")
+    __slots__ = ("k", "g", "p")
 
-    def __init__(self, k: int, g: int = -1):
+    def __init__(self, k: int, g: int = -1, p: frozenset = frozenset()):
         self.k = k
         self.g = g if k == 1 else -1
+        self.p = frozenset(p) if k == 2 else frozenset()
 
     @staticmethod
-    def of(k: int, g: int = -1) -> "Support":
-        """The one Support with bound ``k`` (and group ``g``): values are interned, so equal
-        abstract values are the same object, and the exact operations' reuse of a result for a
-        pair of operands seen before (``constructions.ops``) applies across a token's channels."""
-        key = (k, g if k == 1 else -1)
+    def of(k: int, g: int = -1, p: frozenset = frozenset()) -> "Support":
+        """The one Support with bound ``k`` (and group ``g``, pivots ``p``): values are
+        interned, so equal abstract values are the same object, and the exact operations' reuse
+        of a result for a pair of operands seen before (``constructions.ops``) applies across a
+        token's channels."""
+        key = (k, g if k == 1 else -1, frozenset(p) if k == 2 else frozenset())
         s = _INTERNED.get(key)
         if s is None:
             s = _INTERNED[key] = Support(*key)
@@ -81,6 +85,9 @@ class Support:
         return x if isinstance(x, Support) else CONST
 
     def _join(self, o) -> "Support":
+        """A sum's monomials are among its operands': the larger bound; one group if both
+        operands have it; the pivots that both operands of bound 2 allow (an operand of bound
+        at most 1 allows every pivot: its monomials draw from one group besides any)."""
         if o is self:
             return self
         if isinstance(o, np.ndarray):
@@ -91,9 +98,19 @@ class Support:
         if self.k == 0:
             return o
         k = max(self.k, o.k)
-        return Support.of(k, self.g if (k == 1 and self.g == o.g) else -1)
+        if k == 1:
+            return Support.of(1, self.g if self.g == o.g else -1)
+        if k == 2:
+            if self.k == o.k == 2:
+                return Support.of(2, p=self.p & o.p)
+            return self if self.k == 2 else o
+        return Support.of(k)
 
     def _times(self, o):
+        """A product's monomials are products of its operands': bounds add, except that a
+        product within one known group stays in it, and a product of two one-group operands
+        has the known group(s) among them as pivots; a bound-2 operand times its pivot's group
+        keeps that pivot."""
         if isinstance(o, np.ndarray):
             return NotImplemented
         if _is_exact_zero(o):
@@ -103,8 +120,14 @@ class Support:
             return self
         if self.k == 0:
             return o
-        if self.k == o.k == 1 and self.g == o.g and self.g >= 0:
-            return self
+        if self.k == o.k == 1:
+            if self.g == o.g and self.g >= 0:
+                return self
+            return Support.of(2, p=frozenset(x for x in (self.g, o.g) if x >= 0))
+        if {self.k, o.k} == {1, 2}:
+            two, one = (self, o) if self.k == 2 else (o, self)
+            if one.g >= 0 and one.g in two.p:
+                return Support.of(2, p=frozenset((one.g,)))
         return Support.of(self.k + o.k)
 
     __add__ = __radd__ = __sub__ = __rsub__ = _join
@@ -137,10 +160,10 @@ class Support:
     __hash__ = None
 
     def __repr__(self):
-        return f"Support(k={self.k}, g={self.g})"
+        return f"Support(k={self.k}, g={self.g}" + (f", p={sorted(self.p)})" if self.k == 2 else ")")
 
 
-_INTERNED: dict[tuple[int, int], Support] = {}
+_INTERNED: dict[tuple, Support] = {}
 CONST = Support.of(0)
 
 
@@ -182,23 +205,73 @@ def abstract_variables(variables: dict[str, tuple[int, ...]], groups: tuple[str,
     return v
 
 
+def pivoted(*arrays) -> bool:
+    """Every entry, over the given arrays together (entry by entry: the monomials of a
+    difference are among those of its two sides), has a bound of at most 1 or a bound of 2 with
+    a pivot group (:class:`Support`): what the pair encoding (:class:`GroupedProblem`,
+    ``encoding=2``) is injective on."""
+    shapes = {np.shape(a) for a in arrays}
+    if len(shapes) != 1:
+        return False
+    flat = [np.asarray(a, dtype=object).ravel().tolist() for a in arrays]
+    for xs in zip(*flat):
+        acc = CONST
+        for x in xs:
+            acc = acc + x
+        if isinstance(acc, Support) and (acc.k > 2 or (acc.k == 2 and not acc.p)):
+            return False
+    return True
+
+
+#: the substitutions of :class:`GroupedProblem`, by the bound they are injective under
+ENCODINGS = {1: "one group per monomial", 2: "a pivot group and at most one other per monomial"}
+
+
 class GroupedProblem:
-    """The substituted generators: one ``alpha`` per slot of each grouped variable, ``tau``, and
-    one generator per entry of each global variable and per parameter (same display names as
-    :class:`verify.proof.SymbolicProblem` for those)."""
+    """The substituted generators and the construction's variables in them.
+
+    ``encoding=1`` (the module docstring's ``phi``): one ``alpha`` per slot of each grouped
+    variable and ``tau``; the entry of group ``g`` at slot ``s`` is ``alpha_s tau^(g+1)``.
+
+    ``encoding=2`` (the *pair* encoding, for a token whose update multiplies its own variables by
+    sums over the other tokens: the context tokens of seed 004's token form, eq. (2)-(3)): two
+    generators ``alpha_s, beta_s`` per slot and ``sigma``; the entry of group ``g`` at slot ``s``
+    is ``alpha_s beta_s^g sigma^T(g)``, ``T(g) = g (g - 1) / 2``.  It is injective on the
+    monomials that draw from a pivot group ``p`` and at most one other group ``j``: given ``p``,
+    a monomial with slot exponents ``e`` in group ``p`` and ``f`` in group ``j`` (total ``F``)
+    has the image exponents ``a_s = e_s + f_s`` (alpha), ``b_s = p e_s + j f_s`` (beta) and
+    ``c = sum_s (T(p) e_s + T(j) f_s)`` (sigma), so ``w_s = b_s - p a_s = (j - p) f_s`` and
+    ``2 (c - T(p) sum_s a_s) = (j - p)(j + p - 1) F``.  ``F = 0`` exactly when every ``w_s`` is
+    0 (then ``e = a``); otherwise ``j = 2 (c - T(p) sum a) / sum w - p + 1``, ``f_s = w_s / (j -
+    p)``, ``e = a - f``: the image gives back ``e``, ``f`` and ``j``.  So if every monomial of
+    ``F = layers - specification`` at an entry has such a pivot, the same ``p`` for the whole
+    entry (:func:`pivoted`), distinct monomials of ``F`` have distinct images and ``phi(F) = 0``
+    if and only if ``F = 0``: as for ``encoding=1``, which is the case ``F = 0`` of every
+    monomial.  The ring has 2 x slots + 1 + globals generators (4D + 5 for least squares with a
+    symbolic step size); its exponents reach ``degree x N^2 / 2`` in ``sigma``.
+
+    Global variables and parameters: one generator per entry, with the same display names as
+    :class:`verify.proof.SymbolicProblem`."""
 
     def __init__(self, variables: dict[str, tuple[int, ...]], params: tuple[str, ...],
-                 groups: tuple[str, ...], entry_name, display):
+                 groups: tuple[str, ...], entry_name, display, encoding: int = 1):
         import flint
 
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r} (one of {sorted(ENCODINGS)})")
+        self.encoding = encoding
         self.n_groups = _grouped_shape(variables, groups)
         names: list[str] = []
         slots: dict[str, list] = {}
+        prefixes = ("alpha",) if encoding == 1 else ("alpha", "beta")
         for var, shape in variables.items():
             if var in groups:
                 slots[var] = list(np.ndindex(*shape[1:]))
-                names += [f"alpha_{display(var)}[:{''.join(',' + str(int(i)) for i in s)}]" for s in slots[var]]
-        names.append("tau")
+                for pre in prefixes:
+                    names += [f"{pre}_{display(var)}[:{''.join(',' + str(int(i)) for i in s)}]"
+                              for s in slots[var]]
+        tag = "tau" if encoding == 1 else "sigma"
+        names.append(tag)
         for var, shape in variables.items():
             if var not in groups:
                 names += [entry_name(var, ix) for ix in np.ndindex(*shape)]
@@ -208,20 +281,26 @@ class GroupedProblem:
         self.names = names
         self.ctx = flint.fmpq_mpoly_ctx.get(tuple(names), "lex")
         gens = dict(zip(names, self.ctx.gens()))
-        tau = gens["tau"]
-        taus = [tau ** (g + 1) for g in range(self.n_groups)]
+        t = gens[tag]
+
+        def image(base, g, k, nslot):
+            """Group ``g``'s entry at slot number ``k`` (the variable's generators from ``base``)."""
+            if encoding == 1:  # alpha_s tau^(g+1)
+                return gens[names[base + k]] * t ** (g + 1)
+            # alpha_s beta_s^g sigma^(g (g - 1) / 2)
+            return gens[names[base + k]] * gens[names[base + nslot + k]] ** g * t ** (g * (g - 1) // 2)
         self.v = {}
         pos = 0
         for var, shape in variables.items():
             if var in groups:
-                alphas = [gens[names[pos + i]] for i in range(len(slots[var]))]
-                pos += len(slots[var])
-                arr = np.empty(shape, dtype=object)
+                nslot = len(slots[var])
                 slot = {s: i for i, s in enumerate(slots[var])}
+                arr = np.empty(shape, dtype=object)
                 for ix in np.ndindex(*shape):
-                    arr[ix] = alphas[slot[tuple(ix[1:])]] * taus[ix[0]]
+                    arr[ix] = image(pos, int(ix[0]), slot[tuple(ix[1:])], nslot)
                 self.v[var] = arr
-        pos += 1  # tau
+                pos += len(prefixes) * nslot
+        pos += 1  # tau / sigma
         for var, shape in variables.items():
             if var not in groups:
                 arr = np.empty(shape, dtype=object)
@@ -230,4 +309,3 @@ class GroupedProblem:
                     pos += 1
                 self.v[var] = arr
         self.params = {p: gens[names[pos + i]] for i, p in enumerate(params)}
-
