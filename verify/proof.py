@@ -738,8 +738,8 @@ def specification_cover(con: Construction, params: tuple[str, ...]) -> str | Non
     variables (the symbolic side with one more generator per parameter, then substituted with
     the exact value) and compared as polynomials: in the grouped ring of
     ``verify/token_groups.py`` where the construction declares token groups and an abstract
-    evaluation bounds every monomial of both sides to one group (the substitution is then
-    injective on their difference), else in flint's full ring, else in sympy's; a
+    evaluation bounds every monomial of both sides to one group, or to a pivot group and one
+    other (the substitution is then injective on their difference), else in flint's full ring, else in sympy's; a
     specification none can compute is reported as differing (so the caller proves ``con`` at
     its concrete values)."""
     values = _param_values(con, params)
@@ -970,10 +970,11 @@ def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResu
 def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
                    keep: dict | None = None) -> ProofResult | None:
     """The proof in the substituted ring of ``verify.token_groups`` (grouped variables, one
-    generator per slot): a ProofResult when every section is proved there, None when the
-    substitution does not apply (an entry of some section may have monomials in two groups, the
-    abstract evaluation cannot run, the groups are malformed) or a section differs: then the
-    full proof runs, and makes the report."""
+    generator per slot, or two and a pivot tag: ``GroupedProblem``'s encodings): a ProofResult
+    when every section is proved there, None when the substitution does not apply (an entry of
+    some section may have monomials beyond both encodings, the abstract evaluation cannot run,
+    the groups are malformed) or a section differs: then the full proof runs, and makes the
+    report (``keep["grouped"]`` says which)."""
     from .flint_backend import FlintRing, FPoly
     from .token_groups import ENCODINGS, GroupedProblem, abstract_variables, max_arity, pivoted
 
