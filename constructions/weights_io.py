@@ -216,7 +216,10 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         if isinstance(e, WeightFileError):
             raise
-        raise WeightFileError(f"{path}: not a readable safetensors file ({one_line(e)})") from None
+        peer = path.suffix.lower() in (".pt", ".pth", ".bin", ".ckpt", ".npz")  # a peer's checkpoint: say how to read it
+        raise WeightFileError(f"{path}: {f'a {path.suffix} file, ' if peer else ''}not a readable safetensors file "
+                              f"({one_line(e)})" + (f"; read a peer's checkpoint with python -m verify.construct import "
+                                                    f"{path} --from precision-ls|zoology|icl-gd --spec SPEC" if peer else "")) from None
     by_layer: dict[int, set[str]] = {}
     unread = []
     missing_extra = [n for n in extra if n not in tensors]

@@ -28,7 +28,7 @@ from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
 from polyverify.rational import parse_rational
 
 from . import FORMATS, mapping, search
-from .common import ImportError_, parse_settings
+from .common import ImportError_, describe_not_proved, parse_settings
 
 #: the most body copies the import proves (each distinct copy is one proof)
 MAX_LAYERS = 100_000
@@ -50,6 +50,10 @@ def add_arguments(p) -> None:
                    help="a setting of the peer's model that the file does not hold (causal=true, dampening=1)")
     p.add_argument("--json", help="write the report as JSON")
     p.add_argument("--no-search", action="store_true", help="on failure, do not try the nearby specifications")
+    p.add_argument("--blocks-only", action="store_true",
+                   help="a whole model's checkpoint (embedding, read-out, LayerNorms, MLPs): prove the blocks and "
+                        "name every tensor not proved in the verdict and the JSON (without it such a file is "
+                        "refused, naming them)")
     p.add_argument("--allow-metadata-mismatch", action="store_true",
                    help="polyverify files: prove the file as the arguments say even where its metadata declares "
                         "other sizes, parameters, k or layer settings (as gd --weights)")
@@ -245,6 +249,13 @@ def settings(a) -> dict:
             imp = mod.read(a.file, cfg)
     except ImportError_ as e:
         raise UsageError(str(e)) from None
+    outside = getattr(imp, "not_proved", None) or {}
+    if outside and not a.blocks_only:
+        many = len(outside) > 1
+        raise UsageError(f"{a.file}: {len(outside)} tensor{'s' if many else ''} of the model {'are' if many else 'is'} "
+                         f"not part of the blocks the importer proves ({describe_not_proved(outside)}); the file "
+                         f"is refused: every tensor must be part of the proof (pass --blocks-only to prove the "
+                         f"blocks and name these in the verdict)")
     for k, v in imp.sizes.items():
         if k in size_keys and size_src.get(k) != "--set":
             sizes[k], size_src[k] = v, "the file"
@@ -419,6 +430,12 @@ def _not_in_file(dropped: dict) -> str:
     return "; ".join(parts)
 
 
+def _training_text(v: dict) -> str:
+    if "value" in v:
+        return f"{v['value']} ({v['what']})"
+    return f"{v['tensors']} tensors, {v['entries']} entries ({v['what']})"
+
+
 def _verdict_line(res) -> str:
     return "PROVED" if res.ok else "FAILED"
 
@@ -436,8 +453,15 @@ def cmd_import(a, out) -> int:
 def _prove_import(a, st, out) -> int:
     spec, imp, con = st["spec"], st["imported"], st["con"]
     t0 = time.perf_counter()
-    print(f"import: {imp.file} ({imp.format}, {len(imp.layers)} layers, {imp.dtype}; {len(imp.tensors)} tensors, "
-          f"all read)", file=out)
+    outside = getattr(imp, "not_proved", None) or {}
+    training = getattr(imp, "training_state", None) or {}
+    print(f"import: {imp.file} ({imp.format}, {len(imp.layers)} layers, {imp.dtype}; {len(imp.tensors)} tensors"
+          + (f" of the blocks read, {len(outside)} more not proved (--blocks-only)" if outside else ", all read")
+          + ")", file=out)
+    if outside:
+        print(f"  not proved (--blocks-only): {describe_not_proved(outside)}", file=out)
+    for k, v in training.items():
+        print(f"  training state {k}: {_training_text(v)}; not part of the model", file=out)
     print(f"  specification: {spec.name} [{spec.reference}]; sizes " +
           ", ".join(f"{k}={v} ({st['size_src'].get(k, '')})" for k, v in st["sizes"].items()), file=out)
     for k, c in imp.conventions.items():
@@ -465,7 +489,8 @@ def _prove_import(a, st, out) -> int:
               "spec": spec.name, "spec_reference": spec.reference, "sizes": st["sizes"], "size_sources": st["size_src"],
               "k": st["k"], "layers": len(imp.layers), "conventions": imp.conventions, "tensors": imp.tensors,
               "layout": st["layout"], "layout_source": st["layout_src"], "not_in_file": dropped,
-              "parameters": pinfo, "proof": res.to_json()}
+              "parameters": pinfo, "proof": res.to_json(), "not_proved": dict(outside),
+              "training_state": training}
     if getattr(imp, "declared_rationals", None) is not None:
         report["declared_rationals"] = {k: v for k, v in imp.declared_rationals.items() if k != "summary"}
     verdict = {"ok": res.ok}
@@ -485,14 +510,21 @@ def _prove_import(a, st, out) -> int:
         verdict["scope"] = ("every region and section of the specification" if not missing else
                             "the regions the layout maps; not in the file: " + missing)
         claim = spec.name if not missing else f"{spec.name} on the regions the layout maps (not in the file: {missing})"
-        print(f"verdict: PROVED: the file computes {claim} at every depth (k = {st['k']} in the file)"
+        if outside:
+            verdict["not_proved"] = list(outside)
+            note += f"; not proved: {describe_not_proved(outside)}"
+        subject = "PROVED (the blocks only): the file's blocks compute" if outside else "PROVED: the file computes"
+        print(f"verdict: {subject} {claim} at every depth (k = {st['k']} in the file)"
               + "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in pinfo) + note, file=out)
     else:
         f = res.failure
         print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
               f"({f.section} layer {f.layer_in_section}, located by {f.located_by})"
-              + (f"; {imp.declared_rationals['summary']}" if getattr(imp, "declared_rationals", None) else ""),
+              + (f"; {imp.declared_rationals['summary']}" if getattr(imp, "declared_rationals", None) else "")
+              + (f"; not proved (--blocks-only): {describe_not_proved(outside)}" if outside else ""),
               file=out)
+        if outside:
+            verdict["not_proved"] = list(outside)
         if f.layer == 0:
             hint = ("the first layer already differs: if the file orders its tokens or channels otherwise than "
                     + (f"the layout {a.layout}" if a.layout else st["layout_src"])

@@ -48,6 +48,13 @@ class Imported:
     sizes: dict = field(default_factory=dict)
     #: the parameters the file itself declares (our own files' exact metadata)
     declared_params: dict = field(default_factory=dict)
+    #: tensors of the peer's model that are not part of the blocks the importer proves (an
+    #: embedding, a read-out, a LayerNorm or MLP), each with what it is; the import refuses
+    #: them unless ``--blocks-only``, which names each in the verdict and the JSON
+    not_proved: dict = field(default_factory=dict)
+    #: a training checkpoint's entries next to the model (precision-ls's ``state.pt``: the
+    #: optimizer's state and the step), read safely and described; never part of the model
+    training_state: dict = field(default_factory=dict)
 
 
 def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -128,20 +135,33 @@ def _to_numpy(t):
     return t.numpy()
 
 
+#: entries a training checkpoint holds next to ``model_state_dict`` (precision-ls's ``src/train.py``
+#: saves ``{"model_state_dict", "optimizer_state_dict", "train_step"}`` as ``state.pt``): read with
+#: ``weights_only=True`` and described, never part of the model
+TRAINING_ENTRIES = {"optimizer_state_dict": "the optimizer's state: moments and settings of training",
+                    "train_step": "the training step it was saved at"}
+
+
 def _torch(path: Path):
     import torch
 
     with warnings.catch_warnings():  # torch's notes on the pickle protocol: the verdict is our one line
         warnings.simplefilter("ignore")
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
-    extra = {}
-    if isinstance(obj, dict) and "model_state_dict" in obj:  # precision-ls's own checkpoint layout
+    extra: dict = {}
+    if isinstance(obj, dict) and "model_state_dict" in obj:  # a training checkpoint (precision-ls's state.pt)
+        training = {}
         for k, v in obj.items():
             if k == "config" and isinstance(v, dict):
                 extra["config"] = v
+            elif k in TRAINING_ENTRIES:
+                training[k] = _describe_training_entry(k, v, path, torch)
             elif k != "model_state_dict":
-                raise ImportError_(f"{path}: entry {k!r} next to 'model_state_dict' is not read (only a 'config' "
-                                   f"dict is); save the model_state_dict and its config only")
+                raise ImportError_(f"{path}: entry {k!r} next to 'model_state_dict' is not read (a checkpoint holds "
+                                   f"the model_state_dict, optionally {', '.join(TRAINING_ENTRIES)} and a 'config' "
+                                   f"dict)")
+        if training:
+            extra["training_state"] = training
         obj = obj["model_state_dict"]
     if not isinstance(obj, dict):
         raise ImportError_(f"{path}: holds a {type(obj).__name__}, not a state_dict (a dict of tensors)")
@@ -157,6 +177,31 @@ def _torch(path: Path):
     return _checked(tensors, path), extra
 
 
+def _describe_training_entry(k: str, v, path, torch) -> dict:
+    """What a training checkpoint's entry next to the model holds (counted, not used)."""
+    if k == "train_step":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ImportError_(f"{path}: entry 'train_step' is a {type(v).__name__}, not an integer step")
+        return {"value": v, "what": TRAINING_ENTRIES[k]}
+    if not isinstance(v, dict):
+        raise ImportError_(f"{path}: entry {k!r} is a {type(v).__name__}, not an optimizer state_dict")
+    count = [0, 0]
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            count[0] += 1
+            count[1] += int(x.numel())
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+
+    walk(v)
+    return {"tensors": count[0], "entries": count[1], "what": TRAINING_ENTRIES[k]}
+
+
 class Tensors:
     """The file's tensors; :meth:`take` consumes one (returning it exact), :meth:`check_all_read`
     refuses the file naming a tensor nothing took."""
@@ -164,6 +209,12 @@ class Tensors:
     def __init__(self, tensors: dict[str, np.ndarray], path):
         self.t, self.path = tensors, str(path)
         self.read: dict[str, str] = {}
+        self.outside: dict[str, str] = {}  # tensors of the model outside the proved blocks -> what they are
+
+    def not_proved(self, k: str, what: str) -> None:
+        """``k`` is a tensor of the peer's model the importer recognises but does not prove
+        (an embedding, a read-out, a LayerNorm, an MLP): ``what`` names it."""
+        self.outside[k] = what
 
     def __contains__(self, k):
         return k in self.t
@@ -188,7 +239,7 @@ class Tensors:
         return a
 
     def check_all_read(self) -> None:
-        unread = [k for k in self.t if k not in self.read]
+        unread = [k for k in self.t if k not in self.read and k not in self.outside]
         if unread:
             more = f" and {len(unread) - 3} more" if len(unread) > 3 else ""
             raise ImportError_(f"{self.path}: tensor {unread[0]} is not part of the model the importer reads"
@@ -201,6 +252,30 @@ class Tensors:
         if not floats:
             return "integer"
         return floats[0] if len(floats) == 1 else "mixed (" + ", ".join(floats) + ")"
+
+
+def mark_not_proved(T: Tensors, table) -> None:
+    """Recognise the peer model's tensors outside the blocks the importer proves: ``table`` is
+    ``[(regex, what), ...]``; a key that fully matches is recorded (:meth:`Tensors.not_proved`)
+    with ``what`` (``{i}`` filled with the regex's first group, a block index)."""
+    import re
+
+    for k in T.keys():
+        if k in T.read or k in T.outside:
+            continue
+        for rx, what in table:
+            m = re.fullmatch(rx, k)
+            if m:
+                T.not_proved(k, what.format(i=m.group(1) if m.groups() else ""))
+                break
+
+
+def describe_not_proved(not_proved: dict) -> str:
+    """``what: name, name; what: name`` (every tensor named, grouped by what it is)."""
+    groups: dict = {}
+    for k, what in not_proved.items():
+        groups.setdefault(what, []).append(k)
+    return "; ".join(f"{what}: {', '.join(ks)}" for what, ks in groups.items())
 
 
 def parse_settings(pairs: list[str] | None, flag: str) -> dict[str, str]:

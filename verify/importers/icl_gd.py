@@ -44,7 +44,8 @@ import numpy as np
 from constructions import ops
 from constructions.layers import TokenLSA, TokenLSAHead
 
-from .common import ImportError_, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors
+from .common import (ImportError_, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
+                     mark_not_proved)
 
 NAME = "icl-gd"
 SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers")
@@ -60,6 +61,23 @@ _KEY = re.compile(rf"(.+)/({'|'.join(PARAMS)})/(w|b)")
 SHARED, PER_LAYER = "{model}/multi_head_attention/", "{model}/~trans_block/layer_{l}/"
 GD_MODEL, MODEL = "Transformer_gd", "transformer"
 _WEIGHTS = tuple(f"{p}/w" for p in PARAMS)
+
+
+#: the rest of von Oswald et al.'s ``Transformer`` (``src/transformer.py``, haiku names): what each
+#: tensor is.  No specification of this toolkit includes them, so they are never proved:
+#: ``--blocks-only`` proves the attention layers and names them (a LayerNorm or an MLP inside the
+#: blocks too: the proof then covers the attention layers composed directly)
+OUTSIDE = [
+    (r"[^/]+/emb/(?:w|b)", "embedding emb (input_mapping: haiku Linear onto the tokens)"),
+    (r"[^/]+/linear/(?:w|b)", "read-out: the output mapping (output_mapping: haiku Linear on the last state)"),
+    (r"(?:.+/)?input_mlp(?:/.+)?/(?:w|b)", "input MLP input_mlp (GELU; not polynomial)"),
+    (r"(?:.+/)?token_vocab(?:/.+)?/[^/]+", "vocabulary embedding token_vocab"),
+    (r"(?:.+/)?mlp(?:_\d+)?/.+", "MLP of the blocks (only_attention=False; GELU: not polynomial; the proof covers the "
+                                  "attention layers composed directly)"),
+    (r".+/(?:scale|offset)", "LayerNorm (use_layer_norm; not polynomial; the proof covers the attention layers "
+                             "composed directly)"),
+    (r"(?:.+/)?non_lin_mix/.+", "non-linear mix of the first layer (use_non_lin_mix; not polynomial)"),
+]
 
 
 def head_matrices(Wq, Wk, Wv, Wo, damp):
@@ -80,10 +98,11 @@ def read(path, settings: dict) -> Imported:
         "weights": {"value": "haiku w (in x out); Q = W_K W_Q^T, P = dampening (W_V W_O)^T",
                     "from": "von Oswald et al. src/attn.py"}}
     T = Tensors(tensors, path)
+    mark_not_proved(T, OUTSIDE)
     mods: dict[str, dict[str, str]] = {}
     for k in T.keys():
         m = _KEY.fullmatch(k)
-        if m:
+        if m and k not in T.outside:
             mods.setdefault(m[1], {})[f"{m[2]}/{m[3]}"] = k
     if not mods:
         T.check_all_read()
@@ -155,7 +174,8 @@ def read(path, settings: dict) -> Imported:
         L = TokenLSA(heads, exclude_last=not include_query, residual=True)
         layers += [L] * reps
     T.check_all_read()
-    return Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1})
+    return Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1},
+                    not_proved=dict(T.outside), training_state=extra.get("training_state", {}))
 
 
 def _values(cfg: dict) -> tuple:

@@ -48,7 +48,7 @@ import re
 from constructions.layers import BaseConv
 
 from .common import (ImportError_, Imported, Tensors, as_bool, as_count, config_from, load_tensors,
-                     repeat_rows, transpose)
+                     mark_not_proved, repeat_rows, transpose)
 from .convs import add_identity, conv1d_taps, long_taps
 
 NAME = "precision-ls"
@@ -66,14 +66,31 @@ LINEARS = {"in_proj": ("W_in", "b_in"), "projection": ("W_gate", "b_gate"), "out
 SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER, BRANCH = "conv.conv.weight", "conv.conv.bias", "conv.filter", "branch_weights"
 
 
+#: the rest of precision-ls's ``TransformerModel`` (``src/models/gpt2.py``): what each tensor is.
+#: No specification of this toolkit includes an embedding or a read-out, so these are never
+#: proved: ``--blocks-only`` proves the blocks and names them; a LayerNorm or an MLP inside a
+#: block is named too (the proof then covers the blocks' mixers composed directly)
+OUTSIDE = [
+    (r"(?:.*\.)?_read_in\.(?:weight|bias)", "embedding _read_in (nn.Linear from the model's inputs onto the state)"),
+    (r"(?:.*\.)?transformer\.wpe\.weight", "position embedding wpe (added to each token before the blocks)"),
+    (r"(?:.*\.)?_read_out\.(?:weight|bias)", "read-out _read_out (nn.Linear from the last state)"),
+    (r"(?:.*\.)?transformer\.ln_f\.(?:weight|bias)", "final LayerNorm ln_f (after the blocks; not polynomial)"),
+    (r"(?:.*\.)?h\.(\d+)\.ln_[12]\.(?:weight|bias)", "LayerNorm inside block {i} (not polynomial; the proof covers "
+                                                    "the blocks' mixers composed directly)"),
+    (r"(?:.*\.)?h\.(\d+)\.mlp\..+", "MLP inside block {i} (not polynomial; the proof covers the blocks' mixers "
+                                    "composed directly)"),
+]
+
+
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     T = Tensors(tensors, path)
+    mark_not_proved(T, OUTSIDE)
     blocks: dict[int, dict[str, str]] = {}
     for k in T.keys():
         m = _KEY.fullmatch(k)
-        if m:
+        if m and k not in T.outside:
             blocks.setdefault(int(m[1]), {})[m[2]] = k
     if not blocks:
         T.check_all_read()  # names the first tensor that is not a block's
@@ -151,7 +168,8 @@ def read(path, settings: dict) -> Imported:
     sizes = {"n": tokens}
     if (C - 1) % 4 == 0 and C > 1:
         sizes["d"] = (C - 1) // 4
-    return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(), sizes)
+    return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(), sizes,
+                    not_proved=dict(T.outside), training_state=extra.get("training_state", {}))
 
 
 def check_config(settings: dict) -> None:

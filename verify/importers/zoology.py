@@ -36,7 +36,7 @@ import numpy as np
 from constructions.layers import BaseConv
 
 from .common import (ImportError_, Imported, Tensors, as_bool, as_count, config_from, eye, load_tensors,
-                     repeat_rows, transpose, zeros)
+                     mark_not_proved, repeat_rows, transpose, zeros)
 from .convs import add_identity, conv1d_taps, fft2t_taps, fit_convention
 
 NAME = "zoology"
@@ -64,15 +64,33 @@ def _fixed(name: str, T: int, C: int):
     return zeros(T, C) if v == 0 else v
 
 
+#: the rest of zoology's ``LanguageModel`` (``zoology/model.py``): what each tensor is.  No
+#: specification of this toolkit includes an embedding or an LM head, so these are never proved:
+#: ``--blocks-only`` proves the sequence mixers and names them; a ``TransformerBlock``'s
+#: LayerNorms and state mixer (an MLP) are named too (the proof covers the mixers composed directly)
+OUTSIDE = [
+    (r"(?:.*\.)?embeddings\.word_embeddings\.weight", "embedding word_embeddings (token ids onto the state)"),
+    (r"(?:.*\.)?embeddings\.position_embeddings\.weight", "position embedding position_embeddings"),
+    (r"(?:.*\.)?embeddings\.project_in\.weight", "embedding projection project_in"),
+    (r"(?:.*\.)?lm_head\.weight", "LM head lm_head (tied to word_embeddings where the embeddings are learnable)"),
+    (r"(?:.*\.)?backbone\.ln_f\.(?:weight|bias)", "final LayerNorm ln_f (after the blocks; not polynomial)"),
+    (r"(?:.*\.)?layers\.(\d+)\.norm[12]\.(?:weight|bias)", "LayerNorm inside block {i} (not polynomial; the proof "
+                                                          "covers the sequence mixers composed directly)"),
+    (r"(?:.*\.)?layers\.(\d+)\.state_mixer\..+", "state mixer (MLP) inside block {i} (not polynomial; the proof "
+                                                 "covers the sequence mixers composed directly)"),
+]
+
+
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     _check_use_act(cfg)
     T = Tensors(tensors, path)
+    mark_not_proved(T, OUTSIDE)
     mixers: dict[int, dict[str, str]] = {}
     for k in T.keys():
         m = _KEY.fullmatch(k)
-        if m:
+        if m and k not in T.outside:
             mixers.setdefault(int(m[1]) if m[1] is not None else 0, {})[m[2]] = k
     if not mixers:
         T.check_all_read()
@@ -155,7 +173,8 @@ def read(path, settings: dict) -> Imported:
                               "from": "zoology base_conv.py"}
     C = layers[0].W_gate.shape[0]
     return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(),
-                    {"N": tokens, "d": C, "n": tokens})
+                    {"N": tokens, "d": C, "n": tokens}, not_proved=dict(T.outside),
+                    training_state=extra.get("training_state", {}))
 
 
 def _check_use_act(cfg: dict) -> None:
