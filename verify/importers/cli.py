@@ -350,6 +350,83 @@ def settings(a) -> dict:
             "json_path": json_path, "k": (n_layers - p - e) // b if b else 0}
 
 
+#: a nearby specification is tried only where the file determines at most this many of its
+#: parameters (s004-implicit-w's 36 matrix entries are a weight matrix, not a step size)
+MAX_NEARBY_PARAMS = 4
+
+
+def _candidate(name: str, entry, st, mod) -> dict | None:
+    """Another named specification (a ``gd`` architecture or a catalogue entry) projected onto the
+    file as the import would project it (the file's sizes, the importer's default layout), or
+    None where it cannot hold the file: not a layer stack, other layer kinds, no default layout,
+    other layer shapes or counts, more than :data:`MAX_NEARBY_PARAMS` parameters to read."""
+    imp = st["imported"]
+    sk = _size_keys(entry)
+    sizes = ({"n": 20, "d": 5} if "gd" in entry.roles else dict(entry.sizes or {}))
+    sizes.update({k: v for k, v in st["sizes"].items() if k in sk})
+    try:
+        spec = _build(entry, sizes, {})
+    except UsageError:
+        return None
+    if sum(_takes(entry, n) for n in spec.symbolic_params) > MAX_NEARBY_PARAMS:
+        return None
+    if {L.kind for L in imp.layers} != {L.kind for L in spec.layers(1)}:
+        return None
+    layout_d = mod.default_layout(spec, imp)
+    if layout_d is None:
+        return None
+    try:
+        rows, cols, secs, shape = mapping.parse(layout_d, spec, imp.state_shape)
+        check_layer_shapes(imp.layers, tuple(shape), name, imp.file)
+    except (ImportError_, UsageError):
+        return None
+    p, e, b = secs.get("prologue", len(spec.prologue)), secs.get("epilogue", len(spec.epilogue)), len(spec.body)
+    n_layers = len(imp.layers)
+    if n_layers < p + e or (b and (n_layers - p - e) % b) or (not b and n_layers != p + e):
+        return None
+    first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b], "epilogue": imp.layers[n_layers - e:] if e else []}
+    base = {k: spec.params[k] for k in spec.symbolic_params} if _builder_keywords(entry)[1] else {}
+
+    def build(**over):
+        return mapping.Projected(_build(entry, sizes, {**base, **over}) if over else spec, rows, cols, secs, shape,
+                                 first)
+
+    try:
+        con = build()
+        mapping.check_carried(con)
+    except (ImportError_, UsageError):
+        return None
+    return {"name": name, "entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "given": {}, "fixed": {},
+            "param_src": {}, "build": build, "con": con}
+
+
+def nearby_specifications(a, st, out) -> list[dict]:
+    """The other named specifications the file may be (issue 29 item 4): each ``gd`` architecture
+    and catalogue entry that can hold the file (:func:`_candidate`), its parameters read from the
+    file and proved, under the file's own reading (``prefix-coupled`` for precision-ls's causal
+    notebook that fails as GD).  One entry per distinct specification."""
+    from constructions.catalogue import entries, gd_architectures
+
+    mod, imp = FORMATS[a.fmt], st["imported"]
+    seen = {st["spec"].name}
+    tried = []
+    for name, entry in [*gd_architectures().items(), *entries().items()]:
+        c = _candidate(name, entry, st, mod)
+        if c is None or c["spec"].name in seen:
+            continue
+        seen.add(c["spec"].name)
+        vals, vinfo = _params_for(c, imp.layers, out)
+        r = search.prove_stack(c["build"](**vals) if vals else c["con"], imp.layers)
+        label = f"specification {c['spec'].name} (the {a.fmt} importer's default layout)"
+        tried.append({"variant": label, "specification": c["spec"].name, "ok": r.ok, "parameters": vinfo,
+                      "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
+                                                   f"{list(r.failure.entry)}"})
+        print(f"  nearby: {label}: {_verdict_line(r)}"
+              + "".join(f", {n} = {_shown(vinfo[n])}" for n in vals)
+              + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
+    return tried
+
+
 def _declared_note(imp) -> str:
     """How a polyverify file's declared rationals entered (issue 25 item 4): the value is the
     metadata's, read because the stored float64 entries are exactly float64 of it."""
@@ -558,6 +635,7 @@ def _prove_import(a, st, out) -> int:
                              f"{search.describe_value(sol['value'], imp.dtype, declared=_declared_note(imp) != '')}")
                     tried.append({"variant": label, "ok": r.ok})
                     print(f"  nearby: {label}: {_verdict_line(r)}", file=out)
+            tried += nearby_specifications(a, st, out)
             report["nearby"] = tried
             if not any(t["ok"] for t in tried):
                 print("  no nearby specification holds either", file=out)

@@ -13,8 +13,9 @@
 * :func:`prove_stack`: the file's stack split into prologue / body copies / epilogue and
   proved, each distinct body copy once (as ``gd --weights``).
 * :func:`variants`: the nearby readings of the same file: another convolution convention
-  (causal / circular / "same", the same taps), transposed weight matrices, the query token
-  as a key.
+  (causal / circular / "same", the same taps), the filter taps reversed (lag ``s`` read as lag
+  ``T-1-s``), transposed weight matrices, the query token as a key.  (The other named
+  specifications a failing file is tried against are ``cli.nearby_specifications``.)
 """
 from __future__ import annotations
 
@@ -193,6 +194,8 @@ def variants(layers) -> list[tuple[str, list]]:
             if modes != {mode}:
                 out.append((f"convolution {mode} (the same taps)",
                             each(lambda L, m=mode: replace(L, causal=m == "causal", same=m == "same"))))
+        out.append(("filter taps reversed (lag s read as lag T-1-s: the other orientation of a Conv1d's taps)",
+                    each(lambda L: replace(L, h=np.ascontiguousarray(L.h[::-1])))))
         out.append(("transposed weight matrices (W_in, W_gate, W_out)",
                     each(lambda L: replace(L, W_in=np.ascontiguousarray(L.W_in.T),
                                            W_gate=np.ascontiguousarray(L.W_gate.T),
