@@ -91,7 +91,7 @@ def test_precision_ls_model_pt_blocks_only_proves_the_blocks_and_names_the_rest(
     assert "not proved (--blocks-only): embedding" in next(x for x in out.splitlines() if x.startswith("verdict:"))
 
 
-def _train_state(sd: dict, step: int) -> dict:
+def train_state(sd: dict, step: int) -> dict:
     """precision-ls ``src/train.py``'s ``state.pt``: the model, AdamW's state after a step, the step."""
     params = [torch.nn.Parameter(v.clone().float()) for v in sd.values()]
     opt = torch.optim.AdamW(params, lr=1e-3)
@@ -103,7 +103,7 @@ def _train_state(sd: dict, step: int) -> dict:
 def test_precision_ls_state_pt_as_train_py_saves_it(tmp_path, capsys):
     sd = notebook_model_state_dict(1)
     p = tmp_path / "state.pt"
-    torch.save(_train_state(sd, 1000), str(p))
+    torch.save(train_state(sd, 1000), str(p))
     rc, out, err, rep = run([p, *PLS, "--blocks-only"], tmp_path, capsys)
     assert rc == 0, (out, err)
     ts = rep["training_state"]

@@ -79,7 +79,7 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
         raise
     except Exception as e:  # noqa: BLE001 - any reader's error is a one-line refusal naming the file
         raise ImportError_(f"{path}: not a readable {suffix.lstrip('.')} file ({one_line(e)})") from None
-    raise ImportError_(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin read with torch.load(weights_only=True), "
+    raise ImportError_(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin/.ckpt read with torch.load(weights_only=True), "
                        f".safetensors, .npz)")
 
 

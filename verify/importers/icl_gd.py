@@ -28,7 +28,9 @@ widths of ``query/w`` and ``value/w`` have no common factor (then 1); ``num_laye
 shared ``multi_head_attention`` module, the ``gd_deq`` / one-layer form: how often it is applied;
 default 1, ``config.py``'s; ``transformer.py``'s is 3; every application is the same module, so
 the verdict is the same).
-Softmax, LayerNorm, MLP and embedding tensors are refused (not the token form).
+Softmax is refused (not the token form); embedding, output-mapping, LayerNorm and MLP tensors
+(:data:`OUTSIDE`) are named and refused unless ``--blocks-only``, which proves the attention
+layers and names them.
 
 Default layout: onto ``s004-gd`` (the same tokens) and ``token-lsa`` (context tokens, then the
 query after the carrier token the specification adds; coordinates x, y onto regions a/q, r/pred).

@@ -32,9 +32,11 @@ precision-ls tensor                 this toolkit's BaseConv
 
 Settings (``--config KEY=VALUE`` or the file's ``config``): ``causal`` (required: the peer's one
 flag for two operators), ``tokens`` (T, the sequence length; default the kernel / filter
-length, ``l_max``).  Refused: implicit long convolutions (an MLP filter), LayerNorm, MLP,
-embedding or read-out tensors (save the blocks only: the embedding is the specification's
-input state).
+length, ``l_max``).  Refused: implicit long convolutions (an MLP filter).  The rest of the
+model's ``state_dict`` (``_read_in``, ``wpe``, ``_read_out``, LayerNorms, MLPs: :data:`OUTSIDE`) is
+named and refused unless ``--blocks-only``, which proves the blocks and names it; a training
+checkpoint (``src/train.py``'s ``state.pt``: ``model_state_dict``, ``optimizer_state_dict``,
+``train_step``) is read as saved (``common.load_tensors``).
 
 Default layout (``notebooks/baseconv_construction.ipynb``; N = T tokens, C = 4D + 1 channels
 ``[a (D), b, x (D), s1 (D), s2 (D)]``, no query token, no epilogue): onto the regions

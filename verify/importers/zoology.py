@@ -26,6 +26,9 @@ zoology tensor                    this toolkit's BaseConv
 
 Settings (``--config`` or the file's ``config``): ``tokens`` (T; default the long filter's
 length, required for a short convolution), ``use_act`` (default False, zoology's default).
+A ``LanguageModel``'s other tensors (embeddings, LayerNorms, state mixers, ``ln_f``, ``lm_head``:
+:data:`OUTSIDE`) are named and refused unless ``--blocks-only``, which proves the mixers and
+names them.
 """
 from __future__ import annotations
 
