@@ -218,3 +218,14 @@ def test_gd_weights_names_the_import_command_for_a_peers_checkpoint(tmp_path, ca
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1
         assert f"python -m verify.construct import {f} --from precision-ls|zoology|icl-gd" in err
+
+
+def test_icl_gd_attention_without_the_model_prefix_keeps_its_output_projection(tmp_path, capsys):
+    """``layer_0/linear/w`` beside ``layer_0/query/w`` is the attention's W_O, not an output mapping."""
+    w = {k.split("/", 1)[1]: v for k, v in icl_gd_create_weights(D, 5, 0.5).items()}  # multi_head_attention/...
+    p = tmp_path / "params.npz"
+    np.savez(p, **w)
+    rc, out, err, rep = run([p, "--from", "icl-gd", "--config", "num_heads=1", "--spec", "s004-gd", "--set", "n=5"],
+                            tmp_path, capsys)
+    assert rc == 0, (out, err)
+    assert rep["not_proved"] == {} and "multi_head_attention/linear/w" in rep["tensors"]

@@ -101,6 +101,10 @@ def read(path, settings: dict) -> Imported:
                     "from": "von Oswald et al. src/attn.py"}}
     T = Tensors(tensors, path)
     mark_not_proved(T, OUTSIDE)
+    for k in list(T.outside):  # a module with a query/w is an attention module: its linear/w is W_O
+        m = _KEY.fullmatch(k)
+        if m and m[2] == "linear" and f"{m[1]}/query/w" in T:
+            del T.outside[k]
     mods: dict[str, dict[str, str]] = {}
     for k in T.keys():
         m = _KEY.fullmatch(k)
