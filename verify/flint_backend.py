@@ -21,6 +21,7 @@ so the conversion never looks a variable up by name.
 """
 from __future__ import annotations
 
+import heapq
 import operator
 from fractions import Fraction
 
@@ -57,6 +58,11 @@ def fq(x) -> "flint.fmpq":
 
 def _operand(x):
     """A flint operand for arithmetic with an :class:`FPoly`, or None (not an exact scalar)."""
+    t = type(x)
+    if t is FPoly:
+        return x.p if x._p is None else x._p
+    if t in _AS_IS:  # the common cases first (a layer's forward calls this per term)
+        return x
     if isinstance(x, FPoly):
         return x.p
     if isinstance(x, (flint.fmpq_mpoly, flint.fmpq)):
@@ -75,34 +81,68 @@ class FPoly:
     """A flint polynomial as a plain Python scalar, for a specification written for any scalar
     type: it mixes with ``int`` and ``Fraction`` (flint alone does not) and has no ``len``, so
     numpy never reads it as a sequence of terms.  Unwrapped (:meth:`FlintRing.scalar`) before the
-    layers run."""
+    layers run.
 
-    __slots__ = ("p",)
+    Sums are *deferred*: ``a + b`` (``a - b``) records the operands and their signs, and the
+    polynomial is formed when it is first read (``p``: any other operation, a comparison, the
+    truth value), all its pending terms at once, the two smallest first (:func:`_sum_terms`).
+    A dot product written as ``acc = acc + x_k y_k`` (``constructions.ops.mm``) then costs
+    about ``log2(k)`` passes over its result instead of ``k / 2``.  The value is the same
+    polynomial (exact addition is associative and commutative): only the order of the additions
+    changes."""
+
+    __slots__ = ("_p", "_prev", "_sign", "_last")
 
     def __init__(self, p):
-        self.p = p
+        self._p = p
+        self._prev = None
+
+    @staticmethod
+    def _pending(prev: "FPoly", sign: int, last) -> "FPoly":
+        out = FPoly.__new__(FPoly)
+        out._p, out._prev, out._sign, out._last = None, prev, sign, last
+        return out
+
+    @property
+    def p(self):
+        if self._p is None:
+            terms = []
+            node = self
+            while node._p is None:
+                terms.append((node._sign, node._last))
+                node = node._prev
+            terms.append((1, node._p))
+            self._p = _sum_terms(terms)
+            self._prev = self._last = None
+        return self._p
 
     def _do(self, other, f):
         o = _operand(other)
-        return NotImplemented if o is None else FPoly(f(self.p, o))
+        return NotImplemented if o is None else FPoly(f(self._p if self._p is not None else self.p, o))
 
     def __add__(self, o):
-        return self._do(o, lambda a, b: a + b)
+        o = _operand(o)
+        return NotImplemented if o is None else FPoly._pending(self, 1, o)
 
-    def __radd__(self, o):
-        return self._do(o, lambda a, b: b + a)
+    def __radd__(self, o):  # o + self = self + o: the pending sum goes on
+        o = _operand(o)
+        return NotImplemented if o is None else FPoly._pending(self, 1, o)
 
     def __sub__(self, o):
-        return self._do(o, lambda a, b: a - b)
+        o = _operand(o)
+        return NotImplemented if o is None else FPoly._pending(self, -1, o)
 
     def __rsub__(self, o):
-        return self._do(o, lambda a, b: b - a)
+        o = _operand(o)
+        return NotImplemented if o is None else FPoly._pending(FPoly(o), -1, self.p)
 
     def __mul__(self, o):
-        return self._do(o, lambda a, b: a * b)
+        o = _operand(o)
+        return NotImplemented if o is None else FPoly((self._p if self._p is not None else self.p) * o)
 
     def __rmul__(self, o):
-        return self._do(o, lambda a, b: b * a)
+        o = _operand(o)
+        return NotImplemented if o is None else FPoly(o * (self._p if self._p is not None else self.p))
 
     def __truediv__(self, o):
         o = _operand(o)
@@ -123,7 +163,7 @@ class FPoly:
 
     def __eq__(self, o):
         o = _operand(o)
-        return NotImplemented if o is None else self.p == o
+        return NotImplemented if o is None else (self._p if self._p is not None else self.p) == o
 
     def __ne__(self, o):
         o = _operand(o)
@@ -136,6 +176,36 @@ class FPoly:
 
     def __repr__(self):
         return f"FPoly({self.p})"
+
+
+def _size(x) -> int:
+    return len(x) if isinstance(x, flint.fmpq_mpoly) else 1
+
+
+def _sum_terms(terms):
+    """``sum(sign * value)`` over ``(sign, value)`` pairs (flint polynomials and scalars), the
+    two smallest first (sizes in terms): each addition costs the sizes of its operands, so this
+    order costs about ``log2(count)`` passes over the result where adding left to right costs
+    ``count / 2``.  Operands are read, never changed."""
+    if len(terms) == 1:
+        s, v = terms[0]
+        return v if s > 0 else -v
+    if len(terms) == 2:
+        (s1, v1), (s0, v0) = terms  # terms come last-first: v0 is the first operand
+        if s0 > 0:
+            return v0 + v1 if s1 > 0 else v0 - v1
+        return -v0 + v1 if s1 > 0 else -(v0 + v1)
+    heap = [(_size(v), i, s, v) for i, (s, v) in enumerate(terms)]
+    heapq.heapify(heap)
+    count = len(heap)
+    while len(heap) > 1:
+        _, _, s1, v1 = heapq.heappop(heap)
+        _, _, s2, v2 = heapq.heappop(heap)
+        v = v1 + v2 if s1 == s2 else v1 - v2  # s1 v1 + s2 v2 = s1 (v1 +- v2)
+        heapq.heappush(heap, (_size(v), count, s1, v))
+        count += 1
+    _, _, s, v = heap[0]
+    return v if s > 0 else -v
 
 
 def _to_flint(xs: np.ndarray, scalar) -> np.ndarray:
@@ -215,7 +285,10 @@ class FlintRing:
         may plan its forward on this copy, whose weights do not change (LSA / ELSA: each head on
         its nonzero rows and columns)."""
         if id(L) not in self._layers:
-            self._layers[id(L)] = (L, L.map(self.array).prepare(nonzero=self.nonzero))
+            M = L.map(self.array).prepare(nonzero=self.nonzero)
+            if M.kind in DEFERRED_SUM_KINDS:
+                M = DeferredSums(M)
+            self._layers[id(L)] = (L, M)
         return self._layers[id(L)][1]
 
     def layers(self, Ls) -> list[Layer]:
@@ -230,3 +303,42 @@ class FlintRing:
         if isinstance(p, flint.fmpq):
             return R(R.domain(int(p.p), int(p.q)))
         return R(p) if isinstance(p, (int, Fraction)) else p
+
+
+#: the layer kinds whose exact forward runs with deferred sums (:class:`DeferredSums`): the token
+#: form of seed 004 eq. (2)-(3), whose every token's update is a dot product of its own row with
+#: sums over all the keys (k-term sums of polynomials of about N D terms each)
+DEFERRED_SUM_KINDS = frozenset({"token_lsa"})
+
+
+class DeferredSums:
+    """A prepared exact layer whose own ``forward`` runs on its input's polynomials wrapped as
+    :class:`FPoly` (the same object for the same polynomial, so the exact operations' reuse of a
+    result for operands seen before still applies), so that the sums it forms are deferred and
+    formed smallest first; the output is unwrapped to flint values.  The layer's code, weights
+    and arithmetic are its own: only the order of exact additions differs.  Anything else (the
+    layer's weights, config, kind) is the wrapped layer's."""
+
+    def __init__(self, layer: Layer):
+        self.layer = layer
+
+    def __getattr__(self, name):
+        return getattr(self.layer, name)
+
+    def forward(self, S, *, conv_method: str = "direct"):
+        S = np.asarray(S, dtype=object)
+        memo: dict = {}
+
+        def wrap(x):
+            if type(x) is flint.fmpq_mpoly:
+                w = memo.get(id(x))
+                if w is None:
+                    w = memo[id(x)] = FPoly(x)
+                return w
+            return x
+
+        W = np.fromiter(map(wrap, S.ravel().tolist()), dtype=object, count=S.size).reshape(S.shape)
+        out = np.asarray(self.layer.forward(W, conv_method=conv_method), dtype=object)
+        flat = out.ravel().tolist()
+        return np.fromiter((x.p if type(x) is FPoly else x for x in flat), dtype=object,
+                           count=len(flat)).reshape(out.shape)
