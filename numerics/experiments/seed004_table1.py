@@ -208,20 +208,85 @@ def tune_tuned(ps, coarse: int = 20_000) -> tuple[float, float]:
     return float(c), float(m)
 
 
+#: the arrays of a problem set the baselines need (the raw sequences are dropped after the spectral step)
+_KEEP = ("s", "aq", "yt", "sigma", "s2hat")
+
+
+def _draw_name(which: str, r: int) -> str:
+    """The problem-set name of independent draw ``r`` (draw 0 is the set of the single-draw protocol)."""
+    return which if r == 0 else f"{which}-{r}"
+
+
+def _lean(ps: dict) -> dict:
+    return {k: ps[k] for k in _KEEP}
+
+
 def baselines_cell(cfg: dict) -> dict:
+    """ConstRR, AdaRR and TunedRR on one column, from ``draws`` (K) independent pairs (tuning set r,
+    evaluation set r), each of ``tune`` / ``eval`` sequences.
+
+    Every baseline is evaluated on the pooled K evaluation sets; ConstRR and TunedRR are tuned K times,
+    once on each tuning set, and their value is the mean over the K tunings of the pooled loss.  Its
+    standard error adds the two noises: ``se^2 = se_eval^2 + s_tune^2 / K``, ``se_eval`` that of the
+    mean over the pooled sequences (of the per-sequence loss averaged over the K tunings) and
+    ``s_tune`` the standard deviation over the K tunings of their pooled losses (the tuning set's
+    noise; the pooled set is common to them, so its own noise cancels from ``s_tune``).  Also recorded,
+    per draw, the single-draw protocol (tune on set r, evaluate on set r: one value of what the paper
+    measured once) and ``se_one``, the standard error of one such value (``K se_eval^2 + s_tune^2``),
+    and ``tail_share``: the fraction of the pooled mean carried by its largest 0.1% of sequences."""
     col, n_eval, n_tune, seed = cfg["column"], cfg["eval"], cfg["tune"], cfg.get("seed", 0)
+    K = int(cfg.get("draws", 1))
+    if K < 1:
+        raise ValueError(f"draws must be at least 1, got {K}")
     t0 = time.perf_counter()
-    tune, ev = problem_set(col, n_tune, "tune", seed), problem_set(col, n_eval, "eval", seed)
-    lam = tune_const(tune)
-    c, m = tune_tuned(tune)
-    out = {"kind": "baselines", "column": col}
-    for key, pred, params in (
-            ("constrr", ridge(ev, lam), {"lambda": lam}),
-            ("adarr", ridge(ev, ev["s2hat"]), {}),
-            ("tunedrr", ridge(ev, tuned_lambda(ev["s2hat"], c, m)), {"scale": c, "clip": m if math.isfinite(m) else None})):
-        adj, se, orc = adjusted(pred, ev)
-        out[key] = {"adjusted": adj, "se": se, **params}
-    out["oracle_half_mse"] = orc
+    evals = [_lean(problem_set(col, n_eval, _draw_name("eval", r), seed)) for r in range(K)]
+    params = {"constrr": [], "tunedrr": []}
+    for r in range(K):
+        tune = _lean(problem_set(col, n_tune, _draw_name("tune", r), seed))
+        params["constrr"].append(tune_const(tune))
+        params["tunedrr"].append(tune_tuned(tune))
+        del tune
+    pooled = {k: np.concatenate([e[k] for e in evals]) for k in _KEEP}
+    e_or = (ridge(pooled, pooled["sigma"] ** 2) - pooled["yt"]) ** 2
+
+    def lam(key, prm, ps):
+        if key == "constrr":
+            return prm
+        if key == "adarr":
+            return ps["s2hat"]
+        return tuned_lambda(ps["s2hat"], *prm)
+
+    out = {"kind": "baselines", "column": col, "draws": K, "eval_per_draw": n_eval, "tune_per_draw": n_tune}
+    for key in ("constrr", "adarr", "tunedrr"):
+        prms = params.get(key, [None])
+        diffs = np.array([0.5 * ((ridge(pooled, lam(key, prm, pooled)) - pooled["yt"]) ** 2 - e_or) for prm in prms])
+        per_tuning = diffs.mean(axis=1)
+        avg = diffs.mean(axis=0)
+        se_eval = std_err(avg) or 0.0
+        s_tune = float(per_tuning.std(ddof=1)) if len(prms) > 1 else 0.0
+        adj = float(avg.mean())
+        single = []
+        for r, ev in enumerate(evals):
+            prm = prms[r] if len(prms) > 1 else prms[0]
+            single.append(adjusted(ridge(ev, lam(key, prm, ev)), ev)[0])
+        order = np.argsort(avg)[::-1][:max(1, len(avg) // 1000)]
+        rec = {"adjusted": adj, "se": math.sqrt(se_eval ** 2 + s_tune ** 2 / len(prms)), "se_eval": se_eval,
+               "s_tune": s_tune, "se_one": math.sqrt(K * se_eval ** 2 + s_tune ** 2), "per_draw": single,
+               "tail_share": float(avg[order].sum() / avg.sum()) if avg.sum() > 0 else None}
+        if pooled["sigma"].min() > 0:
+            # what the largest 0.1% of sequences are: medians over them and over all of the noise std and of
+            # the variance estimate over the true variance
+            ratio = pooled["s2hat"] / pooled["sigma"] ** 2
+            rec["tail"] = {"sigma": [float(np.median(pooled["sigma"][order])), float(np.median(pooled["sigma"]))],
+                           "s2hat_ratio": [float(np.median(ratio[order])), float(np.median(ratio))],
+                           "smallest_eig": [float(np.median(pooled["s"][order, 0])), float(np.median(pooled["s"][:, 0]))]}
+        if key == "constrr":
+            rec["lambda"] = [float(x) for x in prms]
+        elif key == "tunedrr":
+            rec["scale"] = [c for c, _ in prms]
+            rec["clip"] = [m if math.isfinite(m) else None for _, m in prms]
+        out[key] = rec
+    out["oracle_half_mse"] = float(0.5 * e_or.mean())
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -295,14 +360,24 @@ def _train_model(cfg: dict, rc: dict) -> dict:
                           "monitor_adjusted": adjusted(predict(mon), mon)[0]})
             recent = []
     train_s = time.perf_counter() - t0
-    ev = problem_set(col, cfg["eval"], "eval", seed)
-    adj, se, orc = adjusted(predict(ev), ev)
+    # every model of a column is evaluated on the same set (the first draw of the baselines' when as large),
+    # whatever its training seed
+    ev = problem_set(col, cfg["eval"], "eval", cfg.get("eval_seed", 0))
+    pred = predict(ev)
+    adj, se, orc = adjusted(pred, ev)
+    diff = 0.5 * ((pred - ev["yt"]) ** 2 - (ridge(ev, ev["sigma"] ** 2) - ev["yt"]) ** 2)
+    # the evaluation set's size: the same loss on five disjoint fifths, and the share of the mean that its
+    # largest 0.1% of sequences carry (the per-sequence loss of a degree-3^L polynomial is heavy-tailed)
+    fifths = [float(x.mean()) for x in np.array_split(diff, 5)] if len(diff) >= 5 else []
+    top = np.sort(diff)[::-1][:max(1, len(diff) // 1000)]
+    tail = float(top.sum() / diff.sum()) if np.isfinite(diff).all() and diff.sum() > 0 else None
     with torch.no_grad():
         weights = ({"P": model.P.numpy().tolist(), "Q": model.Q.numpy().tolist()} if variant == "full"
                    else {"theta": model.theta.numpy().tolist()})
     return {"kind": "model", "variant": variant, "layers": L, "column": col, "adjusted": adj, "se": se,
             "oracle_half_mse": orc, "steps": steps, "skipped": skipped, "curve": curve,
-            "omegas": model.omegas(), "weights": weights, "recipe": rc, "train_seconds": train_s}
+            "omegas": model.omegas(), "weights": weights, "recipe": rc, "train_seconds": train_s,
+            "eval_fifths": fifths, "tail_share": tail, "study": cfg.get("study")}
 
 
 def model_from_result(res: dict):
@@ -334,25 +409,43 @@ def cell(config: dict) -> dict:
 # ====================================================================== the grid
 
 #: the model grid of the full run: layers -> (columns, steps)
-FULL_MODELS = {1: (["0", "5", "{1,3}"], 400), 2: (["5"], 1000), 3: (["5"], 2000), 4: (["5"], 2000),
+FULL_MODELS = {1: (["0", "3", "5", "{1,3}"], 400), 2: (["3", "5"], 1000), 3: (["3", "5"], 2000), 4: (["5"], 2000),
                5: (["5"], 2000), 6: (["5"], 2000), 7: (["5"], 2000)}
-#: evaluation sequences per model cell (the baselines use 100,000)
+#: independent (tuning set, evaluation set) draws per baseline column, each of 100,000 sequences
+#: (``baselines_cell``): the tuning set's noise enters the standard error; the pooled evaluation is 4x
+#: the paper's
+BASELINE_DRAWS = 4
+#: evaluation sequences per model cell (the baselines use 100,000 per draw, as the paper, seed 004 Sec. 6);
+#: the study's "eval x5" row measures what the paper's size changes
 MODEL_EVAL = 20_000
+#: why Full is the weakest model: Full at L = 3, sigma_max = 3 (the grid's cell: STUDY_BASE) trained again
+#: with one thing changed at a time (label, overrides); each evaluated on the grid's evaluation set
+STUDY_BASE = {"variant": "full", "layers": 3, "column": "3"}
+STUDY = [("evaluated on 100,000 (the paper's size)", {"eval": 100_000}), ("steps x2", {"steps": 4000}),
+         ("batch x4 (2048, the paper's)", {"batch": 2048}), ("lr / 3", {"lr": 1e-3}), ("init std x10", {"init_std": 0.01}),
+         ("seed 1", {"seed": 1}), ("seed 2", {"seed": 2})]
 
 
 def configs(quick: bool) -> list[dict]:
     if quick:
-        out = [{"kind": "baselines", "column": c, "eval": 500, "tune": 500} for c in ("0", "5")]
+        out = [{"kind": "baselines", "column": c, "eval": 500, "tune": 500, "draws": 2} for c in ("0", "5")]
         out += [{"kind": "model", "variant": v, "layers": 1, "column": "5", "steps": 10, "eval": 500,
                  "monitor": 256, "batch": 64} for v in VARIANTS]
         out += [{"kind": "model", "variant": "full", "layers": 2, "column": "{1,3}", "steps": 8, "eval": 500,
                  "monitor": 256, "batch": 64}]
+        out += [{"kind": "model", "variant": "full", "layers": 1, "column": "5", "steps": 10, "eval": 500,
+                 "monitor": 256, "batch": 64, "seed": 1, "study": "seed 1"}]
         return out
-    out = [{"kind": "baselines", "column": c, "eval": 100_000, "tune": 100_000} for c in COLUMNS]
+    out = [{"kind": "baselines", "column": c, "eval": 100_000, "tune": 100_000, "draws": BASELINE_DRAWS}
+           for c in COLUMNS]
+    base = {"kind": "model", **STUDY_BASE, "steps": FULL_MODELS[STUDY_BASE["layers"]][1], "eval": MODEL_EVAL,
+            "monitor": 2048}
     for L, (cols, steps) in FULL_MODELS.items():
         out += [{"kind": "model", "variant": v, "layers": L, "column": c, "steps": steps, "eval": MODEL_EVAL,
                  "monitor": 2048}
                 for c in cols for v in VARIANTS]
+        if L == STUDY_BASE["layers"]:  # the study before the deeper (slower) cells
+            out += [{**base, **over, "study": label} for label, over in STUDY]
     return out
 
 
@@ -361,19 +454,29 @@ def configs(quick: bool) -> list[dict]:
 def summarise(rows, quick: bool) -> dict:
     ok = rows_ok(rows)
     base = {r["result"]["column"]: r["result"] for r in ok if r["result"]["kind"] == "baselines"}
-    models = {}
+    models, study = {}, []
     for r in ok:
         res = r["result"]
         if res["kind"] == "model":
-            models.setdefault(res["variant"], {}).setdefault(str(res["layers"]), {})[res["column"]] = {
-                k: res[k] for k in ("adjusted", "se", "steps", "skipped", "omegas", "oracle_half_mse", "curve")
-            } | {"cpu_s": r.get("cpu_s"), "recipe": res["recipe"], "diverged": res.get("diverged")}
+            rec = {k: res[k] for k in ("adjusted", "se", "steps", "skipped", "omegas", "oracle_half_mse", "curve")} | {
+                "cpu_s": r.get("cpu_s"), "recipe": res["recipe"], "diverged": res.get("diverged"),
+                "eval_fifths": res.get("eval_fifths"), "tail_share": res.get("tail_share"), "eval": r["config"]["eval"]}
+            if r["config"].get("study"):
+                study.append(rec | {"study": r["config"]["study"], "variant": res["variant"], "layers": res["layers"],
+                                    "column": res["column"], "seed": r["config"].get("seed", 0),
+                                    "batch": res["recipe"]["batch"]})
+            else:
+                models.setdefault(res["variant"], {}).setdefault(str(res["layers"]), {})[res["column"]] = rec
     cpu = {"baselines": sum(r.get("cpu_s", 0) for r in ok if r["result"]["kind"] == "baselines"),
            "models": sum(r.get("cpu_s", 0) for r in ok if r["result"]["kind"] == "model")}
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "columns": COLUMNS,
-         "paper": PAPER, "baselines": base, "models": models, "cpu_by_kind": cpu,
+         "paper": PAPER, "baselines": base, "models": models, "study": study, "cpu_by_kind": cpu,
          "config": {"n": N, "d": D, "recipe": RECIPE, "init_std": INIT_STD,
                     "eval": sorted({r["config"]["eval"] for r in ok}),
+                    "baseline_eval": sorted({r["config"]["eval"] for r in ok if r["config"]["kind"] == "baselines"}),
+                    "baseline_draws": sorted({r["config"].get("draws", 1) for r in ok
+                                              if r["config"]["kind"] == "baselines"}),
+                    "model_eval": sorted({r["config"]["eval"] for r in ok if r["config"]["kind"] == "model"}),
                     "grid": {"models": {str(L): {"columns": cols, "steps": st} for L, (cols, st) in FULL_MODELS.items()}}
                     if not quick else "quick"}}
     s["criteria"] = criteria(s)
@@ -382,6 +485,14 @@ def summarise(rows, quick: bool) -> dict:
 
 def _paper_model(variant, L, col):
     return PAPER[variant][int(L)][COLUMNS.index(col)]
+
+
+#: the paper's training sequences per model (seed 004 Sec. 6: 200,000 Adam steps at batch 2048)
+PAPER_TRAIN_SEQUENCES = 200_000 * 2048
+#: the third criterion's bound on Diag's and Full's adjusted loss over GD++'s at L = 3, sigma_max = 5: one
+#: third, as in seed 004 Table 1 (Diag 0.118, Full 0.117 over GD++ 0.344: ratios 0.343 and 0.340), with
+#: the 10% tolerance of the baseline criterion (the paper's own ratios are 3% above one third)
+THIRD_BOUND = 1.1 / 3
 
 
 def criteria(s: dict) -> list[dict]:
@@ -396,10 +507,12 @@ def criteria(s: dict) -> list[dict]:
             # the paper prints 3 decimals: its value stands for [p - 0.0005, p + 0.0005]
             within_printed = abs(ours) <= 1e-4 if p == 0 else abs(ours - p) <= 0.1 * p + 0.0005
             se = b[key].get("se")
-            checks.append({"column": col, "baseline": key, "ours": ours, "se": se, "paper": p,
-                           # the difference of two independent estimates from equally many sequences, the
-                           # paper's standard error taken equal to ours (it does not print one)
-                           "z_diff": (ours - p) / (math.sqrt(2) * se) if se else None,
+            # the paper prints no standard error: its value is one draw of the single-draw protocol (one
+            # tuning, one evaluation set of 100,000), whose standard error is our se_one (tuning and
+            # evaluation noise of one draw); results without it: the paper's taken equal to ours
+            se_p = b[key].get("se_one", se)
+            checks.append({"column": col, "baseline": key, "ours": ours, "se": se, "se_paper": se_p, "paper": p,
+                           "z_diff": (ours - p) / math.sqrt(se ** 2 + se_p ** 2) if se else None,
                            "within_10pct": within,
                            "within_10pct_of_printed": within_printed})
     out.append({"id": "baselines-10pct", "text": "ConstRR, AdaRR and TunedRR within 10% of Table 1 in every column",
@@ -416,16 +529,18 @@ def criteria(s: dict) -> list[dict]:
                         **{v: one[v][c]["adjusted"] for v in VARIANTS}})
     out.append({"id": "one-layer-equal", "text": "the 1-layer GD++, Diag and Full models equal within 2% (same function class)",
                 "met": all(x["spread"] <= 0.02 for x in spreads) if spreads else None, "columns": spreads})
-    # 3. L=3, sigma_max=5: Diag and Full at most half of GD++
+    # 3. L=3, sigma_max=5: Diag and Full at most a third of GD++ (the paper's Table 1 ratios)
     m3 = {v: s["models"].get(v, {}).get("3", {}).get("5") for v in VARIANTS}
     if all(m3.values()):
         g = m3["gdpp"]["adjusted"]
         ratios = {v: m3[v]["adjusted"] / g for v in ("diag", "full")}
-        met = all(r <= 0.5 for r in ratios.values())
+        met = all(r <= THIRD_BOUND for r in ratios.values())
     else:
         ratios, met = {}, None
-    out.append({"id": "l3-s5-half", "text": "at L = 3, sigma_max = 5, Diag and Full at most half of GD++'s adjusted loss "
-                                            "(paper: about a third)", "met": met, "ratios": ratios,
+    out.append({"id": "l3-s5-third",
+                "text": f"at L = 3, sigma_max = 5, Diag and Full at about a third of GD++'s adjusted loss or below "
+                        f"(ratio at most {fmt(THIRD_BOUND)}: one third with the baselines' 10% tolerance)",
+                "met": met, "ratios": ratios, "bound": THIRD_BOUND,
                 "paper_ratios": {v: _paper_model(v, 3, "5") / _paper_model("gdpp", 3, "5") for v in ("diag", "full")}})
     return out
 
@@ -466,13 +581,17 @@ def _plot_columns(ax, idx: list[int], ys: list[float], fmt_: str, *, label: str,
         ax.plot(seg, [y[i] for i in seg], fmt_, label=label if j == 0 else None, **kw)
 
 
+#: the columns whose depth series get a panel of the figure
+DEPTH_PANELS = ("5", "3")
+
+
 def plot(s: dict):
-    """Three panels: the ridge baselines, the 1-layer models and the depth at sigma_max = 5, ours (o, solid)
+    """Four panels: the ridge baselines, the 1-layer models and the depth at sigma_max = 5 and 3, ours (o, solid)
     beside the paper (x, dashed).  Lines join only neighbouring columns that were run, and never the uniform
     columns to the categorical sets: a column not run here shows the paper's marker alone."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    fig, axes = plt.subplots(1, 2 + len(DEPTH_PANELS), figsize=(18, 4.6))
     x = np.arange(len(COLUMNS))
     colors = {"constrr": "C0", "adarr": "C1", "tunedrr": "C2", "gdpp": "C3", "diag": "C4", "full": "C5"}
     ax = axes[0]
@@ -489,23 +608,24 @@ def plot(s: dict):
         _plot_columns(ax, xs, [got[COLUMNS[i]]["adjusted"] for i in xs], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
         _plot_columns(ax, list(x), list(PAPER[v][1]), "x--", color=colors[v], alpha=0.6, label=f"{LABEL[v]} (paper)")
     ax.set_title("1-layer linear transformers (ours: the columns run)", fontsize=10)
-    ax = axes[2]
     layers = np.arange(1, 8)
-    for v, ser in depth_series(s, "5").items():
-        ax.plot([L_ for L_, _, _ in ser], [o for _, o, _ in ser], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
-        ax.plot(layers, [_paper_model(v, L_, "5") for L_ in layers], "x--", color=colors[v], alpha=0.6,
-                label=f"{LABEL[v]} (paper)")
-    i5 = COLUMNS.index("5")
-    b5 = s["baselines"].get("5", {}).get("constrr", {}).get("adjusted")
-    if b5 is not None:
-        ax.axhline(b5, ls=":", color=colors["constrr"], label="ConstRR (ours)")
-    ax.axhline(PAPER["constrr"][i5], ls=":", color="gray", label="ConstRR (paper)")
-    ax.set_title("depth at sigma_max = 5", fontsize=10)
+    for ax, column in zip(axes[2:], DEPTH_PANELS):
+        for v, ser in depth_series(s, column).items():
+            if ser:
+                ax.plot([L_ for L_, _, _ in ser], [o for _, o, _ in ser], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
+            ax.plot(layers, [_paper_model(v, L_, column) for L_ in layers], "x--", color=colors[v], alpha=0.6,
+                    label=f"{LABEL[v]} (paper)")
+        i = COLUMNS.index(column)
+        b = s["baselines"].get(column, {}).get("constrr", {}).get("adjusted")
+        if b is not None:
+            ax.axhline(b, ls=":", color=colors["constrr"], label="ConstRR (ours)")
+        ax.axhline(PAPER["constrr"][i], ls=":", color="gray", label="ConstRR (paper)")
+        ax.set_title(f"depth at sigma_max = {column} (ours: the depths run)", fontsize=10)
+        ax.set_xticks(layers)
+        ax.set_xlabel("layers L")
     for ax in axes[:2]:
         ax.set_xticks(x, COLUMNS, fontsize=8)
         ax.set_xlabel("sigma_max (uniform) / categorical set")
-    axes[2].set_xticks(layers)
-    axes[2].set_xlabel("layers L")
     for ax in axes:
         ax.set_yscale("symlog", linthresh=1e-3)
         ax.set_ylim(bottom=0)
@@ -579,6 +699,146 @@ def _depth_paragraph(s: dict, column: str = "5") -> list[str]:
     return L
 
 
+def _pct(x: float) -> str:
+    """A relative difference as a signed percentage."""
+    return f"{'+' if x >= 0 else ''}{fmt(100 * x, 2)}%"
+
+
+def _column_paragraph(s: dict, column: str = "3", depths=(1, 2, 3)) -> list[str]:
+    """The models at ``column`` for ``depths`` (ours / paper and the ratio), and how their order compares
+    with the paper's at the deepest of them; [] until every variant has every depth there."""
+    got = {v: {L_: s["models"].get(v, {}).get(str(L_), {}).get(column) for L_ in depths} for v in VARIANTS}
+    if not all(m for per in got.values() for m in per.values()):
+        return []
+    b = s["baselines"].get(column, {})
+    i = COLUMNS.index(column)
+    L = [f"**The sigma_max = {column} column** (ours / paper, our ratio to the paper in brackets; ConstRR here "
+         f"{fmt(b.get('constrr', {}).get('adjusted'))}, paper {fmt(PAPER['constrr'][i])}; TunedRR "
+         f"{fmt(b.get('tunedrr', {}).get('adjusted'))}, paper {fmt(PAPER['tunedrr'][i])}):", ""]
+    L.append("| model | " + " | ".join(f"L = {L_}" for L_ in depths) + " |")
+    L.append("|---|" + "---|" * len(depths))
+    for v in VARIANTS:
+        L.append(f"| {LABEL[v]} | " + " | ".join(
+            f"{fmt(got[v][L_]['adjusted'])} / {fmt(_paper_model(v, L_, column))} "
+            f"({fmt(got[v][L_]['adjusted'] / _paper_model(v, L_, column))})" for L_ in depths) + " |")
+    L.append("")
+    deep = depths[-1]
+    ours = sorted(VARIANTS, key=lambda v: got[v][deep]["adjusted"])
+    paper = sorted(VARIANTS, key=lambda v: _paper_model(v, deep, column))
+    worst = max(VARIANTS, key=lambda v: got[v][deep]["adjusted"] / _paper_model(v, deep, column))
+    m = got[worst][deep]
+    L.append(f"At L = {deep} ours rank {' < '.join(LABEL[v] for v in ours)}, the paper "
+             f"{' < '.join(LABEL[v] for v in paper)}"
+             + (" (the same order)" if ours == paper else "")
+             + f"; the model furthest above the paper is {LABEL[worst]}, {_pct(m['adjusted'] / _paper_model(worst, deep, column) - 1)} "
+             f"({fmt(m['adjusted'])}, standard error {fmt(m['se'], 2)}).")
+    L.append("")
+    return L
+
+
+def _study_paragraph(s: dict) -> list[str]:
+    """Why Full is the weakest model: the study's runs (one change at a time) beside the grid's run, and
+    what the numbers say (computed); [] without them."""
+    st = s.get("study") or []
+    b = STUDY_BASE
+    ref = s["models"].get(b["variant"], {}).get(str(b["layers"]), {}).get(b["column"])
+    if not st or not ref:
+        return []
+    p = _paper_model(b["variant"], b["layers"], b["column"])
+    dg = s["models"].get("diag", {}).get(str(b["layers"]), {}).get(b["column"])
+    L = [f"**Why Full is the weakest model** ({LABEL[b['variant']]}, L = {b['layers']}, sigma_max = {b['column']}: "
+         f"the grid's run {fmt(ref['adjusted'])} (standard error {fmt(ref['se'], 2)}), {_pct(ref['adjusted'] / p - 1)} "
+         f"against the paper's {fmt(p)}"
+         + (f"; Diag {fmt(dg['adjusted'])}, {_pct(dg['adjusted'] / _paper_model('diag', b['layers'], b['column']) - 1)}"
+            if dg else "")
+         + f"). The same run again with one thing changed, each evaluated on the grid's {fmt(ref.get('eval'))} "
+         "sequences unless the row says otherwise:", ""]
+    L.append("| change | steps | batch | lr | adjusted loss | vs the grid's run | vs the paper |")
+    L.append("|---|---|---|---|---|---|---|")
+    rows = [("none (the grid's run)", ref)] + [(x["study"], x) for x in st]
+    for lab, x in rows:
+        L.append(f"| {lab} | {x['steps']} | {x['recipe']['batch']} | {fmt(x['recipe']['lr'])} | {fmt(x['adjusted'])} "
+                 f"+- {fmt(x['se'], 2)} | {_pct(x['adjusted'] / ref['adjusted'] - 1)} | {_pct(x['adjusted'] / p - 1)} |")
+    L.append("")
+    notes = []
+    seeds = [ref] + [x for x in st if x["study"].startswith("seed")]
+    if len(seeds) > 1:
+        lo, hi = min(x["adjusted"] for x in seeds), max(x["adjusted"] for x in seeds)
+        notes.append(f"The training seed alone moves it by {fmt(100 * (hi / lo - 1), 2)}% ({fmt(lo)} to {fmt(hi)} over "
+                     f"{len(seeds)} seeds; the best, {_pct(lo / p - 1)} against the paper, which reports the best of 5)")
+    else:
+        hi = lo = ref["adjusted"]
+    spread = hi / lo - 1
+    evals = [x for x in st if x.get("eval") != ref.get("eval")]
+    others = [x for x in st if not x["study"].startswith("seed") and x not in evals]
+    if others:
+        best = min(others, key=lambda x: x["adjusted"])
+        gain = 1 - best["adjusted"] / ref["adjusted"]
+        beyond = [x["study"] for x in others if 1 - x["adjusted"] / ref["adjusted"] > spread]
+        notes.append(f"the largest gain of one change to the training is {fmt(100 * gain, 2)}% ({best['study']}, still "
+                     f"{_pct(best['adjusted'] / p - 1)} against the paper); "
+                     + (f"beyond the seeds' spread: {', '.join(beyond)}" if beyond else
+                        "no change gains more than the seeds' spread"))
+        budget = [x for x in others if x["steps"] * x["recipe"]["batch"] > ref["steps"] * ref["recipe"]["batch"]]
+        if budget:
+            more = max(budget, key=lambda x: x["steps"] * x["recipe"]["batch"])
+            notes.append(f"{fmt(more['steps'] * more['recipe']['batch'] / (ref['steps'] * ref['recipe']['batch']))}x the "
+                         f"grid's training sequences ({more['study']}) gives {_pct(more['adjusted'] / ref['adjusted'] - 1)}, "
+                         f"where the paper trains on {fmt(PAPER_TRAIN_SEQUENCES / (ref['steps'] * ref['recipe']['batch']))}x "
+                         "the grid's (200,000 steps at batch 2048, seed 004 Sec. 6)")
+    for x in evals:
+        fifths = x.get("eval_fifths") or []
+        notes.append(f"the same training evaluated on {fmt(x['eval'])} sequences instead of {fmt(ref.get('eval'))} reads "
+                     f"{fmt(x['adjusted'])} ({_pct(x['adjusted'] / ref['adjusted'] - 1)}), and that set's five disjoint "
+                     f"fifths read {fmt(min(fifths))} to {fmt(max(fifths))} ({_pct(min(fifths) / x['adjusted'] - 1)} to "
+                     f"{_pct(max(fifths) / x['adjusted'] - 1)}): the evaluation set's size alone moves the "
+                     "comparison with the paper by that much"
+                     + (f" (its largest 0.1% of sequences carry {fmt(100 * x['tail_share'], 2)}% of the loss)"
+                        if x.get("tail_share") is not None else ""))
+    if notes:
+        L.append(notes[0][0].upper() + "; ".join(notes)[1:] + ".")
+        L.append("")
+    full_params = 2 * (D + 1) ** 2
+    L.append(f"Full has {full_params} parameters a layer where Diag has 4 (the tied diagonal form is a subspace of "
+             "Full's), so under the same steps it is the model furthest from its optimum; the initialisation and the "
+             "learning rate rows above measure the other two suspects. Its parametrisation is the paper's eq. (2) "
+             "(P and Q, each a full (d+1) x (d+1) matrix, seed 004 Sec. 6 'Full. Trains full parameter matrices'); "
+             "the paper may have trained W_K, W_Q, W_V, W_P of eq. (1) instead, which it does not say and which is "
+             "not tried here.")
+    L.append("")
+    return L
+
+
+def _adarr_paragraph(s: dict, column: str = "5") -> list[str]:
+    """AdaRR at ``column``: the pooled value, the single draws, the paper's value in standard errors, the
+    heavy tail and what its sequences are; [] without a multi-draw result there."""
+    a = s["baselines"].get(column, {}).get("adarr")
+    if not a or len(a.get("per_draw") or []) < 2:
+        return []
+    p = PAPER["adarr"][COLUMNS.index(column)]
+    z = (a["adjusted"] - p) / math.sqrt(a["se"] ** 2 + a["se_one"] ** 2)
+    d, n = a["per_draw"], s["baselines"][column].get("eval_per_draw")
+    tail = a.get("tail")
+    why = ""
+    if tail:
+        why = (f" Those sequences are the ones where sigma_hat^2 (n - d = {N - D} degrees of freedom) underestimates a "
+               f"large noise: their median sigma_tau is {fmt(tail['sigma'][0])} against {fmt(tail['sigma'][1])} over "
+               f"all, their median sigma_hat^2 / sigma_tau^2 {fmt(tail['s2hat_ratio'][0])} against "
+               f"{fmt(tail['s2hat_ratio'][1])}, so the ridge is under-regularised (their smallest eigenvalue of Sigma, "
+               f"median {fmt(tail['smallest_eig'][0])} against {fmt(tail['smallest_eig'][1])}, is not what sets "
+               "them apart).")
+    return [f"**AdaRR at sigma_max = {column}.** AdaRR tunes nothing (lambda = sigma_hat^2 per sequence), so its "
+            f"only noise is the evaluation set's. Pooled over {len(d)} draws of {fmt(n)} sequences it is "
+            f"{fmt(a['adjusted'])} (standard error {fmt(a['se'], 2)}), {_pct(a['adjusted'] / p - 1)} against the "
+            f"paper's {fmt(p)}: {fmt(abs(z), 2)} standard errors of the difference, the paper's taken as one draw's "
+            f"({fmt(a['se_one'], 2)}). The single draws read {', '.join(fmt(x) for x in d)} "
+            f"({_pct(min(d) / p - 1)} to {_pct(max(d) / p - 1)} against the paper; the first is the set used alone "
+            f"before). The loss is heavy-tailed: the largest 0.1% of sequences carry {fmt(100 * a['tail_share'], 2)}% "
+            "of the mean." + why + " "
+            + ("The paper's value is within sampling noise of ours." if abs(z) <= 2 else
+               "The paper's value is beyond sampling noise of ours: its AdaRR or its data differ from ours there."), ""]
+
+
 def _retry_sentence(s: dict) -> str:
     """The cells that diverged and were retrained at a smaller learning rate (from the results)."""
     hits = [(v, L_, c, m) for v, per in s["models"].items() for L_, pc in per.items() for c, m in pc.items()
@@ -610,13 +870,18 @@ def _miss_noise_sentence(misses: list[dict]) -> str:
     zs = [abs(m["z_diff"]) for m in misses if m.get("z_diff") is not None]
     if not zs or len(zs) != len(misses):
         return ""
-    one = [0.1 * m["paper"] / m["se"] for m in misses]
+    one = [0.1 * m["paper"] / m.get("se_paper", m["se"]) for m in misses]
+    pooled = any(m.get("se_paper", m["se"]) != m["se"] for m in misses)
+    how = ("ours from several independent tunings and evaluation sets pooled, its standard error counting both "
+           "noises; the paper's from one tuning and one set of 100,000 sequences, its standard error taken as that "
+           "of one such draw of ours, as it prints none" if pooled else
+           "ours and the paper's, each from 100,000 sequences, the paper's standard error taken equal to ours as "
+           "it prints none")
     return (f"Each miss is {'at most' if max(zs) <= 2 else 'up to'} {fmt(max(zs), 2)} standard errors of the "
-            "difference between two independent estimates (ours and the paper's, each from 100,000 sequences, the "
-            "paper's standard error taken equal to ours as it prints none): "
+            f"difference between two independent estimates ({how}): "
             + (f"consistent with sampling noise; at these small losses 10% is only about {fmt(min(one), 2)} to "
-               f"{fmt(max(one), 2)} standard errors of one estimate, so the criterion is tighter than the noise of "
-               "either table." if max(zs) <= 2 else
+               f"{fmt(max(one), 2)} standard errors of one draw's estimate, so the criterion is tighter than the "
+               "noise of the paper's table." if max(zs) <= 2 else
                "beyond sampling noise for at least one, so the paper's baseline differs from ours there (family, "
                "tuning or data)."))
 
@@ -624,11 +889,18 @@ def _miss_noise_sentence(misses: list[dict]) -> str:
 def markdown(s: dict, figure: str) -> str:
     L = []
     cfg = s["config"]
+    draws = cfg.get("baseline_draws", [1])
+    ev_b, ev_m = cfg.get("baseline_eval", cfg["eval"]), cfg.get("model_eval", cfg["eval"])
     L.append(f"Data: d = {cfg['d']}, n = {cfg['n']}, w, x_i, x_t ~ N(0, I), noise std sigma_tau per sequence, "
              "noise-free query; adjusted loss = 1/2 MSE minus the oracle's (ridge with the true sigma_tau) on the "
-             f"same sequences: {' / '.join(fmt(e) for e in sorted(cfg['eval'], reverse=True))} fresh evaluation "
-             "sequences per column for the baselines / the models (standard errors in `table.csv`; the paper uses "
-             "100,000). Cells show **ours / paper**.")
+             "same sequences. Baselines: per column "
+             + (f"{' or '.join(map(str, draws))} independent draws, each a tuning set and an evaluation set of "
+                f"{' or '.join(fmt(e) for e in ev_b)} sequences; ConstRR and TunedRR tuned once per draw, every "
+                "baseline evaluated on the pooled evaluation sets, its value the mean over the tunings and its "
+                "standard error counting the evaluation's and the tunings' noise"
+                if max(draws) > 1 else f"{' or '.join(fmt(e) for e in ev_b)} evaluation sequences and as many for tuning")
+             + f". Models: {' or '.join(fmt(e) for e in ev_m)} fresh evaluation sequences per cell (standard errors "
+             "in `table.csv`; the paper evaluates on 100,000). Cells show **ours / paper**.")
     L.append("")
     L.append("| method | L | " + " | ".join(COLUMNS) + " |")
     L.append("|---|---|" + "---|" * len(COLUMNS))
@@ -652,6 +924,8 @@ def markdown(s: dict, figure: str) -> str:
                 "Table 1." if missing else ""))
     L.append("")
     L.extend(_depth_paragraph(s))
+    L.extend(_column_paragraph(s))
+    L.extend(_study_paragraph(s))
     L.append(f"![seed 004 Table 1]({figure})")
     L.append("")
     L.append("**Pass criteria (issue 18)**")
@@ -690,10 +964,15 @@ def markdown(s: dict, figure: str) -> str:
             L.append(f"  Over {len(c['columns'])} columns the largest spread (max/min - 1) is "
                      f"{fmt(100 * worst['spread'], 2)}% (column {worst['column']}: GD++ {fmt(worst['gdpp'])}, "
                      f"Diag {fmt(worst['diag'])}, Full {fmt(worst['full'])}).")
-        elif c["id"] == "l3-s5-half" and c["ratios"]:
+        elif c["id"] == "l3-s5-third" and c["ratios"]:
             L.append("  Ratios to GD++: " + ", ".join(f"{LABEL[v]} {fmt(r)} (paper {fmt(c['paper_ratios'][v])})"
-                                                    for v, r in c["ratios"].items()) + ".")
+                                                    for v, r in c["ratios"].items()) + ". "
+                     "The paper states no ratio in words: Sec. 6 ('Uniform noise variance') says Full and Diag "
+                     "'quickly improve across the entire noise spectrum for 3 or more layers' while GD++ 'quickly "
+                     "converges to a suboptimal solution'; the third is its Table 1's L = 3, sigma_max = 5 column "
+                     "(issue 18's criterion, 'at most half', was looser than the paper's ratio).")
     L.append("")
+    L.extend(_adarr_paragraph(s))
     m3 = {v: s["models"].get(v, {}).get("3", {}).get("5") for v in VARIANTS}
     if all(m3.values()):
         L.append("**What Diag and Full learn beyond GD++** (L = 3, sigma_max = 5; per layer the omegas of eq. (9): "
@@ -722,8 +1001,11 @@ def markdown(s: dict, figure: str) -> str:
                  "Adam lr 1e-4, batch 2048, 200,000 steps, best of 5 seeds, 4-12 h per model on an H100."
                  + _retry_sentence(s))
     L.append("")
+    reused = (s.get("run") or {}).get("reused")
     L.append(f"**Cost.** {timing_line(s)}. Baselines {fmt(s['cpu_by_kind']['baselines'])} s CPU, models "
-             f"{fmt(s['cpu_by_kind']['models'])} s CPU.")
+             f"{fmt(s['cpu_by_kind']['models'])} s CPU."
+             + (f" {reused['cells']} of the cells are records of the run of {', '.join(reused['finished'])} ({reused['why']}); "
+                "the command above trains them all again." if reused and reused.get("cells") else ""))
     L.append("")
     per_cell = [m["cpu_s"] for v in s["models"].values() for c in v.values() for m in c.values() if m.get("cpu_s")]
     L.append("**Not reproduced here.** The columns of L >= 2 not in the grid, among them the noiseless column "

@@ -105,10 +105,10 @@ def fake_s4_summary(ratio_diag, ratio_full, spread=0.0):
 
 
 def test_seed004_criteria():
-    crit = {c["id"]: c for c in s4.criteria(fake_s4_summary(0.4, 0.45))}
-    assert crit["baselines-10pct"]["met"] and crit["one-layer-equal"]["met"] and crit["l3-s5-half"]["met"]
-    crit = {c["id"]: c for c in s4.criteria(fake_s4_summary(0.4, 0.55, spread=0.03))}
-    assert not crit["l3-s5-half"]["met"] and not crit["one-layer-equal"]["met"]
+    crit = {c["id"]: c for c in s4.criteria(fake_s4_summary(0.3, 0.35))}
+    assert crit["baselines-10pct"]["met"] and crit["one-layer-equal"]["met"] and crit["l3-s5-third"]["met"]
+    crit = {c["id"]: c for c in s4.criteria(fake_s4_summary(0.4, 0.45, spread=0.03))}
+    assert not crit["l3-s5-third"]["met"] and not crit["one-layer-equal"]["met"]
     s = fake_s4_summary(0.4, 0.4)
     s["baselines"]["3"]["adarr"]["adjusted"] = s4.PAPER["adarr"][3] * 1.2
     crit = {c["id"]: c for c in s4.criteria(s)}
