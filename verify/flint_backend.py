@@ -103,16 +103,21 @@ class FPoly:
         out._p, out._prev, out._sign, out._last = None, prev, sign, last
         return out
 
+    def _chain(self):
+        """The ``(sign, value)`` terms of this polynomial: its pending terms, last first, down to
+        the first formed value (one term when it is formed)."""
+        terms = []
+        node = self
+        while node._p is None:
+            terms.append((node._sign, node._last))
+            node = node._prev
+        terms.append((1, node._p))
+        return terms
+
     @property
     def p(self):
         if self._p is None:
-            terms = []
-            node = self
-            while node._p is None:
-                terms.append((node._sign, node._last))
-                node = node._prev
-            terms.append((1, node._p))
-            self._p = _sum_terms(terms)
+            self._p = _sum_terms(self._chain())
             self._prev = self._last = None
         return self._p
 
@@ -120,21 +125,29 @@ class FPoly:
         o = _operand(other)
         return NotImplemented if o is None else FPoly(f(self._p if self._p is not None else self.p, o))
 
-    def __add__(self, o):
+    def _extend(self, sign: int, o):
+        """``self + sign * o``, still pending; a pending ``o``'s terms join this sum (rather than
+        being formed first: one pass less over the result)."""
+        if type(o) is FPoly and o._p is None:
+            node = self
+            for s, v in o._chain():
+                node = FPoly._pending(node, sign * s, v)
+            return node
         o = _operand(o)
-        return NotImplemented if o is None else FPoly._pending(self, 1, o)
+        return NotImplemented if o is None else FPoly._pending(self, sign, o)
+
+    def __add__(self, o):
+        return self._extend(1, o)
 
     def __radd__(self, o):  # o + self = self + o: the pending sum goes on
-        o = _operand(o)
-        return NotImplemented if o is None else FPoly._pending(self, 1, o)
+        return self._extend(1, o)
 
     def __sub__(self, o):
-        o = _operand(o)
-        return NotImplemented if o is None else FPoly._pending(self, -1, o)
+        return self._extend(-1, o)
 
-    def __rsub__(self, o):
+    def __rsub__(self, o):  # o - self: a sum from o, minus each of self's terms
         o = _operand(o)
-        return NotImplemented if o is None else FPoly._pending(FPoly(o), -1, self.p)
+        return NotImplemented if o is None else FPoly(o)._extend(-1, self)
 
     def __mul__(self, o):
         o = _operand(o)
