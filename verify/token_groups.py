@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Support", "GroupedProblem", "abstract_variables", "max_arity", "pivoted", "ENCODINGS"]
+__all__ = ["Support", "GroupedProblem", "abstract_variables", "max_arity", "pivoted", "ENCODINGS", "pair_digits"]
 
 
 def _is_exact_zero(x) -> bool:
@@ -227,6 +227,21 @@ def pivoted(*arrays) -> bool:
 ENCODINGS = {1: "one group per monomial", 2: "a pivot group and at most one other per monomial"}
 
 
+def pair_digits(n_groups: int) -> tuple[int, int]:
+    """``(base, digits)`` of the pair encoding's group codes: the fewest base-``base`` digits
+    whose tags stay small (``3 (base - 1)`` and ``3 T(base - 1)`` at most 127, so that a
+    monomial of degree 3 in a group keeps FLINT's exponents in 8-bit fields) with
+    ``base ** digits >= n_groups``.  Only the ring's size depends on it, never what it proves."""
+    base_max = 10  # 3 T(9) = 108 <= 127
+    digits = 1
+    while base_max ** digits < n_groups:
+        digits += 1
+    base = 2
+    while base ** digits < n_groups:
+        base += 1
+    return base, digits
+
+
 class GroupedProblem:
     """The substituted generators and the construction's variables in them.
 
@@ -234,21 +249,28 @@ class GroupedProblem:
     variable and ``tau``; the entry of group ``g`` at slot ``s`` is ``alpha_s tau^(g+1)``.
 
     ``encoding=2`` (the *pair* encoding, for a token whose update multiplies its own variables by
-    sums over the other tokens: the context tokens of seed 004's token form, eq. (2)-(3)): two
-    generators ``alpha_s, beta_s`` per slot and ``sigma``; the entry of group ``g`` at slot ``s``
-    is ``alpha_s beta_s^g sigma^T(g)``, ``T(g) = g (g - 1) / 2``.  It is injective on the
-    monomials that draw from a pivot group ``p`` and at most one other group ``j``: given ``p``,
-    a monomial with slot exponents ``e`` in group ``p`` and ``f`` in group ``j`` (total ``F``)
-    has the image exponents ``a_s = e_s + f_s`` (alpha), ``b_s = p e_s + j f_s`` (beta) and
-    ``c = sum_s (T(p) e_s + T(j) f_s)`` (sigma), so ``w_s = b_s - p a_s = (j - p) f_s`` and
-    ``2 (c - T(p) sum_s a_s) = (j - p)(j + p - 1) F``.  ``F = 0`` exactly when every ``w_s`` is
-    0 (then ``e = a``); otherwise ``j = 2 (c - T(p) sum a) / sum w - p + 1``, ``f_s = w_s / (j -
-    p)``, ``e = a - f``: the image gives back ``e``, ``f`` and ``j``.  So if every monomial of
-    ``F = layers - specification`` at an entry has such a pivot, the same ``p`` for the whole
-    entry (:func:`pivoted`), distinct monomials of ``F`` have distinct images and ``phi(F) = 0``
-    if and only if ``F = 0``: as for ``encoding=1``, which is the case ``F = 0`` of every
-    monomial.  The ring has 2 x slots + 1 + globals generators (4D + 5 for least squares with a
-    symbolic step size); its exponents reach ``degree x N^2 / 2`` in ``sigma``.
+    sums over the other tokens: the context tokens of seed 004's token form, eq. (2)-(3)): group
+    ``g`` is written in base ``B`` with digits ``g_1 .. g_m`` (:func:`pair_digits`); per slot one
+    ``alpha_s`` and one ``beta_{s,d}`` per digit, and one ``sigma_d`` per digit; the entry of group
+    ``g`` at slot ``s`` is ``alpha_s prod_d beta_{s,d}^(g_d) sigma_d^T(g_d)``, ``T(x) = x (x - 1) /
+    2``.  It is injective on the monomials that draw from a pivot group ``p`` and at most one
+    other group ``j``.  Given ``p``, a monomial with slot exponents ``e`` in group ``p`` and ``f``
+    in group ``j`` (total ``F``) has the image exponents ``a_s = e_s + f_s`` (alpha),
+    ``b_{s,d} = p_d e_s + j_d f_s`` (beta) and ``c_d = T(p_d) E + T(j_d) F`` (sigma), so
+    ``w_{s,d} = b_{s,d} - p_d a_s = (j_d - p_d) f_s`` and ``2 (c_d - T(p_d) sum_s a_s) =
+    (j_d - p_d)(j_d + p_d - 1) F``.  ``F = 0`` exactly when every ``w`` is 0 (``j != p`` differs
+    in some digit), and then ``e = a``.  Otherwise take a digit ``d`` with ``W_d = sum_s
+    w_{s,d} != 0``: ``j_d = 2 (c_d - T(p_d) sum a) / W_d - p_d + 1``, ``f_s = w_{s,d} / (j_d -
+    p_d)``, ``e = a - f``, and every other digit ``j_d' = p_d' + W_d' / F``: the image gives back
+    ``e``, ``f`` and ``j``.  So if every monomial of ``F = layers - specification`` at an entry
+    has such a pivot, the same ``p`` for the whole entry (:func:`pivoted`), distinct monomials
+    of ``F`` have distinct images and ``phi(F) = 0`` if and only if ``F = 0``: as for
+    ``encoding=1``, which is the case ``F = 0`` of every monomial.  The ring has
+    ``(1 + m) x slots + m + globals`` generators (``5D + 6`` for least squares with a symbolic
+    step size and ``m = 2`` digits, N up to 100), each exponent small (a digit code is at most
+    ``B - 1``): the digits keep FLINT's packed exponent vectors in 8-bit fields where one
+    ``beta_s^g sigma^T(g)`` would need 16 (bytes per term, hence memory and time, are what the
+    ring's size costs).
 
     Global variables and parameters: one generator per entry, with the same display names as
     :class:`verify.proof.SymbolicProblem`."""
@@ -261,17 +283,18 @@ class GroupedProblem:
             raise ValueError(f"unknown encoding {encoding!r} (one of {sorted(ENCODINGS)})")
         self.encoding = encoding
         self.n_groups = _grouped_shape(variables, groups)
+        self.base, self.digits = pair_digits(self.n_groups) if encoding == 2 else (0, 0)
         names: list[str] = []
         slots: dict[str, list] = {}
-        prefixes = ("alpha",) if encoding == 1 else ("alpha", "beta")
+        prefixes = ("alpha",) if encoding == 1 else ("alpha",) + tuple(f"beta{d}" for d in range(self.digits))
         for var, shape in variables.items():
             if var in groups:
                 slots[var] = list(np.ndindex(*shape[1:]))
                 for pre in prefixes:
                     names += [f"{pre}_{display(var)}[:{''.join(',' + str(int(i)) for i in s)}]"
                               for s in slots[var]]
-        tag = "tau" if encoding == 1 else "sigma"
-        names.append(tag)
+        tags = ["tau"] if encoding == 1 else [f"sigma{d}" for d in range(self.digits)]
+        names += tags
         for var, shape in variables.items():
             if var not in groups:
                 names += [entry_name(var, ix) for ix in np.ndindex(*shape)]
@@ -281,15 +304,40 @@ class GroupedProblem:
         self.names = names
         self.ctx = flint.fmpq_mpoly_ctx.get(tuple(names), "lex")
         gens = dict(zip(names, self.ctx.gens()))
-        t = gens[tag]
+        self._build = (variables, groups, slots, names, gens, [gens[t] for t in tags], len(prefixes))
+        self._v = None
+        pos = sum(len(prefixes) * len(slots[var]) for var in slots) + len(tags)
+        pos += sum(int(np.prod(shape)) for var, shape in variables.items() if var not in groups)
+        self.params = {p: gens[names[pos + i]] for i, p in enumerate(params)}
 
-        def image(base, g, k, nslot):
-            """Group ``g``'s entry at slot number ``k`` (the variable's generators from ``base``)."""
-            if encoding == 1:  # alpha_s tau^(g+1)
-                return gens[names[base + k]] * t ** (g + 1)
-            # alpha_s beta_s^g sigma^(g (g - 1) / 2)
-            return gens[names[base + k]] * gens[names[base + nslot + k]] ** g * t ** (g * (g - 1) // 2)
-        self.v = {}
+    def code(self, g: int) -> tuple[int, ...]:
+        """Group ``g``'s digits, least significant first (encoding 2)."""
+        return tuple((g // self.base ** d) % self.base for d in range(self.digits))
+
+    @property
+    def v(self) -> dict:
+        """The construction's variables in this ring (object arrays), made on first use: a proof
+        that settles on the other encoding never pays for them."""
+        if self._v is None:
+            self._v = self._images()
+        return self._v
+
+    def _images(self) -> dict:
+        variables, groups, slots, names, gens, tags, per_slot = self._build
+        tag_of: dict[int, object] = {}  # tau^(g+1) or prod_d sigma_d^T(g_d), once per group
+
+        def tag(g):
+            if g not in tag_of:
+                if self.encoding == 1:
+                    tag_of[g] = tags[0] ** (g + 1)
+                else:
+                    t = 1
+                    for sd, x in zip(tags, self.code(g)):
+                        t = t * sd ** (x * (x - 1) // 2)
+                    tag_of[g] = t
+            return tag_of[g]
+
+        v = {}
         pos = 0
         for var, shape in variables.items():
             if var in groups:
@@ -297,15 +345,21 @@ class GroupedProblem:
                 slot = {s: i for i, s in enumerate(slots[var])}
                 arr = np.empty(shape, dtype=object)
                 for ix in np.ndindex(*shape):
-                    arr[ix] = image(pos, int(ix[0]), slot[tuple(ix[1:])], nslot)
-                self.v[var] = arr
-                pos += len(prefixes) * nslot
-        pos += 1  # tau / sigma
+                    g, k = int(ix[0]), slot[tuple(ix[1:])]
+                    m = gens[names[pos + k]] * tag(g)  # alpha_s and the group's tag
+                    if self.encoding == 2:
+                        for d, x in enumerate(self.code(g)):  # beta_{s,d}^(g_d)
+                            if x:
+                                m = m * gens[names[pos + (1 + d) * nslot + k]] ** x
+                    arr[ix] = m
+                v[var] = arr
+                pos += per_slot * nslot
+        pos += len(tags)
         for var, shape in variables.items():
             if var not in groups:
                 arr = np.empty(shape, dtype=object)
                 for ix in np.ndindex(*shape):
                     arr[ix] = gens[names[pos]]
                     pos += 1
-                self.v[var] = arr
-        self.params = {p: gens[names[pos + i]] for i, p in enumerate(params)}
+                v[var] = arr
+        return v
