@@ -20,6 +20,18 @@ monomial of ``F = layers - specification`` has variables from at most one group 
 if and only if ``F = 0``.  The ring shrinks to (slots + 1 + globals) generators: 2D + 3 for
 least squares with a symbolic step size.
 
+Two groups with a pivot.  Seed 004's token form (eq. (2)-(3), ``gd --arch token-lsa``) updates
+every token by its own row times sums over all the keys: a context token's residual
+``b_i - a_i^T x'`` holds monomials ``a_ik a_jk b_j`` from two groups, its own (the *pivot* ``i``)
+and one other.  Arity 1 fails there; the *pair encoding* (:class:`GroupedProblem`,
+``encoding=2``) is injective on the monomials that draw from a pivot group and at most one
+other, given the pivot, with a few more generators (per slot, one per digit of the group's
+number).  The abstract values carry, for bound 2, the set of groups that are a pivot of every
+monomial (:class:`Support`); an entry qualifies when the join of its two sides has bound at
+most 1, or bound 2 with a pivot (:func:`pivoted`).  Distinct monomials of such an entry have
+distinct images, so again ``phi(F) = 0`` if and only if ``F = 0``.  The proof tries encoding 1
+first and takes the pair encoding only where some entry needs it.
+
 Arity is never assumed.  Before the substituted proof, an abstract evaluation runs the same
 layers (the same weight objects) and the same specification code on :class:`Support` values,
 which record for each entry an upper bound on the number of groups in any of its monomials and,
@@ -27,9 +39,9 @@ when that bound is 1, the one group if it is known.  The rules are sound for any
 expression (a sum's monomials are among its operands'; a product's monomials are products of
 its operands'): sums take the larger bound, products add the bounds (unless both sides live in
 the same single group), exact constants have bound 0 and a product with an exact zero is zero.
-Only if every entry of both sides of every section is bounded by 1 does the proof use ``phi``;
-otherwise (or if the abstract evaluation cannot run: a specification that divides by a
-variable, say) it proves in the full ring, as before.  A mismatch in the substituted ring is a
+Only if every entry of both sides of every section is bounded by 1 (or pivoted, for the pair
+encoding) does the proof use ``phi``; otherwise (or if the abstract evaluation cannot run: a
+specification that divides by a variable, say) it proves in the full ring, as before.  A mismatch in the substituted ring is a
 real mismatch (``phi(F) != 0`` implies ``F != 0``), but the report is made by the full proof,
 so its residual and counterexample are in the construction's own variables.
 """

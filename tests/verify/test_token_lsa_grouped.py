@@ -127,7 +127,34 @@ def test_the_pair_encoding_is_injective_on_pivoted_monomials_and_not_on_three_gr
     assert A[1, 0] * A[5, 0] * A[6, 0] - A[2, 0] * A[3, 0] * A[7, 0] == 0
 
 
-@pytest.mark.parametrize("n,d", [(3, 2), (5, 3)])
+def test_the_digit_codes_are_injective_on_pivoted_monomials():
+    """12 groups in base 4, two digits (two betas per slot, two sigmas): still one image per
+    pivoted monomial, for every pivot, up to degree 3; and the digits keep the tags small."""
+    from verify.token_groups import pair_digits
+
+    assert pair_digits(12) == (4, 2) and pair_digits(64) == (8, 2) and pair_digits(128) == (6, 3)
+    for n in (1, 2, 10, 11, 100, 101, 1000, 1001):
+        base, digits = pair_digits(n)
+        assert base ** digits >= n and 3 * (base - 1) * (base - 2) // 2 <= 127
+    variables = {"A": (12, 1), "b": (12,), "x": (1,)}
+    gp = GroupedProblem(variables, (), GROUPS, entry_name, _display, encoding=2)
+    assert (gp.base, gp.digits) == (4, 2) and len(gp.names) == 3 * 2 + 2 + 1
+    names = [entry_name(v, ix) for v, sh in variables.items() for ix in np.ndindex(*sh)]
+    image = {entry_name(v, ix): gp.v[v][ix] for v, sh in variables.items() for ix in np.ndindex(*sh)}
+    for pivot in range(12):
+        seen: dict = {}
+        for deg in (1, 2, 3):
+            for combo in itertools.combinations_with_replacement(names, deg):
+                groups = {_group_of(n) for n in combo} - {None}
+                if len(groups - {pivot}) > 1:
+                    continue
+                img = 1
+                for n in combo:
+                    img = img * image[n]
+                assert seen.setdefault(str(img), combo) == combo, (pivot, combo, seen[str(img)])
+
+
+@pytest.mark.parametrize("n,d", [(3, 2), (5, 3), (12, 2)])
 def test_token_lsa_is_proved_in_the_grouped_ring_with_the_full_rings_verdict(n, d):
     con = BUILD(n, d)
     grouped = prove(con)
