@@ -5,7 +5,8 @@
     python -m numerics.sweep train --models baseconv,lsa --lrs 1e-2,1e-3 --seeds 0,1 --steps 2000 --out DIR
     python -m numerics.sweep compare --learned 'runs/*/weights.safetensors' --construction gd-baseconv --out DIR
     python -m numerics.sweep catalogue --out DIR                # one proof per catalogue entry
-    common options: [--workers N] [--scheduler ADDRESS [--connect-timeout 5]] [--retries 1]
+    common options: [--workers N | --scheduler ADDRESS | --scheduler-file FILE | --jobqueue FILE [--jobs N]]
+                    [--connect-timeout 5] [--print-job-script] [--retries 1]
                     [--preload auto|none|MODULES] [--list] [--quiet] [--allow-large]
 
 A grid is a list of **cells**; a cell is one call ``f(config) -> dict`` of a top-level function
@@ -94,8 +95,8 @@ SWEEPS = {
     "catalogue": ("verify.catalogue_report:SWEEP", "the catalogue report, one proof per entry"),
 }
 
-LIMITS = {"cells": 10_000, "workers": 256, "retries": 100, "grid_bytes": 16 * 2**20}
-LARGE_LIMITS = {"cells": 1_000_000, "workers": 4096}
+LIMITS = {"cells": 10_000, "workers": 256, "retries": 100, "grid_bytes": 16 * 2**20, "jobs": 256}
+LARGE_LIMITS = {"cells": 1_000_000, "workers": 4096, "jobs": 4096}
 ALLOW = "--allow-large"
 
 _CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
@@ -215,10 +216,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def execute_cell(cell: str, config: dict, artifacts: str | None = None) -> dict:
+def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: dict | None = None) -> dict:
     """Run one cell in this process and return its record (what a worker runs for each task).
     Never raises for a failure of the cell: the record's ``status`` says ``failed`` and ``error``
-    names it."""
+    names it.  ``expect``: the driver's :func:`code_version` of the cell; when this process's
+    (:func:`worker_version`, computed once per process and outside the cell's time) differs, the
+    cell is not run and its record fails with ``VersionMismatch: worker ... runs polyverify ...,
+    this driver polyverify ...``."""
     rec = {"id": cell_id(cell, config), "cell": cell, "config": config, "status": "failed", "result": None,
            "error": None, "traceback": None, "worker": "local", "host": socket.gethostname(), "pid": os.getpid(),
            "started": _now()}
@@ -228,6 +232,15 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None) -> dict:
         rec["worker"] = get_worker().address
         if _WORKER_IMPORT_S:  # what this worker imported as it started (_PreloadPlugin): not in wall_s
             rec["worker_import_s"] = sum(_WORKER_IMPORT_S.values())
+    if expect is not None:
+        try:
+            why = version_mismatch(f"worker {rec['worker']}", worker_version(cell), expect)
+        except Exception as e:  # noqa: BLE001 -- a worker that cannot read its sources cannot vouch for them
+            why = f"worker {rec['worker']} cannot compute its code version ({type(e).__name__}: {one_line(e)})"
+        if why is not None:
+            rec.update({"error": f"VersionMismatch: {why}", "wall_s": 0.0, "cpu_user_s": 0.0, "cpu_sys_s": 0.0,
+                        "cpu_s": 0.0, "finished": _now()})
+            return rec
     token = _CELL_DIR.set(artifacts)
     u0, s0 = _rusage()
     t0 = time.perf_counter()
@@ -366,11 +379,12 @@ def _imports(tree: ast.AST, name: str, is_pkg: bool) -> set[str]:
     return {".".join(m.split(".")[:k]) for m in out for k in range(1, m.count(".") + 2)}
 
 
-def _closure(mod: str) -> tuple[dict[str, bytes], set[str]]:
+def _closure(mod: str, files: dict | None = None) -> tuple[dict[str, bytes], set[str]]:
     """The source of module ``mod`` and of every module of this project (and of ``mod``'s own
     top-level package) that it imports, directly or through others, by reading the import
     statements (those inside functions included; nothing is imported); and the top-level names of
-    the other packages those modules import (the standard library left out)."""
+    the other packages those modules import (the standard library left out).  ``files``, when
+    given, receives each module's source path."""
     allowed = set(PROJECT_PACKAGES) | {mod.split(".")[0]}
     roots: dict = {}
     seen: dict[str, bytes] = {}
@@ -388,6 +402,8 @@ def _closure(mod: str) -> tuple[dict[str, bytes], set[str]]:
             continue
         data = f.read_bytes()
         seen[name] = data
+        if files is not None:
+            files[name] = f
         try:
             tree = ast.parse(data)
         except (SyntaxError, ValueError):
@@ -397,14 +413,15 @@ def _closure(mod: str) -> tuple[dict[str, bytes], set[str]]:
     return seen, {o for o in others if o not in stdlib and o != "__future__"}
 
 
-def code_version(cell: str) -> dict:
+def code_version(cell: str, files: dict | None = None) -> dict:
     """What identifies the code a cell's record was made by: the installed ``polyverify`` version
     and ``sources``, a hash of the source files of the cell's module and of every module of this
     project (and of the cell's own top-level package) that it imports, directly or through others
     (:func:`_closure`: read from the import statements, functions' included; nothing is imported).
     Equal in a clone and in an installed copy of the same sources.  A change to any of those files
-    changes it, so that a record made by other code is computed again rather than reused."""
-    seen, _ = _closure(cell.split(":")[0])
+    changes it, so that a record made by other code is computed again rather than reused.
+    ``files``, when given, receives the path of each source file hashed."""
+    seen, _ = _closure(cell.split(":")[0], files)
     h = hashlib.sha256()
     for name in sorted(seen):
         h.update(name.encode() + b"\0" + hashlib.sha256(seen[name]).digest())
@@ -689,19 +706,20 @@ def __getattr__(name):  # PEP 562: numerics.sweep._PreloadPlugin, made on first 
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> dict:
+def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S, where: str | None = None) -> dict:
     """Check, within ``timeout`` seconds in all, that ``address`` is a Dask scheduler: a TCP connect
     (a refused or unreachable address fails at once), Dask's handshake, then the ``identity`` call,
     whose answer must say ``Scheduler``.  A listener that is something else (the dashboard's HTTP
     port, any server that answers otherwise or not at all) fails with a :class:`SweepInputError`
-    naming it -- never a hang, never the comm layer's error on a garbage frame length."""
+    naming it (``where``: how the error names the address; default ``--scheduler ADDRESS``) --
+    never a hang, never the comm layer's error on a garbage frame length."""
     import asyncio
 
     from distributed.comm import connect, parse_address
     from distributed.comm.addressing import parse_host_port
 
     deadline = time.monotonic() + timeout
-    where = f"--scheduler {address}"
+    where = where or f"--scheduler {address}"
     scheme, loc = parse_address(address)
     if scheme in ("tcp", "tls"):
         try:
@@ -746,6 +764,401 @@ def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> dict:
     return resp
 
 
+# ------------------------------------------------------------------ scheduler files, worker versions, resources
+
+#: the largest scheduler file read (``dask scheduler`` writes a few hundred bytes)
+SCHEDULER_FILE_BYTES = 1 << 20
+
+
+def read_scheduler_file(path) -> str:
+    """The address in the JSON file that ``dask scheduler --scheduler-file FILE`` writes as the
+    scheduler starts (its ``"address"``), checked as ``--scheduler``'s is; a
+    :class:`SweepInputError` naming the file when it does not exist, cannot be read, is not JSON
+    or holds no scheduler address.  Nothing is connected to."""
+    where = f"--scheduler-file {path}"
+    if str(path) == "":
+        raise SweepInputError("--scheduler-file: empty file name")
+    p = Path(path)
+    if not p.exists():
+        raise SweepInputError(f"{where}: not found (dask scheduler --scheduler-file FILE writes it as the scheduler "
+                              f"starts)")
+    if not p.is_file():
+        raise SweepInputError(f"{where}: is a folder, not a file")
+    try:
+        if p.stat().st_size > SCHEDULER_FILE_BYTES:
+            raise SweepInputError(f"{where}: larger than {SCHEDULER_FILE_BYTES // 2**20} MiB, not a scheduler file")
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SweepInputError(f"{where}: cannot read ({one_line(e)})") from None
+    try:
+        info = json.loads(text)
+    except ValueError as e:
+        raise SweepInputError(f"{where}: not JSON ({one_line(e)})") from None
+    if not isinstance(info, dict) or not isinstance(info.get("address"), str):
+        raise SweepInputError(f'{where}: no "address" in it (not a file written by dask scheduler --scheduler-file)')
+    address = info["address"]
+    try:
+        return _check_scheduler(address)
+    except SweepInputError:
+        raise SweepInputError(f"{where}: its address {address!r:.80} is not a scheduler address such as "
+                              f"tcp://HOST:8786") from None
+
+
+#: this process's code version of each cell, with the files it was read from (:func:`worker_version`)
+_VERSIONS: dict[str, tuple[dict, list]] = {}
+
+
+def _stamps(files: dict) -> list:
+    out = []
+    for name in sorted(files):
+        try:
+            st = os.stat(files[name])
+            out.append((name, str(files[name]), st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((name, str(files[name]), None, None))
+    return out
+
+
+def worker_version(cell: str) -> dict:
+    """:func:`code_version` of ``cell`` as this process sees it: what a worker answers to the
+    driver's version check (:func:`check_worker_versions`, :func:`execute_cell`).  Kept per
+    process and computed again when one of its source files changed (size or modification time)."""
+    hit = _VERSIONS.get(cell)
+    if hit is not None and _stamps({n: Path(f) for n, f, *_ in hit[1]}) == hit[1]:
+        return hit[0]
+    files: dict = {}
+    v = code_version(cell, files)
+    _VERSIONS[cell] = (v, _stamps(files))
+    return v
+
+
+def version_mismatch(who: str, theirs, ours: dict) -> str | None:
+    """None when ``theirs`` (a worker's :func:`worker_version`) is the driver's ``ours`` (the same
+    polyverify version and sources), else the one line that names both."""
+    if isinstance(theirs, dict) and (theirs.get("package"), theirs.get("sources")) == (ours["package"], ours["sources"]):
+        return None
+    t = theirs if isinstance(theirs, dict) else {}
+    return (f"{who} runs polyverify {t.get('package')} (sources {t.get('sources')}), this driver polyverify "
+            f"{ours['package']} (sources {ours['sources']}); install the driver's version on every worker")
+
+
+def check_worker_versions(client, cell: str, version: dict) -> dict:
+    """Ask every worker of ``client``'s scheduler for its :func:`worker_version` of ``cell``
+    (``client.run``) and refuse, with a :class:`SweepInputError` naming the worker's version and
+    the driver's, when one differs from ``version`` or cannot answer (this project not importable
+    there).  Returns ``{worker address: version}``.  Workers that join later are checked by each
+    cell (:func:`execute_cell`'s ``expect``)."""
+    fn = importlib.import_module("numerics.sweep").worker_version  # by reference, not __main__'s copy
+    answers = client.run(fn, cell, on_error="return")
+    bad = []
+    for addr in sorted(answers):
+        v = answers[addr]
+        if isinstance(v, BaseException):
+            bad.append(f"worker {addr} cannot answer the version check ({type(v).__name__}: {one_line(v)[:120]}); "
+                       f"this driver runs polyverify {version['package']} (sources {version['sources']}): install "
+                       f"it on every worker")
+        else:
+            why = version_mismatch(f"worker {addr}", v, version)
+            if why is not None:
+                bad.append(why)
+    if bad:
+        raise SweepInputError(bad[0] + (f" ({len(bad) - 1} more worker(s) differ)" if len(bad) > 1 else ""))
+    return answers
+
+
+#: what a cell that runs on a GPU asks of its worker (a Dask worker resource: dask worker ... --resources GPU=1)
+GPU_RESOURCE = {"GPU": 1}
+
+
+def cell_resources(config: dict) -> dict | None:
+    """The Dask worker resources a cell asks for: :data:`GPU_RESOURCE` for a config that runs on a
+    GPU -- ``device`` ``cuda`` or ``cuda:N`` (numerics.roundoff's and numerics.train's cells) or
+    ``backend`` ``cupy`` (numerics.roundoff) --, else None (any worker)."""
+    dev, backend = config.get("device"), config.get("backend")
+    if (isinstance(dev, str) and re.fullmatch(r"cuda(:\d+)?", dev)) or backend == "cupy":
+        return dict(GPU_RESOURCE)
+    return None
+
+
+def check_resources(res, where: str) -> dict | None:
+    """``{name: amount}`` (names as ``dask worker --resources`` takes them, positive finite
+    amounts), an empty or None value meaning none; :class:`SweepInputError` otherwise."""
+    if res is None or res == {}:
+        return None
+    if not isinstance(res, dict):
+        raise SweepInputError(f"{where}: resources must be a table of name = amount, got {res!r:.80}")
+    for k, v in res.items():
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][\w\-]*", k):
+            raise SweepInputError(f"{where}: resource name {k!r:.40} is not a name such as GPU")
+        if not _finite_number(v) or v <= 0:
+            raise SweepInputError(f"{where}: resource {k} must be a positive number, got {v!r:.40}")
+    return dict(res)
+
+
+def _resource_rule(resources):
+    """run_grid's ``resources``: None (:func:`cell_resources`), one dict for every cell, or a
+    function of the config."""
+    if resources is None:
+        return cell_resources
+    if callable(resources):
+        return resources
+    fixed = check_resources(resources, "resources")
+    return lambda config: fixed
+
+
+def _worker_resources(args) -> dict:
+    """The resources a ``dask worker`` command line declares (``--resources "GPU=1 MEM=2e9"`` or
+    ``--resources=GPU=1``): ``{name: amount}``; ValueError on a malformed one."""
+    out: dict = {}
+    args = [str(a) for a in args or []]
+    for i, a in enumerate(args):
+        if a == "--resources":
+            if i + 1 >= len(args):
+                raise ValueError("--resources without a value")
+            text = args[i + 1]
+        elif a.startswith("--resources="):
+            text = a.split("=", 1)[1]
+        else:
+            continue
+        for item in re.split(r"[\s,]+", text.strip()):
+            name, eq, amount = item.partition("=")
+            try:
+                val = float(amount)
+            except ValueError:
+                val = float("nan")
+            if not eq or not name or not math.isfinite(val) or val <= 0:
+                raise ValueError(f"--resources {text!r}: {item!r} is not NAME=AMOUNT")
+            out[name] = val
+    return out
+
+
+# ------------------------------------------------------------------ batch clusters (dask-jobqueue)
+
+#: the batch systems this runner builds a dask-jobqueue cluster for, and the cluster class of each
+JOBQUEUE_SYSTEMS = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
+#: config keys dask-jobqueue renamed (the old ones still work there with a FutureWarning; refused here)
+_JQ_RENAMED = {"extra": "worker-extra-args", "env-extra": "job-script-prologue", "job-extra": "job-extra-directives",
+               "header-skip": "job-directives-skip", "project": "account"}
+_JQ_INT = {"cores", "processes", "job-cpu"}
+_JQ_NUMBER = {"death-timeout"}
+_JQ_LIST = {"job-extra-directives", "job-directives-skip", "job-script-prologue", "worker-extra-args"}
+_JQ_TABLE = {"scheduler-options"}
+#: the first line of every job's prologue: workers that are not daemonic processes, as the local
+#: cluster's (a comparison cell starts a child process)
+JOB_DAEMON_LINE = "export DASK_DISTRIBUTED__WORKER__DAEMON=False"
+#: the scheduler address in a job script printed before the cluster exists (dask-jobqueue's own placeholder)
+JOB_SCRIPT_ADDRESS = "tcp://<insert-scheduler-address-here>:8786"
+_WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
+
+
+@dataclasses.dataclass
+class JobqueueSpec:
+    """A batch cluster read from a jobqueue config file (:func:`read_jobqueue_config`): the
+    batch ``system`` (slurm, pbs), its dask-jobqueue ``options`` (the config file's keys, with
+    ``processes`` and the prologue completed) and the ``script`` each job runs (the scheduler's
+    address a placeholder until the cluster starts)."""
+    path: str
+    system: str
+    options: dict
+    script: str
+
+    @property
+    def cluster_class(self) -> str:
+        return JOBQUEUE_SYSTEMS[self.system]
+
+    @property
+    def submit_command(self) -> str:
+        import dask_jobqueue
+
+        return getattr(dask_jobqueue, self.cluster_class).job_cls.submit_command
+
+    @property
+    def threads(self) -> int:
+        """Worker threads per job (the job's cores)."""
+        return int(self.options["cores"])
+
+    def dask_config(self) -> dict:
+        """The options as Dask config keys (``jobqueue.slurm.cores``, ...): what the cluster reads."""
+        return {f"jobqueue.{self.system}.{k}": v for k, v in self.options.items()}
+
+    def make_cluster(self):
+        """The dask-jobqueue cluster (its scheduler starts in this process; no job is submitted
+        before ``scale``).  Call it while :meth:`dask_config` is set: each job reads it as it is made."""
+        import dask_jobqueue
+
+        return getattr(dask_jobqueue, self.cluster_class)()
+
+
+@contextlib.contextmanager
+def _no_makedirs():
+    """While a job is built only for its script, dask-jobqueue's ``os.makedirs`` (it makes the
+    config's log-directory as it builds a job) does nothing: a dry run writes nothing."""
+    from dask_jobqueue import core
+
+    real = core.os
+
+    class _Os:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def makedirs(*args, **kwargs):
+            return None
+
+    core.os = _Os()
+    try:
+        yield
+    finally:
+        core.os = real
+
+
+def _check_jq_value(key: str, v, where: str) -> None:
+    if v is None:
+        return
+    if key in _JQ_INT:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise UsageError(f"{where}: {key} must be an integer >= 1, got {v!r:.60}")
+    elif key in _JQ_NUMBER:
+        if not _finite_number(v) or v <= 0:
+            raise UsageError(f"{where}: {key} must be a positive number of seconds, got {v!r:.60}")
+    elif key in _JQ_LIST:
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise UsageError(f"{where}: {key} must be a list of strings, got {v!r:.80}")
+        bad = [x for x in v if any(c in x for c in "\r\n\0")]
+        if bad:
+            raise UsageError(f"{where}: {key}: an item holds a line break: {bad[0]!r:.80}")
+    elif key in _JQ_TABLE:
+        if not isinstance(v, dict):
+            raise UsageError(f"{where}: {key} must be a table, got {v!r:.80}")
+    else:
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise UsageError(f"{where}: {key} must be a single value, got {v!r:.80}")
+        if isinstance(v, str) and any(c in v for c in "\r\n\0"):
+            raise UsageError(f"{where}: {key} holds a line break: {v!r:.80}")
+
+
+def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
+    """A batch cluster's description, checked without submitting or writing anything.
+
+    The file (YAML, TOML or JSON) has dask-jobqueue's own config layout: one table
+    ``jobqueue.slurm`` or ``jobqueue.pbs`` whose keys are that system's dask-jobqueue config keys
+    (``cores``, ``memory``, ``processes``, ``queue``, ``account``, ``walltime``,
+    ``job-extra-directives``, ``job-script-prologue``, ``worker-extra-args``, ``log-directory``,
+    ``scheduler-options``, ...), so the same file serves as ``~/.config/dask/jobqueue.yaml``.
+    ``cores`` and ``memory`` (per job) are required; ``processes`` defaults to ``cores`` (one
+    single-threaded worker process per core, as the local cluster); the prologue starts with
+    :data:`JOB_DAEMON_LINE`.  ``needs``: the worker resources the cells ask for (GPU): each must be
+    declared by ``worker-extra-args`` (``["--resources", "GPU=1"]``), else the cells would wait
+    forever.  The job script is built by dask-jobqueue itself (its ``job_script``), so a value it
+    refuses is refused here.  Any problem: a :class:`~polyverify.cli.UsageError` naming the file."""
+    where = f"jobqueue config {path}"
+    spec = _load_table_file(path, "jobqueue config")
+    if set(spec) != {"jobqueue"} or not isinstance(spec["jobqueue"], dict):
+        raise UsageError(f"{where}: the top level must be one table 'jobqueue' holding one batch system's table "
+                         f"(jobqueue.slurm or jobqueue.pbs, dask-jobqueue's config layout), got key(s) "
+                         f"{', '.join(map(str, spec)) or 'none'}")
+    systems = spec["jobqueue"]
+    if len(systems) != 1:
+        raise UsageError(f"{where}: give exactly one batch system under 'jobqueue' ({' or '.join(JOBQUEUE_SYSTEMS)}), "
+                         f"got {', '.join(map(str, systems)) or 'none'}")
+    ((system, opts),) = systems.items()
+    if system not in JOBQUEUE_SYSTEMS:
+        raise UsageError(f"{where}: unknown batch system {system!r}; this runner builds {', '.join(JOBQUEUE_SYSTEMS)} "
+                         f"clusters")
+    if not isinstance(opts, dict):
+        raise UsageError(f"{where}: jobqueue.{system} must be a table of options, got {opts!r:.80}")
+    where = f"{where}: jobqueue.{system}"
+    try:
+        import dask
+        import dask_jobqueue  # noqa: F401 -- loads its defaults: the keys each system knows
+    except ImportError:
+        raise UsageError(f"{where}: needs dask-jobqueue (pip install -e '.[sweep]')") from None
+    known = set(dask.config.get(f"jobqueue.{system}")) - set(_JQ_RENAMED)
+    opts = dict(opts)
+    for k, v in opts.items():
+        if not isinstance(k, str):
+            raise UsageError(f"{where}: key {k!r} is not a name")
+        if k in _JQ_RENAMED:
+            raise UsageError(f"{where}: {k!r} is an old name; dask-jobqueue calls it {_JQ_RENAMED[k]!r}")
+        if k not in known:
+            hint = (f"write {k.replace('_', '-')!r} (the config keys use hyphens)" if k.replace("_", "-") in known
+                    else f"the {system} keys are {', '.join(sorted(known))}")
+            raise UsageError(f"{where}: unknown key {k!r}; {hint}")
+        _check_jq_value(k, v, where)
+    for k in ("cores", "memory"):
+        if opts.get(k) is None:
+            raise UsageError(f"{where}: {k} is required (per job: cores = 8, memory = \"16GiB\")")
+    from dask.utils import parse_bytes
+
+    try:
+        mem = parse_bytes(opts["memory"])
+    except (ValueError, TypeError):
+        mem = None
+    if not mem or mem <= 0:
+        raise UsageError(f"{where}: memory {opts['memory']!r:.40} is not an amount such as 16GiB")
+    cores = opts["cores"]
+    if opts.get("processes") is None:
+        opts["processes"] = cores
+    if opts["processes"] > cores or cores % opts["processes"]:
+        raise UsageError(f"{where}: processes = {opts['processes']} must divide cores = {cores} (each worker process "
+                         f"gets cores / processes threads)")
+    wt = opts.get("walltime")
+    if wt is not None and not (isinstance(wt, str) and _WALLTIME.fullmatch(wt)):
+        raise UsageError(f"{where}: walltime {wt!r:.40} is not a time such as 02:00:00 (hours:minutes:seconds)")
+    try:
+        offered = _worker_resources(opts.get("worker-extra-args"))
+    except ValueError as e:
+        raise UsageError(f"{where}: worker-extra-args: {e}") from None
+    for name in sorted(set(needs)):
+        if name not in offered:
+            raise UsageError(f"{where}: cells ask for the worker resource {name} and the jobs' workers offer none; add "
+                             f"worker-extra-args: [\"--resources\", \"{name}=1\"] and the batch system's request "
+                             f"(job-extra-directives: [\"--gres=gpu:1\"] on SLURM)")
+    prologue = list(opts.get("job-script-prologue") or [])
+    if JOB_DAEMON_LINE not in prologue:
+        opts["job-script-prologue"] = [JOB_DAEMON_LINE, *prologue]
+    job = JobqueueSpec(path=str(path), system=system, options=opts, script="")
+    import dask_jobqueue
+
+    job_cls = getattr(dask_jobqueue, job.cluster_class).job_cls
+    try:
+        with dask.config.set(job.dask_config()), _no_makedirs():
+            # as the cluster's job_script() builds it: a job of this config, the scheduler's address a placeholder
+            job.script = job_cls(JOB_SCRIPT_ADDRESS, name="dummy-name").job_script()
+    except Exception as e:  # noqa: BLE001 -- whatever dask-jobqueue refuses is a bad config
+        raise UsageError(f"{where}: dask-jobqueue refuses it ({type(e).__name__}: {one_line(e)[:200]})") from None
+    return job
+
+
+def check_submit_command(job: JobqueueSpec) -> None:
+    """The batch system's submit command (sbatch, qsub) is on this machine's PATH, else a
+    :class:`SweepInputError` (the sweep runs where jobs are submitted: a login node)."""
+    import shutil
+
+    cmd = job.submit_command.split()[0]
+    if shutil.which(cmd) is None:
+        raise SweepInputError(f"jobqueue config {job.path}: {cmd} is not on this machine's PATH; run the sweep where "
+                              f"{job.system} jobs are submitted (a login node), or add --print-job-script to see the "
+                              f"job script")
+
+
+def _warn_unoffered(asked: dict, workers: dict, name: str, scheduler: str, warn) -> None:
+    """One warning line per resource the cells ask for that no worker of the scheduler offers
+    yet: those cells wait until a worker that offers it joins."""
+    offered: dict[str, float] = {}
+    for w in workers.values():
+        for k, v in (w.get("resources") or {}).items():
+            offered[k] = max(offered.get(k, 0), v)
+    need: dict[str, list] = {}
+    for r in asked.values():
+        for k, v in r.items():
+            need.setdefault(k, []).append(v)
+    for k, vs in sorted(need.items()):
+        if offered.get(k, 0) < max(vs):
+            warn(f"warning: {name}: {len(vs)} cell(s) ask for the worker resource {k}={max(vs):g} and no worker of "
+                 f"{scheduler} offers it yet; they wait for one (dask worker {scheduler} --resources {k}=1)")
+
+
 def _has_bokeh() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
@@ -759,7 +1172,7 @@ def default_workers() -> int:
 def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = None, scheduler: str | None = None,
              retries: int = 1, progress: bool | None = None, name: str = "sweep",
              on_start=None, connect_timeout: float = CONNECT_TIMEOUT_S, preload=None,
-             warn=None) -> SweepResult:
+             warn=None, scheduler_file=None, jobqueue=None, jobs: int = 1, resources=None) -> SweepResult:
     """Run ``cell`` (``"package.module:function"``, a top-level ``f(config: dict) -> dict``) on
     every config, one Dask task each, and write ``out_dir/cells/<id>.json`` as each finishes and
     ``out_dir/results.jsonl``, ``results.csv`` and ``sweep.json`` at the end (module docstring).
@@ -776,19 +1189,52 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     (default: :func:`default_preload`), so that no cell's time counts an import.  Bad arguments, and a
     scheduler that cannot be reached, raise :class:`SweepInputError` (a ValueError) before anything
     is started or written.
+
+    ``scheduler_file``: the JSON file ``dask scheduler --scheduler-file`` writes, instead of
+    ``scheduler`` (:func:`read_scheduler_file`).  Before any cell is submitted to an existing
+    scheduler, every worker's code version must be this driver's (:func:`check_worker_versions`);
+    a worker that joins later and differs fails each cell it is given (:func:`execute_cell`).
+    ``jobqueue``: a batch cluster (a :class:`JobqueueSpec` or the path of its config file,
+    :func:`read_jobqueue_config`) started here with ``jobs`` jobs, instead of the local cluster.
+    ``resources``: the Dask worker resources each cell asks for -- None (:func:`cell_resources`:
+    ``{"GPU": 1}`` for a cell on a GPU), one dict for every cell, or a function of the config;
+    used on an existing scheduler and a batch cluster (on the local cluster every worker shares
+    this machine's devices, and the resources are not asked for).
     """
     t_start = time.perf_counter()
     load_cell(cell)
     ids = _check_configs(cell, configs)
+    given = [n for n, v in (("--scheduler", scheduler), ("--scheduler-file", scheduler_file),
+                            ("--jobqueue", jobqueue)) if v is not None]
+    if len(given) > 1:
+        raise SweepInputError(f"{' and '.join(given)}: give one place to run the cells")
     if workers is not None:
-        if scheduler is not None:
-            raise SweepInputError("--workers sizes the local cluster; it cannot be combined with --scheduler")
+        if given:
+            raise SweepInputError(f"--workers sizes the local cluster; it cannot be combined with {given[0]}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise SweepInputError(f"--workers must be an integer >= 1, got {workers!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise SweepInputError(f"--retries must be an integer >= 0, got {retries!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SweepInputError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    rule = _resource_rule(resources)
+    cell_res = [check_resources(rule(c), f"config {i}") for i, c in enumerate(configs)]
+    where_scheduler = None
+    if scheduler_file is not None:
+        scheduler = read_scheduler_file(scheduler_file)
+        where_scheduler = f"--scheduler-file {scheduler_file} ({scheduler})"
     if scheduler is not None:
         _check_scheduler(scheduler)
+    if jobqueue is not None:
+        if not isinstance(jobqueue, JobqueueSpec):
+            jobqueue = read_jobqueue_config(jobqueue, {k for r in cell_res if r for k in r})
+        else:
+            needs = {k for r in cell_res if r for k in r}
+            offered = _worker_resources(jobqueue.options.get("worker-extra-args"))
+            if needs - set(offered):
+                raise SweepInputError(f"jobqueue config {jobqueue.path}: cells ask for the worker resource(s) "
+                                      f"{', '.join(sorted(needs - set(offered)))} and the jobs' workers offer none")
+        check_submit_command(jobqueue)
     if not _finite_number(connect_timeout) or not 0 < connect_timeout <= 600:
         raise SweepInputError(f"--connect-timeout must be a number of seconds in (0, 600], got {connect_timeout!r}")
     preload = default_preload(cell) if preload is None else list(preload)
@@ -815,19 +1261,27 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     todo = [(i, cid) for i, cid in enumerate(ids) if cid not in records]
     rep = _Reporter(len(todo), name, progress)
     cluster_info: dict = {"scheduler": scheduler, "workers": None, "threads": None, "dashboard": None}
+    if scheduler_file is not None:
+        cluster_info["scheduler_file"] = str(scheduler_file)
+    if jobqueue is not None:
+        cluster_info.update(jobqueue=jobqueue.path, system=jobqueue.system, jobs=jobs,
+                            job_cores=jobqueue.options["cores"], job_processes=jobqueue.options["processes"],
+                            job_memory=jobqueue.options["memory"])
     cpu = 0.0
     client = cluster = None
     settings = contextlib.ExitStack()
     try:
         if todo and scheduler is not None:
-            probe_scheduler(scheduler, connect_timeout)
+            probe_scheduler(scheduler, connect_timeout, where=where_scheduler)
             from distributed import Client
 
             try:
                 client = Client(scheduler, timeout=f"{connect_timeout}s")
             except Exception as e:  # noqa: BLE001 -- it answered the probe; anything now is a connection failure
-                raise SweepInputError(f"--scheduler {scheduler}: cannot connect ({type(e).__name__}: "
-                                      f"{one_line(e)[:160]})") from None
+                raise SweepInputError(f"{where_scheduler or '--scheduler ' + scheduler}: cannot connect "
+                                      f"({type(e).__name__}: {one_line(e)[:160]})") from None
+            # before anything is written or submitted: every worker runs this driver's code
+            check_worker_versions(client, cell, version)
         out = output_dir("--out", out)
         from polyverify.cli import make_folder  # output_dir only checks; made here, removed on Ctrl-C if unfilled
 
@@ -841,7 +1295,13 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                 # deletes every key that did not exist when it was entered
 
                 settings.enter_context(dask.config.set(local_cluster_config(retries)))
-                cluster = _local_cluster(workers or default_workers(), settings)
+                if jobqueue is not None:
+                    # held while the cluster lives: each job reads the config as it is made
+                    settings.enter_context(dask.config.set(jobqueue.dask_config()))
+                    cluster = jobqueue.make_cluster()
+                    cluster.scale(jobs=jobs)
+                else:
+                    cluster = _local_cluster(workers or default_workers(), settings)
                 from distributed import Client
 
                 client = Client(cluster)
@@ -855,17 +1315,29 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                                 dashboard=_dashboard(client, local=cluster is not None),
                                 address=client.scheduler.address, preload=preload,
                                 preload_s=time.perf_counter() - t_import)
-            where = (f"the scheduler at {scheduler}" if scheduler else
-                     f"a local cluster of {cluster_info['workers']} worker process(es), 1 thread each")
+            if jobqueue is not None:
+                o = jobqueue.options
+                where = (f"{jobs} {jobqueue.system} job(s) of {o['cores']} cores, {o['memory']} ({o['processes']} "
+                         f"worker process(es) each; {cluster_info['workers']} connected so far) from {jobqueue.path}")
+            elif scheduler:
+                where = f"the scheduler at {scheduler}"
+            else:
+                where = f"a local cluster of {cluster_info['workers']} worker process(es), 1 thread each"
             rep.say(f"{name}: {len(ids)} cells, {len(resumed)} finished earlier, {len(todo)} to run on {where}"
                     + (f"; dashboard {cluster_info['dashboard']}" if cluster_info["dashboard"] else ""))
+            asked = {} if (cluster is not None and jobqueue is None) else \
+                {i: r for i, r in enumerate(cell_res) if r and ids[i] not in records}
+            if asked and scheduler is not None:
+                _warn_unoffered(asked, ws, name, scheduler, warn)
             if on_start is not None:
                 on_start(cluster_info)
             # the local cluster: no more cells submitted than its threads, so that a worker that dies takes
             # only the cell it was running (the scheduler hands a worker every task it is given, not one
             # at a time, when a grid's first tasks arrive)
+            slots = (None if scheduler else jobs * jobqueue.threads if jobqueue is not None
+                     else max(1, cluster_info["threads"] or 1))
             cpu = _run(client, cell, configs, todo, cells, records, rep, retries if scheduler else 0, name, version,
-                       None if scheduler else max(1, cluster_info["threads"] or 1))
+                       slots, asked)
     finally:
         rep.close()
         if isinstance(sys.exc_info()[1], KeyboardInterrupt):
@@ -919,11 +1391,13 @@ def _summary(path: Path, name, cell, version, rows, ran, skipped, failed, wall, 
 
 
 def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, client_retries: int, name: str,
-         version: dict, slots: int | None = None) -> float:
+         version: dict, slots: int | None = None, resources: dict | None = None) -> float:
     """Submit the cells (all at once, or ``slots`` at a time: the next when one is done), write each
     record as it arrives; a cell lost with its worker (after the scheduler's own retries) is
     submitted again up to ``client_retries`` times, then recorded failed, with its error and no
-    time."""
+    time.  ``resources``: ``{config index: {name: amount}}``, the worker resources those cells are
+    submitted with (``client.submit(..., resources=...)``); each task carries the driver's code
+    ``version``, which the worker checks (:func:`execute_cell`)."""
     from distributed import as_completed
 
     futures = {}
@@ -934,8 +1408,9 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
 
     def submit(i, cid):
         tries[cid] = tries.get(cid, 0) + 1
-        f = client.submit(execute, cell, configs[i], str((cells / cid).resolve()), pure=False,
-                          key=f"{name}-{cid}-{tries[cid]}")
+        extra = {"resources": resources[i]} if resources and resources.get(i) else {}
+        f = client.submit(execute, cell, configs[i], str((cells / cid).resolve()), version, pure=False,
+                          key=f"{name}-{cid}-{tries[cid]}", **extra)
         futures[f.key] = (i, cid)
         return f
 
@@ -958,6 +1433,8 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
                    "wall_s": None, "cpu_s": None, "cpu_user_s": None, "cpu_sys_s": None, "finished": _now()}
         fut.release()
         cpu += rec.get("cpu_s") or 0.0
+        if resources and resources.get(i):
+            rec["resources"] = resources[i]
         rec["code_version"] = version
         rec["digest"] = record_digest(rec)
         records[cid] = rec
@@ -995,19 +1472,20 @@ def grid_configs(spec: dict, where: str) -> list[dict]:
     return out
 
 
-def read_grid_file(path: str) -> dict:
+def _load_table_file(path, label: str) -> dict:
+    """A TOML, JSON or YAML file whose top level is a table; UsageError ``"<label> <path>: ..."``."""
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"grid file {path}: not found")
+        raise UsageError(f"{label} {path}: not found")
     if not p.is_file():
-        raise UsageError(f"grid file {path}: is a folder, not a file")
+        raise UsageError(f"{label} {path}: is a folder, not a file")
     if p.stat().st_size > LIMITS["grid_bytes"]:
-        raise UsageError(f"grid file {path}: larger than {LIMITS['grid_bytes'] // 2**20} MiB")
+        raise UsageError(f"{label} {path}: larger than {LIMITS['grid_bytes'] // 2**20} MiB")
     suffix = p.suffix.lower()
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"grid file {path}: cannot read ({one_line(e)})") from None
+        raise UsageError(f"{label} {path}: cannot read ({one_line(e)})") from None
     try:
         if suffix == ".toml":
             try:
@@ -1022,17 +1500,24 @@ def read_grid_file(path: str) -> dict:
 
             spec = yaml.safe_load(text)
         else:
-            raise UsageError(f"grid file {path}: unknown format {suffix or '(no suffix)'}; use .toml, .json, .yaml")
+            raise UsageError(f"{label} {path}: unknown format {suffix or '(no suffix)'}; use .toml, .json, .yaml")
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 -- any parser's error is a malformed file
-        raise UsageError(f"grid file {path}: not valid {suffix.lstrip('.').upper()} ({one_line(e)})") from None
+        raise UsageError(f"{label} {path}: not valid {suffix.lstrip('.').upper()} ({one_line(e)})") from None
     if not isinstance(spec, dict):
-        raise UsageError(f"grid file {path}: the top level must be a table, not {type(spec).__name__}")
-    unknown = set(spec) - {"sweep", "cell", "name", "fixed", "grid", "cells"}
+        raise UsageError(f"{label} {path}: the top level must be a table, not {type(spec).__name__}")
+    return spec
+
+
+def read_grid_file(path: str) -> dict:
+    spec = _load_table_file(path, "grid file")
+    unknown = set(spec) - {"sweep", "cell", "name", "fixed", "grid", "cells", "resources"}
     if unknown:
         raise UsageError(f"grid file {path}: unknown key(s) {', '.join(sorted(unknown))}; the keys are sweep or "
-                         f"cell, name, fixed, grid, cells")
+                         f"cell, name, fixed, grid, cells, resources")
+    if "resources" in spec:
+        check_resources(spec["resources"], f"grid file {path}")
     if ("sweep" in spec) == ("cell" in spec):
         raise UsageError(f"grid file {path}: give exactly one of 'sweep' (one of {', '.join(SWEEPS)}) or 'cell' "
                          f"('package.module:function')")
@@ -1057,9 +1542,21 @@ def _common(p: Parser) -> None:
                         f"{default_workers()}; 1 .. {LIMITS['workers']})")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on this Dask scheduler (tcp://HOST:8786; see docs/sweeps.md) instead of a local cluster")
+    g.add_argument("--scheduler-file", metavar="FILE",
+                   help="run on the Dask scheduler whose address is in FILE, the JSON file that dask scheduler "
+                        "--scheduler-file FILE writes (instead of --scheduler)")
     g.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
-                   help=f"with --scheduler: seconds for it to answer as a Dask scheduler, else exit 2 (default "
-                        f"{CONNECT_TIMEOUT_S:g}, at most 600)")
+                   help=f"with --scheduler or --scheduler-file: seconds for it to answer as a Dask scheduler, else "
+                        f"exit 2 (default {CONNECT_TIMEOUT_S:g}, at most 600)")
+    g.add_argument("--jobqueue", metavar="FILE",
+                   help="run on a batch cluster (SLURM or PBS, through dask-jobqueue) described by FILE (YAML, TOML or "
+                        "JSON in dask-jobqueue's config layout: jobqueue.slurm.cores, memory, walltime, ...; see "
+                        "docs/sweeps.md); its scheduler runs in this process and its workers in the jobs")
+    g.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help=f"with --jobqueue: batch jobs to submit (default 1; 1 .. {LIMITS['jobs']})")
+    g.add_argument("--print-job-script", action="store_true",
+                   help="with --jobqueue: print the job script each batch job would run and exit, submitting and "
+                        "writing nothing (every argument checked as for a run)")
     g.add_argument("--preload", default="auto", metavar="MODULES",
                    help="what each worker imports as it starts, so that no cell's time counts an import: auto (the "
                         "cell's module, the project's modules it imports and the packages they use, torch included), "
@@ -1073,7 +1570,8 @@ def _common(p: Parser) -> None:
                                                       "in a log)")
     g.add_argument("--allow-large", action="store_true",
                    help=f"lift the limits: cells {LIMITS['cells']:,} -> {LARGE_LIMITS['cells']:,}, workers "
-                        f"{LIMITS['workers']} -> {LARGE_LIMITS['workers']}, and those of the swept command")
+                        f"{LIMITS['workers']} -> {LARGE_LIMITS['workers']}, jobs {LIMITS['jobs']} -> "
+                        f"{LARGE_LIMITS['jobs']}, and those of the swept command")
 
 
 EPILOG = (f"Exit status: 0 every cell finished; {EXIT_VERDICT} every cell finished but a verdict failed "
@@ -1133,18 +1631,31 @@ def _main(argv) -> int:
     a = p.parse_args(argv[1:])
     big = a.allow_large
     lim = {**LIMITS, **(LARGE_LIMITS if big else {})}
+    given = [n for n, v in (("--scheduler", a.scheduler), ("--scheduler-file", a.scheduler_file),
+                            ("--jobqueue", a.jobqueue)) if v is not None]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: give one place to run the cells")
     if a.workers is not None:
         check_range("--workers", a.workers, 1, lim["workers"], override=None if big else ALLOW)
-        if a.scheduler:
-            raise UsageError("--workers sizes the local cluster; it cannot be combined with --scheduler")
+        if given:
+            raise UsageError(f"--workers sizes the local cluster; it cannot be combined with {given[0]}")
     check_range("--retries", a.retries, 0, LIMITS["retries"])
     if a.connect_timeout is not None:
-        if not a.scheduler:
-            raise UsageError("--connect-timeout applies to --scheduler only (the local cluster is started here)")
+        if not (a.scheduler or a.scheduler_file):
+            raise UsageError("--connect-timeout applies to --scheduler and --scheduler-file only (the local cluster is "
+                             "started here)")
         if not (math.isfinite(a.connect_timeout) and 0 < a.connect_timeout <= 600):
             raise UsageError(f"--connect-timeout must be a number of seconds in (0, 600], got {a.connect_timeout:g}")
+    if a.jobqueue is None:
+        for flag, v in (("--jobs", a.jobs), ("--print-job-script", a.print_job_script or None)):
+            if v is not None:
+                raise UsageError(f"{flag} applies to --jobqueue only")
+    if a.jobs is not None:
+        check_range("--jobs", a.jobs, 1, lim["jobs"], override=None if big else ALLOW)
     if a.scheduler:
         _check_scheduler(a.scheduler)
+    if a.scheduler_file is not None:
+        read_scheduler_file(a.scheduler_file)
     preload = None
     if a.preload != "auto":
         preload = [] if a.preload == "none" else [m.strip() for m in a.preload.split(",")]
@@ -1159,6 +1670,7 @@ def _main(argv) -> int:
             if not found:
                 raise UsageError(f"--preload: no module named {m!r} here")
     name = command
+    resources = None
     if command == "run":
         spec = read_grid_file(a.grid)
         name = str(spec.get("name") or Path(a.grid).stem)
@@ -1177,6 +1689,10 @@ def _main(argv) -> int:
         else:
             cell = spec["cell"]
             load_cell(cell)
+        extra = check_resources(spec.get("resources"), f"grid file {a.grid}")
+        if extra:
+            def resources(config, extra=extra):
+                return {**(cell_resources(config) or {}), **extra}
     else:
         configs = ad.configs(a)
         _check_count(len(configs), lim, big)
@@ -1184,6 +1700,15 @@ def _main(argv) -> int:
         cell = ad.cell
     ids = _check_configs(cell, configs)
     check_out(a.out)
+    jobqueue = None
+    if a.jobqueue is not None:
+        rule = _resource_rule(resources)
+        jobqueue = read_jobqueue_config(a.jobqueue, {k for c in configs for k in (rule(c) or {})})
+        if a.print_job_script:
+            sys.stdout.write(jobqueue.script if jobqueue.script.endswith("\n") else jobqueue.script + "\n")
+            return 0
+        if not a.list:
+            check_submit_command(jobqueue)
     if a.list:
         cells = Path(a.out) / "cells"
         version = code_version(cell)
@@ -1202,7 +1727,8 @@ def _main(argv) -> int:
     res = run_grid(cell, configs, a.out, workers=a.workers, scheduler=a.scheduler, retries=a.retries,
                    progress=False if a.quiet else None, name=name,
                    connect_timeout=CONNECT_TIMEOUT_S if a.connect_timeout is None else a.connect_timeout,
-                   preload=preload)
+                   preload=preload, scheduler_file=a.scheduler_file, jobqueue=jobqueue, jobs=a.jobs or 1,
+                   resources=resources)
     verdict_ok = True
     if ad is not None and hasattr(ad, "finish"):
         files, verdict_ok = ad.finish(res, res.out_dir)

@@ -10,6 +10,8 @@ how often each cell ran, across worker processes), then:
   pause (a worker lost mid-grid, as the OOM killer would do it);
 * ``"kill_until"``: kills its own worker with SIGKILL on every execution until the file
   ``log/<kill_until>`` exists (a cell that takes its worker down each time it runs);
+* ``"report_task"``: returns what the Dask worker running it knows of the task: its resource
+  restrictions (what the driver submitted it with) and the worker's own resources;
 * ``"echo"``: returns ``{"value": config["echo"]}`` at once;
 * otherwise returns the roundoff cell's result for ``config["roundoff"]``.
 """
@@ -33,6 +35,13 @@ def cell(config: dict) -> dict:
         os.kill(os.getpid(), signal.SIGKILL)
     if "kill_until" in config and not (log / config["kill_until"]).exists():
         os.kill(os.getpid(), signal.SIGKILL)
+    if config.get("report_task"):
+        from distributed import get_worker
+
+        w = get_worker()
+        ts = w.state.tasks[w.get_current_task()]
+        return {"restrictions": dict(ts.resource_restrictions or {}), "worker_resources": dict(w.state.total_resources),
+                "worker": w.address}
     if "echo" in config:
         return {"value": config["echo"]}
     if config.get("nan"):
