@@ -1616,7 +1616,17 @@ def command_parser(command: str) -> tuple[Parser, object | None]:
 
 
 def main(argv=None) -> int:
-    return run_main(_main, argv)
+    return run_main(_main_usage, argv)
+
+
+def _main_usage(argv) -> int:
+    """:func:`_main` with a :class:`SweepInputError` passed on as a plain UsageError: one line, exit
+    2, however the SIGINT handler was set when ``run_main`` began (its guard re-yields on a
+    ValueError, which a SweepInputError also is)."""
+    try:
+        return _main(argv)
+    except SweepInputError as e:
+        raise UsageError(str(e)) from None
 
 
 def _main(argv) -> int:
