@@ -207,15 +207,18 @@ def _sum_terms(terms):
         (s1, v1), (s0, v0) = terms  # terms come last-first: v0 is the first operand
         if s0 > 0:
             return v0 + v1 if s1 > 0 else v0 - v1
-        return -v0 + v1 if s1 > 0 else -(v0 + v1)
+        return v1 - v0 if s1 > 0 else -(v0 + v1)
     heap = [(_size(v), i, s, v) for i, (s, v) in enumerate(terms)]
     heapq.heapify(heap)
     count = len(heap)
     while len(heap) > 1:
         _, _, s1, v1 = heapq.heappop(heap)
         _, _, s2, v2 = heapq.heappop(heap)
-        v = v1 + v2 if s1 == s2 else v1 - v2  # s1 v1 + s2 v2 = s1 (v1 +- v2)
-        heapq.heappush(heap, (_size(v), count, s1, v))
+        if s1 == s2:
+            v, s = v1 + v2, s1  # s (v1 + v2)
+        else:
+            v, s = (v1 - v2, 1) if s1 > 0 else (v2 - v1, 1)  # a mixed pair stays positive: no negation at the end
+        heapq.heappush(heap, (_size(v), count, s, v))
         count += 1
     _, _, s, v = heap[0]
     return v if s > 0 else -v
