@@ -254,3 +254,51 @@ def test_a_residual_beyond_the_pair_encoding_is_not_proved_there(extra, why):
     assert keep["grouped"].startswith("not used: the epilogue"), keep
     res = prove(con)
     assert not res.ok and res.ring == "full" and res.failure.section == "epilogue"
+
+
+# ---------------------------------------------------------------- the flint backend's deferred sums
+
+OPS = st.lists(st.tuples(st.sampled_from(["+", "-", "r-", "*", "+pending", "-pending"]),
+                         st.integers(0, 5), st.integers(-3, 3)), min_size=1, max_size=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_deferred_sums_are_the_polynomials_of_direct_arithmetic(ops):
+    """FPoly's pending sums (terms joined, pending operands merged, formed smallest first) give
+    exactly flint's left-to-right arithmetic, whatever the order of reads."""
+    import flint
+
+    from verify.flint_backend import FPoly
+
+    ctx = flint.fmpq_mpoly_ctx.get(("u", "v", "w"), "lex")
+    u, v, w = ctx.gens()
+    pool = [u, v, w, u * v - 1, v ** 3 + 2 * w, flint.fmpq(1, 3) * u * w]
+    lazy, exact = FPoly(u), u
+    side, side_exact = FPoly(w), w
+    for op, k, c in ops:
+        x = pool[k] * c if c else pool[k]
+        if op == "+":
+            lazy, exact = lazy + x, exact + x
+        elif op == "-":
+            lazy, exact = lazy - x, exact - x
+        elif op == "r-":
+            lazy, exact = x - lazy, x - exact
+        elif op == "*":
+            lazy, exact = lazy * x, exact * x
+        else:  # a second pending sum joins this one
+            side, side_exact = side + x, side_exact + x
+            lazy, exact = (lazy + side, exact + side_exact) if op == "+pending" else (lazy - side, exact - side_exact)
+        if c == 0:  # read it on the way (its truth value forms the pending sum)
+            assert bool(lazy) == bool(exact)
+    assert lazy.p == exact and side.p == side_exact
+
+
+def test_keep_heap_is_set_once_on_glibc():
+    import platform
+
+    from verify.flint_backend import keep_heap
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("keep_heap tunes glibc's allocator only; elsewhere it changes nothing")
+    assert keep_heap() is True and keep_heap() is True
