@@ -951,6 +951,21 @@ JOB_SCRIPT_ADDRESS = "tcp://<insert-scheduler-address-here>:8786"
 _WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 
+def _import_jobqueue():
+    """``dask_jobqueue``, imported with this process's SIGINT handler kept: importing it sets
+    SIGINT to ``sys.exit()`` (its runner module), which would end an interrupted sweep with exit
+    status 0, silently, instead of ``interrupted`` (130) after the jobs are cancelled."""
+    import signal
+
+    prev = signal.getsignal(signal.SIGINT)
+    import dask_jobqueue
+
+    if signal.getsignal(signal.SIGINT) is not prev and prev is not None:
+        with contextlib.suppress(ValueError, OSError, TypeError):  # ValueError: not the main thread
+            signal.signal(signal.SIGINT, prev)
+    return dask_jobqueue
+
+
 @dataclasses.dataclass
 class JobqueueSpec:
     """A batch cluster read from a jobqueue config file (:func:`read_jobqueue_config`): the
@@ -968,9 +983,7 @@ class JobqueueSpec:
 
     @property
     def submit_command(self) -> str:
-        import dask_jobqueue
-
-        return getattr(dask_jobqueue, self.cluster_class).job_cls.submit_command
+        return getattr(_import_jobqueue(), self.cluster_class).job_cls.submit_command
 
     @property
     def threads(self) -> int:
@@ -984,15 +997,14 @@ class JobqueueSpec:
     def make_cluster(self):
         """The dask-jobqueue cluster (its scheduler starts in this process; no job is submitted
         before ``scale``).  Call it while :meth:`dask_config` is set: each job reads it as it is made."""
-        import dask_jobqueue
-
-        return getattr(dask_jobqueue, self.cluster_class)()
+        return getattr(_import_jobqueue(), self.cluster_class)()
 
 
 @contextlib.contextmanager
 def _no_makedirs():
     """While a job is built only for its script, dask-jobqueue's ``os.makedirs`` (it makes the
     config's log-directory as it builds a job) does nothing: a dry run writes nothing."""
+    _import_jobqueue()
     from dask_jobqueue import core
 
     real = core.os
@@ -1070,7 +1082,8 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
     where = f"{where}: jobqueue.{system}"
     try:
         import dask
-        import dask_jobqueue  # noqa: F401 -- loads its defaults: the keys each system knows
+
+        _import_jobqueue()  # loads its defaults: the keys each system knows
     except ImportError:
         raise UsageError(f"{where}: needs dask-jobqueue (pip install -e '.[sweep]')") from None
     known = set(dask.config.get(f"jobqueue.{system}")) - set(_JQ_RENAMED)
@@ -1118,9 +1131,7 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
     if JOB_DAEMON_LINE not in prologue:
         opts["job-script-prologue"] = [JOB_DAEMON_LINE, *prologue]
     job = JobqueueSpec(path=str(path), system=system, options=opts, script="")
-    import dask_jobqueue
-
-    job_cls = getattr(dask_jobqueue, job.cluster_class).job_cls
+    job_cls = getattr(_import_jobqueue(), job.cluster_class).job_cls
     try:
         with dask.config.set(job.dask_config()), _no_makedirs():
             # as the cluster's job_script() builds it: a job of this config, the scheduler's address a placeholder
@@ -1317,7 +1328,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                                 preload_s=time.perf_counter() - t_import)
             if jobqueue is not None:
                 o = jobqueue.options
-                where = (f"{jobs} {jobqueue.system} job(s) of {o['cores']} cores, {o['memory']} ({o['processes']} "
+                where = (f"{jobs} {jobqueue.system} job(s) of {o['cores']} core(s), {o['memory']} ({o['processes']} "
                          f"worker process(es) each; {cluster_info['workers']} connected so far) from {jobqueue.path}")
             elif scheduler:
                 where = f"the scheduler at {scheduler}"
@@ -1652,8 +1663,8 @@ def _main(argv) -> int:
     check_range("--retries", a.retries, 0, LIMITS["retries"])
     if a.connect_timeout is not None:
         if not (a.scheduler or a.scheduler_file):
-            raise UsageError("--connect-timeout applies to --scheduler and --scheduler-file only (the local cluster is "
-                             "started here)")
+            raise UsageError("--connect-timeout applies to --scheduler only (an address given directly or by "
+                             "--scheduler-file; the local cluster and a batch cluster's scheduler are started here)")
         if not (math.isfinite(a.connect_timeout) and 0 < a.connect_timeout <= 600):
             raise UsageError(f"--connect-timeout must be a number of seconds in (0, 600], got {a.connect_timeout:g}")
     if a.jobqueue is None:

@@ -12,6 +12,7 @@ how often each cell ran, across worker processes), then:
   ``log/<kill_until>`` exists (a cell that takes its worker down each time it runs);
 * ``"report_task"``: returns what the Dask worker running it knows of the task: its resource
   restrictions (what the driver submitted it with) and the worker's own resources;
+* ``"sleep"``: waits that many seconds first (a cell still running when the test interrupts the sweep);
 * ``"echo"``: returns ``{"value": config["echo"]}`` at once;
 * otherwise returns the roundoff cell's result for ``config["roundoff"]``.
 """
@@ -35,6 +36,8 @@ def cell(config: dict) -> dict:
         os.kill(os.getpid(), signal.SIGKILL)
     if "kill_until" in config and not (log / config["kill_until"]).exists():
         os.kill(os.getpid(), signal.SIGKILL)
+    if config.get("sleep"):
+        time.sleep(config["sleep"])
     if config.get("report_task"):
         from distributed import get_worker
 

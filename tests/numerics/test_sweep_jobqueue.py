@@ -5,6 +5,7 @@ a whole sweep run through stand-ins for ``sbatch`` and ``scancel`` that run each
 this machine (the cluster's scheduler in the command, its workers in the "jobs")."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -15,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("dask_jobqueue", reason="the sweep extra's dask-jobqueue is not installed")
+from numerics import sweep
+from tests.adversarial.conftest import tree_snapshot
 
-from numerics import sweep  # noqa: E402
-from tests.adversarial.conftest import tree_snapshot  # noqa: E402
+# not imported here: importing dask_jobqueue sets SIGINT to sys.exit(); numerics.sweep imports it
+# keeping the handler (test_importing_dask_jobqueue_keeps_the_sigint_handler)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("dask_jobqueue") is None,
+                                reason="the sweep extra's dask-jobqueue is not installed")
 
 CELL = "tests.numerics.sweep_cells:cell"
 REPO = Path(__file__).resolve().parents[2]
@@ -155,7 +159,8 @@ BAD = [
     (_cfg(SLURM_OK), ["--jobs", "257"], "--jobs = 257 exceeds the limit 256"),
     (_cfg(SLURM_OK), ["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler and --jobqueue: give one place"),
     (_cfg(SLURM_OK), ["--workers", "2"], "--workers sizes the local cluster; it cannot be combined with --jobqueue"),
-    (_cfg(SLURM_OK), ["--connect-timeout", "3"], "--connect-timeout applies to --scheduler and --scheduler-file only"),
+    (_cfg(SLURM_OK), ["--connect-timeout", "3"],
+     "--connect-timeout applies to --scheduler only (an address given directly or by --scheduler-file"),
     (None, ["--jobs", "2"], "--jobs applies to --jobqueue only"),
     (None, ["--print-job-script"], "--print-job-script applies to --jobqueue only"),
 ]
@@ -298,5 +303,68 @@ jobqueue:
         if not jobs and (bin_ / "jobs.txt").exists():
             jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
         for j in jobs:  # the sessions this test started, should the command have left any
+            if _alive(j):
+                os.killpg(j, signal.SIGKILL)
+
+
+def test_importing_dask_jobqueue_keeps_the_sigint_handler():
+    """dask_jobqueue's runner module sets SIGINT to sys.exit() as it is imported: an interrupted
+    sweep would end with status 0 and no word.  Through numerics.sweep the handler stays."""
+    code = ("import signal, sys\n"
+            "from numerics import sweep\n"
+            "before = signal.getsignal(signal.SIGINT)\n"
+            "sweep._import_jobqueue()\n"
+            "assert 'dask_jobqueue' in sys.modules\n"
+            "print(signal.getsignal(signal.SIGINT) is before is signal.default_int_handler)\n"
+            "import importlib, dask_jobqueue.runner\n"
+            "importlib.reload(dask_jobqueue.runner)\n"
+            "print(signal.getsignal(signal.SIGINT) is before)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "False"], out.stdout + out.stderr  # kept; a plain import would change it
+
+
+def test_interrupted_sweep_cancels_its_jobs_and_says_so(tmp_path):
+    """Ctrl-C while batch jobs run: the jobs are cancelled (scancel), the finished cells' records
+    stay, and the command ends with the line 'interrupted' and status 130, as on the local cluster."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, text in (("sbatch", SBATCH), ("scancel", SCANCEL)):
+        (bin_ / name).write_text(text.format(python=sys.executable))
+        (bin_ / name).chmod(0o755)
+    cfg = tmp_path / "slurm.yaml"
+    cfg.write_text(f"jobqueue:\n  slurm:\n    cores: 1\n    memory: 1GiB\n    death-timeout: 30\n"
+                   f"    scheduler-options: {{host: 127.0.0.1, dashboard_address: ':0'}}\n"
+                   f"    job-script-prologue: ['cd {REPO}']\n")
+    log = tmp_path / "log"
+    log.mkdir()
+    # cell 0 answers at once; cell 1 (submitted next: one job, one thread) sleeps past the interrupt
+    grid = _grid(tmp_path, [{"i": 0, "log": str(log), "echo": 0}, {"i": 1, "log": str(log), "sleep": 120, "echo": 1}])
+    env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
+    jobs: list[int] = []
+    p = subprocess.Popen([sys.executable, "-m", "numerics.sweep", "run", str(grid), "--out", str(tmp_path / "out"),
+                          "--jobqueue", str(cfg), "--retries", "0"], cwd=REPO, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not list((tmp_path / "out" / "cells").glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first record: a worker of the job is there
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
+        assert p.returncode == 130, (p.returncode, out, err)
+        assert err.splitlines()[-1] == "interrupted", err
+        assert sorted(int(j) for j in (bin_ / "scancel.txt").read_text().split()) == sorted(jobs)
+        assert len(list((tmp_path / "out" / "cells").glob("*.json"))) >= 1
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        if not jobs and (bin_ / "jobs.txt").exists():
+            jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
+        deadline = time.monotonic() + 20
+        while any(_alive(j) for j in jobs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for j in jobs:
             if _alive(j):
                 os.killpg(j, signal.SIGKILL)
