@@ -17,8 +17,16 @@ submitted than threads, so a worker that dies takes only its own cell), and clos
 ``--scheduler ADDRESS`` uses a running cluster instead (``dask scheduler`` and ``dask worker
 ADDRESS`` on the machines: docs/sweeps.md), whose workers need this project installed; it is
 checked to answer as a Dask scheduler within ``--connect-timeout`` seconds (:func:`probe_scheduler`),
-else exit 2 with one line.  Each worker imports what the cells will import as it starts
-(:func:`default_preload`, a worker plugin), so no cell's time counts an import.
+else exit 2 with one line; ``--scheduler-file FILE`` reads its address from the JSON file ``dask
+scheduler --scheduler-file FILE`` writes (:func:`read_scheduler_file`).  ``--jobqueue FILE`` starts
+a batch cluster through dask-jobqueue instead (SLURM or PBS, ``--jobs N`` jobs; the config in
+dask-jobqueue's own layout, :func:`read_jobqueue_config`; ``--print-job-script`` prints the job
+script and submits nothing).  Before a cell is submitted to a scheduler it did not start, the
+command checks that every worker runs its code version (:func:`check_worker_versions`), and every
+task carries that version, which the worker checks again (:func:`execute_cell`).  A cell on a GPU
+asks for the Dask worker resource ``GPU=1`` (:func:`cell_resources`) on such clusters.  Each worker
+imports what the cells will import as it starts (:func:`default_preload`, a worker plugin), so no
+cell's time counts an import.
 
 **Output folder** (``--out DIR``):
 

@@ -240,8 +240,10 @@ def test_gpu_cells_are_submitted_with_the_gpu_resource(tmp_path, capsys):
     with SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}}) as cluster:
         addr = cluster.scheduler_address
         gpu_worker = next(a for a, w in cluster.scheduler.workers.items() if w.resources)
-        res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=addr, progress=False, preload=[])
-        assert res.failed == 0, [r["error"] for r in res.rows]
+        warned: list[str] = []
+        res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=addr, progress=False, preload=[],
+                             warn=warned.append)
+        assert res.failed == 0 and warned == [], ([r["error"] for r in res.rows], warned)
         got = {r["config"]["i"]: r["result"] for r in res.rows}
         for i in (0, 2):
             assert got[i]["restrictions"] == {"GPU": 1} and got[i]["worker"] == gpu_worker, got[i]
@@ -256,6 +258,51 @@ def test_gpu_cells_are_submitted_with_the_gpu_resource(tmp_path, capsys):
         assert rc == 0, capsys.readouterr().err
         rows = [json.loads(s) for s in (tmp_path / "o2" / "results.jsonl").read_text().splitlines()]
         assert all(r["result"]["restrictions"] == {"GPU": 1} and r["result"]["worker"] == gpu_worker for r in rows)
+
+
+def test_gpu_cells_wait_for_a_gpu_worker_with_a_warning(tmp_path):
+    """No worker declares a GPU: the command says so in one warning line and the GPU cell waits;
+    a worker process started later with --resources GPU=1 runs it (the CPU cell runs at once)."""
+    from distributed import LocalCluster
+
+    log = tmp_path / "log"
+    log.mkdir()
+    configs = [{"i": 0, "log": str(log), "report_task": True, "device": "cuda"},
+               {"i": 1, "log": str(log), "report_task": True}]
+    proc = None
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=":0") as cluster:
+        addr = cluster.scheduler_address
+        cpu_worker = next(iter(cluster.scheduler.workers))
+        warned: list[str] = []
+        box: dict = {}
+        th = threading.Thread(target=lambda: box.update(res=sweep.run_grid(
+            CELL, configs, tmp_path / "o", scheduler=addr, progress=False, preload=[], name="g", warn=warned.append)))
+        th.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not list((tmp_path / "o" / "cells").glob("*.json")) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the CPU cell's record: the grid is under way, the GPU cell waiting
+            assert warned == [f"warning: g: 1 cell(s) ask for the worker resource GPU=1 and no worker of {addr} offers "
+                              f"it yet; they wait for one (dask worker {addr} --resources GPU=1)"], warned
+            assert th.is_alive() and len(list((tmp_path / "o" / "cells").glob("*.json"))) == 1
+            wlog = tmp_path / "worker.log"
+            with open(wlog, "w") as fh:
+                proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+                                         "--no-nanny", "--no-dashboard", "--resources", "GPU=1"],
+                                        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=fh, stderr=fh)
+            th.join(50)
+            assert not th.is_alive(), f"the GPU worker never ran the cell: {wlog.read_text()[-2000:]}"
+        finally:
+            th.join(30)
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
+    res = box["res"]
+    assert res.failed == 0, [r["error"] for r in res.rows]
+    gpu, cpu = res.rows[0]["result"], res.rows[1]["result"]
+    assert gpu["restrictions"] == {"GPU": 1} and gpu["worker_resources"] == {"GPU": 1} and gpu["worker"] != cpu_worker
+    assert cpu["restrictions"] == {} and cpu["worker"] == cpu_worker
 
 
 def test_local_cluster_does_not_ask_for_resources(tmp_path):
