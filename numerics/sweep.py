@@ -843,7 +843,8 @@ def worker_version(cell: str) -> dict:
 def version_mismatch(who: str, theirs, ours: dict) -> str | None:
     """None when ``theirs`` (a worker's :func:`worker_version`) is the driver's ``ours`` (the same
     polyverify version and sources), else the one line that names both."""
-    if isinstance(theirs, dict) and (theirs.get("package"), theirs.get("sources")) == (ours["package"], ours["sources"]):
+    same = (ours["package"], ours["sources"])
+    if isinstance(theirs, dict) and (theirs.get("package"), theirs.get("sources")) == same:
         return None
     t = theirs if isinstance(theirs, dict) else {}
     return (f"{who} runs polyverify {t.get('package')} (sources {t.get('sources')}), this driver polyverify "

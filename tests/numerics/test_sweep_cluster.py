@@ -177,9 +177,10 @@ def test_workers_of_another_version_are_refused_and_late_ones_fail_their_cells(t
             with Client(addr) as c:
                 ((waddr, theirs),) = c.run(sweep.worker_version, cell).items()
             assert theirs["package"] == mine["package"] and theirs["sources"] != mine["sources"]
-            want = (f"VersionMismatch: worker {waddr} runs polyverify {theirs['package']} (sources {theirs['sources']}), "
-                    f"this driver polyverify {mine['package']} (sources {mine['sources']})")
-            assert res.failed == 2 and all(r["error"].startswith(want) for r in res.rows), [r["error"] for r in res.rows]
+            want = (f"VersionMismatch: worker {waddr} runs polyverify {theirs['package']} (sources "
+                    f"{theirs['sources']}), this driver polyverify {mine['package']} (sources {mine['sources']})")
+            errors = [r["error"] for r in res.rows]
+            assert res.failed == 2 and all(e.startswith(want) for e in errors), errors
             assert all(r["wall_s"] == 0.0 and r["result"] is None for r in res.rows)  # the cell never ran
 
             grid = _grid(tmp_path, configs, cell=cell)
