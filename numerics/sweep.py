@@ -1620,7 +1620,8 @@ def command_parser(command: str) -> tuple[Parser, object | None]:
             "The file (TOML, JSON or YAML) names what a cell runs: either sweep = \"roundoff\" (a named sweep:\n"
             "its cells are checked like its command's, and its plots drawn) or cell = \"package.module:function\"\n"
             "(any top-level f(config) -> dict).  'fixed' holds values shared by every cell, 'grid' lists: one\n"
-            "cell per combination, 'cells' explicit configs.  Example:\n\n"
+            "cell per combination, 'cells' explicit configs, 'resources' the Dask worker resources every\n"
+            "cell asks for on a cluster (resources = {GPU = 1}).  Example:\n\n"
             "    sweep = \"roundoff\"\n    [fixed]\n    n = 20\n    d = 5\n    batch = 64\n"
             "    [grid]\n    arch = [\"baseconv\", \"lsa\"]\n    layers = [31, 301]\n"
             "    dtype = [\"float64\", \"float32\"]\n"))
