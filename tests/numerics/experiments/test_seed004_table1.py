@@ -163,6 +163,14 @@ def test_study_paragraph_reads_the_numbers():
     assert ("the same training evaluated on 100000 sequences instead of 20000 reads 0.1 (+11%), and that set's "
             "five disjoint fifths read 0.08 to 0.12 (-20% to +20%)") in text
     assert "carry 5% of the loss" in text
+    assert "the paper's Full is below its Diag here (0.075 against 0.087), ours above ours (0.09 against 0.0957)" not in text
+    assert "ours below ours too (0.09 against 0.0957)" in text
+    assert "Of the training changes tried (steps x2, lr / 3), steps x2 gains more than the seeds' spread" in text
+    s["study"] = [x for x in s["study"] if x["study"] != "steps x2"]
+    s["models"]["diag"]["3"]["3"] = _model(0.08)
+    text = "\n".join(s4._study_paragraph(s))
+    assert "ours above ours (0.09 against 0.08), so our Full does not find what the paper's finds" in text
+    assert "Of the training changes tried (lr / 3), none gains more than the seeds' spread" in text
     assert s4._study_paragraph(_summary(0.3, 0.3)) == []
 
 
