@@ -192,10 +192,10 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
     """The values of :func:`evaluate`, computed through affine forms: for exact rings (polynomials,
     ``Fraction``) where the values are large, e.g. the proof's specification of a compiled circuit.
 
-    Every node becomes an affine form ``{atom: rational}`` (constant under ``None``) over *atoms*:
-    the inputs and the products of two or more non-constant factors.  An ``add`` merges its
-    operands' forms (rational arithmetic on the coefficients, in C through gmpy2, never on the
-    ring's values); a ``mul`` folds constant factors into a scale and, where two or more factors
+    Every node becomes an affine form (:class:`circuits.affine.Form`, exact, sparse or dense) over
+    *atoms*: the inputs and the products of two or more non-constant factors.  An ``add`` is one
+    :func:`circuits.affine.lincomb` of its operands' forms (rational arithmetic on the
+    coefficients in C through python-flint, never on the ring's values); a ``mul`` folds constant factors into a scale and, where two or more factors
     are left, expands each factor's form into a ring value (``sum coef * atom``), multiplies them
     (each ``mult`` times) into a new atom; an output is its form expanded.  So the ring adds
     values once per atom of a product's factor or an output instead of once per gate: a circuit of
@@ -205,34 +205,30 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
     is a constant is ``const`` of it.  ``validated=True``: ``g`` is already :func:`validate`'s
     result (no copy); any well-formed circuit evaluates correctly either way.
     """
-    import gmpy2
+    from . import affine as A
 
     if not validated:
         g = validate(g)
     names, const = _checked_inputs(g, inputs, const)
-    Q, ONE = gmpy2.mpq, gmpy2.mpq(1)
     outs = output_nodes(g)
     keep = set(outs.values())
     uses = {v: g.out_degree(v) for v in g}
     pred = g.pred
     atom_val: list = []  # atom index -> ring value
-    forms: dict = {}
+    forms: dict = {}  # node -> circuits.affine.Form over atom indices (immutable: shared freely)
     expanded: dict = {}  # node -> its form expanded (a factor of several products)
 
-    def to_ring(q):
-        return const(Fraction(int(q.numerator), int(q.denominator)))
-
-    def expand(f: dict):
-        acc = None
-        for a, c in f.items():
-            if a is None:
+    def expand(f):
+        acc, c0, den = None, 0, f.den
+        for a, c in f.numerators().items():
+            if a == A.CONST:
+                c0 = c
                 continue
-            t = atom_val[a] if c == 1 else atom_val[a] * to_ring(c)
+            t = atom_val[a] if c == den else atom_val[a] * const(Fraction(c, den))
             acc = t if acc is None else acc + t
-        c0 = f.get(None)
         if acc is None:
-            return to_ring(c0 if c0 is not None else Q(0))
-        return acc if c0 is None else acc + to_ring(c0)
+            return const(Fraction(c0, den))
+        return acc if not c0 else acc + const(Fraction(c0, den))
 
     for v in nx.topological_sort(g):
         d = g.nodes[v]
@@ -240,35 +236,25 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
         ops = [(u, e.get(K.MULT, 1)) for u, e in pred[v].items()]
         if op == K.INPUT:
             atom_val.append(inputs[d[K.NAME]])
-            forms[v] = {len(atom_val) - 1: ONE}
+            forms[v] = A.atom(len(atom_val) - 1)
         elif op == K.CONST:
-            c = Fraction(d[K.VALUE])
-            forms[v] = {None: Q(c.numerator, c.denominator)} if c else {}
+            forms[v] = A.const(d[K.VALUE])
         elif op == K.ADD:
-            (u0, m0), rest = ops[0], ops[1:]
-            f = dict(forms[u0]) if m0 == 1 else {k: m0 * c for k, c in forms[u0].items()}
-            for u, m in rest:
-                get = f.get
-                for k, c in forms[u].items():
-                    x = get(k)
-                    f[k] = (c if m == 1 else m * c) if x is None else (x + c if m == 1 else x + m * c)
-            forms[v] = {k: c for k, c in f.items() if c}
+            forms[v] = A.lincomb([(forms[u], m) for u, m in ops])
         else:
-            scale, factors = ONE, []
+            scale, factors = 1, []
             for u, m in ops:
                 fu = forms[u]
-                if not fu:
-                    scale = Q(0)
-                elif len(fu) == 1 and None in fu:
-                    scale *= fu[None] ** m
+                if fu.is_const:  # zero or a constant
+                    scale = scale * fu.const_value() ** m
                 else:
                     factors.append((u, m))
             if scale == 0:
-                forms[v] = {}
+                forms[v] = A.ZERO
             elif not factors:
-                forms[v] = {None: scale}
+                forms[v] = A.const(scale)
             elif len(factors) == 1 and factors[0][1] == 1:
-                forms[v] = {k: c * scale for k, c in forms[factors[0][0]].items()}
+                forms[v] = A.scale(forms[factors[0][0]], scale)
             else:
                 p = None
                 for u, m in factors:
@@ -277,7 +263,7 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
                     for _ in range(m):
                         p = expanded[u] if p is None else p * expanded[u]
                 atom_val.append(p)
-                forms[v] = {len(atom_val) - 1: scale}
+                forms[v] = A.from_items([(len(atom_val) - 1, scale)])
         for u, _ in ops:
             uses[u] -= 1
             if not uses[u] and u not in keep:

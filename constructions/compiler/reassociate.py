@@ -24,7 +24,12 @@ arithmetic expressions", JACM 1974) ceil(log2 (k+1)).  This pass rewrites the ci
   Estrin-depth sum of powers: degree 8 in depth 3 instead of 7).  A value whose expansion is
   a constant is folded to it;
 * **common subexpressions** are shared: sums, products and the rebuilt binary products are
-  hash-consed on (op, sorted operands with multiplicities, constants).
+  hash-consed on (op, sorted operands with multiplicities, constants);
+* **partial sums** stay shared: a sum of more than :data:`MIRROR_TERMS` terms that equals a node of
+  the circuit is rebuilt as the circuit adds it (each of its adds once, over the rebuilt
+  products), not flat from its terms, unless that would be deeper (a cancelled deep term).  Flat,
+  every long sum costs one operand per term: a random 100k-gate circuit's rewrite had 1.26M edges
+  where the circuit has 0.3M, and every later pass paid for them.
 
 Input nodes (ids, names, places, pass-through outputs) are kept as they are; each non-input
 output keeps its node id, name and place (a node of the result carries it).  Nothing mutates
@@ -40,6 +45,7 @@ import gmpy2
 import networkx as nx
 
 import circuits as C
+from circuits import affine as A
 from circuits import keys as K
 
 from .linearise import linearise, needed
@@ -48,6 +54,9 @@ Q = gmpy2.mpq  # coefficients while rewriting (C arithmetic, as in linearise); F
 
 #: the most terms an expansion keeps (Horner of degree k needs k + 1)
 MAX_TERMS = 64
+#: a sum of more terms than this is rebuilt as the circuit adds it (``mirror`` in :func:`reassociate`),
+#: a shorter one flat from its terms
+MIRROR_TERMS = 16
 
 _PLACE_KEYS = (K.OUTPUT, K.TOKEN, K.CHANNEL)
 
@@ -339,59 +348,81 @@ class _Out:
 def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     """The rewritten circuit (module docstring) of a validated circuit ``g``."""
     X = _Exprs(max_terms)
-    form: dict = {}  # node -> (const, {expr: coef}); each dict its node's alone
+    # node -> its affine form over expression ids (circuits.affine: sparse or dense exact vectors;
+    # immutable, so an add's form is a new one and operands' forms may be shared)
+    form: dict = {}
     outputs = set(C.output_nodes(g).values())
     uses = {v: g.out_degree(v) for v in g}  # consumers still to come: a form is dropped after its last
+    # for building sums the way ``g`` adds them (``mirror`` below): a sum expression -> a node of ``g``
+    # with that value, and each mul node of ``g`` -> ("const", c) | ("e", expr, scale)
+    sum_src: dict = {}
+    gmul: dict = {}
+
+    def split(f: A.Form):
+        """``(constant, {expr: coef})`` of a form, as gmpy2 rationals (what :class:`_Exprs` keys on)."""
+        c, t, den = Q(0), {}, f.den
+        for i, n in f.numerators().items():
+            if i == A.CONST:
+                c = Q(n, den)
+            else:
+                t[i] = Q(n, den)
+        return c, t
+
+    as_factor: dict = {}  # node -> factor_of(node), for a node that feeds several products
+
+    def factor_of(u):
+        """A mul's operand ``u`` as a factor: ``("const", c)`` or ``("x", expr, coef)``."""
+        fu = form[u]
+        if fu.is_const:
+            return ("const", Q(fu.const_value()))
+        cu, tu = split(fu)
+        if not cu and len(tu) == 1:
+            (x, k), = tu.items()
+            return ("x", x, k)
+        kind, x = X.sum(cu, tu)
+        if kind == "const":
+            return ("const", x)
+        sum_src.setdefault(x, u)
+        return ("x", x, Q(1))
+
     for v in nx.topological_sort(g):
         d = g.nodes[v]
         op = d[K.OP]
         ops = C.operands(g, v)
         if op == K.INPUT:
-            form[v] = (Q(0), {X.input(d[K.NAME]): Q(1)})
+            form[v] = A.atom(X.input(d[K.NAME]))
         elif op == K.CONST:
-            form[v] = (Q(d[K.VALUE].numerator, d[K.VALUE].denominator), {})
+            form[v] = A.const(d[K.VALUE])
         elif op == K.ADD:
-            # sum into the largest operand's dict in place where this add is its only consumer (a chain
-            # of adds then costs its small operands, not copies of the growing sum), else into a new one
-            big = max(range(len(ops)), key=lambda i: len(form[ops[i][0]][1]))
-            ub, mb = ops[big]
-            mine = mb == 1 and uses[ub] == 1 and ub not in outputs  # (one edge ub -> v: ub appears once)
-            c, t = (Q(0), form[ub][1]) if mine else (Q(0), {})
-            for i, (u, m) in enumerate(ops):
-                cu, tu = form[u]
-                c += m * cu
-                if not (mine and i == big):
-                    _axpy(t, tu, m)
-            form[v] = (c, t)
+            form[v] = A.lincomb([(form[u], m) for u, m in ops])
         else:
             scale, factors = Q(1), {}
             for u, m in ops:
-                cu, tu = form[u]
-                if not tu:
-                    scale *= cu ** m
+                r = as_factor.get(u)
+                if r is None:
+                    r = as_factor[u] = factor_of(u)
+                if r[0] == "const":
+                    scale *= r[1] ** m
                     continue
-                if not cu and len(tu) == 1:
-                    (x, k), = tu.items()
-                    scale *= k ** m
-                else:
-                    kind, x = X.sum(cu, tu)
-                    if kind == "const":
-                        scale *= x ** m
-                        continue
-                factors[x] = factors.get(x, 0) + m
+                scale *= r[2] ** m
+                factors[r[1]] = factors.get(r[1], 0) + m
             if scale == 0:
-                form[v] = (Q(0), {})
+                form[v], gmul[v] = A.ZERO, ("const", Q(0))
             elif not factors:
-                form[v] = (scale, {})
+                form[v], gmul[v] = A.const(scale), ("const", scale)
             elif len(factors) == 1 and next(iter(factors.values())) == 1:
-                form[v] = (Q(0), {next(iter(factors)): scale})
+                form[v], gmul[v] = A.from_items([(next(iter(factors)), scale)]), ("e", next(iter(factors)), scale)
             else:
                 kind, x = X.prod(factors)
-                form[v] = (scale * x, {}) if kind == "const" else (Q(0), {x: scale})
+                if kind == "const":
+                    form[v], gmul[v] = A.const(scale * x), ("const", scale * x)
+                else:
+                    form[v], gmul[v] = A.from_items([(x, scale)]), ("e", x, scale)
         for u, _ in ops:
             uses[u] -= 1
             if not uses[u] and u not in outputs:
                 del form[u]
+                as_factor.pop(u, None)
 
     out = _Out()
     built: dict = {}
@@ -400,6 +431,39 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
         if d[K.OP] == K.INPUT:
             e = X.input(d[K.NAME])
             built[e] = in_node[v] = out.node(None, dict(d), [], 0)
+
+    mirrored: dict = {}  # node of g -> node of the result with its value (adds as g adds them)
+
+    def mirror(u0) -> int:
+        """The result's node for ``g``'s node ``u0``, its adds rebuilt as ``g`` has them (each g add
+        once, however many sums reach it) over the rebuilt products (:func:`build` of each mul's
+        expression): a circuit's shared partial sums stay shared, where building every sum
+        expression flat from its terms costs one operand per term per sum (a random 100k-gate
+        circuit: 1.26M edges instead of about g's own)."""
+        stack = [u0]
+        while stack:
+            u = stack[-1]
+            if u in mirrored:
+                stack.pop()
+                continue
+            d = g.nodes[u]
+            op = d[K.OP]
+            if op == K.ADD:
+                ops = C.operands(g, u)
+                todo = [w for w, _ in ops if w not in mirrored]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                mirrored[u] = out.linear(Q(0), [(mirrored[w], Q(m)) for w, m in ops])
+            elif op == K.INPUT:
+                mirrored[u] = in_node[u]
+            elif op == K.CONST:
+                mirrored[u] = out.const(Q(d[K.VALUE].numerator, d[K.VALUE].denominator))
+            else:
+                info = gmul[u]
+                mirrored[u] = out.const(info[1]) if info[0] == "const" else out.scaled(info[2], build(info[1]))
+            stack.pop()
+        return mirrored[u0]
 
     def build(e: int) -> int:
         stack = [e]
@@ -411,6 +475,14 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             kind = X.kind[x]
             if X.use_sop[x]:
                 deps = {y for m in X.sop[x] for y, _ in m}
+            elif kind[0] == "sum" and len(kind[2]) > MIRROR_TERMS and x in sum_src:
+                # a long sum as g adds it (its partial sums shared), where no deeper than the flat sum
+                n = mirror(sum_src.pop(x))
+                if out.level[n] <= X.level[x]:
+                    built[x] = n
+                    stack.pop()
+                    continue
+                deps = {y for y, _ in kind[2]}
             elif kind[0] == "sum":
                 deps = {y for y, _ in kind[2]}
             else:
@@ -435,13 +507,15 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     for name, v in sorted(C.output_nodes(g).items()):
         if g.nodes[v][K.OP] == K.INPUT:
             continue
-        c, t = form[v]
+        c, t = split(form[v])
         if not t:
             n = out.const(c)
         elif not c and len(t) == 1 and next(iter(t.values())) == 1:
             n = build(next(iter(t)))
         else:
             kind, x = X.sum(c, t)
+            if kind == "e":
+                sum_src.setdefault(x, v)
             n = out.const(x) if kind == "const" else build(x)
         if out.nodes[n][0][K.OP] == K.CONST:  # its own const node (the shared one may feed gates)
             n = out.node(None, dict(out.nodes[n][0]), [], 0)
