@@ -103,12 +103,15 @@ def _hold_interrupt() -> None:
 def _import_safe_interrupts():
     """:func:`_sigint_safe` as the SIGINT handler while the block runs (in the main thread,
     where Python's default handler was set)."""
+    # the handler is set (or not) first, and the block runs outside that try: an error the block
+    # raises (a UsageError is a ValueError) must reach the caller, not the "not the main thread" case
     try:
-        if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, _startup_interrupt):
-            yield
-            return
-        signal.signal(signal.SIGINT, _sigint_safe)
+        installed = signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _startup_interrupt)
+        if installed:
+            signal.signal(signal.SIGINT, _sigint_safe)
     except ValueError:  # not the main thread
+        installed = False
+    if not installed:
         yield
         return
     try:
