@@ -358,6 +358,18 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
     sum_src: dict = {}
     gmul: dict = {}
 
+    # the forms' ids: expressions in order of first use as a term (compact, so the forms over them
+    # are dense vectors where they are long; expression ids themselves interleave every sum made)
+    term_id: dict = {}
+    term_expr: list = []
+
+    def term(x: int) -> int:
+        i = term_id.get(x)
+        if i is None:
+            i = term_id[x] = len(term_expr)
+            term_expr.append(x)
+        return i
+
     def split(f: A.Form):
         """``(constant, {expr: coef})`` of a form, as gmpy2 rationals (what :class:`_Exprs` keys on)."""
         c, t, den = Q(0), {}, f.den
@@ -365,7 +377,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             if i == A.CONST:
                 c = Q(n, den)
             else:
-                t[i] = Q(n, den)
+                t[term_expr[i]] = Q(n, den)
         return c, t
 
     as_factor: dict = {}  # node -> factor_of(node), for a node that feeds several products
@@ -390,7 +402,7 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
         op = d[K.OP]
         ops = C.operands(g, v)
         if op == K.INPUT:
-            form[v] = A.atom(X.input(d[K.NAME]))
+            form[v] = A.atom(term(X.input(d[K.NAME])))
         elif op == K.CONST:
             form[v] = A.const(d[K.VALUE])
         elif op == K.ADD:
@@ -411,13 +423,13 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
             elif not factors:
                 form[v], gmul[v] = A.const(scale), ("const", scale)
             elif len(factors) == 1 and next(iter(factors.values())) == 1:
-                form[v], gmul[v] = A.from_items([(next(iter(factors)), scale)]), ("e", next(iter(factors)), scale)
+                form[v], gmul[v] = A.from_items([(term(next(iter(factors))), scale)]), ("e", next(iter(factors)), scale)
             else:
                 kind, x = X.prod(factors)
                 if kind == "const":
                     form[v], gmul[v] = A.const(scale * x), ("const", scale * x)
                 else:
-                    form[v], gmul[v] = A.from_items([(x, scale)]), ("e", x, scale)
+                    form[v], gmul[v] = A.from_items([(term(x), scale)]), ("e", x, scale)
         for u, _ in ops:
             uses[u] -= 1
             if not uses[u] and u not in outputs:
