@@ -50,14 +50,25 @@ class PrunedNodesWarning(UserWarning):
 # --------------------------------------------------------------------------- helpers
 
 
+class _Bad(Exception):
+    """What is wrong with a value or a node, without saying where (the caller prefixes it)."""
+
+
 def exact_constant(value, where: str = "const") -> Fraction:
     """Convert an exact rational (int, Fraction, sympy Rational, numpy int) to Fraction.
 
     Floats (python, numpy, mpmath) are rejected: they are not exact.
     ``where`` prefixes the error message (e.g. ``"node 3"``).
     """
+    try:
+        return _exact(value)
+    except _Bad as e:
+        raise CircuitError(f"{where}: {e}") from None
+
+
+def _exact(value) -> Fraction:
     if isinstance(value, bool):
-        raise CircuitError(f"{where}: const value {value!r} is a bool, not an exact number")
+        raise _Bad(f"const value {value!r} is a bool, not an exact number")
     if isinstance(value, Fraction):
         return value
     if isinstance(value, numbers.Integral):
@@ -71,10 +82,8 @@ def exact_constant(value, where: str = "const") -> Fraction:
         pass
     if isinstance(value, numbers.Rational):
         return Fraction(int(value.numerator), int(value.denominator))
-    raise CircuitError(
-        f"{where}: const value {_one_line(value)} is not exact ({type(value).__name__}); "
-        "use an int or fractions.Fraction"
-    )
+    raise _Bad(f"const value {one_line(value)} is not exact ({type(value).__name__}); "
+               "use an int or fractions.Fraction")
 
 
 def mult(g: nx.DiGraph, u: Hashable, v: Hashable) -> int:
@@ -83,11 +92,12 @@ def mult(g: nx.DiGraph, u: Hashable, v: Hashable) -> int:
 
 
 def operands(g: nx.DiGraph, v: Hashable) -> list[tuple[Hashable, int]]:
-    """``[(operand, mult), ...]`` of node ``v`` in edge insertion order."""
-    return [(u, d.get(K.MULT, 1)) for u, _, d in g.in_edges(v, data=True)]
+    """``[(operand, mult), ...]`` of node ``v`` in edge insertion order (the order of
+    ``g.in_edges(v)``: both read the predecessor dict of ``v``)."""
+    return [(u, d.get(K.MULT, 1)) for u, d in g._pred[v].items()]
 
 
-def _one_line(x, width: int = 60) -> str:
+def one_line(x, width: int = 60) -> str:
     s = " ".join(repr(x).split())
     return s if len(s) <= width else s[: width - 3] + "..."
 
@@ -96,34 +106,40 @@ def _one_line(x, width: int = 60) -> str:
 
 
 def _check_node(g: nx.DiGraph, n, d: dict) -> None:
-    where = f"node {_one_line(n)}"
+    try:
+        _check_node_fields(g, n, d)
+    except _Bad as e:  # the node's name is formatted only for the error
+        raise CircuitError(f"node {one_line(n)}: {e}") from None
+
+
+def _check_node_fields(g: nx.DiGraph, n, d: dict) -> None:
     if isinstance(n, bool) or not isinstance(n, (int, str)):
-        raise CircuitError(f"{where}: node ids must be int or str, got {type(n).__name__}")
+        raise _Bad(f"node ids must be int or str, got {type(n).__name__}")
     if K.OP not in d:
-        raise CircuitError(f"{where}: missing attribute 'op'")
+        raise _Bad("missing attribute 'op'")
     op = d[K.OP]
     if op not in OPS:
-        raise CircuitError(f"{where}: unknown op {_one_line(op)} (expected one of {', '.join(OPS)})")
+        raise _Bad(f"unknown op {one_line(op)} (expected one of {', '.join(OPS)})")
     arity = 0
     for u, m in operands(g, n):
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
-            raise CircuitError(f"{where}: operand {_one_line(u)} has invalid mult {_one_line(m)} (need an int >= 1)")
+        if (m.__class__ is not int and (isinstance(m, bool) or not isinstance(m, numbers.Integral))) or m < 1:
+            raise _Bad(f"operand {one_line(u)} has invalid mult {one_line(m)} (need an int >= 1)")
         arity += int(m)
     if op in (K.INPUT, K.CONST) and arity:
-        raise CircuitError(f"{where}: {op} takes no operands, has {arity}")
+        raise _Bad(f"{op} takes no operands, has {arity}")
     if op in GATES and arity < 2:
-        raise CircuitError(f"{where}: {op} needs at least 2 operands, has {arity}")
+        raise _Bad(f"{op} needs at least 2 operands, has {arity}")
     if op == K.INPUT:
         if K.NAME not in d:
-            raise CircuitError(f"{where}: input missing attribute 'name'")
+            raise _Bad("input missing attribute 'name'")
         if not isinstance(d[K.NAME], str) or not d[K.NAME]:
-            raise CircuitError(f"{where}: input name must be a non-empty str, got {_one_line(d['name'])}")
+            raise _Bad(f"input name must be a non-empty str, got {one_line(d['name'])}")
     if op == K.CONST:
         if K.VALUE not in d:
-            raise CircuitError(f"{where}: const missing attribute 'value'")
-        exact_constant(d[K.VALUE], where)
+            raise _Bad("const missing attribute 'value'")
+        _exact(d[K.VALUE])
     if K.OUTPUT in d and (not isinstance(d[K.OUTPUT], str) or not d[K.OUTPUT]):
-        raise CircuitError(f"{where}: output name must be a non-empty str, got {_one_line(d['output'])}")
+        raise _Bad(f"output name must be a non-empty str, got {one_line(d['output'])}")
 
 
 def _check_unique(g: nx.DiGraph, key: str, nodes: Iterable) -> None:
@@ -132,8 +148,8 @@ def _check_unique(g: nx.DiGraph, key: str, nodes: Iterable) -> None:
         name = g.nodes[n][key]
         if name in seen:
             raise CircuitError(
-                f"node {_one_line(n)}: duplicate {key if key == 'output' else 'input'} name "
-                f"{name!r} (also on node {_one_line(seen[name])})"
+                f"node {one_line(n)}: duplicate {key if key == 'output' else 'input'} name "
+                f"{name!r} (also on node {one_line(seen[name])})"
             )
         seen[name] = n
 
@@ -166,8 +182,8 @@ def validate(g: nx.DiGraph, *, in_place: bool = False) -> nx.DiGraph:
         _check_node(g, n, d)
     if not nx.is_directed_acyclic_graph(g):
         cyc = nx.find_cycle(g)
-        path = " -> ".join(_one_line(u) for u, _ in cyc) + f" -> {_one_line(cyc[0][0])}"
-        raise CircuitError(f"node {_one_line(cyc[0][0])}: on a cycle {path}")
+        path = " -> ".join(one_line(u) for u, _ in cyc) + f" -> {one_line(cyc[0][0])}"
+        raise CircuitError(f"node {one_line(cyc[0][0])}: on a cycle {path}")
     ins = [n for n, op in g.nodes(data=K.OP) if op == K.INPUT]
     outs = [n for n, o in g.nodes(data=K.OUTPUT) if o is not None]
     _check_unique(g, K.NAME, ins)
@@ -186,14 +202,14 @@ def validate(g: nx.DiGraph, *, in_place: bool = False) -> nx.DiGraph:
     h = g if in_place else g.copy()
     if dead:
         warnings.warn(
-            f"pruned {len(dead)} node(s) feeding no output: {', '.join(_one_line(n) for n in dead)}",
+            f"pruned {len(dead)} node(s) feeding no output: {', '.join(one_line(n) for n in dead)}",
             PrunedNodesWarning,
             stacklevel=2,
         )
         h.remove_nodes_from(dead)
-    for n, d in h.nodes(data=True):
+    for _, d in h.nodes(data=True):
         if d[K.OP] == K.CONST:
-            d[K.VALUE] = exact_constant(d[K.VALUE], f"node {_one_line(n)}")
+            d[K.VALUE] = _exact(d[K.VALUE])  # checked by _check_node above: cannot fail
     from .placement import normalise_places, placement  # lazy: placement imports this module
 
     placement(h)  # places of the kept nodes only (pruned nodes' places do not matter)
@@ -256,7 +272,7 @@ class CircuitBuilder:
     def _gate(self, op: str, nodes) -> int:
         for u in nodes:
             if u not in self._g:
-                raise CircuitError(f"node {_one_line(u)}: unknown operand for {op}")
+                raise CircuitError(f"node {one_line(u)}: unknown operand for {op}")
         v = self._new(**{K.OP: op})
         for u in nodes:  # repeated operands become one edge with mult > 1
             if self._g.has_edge(u, v):
@@ -275,7 +291,7 @@ class CircuitBuilder:
         """Mark ``node`` as output ``name``; ``token``/``channel`` place the output
         (stored as ``output_token``/``output_channel`` when ``node`` is an input)."""
         if node not in self._g:
-            raise CircuitError(f"node {_one_line(node)}: cannot mark unknown node as output")
+            raise CircuitError(f"node {one_line(node)}: cannot mark unknown node as output")
         d = self._g.nodes[node]
         d[K.OUTPUT] = name
         if d[K.OP] == K.INPUT:

@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 
 from . import keys as K
-from .graph import LimitError, _one_line, operands, validate
+from .graph import LimitError, one_line, operands, validate
 from .placement import placement
 
 
@@ -68,8 +68,20 @@ def metrics(g: nx.DiGraph, *, validated: bool = False) -> dict:
     """
     if not validated:
         g = validate(g)
-    lev = levels(g)
-    deg = formal_degrees(g)
+    # levels and formal degrees (as :func:`levels`, :func:`formal_degrees`) in one topological pass
+    lev: dict = {}
+    deg: dict = {}
+    pred, nodes = g._pred, g.nodes
+    for v in nx.topological_sort(g):
+        ops = pred[v]
+        lev[v] = max((lev[u] for u in ops), default=-1) + 1
+        op = nodes[v][K.OP]
+        if op == K.ADD:
+            deg[v] = max(deg[u] for u in ops)
+        elif op == K.MUL:
+            deg[v] = sum(e.get(K.MULT, 1) * deg[u] for u, e in ops.items())
+        else:
+            deg[v] = 1 if op == K.INPUT else 0
     depth = max(lev.values(), default=0)
     diff = [0] * (depth + 1)  # wire u -> v crosses the cuts lev[u] .. lev[v]-1: a difference array
     size = 0
@@ -135,7 +147,7 @@ def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
     size = 0
     for u, v, m in g.edges(data=K.MULT, default=1):
         if m > lim.get("max_mult", math.inf):
-            refuse("max_mult", m, f"node {_one_line(v)}: operand {_one_line(u)} has mult {m}, which")
+            refuse("max_mult", m, f"node {one_line(v)}: operand {one_line(u)} has mult {m}, which")
         size += m
     if size > lim.get("max_size", math.inf):
         refuse("max_size", size, f"circuit has size {size} (wires counted with mult), which")
@@ -149,11 +161,11 @@ def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
         ops = operands(g, v)
         fan_in = sum(m for _, m in ops)
         if fan_in > lim.get("max_fan_in", math.inf):
-            refuse("max_fan_in", fan_in, f"node {_one_line(v)}: {op} gate has {fan_in} operands (with mult), which")
+            refuse("max_fan_in", fan_in, f"node {one_line(v)}: {op} gate has {fan_in} operands (with mult), which")
         if op == K.ADD:
             deg[v] = max(deg[u] for u, _ in ops)
         else:
             deg[v] = sum(m * deg[u] for u, m in ops)
         if deg[v] > max_deg:
-            refuse("max_degree", deg[v], f"node {_one_line(v)}: formal degree {deg[v]}")
+            refuse("max_degree", deg[v], f"node {one_line(v)}: formal degree {deg[v]}")
 

@@ -74,14 +74,24 @@ def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict) -> Compi
     against more as written).  ``reassociated.chosen`` says which rule decided.
 
     ``g`` is the validated circuit (:func:`compile_circuit` validated it; not copied again), and
-    :func:`.reassociate.reassociate` returns a validated circuit; the linearisations are shared
-    through :func:`.linearise.linearise`'s memo, the as-written metrics are computed once."""
-    from .reassociate import multiplicative_depth, reassociate
+    :func:`.reassociate.reassociate` returns a validated circuit; neither changes while they are
+    compiled, so each is linearised once (:func:`.linearise.unchanged`: found by identity, no content
+    digest), and the as-written metrics are computed once."""
+    from .linearise import unchanged
+    from .reassociate import reassociate
+
+    h = reassociate(g)
+    with unchanged(g, h):  # neither graph changes below: each linearised once, found by identity
+        return _choose(g, h, name, target, opts)
+
+
+def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict) -> CompiledCircuit:
+    """:func:`_reassociated`'s choice between ``g`` as written and its rewrite ``h``."""
+    from .reassociate import multiplicative_depth
 
     def build(c):
         return target.compile(c, name, **opts)
 
-    h = reassociate(g)
     before, after = multiplicative_depth(g), multiplicative_depth(h)
     record = {"ran": True, "mult_depth_before": before, "mult_depth_after": after}
     metrics_g = None
