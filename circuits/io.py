@@ -41,7 +41,7 @@ from fractions import Fraction
 import networkx as nx
 
 from . import keys as K
-from .graph import CircuitError, LimitError, _one_line, validate
+from .graph import CircuitError, LimitError, one_line, validate
 
 _RATIONAL = re.compile(r"^\s*([+-]?\d+)\s*(?:/\s*(\d+)\s*)?$")
 
@@ -76,7 +76,7 @@ def parse_value(v, where: str = "const", max_digits: int | None = None):
     """JSON const value -> Fraction (int, ``"p/q"`` or ``"3"``); ``max_digits``
     bounds the digits of the numerator and of the denominator."""
     if isinstance(v, bool):
-        raise CircuitError(f"{where}: const value {_one_line(v)} is a bool, not an exact number")
+        raise CircuitError(f"{where}: const value {one_line(v)} is a bool, not an exact number")
     if isinstance(v, _LongInt):
         _refuse_digits(where, v, v.digits, max_digits)
     if isinstance(v, int):
@@ -86,14 +86,14 @@ def parse_value(v, where: str = "const", max_digits: int | None = None):
     if isinstance(v, str):
         m = _RATIONAL.match(v)
         if not m:
-            raise CircuitError(f"{where}: const value {_one_line(v)} is not an integer or 'p/q' string")
+            raise CircuitError(f"{where}: const value {one_line(v)} is not an integer or 'p/q' string")
         digits = max(len(m.group(1).lstrip("+-")), len(m.group(2) or ""))
         _refuse_digits(where, v, digits, max_digits)
         q = int(m.group(2)) if m.group(2) else 1
         if q == 0:
-            raise CircuitError(f"{where}: const value {_one_line(v)} has zero denominator")
+            raise CircuitError(f"{where}: const value {one_line(v)} has zero denominator")
         return Fraction(int(m.group(1)), q)
-    raise CircuitError(f"{where}: const value {_one_line(v)} is not exact ({type(v).__name__}); use an int or 'p/q' string")
+    raise CircuitError(f"{where}: const value {one_line(v)} is not exact ({type(v).__name__}); use an int or 'p/q' string")
 
 
 def format_value(c: Fraction):
@@ -209,25 +209,25 @@ def load(src, limits=None) -> nx.DiGraph:
             raise CircuitError(f"node-link JSON: nodes[{i}] must be an object with an 'id'")
         n = nd["id"]
         if isinstance(n, bool) or not isinstance(n, (int, str)):
-            raise CircuitError(f"node-link JSON: nodes[{i}] id {_one_line(n)} must be an int or str")
+            raise CircuitError(f"node-link JSON: nodes[{i}] id {one_line(n)} must be an int or str")
         if n in ids:
-            raise CircuitError(f"node {_one_line(n)}: duplicate node id")
+            raise CircuitError(f"node {one_line(n)}: duplicate node id")
         ids.add(n)
         nd = dict(nd)
         if nd.get(K.OP) == K.CONST and K.VALUE in nd:
-            nd[K.VALUE] = parse_value(nd[K.VALUE], f"node {_one_line(n)}", limits.get("max_const_digits"))
+            nd[K.VALUE] = parse_value(nd[K.VALUE], f"node {one_line(n)}", limits.get("max_const_digits"))
         clean_nodes.append(nd)
     for i, e in enumerate(edges):
         if not isinstance(e, dict) or "source" not in e or "target" not in e:
             raise CircuitError(f"node-link JSON: {key}[{i}] must be an object with 'source' and 'target'")
         for end in ("source", "target"):
             if isinstance(e[end], (list, dict)) or e[end] not in ids:
-                raise CircuitError(f"node-link JSON: {key}[{i}] {end} {_one_line(e[end])} is not a node id")
+                raise CircuitError(f"node-link JSON: {key}[{i}] {end} {one_line(e[end])} is not a node id")
     pairs = [(e["source"], e["target"]) for e in edges]
     if len(set(pairs)) != len(pairs):
         counts = Counter(pairs)
         dup = next(p for p in pairs if counts[p] > 1)
-        raise CircuitError(f"node {_one_line(dup[1])}: duplicate edge from {_one_line(dup[0])} (use 'mult' for repeated operands)")
+        raise CircuitError(f"node {one_line(dup[1])}: duplicate edge from {one_line(dup[0])} (use 'mult' for repeated operands)")
     doc = {"directed": True, "multigraph": False, "graph": data.get("graph", {}) or {},
            "nodes": clean_nodes, "links": edges}
     del data, src, nodes, edges, clean_nodes, ids, pairs  # the parsed text is not held beside the graph

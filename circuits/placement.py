@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from . import keys as K
-from .graph import CircuitError, _one_line
+from .graph import CircuitError, one_line
 
 #: node attributes holding a place, and graph attributes holding the grid size
 PLACE_ATTRS = K.PLACE_ATTRS
@@ -63,13 +63,13 @@ def _who(n, d: dict) -> str:
     """``node 3 (input 'x', output 'y')`` -- the node id and its names."""
     tags = []
     if d.get(K.OP) == K.INPUT and K.NAME in d:
-        tags.append(f"input {_one_line(d['name'])}")
+        tags.append(f"input {one_line(d['name'])}")
     if d.get(K.OUTPUT) is not None:
-        tags.append(f"output {_one_line(d['output'])}")
+        tags.append(f"output {one_line(d['output'])}")
     if not tags:
         op = d.get(K.OP)
-        tags.append(f"{op} gate" if op in (K.ADD, K.MUL) else op if isinstance(op, str) else _one_line(op))
-    return f"node {_one_line(n)} ({', '.join(tags)})"
+        tags.append(f"{op} gate" if op in (K.ADD, K.MUL) else op if isinstance(op, str) else one_line(op))
+    return f"node {one_line(n)} ({', '.join(tags)})"
 
 
 def _coord(n, d: dict, key: str, v) -> int:
@@ -79,7 +79,7 @@ def _coord(n, d: dict, key: str, v) -> int:
     if isinstance(v, bool):
         raise CircuitError(f"{who}: {key} {v!r} is a bool, not an int")
     if not isinstance(v, numbers.Integral):
-        raise CircuitError(f"{who}: {key} {_one_line(v)} is not an int ({type(v).__name__})")
+        raise CircuitError(f"{who}: {key} {one_line(v)} is not an int ({type(v).__name__})")
     if v < 0:
         raise CircuitError(f"{who}: {key} {int(v)} is negative (places are ints >= 0)")
     return int(v)
@@ -100,7 +100,7 @@ def _grid_attr(g: nx.DiGraph, key: str) -> int | None:
         return None
     v = g.graph[key]
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-        raise CircuitError(f"graph attribute {key} = {_one_line(v)} must be a positive int")
+        raise CircuitError(f"graph attribute {key} = {one_line(v)} must be a positive int")
     return int(v)
 
 
