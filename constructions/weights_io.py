@@ -171,7 +171,7 @@ def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
     return specs, exact, cons
 
 
-def _exact_array(t: np.ndarray, name: str, path) -> np.ndarray:
+def exact_tensor(t: np.ndarray, name: str, path) -> np.ndarray:
     """A tensor as an exact object array: integers as integers, floats as the
     exact binary fractions they are; other dtypes are refused by name."""
     kind = t.dtype.kind
@@ -202,7 +202,7 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
-    if not path.is_file():  # a device or FIFO exists but is no file: say so (issue 25 follow-up)
+    if not path.is_file():  # a device or FIFO exists but is no file: say so
         raise WeightFileError(f"weight file not found: {path}" if not path.exists() else
                               f"{path}: not a regular file (a directory, device or FIFO): a weight file is needed")
     try:
@@ -272,7 +272,7 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
         arrays = {}
         for name in sp["names"]:
             t = tensors[prefix + name]
-            a = _exact_array(t, prefix + name, path)
+            a = exact_tensor(t, prefix + name, path)
             if t.dtype.kind == "f":
                 for *idx, q in ex.get(name, []):
                     if len(idx) != t.ndim or any(j >= n for j, n in zip(idx, t.shape)):
@@ -301,7 +301,7 @@ def declared_stands_in(q: Fraction, t: np.ndarray, idx: tuple) -> bool:
     float64(q) (the correctly rounded double of ``q``: Python's ``Fraction.__float__``), compared
     exactly as rationals.  A float16/float32 tensor never qualifies: numpy compares a Python
     float with such an entry after casting it *down* to the entry's dtype, so every ``q`` that
-    merely rounds to the stored value would pass (issue 25 item 1); their entries are read as the
+    merely rounds to the stored value would pass; their entries are read as the
     exact binary fractions they are."""
     if t.dtype != np.float64:
         return False

@@ -109,7 +109,7 @@ class LSBatch:
         )
 
 
-def _check_int(name: str, value, minimum: int) -> int:
+def check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     value = int(value)
@@ -162,9 +162,9 @@ def sample_ls(
     ------
     ValueError with a one-line message naming the offending argument.
     """
-    batch = _check_int("batch", batch, 1)
-    n = _check_int("n", n, 1)
-    d = _check_int("d", d, 1)
+    batch = check_int("batch", batch, 1)
+    n = check_int("n", n, 1)
+    d = check_int("d", d, 1)
     if n < d:
         raise ValueError(f"n must be >= d (fully determined problems), got n={n}, d={d}")
     kappa = _check_real("kappa", kappa)
@@ -173,7 +173,7 @@ def sample_ls(
     sigma = _check_real("sigma", sigma)
     if sigma <= 0.0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
-    seed = _check_int("seed", seed, 0)
+    seed = check_int("seed", seed, 0)
     if not isinstance(x0, str) or x0 not in ("zeros", "gaussian"):
         raise ValueError(f"x0 must be 'zeros' or 'gaussian', got {x0!r}")
 

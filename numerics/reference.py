@@ -42,7 +42,7 @@ from typing import Any, Callable
 import gmpy2
 import numpy as np
 
-from .problems import _check_int
+from .problems import check_int
 
 __all__ = [
     "GUARD_BITS",
@@ -64,7 +64,7 @@ _MANTISSA_BITS = {8: 53, 4: 24, 2: 11}  # float itemsize -> significand bits
 
 def working_precision(digits: int) -> int:
     """Binary precision (bits) used for ``digits`` decimal digits (>= 53 + guard)."""
-    digits = _check_int("digits", digits, 1)
+    digits = check_int("digits", digits, 1)
     return max(math.ceil(digits * _LOG2_10), 53) + GUARD_BITS
 
 
@@ -131,7 +131,7 @@ def to_mpfr_array(x, prec: int) -> np.ndarray:
     ``Fraction``, ``gmpy2.mpq``/``mpz``/``mpfr`` (non-dyadic rationals and wider
     mpfr values are rounded once to nearest).  No decimal strings are involved.
     """
-    prec = _check_int("prec", prec, 2)
+    prec = check_int("prec", prec, 2)
     with gmpy2.context(precision=prec):
         return _to_mpfr_current(x)
 
@@ -175,7 +175,7 @@ def _step_param(value, batch: int, name: str) -> np.ndarray:
     return out.reshape(batch, 1, 1)
 
 
-def _prepare(A, b, x0, steps, digits):
+def prepare_reference(A, b, x0, steps, digits):
     """Validate shapes; return (A, b, x0 as arrays with batch axis, squeeze flag, steps, prec)."""
     A = np.asarray(A)
     b = np.asarray(b)
@@ -196,7 +196,7 @@ def _prepare(A, b, x0, steps, digits):
         x0 = np.asarray(x0)
         if x0.shape != (B, D):
             raise ValueError(f"x0: expected shape {(B, D) if not squeeze else (D,)}, got {x0.shape if not squeeze else x0.shape[1:]}")
-    steps = _check_int("steps", steps, 0)
+    steps = check_int("steps", steps, 0)
     prec = working_precision(digits)
     return A, b, x0, squeeze, steps, prec
 
@@ -241,7 +241,7 @@ def gd_reference_iter(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, dir
 
 def _gd_stream(A, b, x0, eta, steps, digits, lam, direct, return_mp):
     """(steps, generator of the iterates) for :func:`gd_reference_iter`; validates eagerly."""
-    A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
+    A, b, x0, squeeze, steps, prec = prepare_reference(A, b, x0, steps, digits)
     B, N, D = A.shape
 
     def emit(x):
@@ -252,7 +252,7 @@ def _gd_stream(A, b, x0, eta, steps, digits, lam, direct, return_mp):
         return (xf, xm) if return_mp else xf
 
     with gmpy2.context(precision=prec):
-        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
+        Am, bm, x, eta_m, lam_m = mpfr_problem(A, b, x0, eta, lam)
         At = Am.transpose(0, 2, 1)
         if direct:
             ridge = any(v != 0 for v in lam_m.ravel())
@@ -327,7 +327,7 @@ def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_m
     return _collect(*_gd_stream(A, b, x0, eta, steps, digits, lam, False, True), return_mp)
 
 
-def _mpfr_problem(A, b, x0, eta, lam):
+def mpfr_problem(A, b, x0, eta, lam):
     """A, b (as a column), x0 (as a column), eta and lam as mpfr arrays in the current context."""
     B = A.shape[0]
     return (_to_mpfr_current(A, "A"), _to_mpfr_current(b, "b")[:, :, None],
@@ -369,8 +369,8 @@ def stable_reference(fn: Callable[..., Any], *args, digits: int = 50, max_digits
 
     Raises RuntimeError if no two successive results agree up to ``max_digits``.
     """
-    digits = _check_int("digits", digits, 1)
-    max_digits = _check_int("max_digits", max_digits, 1)
+    digits = check_int("digits", digits, 1)
+    max_digits = check_int("max_digits", max_digits, 1)
     if max_digits <= digits:
         raise ValueError(f"max_digits must be > digits, got max_digits={max_digits}, digits={digits}")
     d = digits

@@ -57,7 +57,7 @@ import gmpy2
 import numpy as np
 
 from constructions.base import Construction, DepthError, exact, run_layers
-from constructions.catalogue import CatalogueEntry as Entry
+from constructions.catalogue import CatalogueEntry
 from constructions.catalogue import gd_architectures
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_path, atomic_write_text,
                             check_memory, check_range, human_bytes, output_dir, run_main)
@@ -99,7 +99,7 @@ _Parser = Parser  # (the name this module used before polyverify.cli)
 
 # ------------------------------------------------------------------ construction specifics
 
-def resolve(name: str) -> Entry:
+def resolve(name: str) -> CatalogueEntry:
     """A gd architecture, by its arch name (``baseconv``) or its entry name (``gd-baseconv``)."""
     gd = gd_architectures()
     by_entry = {e.name: e for e in gd.values()}
@@ -140,7 +140,7 @@ def auto_eta(kappa: float) -> Fraction:
     return eta
 
 
-def build(entry: Entry, n: int, d: int, eta: Fraction, lam: Fraction) -> Construction:
+def build(entry: CatalogueEntry, n: int, d: int, eta: Fraction, lam: Fraction) -> Construction:
     return entry.build(n, d, eta=eta, lam=lam) if entry.ridge else entry.build(n, d, eta=eta)
 
 

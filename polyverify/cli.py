@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .startup import EXIT_INTERRUPTED, _startup_interrupt, catch_startup_interrupts  # noqa: F401
+from .startup import EXIT_INTERRUPTED, startup_interrupt, catch_startup_interrupts  # noqa: F401
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -106,7 +106,7 @@ def _import_safe_interrupts():
     # the handler is set (or not) first, and the block runs outside that try: an error the block
     # raises (a UsageError is a ValueError) must reach the caller, not the "not the main thread" case
     try:
-        installed = signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _startup_interrupt)
+        installed = signal.getsignal(signal.SIGINT) in (signal.default_int_handler, startup_interrupt)
         if installed:
             signal.signal(signal.SIGINT, _sigint_safe)
     except ValueError:  # not the main thread
@@ -444,10 +444,10 @@ def exit_with(main_fn, *args, **kwargs) -> None:
     with status 141 as a process killed by SIGPIPE would (the verdict was not
     read, so none of 0/1/2 is claimed); Ctrl-C outside :func:`run_main` ends as
     inside it (``interrupted``, status 130).  From here on Ctrl-C is a KeyboardInterrupt again
-    (not :func:`_startup_interrupt`: the command may be writing), and once the command has
+    (not :func:`startup_interrupt`: the command may be writing), and once the command has
     returned, a late Ctrl-C while the interpreter shuts down is ignored: the verdict is out."""
     with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGINT) is _startup_interrupt:
+        if signal.getsignal(signal.SIGINT) is startup_interrupt:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rc = main_fn(*args, **kwargs)

@@ -13,7 +13,7 @@ import sys
 EXIT_INTERRUPTED = 130
 
 
-def _startup_interrupt(signum, frame):
+def startup_interrupt(signum, frame):
     """Ctrl-C while a command is still starting (its modules importing, before :func:`exit_with`
     runs it): nothing has been computed or written yet, so the process ends at once with the one
     line and exit 130 (a KeyboardInterrupt there would print a traceback from the import)."""
@@ -28,12 +28,12 @@ def catch_startup_interrupts() -> None:
     """Called first by the project's packages (``verify``, ``numerics``, ``circuits``) when Python
     runs one of their modules as a command (``python -m ...``: ``sys.argv[0]`` is ``"-m"`` while
     the module is located): until :func:`exit_with` starts the command, Ctrl-C ends it with the
-    one line ``interrupted`` and exit 130 (:func:`_startup_interrupt`).  Imported as a library,
+    one line ``interrupted`` and exit 130 (:func:`startup_interrupt`).  Imported as a library,
     nothing changes."""
     if sys.argv[:1] != ["-m"]:
         return
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, _startup_interrupt)
+            signal.signal(signal.SIGINT, startup_interrupt)
     except (ValueError, OSError):  # not the main thread: leave Python's handler
         pass

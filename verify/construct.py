@@ -1,10 +1,11 @@
 """``python -m verify.construct``: build, prove and run constructions.
 
-    python -m verify.construct gd --layers 100 [--arch baseconv|baseconv-causal|lsa|elsa]
+    python -m verify.construct gd --layers 100 [--arch ARCH: baseconv (default), baseconv-causal, lsa,
+        elsa, token-lsa, compiled-baseconv, compiled-baseconv-causal, compiled-lsa, compiled-elsa]
         [--n 20] [--d 5] [--dtype float32[,float64,...]] [--batch 256] [--seed 0]
         [--json FILE] [--export FILE] [--weights FILE]
-    python -m verify.construct circuit --graph FILE.json [--json FILE] [--export FILE] [--weights FILE]
-        [--seed 0] [--trials 64] [--allow-large]
+    python -m verify.construct circuit --graph FILE.json [--target baseconv|baseconv-causal|baseconv-mlp|lsa|elsa]
+        [--json FILE] [--export FILE] [--weights FILE] [--seed 0] [--trials 64] [--allow-large]
     python -m verify.construct NAME [--set KEY=VALUE ...] [--json FILE] [--allow-large]
     python -m verify.construct import FILE --from FORMAT --spec SPEC [--layout L.json] [--json FILE]
     python -m verify.construct --list
@@ -77,7 +78,8 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
                                    + " (--allow-large lifts them).")
     if fill("gd"):
         _gd_arguments(g, list(light_gd_architectures()))
-    c = sub.add_parser("circuit", help="compile a user's arithmetic circuit (node-link JSON) to BaseConv")
+    c = sub.add_parser("circuit", help="compile a user's arithmetic circuit (node-link JSON) to BaseConv, LSA or ELSA layers "
+                                            "(--target)")
     if fill("circuit"):
         from .circuit_cmd import add_arguments as add_circuit_arguments
 
@@ -575,8 +577,9 @@ def cmd_list(out) -> int:
                        [e.state for e in gd.values()]))
     for arch, e in gd.items():
         print(f"  {arch:<{wa}}  {e.name:<{wn}}  depth {e.depth:<{wd}}  state {e.state:<{ws}}  {e.summary}", file=out)
-        print(f"  {'':<{wa}}  {'':<{wn}}  {e.reference}", file=out)
-    print("circuit --graph FILE.json: any arithmetic circuit (networkx node-link JSON) -> BaseConv stack", file=out)
+        print(f"  {'':<{wa}}  {'':<{wn}}  {e.paper}", file=out)
+    print("circuit --graph FILE.json: any arithmetic circuit (networkx node-link JSON) -> a BaseConv, LSA or "
+          "ELSA stack (--target)", file=out)
     cat = light_entries()
     if cat:
         print("catalogue (python -m verify.construct NAME [--set KEY=VALUE] [--json FILE]; the gd entries above "

@@ -62,7 +62,7 @@ from constructions.weights_io import same_layer
 
 
 
-def _display(name: str) -> str:
+def display_name(name: str) -> str:
     return name if name.isidentifier() else repr(name)
 
 
@@ -72,7 +72,7 @@ def entry_name(var: str, ix: tuple[int, ...]) -> str:
     quoted (``'x[0]'``), so no entry name can equal another entry's or a
     parameter's: bare names are identifiers, indexed names are an
     identifier or a quoted string followed by ``[``."""
-    return f"{_display(var)}[{','.join(str(int(i)) for i in ix)}]" if len(ix) else _display(var)
+    return f"{display_name(var)}[{','.join(str(int(i)) for i in ix)}]" if len(ix) else display_name(var)
 
 
 def _load_sympy() -> None:
@@ -87,7 +87,7 @@ def exact_float(x) -> Fraction | None:
     A float (Python's, numpy's float16 .. longdouble, sympy's ``Float``, mpmath's ``mpf``,
     gmpy2's ``mpfr``, a ``Decimal``) is the exact binary (decimal) fraction it is, never a
     "nearby nice" rational: sympy's ``QQ.convert(0.1)`` is 1/10, which proved
-    ``x*(1+2**-52) == x`` (issue 25 item 2).  Non-finite and complex values are refused (a
+    ``x*(1+2**-52) == x``.  Non-finite and complex values are refused (a
     :class:`FloatRefused`).  Integers, Fractions and ring elements are not floats: None."""
     if isinstance(x, (bool, int, Fraction, np.integer)):
         return None
@@ -223,7 +223,7 @@ class SymbolicProblem:
         for var, shape in variables.items():
             self.slots[var] = [entry_name(var, ix) for ix in np.ndindex(*shape)]
             names += self.slots[var]
-        names += [_display(p) for p in params]
+        names += [display_name(p) for p in params]
         self.names = names
         self.variables, self.param_names = dict(variables), tuple(params)
         self.R, *gens = _ring(names)
@@ -290,7 +290,7 @@ class _SympyArith:
 BACKENDS = ("flint", "sympy")
 
 
-def _arith(backend: str, R):
+def proof_arithmetic(backend: str, R):
     if backend == "flint":
         from .flint_backend import FlintRing
 
@@ -300,7 +300,7 @@ def _arith(backend: str, R):
     raise ValueError(f"unknown proof backend {backend!r} (one of {', '.join(BACKENDS)})")
 
 
-def _specification(con: Construction, sp: SymbolicProblem, ar, params):
+def proof_specification(con: Construction, sp: SymbolicProblem, ar, params):
     """The construction the proof reads (rebuilt on the symbolic parameters), its variables, and
     the three claims' (section, start, target) thunks, in the backend's arithmetic.
 
@@ -315,7 +315,7 @@ def _specification(con: Construction, sp: SymbolicProblem, ar, params):
         try:
             spec = con.rebuild(**fparams) if params else con
             states = {sec: (ar.array(start()), ar.array(target()))
-                      for sec, start, target in _section_claims(spec, fv)}
+                      for sec, start, target in section_claims(spec, fv)}
         except FloatRefused:
             raise
         except Exception:  # noqa: BLE001 - a specification that does not compute in flint: sympy below
@@ -325,7 +325,7 @@ def _specification(con: Construction, sp: SymbolicProblem, ar, params):
                 return spec, fv, [(sec, (lambda a=a: a), (lambda b=b: b)) for sec, (a, b) in states.items()]
     spec = con.rebuild(**sp.params) if params else con
     return spec, sp.v, [(sec, (lambda f=start: ar.array(f())), (lambda f=target: ar.array(f())))
-                        for sec, start, target in _section_claims(spec, sp.v)]
+                        for sec, start, target in section_claims(spec, sp.v)]
 
 
 def _declared_in(ar, declared):
@@ -344,11 +344,36 @@ def _run(layers: list[Layer], S):
     return run_layers(layers, S, keep=True)
 
 
+def _differing(got, expected) -> np.ndarray:
+    """``got != expected`` entry by entry (each entry's own ``!=``, in numpy's loop), with each
+    distinct pair of objects compared once: a state holds a polynomial replicated over tokens as
+    the same object (the exact operations reuse a result for operands seen before), and the
+    comparison of two polynomials costs their sizes.  Two entries that are the same object are
+    equal (every exact scalar a proof holds, int, Fraction, fmpq, a FLINT or sympy polynomial,
+    equals itself; floats are read as Fractions before).  Arrays that are not two object arrays
+    of one shape are compared by numpy as they are."""
+    if not (isinstance(got, np.ndarray) and isinstance(expected, np.ndarray) and got.dtype == object
+            and expected.dtype == object and got.shape == expected.shape):
+        return np.not_equal(got, expected, dtype=bool)
+    g, e = got.reshape(-1), expected.reshape(-1)
+    pg, pe = ops.addresses(g), ops.addresses(e)  # both arrays hold their entries alive: ids unique
+    out = np.zeros(g.shape, dtype=bool)
+    cand = np.flatnonzero(pg != pe)
+    if cand.size:
+        pairs = np.empty(cand.size, dtype=[("g", np.uintp), ("e", np.uintp)])
+        pairs["g"], pairs["e"] = pg[cand], pe[cand]
+        _, first, inv = np.unique(pairs, return_index=True, return_inverse=True)
+        rep = cand[first]
+        out[cand] = np.not_equal(g[rep], e[rep], dtype=bool)[np.asarray(inv).reshape(-1)]
+    return out.reshape(got.shape)
+
+
 def _first_mismatch(got, expected):
     """The first entry (in row-major order) where the two states differ, and the difference;
-    the comparison runs entry by entry in numpy's loop (each entry's own ``!=``)."""
+    the comparison runs entry by entry in numpy's loop (each entry's own ``!=``; each distinct
+    pair of objects once, :func:`_differing`)."""
     try:
-        differ = np.not_equal(got, expected, dtype=bool)
+        differ = _differing(got, expected)
     except (TypeError, ValueError):  # an entry whose != is not a bool: one by one below
         differ = None
     if differ is not None:
@@ -414,7 +439,7 @@ def _symbolic_spec(con: Construction, symbolic: bool, sections) -> tuple[str, ..
     return params
 
 
-def _section_claims(spec: Construction, v: dict):
+def section_claims(spec: Construction, v: dict):
     """(section, start state, target state) thunks of the three claims.  ``state(v)`` appears in
     three of them: it is computed once and each thunk gets its own (shallow) copy."""
     memo: dict = {}
@@ -688,8 +713,8 @@ def symbolic_cover(con: Construction, layers: dict, params: tuple[str, ...], nge
     """Where the symbolic layers (``layers``: section -> layers built on the parameter generators,
     the last ``len(params)`` of ``ngens``) evaluated at ``con``'s concrete parameters differ from
     ``con``'s own layers ("body layer 0 W_in[1,2]: ..."); None when they are exactly the same
-    (issue 25 item 3: a builder that branches on a parameter's value, ``if eta == 1/16``,
-    builds other layers on a symbol than at the value)."""
+    (a builder that branches on a parameter's value, ``if eta == 1/16``, builds other layers on
+    a symbol than at the value)."""
     values = _param_values(con, params)
     if isinstance(values, str):
         return values
@@ -734,7 +759,7 @@ def specification_cover(con: Construction, params: tuple[str, ...]) -> str | Non
     ``step`` (``state``, ``final_state``, ``intermediate_states``) that branches on a
     parameter's value (``if self.params['eta'] == 1/16``) computes something else on a symbol
     than at the value, and a proof of the symbolic build says nothing about ``con``'s claim
-    (red-team follow-up to issue 25 item 3).  Both sides are computed on the same fresh
+    either.  Both sides are computed on the same fresh
     variables (the symbolic side with one more generator per parameter, then substituted with
     the exact value) and compared as polynomials: in the grouped ring of
     ``verify/token_groups.py`` where the construction declares token groups and an abstract
@@ -777,7 +802,7 @@ def _cover_ring(route: str, con: Construction, params, values):
         groups = tuple(con.token_groups)
         av = abstract_variables(con.variables, groups)
         for encoding in (1, 2):  # the pair encoding where an entry needs a pivot group
-            gp = GroupedProblem(con.variables, params, groups, entry_name, _display, encoding=encoding)
+            gp = GroupedProblem(con.variables, params, groups, entry_name, display_name, encoding=encoding)
             pgens = {p: FPoly(g) for p, g in gp.params.items()}
             need = 1
             for a, b in itertools.zip_longest(_spec_outputs(con, av, con), _spec_outputs(con.rebuild(**pgens), av, con)):
@@ -869,12 +894,21 @@ def _entry_differs(what: str, a, b, sub) -> str | None:
         return f"{what}: shape {b.shape} against the construction's own {a.shape}"
     af, bf = a.reshape(-1), b.reshape(-1)
     try:
-        differ = np.flatnonzero(np.not_equal(af, bf, dtype=bool)).tolist()
+        differ = np.flatnonzero(_differing(af, bf)).tolist()
     except (TypeError, ValueError):
         differ = range(af.size)
+    seen: set = set()  # (b's entry, a's entry) pairs found equal: the same objects, the same verdict
+    subbed: dict = {}  # b's entries substituted, by object (a value replicated over tokens: once)
     for h in differ:
-        x, y = sub(bf[h]), af[h]
+        bx, y = bf[h], af[h]  # both alive in bf, af: their ids are unique while the loop runs
+        key = (id(bx), id(y))
+        if key in seen:
+            continue
+        x = subbed.get(id(bx))
+        if x is None:
+            x = subbed[id(bx)] = sub(bx)
         if x is y or _is_zero(x - y):
+            seen.add(key)
             continue
         ix = np.unravel_index(h, a.shape) if a.shape else ()
         entry = ",".join(str(int(i)) for i in ix)
@@ -905,12 +939,12 @@ def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResu
     t0 = time.perf_counter()
     params = _symbolic_spec(con, symbolic, sections)
     if backend == "flint" and con.token_groups:
-        grouped = _grouped_proof(con, params, sections, t0, keep)
+        grouped = grouped_proof(con, params, sections, t0, keep)
         if grouped is not None:
             return grouped
     sp = SymbolicProblem(con.variables, params)
-    ar = _arith(backend, sp.R)
-    spec, v, claims = _specification(con, sp, ar, params)
+    ar = proof_arithmetic(backend, sp.R)
+    spec, v, claims = proof_specification(con, sp, ar, params)
     own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
     keep["layers"], keep["ngens"] = own, len(sp.names)
     layers = sections if sections is not None else own
@@ -967,7 +1001,7 @@ def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResu
     return result
 
 
-def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
+def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
                    keep: dict | None = None) -> ProofResult | None:
     """The proof in the substituted ring of ``verify.token_groups`` (grouped variables, one
     generator per slot, or two and a pivot tag: ``GroupedProblem``'s encodings): a ProofResult
@@ -985,7 +1019,7 @@ def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: flo
         return None
     try:
         for encoding in (1, 2):
-            gp = GroupedProblem(con.variables, params, groups, entry_name, _display, encoding=encoding)
+            gp = GroupedProblem(con.variables, params, groups, entry_name, display_name, encoding=encoding)
             ar = FlintRing(None, gp.ctx)
             spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
             own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
@@ -994,7 +1028,7 @@ def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: flo
             # weight objects): at most one group per monomial (encoding 1), else a pivot group and
             # at most one other (encoding 2)
             need = 1
-            for sec, start, target in _section_claims(spec, av):
+            for sec, start, target in section_claims(spec, av):
                 Ls = ar.layers(layers[sec])
                 if sec == "body" and not Ls:
                     continue
@@ -1016,7 +1050,7 @@ def _grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: flo
             keep["layers"], keep["ngens"] = own, len(gp.names)
         # 2. the identities in the substituted ring
         result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
-        for sec, start, target in _section_claims(spec, fv):
+        for sec, start, target in section_claims(spec, fv):
             Ls = ar.layers(layers[sec])
             if sec == "body" and not Ls:
                 result.sections[sec] = True
@@ -1101,7 +1135,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     for (i, j), g in zip(slots_sorted, gens[len(base.names):]):
         U[i, j] = g
     offset = 0
-    for sec, start, target in _section_claims(spec, v):
+    for sec, start, target in section_claims(spec, v):
         Ls = [exact_layer(L) for L in getattr(spec, sec)]  # a float weight: its exact binary value
         declared = _declared_states(spec, v, sec, len(Ls))
         if declared is not None:
@@ -1200,7 +1234,7 @@ def replay_counterexample(con: Construction, sections: dict[str, list[Layer]], f
     Returns ``(got, expected)`` at the failing state entry as Fractions: the
     layers' value and the specification's value (they differ)."""
     v = problem_from_assignment(con.variables, failure.counterexample.assignment)
-    _, start, target = next(c for c in _section_claims(con, v) if c[0] == failure.section)
+    _, start, target = next(c for c in section_claims(con, v) if c[0] == failure.section)
     S = run_layers([exact_layer(L) for L in sections[failure.section]], start())
     idx = failure.state_index
     return Fraction(S[idx]), Fraction(target()[idx])
@@ -1215,7 +1249,7 @@ def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure:
     section's last layer, the target) holds there (they differ)."""
     c = failure.culprit
     v = problem_from_assignment(con.variables, c.counterexample.assignment)
-    _, start, target = next(cl for cl in _section_claims(con, v) if cl[0] == failure.section)
+    _, start, target = next(cl for cl in section_claims(con, v) if cl[0] == failure.section)
     layers = [exact_layer(L) for L in sections[failure.section]]
     li = failure.layer_in_section
     S = run_layers(layers[:li + 1], start())

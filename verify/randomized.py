@@ -559,7 +559,7 @@ def section_bounds(con: Construction, plan) -> tuple[dict[str, tuple], int]:
     """Per section of ``plan`` (:func:`_sections_of`), the bounds ``(d, n, l)`` of every entry of
     the layers' output and of the target state (the module docstring), and the lcm of every
     constant's denominator (weights and the specification's constants)."""
-    from .proof import _section_claims
+    from .proof import section_claims
 
     shape = tuple(con.layout.shape)
     acc = [1]
@@ -574,7 +574,7 @@ def section_bounds(con: Construction, plan) -> tuple[dict[str, tuple], int]:
 
     var = _Bound(1, 1, 1, acc)  # every variable: one object (all have the same bounds)
     vb = {name: np.full(shp, var, dtype=object) if shp else var for name, shp in con.variables.items()}
-    claims = {sec: (start, target) for sec, start, target in _section_claims(con, vb)}
+    claims = {sec: (start, target) for sec, start, target in section_claims(con, vb)}
     out = {}
     for name, claim, Ls, _ in plan:
         start, target = claims[claim]
@@ -619,13 +619,13 @@ def check(con: Construction, *, sections: dict | None = None, seed: int | None =
 
 
 def _evaluate(con, plan, p: int, rng, seed: int) -> RandomizedResult:
-    from .proof import _section_claims
+    from .proof import section_claims
 
     res = RandomizedResult(con.name, True, 0.0, p, seed)
     lr: dict[int, dict] = {}
     for name, claim, Ls, first in plan:
         v = _point(con.variables, rng, p)
-        start, target = next((s, t) for sec, s, t in _section_claims(con, v) if sec == claim)
+        start, target = next((s, t) for sec, s, t in section_claims(con, v) if sec == claim)
         S = _to_residues(_evaluated(start, f"{con.name}'s specification"), p)[None]
         for L in Ls:
             if id(L) not in lr:

@@ -43,7 +43,7 @@ class CatalogueEntry:
     generated from it)."""
 
     name: str  # CLI name, lower-case with dashes
-    paper: str  # seed, section and equation implemented
+    paper: str  # seed, section and equation implemented (a built Construction's ``reference``)
     summary: str
     build: Callable[..., object]  # build(**sizes) -> Construction | IdentityClaim | WitnessClaim
     sizes: dict = field(default_factory=dict)  # default sizes, each an int (``--set KEY=VALUE``)
@@ -55,13 +55,6 @@ class CatalogueEntry:
     depth: str = ""  # depth formula in k, e.g. "1 + 3k"
     state: str = ""  # state shape formula, e.g. "(N+1) x (5D+2)"
     ridge: bool = False  # a gd builder that also takes the ridge parameter ``lam``
-
-    @property
-    def reference(self) -> str:
-        return self.paper
-
-
-Entry = CatalogueEntry
 
 
 @dataclass(frozen=True)
@@ -151,10 +144,6 @@ class EntryInfo:
     ridge: bool = False
     gd_layers: tuple | None = None
     gd_baseconv: bool | None = None
-
-    @property
-    def reference(self) -> str:
-        return self.paper
 
 
 def sources_digest() -> str:

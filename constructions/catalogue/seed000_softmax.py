@@ -94,7 +94,7 @@ def _end_fraction(x, lower: bool = True) -> Fraction:
     return -q if sign else q
 
 
-def _decimal(q: Fraction, down: bool, sig: int = 30) -> str:
+def decimal_bound(q: Fraction, down: bool, sig: int = 30) -> str:
     """``q`` to ``sig`` significant digits, rounded toward -inf (``down``) or +inf."""
     if q == 0:
         return "0"
@@ -228,13 +228,13 @@ def certify_witness(weights: dict, u, digits: int = 50, entry=None) -> Certifica
             idx = cands[0]
             return Certificate(False, tuple(int(i) for i in idx), sq[idx], _ends(enc[idx]), None, digits)
         idx, gap = best
-        return Certificate(True, tuple(int(i) for i in idx), sq[idx], _ends(enc[idx]), _decimal(gap, down=True),
+        return Certificate(True, tuple(int(i) for i in idx), sq[idx], _ends(enc[idx]), decimal_bound(gap, down=True),
                            digits)
 
 
 def _ends(x) -> tuple[str, str]:
     """An interval's end points as decimals rounded outward (so the printed interval still encloses)."""
-    return _decimal(_end_fraction(x, True), down=True), _decimal(_end_fraction(x, False), down=False)
+    return decimal_bound(_end_fraction(x, True), down=True), decimal_bound(_end_fraction(x, False), down=False)
 
 
 @dataclass

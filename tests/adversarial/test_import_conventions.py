@@ -1,4 +1,4 @@
-"""Issue 25 items 4 and 5: each importer's reading of a peer's layer against what the peer's own
+"""Each importer's reading of a peer's layer against what the peer's own
 module computes, at fewer tokens than the filter, as many, and more; and the import defects
 (inert taps, icl-gd's head count, a PROVED over a partial layout, a FAILED at layer 0).
 
@@ -33,7 +33,7 @@ import pytest
 
 from verify.construct import main
 from verify.importers import icl_gd, precision_ls, zoology
-from verify.importers.common import ImportError_
+from verify.importers.common import ImportRefused
 
 torch = pytest.importorskip("torch", reason="the peers' forwards are torch modules")
 F = torch.nn.functional
@@ -183,7 +183,7 @@ def test_zoology_long_convolution_that_wraps_is_refused_naming_the_taps(tmp_path
     f = dyadic(rng, C, 6)
     f[f == 0] = 0.5
     p, sd = zoology_file(tmp_path, rng, C, filt=f)
-    with pytest.raises(ImportError_) as e:
+    with pytest.raises(ImportRefused) as e:
         zoology.read(p, {"tokens": str(T)})
     j = T + 1
     assert f"conv.filter[0, {j}] (token t <- t + {2 * T - j})" in str(e.value) and "refused" in str(e.value)
@@ -283,7 +283,7 @@ def test_precision_ls_short_non_causal_is_the_peers_or_refused(tmp_path, K, T, r
     w[w == 0] = 0.25
     p, sd = pls_file(tmp_path, rng, C, T, causal=False, w=w)
     if not read:
-        with pytest.raises(ImportError_, match="the 'same' convention"):
+        with pytest.raises(ImportRefused, match="the 'same' convention"):
             precision_ls.read(p, {})
         return
     imp = precision_ls.read(p, {})
@@ -314,7 +314,7 @@ S003 = ["--from", "zoology", "--spec", "s003-conv", "--set", "N=5", "--set", "d=
 
 
 def test_inert_taps_are_reported_not_a_keyerror(tmp_path):
-    """Issue 25 item 5: any file with inert taps crashed (KeyError: 'value', exit 1, no JSON)."""
+    """Any file with inert taps crashed (KeyError: 'value', exit 1, no JSON)."""
     p = _s003_file(tmp_path, {5: 0.4, 10: 0.4, 11: -1.0})
     out = io.StringIO()
     rc = main(["import", str(p), *S003, "--json", str(tmp_path / "r.json")], out=out)
@@ -325,7 +325,7 @@ def test_inert_taps_are_reported_not_a_keyerror(tmp_path):
 
 
 def test_a_wrapping_file_is_not_proved(tmp_path, capsys):
-    """Issue 25 item 4: a tap of 0.40 at lag 7 with T = 5 moves token t + 3 onto token t in the
+    """A tap of 0.40 at lag 7 with T = 5 moves token t + 3 onto token t in the
     real module (which then differs from s003-conv), and was PROVED as inert."""
     p = _s003_file(tmp_path, {7: 0.4})
     out = io.StringIO()
@@ -450,7 +450,7 @@ def test_a_failure_at_layer_0_says_a_layout_may_be_missing(tmp_path):
 
 
 def test_usage_errors_do_not_wait_for_the_file(tmp_path, capsys):
-    """Issue 25 item 9: what the arguments alone decide is refused before the file is read (a .pt
+    """What the arguments alone decide is refused before the file is read (a .pt
     file imports torch): a file that is not even there is never opened."""
     missing = str(tmp_path / "nope.pt")
     cases = [(["--from", "precision-ls", "--spec", "baseconv", "--config", "bogus=1"], "bogus"),

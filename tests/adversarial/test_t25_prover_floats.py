@@ -1,4 +1,4 @@
-"""Issue 25 item 2: every backend and both sides of a proof read a float as its exact binary value.
+"""Every backend and both sides of a proof read a float as its exact binary value.
 
 sympy's ring turned a Python float into a nearby "nice" rational (``QQ.convert(0.1)`` is 1/10):
 ``prove_identity`` proved ``x*(1+2**-52) == x`` and ``x*0.1 == x/10``; a GD stack with one weight
@@ -17,7 +17,7 @@ import sympy
 
 from constructions.base import PartialState
 from constructions.gd_baseconv import gd_baseconv
-from verify.proof import (FloatRefused, SymbolicProblem, _arith, _specification, exact_float, prove,
+from verify.proof import (FloatRefused, SymbolicProblem, proof_arithmetic, proof_specification, exact_float, prove,
                           prove_identity, prove_intermediate_states)
 
 ULP = 1 + 2**-52
@@ -107,8 +107,8 @@ def test_flint_computes_a_float_specification_in_flint():
     c = dataclasses.replace(con)
     c.final_state = lambda v: orig(v) * 0.1
     sp = SymbolicProblem(c.variables)
-    ar = _arith("flint", sp.R)
-    _, v, _ = _specification(c, sp, ar, ())
+    ar = proof_arithmetic("flint", sp.R)
+    _, v, _ = proof_specification(c, sp, ar, ())
     assert all(isinstance(x, FPoly) for x in v["A"].flat)
 
 

@@ -444,8 +444,8 @@ def test_causal_gd_errata_vanish_for_one_row():
 def test_decimal_bounds_numbers_outside_the_float_range(q):
     """A certificate's decimal end points bracket the exact value, even far below the float range
     (Hypothesis found softmax weights whose enclosure end point underflowed math.log10)."""
-    from constructions.catalogue.seed000_softmax import _decimal
+    from constructions.catalogue.seed000_softmax import decimal_bound
 
-    lo, hi = Fraction(_decimal(q, down=True)), Fraction(_decimal(q, down=False))
+    lo, hi = Fraction(decimal_bound(q, down=True)), Fraction(decimal_bound(q, down=False))
     assert lo <= q <= hi
     assert hi - lo <= abs(q) * Fraction(1, 10**28)

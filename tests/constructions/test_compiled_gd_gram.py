@@ -42,9 +42,9 @@ def test_one_layer_per_step_proved_and_narrower_than_the_hand_construction(n, d,
 
 def test_registry_entry_matches_construction():
     e = gd_architectures()["compiled-baseconv-causal"]
-    assert entries()[e.name] is e and e.depth == "3 + k" and e.reference == REFERENCE_GRAM
+    assert entries()[e.name] is e and e.depth == "3 + k" and e.paper == REFERENCE_GRAM
     con = e.build(5, 3)
-    assert con.name == e.name and con.reference == e.reference
+    assert con.name == e.name and con.reference == e.paper
     assert con.steps_for_depth(10) == 7
     for arch in ("compiled-baseconv", "compiled-baseconv-causal"):  # the prediction epilogue: 1 layer (folded)
         e = gd_architectures()[arch]

@@ -115,7 +115,7 @@ def test_registry_entry_matches_construction(arch):
     assert entries()[e.name] is e and "gd" in e.roles
     n, d = 5, 3
     con = e.build(n, d)
-    assert con.name == e.name and con.reference == e.reference
+    assert con.name == e.name and con.reference == e.paper
     assert e.depth == "1 + k"
     shape = (d + 1, 2 * n + d + 3) if arch == "lsa" else (d, 2 * n + 2 * d + 3)
     assert con.layout.shape == shape

@@ -129,7 +129,7 @@ def test_registry_entry_matches_construction(arch):
     assert entries()[e.name] is e and e.build in BUILDERS and "gd" in e.roles
     n, d = 5, 3
     con = e.build(n, d)
-    assert con.name == e.name and con.reference == e.reference
+    assert con.name == e.name and con.reference == e.paper
     b_s, p_s = e.depth.split(" + ")
     base, per = int(b_s), int(p_s[:-1] or 1)
     assert all(con.depth(k) == base + per * k for k in range(5))

@@ -13,8 +13,8 @@ from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from numerics.backends import Backend
 from numerics.problems import sample_ls
 from numerics.reference import (
-    _mpfr_problem,
-    _prepare,
+    mpfr_problem,
+    prepare_reference,
     from_mpfr_array,
     gd_reference,
     gd_reference_direct,
@@ -36,10 +36,10 @@ def legacy_finish(iterates, squeeze, return_mp):
 
 
 def legacy_gd_reference(A, b, x0, eta, steps, *, digits=50, lam=0, return_mp=False):
-    A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
+    A, b, x0, squeeze, steps, prec = prepare_reference(A, b, x0, steps, digits)
     B, N, D = A.shape
     with gmpy2.context(precision=prec):
-        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
+        Am, bm, x, eta_m, lam_m = mpfr_problem(A, b, x0, eta, lam)
         At = Am.transpose(0, 2, 1)
         G = np.matmul(At, Am)
         h = np.matmul(At, bm)
@@ -57,9 +57,9 @@ def legacy_gd_reference(A, b, x0, eta, steps, *, digits=50, lam=0, return_mp=Fal
 
 
 def legacy_gd_reference_direct(A, b, x0, eta, steps, *, digits=50, lam=0, return_mp=False):
-    A, b, x0, squeeze, steps, prec = _prepare(A, b, x0, steps, digits)
+    A, b, x0, squeeze, steps, prec = prepare_reference(A, b, x0, steps, digits)
     with gmpy2.context(precision=prec):
-        Am, bm, x, eta_m, lam_m = _mpfr_problem(A, b, x0, eta, lam)
+        Am, bm, x, eta_m, lam_m = mpfr_problem(A, b, x0, eta, lam)
         ridge = any(v != 0 for v in lam_m.ravel())
         At = Am.transpose(0, 2, 1)
         iterates = [x]

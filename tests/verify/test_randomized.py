@@ -145,11 +145,11 @@ def test_wide_forward_matches_the_exact_forward_on_every_layer(arch):
 def _exact_sides(con, sec):
     """The layers' output and the target of one section as exact polynomials (the proof's own
     sympy ring and specification)."""
-    from verify.proof import SymbolicProblem, _arith, _section_claims
+    from verify.proof import SymbolicProblem, proof_arithmetic, section_claims
 
     sp = SymbolicProblem(con.variables)
-    ar = _arith("sympy", sp.R)
-    start, target = next((s, t) for c, s, t in _section_claims(con, sp.v) if c == sec)
+    ar = proof_arithmetic("sympy", sp.R)
+    start, target = next((s, t) for c, s, t in section_claims(con, sp.v) if c == sec)
     S = ar.array(start())
     Ls = getattr(con, sec)
     return (run_layers(ar.layers(Ls), S) if Ls else S), ar.array(target()), sp.R

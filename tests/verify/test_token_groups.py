@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
 from constructions.gd_baseconv import gd_baseconv_causal
-from verify.proof import _display, entry_name, prove
+from verify.proof import display_name, entry_name, prove
 from verify.token_groups import CONST, GroupedProblem, Support, abstract_variables, max_arity
 
 N, D = 3, 2
@@ -99,7 +99,7 @@ def _phi(names_full, gp):
 
 def test_the_substitution_is_injective_on_one_group_monomials_and_not_on_two():
     R, names, gen = _full_ring()
-    gp = GroupedProblem(VARS, (), GROUPS, entry_name, _display)
+    gp = GroupedProblem(VARS, (), GROUPS, entry_name, display_name)
     image = _phi(names, gp)
     one_group, two_groups = {}, []
     grouped = [n for n in names if _group_of(n) is not None]

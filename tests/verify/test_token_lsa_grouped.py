@@ -1,4 +1,4 @@
-"""token-lsa in the grouped ring: the pair encoding of verify/token_groups.py (issue 28 item 2).
+"""token-lsa in the grouped ring: the pair encoding of verify/token_groups.py.
 
 The token form of seed 004 eq. (2)-(3) updates every token by its own row times sums over the
 other tokens, so a context token's residual holds monomials from two groups: its own (the
@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
-from verify.proof import _display, _grouped_proof, entry_name, prove
+from verify.proof import display_name, grouped_proof, entry_name, prove
 from verify.token_groups import CONST, GroupedProblem, Support, abstract_variables, pivoted
 
 N, D = 4, 2
@@ -107,7 +107,7 @@ def _images(gp):
 
 def test_the_pair_encoding_is_injective_on_pivoted_monomials_and_not_on_three_groups():
     names = _names()
-    gp = GroupedProblem(VARS, (), GROUPS, entry_name, _display, encoding=2)
+    gp = GroupedProblem(VARS, (), GROUPS, entry_name, display_name, encoding=2)
     assert len(gp.names) == 2 * (D + 1) + 1 + D  # alpha, beta per slot, sigma, the globals
     image = _images(gp)
     for pivot in range(N):
@@ -122,7 +122,7 @@ def test_the_pair_encoding_is_injective_on_pivoted_monomials_and_not_on_three_gr
                     img = img * image[n]
                 assert seen.setdefault(str(img), combo) == combo, (pivot, combo, seen[str(img)])
     # three groups of one slot: {1, 5, 6} and {2, 3, 7} have equal sums and sums of squares
-    big = GroupedProblem({"A": (8, 1), "b": (8,)}, (), GROUPS, entry_name, _display, encoding=2)
+    big = GroupedProblem({"A": (8, 1), "b": (8,)}, (), GROUPS, entry_name, display_name, encoding=2)
     A = big.v["A"]
     assert A[1, 0] * A[5, 0] * A[6, 0] - A[2, 0] * A[3, 0] * A[7, 0] == 0
 
@@ -137,7 +137,7 @@ def test_the_digit_codes_are_injective_on_pivoted_monomials():
         base, digits = pair_digits(n)
         assert base ** digits >= n and 3 * (base - 1) * (base - 2) // 2 <= 127
     variables = {"A": (12, 1), "b": (12,), "x": (1,)}
-    gp = GroupedProblem(variables, (), GROUPS, entry_name, _display, encoding=2)
+    gp = GroupedProblem(variables, (), GROUPS, entry_name, display_name, encoding=2)
     assert (gp.base, gp.digits) == (4, 2) and len(gp.names) == 3 * 2 + 2 + 1
     names = [entry_name(v, ix) for v, sh in variables.items() for ix in np.ndindex(*sh)]
     image = {entry_name(v, ix): gp.v[v][ix] for v, sh in variables.items() for ix in np.ndindex(*sh)}
@@ -197,7 +197,7 @@ def test_a_wrong_weight_fails_in_the_grouped_ring():
     for h, w, ix in _weights(con):
         secs = _changed(con, h, w, ix, Fraction(1, 3))
         keep: dict = {}
-        grouped = _grouped_proof(con, (), secs, time.perf_counter(), keep)
+        grouped = grouped_proof(con, (), secs, time.perf_counter(), keep)
         full = prove(plain, sections=secs)
         assert full.ring == "full"
         if full.ok:
@@ -222,7 +222,7 @@ def test_a_wrong_weight_at_20x5_fails_in_the_grouped_ring():
 
     keep: dict = {}
     secs = _changed(con, 1, "P", (5 + 2 + 4, 4), Fraction(-1, 7))  # the carrier's last w coordinate
-    assert _grouped_proof(con, (), secs, time.perf_counter(), keep) is None
+    assert grouped_proof(con, (), secs, time.perf_counter(), keep) is None
     assert keep["grouped"] == "differs: body (encoding 2)"
 
 
@@ -250,7 +250,7 @@ def _tampered(con, extra):
 def test_a_residual_beyond_the_pair_encoding_is_not_proved_there(extra, why):
     con = _tampered(BUILD(8, 1), extra)
     keep: dict = {}
-    assert _grouped_proof(con, ("eta",), None, time.perf_counter(), keep) is None, why
+    assert grouped_proof(con, ("eta",), None, time.perf_counter(), keep) is None, why
     assert keep["grouped"].startswith("not used: the epilogue"), keep
     res = prove(con)
     assert not res.ok and res.ring == "full" and res.failure.section == "epilogue"

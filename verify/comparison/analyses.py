@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -192,17 +193,24 @@ def baseconv_factors(L: BaseConv) -> list[tuple[np.ndarray, np.ndarray, np.ndarr
     return out
 
 
+class HeadFactors(NamedTuple):
+    """How to compare one attention kind's heads up to reparameterisation."""
+
+    factors: Callable  # layer -> per head, the pair of factors whose tensor product is invariant
+    invariant: str  # the invariant's name, as the report prints it
+
+
 #: per attention kind: the reparameterisation-invariant factors of each head, and their name
-HEAD_FACTORS = {
-    "lsa": (lambda L: [(h.W3 @ h.W1.T, h.W2) for h in L.heads], "W3 W1^T (x) W2"),  # (HW3)(HW1)^T(HW2)
-    "token_lsa": (lambda L: [(h.Q, h.P) for h in L.heads], "Q (x) P"),  # E Q^T G P^T
+HEAD_FACTORS: dict[str, HeadFactors] = {
+    "lsa": HeadFactors(lambda L: [(h.W3 @ h.W1.T, h.W2) for h in L.heads], "W3 W1^T (x) W2"),  # (HW3)(HW1)^T(HW2)
+    "token_lsa": HeadFactors(lambda L: [(h.Q, h.P) for h in L.heads], "Q (x) P"),  # E Q^T G P^T
 }
 
 
 def head_factors(L) -> list[tuple[np.ndarray, np.ndarray]]:
     if L.kind not in HEAD_FACTORS:
         raise TypeError(L.kind)
-    return HEAD_FACTORS[L.kind][0](L)
+    return HEAD_FACTORS[L.kind].factors(L)
 
 
 def _match_heads(fl, fc):
@@ -227,7 +235,7 @@ def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
             fl, fc = head_factors(a), head_factors(b)
             perm = _match_heads(fl, fc)
             rows = [dict(head=h, learned_head=perm[h], **_tensor_cmp(fl[perm[h]], fc[h])) for h in range(len(fc))]
-            extra = {"invariant": HEAD_FACTORS[a.kind][1]}
+            extra = {"invariant": HEAD_FACTORS[a.kind].invariant}
             unit = "head"
         else:
             layers.append({"layer": i, "kind": a.kind, "supported": False})
@@ -417,11 +425,12 @@ def iterate(con, learned: Stack, constructed: Stack, P: Problems, iters: int = 2
 
     el, ec = curve(learned), curve(constructed)
     return {"set": P.label, "error": "mean ||x - x*||^2" if not token else "mean (pred - q^T x*)^2",
-            "iters": iters, "learned": _summary(el, diverge_factor), "constructed": _summary(ec, diverge_factor),
+            "iters": iters, "learned": error_curve_summary(el, diverge_factor),
+            "constructed": error_curve_summary(ec, diverge_factor),
             "curve_learned": el, "curve_constructed": ec}
 
 
-def _summary(errs: list[float], diverge_factor: float = 10.0) -> dict:
+def error_curve_summary(errs: list[float], diverge_factor: float = 10.0) -> dict:
     """Best error and iteration, where an error curve stops improving (first iteration within 1%
     of the best) and where it diverges (non-finite or ``diverge_factor`` x the start)."""
     finite = [e for e in errs if math.isfinite(e)]

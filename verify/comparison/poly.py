@@ -99,7 +99,7 @@ def _terms(p) -> int:
     return len(p) if hasattr(p, "terms") else (0 if p == 0 else 1)
 
 
-def _as_mpoly(fp: FlintProblem, x):
+def as_mpoly(fp: FlintProblem, x):
     return x if hasattr(x, "terms") else fp.poly(x)
 
 
@@ -185,7 +185,7 @@ def _body_items(con, learned: Stack, top: int, max_terms: int):
         t0 = time.perf_counter()
         out = body[-1].forward_rows(S, [r], cols)
         for j, c in enumerate(cols):
-            pl = _as_mpoly(fp, out[0, j])
+            pl = as_mpoly(fp, out[0, j])
             reg, local = con.layout.locate(r, c)
             cmp = compare_polys(target[r, c], pl, fp.names, top=top)
             yield {"kind": "entry", "entry": [r, c], "region": reg, "index": list(local),
@@ -205,7 +205,7 @@ def _prediction_items(con, learned: Stack, constructed: Stack, top: int, max_ter
         p = con.readout(S)["prediction"]
         if isinstance(p, np.ndarray):
             p = p.reshape(-1)[0]
-        return _as_mpoly(fp, p)
+        return as_mpoly(fp, p)
 
     t0 = time.perf_counter()
     pc = pred(constructed.layers)
@@ -281,7 +281,7 @@ def _weights_items(con, learned: Stack):
             row = fl[-1].forward_rows(S, [r])
             fail, mass, mx, regions = 0, Fraction(0), Fraction(0), {}
             for c in range(exp.shape[1]):
-                got_p = _as_mpoly(fp, row[0, c])
+                got_p = as_mpoly(fp, row[0, c])
                 res = got_p - exp[r, c]
                 if res == 0:
                     continue

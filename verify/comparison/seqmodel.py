@@ -180,7 +180,7 @@ def _poly_items(m: SeqModel, con, top: int):
 
     from verify.proof import entry_name
 
-    from .poly import FlintProblem, _as_mpoly, compare_polys, flint_layers, fq
+    from .poly import FlintProblem, as_mpoly, compare_polys, flint_layers, fq
 
     fp = FlintProblem(con)
     nm = var_names(con)
@@ -197,7 +197,7 @@ def _poly_items(m: SeqModel, con, top: int):
     for i, L in enumerate(layers[:-1]):
         t0 = time.perf_counter()
         S = L.forward(S)
-        yield {"kind": "layer", "layer": i, "max_terms": max(len(_as_mpoly(fp, s)) for s in S.flat),
+        yield {"kind": "layer", "layer": i, "max_terms": max(len(as_mpoly(fp, s)) for s in S.flat),
                "seconds": time.perf_counter() - t0}
     t0 = time.perf_counter()
     row = layers[-1].forward_rows(S, [n]) if layers else S[[n]]
@@ -214,7 +214,7 @@ def _poly_items(m: SeqModel, con, top: int):
     flt = m.predict(Ab, bb, xb)
     for j in range(d):
         g = fp.poly((fp.sp.v[nm["x"]][j] - step[j]) * (1 / (eta * n)))
-        pl = _as_mpoly(fp, out[0, j])
+        pl = as_mpoly(fp, out[0, j])
         ex = np.array([float(pl(*[flint.fmpq(int(x)) for x in pt])) for pt in pts])
         chk = float(np.max(np.abs(ex - flt[:, j]) / np.maximum(1.0, np.abs(ex))))
         yield {"kind": "entry", "output": j, "seconds": time.perf_counter() - t0,
@@ -243,7 +243,7 @@ def polynomial_view(m: SeqModel, con, *, top: int = 10, max_vars: int = 40, time
 
 
 def iterate(m: SeqModel, con, P: Problems, iters: int = 100, diverge_factor: float = 10.0) -> dict:
-    from .analyses import _summary
+    from .analyses import error_curve_summary
 
     def curve(grad):
         x, errs = P.x0.copy(), []
@@ -262,7 +262,7 @@ def iterate(m: SeqModel, con, P: Problems, iters: int = 100, diverge_factor: flo
     el = curve(lambda x: m.predict(P.A, P.b, x))
     ec = curve(lambda x: constructed_gradient(con, P.A, P.b, x))
     return {"set": P.label, "error": f"mean ||x - x*||^2, x <- x - {m.eta:.4g} T(A, b, x)", "iters": iters,
-            "learned": _summary(el, diverge_factor), "constructed": _summary(ec, diverge_factor),
+            "learned": error_curve_summary(el, diverge_factor), "constructed": error_curve_summary(ec, diverge_factor),
             "curve_learned": el, "curve_constructed": ec}
 
 

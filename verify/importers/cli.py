@@ -28,7 +28,7 @@ from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
 from polyverify.rational import parse_rational
 
 from . import FORMATS, mapping, search
-from .common import ImportError_, describe_not_proved, parse_settings
+from .common import ImportRefused, describe_not_proved, parse_settings
 
 #: the most body copies the import proves (each distinct copy is one proof)
 MAX_LAYERS = 100_000
@@ -196,8 +196,8 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
         if check is not None:
             check(cfg)
         elif cfg:
-            raise ImportError_(f"--config {next(iter(cfg))}: a {a.fmt} file carries its own settings")
-    except ImportError_ as e:
+            raise ImportRefused(f"--config {next(iter(cfg))}: a {a.fmt} file carries its own settings")
+    except ImportRefused as e:
         raise UsageError(str(e)) from None
     for k, v in sizes.items():
         if size_src.get(k) == "--set" and not (0 <= v <= 4096):
@@ -221,7 +221,7 @@ def settings(a) -> dict:
         sets = parse_settings(a.set, "--set")
         cfg = parse_settings(a.config, "--config")
         layout_d = mapping.read_layout_file(a.layout) if a.layout else None
-    except ImportError_ as e:
+    except ImportRefused as e:
         raise UsageError(str(e)) from None
     entry = resolve_spec(a.spec)
     size_keys = _size_keys(entry)
@@ -247,7 +247,7 @@ def settings(a) -> dict:
             imp = mod.read(a.file, cfg, spec_for=lambda: _build(entry, sizes, dict(given_params)))
         else:
             imp = mod.read(a.file, cfg)
-    except ImportError_ as e:
+    except ImportRefused as e:
         raise UsageError(str(e)) from None
     outside = getattr(imp, "not_proved", None) or {}
     if outside and not a.blocks_only:
@@ -303,7 +303,7 @@ def settings(a) -> dict:
         layout_src = f"--layout {a.layout}"
     try:
         rows, cols, secs, shape = mapping.parse(layout_d, spec, imp.state_shape)
-    except ImportError_ as e:
+    except ImportRefused as e:
         raise UsageError(str(e)) from None
     sized = ", ".join(f"{k}={v} ({size_src.get(k, '')})" for k, v in sizes.items())
     check_layer_shapes(imp.layers, tuple(shape), f"the layout {a.layout} maps" if a.layout else
@@ -342,7 +342,7 @@ def settings(a) -> dict:
     con = build()
     try:
         mapping.check_carried(con)
-    except ImportError_ as e2:
+    except ImportRefused as e2:
         raise UsageError(str(e2)) from None
     return {"entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "size_src": size_src,
             "given": given_params, "fixed": {k: params[k] for k in param_src}, "param_src": param_src,
@@ -378,7 +378,7 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
     try:
         rows, cols, secs, shape = mapping.parse(layout_d, spec, imp.state_shape)
         check_layer_shapes(imp.layers, tuple(shape), name, imp.file)
-    except (ImportError_, UsageError):
+    except (ImportRefused, UsageError):
         return None
     p, e, b = secs.get("prologue", len(spec.prologue)), secs.get("epilogue", len(spec.epilogue)), len(spec.body)
     n_layers = len(imp.layers)
@@ -394,14 +394,14 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
     try:
         con = build()
         mapping.check_carried(con)
-    except (ImportError_, UsageError):
+    except (ImportRefused, UsageError):
         return None
     return {"name": name, "entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "given": {}, "fixed": {},
             "param_src": {}, "build": build, "con": con}
 
 
 def nearby_specifications(a, st, out) -> list[dict]:
-    """The other named specifications the file may be (issue 29 item 4): each ``gd`` architecture
+    """The other named specifications the file may be: each ``gd`` architecture
     and catalogue entry that can hold the file (:func:`_candidate`), its parameters read from the
     file and proved, under the file's own reading (``prefix-coupled`` for precision-ls's causal
     notebook that fails as GD).  One entry per distinct specification."""
@@ -428,7 +428,7 @@ def nearby_specifications(a, st, out) -> list[dict]:
 
 
 def _declared_note(imp) -> str:
-    """How a polyverify file's declared rationals entered (issue 25 item 4): the value is the
+    """How a polyverify file's declared rationals entered: the value is the
     metadata's, read because the stored float64 entries are exactly float64 of it."""
     dr = getattr(imp, "declared_rationals", None)
     if not dr or not dr.get("entries"):

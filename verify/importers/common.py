@@ -9,7 +9,7 @@ compute is then proved against a specification projected onto that state
 
 Files are read with ``torch.load(weights_only=True)`` (``.pt``/``.pth``/``.bin``),
 ``safetensors`` or ``numpy.load(allow_pickle=False)`` (``.npz``): never by unpickling.  Float
-entries become the exact binary fractions they are (``constructions.weights_io._exact_array``:
+entries become the exact binary fractions they are (``constructions.weights_io.exact_tensor``:
 float16/bfloat16/float32/float64 values are exact in Python floats).  :class:`Tensors` counts
 what the importer read: a tensor no mapping consumes makes the import refuse, naming it.
 """
@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from constructions.layers import Layer
-from constructions.weights_io import MAX_ENTRIES, _exact_array
+from constructions.weights_io import MAX_ENTRIES, exact_tensor
 from polyverify.cli import one_line
 from polyverify.rational import parse_rational
 
 
-class ImportError_(ValueError):
+class ImportRefused(ValueError):
     """A file an importer cannot read or does not fully consume: one line, exit 2."""
 
 
@@ -63,7 +63,7 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
     ``.pt`` file (a ``config`` dict) or a safetensors file's metadata."""
     path = Path(path)
     if not path.is_file():  # a device (/dev/zero) or FIFO exists but is no file: say what it is
-        raise ImportError_(f"{fmt} file not found: {path}" if not path.exists() else
+        raise ImportRefused(f"{fmt} file not found: {path}" if not path.exists() else
                            f"{path}: not a regular file ({file_kind(path)}): a {fmt} weight file is needed")
     suffix = path.suffix.lower()
     try:
@@ -75,11 +75,11 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
             return _checked(tensors, path), {}
         if suffix in (".pt", ".pth", ".bin", ".ckpt"):
             return _torch(path)
-    except ImportError_:
+    except ImportRefused:
         raise
     except Exception as e:  # noqa: BLE001 - any reader's error is a one-line refusal naming the file
-        raise ImportError_(f"{path}: not a readable {suffix.lstrip('.')} file ({one_line(e)})") from None
-    raise ImportError_(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin/.ckpt read with torch.load(weights_only=True), "
+        raise ImportRefused(f"{path}: not a readable {suffix.lstrip('.')} file ({one_line(e)})") from None
+    raise ImportRefused(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin/.ckpt read with torch.load(weights_only=True), "
                        f".safetensors, .npz)")
 
 
@@ -101,7 +101,7 @@ def file_kind(path) -> str:
 def _checked(tensors: dict, path) -> dict:
     total = sum(int(np.prod(t.shape)) for t in tensors.values())
     if total > MAX_ENTRIES:
-        raise ImportError_(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+        raise ImportRefused(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
     return tensors
 
 
@@ -119,7 +119,7 @@ def _safetensors(path: Path):
         names = list(f.keys())
         total = sum(int(np.prod(f.get_slice(n).get_shape())) for n in names)
         if total > MAX_ENTRIES:
-            raise ImportError_(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+            raise ImportRefused(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
         tensors = {n: _to_numpy(f.get_tensor(n)) for n in names}
     return tensors, {"metadata": meta}
 
@@ -157,14 +157,14 @@ def _torch(path: Path):
             elif k in TRAINING_ENTRIES:
                 training[k] = _describe_training_entry(k, v, path, torch)
             elif k != "model_state_dict":
-                raise ImportError_(f"{path}: entry {k!r} next to 'model_state_dict' is not read (a checkpoint holds "
+                raise ImportRefused(f"{path}: entry {k!r} next to 'model_state_dict' is not read (a checkpoint holds "
                                    f"the model_state_dict, optionally {', '.join(TRAINING_ENTRIES)} and a 'config' "
                                    f"dict)")
         if training:
             extra["training_state"] = training
         obj = obj["model_state_dict"]
     if not isinstance(obj, dict):
-        raise ImportError_(f"{path}: holds a {type(obj).__name__}, not a state_dict (a dict of tensors)")
+        raise ImportRefused(f"{path}: holds a {type(obj).__name__}, not a state_dict (a dict of tensors)")
     tensors = {}
     for k, v in obj.items():
         if isinstance(v, torch.Tensor):
@@ -172,7 +172,7 @@ def _torch(path: Path):
         elif k == "config" and isinstance(v, dict):
             extra["config"] = v
         else:
-            raise ImportError_(f"{path}: entry {k!r} is a {type(v).__name__}, not a tensor (a state_dict holds "
+            raise ImportRefused(f"{path}: entry {k!r} is a {type(v).__name__}, not a tensor (a state_dict holds "
                                f"tensors; settings go in a 'config' dict next to 'model_state_dict')")
     return _checked(tensors, path), extra
 
@@ -181,10 +181,10 @@ def _describe_training_entry(k: str, v, path, torch) -> dict:
     """What a training checkpoint's entry next to the model holds (counted, not used)."""
     if k == "train_step":
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ImportError_(f"{path}: entry 'train_step' is a {type(v).__name__}, not an integer step")
+            raise ImportRefused(f"{path}: entry 'train_step' is a {type(v).__name__}, not an integer step")
         return {"value": v, "what": TRAINING_ENTRIES[k]}
     if not isinstance(v, dict):
-        raise ImportError_(f"{path}: entry {k!r} is a {type(v).__name__}, not an optimizer state_dict")
+        raise ImportRefused(f"{path}: entry {k!r} is a {type(v).__name__}, not an optimizer state_dict")
     count = [0, 0]
 
     def walk(x):
@@ -227,14 +227,14 @@ class Tensors:
 
     def take(self, k: str, what: str, shape: tuple | None = None) -> np.ndarray:
         if k not in self.t:
-            raise ImportError_(f"{self.path}: lacks tensor {k} ({what})")
+            raise ImportRefused(f"{self.path}: lacks tensor {k} ({what})")
         t = self.t[k]
         if shape is not None and tuple(t.shape) != tuple(shape):
-            raise ImportError_(f"{self.path}: tensor {k} has shape {tuple(t.shape)}, {what} needs {tuple(shape)}")
+            raise ImportRefused(f"{self.path}: tensor {k} has shape {tuple(t.shape)}, {what} needs {tuple(shape)}")
         try:
-            a = _exact_array(t, k, self.path)
+            a = exact_tensor(t, k, self.path)
         except ValueError as e:
-            raise ImportError_(str(e)) from None
+            raise ImportRefused(str(e)) from None
         self.read[k] = what
         return a
 
@@ -242,7 +242,7 @@ class Tensors:
         unread = [k for k in self.t if k not in self.read and k not in self.outside]
         if unread:
             more = f" and {len(unread) - 3} more" if len(unread) > 3 else ""
-            raise ImportError_(f"{self.path}: tensor {unread[0]} is not part of the model the importer reads"
+            raise ImportRefused(f"{self.path}: tensor {unread[0]} is not part of the model the importer reads"
                                f"{' (' + ', '.join(unread[1:3]) + more + ')' if len(unread) > 1 else ''}; the "
                                f"file is refused: every tensor must be part of the proof")
 
@@ -283,10 +283,10 @@ def parse_settings(pairs: list[str] | None, flag: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in pairs or []:
         if "=" not in p or not p.split("=", 1)[0].strip():
-            raise ImportError_(f"{flag} {p!r}: expected KEY=VALUE")
+            raise ImportRefused(f"{flag} {p!r}: expected KEY=VALUE")
         k, v = (s.strip() for s in p.split("=", 1))
         if k in out:
-            raise ImportError_(f"{flag} {k} given twice")
+            raise ImportRefused(f"{flag} {k} given twice")
         out[k] = v
     return out
 
@@ -301,7 +301,7 @@ def as_bool(v, what: str) -> bool:
         return True
     if s in ("false", "0", "no"):
         return False
-    raise ImportError_(f"setting {what} must be true or false, got {v!r}")
+    raise ImportRefused(f"setting {what} must be true or false, got {v!r}")
 
 
 def as_rational(v, what: str) -> Fraction:
@@ -310,14 +310,14 @@ def as_rational(v, what: str) -> Fraction:
             return Fraction(v)
         return parse_rational(v if isinstance(v, (int, Fraction)) else str(v), f"setting {what}")  # bounded
     except (ValueError, ZeroDivisionError):
-        raise ImportError_(f"setting {what} must be a number, got {v!r}") from None
+        raise ImportRefused(f"setting {what} must be a number, got {v!r}") from None
 
 
 def as_count(v, what: str, lo: int = 1, hi: int = 4096) -> int:
     """An integer setting in ``lo..hi`` (``2.5`` or ``x`` is refused, not rounded)."""
     q = as_rational(v, what)
     if q.denominator != 1 or not lo <= q <= hi:
-        raise ImportError_(f"setting {what} must be an integer in {lo}..{hi}, got {v!r}")
+        raise ImportRefused(f"setting {what} must be an integer in {lo}..{hi}, got {v!r}")
     return int(q)
 
 
@@ -328,16 +328,16 @@ def config_from(extra: dict, settings: dict, path, *, known: tuple, fmt: str) ->
     unknown = [k for k in settings if k not in known]
     if unknown:
         article = "an" if fmt[0] in "aeio" else "a"
-        raise ImportError_(f"--config {unknown[0]}: not {article} {fmt} setting the importer reads ({', '.join(known)})")
+        raise ImportRefused(f"--config {unknown[0]}: not {article} {fmt} setting the importer reads ({', '.join(known)})")
     cfg, src = {}, {}
     filed = extra.get("config")
     if filed is None and "metadata" in extra and "config" in extra["metadata"]:
         try:
             filed = json.loads(extra["metadata"]["config"])
         except json.JSONDecodeError as e:
-            raise ImportError_(f"{path}: metadata 'config' is not JSON ({one_line(e)})") from None
+            raise ImportRefused(f"{path}: metadata 'config' is not JSON ({one_line(e)})") from None
     if filed is not None and not isinstance(filed, dict):
-        raise ImportError_(f"{path}: its 'config' is not an object")
+        raise ImportRefused(f"{path}: its 'config' is not an object")
     for k, v in (filed or {}).items():
         cfg[k], src[k] = v, "config in the file"
     for k, v in settings.items():

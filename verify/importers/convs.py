@@ -32,7 +32,7 @@ convention with ``K != T``) is refused.
 """
 from __future__ import annotations
 
-from .common import ImportError_, zeros
+from .common import ImportRefused, zeros
 
 
 def conv1d_lag(k: int, K: int, *, same: bool) -> int:
@@ -54,7 +54,7 @@ def conv1d_taps(w, T: int, *, same: bool, key: str) -> tuple:
     act on no token of a length-T sequence."""
     C, one, K = w.shape
     if one != 1:
-        raise ImportError_(f"tensor {key} has shape {tuple(w.shape)}: not a depthwise Conv1d weight (C, 1, K)")
+        raise ImportRefused(f"tensor {key} has shape {tuple(w.shape)}: not a depthwise Conv1d weight (C, 1, K)")
     h = zeros(T, C)
     inert = 0
     for k in range(K):
@@ -69,7 +69,7 @@ def conv1d_taps(w, T: int, *, same: bool, key: str) -> tuple:
             elif abs(s) >= T:
                 inert += 1
             else:
-                raise ImportError_(f"tensor {key}: tap {k} of channel {c} acts at lag {s} on a sequence of {T} "
+                raise ImportRefused(f"tensor {key}: tap {k} of channel {c} acts at lag {s} on a sequence of {T} "
                                    f"tokens, which the 'same' convention with {T} taps cannot hold (kernel size "
                                    f"{K} != {T} tokens)")
     return h, inert

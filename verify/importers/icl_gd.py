@@ -46,7 +46,7 @@ import numpy as np
 from constructions import ops
 from constructions.layers import TokenLSA, TokenLSAHead
 
-from .common import (ImportError_, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
+from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
                      mark_not_proved)
 
 NAME = "icl-gd"
@@ -112,12 +112,12 @@ def read(path, settings: dict) -> Imported:
             mods.setdefault(m[1], {})[f"{m[2]}/{m[3]}"] = k
     if not mods:
         T.check_all_read()
-        raise ImportError_(f"{path}: no attention parameters (.../query/w, key/w, value/w, linear/w)")
+        raise ImportRefused(f"{path}: no attention parameters (.../query/w, key/w, value/w, linear/w)")
     order = sorted(mods, key=_layer_index)
     shared = len(order) == 1 and _layer_index(order[0]) == -1
     reps = reps_cfg if shared and reps_cfg is not None else 1
     if not shared and "num_layers" in cfg:
-        raise ImportError_("--config num_layers is for one shared attention module; this file has one per layer")
+        raise ImportRefused("--config num_layers is for one shared attention module; this file has one per layer")
     if shared:
         conventions["num_layers"] = {"value": reps, "from": src.get(
             "num_layers", "default of src/config.py (num_layers = 1; transformer.py's own default is 3); every "
@@ -125,12 +125,12 @@ def read(path, settings: dict) -> Imported:
     for mod in order:
         for need in _WEIGHTS:
             if need not in mods[mod]:
-                raise ImportError_(f"{path}: module {mod} lacks {need}")
+                raise ImportRefused(f"{path}: module {mod} lacks {need}")
     if H is None:  # the file shows the heads' total width only: H decides the verdict, so it must be given
         widths = sorted({T.raw(mods[m][k]).shape[1] for m in order for k in ("query/w", "value/w")
                          if k in mods[m] and T.raw(mods[m][k]).ndim == 2})
         if math.gcd(*widths) != 1 if widths else True:
-            raise ImportError_(f"{path}: the file does not show how many heads its attention has (query/w and "
+            raise ImportRefused(f"{path}: the file does not show how many heads its attention has (query/w and "
                                f"value/w are {' and '.join(map(str, widths))} columns wide: the heads' total width); "
                                f"pass --config num_heads=H (von Oswald et al.'s transformer.py defaults to 2, its "
                                f"train config src/config.py to 1)")
@@ -145,18 +145,18 @@ def read(path, settings: dict) -> Imported:
         p = mods[mod]
         for need in _WEIGHTS:
             if need not in p:
-                raise ImportError_(f"{path}: module {mod} lacks {need}")
+                raise ImportRefused(f"{path}: module {mod} lacks {need}")
         for need in _WEIGHTS:
             if T.raw(p[need]).ndim != 2:
-                raise ImportError_(f"{path}: {p[need]} has shape {tuple(T.raw(p[need]).shape)}: not a haiku Linear "
+                raise ImportRefused(f"{path}: {p[need]} has shape {tuple(T.raw(p[need]).shape)}: not a haiku Linear "
                                    f"weight (in x out)")
         Dm, HK = T.raw(p["query/w"]).shape
         D = D or Dm
         if Dm != D or HK % H:
-            raise ImportError_(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of "
+            raise ImportRefused(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of "
                                f"num_heads = {H})")
         if T.raw(p["value/w"]).shape[1] % H:
-            raise ImportError_(f"{path}: {p['value/w']} has {T.raw(p['value/w']).shape[1]} columns, not a multiple "
+            raise ImportRefused(f"{path}: {p['value/w']} has {T.raw(p['value/w']).shape[1]} columns, not a multiple "
                                f"of num_heads = {H}")
         K = HK // H
         Wq = T.take(p["query/w"], "W_Q", (D, HK))
@@ -168,7 +168,7 @@ def read(path, settings: dict) -> Imported:
             if bname in p:
                 bias = T.take(p[bname], "bias (must be 0)")
                 if any(x != 0 for x in bias.flat):
-                    raise ImportError_(f"{path}: {p[bname]} is nonzero: the token form has no bias")
+                    raise ImportRefused(f"{path}: {p[bname]} is nonzero: the token form has no bias")
         heads = []
         for h in range(H):
             q, k = Wq[:, h * K:(h + 1) * K], Wk[:, h * K:(h + 1) * K]

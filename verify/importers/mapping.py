@@ -39,7 +39,7 @@ from constructions.base import Construction, PartialState
 from constructions.layout import Layout
 from polyverify.cli import one_line
 
-from .common import ImportError_
+from .common import ImportRefused
 
 FORMAT = "polyverify-layout/1"
 MAX_LAYOUT_BYTES = 16 * 2**20
@@ -48,15 +48,15 @@ MAX_LAYOUT_BYTES = 16 * 2**20
 def read_layout_file(path) -> dict:
     p = Path(path)
     if not p.is_file():
-        raise ImportError_(f"--layout {p}: file not found")
+        raise ImportRefused(f"--layout {p}: file not found")
     if p.stat().st_size > MAX_LAYOUT_BYTES:
-        raise ImportError_(f"--layout {p}: larger than {MAX_LAYOUT_BYTES} bytes")
+        raise ImportRefused(f"--layout {p}: larger than {MAX_LAYOUT_BYTES} bytes")
     try:
         d = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ImportError_(f"--layout {p}: not JSON ({one_line(e)})") from None
+        raise ImportRefused(f"--layout {p}: not JSON ({one_line(e)})") from None
     if not isinstance(d, dict):
-        raise ImportError_(f"--layout {p}: must be a JSON object")
+        raise ImportRefused(f"--layout {p}: must be a JSON object")
     return d
 
 
@@ -82,69 +82,69 @@ class ProjectedLayout(Layout):
 def parse(d: dict, spec: Construction, file_shape: tuple[int, int] | None, n_file_tokens: int | None = None):
     """Validate a layout dict against the specification: (rows, cols, sections, file shape)."""
     if d.get("format", FORMAT) != FORMAT:
-        raise ImportError_(f"layout: format {d.get('format')!r}, expected {FORMAT!r}")
+        raise ImportRefused(f"layout: format {d.get('format')!r}, expected {FORMAT!r}")
     known = {"format", "tokens", "columns", "channels", "sections", "note"}
     extra = sorted(set(d) - known)
     if extra:
-        raise ImportError_(f"layout: unknown key {extra[0]!r} (keys: {', '.join(sorted(known))})")
+        raise ImportRefused(f"layout: unknown key {extra[0]!r} (keys: {', '.join(sorted(known))})")
     R, C = spec.layout.shape
     tokens = d.get("tokens")
     if tokens is None:
         n = file_shape[0] if file_shape else n_file_tokens
         if n is None:
-            raise ImportError_("layout: 'tokens' is needed (the file does not fix its number of tokens)")
+            raise ImportRefused("layout: 'tokens' is needed (the file does not fix its number of tokens)")
         tokens = list(range(n))
     if not isinstance(tokens, list) or not tokens or not all(_is_int(t) and 0 <= t < R for t in tokens):
-        raise ImportError_(f"layout: 'tokens' must be a non-empty list of specification rows in 0..{R - 1}")
+        raise ImportRefused(f"layout: 'tokens' must be a non-empty list of specification rows in 0..{R - 1}")
     if len(set(tokens)) != len(tokens):
-        raise ImportError_("layout: 'tokens' maps two file tokens onto one specification row")
+        raise ImportRefused("layout: 'tokens' maps two file tokens onto one specification row")
     if file_shape and len(tokens) != file_shape[0]:
-        raise ImportError_(f"layout: 'tokens' has {len(tokens)} entries; the file's state has {file_shape[0]} tokens")
+        raise ImportRefused(f"layout: 'tokens' has {len(tokens)} entries; the file's state has {file_shape[0]} tokens")
     if "columns" in d and "channels" in d:
-        raise ImportError_("layout: give 'columns' or 'channels', not both")
+        raise ImportRefused("layout: give 'columns' or 'channels', not both")
     if "columns" in d:
         cols = d["columns"]
         if not isinstance(cols, list) or not all(c is None or (_is_int(c) and 0 <= c < C) for c in cols):
-            raise ImportError_(f"layout: 'columns' must list a specification column in 0..{C - 1} (or null) "
+            raise ImportRefused(f"layout: 'columns' must list a specification column in 0..{C - 1} (or null) "
                                f"per file channel")
     elif "channels" in d:
         ch = d["channels"]
         if not isinstance(ch, dict):
-            raise ImportError_("layout: 'channels' must map region names to lists of file channels")
+            raise ImportRefused("layout: 'channels' must map region names to lists of file channels")
         width = file_shape[1] if file_shape else 1 + max((c for v in ch.values() if isinstance(v, list)
                                                           for c in v if _is_int(c)), default=-1)
         cols: list = [None] * width
         for reg, lst in ch.items():
             if reg not in spec.layout.regions:
-                raise ImportError_(f"layout: no region {reg!r} in {spec.name} (regions: "
+                raise ImportRefused(f"layout: no region {reg!r} in {spec.name} (regions: "
                                    f"{', '.join(spec.layout.regions)})")
             r = spec.layout[reg]
             if not isinstance(lst, list) or len(lst) != r.shape[1] or not all(_is_int(c) and 0 <= c < width
                                                                               for c in lst):
-                raise ImportError_(f"layout: region {reg!r} has {r.shape[1]} columns; give that many file "
+                raise ImportRefused(f"layout: region {reg!r} has {r.shape[1]} columns; give that many file "
                                    f"channels in 0..{width - 1}")
             for j, c in enumerate(lst):
                 want = r.cols[0] + j
                 if cols[c] is not None and cols[c] != want:
-                    raise ImportError_(f"layout: file channel {c} is mapped to two specification columns")
+                    raise ImportRefused(f"layout: file channel {c} is mapped to two specification columns")
                 cols[c] = want
     else:
         if file_shape and file_shape[1] != C:
-            raise ImportError_(f"layout: 'columns' or 'channels' is needed (the file has {file_shape[1]} channels, "
+            raise ImportRefused(f"layout: 'columns' or 'channels' is needed (the file has {file_shape[1]} channels, "
                                f"{spec.name} {C})")
         cols = list(range(C))
     if file_shape and len(cols) != file_shape[1]:
-        raise ImportError_(f"layout: {len(cols)} channels mapped; the file's state has {file_shape[1]}")
+        raise ImportRefused(f"layout: {len(cols)} channels mapped; the file's state has {file_shape[1]}")
     used = [c for c in cols if c is not None]
     if len(set(used)) != len(used):
-        raise ImportError_("layout: two file channels map onto one specification column")
+        raise ImportRefused("layout: two file channels map onto one specification column")
     secs = d.get("sections", {})
     if not isinstance(secs, dict) or set(secs) - {"prologue", "epilogue"} or not all(
             _is_int(v) and v >= 0 for v in secs.values()):
-        raise ImportError_("layout: 'sections' must be {\"prologue\": P, \"epilogue\": E} with counts >= 0")
+        raise ImportRefused("layout: 'sections' must be {\"prologue\": P, \"epilogue\": E} with counts >= 0")
     for s, v in secs.items():
         if v not in (0, len(getattr(spec, s))):
-            raise ImportError_(f"layout: sections.{s} = {v}: the file has the specification's {s} "
+            raise ImportRefused(f"layout: sections.{s} = {v}: the file has the specification's {s} "
                                f"({len(getattr(spec, s))} layers) or none (0)")
     return tokens, cols, secs, (len(tokens), len(cols))
 
@@ -237,6 +237,6 @@ def check_carried(con: Projected) -> None:
     for var, shape in con.variables.items():
         n = int(np.prod(shape)) if shape else 1
         if var in con.carried and not any(i in gens_in for i in range(pos, pos + n)):
-            raise ImportError_(f"layout: the file's state holds nothing of {con.spec.name}'s iterate {var!r} "
+            raise ImportRefused(f"layout: the file's state holds nothing of {con.spec.name}'s iterate {var!r} "
                                f"(the claim would say nothing about the iteration); map its region")
         pos += n

@@ -22,25 +22,25 @@ import json
 
 from constructions.weights_io import NoMetadataError, WeightFileError, load
 
-from .common import ImportError_, Imported
+from .common import ImportRefused, Imported
 
 NAME = "polyverify"
 
 
 def read(path, settings: dict, spec_for=None) -> Imported:
     if settings:
-        raise ImportError_(f"--config {next(iter(settings))}: a polyverify file carries its own settings")
+        raise ImportRefused(f"--config {next(iter(settings))}: a polyverify file carries its own settings")
     try:
         lw = load(path)
     except NoMetadataError:
         if spec_for is None:
-            raise ImportError_(f"{path}: no polyverify metadata; the specification's layer structure is needed") from None
+            raise ImportRefused(f"{path}: no polyverify metadata; the specification's layer structure is needed") from None
         try:
             lw = load(path, spec=spec_for())
         except WeightFileError as e:
-            raise ImportError_(str(e)) from None
+            raise ImportRefused(str(e)) from None
     except WeightFileError as e:
-        raise ImportError_(str(e)) from None
+        raise ImportRefused(str(e)) from None
     d = lw.declared or {}
     sizes, params = {}, {}
     A = (d.get("variables") or {}).get("A")

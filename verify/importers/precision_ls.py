@@ -49,7 +49,7 @@ import re
 
 from constructions.layers import BaseConv
 
-from .common import (ImportError_, Imported, Tensors, as_bool, as_count, config_from, load_tensors,
+from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, config_from, load_tensors,
                      mark_not_proved, repeat_rows, transpose)
 from .convs import add_identity, conv1d_taps, long_taps
 
@@ -96,11 +96,11 @@ def read(path, settings: dict) -> Imported:
             blocks.setdefault(int(m[1]), {})[m[2]] = k
     if not blocks:
         T.check_all_read()  # names the first tensor that is not a block's
-        raise ImportError_(f"{path}: no BaseConv block tensors ([...]{{i}}.seq_mixer.base_conv.*)")
+        raise ImportRefused(f"{path}: no BaseConv block tensors ([...]{{i}}.seq_mixer.base_conv.*)")
     if sorted(blocks) != list(range(len(blocks))):
-        raise ImportError_(f"{path}: block indices {sorted(blocks)} are not 0..{len(blocks) - 1}")
+        raise ImportRefused(f"{path}: block indices {sorted(blocks)} are not 0..{len(blocks) - 1}")
     if "causal" not in cfg:
-        raise ImportError_(f"{path}: the file does not say whether its convolutions are causal (precision-ls's "
+        raise ImportRefused(f"{path}: the file does not say whether its convolutions are causal (precision-ls's "
                            f"'causal' setting); pass --config causal=true or --config causal=false")
     causal = as_bool(cfg["causal"], "causal")
     conventions = {"causal": {"value": causal, "from": src["causal"]}}
@@ -110,7 +110,7 @@ def read(path, settings: dict) -> Imported:
         b = blocks[i]
         if any(n.startswith("conv.pos_emb") or n.startswith("conv.mlp") for n in b):
             k = next(b[n] for n in b if n.startswith("conv."))
-            raise ImportError_(f"{path}: {k}: an implicit long convolution (its filter is an MLP of positional "
+            raise ImportRefused(f"{path}: {k}: an implicit long convolution (its filter is an MLP of positional "
                                f"features with ReLU) cannot be read exactly; use conv_type short or long")
         C = _shape(T, b, "in_proj.weight")[0]
         if SHORT_WEIGHT in b:
@@ -120,7 +120,7 @@ def read(path, settings: dict) -> Imported:
             kind = "long"
             K = T.raw(b[LONG_FILTER]).shape[-1]
         else:
-            raise ImportError_(f"{path}: block {i} has no convolution (conv.conv.weight or conv.filter)")
+            raise ImportRefused(f"{path}: block {i} has no convolution (conv.conv.weight or conv.filter)")
         if tokens is None:
             tokens = as_count(cfg["tokens"], "tokens") if "tokens" in cfg else K
             conventions["tokens"] = {"value": tokens, "from": src.get("tokens", f"the kernel length (l_max = {K})")}
@@ -150,7 +150,7 @@ def read(path, settings: dict) -> Imported:
         if resid:
             bw = T.take(pre + BRANCH, "branch weights (bw0 scales W_out, b_out; bw1 must be 0)", (2,))
             if bw[1] != 0:
-                raise ImportError_(f"{path}: {pre}branch_weights[1] = {bw[1]} != 0: the block computes "
+                raise ImportRefused(f"{path}: {pre}branch_weights[1] = {bw[1]} != 0: the block computes "
                                    f"(1 + bw1) u + ..., which is not a BaseConv residual")
             Wo, bo = Wo * bw[0], bo * bw[0]
             add_identity(h, same=same)
@@ -185,7 +185,7 @@ def check_config(settings: dict) -> None:
 
 def _shape(T: Tensors, b: dict, name: str):
     if name not in b:
-        raise ImportError_(f"{T.path}: a block lacks {name}")
+        raise ImportRefused(f"{T.path}: a block lacks {name}")
     return T.raw(b[name]).shape
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from constructions.layers import BaseConv
 
-from .common import (ImportError_, Imported, Tensors, as_bool, as_count, config_from, eye, load_tensors,
+from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, config_from, eye, load_tensors,
                      mark_not_proved, repeat_rows, transpose, zeros)
 from .convs import add_identity, conv1d_taps, fft2t_taps, fit_convention
 
@@ -97,9 +97,9 @@ def read(path, settings: dict) -> Imported:
             mixers.setdefault(int(m[1]) if m[1] is not None else 0, {})[m[2]] = k
     if not mixers:
         T.check_all_read()
-        raise ImportError_(f"{path}: no BaseConv mixer tensors ([...]{{i}}.sequence_mixer.projection.weight ...)")
+        raise ImportRefused(f"{path}: no BaseConv mixer tensors ([...]{{i}}.sequence_mixer.projection.weight ...)")
     if sorted(mixers) != list(range(len(mixers))):
-        raise ImportError_(f"{path}: mixer indices {sorted(mixers)} are not 0..{len(mixers) - 1}")
+        raise ImportRefused(f"{path}: mixer indices {sorted(mixers)} are not 0..{len(mixers) - 1}")
     conventions = {"use_act": {"value": False, "from": src.get("use_act", "default of zoology (use_act=False)")},
                    "convolution": {"value": "causal",
                                    "from": "zoology: Conv1d padding K-1 / FFT of size 2T, the filter not cut to T "
@@ -109,11 +109,11 @@ def read(path, settings: dict) -> Imported:
     for i in range(len(mixers)):
         b = mixers[i]
         if f"{PROJECTION[0]}.weight" not in b:
-            raise ImportError_(f"{path}: mixer {i} lacks projection.weight")
+            raise ImportRefused(f"{path}: mixer {i} lacks projection.weight")
         if any(n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER) for n in b):
             k = next(b[n] for n in b if n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS,
                                                                            LONG_FILTER))
-            raise ImportError_(f"{path}: {k}: an implicit long convolution (an MLP filter) cannot be read exactly")
+            raise ImportRefused(f"{path}: {k}: an implicit long convolution (an MLP filter) cannot be read exactly")
         C = T.raw(b[f"{PROJECTION[0]}.weight"]).shape[0]
         long = LONG_FILTER in b
         if tokens is None:
@@ -124,7 +124,7 @@ def read(path, settings: dict) -> Imported:
                 tokens = T.raw(b[LONG_FILTER]).shape[-1]
                 conventions["tokens"] = {"value": tokens, "from": "the long filter's length (l_max)"}
             else:
-                raise ImportError_(f"{path}: a short convolution does not fix the sequence length; pass "
+                raise ImportRefused(f"{path}: a short convolution does not fix the sequence length; pass "
                                    f"--config tokens=T")
         Tn = tokens
         mode = "causal"
@@ -136,7 +136,7 @@ def read(path, settings: dict) -> Imported:
             if fit is None:
                 shown = ", ".join(f"{f}[{c}, {j}] (token t <- t + {2 * Tn - j})" for c, j in wraps[:3])
                 more = f" and {len(wraps) - 3} more" if len(wraps) > 3 else ""
-                raise ImportError_(
+                raise ImportRefused(
                     f"{path}: with {Tn} tokens zoology's fft_conv (an FFT of size 2T, the filter not cut to T) wraps "
                     f"the taps at lags T+1..2T-1 round onto earlier tokens: {shown}{more}; with the causal taps "
                     f"this is no causal, circular or 'same' convolution of {Tn} taps, so the file is refused "
@@ -149,7 +149,7 @@ def read(path, settings: dict) -> Imported:
             b_conv = zeros(Tn, C)
         else:
             if SHORT_WEIGHT not in b:
-                raise ImportError_(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
+                raise ImportRefused(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
             w = b[SHORT_WEIGHT]
             h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
                                    same=False, key=w)
@@ -182,7 +182,7 @@ def read(path, settings: dict) -> Imported:
 
 def _check_use_act(cfg: dict) -> None:
     if as_bool(cfg.get("use_act", False), "use_act"):
-        raise ImportError_("use_act=True: the mixer applies SiLU to both factors, which is not polynomial")
+        raise ImportRefused("use_act=True: the mixer applies SiLU to both factors, which is not polynomial")
 
 
 def check_config(settings: dict) -> None:
