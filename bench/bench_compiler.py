@@ -3,6 +3,13 @@
     python bench/bench_compiler.py [--gates 1000] [--inputs 64] [--outputs 8] [--tokens 16] [--seed 0] [--repeat 5]
     python bench/bench_compiler.py --scale [--family random|blocks] [--sizes 1000,10000,100000] [--million]
                                    [--quick] [--baseline-up-to 10000] [--json FILE]
+    python bench/bench_compiler.py --pareto [--pareto-size 20x5] [--target baseconv] [--json FILE]
+
+**Frontier** (``--pareto``): the layers/channels frontier of the placed GD step
+``gd_step(N, D, 1/16)`` (seed 000 eq. (3)) under channel budgets (``constructions.compiler.budget.
+pareto``: budgets from the stated minimum to the unbounded compile's width), each frontier point
+compiled under its budget and proved, with its compile and proof CPU.  Exit 1 if a point is not
+proved.
 
 **Scale** (``--scale``): compile + proof of one placed circuit per size, each size in its own
 child process (its peak RSS is the child's ``ru_maxrss``; CPU is user + sys from ``getrusage``
@@ -22,7 +29,7 @@ compile + prove CPU beside the placed target's, ratio quoted.  Families (``--fam
   block ``k``'s inputs on token ``k`` (8 channels): the products grow with the circuit, the
   polynomials stay small (a sequence model's per-token computation).
 
-The issue's targets (compile + proof of a low-degree placed circuit): 100k gates in at most
+The targets (compile + proof of a low-degree placed circuit): 100k gates in at most
 60 s CPU and 4 GiB, 10^6 gates in at most 600 s CPU and 16 GiB, reported as met or MISSED.  A
 child past ``--timeout`` seconds or ``--max-rss-gib`` (its address space, so the machine is
 not swamped) is reported as such.  Exit 0 when every run proved and no target was missed, 1
@@ -42,7 +49,7 @@ is compiled and proved twice per repeat, the two runs interleaved:
 Each run times ``compile_circuit`` and ``verify.proof.prove`` separately, CPU time
 (``time.process_time``) beside wall time (``time.perf_counter``); the table gives medians over
 ``--repeat`` runs and the ratio of the sequence target's compile + prove to the baseline's (the
-issue's target: at most 10x).  Machines here are shared and noisy: compare ratios, not seconds.
+target: at most 10x).  Machines here are shared and noisy: compare ratios, not seconds.
 Exit 0 when both stacks are proved and the CPU ratio is within the target, 1 otherwise, 2 bad
 arguments.
 """
@@ -81,7 +88,7 @@ def placed(g, tokens: int):
     return C.validate(h)
 
 
-#: the issue's research-scale targets: gates -> (CPU seconds, peak RSS GiB) of compile + proof
+#: the research-scale targets: gates -> (CPU seconds, peak RSS GiB) of compile + proof
 SCALE_TARGETS = {100_000: (60.0, 4.0), 1_000_000: (600.0, 16.0)}
 FAMILIES = ("random", "blocks")
 BLOCK_GATES, BLOCK_INPUTS, BLOCK_OUTPUTS = 250, 8, 2
@@ -265,6 +272,43 @@ def scale(a) -> int:
     return 0 if good else 1
 
 
+def pareto_table(a) -> int:
+    """``--pareto``: the layers/channels frontier of the placed GD step (``circuits.builders.gd_step``,
+    seed 000 eq. (3)) on ``--target``, every point compiled under its channel budget and proved."""
+    from fractions import Fraction
+
+    from circuits.builders import gd_step
+    from constructions.compiler.budget import pareto
+
+    n, d = a.pareto_size
+    g = gd_step(n, d, Fraction(1, 16), placed=True)
+    print(f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"frontier of gd_step({n}, {d}, 1/16) placed, target {a.target}; CPU = process time")
+    c0 = time.process_time()
+    front = pareto(g, a.target)
+    print(f"frontier found in {time.process_time() - c0:.2f} s CPU ({len(front)} points)")
+    print(f"{'budget':>9} {'channels':>8} {'tokens':>6} {'layers':>6} {'compile CPU':>11} {'prove CPU':>9} proof")
+    rows, good = [], True
+    for pt in front:
+        c0 = time.process_time()
+        con = compile_circuit(g, name="bench", target=a.target, channels=pt["budget"])
+        c1 = time.process_time()
+        r = prove(con)
+        c2 = time.process_time()
+        cm = con.info["compiled"]
+        good &= bool(r.ok)
+        rows.append(dict(pt, compile_cpu=c1 - c0, prove_cpu=c2 - c1, proved=bool(r.ok)))
+        budget = "unbounded" if pt["budget"] is None else str(pt["budget"])
+        print(f"{budget:>9} {cm['state_width']:>8} {cm['tokens']:>6} {cm['layers']:>6} {c1 - c0:>11.2f} "
+              f"{c2 - c1:>9.2f} {'PROVED' if r.ok else 'FAILED'}")
+    if a.json:
+        from polyverify.cli import atomic_write_text
+
+        atomic_write_text(a.json, json.dumps({"circuit": f"gd_step({n}, {d}, 1/16)", "target": a.target,
+                                              "frontier": rows}, indent=1) + "\n")
+    return 0 if good else 1
+
+
 def once(g, target: str) -> dict:
     c0, w0 = time.process_time(), time.perf_counter()
     con = compile_circuit(g, name="bench", target=target)
@@ -300,6 +344,9 @@ def main(argv=None) -> int:
     s.add_argument("--max-rss-gib", type=float, default=12,
                    help="address-space limit of each run in GiB (default 12; 0: none)")
     s.add_argument("--json", help="write the sweep's figures as JSON to this file")
+    f = p.add_argument_group("frontier (--pareto: the GD step's layers/channels frontier, each point proved)")
+    f.add_argument("--pareto", action="store_true", help="the channel-budget frontier instead of the comparison")
+    f.add_argument("--pareto-size", default="20x5", help="N x D of the GD step (default 20x5)")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
         fam, gates, target, seed, lim = argv[1:6]
@@ -308,6 +355,22 @@ def main(argv=None) -> int:
     from constructions.compiler import TARGETS
 
     PLACED = [n for n, t in TARGETS.items() if t.family != "mlp"]  # the baseline's family is excluded
+    if a.pareto:
+        try:
+            n, d = (int(x) for x in a.pareto_size.lower().split("x"))
+        except ValueError:
+            n = d = 0
+        if not (1 <= n <= 64 and 1 <= d <= 16):
+            print(f"error: --pareto-size must be NxD with N in 1..64 and D in 1..16, got {a.pareto_size!r}",
+                  file=sys.stderr)
+            return 2
+        budgeted = [t for t in PLACED if TARGETS[t].accepts("channels")]
+        if a.target not in budgeted:
+            print(f"error: --target {a.target!r}: --pareto needs a target with a channel budget "
+                  f"({', '.join(budgeted)})", file=sys.stderr)
+            return 2
+        a.pareto_size = (n, d)
+        return pareto_table(a)
     if a.scale:
         try:
             sizes = [int(x) for x in a.sizes.split(",") if x]
