@@ -385,9 +385,7 @@ def _conv_exact(v, h, causal, need=None, same=False, nonzero_h=None):
                 if 2 * len(shifts) <= T:
                     rest += [(s, w) for s in shifts]
                     continue
-                total = None
-                for r in nz:
-                    total = col[r] if total is None else total + col[r]
+                total = tree_sum([col[r] for r in nz])
                 mine = set(shifts)
                 others = [s for s in range(T) if s not in mine]
                 one = _is_one(w)
@@ -422,6 +420,23 @@ def _conv_exact(v, h, causal, need=None, same=False, nonzero_h=None):
         for t, val in acc.items():
             out[t, c] = val
     return out
+
+
+def tree_sum(xs):
+    """``xs[0] + xs[1] + ...`` (None for no terms) added in a balanced tree, neighbours first: the
+    same sum (exact addition is associative and commutative), but for polynomials it costs about
+    ``log2(len(xs))`` passes over the result where adding left to right costs ``len(xs) / 2``
+    (each addition copies its running total: N sums of D-term polynomials, one after the other,
+    copy N^2 D / 2 terms)."""
+    xs = list(xs)
+    if not xs:
+        return None
+    while len(xs) > 1:
+        nxt = [xs[i] + xs[i + 1] for i in range(0, len(xs) - 1, 2)]
+        if len(xs) % 2:
+            nxt.append(xs[-1])
+        xs = nxt
+    return xs[0]
 
 
 def _equal_taps(h) -> np.ndarray:
