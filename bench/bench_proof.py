@@ -11,7 +11,7 @@ table.  Reported:
 * per architecture and size: CPU and wall seconds of ``verify.proof.prove`` (the median of up to
   5 runs in one process, repeated while they total under 2 s of wall time) with the flint
   backend (the default) and, where it finishes within the limit, the sympy backend;
-* the ratio of each size's flint proof to the smallest size's (issue target: N=64, D=16 at most
+* the ratio of each size's flint proof to the smallest size's (target: N=64, D=16 at most
   20x N=20, D=5, goal 10x, and at most 10 s; N=128, D=32 within 60 s), beside the ratio of the
   state's entries (what "linear in the number of state entries" means for that architecture);
   and, for N up to ``--paired-up-to``, the same ratio measured *paired*: both sizes in one

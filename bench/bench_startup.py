@@ -7,7 +7,7 @@ Each command runs in a fresh interpreter, ``--repeat`` times, in rounds (every c
 round, the sympy baseline included, so that the machine's drift hits all of them alike); the
 table gives the median wall time and the median CPU time (user + sys of the child) and each as a
 ratio to the baseline's median (machines here are shared and noisy: compare ratios, not
-seconds).  Issue 28's target: ``--help`` and every argument error at most 0.5x the baseline's
+seconds).  The target: ``--help`` and every argument error at most 0.5x the baseline's
 CPU, with none of networkx, mpmath, flint or torch loaded.  For each command it also reports the
 modules Python imported (``python -X importtime``: how many, and which heavy ones), the exit
 status (0 for help, 2 for an argument error: checked), and whether a real ``gd --layers 100``
@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from polyverify.cli import Parser, UsageError  # noqa: E402 (one-line errors, exit 2)
 CONSTRUCT = [sys.executable, "-m", "verify.construct"]
 BASELINE = "import sympy (baseline)"
-#: modules none of the light commands may load (issue 28 item 4; numpy and sympy reported too)
+#: modules none of the light commands may load (numpy and sympy reported too)
 HEAVY = ("networkx", "mpmath", "flint", "torch", "sympy", "numpy", "matplotlib", "scipy")
 
 #: name -> (argv, expected exit status, light: held to the target)

@@ -18,7 +18,7 @@ status, and the CPU (user + sys of the child) and wall time it took:
   run on a GPU" (:func:`gpu_section`; the GPU run is not started from here);
 * the circuit command end to end on random 10,000- and 100,000-gate circuits (``python -m
   circuits.random`` then ``python -m verify.construct circuit``), each with the peak resident
-  memory of the circuit command (issue 15's targets: 60 s and 10 minutes).
+  memory of the circuit command (targets: 60 s and 10 minutes).
 
 The machine (platform, CPU count, load average before and after) heads the document: the
 figures are only comparable within one run.  Nothing in the document is typed by hand.
@@ -157,6 +157,9 @@ def main(argv=None) -> int:
     runs.append(("Compiler at scale: compile + proof of placed random circuits, fitted exponents",
                  run([py, "bench/bench_compiler.py", "--scale"]
                      + (["--quick"] if a.quick else ["--sizes", "1000,10000,100000"]), a.timeout)))
+    runs.append(("Compiler: the GD step's layers/channels frontier under channel budgets, each point proved",
+                 run([py, "bench/bench_compiler.py", "--pareto", "--pareto-size", "6x2" if a.quick else "20x5"],
+                     a.timeout)))
     if (ROOT / "bench" / "bench_memory.py").exists():
         runs.append(("Peak memory of gd --layers at two depths",
                      run([py, "bench/bench_memory.py"] + (["--quick"] if a.quick else []), a.timeout)))

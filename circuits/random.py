@@ -56,7 +56,7 @@ def random_circuit(
     Linear in the gates: the gates not yet used (each must come to feed an
     output) are drawn by index from a list with O(1) removal.  The distribution
     is the earlier quadratic version's, not its random stream: a seed gives a
-    different circuit than before issue 26.
+    different circuit than the quadratic version gave.
     """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)

@@ -1,8 +1,8 @@
 """Compiled GD architectures: the placed (ridge) least-squares GD step, compiled, as the body.
 
 Where ``gd_baseconv.py`` and ``gd_attention.py`` are written by hand from the papers, these
-architectures come out of the circuit compiler (``constructions/compiler``, issue "the compiler
-in the theorems' shape"): the circuit of one step ``x <- x - eta (A^T (A x - b) + lam x)``
+architectures come out of the circuit compiler (``constructions/compiler``, in the shape of
+seed 000 Thm. D.30 and seed 003 Thm. H.21): the circuit of one step ``x <- x - eta (A^T (A x - b) + lam x)``
 (seed 000 eq. (3); seed 001 eq. (35) for ridge) is built by ``circuits.gd_step`` /
 ``circuits.ridge_gd_step`` with ``placed=True``, compiled to the target, and repeated as the
 body; the prediction ``q^T x`` is a second compiled circuit, the epilogue.

@@ -2,8 +2,7 @@
 values, a weight file's metadata).
 
 ``fractions.Fraction`` reads ``"1e999999999"`` by computing ``10**999999999``: a billion-digit
-integer, minutes of CPU and gigabytes before anything is checked (issue 25 red-team
-follow-up).  :func:`parse_rational` refuses such a string *before* computing anything: it
+integer, minutes of CPU and gigabytes before anything is checked.  :func:`parse_rational` refuses such a string *before* computing anything: it
 matches the text against the grammar below, counts the digits and reads the exponent from at
 most a few characters, and only then builds the Fraction.
 

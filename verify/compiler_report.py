@@ -573,7 +573,7 @@ def _section_attention(cells, gd) -> list[str]:
 
 
 def _section_attention_gd(gd) -> list[str]:
-    """Issue 26 item 5: why compiled GD on ``lsa`` cannot be one layer per step over the placed grid,
+    """Why compiled GD on ``lsa`` cannot be one layer per step over the placed grid,
     and what placement would let it (and ``elsa`` reach 1.5x the hand state)."""
     by = {r["arch"]: r for r in gd}
     cl, ce, hl, he = by.get("compiled-lsa"), by.get("compiled-elsa"), by.get("lsa"), by.get("elsa")

@@ -27,7 +27,7 @@ and the other tokens; this pass compiles to those:
   of two shapes: R, ``out[w, d] = sum_b l_b(h_w) sum_i pi[d, i] m_b(H[i])`` (token ``i`` picked by
   ``n_d = sum_i pi pos_i``: e.g. every residual ``(A x - b)_i`` in one head), and C,
   ``out[w, d] = sum_i l_i(h_w) n_d(H[i])`` (``m_i = pos_i``: e.g. ``A^T r`` in one head).
-* a **row-uniform Gram sum** (issue 26 item 5): monomials ``q H[s, c1] H[s, c2]`` with one
+* a **row-uniform Gram sum**: monomials ``q H[s, c1] H[s, c2]`` with one
   coefficient ``q`` on every token ``s`` holding inputs in both channels (``dot``'s ``u_t v_t``)
   are the Gram factor of one head, ``l = pos_w``, ``m = c1``, ``n_d = q c2``: nothing moves.
 * a **gather layer** copies an input to the work token only where a monomial has neither cell

@@ -1,4 +1,4 @@
-"""The seeds' experiments, reproduced at CPU scale (issue 18; ``docs/experiments.md``).
+"""The seeds' headline experiments, reproduced at CPU scale (``docs/experiments.md``).
 
 One module per experiment (:mod:`.common` says what each provides); each runs its grid through
 :func:`numerics.sweep.run_grid` and writes JSON + CSV + a PNG; ``python -m numerics.experiments

@@ -16,19 +16,12 @@ from polyverify.cli import UsageError, atomic_write_text, one_line
 from . import EXPERIMENTS, load
 from .common import FIGURE, GPU_DIR, SUMMARY
 
-#: experiments of issue 18 that have no module here, and why (stated in the document)
+#: the seeds' headline experiments that have no module here, and why (stated in the document)
 NOT_REPRODUCED: dict[str, str] = {}
 
-#: experiments with a module whose full run is not committed, and why (stated in the document)
-NOT_RUN: dict[str, str] = {
-    "seed003-mqar": (
-        "the module, its tests and its `--quick` pipeline exist; run `python -m numerics.experiments seed003-mqar "
-        "--out docs/experiments/seed003-mqar --workers 1`, then `python -m numerics.experiments report`."),
-    "seed000-table7": (
-        "the module, its tests and its `--quick` pipeline exist; run `python -m numerics.experiments seed000-table7 "
-        "--out docs/experiments/seed000-table7 --workers 1`, then `python -m numerics.experiments report`; "
-        "docs/training.md has longer CPU runs of k = 1 (the explicit gradient task)."),
-}
+#: experiments with a module whose full run is not committed, and why (stated in the document;
+#: every experiment's CPU run is committed under ``docs/experiments/<NAME>/`` today)
+NOT_RUN: dict[str, str] = {}
 
 HEADER = """# The seeds' experiments, reproduced at CPU scale
 

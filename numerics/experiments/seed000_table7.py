@@ -335,7 +335,7 @@ def configs(quick: bool) -> list[dict]:
 
 #: steps per cell of the full run (equal for every k, so the MSEs compare at equal training)
 STEPS = 3000
-#: the k run also with StepLR Adam at equal steps (k = 2: the issue's criterion; k = 1: where the
+#: the k run also with StepLR Adam at equal steps (k = 2: the recipe-vs-StepLR criterion; k = 1: where the
 #: models learn the whole target at this budget)
 STANDARD_KS = (1, 2)
 #: warm starts (not a criterion: they separate the optimisation's plateau from the recipe's precision):
@@ -527,7 +527,7 @@ def _warm_sentence(runs: dict) -> str:
                          + (f", largest {fmt(w['test_mse'])} at step {w['step']}" if w else "") + ")"
                          + (f", {fmt(cold['final_test_mse'] / r['final_test_mse'])}x below the run from random "
                             "initialisation" if cold else "")
-                         + f", {'within' if r['final_test_mse'] <= bound(r) else 'above'} the issue's precision bound")
+                         + f", {'within' if r['final_test_mse'] <= bound(r) else 'above'} the precision criterion's bound")
         knocked = all(worst(r) and worst(r)["test_mse"] > 10 * r["start_test_mse"] for r in group)
         falling = all(len(r["history"]) >= 2 and r["history"][-1]["test_mse"] == min(h["test_mse"] for h in r["history"])
                       for r in group)
@@ -711,7 +711,7 @@ def markdown(s: dict, figure: str) -> str:
     L.append("")
     L.append(f"![seed 000 Table 7]({figure})")
     L.append("")
-    L.append("**Pass criteria (issue 18)**")
+    L.append("**Pass criteria**")
     L.append("")
     for c in s["criteria"]:
         L.append(f"* {c['text']}: {verdict(c['met'])}.")

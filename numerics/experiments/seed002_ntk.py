@@ -389,7 +389,7 @@ def worse_than_zero(delays: list[dict]) -> str:
 def markdown(s: dict, figure: str) -> str:
     L = []
     L.append(f"nu_W = {NU['W']}, nu_F = nu_C = {NU['F']}, n_x = n_y = 1 for the NTK and Fig. 1. The paper states "
-             "the limits and shows curves (Figs. 1 and 3) without numbers; the pass criteria are issue 18's.")
+             "the limits and shows curves (Figs. 1 and 3) without numbers; the pass criteria are this reproduction's.")
     L.append("")
     if s["ntk"]:
         T = len(next(iter(s["ntk"].values()))["rho"])
@@ -431,7 +431,7 @@ def markdown(s: dict, figure: str) -> str:
         L.append("")
     L.append(f"![seed 002]({figure})")
     L.append("")
-    L.append("**Pass criteria (issue 18)**")
+    L.append("**Pass criteria**")
     L.append("")
     for c in s["criteria"]:
         extra = ""

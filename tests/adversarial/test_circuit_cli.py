@@ -192,7 +192,7 @@ CIRCUIT_CASES = [
     # a circuit with a dead node: its warning is not printed when the run is refused
     (_graph("dead.json", "--weights", "{tmp}/weights.txt"), ["not a readable safetensors file"]),
     (_graph("dead.json", "--trials", "0"), ["--trials must be >= 1"]),
-    # issue 25: a negative seed (was a numpy traceback after the proof); an unbounded input stream
+    # a negative seed (was a numpy traceback after the proof); an unbounded input stream
     (_graph("dot.json", "--seed=-1"), ["--seed must be >= 0"]),
     (["circuit", "--graph", "/dev/zero"], ["/dev/zero: more than", f"max_file_bytes = {LIMITS['max_file_bytes']}",
                                            AL]),
@@ -308,7 +308,7 @@ RANDOM_CASES = [
     (["--out", "{tmp}/new/"], ["--out", "not a file name"]),
     (["--gates", "1", "--outputs", "2", "--out", "{tmp}/report.json"], ["n_outputs"]),
     (["--bogus"], ["unrecognized arguments"]),
-    # issue 25: the most wires (--gates x --max-arity) and the nodes bounded up front by the circuit
+    # the most wires (--gates x --max-arity) and the nodes bounded up front by the circuit
     # command's own limits (this case ran over 4 minutes and drew a file the circuit command refuses)
     (["--gates", "10000", "--inputs", "10000", "--max-arity", "1024"],
      ["--gates 10000 x --max-arity 1024 = 10240000 wires", f"max_wires = {RANDOM_LIMITS['max_wires']}", AL]),

@@ -45,7 +45,7 @@ CASES = [
     (["gd", "--layers", "7", "--arch", "lsa", *SMALL, "--lam=-1/4"], ["--lam", ">= 0"]),
     (["gd", "--layers", "7", *SMALL, "--weights", "{tmp}/missing.safetensors"], ["not found"]),
     (["gd", "--layers", "7", *SMALL, "--weights", "{tmp}/afile"], ["not a readable safetensors"]),
-    # issue 25: a refused run creates no folder; options the run would ignore are refused;
+    # a refused run creates no folder; options the run would ignore are refused;
     # an unwritable pseudo file system is refused before the work
     (["gd", "--layers", "7", *SMALL, "--kappa", "nan", "--json", "{tmp}/newdir/r.json"], ["--kappa", "finite"]),
     (["gd", "--layers", "7", *SMALL, "--seed=-1", "--export", "{tmp}/newdir/sub/w.safetensors"], ["--seed"]),

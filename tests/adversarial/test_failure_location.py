@@ -1,4 +1,4 @@
-"""Issue 12, clean output: a failed proof blames the layer that is wrong.
+"""Clean output: a failed proof blames the layer that is wrong.
 
 A construction may declare the state after each layer of a section
 (``Construction.intermediate_states``: a ``PartialState``, expected values on declared

@@ -1,4 +1,4 @@
-"""Ctrl-C (issue 25, item 7): every CLI ends with one line ``interrupted`` on stderr, exit status
+"""Ctrl-C: every CLI ends with one line ``interrupted`` on stderr, exit status
 130, no traceback (from the command, its proof child or a Dask cluster's shutdown), no output
 file and no folder it created left behind, and no child process left running.
 

@@ -1,4 +1,4 @@
-"""Adversarial command lines for the numerics CLIs (issue 12): ``numerics.train``,
+"""Adversarial command lines for the numerics CLIs: ``numerics.train``,
 ``numerics.roundoff`` and ``numerics.training.report``.
 
 Every bad input is refused before any work: exit status 2, exactly one ``error:`` line
@@ -124,7 +124,7 @@ TRAIN_CASES = [
     (["gradient"], "--out"),
     (["transformer", "--out", "{out}"], "invalid choice"),
     (_t("--no-such-flag"), "unrecognized arguments"),
-    # issue 25: a folder that holds a run is not replaced silently; --resume keeps the checkpoint's settings
+    # a folder that holds a run is not replaced silently; --resume keeps the checkpoint's settings
     (["gradient", "--out", "{tmp}/run3", "--steps", "60"], "holds a run (checkpoint.safetensors"),
     (["gradient", "--out", "{tmp}/run3", "--steps", "60", "--resume", "--overwrite"], "give one"),
     (["gradient", "--out", "{tmp}/run3", "--steps", "60", "--resume", "--n", "4"],
@@ -191,7 +191,7 @@ ROUNDOFF_CASES = [
     (["baseconv", "--layers", "4", "--out", "{file}"], "is a file, not a folder"),
     (["baseconv", "--layers", "4", "--out", "{file}/sub"], "is a file, not a folder"),
     (["baseconv", "--out", "{out}"], "--layers"),
-    # issue 25: an option the run would ignore is refused
+    # an option the run would ignore is refused
     (_r("lsa", "3", "--conv", "fft"), "lsa has none"),
     (_r("lsa", "3", "--conv", "direct,fft"), "lsa has none"),
 ]
@@ -373,7 +373,7 @@ def test_memory_estimate_counts_the_parameters_exactly(kw):
     assert train.param_count(m) == sum(p.numel() for p in SequenceModel(m).parameters() if p.requires_grad)
 
 
-# ------------------------------------------------------------------ issue 25
+# ------------------------------------------------------------------ start-up order, run folders, corrupt summaries
 
 def test_train_usage_error_comes_before_torch():
     """A bad command line is refused before torch is imported (it took 8 s on a loaded machine)."""

@@ -1,4 +1,4 @@
-"""Issue 25 item 6: every exact proof of the CLIs runs bounded (``verify/bounded.py``).
+"""Every exact proof of the CLIs runs bounded (``verify/bounded.py``).
 
 ``gd --weights``, ``gd`` and ``import`` prove in a child process under ``--proof-memory-gib`` and
 ``--proof-timeout`` (before: in-process, and a 165 KB all-ones weight file, N=20, D=5, made FLINT

@@ -1,4 +1,4 @@
-"""Soundness hole 3 of issue 12: symbol-name collisions in the prover.
+"""A soundness hole: symbol-name collisions in the prover.
 
 Before the fix, ``SymbolicProblem`` looked generators up by a name built as
 ``var_i_j``, so an entry and a parameter (or entries of two variables) with the

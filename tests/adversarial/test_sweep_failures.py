@@ -1,4 +1,4 @@
-"""numerics.sweep under attack (issue 25, item 8): a cell that kills its worker every time, a
+"""numerics.sweep under attack: a cell that kills its worker every time, a
 ``--scheduler`` that is not a Dask scheduler, finished cell files that do not belong to their cell
 or are damaged, a dashboard link without bokeh, the timings of a rerun with nothing to do, and the
 workers' import time kept out of the cells' times.  Every listener is on the loopback interface."""

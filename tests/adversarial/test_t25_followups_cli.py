@@ -1,4 +1,4 @@
-"""Issue 25, the red-team run after the first fixes: options that were silently ignored or
+"""A red-team run after the first fixes: options that were silently ignored or
 contradicted, misleading lines, and huge-exponent rationals on the CLIs that build a construction
 from a string (``constructions.base.exact``: every caller bounded at once)."""
 from __future__ import annotations

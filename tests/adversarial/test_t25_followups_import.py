@@ -1,4 +1,4 @@
-"""Issue 25 red-team follow-ups on ``python -m verify.construct import`` (``--from polyverify``):
+"""Red-team follow-ups on ``python -m verify.construct import`` (``--from polyverify``):
 
 1. a file whose declared sizes were changed (``variables.A`` [3, 2] -> [4, 2], tensors unchanged)
    crashed in the proof ("operands could not be broadcast", exit 1, no JSON): refused before the

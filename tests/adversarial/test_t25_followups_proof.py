@@ -1,4 +1,4 @@
-"""Red-team follow-ups to issue 25 (the prover and user-written rationals).
+"""Red-team follow-ups on the prover and user-written rationals.
 
 1. A symbolic proof must cover the construction's *specification* too.  ``prove`` proves
    ``con.rebuild(eta=<symbol>)``; a ``step`` (or ``final_state``, ``intermediate_states``) that

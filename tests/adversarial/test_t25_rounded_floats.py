@@ -1,4 +1,4 @@
-"""Issue 25 item 1: a rounded float is never proved as the rational its metadata declares.
+"""A rounded float is never proved as the rational its metadata declares.
 
 ``weights_io.load`` read an entry as the metadata's rational ``q`` whenever ``float(q) ==
 t[idx]``; numpy compares a Python float with a float16/float32 entry after casting it *down*,

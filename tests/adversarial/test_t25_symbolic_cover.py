@@ -1,4 +1,4 @@
-"""Issue 25 item 3: a symbolic proof must cover the construction's own (concrete) layers.
+"""A symbolic proof must cover the construction's own (concrete) layers.
 
 ``prove`` proves ``con.rebuild(eta=<symbol>)``.  A builder that branches on the value (``if eta
 == 1/16``) builds other layers at the value than on a symbol, and ``_same_stack(con,

@@ -160,7 +160,7 @@ ERRATA_CASES = [
     (["--markdown", "{tmp}/errata.md", "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
     (["--markdown", "{tmp}/errata.md", "--json", "{tmp}/errata.md"], ["--json", "the same file as --markdown"]),
     (["--bogus"], ["unrecognized arguments: --bogus"]),
-    # issue 25: a refusal leaves no new folder
+    # a refusal leaves no new folder
     (["--markdown", "{tmp}/newdir/errata.md", "--json", "{tmp}/newdir/errata.md"], ["the same file as --markdown"]),
 ]
 
@@ -215,7 +215,7 @@ def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypa
     ("catalogue_report", ["--markdown", "/proc/polyverify-c.md"]),
 ])
 def test_existing_unwritable_folder_is_refused_up_front(workdir, capsys, monkeypatch, tool, argv, snapshot):
-    """Issue 25: /proc exists and root passes os.access on it, yet no file can be made there:
+    """/proc exists and root passes os.access on it, yet no file can be made there:
     the check creates a probe file, so the refusal comes before the work (errata ran everything first)."""
     monkeypatch.setattr(errata, "run_all", _no_work)
     monkeypatch.setattr(catalogue_report, "rows", _no_work)

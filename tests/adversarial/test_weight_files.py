@@ -1,4 +1,4 @@
-"""Soundness holes 1, 2 and 4 of issue 12: a weight file can never be PROVED for
+"""Soundness holes: a weight file can never be PROVED for
 what the proof did not read.
 
 1. every tensor of a file is consumed by the proof, or the file is refused naming

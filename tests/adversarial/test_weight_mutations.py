@@ -2,7 +2,7 @@
 
 1. Our own files: an exported ``gd-baseconv`` file (N=3, D=2, depth 4) is mutated at random:
    tensors added, removed or renamed, a tensor's dtype changed, every tensor cast to
-   float16/float32 with the metadata kept (issue 25 item 1), one entry changed, the metadata's
+   float16/float32 with the metadata kept, one entry changed, the metadata's
    exact rationals edited or dropped (or declared for a stored zero), the header edited.
    ``verify.construct gd --weights`` must then exit 0, 1 or 2 (never raise), and whenever it says
    PROVED (exit 0) an *independent* check must agree that the file still computes the
@@ -98,7 +98,7 @@ mutation = st.one_of(
               st.sampled_from([0.0, 1.0, -1.0, 2.0**-30, 1e300, 2.0**53, 0.5])),
     st.tuples(st.just("header"), st.sampled_from(["drop-exact", "drop-layers", "flip-causal", "flip-residual",
                                                   "exact-lie", "params", "k", "name", "variables", "garbage"])),
-    # issue 25 item 1: casts with the metadata kept, edited / dropped / invented declared rationals
+    # casts with the metadata kept, edited / dropped / invented declared rationals
     st.tuples(st.just("cast"), st.sampled_from(["float16", "float32"])),
     st.tuples(st.just("exact-edit"), st.integers(0, 10_000),
               st.sampled_from([Fraction(1, 2**60), Fraction(-1, 2**30), Fraction(1, 3), Fraction(1, 10**20), 1])),

@@ -1,4 +1,4 @@
-"""Compiler cases a red-team run found (issue 26): a channel budget on a one-token grid, a causal
+"""Compiler cases a red-team run found: a channel budget on a one-token grid, a causal
 budget the re-associated circuit cannot meet though the circuit as given can, the frontier of
 such a circuit, and an unbounded --channels."""
 from __future__ import annotations

@@ -171,7 +171,7 @@ def test_compiled_gd_architectures_prove_and_track_gd_in_float64(target):
     assert np.abs(got["prediction"] - (q * x).sum(-1)).max() < 1e-12
 
 
-# ------------------------------------------------------------------ at most H heads per layer (issue 26 item 5)
+# ------------------------------------------------------------------ at most H heads per layer
 
 def heads_within(con, limit) -> None:
     """At most ``limit`` heads per LSA layer / per ELSA stage, as the report says."""

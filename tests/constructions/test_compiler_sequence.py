@@ -201,7 +201,7 @@ def gd_x_in_column_channel(n, d, form="residual"):
 
 @pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (20, 5)])
 def test_gd_step_with_x_in_the_columns_channels_fits_the_theorems_width(n, d):
-    """Issue 26 item 2: x_j in A's channel j made the direct product layer read x_j across tokens
+    """``x_j`` in A's channel j made the direct product layer read x_j across tokens
     from a shared channel (one inner channel per token: 21 x 106 at 20 x 5); the place pass moves
     x to free channels in one route layer: within (N+1) x (3D+4), as wide as the builder's layout."""
     g = gd_x_in_column_channel(n, d)

@@ -1,4 +1,4 @@
-"""Peers' checkpoints as their own code saves them (issue 29 item 3), written here the way the peers
+"""Peers' checkpoints as their own code saves them, written here the way the peers
 write them (``torch.save`` / ``np.savez`` of dicts shaped like theirs, no peer code):
 
 * precision-ls (seed 000's code): the notebook's ``model.state_dict()`` of ``TransformerModel``

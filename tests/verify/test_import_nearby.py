@@ -1,4 +1,4 @@
-"""The nearby search knows the specifications (issue 29 item 4): a file that fails as GD is tried
+"""The nearby search knows the specifications: a file that fails as GD is tried
 against the other named specifications that can hold it (``prefix-coupled`` for precision-ls's
 causal notebook, seed 000 App. D.3.1) and under the reversed-taps reading, besides the other
 conventions."""

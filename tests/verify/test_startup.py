@@ -1,4 +1,4 @@
-"""Light start-up of ``python -m verify.construct`` (issue 28 item 4): --help and argument errors
+"""Light start-up of ``python -m verify.construct``: --help and argument errors
 import none of networkx, mpmath, flint, torch (nor numpy or sympy), structurally (``python -X
 importtime``: what was imported, not how long it took); the catalogue's manifest, which they read
 instead of the registry, is fresh and says what the registry says; the light checks agree with

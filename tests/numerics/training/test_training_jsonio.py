@@ -1,4 +1,4 @@
-"""history.json / result.json are strict JSON (issue 25): a diverged run's NaN and inf are written
+"""history.json / result.json are strict JSON: a diverged run's NaN and inf are written
 as null, noted under "non_finite", and read back as floats by a resumed run and the report."""
 import json
 import math
