@@ -53,3 +53,23 @@ def test_bad_arguments_exit_2(args, capsys):
     assert _bench().main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_pareto_frontier_every_point_proved(tmp_path, capsys):
+    b = _bench()
+    out = tmp_path / "p.json"
+    assert b.main(["--pareto", "--pareto-size", "6x2", "--target", "baseconv-causal", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    front = d["frontier"]
+    assert front and all(p["proved"] for p in front) and front[-1]["budget"] is None
+    # a frontier: channels strictly up, layers strictly down
+    assert all(p["channels"] < q["channels"] and p["layers"] > q["layers"] for p, q in zip(front, front[1:]))
+    assert "PROVED" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [["--pareto", "--pareto-size", "0x2"], ["--pareto", "--pareto-size", "6by2"],
+                                  ["--pareto", "--target", "lsa"]])
+def test_pareto_bad_arguments_exit_2(args, capsys):
+    assert _bench().main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
