@@ -17,21 +17,10 @@ import pytest
 from numerics import sweep
 from tests.adversarial.conftest import tree_snapshot
 
-CELL = "tests.numerics.sweep_cells:cell"
+from tests.numerics.sweep_testing import CELL
+from tests.numerics.sweep_testing import grid_file as _grid
+from tests.numerics.sweep_testing import one_error_line as _one_error_line
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _grid(tmp: Path, cells: list[dict], cell: str = CELL, **extra) -> Path:
-    g = tmp / "grid.json"
-    g.write_text(json.dumps({"cell": cell, "cells": cells, **extra}))
-    return g
-
-
-def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    return lines[0]
 
 
 # ------------------------------------------------------------------ --scheduler-file

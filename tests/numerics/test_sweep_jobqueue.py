@@ -18,13 +18,15 @@ import pytest
 
 from numerics import sweep
 from tests.adversarial.conftest import tree_snapshot
+from tests.numerics.sweep_testing import CELL
+from tests.numerics.sweep_testing import grid_file as _grid
+from tests.numerics.sweep_testing import one_error_line as _one_error_line
 
 # not imported here: importing dask_jobqueue sets SIGINT to sys.exit(); numerics.sweep imports it
 # keeping the handler (test_importing_dask_jobqueue_keeps_the_sigint_handler)
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("dask_jobqueue") is None,
                                 reason="the sweep extra's dask-jobqueue is not installed")
 
-CELL = "tests.numerics.sweep_cells:cell"
 REPO = Path(__file__).resolve().parents[2]
 
 SLURM_YAML = """\
@@ -51,19 +53,6 @@ queue = "workq"
 account = "proj42"
 job-extra-directives = ["-l place=scatter"]
 """
-
-
-def _grid(tmp: Path, cells: list[dict], **extra) -> Path:
-    g = tmp / "grid.json"
-    g.write_text(json.dumps({"cell": CELL, "cells": cells, **extra}))
-    return g
-
-
-def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    return lines[0]
 
 
 # ------------------------------------------------------------------ the dry run
