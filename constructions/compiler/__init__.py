@@ -1,25 +1,31 @@
-"""Arithmetic circuits -> explicit BaseConv weight settings, one module per pass (as tracr's compiler).
+"""Arithmetic circuits -> explicit BaseConv, LSA and ELSA weight settings (seed 000 Thm. D.30, seed 003
+Thm. H.21 for BaseConv; seed 001 eq. (8), (16) for LSA / ELSA), one module per pass (as tracr's compiler).
 
 ================  ==========================================================================
 module            pass
 ================  ==========================================================================
+``reassociate``   before every target: the circuit -> one with the same polynomials and at
+                  most the same multiplicative depth (``reassociate=False``: as written)
 ``linearise``     circuit -> affine forms over atoms (inputs, binary products), levels
+                  (exact forms: ``circuits/affine.py``)
 ``mlp``           target ``baseconv-mlp``: one token, every live value its own channel
 ``sequence``      targets ``baseconv`` / ``baseconv-causal``: the placed circuit's token grid;
                   product layers, route layers where a factor must move
 ``place``         the placed inputs -> the channels the sequence compile works in
 ``budget``        ``baseconv`` / ``baseconv-causal`` under a channel budget (layers for channels)
+``benes``         Benes networks of masked shifts: any permutation of ``2^k`` tokens in
+                  ``2k - 1`` BaseConv layers (seed 003 Lemmas H.7-H.8), the budget's routing
 ``routing``       a linear map between two sequence states -> one BaseConv layer
-``attention``     targets ``lsa`` / ``elsa`` (seed 001): gather to a work row, product heads
-                  per level, an output layer; ELSA groups the layers into two-stage modules
+``attention``     targets ``lsa`` / ``elsa``: gather to a work token, product heads per level,
+                  an output layer; ELSA groups the layers into two-stage modules
 ``circuit``       the :class:`CompiledCircuit` construction all targets return
 ``targets``       the table :data:`TARGETS`: one :class:`~.targets.Target` per name (description,
                   paper, compile, options it takes, causal, its passes, its bound)
 ================  ==========================================================================
 
 :func:`compile_circuit` picks the target: ``baseconv`` for a placed circuit (inputs carrying
-``token``/``channel``, :func:`circuits.placement`), ``baseconv-mlp`` otherwise, unless told.
-How to add a target: :mod:`.targets`.
+``token``/``channel``, :func:`circuits.placement`), ``baseconv-mlp`` otherwise, unless told
+(``lsa``, ``elsa``, ``baseconv-causal``: :data:`TARGETS`).  How to add a target: :mod:`.targets`.
 """
 from __future__ import annotations
 

@@ -459,7 +459,7 @@ def _log2c(n: int) -> int:
     return max(0, (max(1, n) - 1).bit_length())
 
 
-def _route_layers(pairs: dict, final: dict, src: int, X: int) -> list:
+def route_layers(pairs: dict, final: dict, src: int, X: int) -> list:
     """Move-lists (one per layer) routing the values at tokens ``pairs`` keys (channel ``src``) to
     tokens ``pairs`` values (channel ``X``) through a Benes network on the least ``2^k`` tokens
     holding both, each arriving value scaled by ``final[dest]`` in the last layer.  Only the
@@ -529,10 +529,10 @@ def _gather_sum(forms: list, tok: dict, src: int, X: int):
         order += by_src[a]
         pos += len(by_src[a])
     if max(len(v) for v in by_src.values()) == 1:  # no copies: the two routes compose into one
-        layers = _route_layers({tok[a]: by_src[a][0][0] for a in srcs}, {d: c for d, c in order}, src, X)
+        layers = route_layers({tok[a]: by_src[a][0][0] for a in srcs}, {d: c for d, c in order}, src, X)
         return layers + _sum_tree(forms, X), max(
             _pow2(max(max(tok[a] for a in srcs), max(d for d, _ in order)) + 1) - 1, 0)
-    layers = _route_layers({tok[a]: start[a] for a in srcs}, {start[a]: ONE for a in srcs}, src, X)
+    layers = route_layers({tok[a]: start[a] for a in srcs}, {start[a]: ONE for a in srcs}, src, X)
     for j in range(_log2c(max(len(v) for v in by_src.values()))):
         keep, copy = {}, {}
         for a in srcs:
@@ -540,7 +540,7 @@ def _gather_sum(forms: list, tok: dict, src: int, X: int):
             keep.update({s0 + o: ONE for o in range(min(1 << j, m))})
             copy.update({s0 + o: ONE for o in range(1 << j, min(1 << (j + 1), m))})
         layers.append([(X, X, 0, keep)] + ([(X, X, 1 << j, copy)] if copy else []))
-    layers += _route_layers({i: d for i, (d, _) in enumerate(order)}, {d: c for d, c in order}, X, X)
+    layers += route_layers({i: d for i, (d, _) in enumerate(order)}, {d: c for d, c in order}, X, X)
     layers += _sum_tree(forms, X)
     top = max([_pow2(max(max(tok[a] for a in srcs), len(order) - 1) + 1) - 1,
                _pow2(max(len(order) - 1, max(d for d, _ in order)) + 1) - 1])
@@ -662,7 +662,7 @@ def plan_levels(g, channels: int):
         ls, t_top = _gather_sum([(ends[n], routed[n]) for n in sorted(routed)], tok, V, A)
         top.append(t_top)
         if not fits:
-            ls += _route_layers({ends[n]: z[n] for n in routed}, {z[n]: ONE for n in routed}, A, A)
+            ls += route_layers({ends[n]: z[n] for n in routed}, {z[n]: ONE for n in routed}, A, A)
             top.append(_pow2(max(max(ends.values()), max(z.values())) + 1) - 1)
         for mvs in ls:
             layers.append(("route (outputs)", mvs, {}, None))
@@ -699,7 +699,8 @@ def plan_levels(g, channels: int):
     return specs, T, inputs, slots, bound
 
 
-def _layers_of(specs, T: int, Cw: int, causal: bool) -> list:
+def layers_of(specs, T: int, Cw: int, causal: bool) -> list:
+    """The BaseConv layers (``T`` tokens, ``Cw`` channels) of the layer specifications ``specs``."""
     layers = []
     for sp in specs:
         L = BaseConv.zeros(T, Cw, causal=causal)
@@ -743,7 +744,7 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
         bound["why"] = ("the causal target: its filters move values only to later tokens, so no Benes route"
                         if causal else f"budget {channels} below the level-parallel scheme's minimum {LEVEL_MIN}")
     Cw = channels
-    layers = _layers_of(specs, T, Cw, causal)
+    layers = layers_of(specs, T, Cw, causal)
     bound.update({"scheme": scheme, "tokens": T, "state_width": channels, "inner_width": channels,
                   "channel_budget": channels})
     info = {

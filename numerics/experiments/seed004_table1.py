@@ -21,7 +21,7 @@ size, in ``BASELINE_DRAWS`` independent draws of (tuning set, evaluation set) pe
 is evaluated on the pooled evaluation sets, its value the mean over the draws' tunings, its standard
 error counting the tuning sets' noise beside the evaluation's (:func:`baselines_cell`).
 
-Criteria (issue 18, the third one as issue 30 item 3 corrected it): the baselines within 10% of
+Criteria: the baselines within 10% of
 Table 1; the 1-layer models equal within 2%; at L = 3, sigma_max = 5, Diag and Full at about a third
 of GD++'s loss or below (Table 1's ratios there are 0.343 and 0.340; ``THIRD_BOUND``).  ``STUDY``
 trains Full at L = 3, sigma_max = 3 again with one thing changed at a time (evaluation size, steps,
@@ -33,7 +33,7 @@ with a recipe of our own (the paper's 200k steps at lr 1e-4, batch 2048, best of
 GPU hours per model): a warm start at the toolkit's exact GD++ layer (``s004-gdpp``:
 ``(p_x, p_y, q_x, q_y) = (-gamma, -eta, 1, 0)``) plus Gaussian noise on every free parameter,
 linear warm-up then cosine decay of the learning rate, gradient-norm clipping, a step with a
-non-finite loss skipped.  Seed 004 measured with naive settings (issue 18): Diag/Full stuck at
+non-finite loss skipped.  Naive settings, measured before this recipe: Diag/Full stuck at
 the GD++ level (0.38 after 1,500 steps at lr 1e-2) or diverging with a larger initialisation.
 """
 from __future__ import annotations
@@ -951,7 +951,7 @@ def markdown(s: dict, figure: str) -> str:
     L.extend(_study_paragraph(s))
     L.append(f"![seed 004 Table 1]({figure})")
     L.append("")
-    L.append("**Pass criteria (issue 18)**")
+    L.append("**Pass criteria**")
     L.append("")
     for c in s["criteria"]:
         L.append(f"* {c['text']}: {verdict(c['met'])}.")
@@ -993,7 +993,7 @@ def markdown(s: dict, figure: str) -> str:
                      "The paper states no ratio in words: Sec. 6 ('Uniform noise variance') says of Full and Diag "
                      "that 'the results quickly improve across the entire noise spectrum for 3 or more layers' and that "
                      "'GD++ quickly converges to a suboptimal solution'; the third is its Table 1's L = 3, sigma_max = 5 column "
-                     "(issue 18's criterion, 'at most half', was looser than the paper's ratio).")
+                     "(an earlier criterion here, 'at most half', was looser than the paper's ratio).")
     L.append("")
     L.extend(_adarr_paragraph(s))
     m3 = {v: s["models"].get(v, {}).get("3", {}).get("5") for v in VARIANTS}

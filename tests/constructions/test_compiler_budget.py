@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import circuits as C
 from constructions.compiler import CompileError, compile_circuit
 from constructions.compiler.benes import apply_stages, benes_stages
-from constructions.compiler.budget import (EXTRA, LEVEL_MIN, LEVEL_PARALLEL, _layers_of, _route_layers,
+from constructions.compiler.budget import (EXTRA, LEVEL_MIN, LEVEL_PARALLEL, layers_of, route_layers,
                                            grid_channels, minimum_channels)
 from constructions.compiler.routing import LayerSpec
 from verify.proof import prove
@@ -153,7 +153,7 @@ def _run_layers(specs, T, Cw, x):
     S = np.zeros((T, Cw), dtype=object)
     S[:] = Fraction(0)
     S[:, 0] = x
-    for L in _layers_of(specs, T, Cw, False):
+    for L in layers_of(specs, T, Cw, False):
         S = L.forward(S)
     return S
 
@@ -177,7 +177,7 @@ def test_benes_routes_every_permutation_as_exact_layers(data):
     keep = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="routed")
     pairs = {t: perm[t] for t in range(n) if keep[t]} or {0: perm[0]}
     coef = {d: Fraction(data.draw(st.integers(-5, 5).filter(bool), label="c"), 3) for d in pairs.values()}
-    moves = _route_layers(pairs, coef, 0, 1)
+    moves = route_layers(pairs, coef, 0, 1)
     assert len(moves) <= max(1, 2 * k - 1)
     specs = []
     for mv in moves:

@@ -1,4 +1,4 @@
-"""seed004-table1 (issue 30 item 3): the baselines' independent draws and their standard error, the
+"""seed004-table1: the baselines' independent draws and their standard error, the
 one-third criterion, the sigma_max = 3 column, the Full study and the AdaRR paragraph, each against an
 independent computation or a summary whose numbers are known."""
 import math
