@@ -132,6 +132,10 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
             raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
         NX = nonzero_pattern(X) if nonzero_x is None else _pattern_of(nonzero_x, X)  # numpy's loop
         NY = nonzero_pattern(Y) if nonzero_y is None else _pattern_of(nonzero_y, Y)
+        try:
+            return _mm_columns(X, Y, NX, NY)
+        except (TypeError, ValueError):  # an entry whose == 1 is not a plain bool: one by one below
+            pass
         out = zeros_like_object((m, n))
         for j in np.nonzero(NY.any(axis=0))[0].tolist():
             rs = np.nonzero(NY[:, j])[0]
@@ -149,15 +153,90 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
                 if key in seen:
                     out[i, j] = seen[key]
                     continue
-                acc = None
+                terms = []
                 for x, y, y1, nz in zip(xs, ys, y_one, live[i].tolist()):
-                    if not nz:
-                        continue
-                    term = y if _is_one(x) else (x if y1 else x * y)
-                    acc = term if acc is None else acc + term
-                seen[key] = out[i, j] = 0 if acc is None else acc
+                    if nz:
+                        terms.append(y if _is_one(x) else (x if y1 else x * y))
+                seen[key] = out[i, j] = 0 if not terms else tree_sum(terms)
         return out
     return X @ Y
+
+
+def _scalar_array(y) -> np.ndarray:
+    """A 0-d object array holding ``y`` (never read as a sequence: a FLINT polynomial has a length)."""
+    a = np.empty((), dtype=object)
+    a[()] = y
+    return a
+
+
+def _mm_columns(X, Y, NX, NY):
+    """The exact product of :func:`mm`, one output column at a time in numpy's loops: for column
+    ``j``, the rows of ``X`` whose operands in the column's nonzero rows ``rs`` are the same
+    objects are one row (a value replicated over tokens is computed, and stored, once: the
+    rows' keys are the operands' addresses, :func:`addresses`), and each term ``X[:, r] Y[r, j]``
+    is one elementwise product over those rows (none where ``X`` is 0; the other operand where
+    either is 1), the terms summed in a balanced tree (:func:`tree_sum`), each sum only where
+    both operands are nonzero.  The same sums as the entry-by-entry loop, in another order."""
+    m, k = X.shape
+    n = Y.shape[1]
+    out = zeros_like_object((m, n))
+    AX = addresses(X)  # X holds its entries alive while this runs: addresses are unique
+    x_one: dict = {}
+
+    def ones(r):  # which entries of column r of X are the structural one
+        hit = x_one.get(r)
+        if hit is None:
+            hit = x_one[r] = np.equal(X[:, r], 1, dtype=bool) & NX[:, r]
+        return hit
+
+    for j in np.flatnonzero(NY.any(axis=0)).tolist():
+        rs = np.flatnonzero(NY[:, j])
+        ys = [Y[r, j] for r in rs.tolist()]
+        y_one = [_is_one(y) for y in ys]
+        if len(rs) == 1 and y_one[0]:  # a copy of one column: the same objects, no arithmetic
+            out[:, j] = X[:, rs[0]]
+            continue
+        rows = np.flatnonzero(NX[:, rs].any(axis=1))
+        if not rows.size:
+            continue
+        keys = np.ascontiguousarray(AX[np.ix_(rows, rs)])
+        if len(rs) == 1:
+            keys = keys[:, 0]
+        else:
+            keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * len(rs)))).reshape(-1)
+        _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        urows = rows[first]
+        terms = []
+        for r, y, y1 in zip(rs.tolist(), ys, y_one):
+            nz = NX[urows, r]
+            if not nz.any():
+                continue
+            xs = X[urows, r]
+            t = zeros_like_object(len(urows))
+            if y1:
+                np.copyto(t, xs, where=nz)
+            else:
+                xo = ones(r)[urows]
+                yy = _scalar_array(y)
+                np.copyto(t, yy, where=xo)
+                np.multiply(xs, yy, out=t, where=nz & ~xo)  # x * y, x on the left
+            terms.append((t, nz))
+        while len(terms) > 1:  # a balanced tree of elementwise sums, each where both are nonzero
+            nxt = []
+            for (a, na), (b, nb) in zip(terms[0::2], terms[1::2]):
+                both = na & nb
+                c = zeros_like_object(len(urows))
+                np.copyto(c, a, where=na & ~nb)
+                np.copyto(c, b, where=nb & ~na)
+                if both.any():
+                    c[both] = np.add(a[both], b[both])
+                nxt.append((c, na | nb))
+            if len(terms) % 2:
+                nxt.append(terms[-1])
+            terms = nxt
+        if terms:
+            out[rows, j] = terms[0][0][np.asarray(inv).reshape(-1)]
+    return out
 
 
 def transpose(X):
