@@ -18,6 +18,8 @@ table.  Reported:
   process, in rounds of (small, big, small), each round's big proof over the mean of the two
   small ones around it; the median over up to 9 rounds, with the range.  Separate processes
   run minutes apart see different machines (shared cores, other jobs); a round sees one;
+* the peak resident memory of each flint proof's process (construction, imports and the proof;
+  ``ru_maxrss``);
 * which ring proved it: ``grouped`` (``verify/token_groups.py``: one generator per slot, used
   where every monomial provably draws from one token) or ``full``; and, for N up to
   ``--full-up-to``, the same proof with the grouped substitution switched off (the full ring:
@@ -256,6 +258,7 @@ def _main(argv=None) -> int:
             + [f"{n}x{d} sympy" for n, d in sizes if n <= a.sympy_up_to]
             + [f"{n}x{d} / {base[0]}x{base[1]} (flint CPU; state entries)" for n, d in sizes[1:]]
             + [f"{n}x{d} / {base[0]}x{base[1]} paired (median [min, max])" for n, d in paired_sizes]
+            + [f"{n}x{d} flint peak RSS MiB" for n, d in sizes]
             + ["ring (largest size proved)"])
     lines = ["", f"### Proof cost per GD architecture (CPU / wall seconds; {head})", "",
              "| arch | " + " | ".join(cols) + " |", "|---" * (1 + len(cols)) + "|"]
@@ -271,6 +274,8 @@ def _main(argv=None) -> int:
         for n, d in paired_sizes:
             r = res[f"{arch} {n}x{d} paired"]
             row.append(f"{r['median']:.1f}x [{r['min']:.1f}, {r['max']:.1f}]" if "median" in r else cell(r))
+        row += [f"{res[f'{arch} {n}x{d} flint']['rss_mib']:.0f}" if "rss_mib" in res[f"{arch} {n}x{d} flint"]
+                else "-" for n, d in sizes]  # the proof's process, construction and imports included
         proved = [res[f"{arch} {n}x{d} flint"] for n, d in sizes if "ring" in res[f"{arch} {n}x{d} flint"]]
         row.append(proved[-1]["ring"].split(" (")[0] if proved else "-")
         lines.append(f"| {arch} | " + " | ".join(row) + " |")
