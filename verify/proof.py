@@ -439,21 +439,37 @@ def _symbolic_spec(con: Construction, symbolic: bool, sections) -> tuple[str, ..
     return params
 
 
-def section_claims(spec: Construction, v: dict):
+def section_claims(spec: Construction, v: dict, record: dict | None = None):
     """(section, start state, target state) thunks of the three claims.  ``state(v)`` appears in
-    three of them: it is computed once and each thunk gets its own (shallow) copy."""
+    three of them: it is computed once and each thunk gets its own (shallow) copy.  ``record``:
+    a dict that gets each specification output computed, keyed as :func:`_spec_outputs` labels
+    them (``input_state(v)``, ``state(v)``, ``step(v)``, ``state(step(v))``, ``final_state(v)``),
+    as the specification returned it (never handed out: the thunks give copies)."""
     memo: dict = {}
+    rec = record if record is not None else {}
+
+    def own(S):
+        return S.copy() if isinstance(S, np.ndarray) else S
 
     def state_v():
         if "s" not in memo:
-            memo["s"] = spec.state(v)
+            memo["s"] = rec["state(v)"] = spec.state(v)
         return memo["s"].copy()
 
-    return [
-        ("prologue", lambda: spec.input_state(v), state_v),
-        ("body", state_v, lambda: spec.state(spec.step(v))),
-        ("epilogue", state_v, lambda: spec.final_state(v)),
-    ]
+    def input_state():
+        rec["input_state(v)"] = S = spec.input_state(v)
+        return own(S)
+
+    def stepped():
+        rec["step(v)"] = nxt = spec.step(v)
+        rec["state(step(v))"] = S = spec.state(nxt)
+        return own(S)
+
+    def final():
+        rec["final_state(v)"] = S = spec.final_state(v)
+        return own(S)
+
+    return [("prologue", input_state, state_v), ("body", state_v, stepped), ("epilogue", state_v, final)]
 
 
 def _declared_states(con: Construction, v: dict, sec: str, n_layers: int) -> list[PartialState | None] | None:
@@ -617,7 +633,8 @@ def prove(con: Construction, *, symbolic: bool = True,
         if not result.symbolic_params:
             return result
         params = tuple(result.symbolic_params)
-        differ = _cover_text(con, params, symbolic_cover(con, keep["layers"], params, keep["ngens"]))
+        differ = _cover_text(con, params, symbolic_cover(con, keep["layers"], params, keep["ngens"]),
+                             keep.pop("spec", None))
         if differ.startswith("the layers rebuilt"):
             result.symbolic_cover = differ
             return result
@@ -628,7 +645,7 @@ def prove(con: Construction, *, symbolic: bool = True,
         return concrete
 
 
-def _cover_text(con: Construction, params, layers_differ: str | None) -> str:
+def _cover_text(con: Construction, params, layers_differ: str | None, memo=None) -> str:
     """What the symbolic proof covers: "the layers rebuilt on symbolic ... equal the
     construction's own ... and so does the specification ..." when both checks pass
     (:func:`symbolic_cover`, :func:`specification_cover`), else the first difference, starting
@@ -636,7 +653,7 @@ def _cover_text(con: Construction, params, layers_differ: str | None) -> str:
     names, at = ", ".join(params), _param_text(con, params)
     if layers_differ is not None:
         return f"the symbolic build's layers (on {names}), at {at}, differ from the construction's own ({layers_differ})"
-    spec_differ = specification_cover(con, params)
+    spec_differ = specification_cover(con, params, memo)
     if spec_differ is not None:
         return (f"the symbolic build's specification (on {names}), at {at}, differs from the construction's own "
                 f"({spec_differ})")
@@ -749,7 +766,7 @@ SPEC_OUTPUTS = ("input_state(v)", "state(v)", "step(v)", "state(step(v))", "fina
                 "intermediate_states(v, section)")
 
 
-def specification_cover(con: Construction, params: tuple[str, ...]) -> str | None:
+def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -> str | None:
     """Where the specification rebuilt on symbolic ``params`` (``con.rebuild(**symbols)``),
     with the symbols then set to ``con``'s concrete parameters, differs from ``con``'s own
     specification ("state(step(v))[3,1]: ... against ..."); None when every output the proofs
@@ -766,7 +783,14 @@ def specification_cover(con: Construction, params: tuple[str, ...]) -> str | Non
     evaluation bounds every monomial of both sides to one group, or to a pivot group and one
     other (the substitution is then injective on their difference), else in flint's full ring, else in sympy's; a
     specification none can compute is reported as differing (so the caller proves ``con`` at
-    its concrete values)."""
+    its concrete values).
+
+    ``memo``: ``(flint context, encoding, outputs)`` from the grouped proof just run
+    (:func:`grouped_proof`: the symbolic build's ``input_state(v)``, ``state(v)``, ``step(v)``,
+    ``state(step(v))``, ``final_state(v)``, computed by ``con.rebuild`` on the parameter
+    generators and the grouped variables of that context); used for the symbolic side only in
+    the grouped ring of that very context (the same generators, so the same polynomials), the
+    outputs it lacks (and the declared states) computed here."""
     values = _param_values(con, params)
     if isinstance(values, str):
         return values
@@ -777,7 +801,8 @@ def specification_cover(con: Construction, params: tuple[str, ...]) -> str | Non
             if setup is None:
                 continue
             v, pgens, ar, sub = setup
-            d = _spec_compare(_spec_outputs(con, v, con), _spec_outputs(con.rebuild(**pgens), v, con), ar, sub)
+            reuse = memo[2] if route == "grouped" and memo is not None and memo[0] is ar.ctx else None
+            d = _spec_compare(_spec_outputs(con, v, con), _spec_outputs(con.rebuild(**pgens), v, con, reuse), ar, sub)
             if d is None or route != "grouped":
                 return d
             # a real difference (phi(F) != 0 implies F != 0): reported in the problem's own variables
@@ -835,19 +860,26 @@ def _cover_ring(route: str, con: Construction, params, values):
     return v, pgens, ar, (lambda x: x.subs(at) if isinstance(x, flint.fmpq_mpoly) else x)
 
 
-def _spec_outputs(c: Construction, v: dict, con: Construction):
+def _spec_outputs(c: Construction, v: dict, con: Construction, memo: dict | None = None):
     """``(label, kind, payload)`` for every specification output the proofs read, computed by
     ``c`` on ``v`` (sections sized by ``con``'s layers), in :data:`SPEC_OUTPUTS` order: kind
     ``array`` (a state), ``keys`` (the variables ``step`` returns) or ``declared`` (one
-    declared intermediate state: None or ``(mask, expected on the mask, 0 elsewhere)``)."""
-    yield "input_state(v)", "array", np.asarray(c.input_state(v), dtype=object)
-    yield "state(v)", "array", np.asarray(c.state(v), dtype=object)
-    yield "final_state(v)", "array", np.asarray(c.final_state(v), dtype=object)
-    nxt = c.step(v)
+    declared intermediate state: None or ``(mask, expected on the mask, 0 elsewhere)``).
+    ``memo``: outputs already computed by ``c`` on ``v`` (by label, :func:`section_claims`'s
+    record), taken as they are."""
+    memo = memo or {}
+
+    def out(label, f):
+        return memo[label] if label in memo else f()
+
+    yield "input_state(v)", "array", np.asarray(out("input_state(v)", lambda: c.input_state(v)), dtype=object)
+    yield "state(v)", "array", np.asarray(out("state(v)", lambda: c.state(v)), dtype=object)
+    yield "final_state(v)", "array", np.asarray(out("final_state(v)", lambda: c.final_state(v)), dtype=object)
+    nxt = out("step(v)", lambda: c.step(v))
     yield "step(v)", "keys", sorted(map(str, nxt))
     for k in sorted(nxt, key=str):
         yield f"step(v)[{k!r}]", "array", np.asarray(nxt[k], dtype=object)
-    yield "state(step(v))", "array", np.asarray(c.state(nxt), dtype=object)
+    yield "state(step(v))", "array", np.asarray(out("state(step(v))", lambda: c.state(nxt)), dtype=object)
     for sec in ("prologue", "body", "epilogue"):
         ds = _declared_states(c, v, sec, len(getattr(con, sec)))
         what = f"intermediate_states(v, {sec!r})"
@@ -1049,8 +1081,11 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
         if keep is not None:
             keep["layers"], keep["ngens"] = own, len(gp.names)
         # 2. the identities in the substituted ring
+        # (the specification's outputs recorded: the specification cover reuses them, computed in
+        # this ring, on these symbols, by the same code)
         result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
-        for sec, start, target in section_claims(spec, fv):
+        record: dict = {}
+        for sec, start, target in section_claims(spec, fv, record):
             Ls = ar.layers(layers[sec])
             if sec == "body" and not Ls:
                 result.sections[sec] = True
@@ -1068,6 +1103,8 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
         if keep is not None:
             keep["grouped"] = f"not used: {type(e).__name__}"
         return None
+    if keep is not None and params and sections is None:
+        keep["spec"] = (gp.ctx, encoding, record)
     result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
                    f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; "
                    f"verify/token_groups.py)")

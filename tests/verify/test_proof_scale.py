@@ -19,7 +19,7 @@ import pytest
 
 from constructions import ops
 from constructions.gd_attention import gd_elsa, gd_lsa
-from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
+from constructions.gd_baseconv import GDBaseConv, gd_baseconv, gd_baseconv_causal
 from verify.proof import _differing, _entry_differs, _first_mismatch, prove
 
 EPS = Fraction(1, 1024)
@@ -169,3 +169,47 @@ def test_attention_one_wrong_entry_fails_at_size(build, array):
     secs["body"][0] = _perturb(secs["body"][0], array, idx)
     res = prove(con, sections=secs)
     assert not res.ok and res.failure.section == "body"
+
+
+class _CountingBaseConv(GDBaseConv):
+    """gd-baseconv counting its polynomial GD steps (the specification's most expensive output)."""
+
+    calls = 0
+
+    def step(self, v):
+        if type(next(iter(np.asarray(v["x"]).flat))).__name__ == "FPoly":
+            type(self).calls += 1
+        return super().step(v)
+
+
+class _WrongAtValue(GDBaseConv):
+    """gd-baseconv whose step is wrong at eta == 1/16 only (right on a symbol)."""
+
+    def step(self, v):
+        out = super().step(v)
+        eta = self.params["eta"]
+        if isinstance(eta, Fraction) and eta == Fraction(1, 16):
+            out = dict(out)
+            out["x"] = np.asarray(out["x"]) * 2
+        return out
+
+
+def _as(cls, con, build):
+    con.__class__ = cls
+    inner = con.rebuild
+    con.rebuild = lambda **p: _as(cls, inner(**p), build)
+    return con
+
+
+def test_cover_reuses_the_grouped_proofs_specification():
+    """The grouped proof's symbolic specification is the cover's symbolic side (one polynomial GD
+    step fewer), and a step wrong at the concrete value is still found (proved concretely: fails)."""
+    build = lambda **kw: gd_baseconv(10, 3, **kw)  # noqa: E731
+    con = _as(_CountingBaseConv, build(), build)
+    _CountingBaseConv.calls = 0
+    r = prove(con)
+    assert r.ok and r.symbolic_params == ["eta"] and "and so does the specification" in r.symbolic_cover
+    assert _CountingBaseConv.calls == 2  # the proof's (symbolic) and the cover's concrete side
+    bad = _as(_WrongAtValue, build(), build)
+    r = prove(bad)
+    assert not r.ok and r.symbolic_params == [] and "step(v)['x']" in r.symbolic_cover
