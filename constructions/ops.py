@@ -182,6 +182,7 @@ def _mm_columns(X, Y, NX, NY):
     out = zeros_like_object((m, n))
     AX = addresses(X)  # X holds its entries alive while this runs: addresses are unique
     x_one: dict = {}
+    done: dict = {}  # a column's nonzero rows -> [(its entries, the output column)]: equal columns once
 
     def ones(r):  # which entries of column r of X are the structural one
         hit = x_one.get(r)
@@ -196,6 +197,12 @@ def _mm_columns(X, Y, NX, NY):
         if len(rs) == 1 and y_one[0]:  # a copy of one column: the same objects, no arithmetic
             out[:, j] = X[:, rs[0]]
             continue
+        same = done.setdefault(rs.tobytes(), [])
+        hit = next((col for ys2, col in same if all(a is b or a == b for a, b in zip(ys, ys2))), None)
+        if hit is not None:  # a column of Y equal to one done before: the same sums, the same objects
+            out[:, j] = out[:, hit]
+            continue
+        same.append((ys, j))
         rows = np.flatnonzero(NX[:, rs].any(axis=1))
         if not rows.size:
             continue

@@ -55,11 +55,16 @@ def test_mm_columns_equals_the_dense_reference(seed):
     X = _sparse_fractions(rng, (9, 7))
     X[5] = X[2]  # a replicated row: the same objects
     Y = _sparse_fractions(rng, (7, 6))
+    Y[2, 1] = 1
+    Y[:, 4] = Y[:, 1]  # an equal column (formed once) and one equal but for one entry (not)
+    Y[:, 5] = Y[:, 1]
+    Y[2, 5] = Fraction(3, 2)
     got = ops.mm(X, Y)
     want = _reference_mm(X, Y)
     assert all(Fraction(g) == Fraction(w) for g, w in zip(got.flat, want.flat))
     for j in range(6):  # the replicated row is computed once: the same object
         assert got[5, j] is got[2, j] or got[5, j] == 0
+    assert all(a is b for a, b in zip(got[:, 4], got[:, 1]))
 
 
 def test_mm_columns_on_polynomials_and_one_wrong_entry():
