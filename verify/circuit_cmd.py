@@ -29,7 +29,7 @@ import numpy as np
 import circuits as C
 from circuits.graph import LimitError, PrunedNodesWarning
 from circuits.metrics import LIMIT_DOC, check_limits
-from constructions.compiler import TARGETS, CompileError, compile_circuit, default_target
+from constructions.compiler import REASSOCIATE_MAX_GATES, TARGETS, CompileError, compile_circuit, default_target
 from constructions.compiler.targets import DEFAULT_PLACED, DEFAULT_UNPLACED, accepting, names_text
 from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
@@ -123,6 +123,10 @@ def add_arguments(c) -> None:
                         "multiplicative depth: flattened sums and products as balanced trees, distribution where "
                         "shallower, e.g. Horner -> Estrin, shared subexpressions; constructions/compiler/"
                         "reassociate.py; the proof is against the circuit as given either way)")
+    c.add_argument("--reassociate", action="store_true",
+                   help=f"re-associate whatever the circuit's size (default: up to {REASSOCIATE_MAX_GATES:,} gates; "
+                        "above, the rewrite costs more than the compile and the proof together, and the circuit is "
+                        "compiled as written)")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
     c.add_argument("--trace", action="store_true",
@@ -256,9 +260,18 @@ def _trace(con, a, report: dict, out) -> None:
         print(f"plot written to {a.plot}", file=out)
 
 
+def _reassociate_flag(a):
+    """compile_circuit's ``reassociate``: False (--as-written), True (--reassociate), None (by size)."""
+    if getattr(a, "as_written", False):
+        return False
+    return True if getattr(a, "reassociate", False) else None
+
+
 def cmd_circuit(a, out) -> int:
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     check_range("--seed", a.seed, 0, 2**63 - 1)  # numpy's default_rng takes no negative seed
+    if getattr(a, "as_written", False) and getattr(a, "reassociate", False):
+        raise UsageError("--as-written and --reassociate contradict each other: give one")
     if getattr(a, "heads", None) is not None:
         if a.heads < 1:
             raise UsageError(f"--heads must be at least 1, got {a.heads}")
@@ -296,8 +309,7 @@ def cmd_circuit(a, out) -> int:
     t0 = time.perf_counter()
     try:
         con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None),
-                              reassociate=not getattr(a, "as_written", False),
-                              channels=getattr(a, "channels", None))
+                              reassociate=_reassociate_flag(a), channels=getattr(a, "channels", None))
     except CompileError as e:
         raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
     except ValueError as e:  # a channel budget below the stated minimum (named)
@@ -332,7 +344,8 @@ def cmd_circuit(a, out) -> int:
           f"{info['theorem_H21_bound']['inner_dimension']} width", file=out)
     ra = cm.setdefault("reassociated", {"ran": False})
     print(f"re-association: multiplicative depth {ra['mult_depth_before']} -> {ra['mult_depth_after']}; "
-          f"compiled {ra['chosen']} (--as-written skips it)" if ra["ran"] else "compiled as written (--as-written)",
+          f"compiled {ra['chosen']} (--as-written skips it)" if ra["ran"]
+          else f"compiled as written ({ra['skipped']})" if "skipped" in ra else "compiled as written (--as-written)",
           file=out)
     if "outputs" in cm:
         shown = list(cm["outputs"].items())
@@ -378,7 +391,7 @@ def cmd_circuit(a, out) -> int:
     if getattr(a, "pareto", False):
         from constructions.compiler.budget import pareto
 
-        report["pareto"] = pareto(g, target, reassociate=not getattr(a, "as_written", False))
+        report["pareto"] = pareto(g, target, reassociate=_reassociate_flag(a))
         print("layers/channels frontier (each compiled; budget -> state): " + ", ".join(
             f"{p['layers']} layers x {p['channels']} ch ({p['tokens']} tokens"
             + (f", budget {p['budget']})" if p["budget"] is not None else ", unbounded)") for p in report["pareto"]),

@@ -225,3 +225,27 @@ def test_cli_as_written_reproduces_the_old_layer_count(tmp_path):
     assert old["compiled"]["reassociated"] == {"ran": False}
     assert "multiplicative depth 7 -> 3" in text_new and "compiled as written" in text_old
     assert new["metrics"] == old["metrics"]  # the circuit as given, both ways
+
+
+def test_large_circuits_compile_as_written_by_default(monkeypatch):
+    import constructions.compiler as CC
+    from verify.proof import prove
+
+    b = C.CircuitBuilder()
+    t = b.input("t", token=0, channel=0)
+    acc = b.const(Fraction(1, 6))
+    for c in (Fraction(-1, 5), Fraction(1, 4), Fraction(-1, 3), Fraction(1, 2), 1):
+        acc = b.add(b.mul(acc, t), b.const(c))  # Horner: depth 5 as written
+    b.output(acc, "p")
+    g = b.graph()
+    monkeypatch.setattr(CC, "REASSOCIATE_MAX_GATES", 5)  # below this circuit's 10 gates
+    con = CC.compile_circuit(g)
+    ra = con.info["compiled"]["reassociated"]
+    assert not ra["ran"] and "10 gates, more than 5" in ra["skipped"]
+    assert prove(con).ok
+    forced = CC.compile_circuit(g, reassociate=True)
+    assert forced.info["compiled"]["reassociated"]["ran"]
+    assert forced.info["compiled"]["layers"] < con.info["compiled"]["layers"]  # Estrin beats Horner
+    assert prove(forced).ok
+    plain = CC.compile_circuit(g, reassociate=False)
+    assert "reassociated" not in plain.info["compiled"]

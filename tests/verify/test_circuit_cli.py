@@ -221,3 +221,14 @@ def test_export_to_a_peer_format_and_its_refusals(tmp_path, random_circuit_file,
     assert len(err.strip().splitlines()) == 1 and "icl-gd" in err
     rc, _ = run(["circuit", "--graph", str(random_circuit_file), "--format", "zoology"])
     assert rc == 2 and "--format needs --export" in capsys.readouterr().err
+
+
+def test_as_written_and_reassociate_contradict(random_circuit_file, capsys):
+    rc, text = run(["circuit", "--graph", str(random_circuit_file), "--as-written", "--reassociate"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--as-written and --reassociate" in err and "PROVED" not in text
+
+
+def test_reassociate_forces_the_rewrite(random_circuit_file):
+    rc, text = run(["circuit", "--graph", str(random_circuit_file), "--reassociate", "--trials", "2"])
+    assert rc == 0 and "re-association: multiplicative depth" in text and "PROVED" in text
