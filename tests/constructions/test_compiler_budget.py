@@ -198,7 +198,7 @@ def test_benes_routes_every_permutation_as_exact_layers(data):
 
 
 def test_gd_step_20x5_at_the_minimum_budget_is_tens_of_layers():
-    """The issue's example: gd_step(20, 5) on its 21 x 11 grid at the least budget 13 (one product at
+    """The GD step gd_step(20, 5) on its 21 x 11 grid at the least budget 13 (one product at
     a time: 858 layers); level-parallel: 97 layers on 1024 tokens, within md (6K - 1) + 8K - 1 = 197."""
     g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
     least = minimum_channels(g, False)

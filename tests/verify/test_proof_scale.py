@@ -1,4 +1,4 @@
-"""The prover's fast paths at scale (issue 28 item 1): each must still fail on one wrong entry.
+"""The prover's fast paths at scale: each must still fail on one wrong entry.
 
 * ``constructions.ops.mm`` on exact arrays runs column by column in numpy's loops, rows with the
   same operand objects computed once (``_mm_columns``), terms summed in a balanced tree;

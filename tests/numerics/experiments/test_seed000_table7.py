@@ -63,11 +63,11 @@ def test_table7_warm_start_cells_are_separate_runs_and_not_criteria():
     assert {c["id"]: c["met"] for c in t7.criteria({"runs": runs})} == before
     text = t7._warm_sentence(runs)
     assert "at lr 0.005 (the recipe's): k = 2: 0.001 at the start, 5.00e-08 after 200 steps (2e+04x below its start" in text
-    assert "within the issue's precision" in text and "2.00e+06x below the run from random initialisation" in text
+    assert "within the precision criterion's bound" in text and "2.00e+06x below the run from random initialisation" in text
     assert "Near the exact solution the recipe keeps or reaches the precision" in text
     runs["paper-k2-warm"]["final_test_mse"] = 1e-2
     text = t7._warm_sentence(runs)
-    assert "above the issue's precision bound" in text and "10x above its start" in text
+    assert "above the precision criterion's bound" in text and "10x above its start" in text
     assert "no warm start reaches it within 200 steps" in text and "knocked far" not in text
     runs["paper-k2-warm"]["history"][0]["test_mse"] = 0.5
     assert "every run knocked far from the exact weights" in t7._warm_sentence(runs)
