@@ -193,17 +193,18 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
     ``Fraction``) where the values are large, e.g. the proof's specification of a compiled circuit.
 
     Every node becomes an affine form (:class:`circuits.affine.Form`, exact, sparse or dense) over
-    *atoms*: the inputs and the products of two or more non-constant factors.  An ``add`` is one
-    :func:`circuits.affine.lincomb` of its operands' forms (rational arithmetic on the
-    coefficients in C through python-flint, never on the ring's values); a ``mul`` folds constant factors into a scale and, where two or more factors
-    are left, expands each factor's form into a ring value (``sum coef * atom``), multiplies them
-    (each ``mult`` times) into a new atom; an output is its form expanded.  So the ring adds
-    values once per atom of a product's factor or an output instead of once per gate: a circuit of
-    100k mostly-add gates over a few hundred products costs a few hundred expansions, where
-    :func:`evaluate` adds its largest polynomials at every gate.  Exact either way (the same
-    polynomial identities: distributivity and associativity over the rationals).  An output that
-    is a constant is ``const`` of it.  ``validated=True``: ``g`` is already :func:`validate`'s
-    result (no copy); any well-formed circuit evaluates correctly either way.
+    *atoms*: the inputs and the products of two or more non-constant factors. An ``add`` is one
+    :func:`circuits.affine.lincomb` of its operands' forms (rational arithmetic on the coefficients
+    in C through python-flint, never on the ring's values); a ``mul`` folds constant factors into a
+    scale and, where two or more factors are left, expands each factor's form into a ring value
+    (``sum coef * atom``), multiplies them (each ``mult`` times) into a new atom; an output is its
+    form expanded. So the ring adds values once per atom of a product's factor or an output instead
+    of once per gate: a circuit of 100k mostly-add gates over a few hundred products costs a few
+    hundred expansions, where :func:`evaluate` adds its largest polynomials at every gate. Exact
+    either way (the same polynomial identities: distributivity and associativity over the
+    rationals). An output that is a constant is ``const`` of it. ``validated=True``: ``g`` is
+    already :func:`validate`'s result (no copy); any well-formed circuit evaluates correctly either
+    way.
     """
     from . import affine as A
 

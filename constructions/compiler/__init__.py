@@ -46,7 +46,8 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
     ``heads``: at most that many heads per layer (``lsa``; per stage for ``elsa``), spending layers;
     ``reassociate``: first rewrite the circuit to the least multiplicative depth (:mod:`.reassociate`;
     True: always; False: compile it as written; None, the default: up to :data:`REASSOCIATE_MAX_GATES`
-    gates, as written above, where the rewrite's cost outgrows the circuit's).  The stack is proved against the circuit as given either way.
+    gates, as written above, where the rewrite's cost outgrows the circuit's).  The stack is proved
+    against the circuit as given either way.
     ``channels``: a channel budget for ``baseconv`` / ``baseconv-causal`` (:mod:`.budget`): every state
     and every layer's inner channels at most that many, spending layers; None: the smallest depth.
 

@@ -216,7 +216,8 @@ def test_a_wrong_weight_fails_in_the_grouped_ring():
 
 
 def test_a_wrong_weight_at_20x5_fails_in_the_grouped_ring():
-    """The size of the slow baseline (64x16, once 4 GB in the full ring): the pair encoding (not a refusal) rejects it."""
+    """The size of the slow baseline (64x16, once 4 GB in the full ring): the pair encoding (not a
+    refusal) rejects it."""
     con = BUILD(20, 5)
     from fractions import Fraction
 
