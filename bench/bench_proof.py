@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.cli import Parser, UsageError  # noqa: E402 (one-line errors, exit 2)
+from polyverify.cli import Parser, UsageError, run_main  # noqa: E402 (one-line errors, exit 2)
 
 CHILD = r"""
 import json, resource, sys, time
@@ -174,11 +174,7 @@ def cell(r: dict, failed: str = " NOT PROVED") -> str:
 
 
 def main(argv=None) -> int:
-    try:
-        return _main(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_main(_main, argv)  # a UsageError: one line, exit 2; Ctrl-C: "interrupted", 130
 
 
 def _main(argv=None) -> int:

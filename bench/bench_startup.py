@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.cli import Parser, UsageError  # noqa: E402 (one-line errors, exit 2)
+from polyverify.cli import Parser, UsageError, run_main  # noqa: E402 (one-line errors, exit 2)
 CONSTRUCT = [sys.executable, "-m", "verify.construct"]
 BASELINE = "import sympy (baseline)"
 #: modules none of the light commands may load (numpy and sympy reported too)
@@ -88,11 +88,7 @@ def imported(cmd: list[str]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    try:
-        return _main(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_main(_main, argv)  # a UsageError: one line, exit 2; Ctrl-C: "interrupted", 130
 
 
 def _main(argv=None) -> int:

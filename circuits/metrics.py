@@ -37,38 +37,16 @@ from .placement import placement
 
 def levels(g: nx.DiGraph) -> dict:
     """``level(v)``: longest path (in edges) from any source to ``v``."""
-    lev: dict = {}
-    for v in nx.topological_sort(g):
-        lev[v] = max((lev[u] + 1 for u in g.predecessors(v)), default=0)
-    return lev
+    return levels_and_degrees(g)[0]
 
 
 def formal_degrees(g: nx.DiGraph) -> dict:
     """Formal degree of every node (see module docstring)."""
-    deg: dict = {}
-    for v in nx.topological_sort(g):
-        op = g.nodes[v][K.OP]
-        if op == K.INPUT:
-            deg[v] = 1
-        elif op == K.CONST:
-            deg[v] = 0
-        elif op == K.ADD:
-            deg[v] = max(deg[u] for u, _ in operands(g, v))
-        else:  # mul
-            deg[v] = sum(m * deg[u] for u, m in operands(g, v))
-    return deg
+    return levels_and_degrees(g)[1]
 
 
-def metrics(g: nx.DiGraph, *, validated: bool = False) -> dict:
-    """``dict(n_inputs, size, depth, width, degree, n_gates)`` of the validated circuit.
-
-    ``g`` is validated first (so dead nodes are pruned before counting), unless the caller says
-    it is already the result of :func:`~circuits.graph.validate` (``validated=True``: the
-    compiler's passes, which validate once; no copy).
-    """
-    if not validated:
-        g = validate(g)
-    # levels and formal degrees (as :func:`levels`, :func:`formal_degrees`) in one topological pass
+def levels_and_degrees(g: nx.DiGraph) -> tuple[dict, dict]:
+    """:func:`levels` and :func:`formal_degrees` in one topological pass."""
     lev: dict = {}
     deg: dict = {}
     pred, nodes = g._pred, g.nodes
@@ -82,6 +60,19 @@ def metrics(g: nx.DiGraph, *, validated: bool = False) -> dict:
             deg[v] = sum(e.get(K.MULT, 1) * deg[u] for u, e in ops.items())
         else:
             deg[v] = 1 if op == K.INPUT else 0
+    return lev, deg
+
+
+def metrics(g: nx.DiGraph, *, validated: bool = False) -> dict:
+    """``dict(n_inputs, size, depth, width, degree, n_gates)`` of the validated circuit.
+
+    ``g`` is validated first (so dead nodes are pruned before counting), unless the caller says
+    it is already the result of :func:`~circuits.graph.validate` (``validated=True``: the
+    compiler's passes, which validate once; no copy).
+    """
+    if not validated:
+        g = validate(g)
+    lev, deg = levels_and_degrees(g)
     depth = max(lev.values(), default=0)
     diff = [0] * (depth + 1)  # wire u -> v crosses the cuts lev[u] .. lev[v]-1: a difference array
     size = 0

@@ -34,6 +34,7 @@ import networkx as nx
 import circuits as C
 
 from .circuit import CompiledCircuit
+from .linearise import unchanged
 from .routing import CompileError
 from .targets import TARGETS, Target, default_target, resolve, target_options
 
@@ -58,9 +59,12 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
     tgt = resolve(target or default_target(g))  # resolve: name -> Target
     opts = target_options(tgt, min_width=min_width, heads=heads, channels=channels)
     gates = sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul"))
-    if reassociate or (reassociate is None and gates <= REASSOCIATE_MAX_GATES):
-        return _reassociated(g, name, tgt, opts)
-    con = tgt.compile(g, name, **opts)
+    # the copy is this compile's own and no pass changes it: every pass's linearisation of it is one,
+    # found by identity (.linearise.unchanged)
+    with unchanged(g):
+        if reassociate or (reassociate is None and gates <= REASSOCIATE_MAX_GATES):
+            return _reassociated(g, name, tgt, opts, gates)
+        con = tgt.compile(g, name, **opts)
     if reassociate is None:  # skipped by size: say so (False: the caller asked for the circuit as written)
         con.info["compiled"]["reassociated"] = {
             "ran": False, "skipped": f"the circuit has {gates} gates, more than {REASSOCIATE_MAX_GATES}: compiled as "
@@ -81,7 +85,7 @@ REASSOCIATE_MAX_GATES = 200_000
 COMPARE_MAX_GATES = 5_000
 
 
-def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict) -> CompiledCircuit:
+def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict, gates: int) -> CompiledCircuit:
     """Compile :func:`.reassociate.reassociate` of ``g``; the construction keeps ``g`` itself (its
     proof is against the circuit as given) and reports both multiplicative depths.
 
@@ -98,16 +102,15 @@ def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict) -> Compi
     ``g`` is the validated circuit (:func:`compile_circuit` validated it; not copied again), and
     :func:`.reassociate.reassociate` returns a validated circuit; neither changes while they are
     compiled, so each is linearised once (:func:`.linearise.unchanged`: found by identity, no content
-    digest), and the as-written metrics are computed once."""
-    from .linearise import unchanged
+    digest), and the as-written metrics are computed once; ``gates``: the add/mul nodes of ``g``."""
     from .reassociate import reassociate
 
     h = reassociate(g)
-    with unchanged(g, h):  # neither graph changes below: each linearised once, found by identity
-        return _choose(g, h, name, target, opts)
+    with unchanged(h):  # the rewrite is this compile's own too (g is pinned by compile_circuit)
+        return _choose(g, h, name, target, opts, gates)
 
 
-def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict) -> CompiledCircuit:
+def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict, gates: int) -> CompiledCircuit:
     """:func:`_reassociated`'s choice between ``g`` as written and its rewrite ``h``."""
     from .reassociate import multiplicative_depth
 
@@ -129,7 +132,6 @@ def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict)
             # whose minimum was stated for the circuit as given, a causal dependency the rewriting
             # introduced): the circuit as written is compiled, and its own refusal, if any, stands
             rewritten, refused = None, str(e).splitlines()[0]
-        gates = sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul"))
         plain = build(g) if rewritten is None or gates <= COMPARE_MAX_GATES else None
         cost = lambda c: (c.info["compiled"]["layers"], c.info["compiled"].get("state_width", 0))  # noqa: E731
         if rewritten is None:

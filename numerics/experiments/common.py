@@ -289,5 +289,17 @@ def timing_line(summary: dict) -> str:
             f"average at the end {m['loadavg'][0]}), torch {m['torch']}, finished {r['finished'][:10]}")
 
 
+def gpu_cost_line(summary: dict) -> str:
+    """The ``**Cost.**`` line of a GPU run's report section (cells, wall time, budget, the card, the
+    machine, when it finished and when its summary was rewritten)."""
+    run, dev = summary["run"], summary["device"]
+    return (f"**Cost.** {run['cells']} cells ({run['failed']} failed) in {fmt_seconds(run['wall_s'])} of wall time, "
+            f"budget {fmt(run.get('budget_s'))} s, on {dev.get('name')} (CUDA {dev.get('cuda')}, "
+            f"{dev.get('memory_gib')} GiB), {run['machine']['cores']} CPU cores, torch "
+            f"{run['machine']['torch']}; finished {run['finished'][:10]}"
+            + (f"; summary rewritten from the cell records on {run['resummarised']['finished'][:10]}"
+               if run.get("resummarised") else "") + ".")
+
+
 def fmt_seconds(s: float) -> str:
     return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from .common import fmt, fmt_seconds, rows_ok, timing_line, verdict
+from .common import fmt, gpu_cost_line, rows_ok, timing_line, verdict
 
 NAME = "seed000-table7"
 TITLE = "Seed 000, Table 7: learning k GD iterates at once with the high-precision recipe"
@@ -665,12 +665,7 @@ def gpu_markdown(s: dict, figure: str) -> str:
         L.append(f"* {c['text']}: {verdict(c['met'])}.")
         L.extend("  " + x for x in criterion_notes(c))
     L.append("")
-    L.append(f"**Cost.** {run['cells']} cells ({run['failed']} failed) in {fmt_seconds(run['wall_s'])} of wall time, "
-             f"budget {fmt(run.get('budget_s'))} s, on {s['device'].get('name')} (CUDA {s['device'].get('cuda')}, "
-             f"{s['device'].get('memory_gib')} GiB), {run['machine']['cores']} CPU cores, torch "
-             f"{run['machine']['torch']}; finished {run['finished'][:10]}"
-             + (f"; summary rewritten from the cell records on {run['resummarised']['finished'][:10]}"
-                if run.get("resummarised") else "") + ".")
+    L.append(gpu_cost_line(s))
     return "\n".join(L)
 
 

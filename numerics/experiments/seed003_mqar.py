@@ -27,7 +27,7 @@ import json
 import math
 import statistics
 
-from .common import fmt, fmt_seconds, rows_ok, timing_line, verdict
+from .common import fmt, fmt_seconds, gpu_cost_line, rows_ok, timing_line, verdict
 
 NAME = "seed003-mqar"
 TITLE = "Seed 003 (Zoology), Figure 2 / Claim 1: MQAR accuracy of attention and BaseConv against model dimension"
@@ -857,7 +857,6 @@ def differences(s: dict) -> list[str]:
 
 def markdown(s: dict, figure: str) -> str:
     c = s["config"]
-    th = s["threshold"]
     L = []
     L.append(f"MQAR as Zoology App. E.1 (Algorithm 1 and the reference generator, `random_non_queries=False`): "
              f"vocabulary {c['vocab']:,}, (N, D) = " + ", ".join(f"({N}, {D})" for N, D in s["sizes"])
@@ -1062,7 +1061,7 @@ def gpu_reading(s: dict) -> list[str]:
         at_least_N = [N for N in read if sm[N]["baseconv"] and sm[N]["baseconv"] >= int(N)]
         tail = (f" Where read (N = {', '.join(read)}), BaseConv needs a larger d than attention, the ordering of Claim 1"
                 + (f", and at least d = N (N = {', '.join(at_least_N)}), as the paper states" if at_least_N else "") + ".")
-    return [f"**What the GPU run shows.** " + "; ".join(parts) + "." + tail]
+    return ["**What the GPU run shows.** " + "; ".join(parts) + "." + tail]
 
 
 def gpu_markdown(s: dict, figure: str) -> str:
@@ -1104,12 +1103,7 @@ def gpu_markdown(s: dict, figure: str) -> str:
     L.append("")
     L.extend(plateau_lines(s))
     L.append("")
-    L.append(f"**Cost.** {run['cells']} cells ({run['failed']} failed) in {fmt_seconds(run['wall_s'])} of wall time, "
-             f"budget {fmt(run.get('budget_s'))} s, on {s['device'].get('name')} (CUDA {s['device'].get('cuda')}, "
-             f"{s['device'].get('memory_gib')} GiB), {run['machine']['cores']} CPU cores, torch "
-             f"{run['machine']['torch']}; finished {run['finished'][:10]}"
-             + (f"; summary rewritten from the cell records on {run['resummarised']['finished'][:10]}"
-                if run.get("resummarised") else "") + ".")
+    L.append(gpu_cost_line(s))
     return "\n".join(L)
 
 

@@ -506,7 +506,7 @@ THIRD_BOUND = 1.1 / 3
 def criteria(s: dict) -> list[dict]:
     out = []
     # 1. the three baselines within 10% of Table 1 in every column
-    checks, printed = [], []
+    checks = []
     for col, b in s["baselines"].items():
         for key in ("constrr", "adarr", "tunedrr"):
             p = PAPER[key][COLUMNS.index(col)]
@@ -901,7 +901,7 @@ def _miss_noise_sentence(misses: list[dict]) -> str:
            "it prints none")
     return (f"Each miss is {'at most' if max(zs) <= 2 else 'up to'} {fmt(max(zs), 2)} standard errors of the "
             f"difference between two independent estimates ({how}): "
-            + (f"consistent with sampling noise; at these small losses 10% is only about "
+            + ("consistent with sampling noise; at these small losses 10% is only about "
                + (fmt(min(one), 2) if fmt(min(one), 2) == fmt(max(one), 2) else f"{fmt(min(one), 2)} to {fmt(max(one), 2)}")
                + " standard errors of one draw's estimate, so the criterion is tighter than the noise of the paper's "
                "table." if max(zs) <= 2 else
