@@ -36,6 +36,7 @@ failure can only be located where the residual appears.
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
@@ -238,6 +239,38 @@ class Construction(abc.ABC):
         }
 
 
+@dataclass
+class FunctionConstruction(Construction):
+    """A construction whose states are given as plain functions of the variables and whose
+    algorithm step is the identity: a fixed stack from ``input_state(v)`` to ``final_state(v)``
+    (a primitive, a single layer, a few layers between two stated states).
+
+    ``make_input(v)`` is the input state, ``make_final(v)`` the specified output, and
+    ``make_state(v)`` the state between body copies (default: the input state; a stack of
+    this kind usually has an empty body).  Each returns an exact object array (or a float
+    array with leading batch axes), as :class:`Construction`'s methods do."""
+
+    make_input: Callable[[dict], np.ndarray] | None = field(default=None, repr=False)
+    make_final: Callable[[dict], np.ndarray] | None = field(default=None, repr=False)
+    make_state: Callable[[dict], np.ndarray] | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.make_input is None or self.make_final is None:
+            raise TypeError(f"{self.name}: a FunctionConstruction needs make_input and make_final")
+
+    def input_state(self, v):
+        return self.make_input(v)
+
+    def state(self, v):
+        return (self.make_state or self.make_input)(v)
+
+    def final_state(self, v):
+        return self.make_final(v)
+
+    def step(self, v):
+        return v
+
+
 # ----------------------------------------------------------------- helpers
 
 def new_state(layout: Layout, like: np.ndarray, batch_ndim: int) -> np.ndarray:
@@ -277,8 +310,6 @@ def exact_sqrt(q: Fraction, what: str) -> Fraction:
     q = exact(q)
     if q < 0:
         raise ValueError(f"{what} must be >= 0, got {q}")
-    import math
-
     rn, rd = math.isqrt(q.numerator), math.isqrt(q.denominator)
     if rn * rn != q.numerator or rd * rd != q.denominator:
         raise ValueError(f"{what} = {q} has no rational square root; the construction stores "
@@ -286,28 +317,69 @@ def exact_sqrt(q: Fraction, what: str) -> Fraction:
     return Fraction(rn, rd)
 
 
-#: (precision bits, emin, emax) of each float format in MPFR's convention
-#: (value = m 2^e with 1/2 <= m < 1), used to round an exact rational once
-FLOAT_FORMATS = {"float64": (53, -1073, 1024), "float32": (24, -148, 128),
-                 "float16": (11, -23, 16), "bfloat16": (8, -132, 128)}
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format: significand bits ``p`` (hidden bit included), width in
+    bits, and the exponent range in MPFR's convention (value = m 2^e with 1/2 <= m < 1): the
+    smallest subnormal is 2^(emin-1), values >= 2^emax overflow."""
+
+    name: str
+    p: int
+    width: int
+    emin: int
+    emax: int
+
+    @property
+    def unit_roundoff(self) -> float:
+        return 2.0 ** -self.p
+
+    @property
+    def eps(self) -> float:
+        """Machine epsilon, the gap between 1 and the next value: 2^(1-p)."""
+        return 2.0 ** (1 - self.p)
+
+    def context(self):
+        """gmpy2's context that rounds to this format: to nearest, ties to even, with its
+        subnormals and overflow to +-inf."""
+        import gmpy2  # only the narrow formats need it
+
+        return gmpy2.context(precision=self.p, emin=self.emin, emax=self.emax, subnormalize=True,
+                             round=gmpy2.RoundToNearest)
+
+    def round(self, values) -> list[float]:
+        """Each value (float, int, Fraction, gmpy2 mpfr/mpq) correctly rounded *once* to this
+        format, as Python floats holding those values; non-finite floats pass through."""
+        import gmpy2
+
+        out = []
+        with self.context():
+            for v in values:
+                if isinstance(v, float) and not math.isfinite(v):
+                    out.append(v)
+                elif isinstance(v, Fraction):
+                    out.append(float(gmpy2.mpfr(gmpy2.mpq(v.numerator, v.denominator))))
+                else:
+                    out.append(float(gmpy2.mpfr(v)))
+        return out
+
+
+#: every float format the toolkit rounds to, by name (the one table: ``numerics.error_measures``
+#: reads it too)
+FLOAT_FORMATS: dict[str, Format] = {
+    "float64": Format("float64", 53, 64, -1073, 1024),
+    "float32": Format("float32", 24, 32, -148, 128),
+    "bfloat16": Format("bfloat16", 8, 16, -132, 128),
+    "float16": Format("float16", 11, 16, -23, 16),
+}
 
 
 def round_exact(z, fmt: str = "float64") -> float:
     """The exact rational ``z`` correctly rounded (to nearest, ties to even) to
     the float format ``fmt``, returned as a Python float holding that value."""
-    if isinstance(z, float):
-        z = Fraction(z)
     q = Fraction(z)
     if fmt == "float64":
-        return float(q)
-    import gmpy2
-
-    prec, emin, emax = FLOAT_FORMATS[fmt]
-    ctx = gmpy2.context(precision=prec, emin=emin, emax=emax, subnormalize=True,
-                        round=gmpy2.RoundToNearest)
-    with ctx:
-        r = gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
-    return float(r)
+        return float(q)  # Python's int / int division is correctly rounded
+    return FLOAT_FORMATS[fmt].round([q])[0]
 
 
 def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
@@ -318,5 +390,6 @@ def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
         return a.astype(dtype if name != "bfloat16" else np.float64)
     vals = np.zeros(a.shape)
     nz = np.nonzero(ops.nonzero_pattern(a))  # only the nonzero entries (compiled weights are sparse)
-    vals[nz] = [round_exact(z, name) for z in a[nz]]
+    entries = [Fraction(z) for z in a[nz]]
+    vals[nz] = [float(q) for q in entries] if name == "float64" else FLOAT_FORMATS[name].round(entries)
     return vals if name == "bfloat16" else vals.astype(dtype)

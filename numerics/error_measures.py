@@ -24,10 +24,10 @@ rounding through float64 or float32.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-import gmpy2
 import numpy as np
+
+from constructions.base import FLOAT_FORMATS, Format
 
 __all__ = [
     "FORMATS", "Format", "fmt", "round_to", "representable", "ulp_distance", "bits_of_error",
@@ -35,37 +35,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Format:
-    """A binary floating-point format: significand bits ``p`` (hidden bit
-    included), width, and gmpy2's exponent range (value = m 2^e, 1/2 <= m < 1)."""
-
-    name: str
-    p: int
-    width: int
-    emin: int  # gmpy2 emin: the smallest subnormal is 2^(emin-1)
-    emax: int  # gmpy2 emax: values >= 2^emax overflow
-
-    @property
-    def unit_roundoff(self) -> float:
-        return 2.0 ** -self.p
-
-    @property
-    def eps(self) -> float:
-        """Machine epsilon, the gap between 1 and the next value: 2^(1-p)."""
-        return 2.0 ** (1 - self.p)
-
-    def context(self):
-        return gmpy2.context(precision=self.p, emin=self.emin, emax=self.emax,
-                             subnormalize=True, round=gmpy2.RoundToNearest)
-
-
-FORMATS: dict[str, Format] = {
-    "float64": Format("float64", 53, 64, -1073, 1024),
-    "float32": Format("float32", 24, 32, -148, 128),
-    "bfloat16": Format("bfloat16", 8, 16, -132, 128),
-    "float16": Format("float16", 11, 16, -23, 16),
-}
+#: the float formats by name: the one table, ``constructions.base.FLOAT_FORMATS``
+FORMATS: dict[str, Format] = FLOAT_FORMATS
 
 
 def fmt(dtype) -> Format:
@@ -88,19 +59,10 @@ def round_to(values, dtype) -> np.ndarray:
     Fraction-like) to ``dtype``; returns the rounded values as float64.
 
     One round-to-nearest-even from the given value, with the format's
-    subnormals and overflow to +-inf.
+    subnormals and overflow to +-inf (:meth:`constructions.base.Format.round`).
     """
-    f = fmt(dtype)
     a = np.asarray(values)
-    out = np.empty(a.shape, dtype=np.float64)
-    flat = out.reshape(-1)
-    with f.context():
-        for i, v in enumerate(a.reshape(-1).tolist()):
-            if isinstance(v, float) and not math.isfinite(v):
-                flat[i] = v
-                continue
-            flat[i] = float(gmpy2.mpfr(v))
-    return out
+    return np.array(fmt(dtype).round(a.reshape(-1).tolist()), dtype=np.float64).reshape(a.shape)
 
 
 def _patterns(x: np.ndarray, f: Format) -> np.ndarray:

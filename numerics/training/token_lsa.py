@@ -46,8 +46,7 @@ class TokenLinearTransformer(nn.Module):
             raise ValueError(f"warm must be one of {', '.join(WARM)}, not {warm!r}")
         self.d, self.n_layers, self.variant = d, layers, variant
         g = torch.Generator().manual_seed(seed)
-        # the warm-start point as Diag numbers (p_x, p_y, q_x, q_y)
-        base = {"none": (0.0, 0.0, 0.0, 0.0), "gd": (0.0, -eta, 1.0, 0.0), "gdpp": (-gamma, -eta, 1.0, 0.0)}[warm]
+        base = warm_start(warm, d, eta, gamma)
         noise = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64) * init_std  # noqa: E731
         if variant == "full":
             P0 = torch.diag(torch.tensor([base[0]] * d + [base[1]], dtype=torch.float64))
@@ -113,6 +112,19 @@ class TokenLinearTransformer(nn.Module):
         with torch.no_grad():
             return [L.TokenLSA([L.TokenLSAHead(_np(P), _np(Q))], exclude_last=True, residual=True)
                     for P, Q in self.heads()]
+
+
+def warm_start(warm: str, d: int, eta: float, gamma: float) -> tuple[float, float, float, float]:
+    """The warm-start point as Diag numbers ``(p_x, p_y, q_x, q_y)`` (eq. (8)): read off the
+    catalogue's exact GD / GD++ layer (``gd_heads`` / ``gdpp_heads`` of
+    ``constructions.catalogue.seed004_token_gd``) at these ``eta``, ``gamma``; zeros for ``none``."""
+    if warm == "none":
+        return (0.0, 0.0, 0.0, 0.0)
+    from constructions.catalogue.seed004_token_gd import gd_heads, gdpp_heads
+
+    (head,) = gd_heads(d, eta) if warm == "gd" else gdpp_heads(d, gamma, eta)
+    P, Q = np.asarray(head.P, dtype=object), np.asarray(head.Q, dtype=object)
+    return tuple(float(x) for x in (P[0, 0], P[d, d], Q[0, 0], Q[d, d]))
 
 
 def _np(t) -> np.ndarray:

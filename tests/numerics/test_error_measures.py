@@ -118,3 +118,22 @@ def test_unknown_format_is_refused():
         metrics.fmt("float8")
     assert metrics.fmt(np.float32).p == 24
     assert metrics.fmt("bfloat16").eps == 2.0 ** -7
+
+
+def test_one_format_table_and_one_rounding_for_exact_and_float_values():
+    """The metrics read the constructions' format table (one home), and rounding an exact
+    rational for a weight (``round_exact``, ``to_float_array``) agrees with ``round_to`` on
+    every format, ties to even and subnormals included."""
+    from constructions.base import FLOAT_FORMATS, round_exact, to_float_array
+
+    assert metrics.FORMATS is FLOAT_FORMATS
+    # a float32 tie (1 + 2^-24, to even: 1), just above it, a float16 subnormal tie, a third
+    qs = [Fraction(1) + Fraction(1, 2 ** 24), Fraction(1) + Fraction(1, 2 ** 24) + Fraction(1, 2 ** 60),
+          Fraction(1, 2 ** 25), Fraction(3, 2 ** 26), Fraction(-1, 3)]
+    for name in FLOAT_FORMATS:
+        want = round_to(np.array(qs, dtype=object), name)
+        assert [round_exact(q, name) for q in qs] == want.tolist()
+        got = to_float_array(np.array(qs, dtype=object), "bfloat16" if name == "bfloat16" else np.dtype(name))
+        assert np.asarray(got, dtype=np.float64).tolist() == want.tolist()
+    assert round_exact(qs[0], "float32") == 1.0 and round_exact(qs[1], "float32") == 1.0 + 2 ** -23
+    assert round_exact(qs[2], "float16") == 0.0 and round_exact(qs[3], "float16") == 2 ** -24

@@ -33,6 +33,7 @@ from fractions import Fraction
 import flint
 import numpy as np
 
+from constructions import ops
 from constructions.base import Construction, run_layers
 from verify.proof import SymbolicProblem
 
@@ -60,9 +61,7 @@ class FlintProblem:
         self._gens = self.ctx.gens()
         self.v = dict(self.sp.v)
         if var_names(con) is TOKEN_NAMES:  # raw tokens: w = 0
-            w = np.empty(con.variables["w"], dtype=object)
-            w[...] = 0
-            self.v["w"] = w
+            self.v["w"] = ops.zeros_like_object(con.variables["w"])
 
     def poly(self, x):
         """A sympy ring element or an exact scalar as an fmpq_mpoly."""

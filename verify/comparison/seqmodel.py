@@ -186,8 +186,7 @@ def _poly_items(m: SeqModel, con, top: int):
     nm = var_names(con)
     A, b, x = fp.v[nm["A"]], fp.v[nm["b"]], fp.v[nm["x"]]
     n, d = m.n, m.d
-    u = np.empty((n + 1, 2 * d + 2), dtype=object)
-    u[...] = 0
+    u = ops.zeros_like_object((n + 1, 2 * d + 2))
     u[:n, :d], u[:n, d] = A, b
     u[n, d + 1:2 * d + 1], u[n, 2 * d + 1] = x, 1
     u = fp.array(u)
