@@ -91,10 +91,17 @@ def cell(config: dict) -> dict:
     device = config.get("device", "cpu")
     gpu_grid = config.get("grid") == "gpu"
     budget = cell_budget(config)
+    settings = config.get("settings")  # the long cells' named recipe settings (seed000_table7_long.SETTINGS)
+    if settings is not None:
+        from .seed000_table7_long import recipe_config
+
+        named = recipe_config(settings)  # ValueError on an unknown name, before any work
 
     def recipe_for(n_steps):
         if recipe == "standard":
             return RecipeConfig.standard()
+        if settings is not None:
+            return named
         if gpu_grid:
             mb = (plan or {}).get("metric_batches")
             return RecipeConfig.paper(**gpu_recipe_settings(n_steps, config.get("lr") or 1e-2),
@@ -107,7 +114,7 @@ def cell(config: dict) -> dict:
                            model=ModelConfig(model="baseconv", width=config.get("width", 32), layers=k + 2,
                                              init_scale=config.get("init_scale", INIT_SCALE)),
                            recipe=rc, steps=n_steps, batch=config.get("batch", 256),
-                           eval_every=max(1, n_steps // 10), eval_batch=config.get("eval_batch", 1024),
+                           eval_every=config.get("eval_every") or max(1, n_steps // 10), eval_batch=config.get("eval_batch", 1024),
                            checkpoint_every=10 ** 9, seed=config.get("seed", 0), dtype=config.get("dtype", "float32"),
                            device=device, threads=1)
 
@@ -142,11 +149,14 @@ def cell(config: dict) -> dict:
         start = tr.evaluate(n_final, stream_idx=10 ** 9)
     elif init != "random":
         raise ValueError(f"init must be 'random' or 'exact', got {init!r}")
-    max_s = None if budget is None else max(1.0, budget - (time.time() - t_start) - 0.05 * budget)
+    # a long cell's own wall-clock limit (``max_seconds``), or the global deadline's share
+    max_s = (config.get("max_seconds") if budget is None else
+             max(1.0, budget - (time.time() - t_start) - 0.05 * budget))
     res = tr.run(max_seconds=max_s)
     final = tr.evaluate(n_final, stream_idx=10 ** 9)
     final64 = tr.evaluate(n_final, stream_idx=10 ** 9, float64=True)
-    hist = [{"step": h["step"], "test_mse": h["test_mse"], "lr": h["lr"], "metric_ema": h["metric_ema"]}
+    hist = [{"step": h["step"], "test_mse": h["test_mse"], "lr": h["lr"], "metric_ema": h["metric_ema"],
+             **({"wall_s": h["wall_s"]} if settings is not None else {})}
             for h in tr.history if math.isfinite(h["test_mse"])]
     return {"k": k, "recipe": recipe, "init": init, "perturb": float(config.get("perturb", 0.0)),
             "lr": config.get("lr"),
@@ -157,7 +167,9 @@ def cell(config: dict) -> dict:
             "best_eval_mse": res["best_test_mse"], "history": hist, "params": res["params"],
             "lr_end": tr.sched.lr, "recipe_config": rc.to_json(), "eta": tr.task.eta,
             "batch": cfg.batch, "device": describe_device(device), "plan": plan,
-            "stopped_by_time": bool(tr.stopped_by_time)}
+            "stopped_by_time": bool(tr.stopped_by_time),
+            **({"settings": settings, "max_seconds": max_s, "steps_max": steps, "train_wall_s": round(tr.elapsed, 1)}
+               if settings is not None else {})}
 
 
 def gpu_recipe_settings(steps: int, lr: float = 1e-2) -> dict:
@@ -322,15 +334,20 @@ def baselines(task, n: int, seed: int, *, stream_idx: int) -> dict:
 
 
 def configs(quick: bool) -> list[dict]:
+    """The CPU grid: the equal-steps cells, the warm starts, and the long k = 1 cells (part ``long``,
+    :func:`.seed000_table7_long.long_configs`: each stopped by its own wall-clock limit)."""
+    from .seed000_table7_long import long_configs
+
     if quick:
         base = {"steps": 12, "width": 8, "batch": 16, "eval_batch": 64, "final_eval": 128}
         return [{**base, "k": 1, "recipe": "paper"}, {**base, "k": 2, "recipe": "paper"},
-                {**base, "k": 2, "recipe": "standard"}]
+                {**base, "k": 2, "recipe": "standard"}] + long_configs(True)
     base = {"steps": STEPS, "width": 32, "batch": 256, "eval_batch": 1024, "final_eval": 8192}
     return ([{**base, "k": k, "recipe": "paper"} for k in KS]
             + [{**base, "k": k, "recipe": "standard"} for k in STANDARD_KS]
             + [{**base, "k": k, "recipe": "paper", "init": "exact", "perturb": WARM["perturb"], **({"lr": lr} if lr else {})}
-               for lr in WARM["lrs"] for k in WARM["ks"]])
+               for lr in WARM["lrs"] for k in WARM["ks"]]
+            + long_configs(False))
 
 
 #: steps per cell of the full run (equal for every k, so the MSEs compare at equal training)
@@ -352,6 +369,13 @@ def run_name(result: dict) -> str:
 
 
 def summarise(rows, quick: bool) -> dict:
+    """The grid's summary: ``runs`` (the equal-steps cells and the warm starts, read by the criteria) and
+    ``long`` (the long k = 1 cells, :mod:`.seed000_table7_long`, with their own criterion)."""
+    from .seed000_table7_long import criterion as long_criterion
+    from .seed000_table7_long import is_long, summarise_long
+
+    long = summarise_long(rows)
+    rows = [r for r in rows if not is_long(r)]
     ok = rows_ok(rows)
     runs = {run_name(r["result"]): {**r["result"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s")} for r in ok}
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "paper": {str(k): v for k, v in PAPER.items()},
@@ -361,7 +385,8 @@ def summarise(rows, quick: bool) -> dict:
                                   "init_scale": sorted({r["result"].get("init_scale", 1.0) for r in ok}),
                                   "width": sorted({r["config"].get("width", 32) for r in ok}),
                                   "batch": sorted({r["config"].get("batch", 256) for r in ok})}}
-    s["criteria"] = criteria(s)
+    s["long"] = long
+    s["criteria"] = criteria(s) + [c for c in [long_criterion(long)] if c]
     return s
 
 
