@@ -5,7 +5,9 @@ The proof is the verdict; the trials only cross-check it on concrete inputs.  Ru
 circuit (a 10,000-gate circuit: about a second per trial).  Here every trial runs at once, in
 ``int64`` numpy arrays, modulo a prime ``p < 2^31``: the circuit (``circuits.evaluate`` on a
 vector type) and the compiled stack (this module's forward, the same equations as
-``constructions.layers``: BaseConv, LSA, ELSA) on the same random residues.  Agreement
+``constructions.layers``: BaseConv, LSA, ELSA, token-form LSA, registered as each kind's
+``modular_forward`` in ``constructions.kinds``; any other kind runs its own ``Layer.forward`` on
+residues, ``verify/modp.py``) on the same random residues.  Agreement
 modulo ``p`` at a random point is exact arithmetic, and a nonzero difference polynomial of
 degree ``d`` vanishes at a uniformly random point with probability at most ``d / p``
 (Schwartz-Zippel), which the report states.
@@ -28,8 +30,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions.layers import ELSA, LSA, BaseConv, TokenLSA, sparse_head
+from constructions import kinds
+from constructions.layers import sparse_head
 from constructions.ops import addresses, lag_index
+from polyverify.cli import UsageError
 
 #: primes below 2^31 (products of two residues fit in int64)
 PRIMES = (2_147_483_647, 2_147_483_629, 2_147_483_587, 2_147_483_579)
@@ -143,7 +147,12 @@ def _head_residues(hd, p: int) -> dict:
 def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
     """One layer on residues (``L`` from :func:`layer_residues`): BaseConv (seed 000 eq. (19)),
     LSA (seed 001 eq. (8)), an ELSA module (eq. (16), (57)-(59)) or token-form LSA (seed 004
-    eq. (2)-(3)), as ``constructions.layers``."""
+    eq. (2)-(3)), as ``constructions.layers``; any other kind through its own ``Layer.forward``
+    (:func:`verify.modp.forward_trials`)."""
+    if L["kind"] == "generic":
+        from . import modp
+
+        return modp.forward_trials(L["layer"], u, p)
     if L["kind"] == "token_lsa":
         ctx = u[..., :-1, :] if L["exclude_last"] else u
         G = mm(np.swapaxes(ctx, -1, -2), ctx, p)  # sum_j e_j e_j^T over the keys
@@ -167,21 +176,21 @@ def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
     return (u + y) % p if L["residual"] else y
 
 
-def layer_residues(layer, p: int) -> dict:
-    """A layer's weights as residues modulo ``p``, for :func:`forward` (a wide prime: weight
-    matrices with few nonzeros as :class:`Sparse`)."""
-    if isinstance(layer, TokenLSA):
-        heads = [(residues(h.P, p), residues(h.Q, p)) for h in layer.heads]
-        return {"kind": "token_lsa", "heads": heads, "exclude_last": layer.exclude_last, "residual": layer.residual}
-    if isinstance(layer, LSA):
-        heads = [_head_residues(h, p) for h in layer.heads]
-        return {"kind": "lsa", "stages": [heads], "residual": layer.residual}
-    if isinstance(layer, ELSA):
-        stages = [[_head_residues(h, p) for h in st] for st in layer.stages]
-        return {"kind": "elsa", "stages": stages, "residual": layer.residual}
-    if not isinstance(layer, BaseConv):
-        raise TypeError(f"modular evaluation runs BaseConv, LSA, ELSA and token-form LSA layers, not "
-                        f"{type(layer).__name__}")
+def _token_lsa_residues(layer, p: int) -> dict:
+    heads = [(residues(h.P, p), residues(h.Q, p)) for h in layer.heads]
+    return {"kind": "token_lsa", "heads": heads, "exclude_last": layer.exclude_last, "residual": layer.residual}
+
+
+def _lsa_residues(layer, p: int) -> dict:
+    return {"kind": "lsa", "stages": [[_head_residues(h, p) for h in layer.heads]], "residual": layer.residual}
+
+
+def _elsa_residues(layer, p: int) -> dict:
+    stages = [[_head_residues(h, p) for h in st] for st in layer.stages]
+    return {"kind": "elsa", "stages": stages, "residual": layer.residual}
+
+
+def _baseconv_residues(layer, p: int) -> dict:
     out = {name: residues(a, p) for name, a in layer.arrays().items()}
     if p >= WIDE:
         for name in ("W_in", "W_gate", "W_out"):
@@ -189,6 +198,29 @@ def layer_residues(layer, p: int) -> dict:
     out["causal"], out["residual"], out["kind"] = layer.causal, layer.residual, "baseconv"
     out["same"] = layer.same
     return out
+
+
+# the kinds :func:`forward` runs by hand, vectorised over trials (constructions/kinds.py); every
+# other kind runs its own Layer.forward on residues (verify/modp.py)
+kinds.provide("baseconv", "modular_forward", _baseconv_residues)
+kinds.provide("lsa", "modular_forward", _lsa_residues)
+kinds.provide("elsa", "modular_forward", _elsa_residues)
+kinds.provide("token_lsa", "modular_forward", _token_lsa_residues)
+
+
+class ModularUnsupported(UsageError):
+    """A layer whose own forward cannot run on residues (it needs more than ``+ - *``)."""
+
+
+def layer_residues(layer, p: int) -> dict:
+    """A layer's weights as residues modulo ``p``, for :func:`forward` (a wide prime: weight
+    matrices with few nonzeros as :class:`Sparse`).  A kind without a hand-vectorised forward
+    (``constructions.kinds``) keeps its ``Layer`` with residue weights (``verify.modp``)."""
+    if kinds.has(layer.kind, "modular_forward"):
+        return kinds.get(layer.kind, "modular_forward")(layer, p)
+    from . import modp
+
+    return {"kind": "generic", "layer": modp.layer_mod(layer, p, lambda q: residue(q, p))}
 
 
 # ------------------------------------------------------------------ wide primes (2^31 <= p < 2^61)

@@ -69,9 +69,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions import kinds
 from constructions.base import Construction
 from constructions.claims import IdentityClaim
-from constructions.layers import ELSA, LSA, BaseConv, TokenLSA
 
 from . import modular
 
@@ -379,38 +379,59 @@ def _b_const(s: _Stats):
 def layer_bound(L, x, shape: tuple[int, int], stats) -> tuple:
     """The bound of every entry of ``L``'s output from the bound ``x`` of every entry of its
     input (the module docstring); ``shape`` the state's (rows, columns); ``stats(A)`` the
-    :class:`_Stats` of a weight array."""
+    :class:`_Stats` of a weight array.  Each kind's rule is registered in ``constructions.kinds``
+    (``entry_bounds``); a kind without one is refused (:class:`RandomizedUnsupported`)."""
+    try:
+        rule = kinds.get(L.kind, "entry_bounds")
+    except kinds.KindUnsupported as e:
+        raise RandomizedUnsupported(f"the randomized check cannot bound this stack: {e}") from None
+    return rule(L, x, shape, stats)
+
+
+def _baseconv_bound(L, x, shape, stats) -> tuple:
+    """Seed 000 eq. (19): gate and convolution sides affine in ``u``, their product, ``W_out``."""
+    g = _b_add(_b_lin(x, stats(L.W_gate)), _b_const(stats(L.b_gate)))
+    v = _b_add(_b_lin(x, stats(L.W_in)), _b_const(stats(L.b_in)))
+    z = _b_add(_b_lin(v, stats(L.h)), _b_const(stats(L.b_conv)))
+    y = _b_add(_b_lin(_b_mul(g, z), stats(L.W_out)), _b_const(stats(L.b_out)))
+    return _b_add(y, x) if L.residual else y
+
+
+def _attention_bound(L, x, shape, stats) -> tuple:
+    """LSA (seed 001 eq. (8), one stage of bias-free heads) and ELSA (eq. (16), (57)-(59))."""
     T, C = shape
-    if isinstance(L, BaseConv):
-        g = _b_add(_b_lin(x, stats(L.W_gate)), _b_const(stats(L.b_gate)))
-        v = _b_add(_b_lin(x, stats(L.W_in)), _b_const(stats(L.b_in)))
-        z = _b_add(_b_lin(v, stats(L.h)), _b_const(stats(L.b_conv)))
-        y = _b_add(_b_lin(_b_mul(g, z), stats(L.W_out)), _b_const(stats(L.b_out)))
-        return _b_add(y, x) if L.residual else y
-    if isinstance(L, (LSA, ELSA)):
-        stages = [[(h.W1, None, h.W2, None, h.W3, None) for h in L.heads]] if isinstance(L, LSA) else \
-            [[(h.W1, h.B1, h.W2, h.B2, h.W3, h.B3) for h in st] for st in L.stages]
-        P = x
-        for stage in stages:
-            acc = ZERO
-            for W1, B1, W2, B2, W3, B3 in stage:
-                K, V, Q = (_b_add(_b_lin(P, stats(W)), _b_const(stats(B)) if B is not None else ZERO)
-                           for W, B in ((W1, B1), (W2, B2), (W3, B3)))
-                acc = _b_add(acc, _b_mul(Q, _b_mul(K, V, T), C))  # (Q (K^T V)): sums over T rows, C columns
-            P = acc
-        return _b_add(P, x) if L.residual else P
-    if isinstance(L, TokenLSA):
-        G = _b_mul(x, x, T - 1 if L.exclude_last else T)  # sum_j e_j e_j^T
-        out = ZERO
-        for hd in L.heads:
-            q, pt = stats(hd.Q), stats(np.asarray(hd.P, dtype=object).T)
-            if G[0] < 0 or not (q.nonzero and pt.nonzero):
-                continue
-            S = (G[0], q.colsum * pt.colsum * G[1], G[2] * q.den * pt.den)  # Q^T G P^T
-            out = _b_add(out, _b_mul(x, S, C))  # E S
-        return _b_add(out, x) if L.residual else out
-    raise RandomizedUnsupported(f"the randomized check runs BaseConv, LSA, ELSA and token-form LSA layers, not "
-                                f"{type(L).__name__}")
+    stages = [[(h.W1, None, h.W2, None, h.W3, None) for h in L.heads]] if L.kind == "lsa" else \
+        [[(h.W1, h.B1, h.W2, h.B2, h.W3, h.B3) for h in st] for st in L.stages]
+    P = x
+    for stage in stages:
+        acc = ZERO
+        for W1, B1, W2, B2, W3, B3 in stage:
+            K, V, Q = (_b_add(_b_lin(P, stats(W)), _b_const(stats(B)) if B is not None else ZERO)
+                       for W, B in ((W1, B1), (W2, B2), (W3, B3)))
+            acc = _b_add(acc, _b_mul(Q, _b_mul(K, V, T), C))  # (Q (K^T V)): sums over T rows, C columns
+        P = acc
+    return _b_add(P, x) if L.residual else P
+
+
+def _token_lsa_bound(L, x, shape, stats) -> tuple:
+    """Seed 004 eq. (2)-(3): ``E Q^T G P^T`` per head, ``G`` the keys' Gram matrix."""
+    T, C = shape
+    G = _b_mul(x, x, T - 1 if L.exclude_last else T)  # sum_j e_j e_j^T
+    out = ZERO
+    for hd in L.heads:
+        q, pt = stats(hd.Q), stats(np.asarray(hd.P, dtype=object).T)
+        if G[0] < 0 or not (q.nonzero and pt.nonzero):
+            continue
+        S = (G[0], q.colsum * pt.colsum * G[1], G[2] * q.den * pt.den)  # Q^T G P^T
+        out = _b_add(out, _b_mul(x, S, C))  # E S
+    return _b_add(out, x) if L.residual else out
+
+
+# each kind's bound rule (constructions/kinds.py)
+kinds.provide("baseconv", "entry_bounds", _baseconv_bound)
+kinds.provide("lsa", "entry_bounds", _attention_bound)
+kinds.provide("elsa", "entry_bounds", _attention_bound)
+kinds.provide("token_lsa", "entry_bounds", _token_lsa_bound)
 
 
 def _state_bound(S, acc: list) -> tuple:

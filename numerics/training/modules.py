@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from constructions import kinds
 from constructions import layers as L
 from constructions.base import to_float_array
 from constructions.weights_io import FORMAT
@@ -309,8 +310,12 @@ class LayerStack(nn.Module):
         return [b.export_layer() for b in self.blocks]
 
 
-#: the trainable torch module of each toolkit layer kind (``constructions.layers.LAYER_TYPES``)
-TRAINABLE: dict[str, type[nn.Module]] = {b.kind: b for b in (BaseConvBlock, LSABlock)}
+# the trainable torch module of each toolkit layer kind (constructions/kinds.py)
+kinds.provide("baseconv", "torch_block", BaseConvBlock)
+kinds.provide("lsa", "torch_block", LSABlock)
+kinds.lacks("token_lsa", "torch_block", "trained through numerics.training.token_lsa.TokenLinearTransformer "
+            "(seed 004's Full, Diag and GD++ parameterisations), which exports token_lsa layers")
+kinds.lacks("elsa", "torch_block", "no trainable torch module is written for ELSA's stages and bias matrices")
 
 
 def stack_from_layers(layers: list[L.Layer], *, conv_method: str = "direct",
@@ -320,9 +325,11 @@ def stack_from_layers(layers: list[L.Layer], *, conv_method: str = "direct",
     Exact rationals are rounded once to float64 (``to_float_array``)."""
     blocks = []
     for lay in layers:
-        if lay.kind not in TRAINABLE:
-            raise ValueError(f"no torch module for layer kind {lay.kind!r} ({' and '.join(TRAINABLE)} are supported)")
-        blocks.append(TRAINABLE[lay.kind].from_layer(lay, conv_method=conv_method))
+        try:
+            block = kinds.get(lay.kind, "torch_block")
+        except kinds.KindUnsupported as e:
+            raise ValueError(f"{e} (torch modules: {' and '.join(kinds.supporting('torch_block'))})") from None
+        blocks.append(block.from_layer(lay, conv_method=conv_method))
     return LayerStack(blocks).to(dtype)
 
 

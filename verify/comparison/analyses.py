@@ -8,7 +8,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from constructions import ops
+from constructions import kinds, ops
 from constructions.base import Construction, run_layers
 from constructions.layers import LSA, BaseConv, LSAHead, TokenLSA, TokenLSAHead
 from constructions.layout import Layout
@@ -193,24 +193,32 @@ def baseconv_factors(L: BaseConv) -> list[tuple[np.ndarray, np.ndarray, np.ndarr
     return out
 
 
-class HeadFactors(NamedTuple):
-    """How to compare one attention kind's heads up to reparameterisation."""
+class Invariants(NamedTuple):
+    """How one layer kind's weights are compared up to reparameterisation (``invariants``)."""
 
-    factors: Callable  # layer -> per head, the pair of factors whose tensor product is invariant
+    unit: str  # what one row compares: "channel" or "head"
+    factors: Callable  # layer -> per unit, the factors whose tensor product is invariant
     invariant: str  # the invariant's name, as the report prints it
+    matched: bool  # units may come in any order in a learned layer (heads): matched first
 
 
-#: per attention kind: the reparameterisation-invariant factors of each head, and their name
-HEAD_FACTORS: dict[str, HeadFactors] = {
-    "lsa": HeadFactors(lambda L: [(h.W3 @ h.W1.T, h.W2) for h in L.heads], "W3 W1^T (x) W2"),  # (HW3)(HW1)^T(HW2)
-    "token_lsa": HeadFactors(lambda L: [(h.Q, h.P) for h in L.heads], "Q (x) P"),  # E Q^T G P^T
-}
+# per layer kind: the reparameterisation-invariant factors of each unit (constructions/kinds.py)
+kinds.provide("baseconv", "invariants", Invariants("channel", baseconv_factors, "gate (x) conv (x) W_out", False))
+kinds.provide("lsa", "invariants", Invariants(
+    "head", lambda L: [(h.W3 @ h.W1.T, h.W2) for h in L.heads], "W3 W1^T (x) W2", True))  # (HW3)(HW1)^T(HW2)
+kinds.provide("token_lsa", "invariants", Invariants(
+    "head", lambda L: [(h.Q, h.P) for h in L.heads], "Q (x) P", True))  # E Q^T G P^T
+_ELSA_NO_INVARIANT = ("no invariant is derived for ELSA: its bias matrices B1, B2, B3 enter each head's "
+                      "cubic product alongside the weights, so W3 W1^T (x) W2 is not invariant")
+kinds.lacks("elsa", "invariants", _ELSA_NO_INVARIANT)
 
 
 def head_factors(L) -> list[tuple[np.ndarray, np.ndarray]]:
-    if L.kind not in HEAD_FACTORS:
-        raise TypeError(L.kind)
-    return HEAD_FACTORS[L.kind].factors(L)
+    """The invariant factors of each head of an attention layer (a kind whose unit is the head)."""
+    inv = kinds.get(L.kind, "invariants")
+    if inv.unit != "head":
+        raise kinds.KindUnsupported(f"layer kind {L.kind!r} has no heads (its invariant compares {inv.unit}s)")
+    return inv.factors(L)
 
 
 def _match_heads(fl, fc):
@@ -226,20 +234,17 @@ def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
     layers = []
     for i, (a, b) in enumerate(zip(learned.layers, constructed.layers)):
         a, b = to_float(a), to_float(b)
-        if a.kind == "baseconv":
-            rows = [dict(channel=c, **_tensor_cmp(x, y)) for c, (x, y) in
-                    enumerate(zip(baseconv_factors(a), baseconv_factors(b)))]
-            extra = {"b_out_max_abs_diff": float(np.max(np.abs(a.b_out - b.b_out)))}
-            unit = "channel"
-        elif a.kind in HEAD_FACTORS:
-            fl, fc = head_factors(a), head_factors(b)
-            perm = _match_heads(fl, fc)
-            rows = [dict(head=h, learned_head=perm[h], **_tensor_cmp(fl[perm[h]], fc[h])) for h in range(len(fc))]
-            extra = {"invariant": HEAD_FACTORS[a.kind].invariant}
-            unit = "head"
-        else:
+        if not kinds.has(a.kind, "invariants"):
             layers.append({"layer": i, "kind": a.kind, "supported": False})
             continue
+        inv = kinds.get(a.kind, "invariants")
+        fl, fc = inv.factors(a), inv.factors(b)
+        perm = _match_heads(fl, fc) if inv.matched else list(range(len(fc)))
+        unit = inv.unit
+        rows = [{unit: u, **({f"learned_{unit}": perm[u]} if inv.matched else {}), **_tensor_cmp(fl[perm[u]], fc[u])}
+                for u in range(len(fc))]
+        extra = {"invariant": inv.invariant} if inv.matched else \
+            {"b_out_max_abs_diff": float(np.max(np.abs(a.b_out - b.b_out)))}
         differing = [r[unit] for r in rows if (r["distance"] or 0) > tol]
         layers.append({"layer": i, "section": section_of(learned, i), "kind": a.kind, "unit": unit,
                        "differing": differing,
@@ -306,14 +311,11 @@ def _lerp_token_lsa(a, b, t):
                     residual=b.residual)
 
 
-#: per layer kind: the layer at ``t`` on the path from the constructed ``b`` (t=0) to the aligned learned ``a``
-LERP = {"baseconv": _lerp_baseconv, "lsa": _lerp_lsa, "token_lsa": _lerp_token_lsa}
-
-
-def _lerp_layer(a, b, t: float):
-    if a.kind not in LERP:
-        raise TypeError(a.kind)
-    return LERP[a.kind](a, b, t)
+# per layer kind: the layer at ``t`` on the path from the constructed ``b`` (t=0) to the aligned learned ``a``
+kinds.provide("baseconv", "interpolation", _lerp_baseconv)
+kinds.provide("lsa", "interpolation", _lerp_lsa)
+kinds.provide("token_lsa", "interpolation", _lerp_token_lsa)
+kinds.lacks("elsa", "interpolation", "the path is taken in the invariant factors' space: " + _ELSA_NO_INVARIANT)
 
 
 def interpolation(con, learned: Stack, constructed: Stack, P: Problems, steps: int = 11) -> dict:
@@ -326,15 +328,15 @@ def interpolation(con, learned: Stack, constructed: Stack, P: Problems, steps: i
     pc = prediction(con, run_float(Cf, S0))
     target = np.einsum("bi,bi->b", P.q, P.x_star)
     ts = np.linspace(0.0, 1.0, steps)
+    lacking = sorted({a.kind for a in Lf if not kinds.has(a.kind, "interpolation")})
+    if lacking:
+        return {"supported": False, "reason": f"no interpolation for layer kind {', '.join(lacking)}"}
     rows = []
-    try:
-        for t in ts:
-            layers = [_lerp_layer(a, b, float(t)) for a, b in zip(Lf, Cf)]
-            p = prediction(con, run_float(layers, S0))
-            rows.append({"t": float(t), "rms_vs_constructed": _f(np.sqrt(np.mean((p - pc) ** 2))),
-                         "rms_vs_lstsq": _f(np.sqrt(np.mean((p - target) ** 2)))})
-    except TypeError as e:
-        return {"supported": False, "reason": f"no interpolation for layer kind {e}"}
+    for t in ts:
+        layers = [kinds.get(a.kind, "interpolation")(a, b, float(t)) for a, b in zip(Lf, Cf)]
+        p = prediction(con, run_float(layers, S0))
+        rows.append({"t": float(t), "rms_vs_constructed": _f(np.sqrt(np.mean((p - pc) ** 2))),
+                     "rms_vs_lstsq": _f(np.sqrt(np.mean((p - target) ** 2)))})
     vals = [r["rms_vs_constructed"] for r in rows]
     end = vals[-1]
     bump = max((v for v in vals if v is not None), default=None)
