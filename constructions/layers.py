@@ -22,6 +22,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from . import ops
+from .sparse import SparseMatrix, map_weight
 
 
 class Layer(abc.ABC):
@@ -115,6 +116,30 @@ class BaseConv(Layer):
         return cls(z(C, C), z(T, C), z(T, C), z(T, C), z(C, C), z(T, C), z(C, C), z(T, C),
                    causal=causal, residual=residual)
 
+    @classmethod
+    def from_entries(cls, T: int, C: int, entries: dict, *, causal: bool = False,
+                     residual: bool = False) -> "BaseConv":
+        """A layer from its nonzero entries, ``{field: {(i, j): value}}`` (each value read as a
+        ``Fraction``; a missing field is zero): the three ``C x C`` channel mixes held as
+        :class:`~constructions.sparse.SparseMatrix` (no ``C^2`` array is built), the ``T x C``
+        filter and biases dense (state-sized).  What a compiler emits."""
+        from fractions import Fraction
+
+        unknown = set(entries) - set(cls._array_fields)
+        if unknown:
+            raise ValueError(f"BaseConv has no weight {sorted(unknown)[0]!r}")
+        arrays = {}
+        for name in cls._array_fields:
+            ent = entries.get(name, {})
+            if name in ("W_in", "W_gate", "W_out"):
+                arrays[name] = SparseMatrix.from_entries((C, C), ent)
+            else:
+                A = ops.zeros_like_object((T, C))
+                for (i, j), v in ent.items():
+                    A[i, j] = A[i, j] + Fraction(v)
+                arrays[name] = A
+        return cls(**arrays, causal=causal, residual=residual)
+
     def forward(self, u, *, conv_method: str = "direct"):
         fast = self.__dict__.get("_plan")  # set by prepare() on float weights
         if fast is not None and conv_method == "direct":
@@ -180,15 +205,16 @@ class BaseConv(Layer):
         if self.h.dtype != object:
             zero = {k: not bool((getattr(self, k) != 0).any()) for k in ("b_in", "b_conv", "b_gate", "b_out")}
             self.__dict__["_plan"] = (ops.ConvPlan(self.h, causal=self.causal, same=self.same), zero)
-        elif nonzero is not None:
-            self.__dict__["_exact_nonzero"] = {k: nonzero(getattr(self, k)) for k in self._array_fields}
+        elif nonzero is not None:  # a sparse weight's product reads its entries, it has no pattern to find
+            self.__dict__["_exact_nonzero"] = {k: nonzero(getattr(self, k)) for k in self._array_fields
+                                               if not isinstance(getattr(self, k), SparseMatrix)}
         return self
 
     def arrays(self):
         return {k: getattr(self, k) for k in self._array_fields}
 
     def map(self, f):
-        return replace(self, **{k: f(getattr(self, k)) for k in self._array_fields})
+        return replace(self, **{k: map_weight(f, getattr(self, k)) for k in self._array_fields})
 
     def config(self):
         c = {"causal": self.causal, "residual": self.residual}
@@ -283,7 +309,7 @@ class LSA(Layer):
         return d
 
     def map(self, f):
-        return replace(self, heads=[LSAHead(f(h.W1), f(h.W2), f(h.W3)) for h in self.heads])
+        return replace(self, heads=[LSAHead(*(map_weight(f, w) for w in (h.W1, h.W2, h.W3))) for h in self.heads])
 
     def config(self):
         return {"residual": self.residual, "heads": len(self.heads)}
@@ -345,7 +371,7 @@ class TokenLSA(Layer):
         return d
 
     def map(self, f):
-        return replace(self, heads=[TokenLSAHead(f(h.P), f(h.Q)) for h in self.heads])
+        return replace(self, heads=[TokenLSAHead(map_weight(f, h.P), map_weight(f, h.Q)) for h in self.heads])
 
     def config(self):
         return {"residual": self.residual, "exclude_last": self.exclude_last, "heads": len(self.heads)}
@@ -429,7 +455,7 @@ class ELSA(Layer):
         return d
 
     def map(self, f):
-        return replace(self, stages=[[ELSAHead(*(f(getattr(hd, n)) for n in ("W1", "B1", "W2", "B2", "W3", "B3")))
+        return replace(self, stages=[[ELSAHead(*(map_weight(f, getattr(hd, n)) for n in self._HEAD_FIELDS))
                                       for hd in st] for st in self.stages])
 
     def config(self):
@@ -466,17 +492,31 @@ def sparse_head(W1, B1, W2, B2, W3, B3, *, nonzero=None):
     side the rows (input channels) that feed those columns.  Arrays stay in their library; each
     array's nonzero pattern is found once (by ``nonzero`` when given)."""
     find = nonzero or _nonzero
-    nz = {k: (None if A is None else find(A)) for k, A in
+    # a sparse weight is its own pattern (its stored entries; no dense mask is made of it)
+    nz = {k: (None if A is None else A if isinstance(A, SparseMatrix) else find(A)) for k, A in
           (("W1", W1), ("B1", B1), ("W2", W2), ("B2", B2), ("W3", W3), ("B3", B3))}
 
+    def any_column(P):
+        if isinstance(P, SparseMatrix):
+            u = np.zeros(P.shape[1], dtype=bool)
+            u[P.cols] = True
+            return u
+        return P.any(axis=0)
+
     def used(w, b):
-        u = nz[w].any(axis=0)
+        u = any_column(nz[w])
         return u if nz[b] is None else u | nz[b].any(axis=0)
     gram = np.nonzero(used("W1", "B1") & used("W3", "B3"))[0].tolist()
     vcols = np.nonzero(used("W2", "B2"))[0].tolist()
 
     def side(W, B, w, cols):
-        rows = np.nonzero(nz[w][:, cols].any(axis=1))[0].tolist() if cols else []
+        P = nz[w]
+        if not cols:
+            rows = []
+        elif isinstance(P, SparseMatrix):
+            rows = np.unique(P.rows[np.isin(P.cols, cols)]).tolist()
+        else:
+            rows = np.nonzero(P[:, cols].any(axis=1))[0].tolist()
         return rows, W[rows][:, cols], (None if B is None else B[:, cols])
     return {"q": side(W3, B3, "W3", gram), "k": side(W1, B1, "W1", gram), "v": side(W2, B2, "W2", vcols),
             "vcols": vcols}

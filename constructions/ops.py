@@ -36,6 +36,8 @@ import sys
 
 import numpy as np
 
+from .sparse import SparseMatrix
+
 
 class _LazyTorch:
     """``torch``, imported on first use: the numpy and exact paths never pay for it
@@ -121,6 +123,10 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
     zero and never multiplies by a structural one.  ``nonzero_x`` / ``nonzero_y``: the
     operands' nonzero patterns where the caller already has them (a weight matrix, planned once).
     """
+    if isinstance(Y, SparseMatrix):  # a sparse weight (constructions/sparse.py): its own entries
+        if not is_object(X):
+            return X @ Y  # SparseMatrix.__rmatmul__: scipy.sparse, torch index_add_
+        return _mm_sparse(np.asarray(X, dtype=object), Y, nonzero_x)
     if is_object(X) or is_object(Y):
         X = np.asarray(X, dtype=object)
         Y = np.asarray(Y, dtype=object)
@@ -133,7 +139,7 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
         NX = nonzero_pattern(X) if nonzero_x is None else _pattern_of(nonzero_x, X)  # numpy's loop
         NY = nonzero_pattern(Y) if nonzero_y is None else _pattern_of(nonzero_y, Y)
         try:
-            return _mm_columns(X, Y, NX, NY)
+            return _mm_columns(X, NX, n, _dense_columns(Y, NY))
         except (TypeError, ValueError):  # an entry whose == 1 is not a plain bool: one by one below
             pass
         out = zeros_like_object((m, n))
@@ -169,7 +175,28 @@ def _scalar_array(y) -> np.ndarray:
     return a
 
 
-def _mm_columns(X, Y, NX, NY):
+def _dense_columns(Y, NY):
+    """``(j, rows, values)`` for every column of a dense ``Y`` with a nonzero entry."""
+    for j in np.flatnonzero(NY.any(axis=0)).tolist():
+        rs = np.flatnonzero(NY[:, j])
+        yield j, rs, [Y[r, j] for r in rs.tolist()]
+
+
+def _mm_sparse(X, S: SparseMatrix, nonzero_x=None):
+    """The exact ``X @ S`` for a :class:`~constructions.sparse.SparseMatrix` ``S``: the same column
+    product as a dense weight's (:func:`_mm_columns`), reading the columns off ``S``'s entries."""
+    if X.ndim != 2:
+        raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
+    if X.shape[1] != S.shape[0]:
+        raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {S.shape}")
+    NX = nonzero_pattern(X) if nonzero_x is None else _pattern_of(nonzero_x, X)
+    try:
+        return _mm_columns(X, NX, S.shape[1], S.columns())
+    except (TypeError, ValueError):  # an entry whose == 1 is not a plain bool: mm's entry-by-entry loop
+        return mm(X, S.toarray(), nonzero_x=NX)
+
+
+def _mm_columns(X, NX, n, columns):
     """The exact product of :func:`mm`, one output column at a time in numpy's loops: for column
     ``j``, the rows of ``X`` whose operands in the column's nonzero rows ``rs`` are the same
     objects are one row (a value replicated over tokens is computed, and stored, once: the
@@ -178,7 +205,6 @@ def _mm_columns(X, Y, NX, NY):
     either is 1), the terms summed in a balanced tree (:func:`tree_sum`), each sum only where
     both operands are nonzero.  The same sums as the entry-by-entry loop, in another order."""
     m, k = X.shape
-    n = Y.shape[1]
     out = zeros_like_object((m, n))
     AX = addresses(X)  # X holds its entries alive while this runs: addresses are unique
     x_one: dict = {}
@@ -190,9 +216,7 @@ def _mm_columns(X, Y, NX, NY):
             hit = x_one[r] = np.equal(X[:, r], 1, dtype=bool) & NX[:, r]
         return hit
 
-    for j in np.flatnonzero(NY.any(axis=0)).tolist():
-        rs = np.flatnonzero(NY[:, j])
-        ys = [Y[r, j] for r in rs.tolist()]
+    for j, rs, ys in columns:
         y_one = [_is_one(y) for y in ys]
         if len(rs) == 1 and y_one[0]:  # a copy of one column: the same objects, no arithmetic
             out[:, j] = X[:, rs[0]]

@@ -38,6 +38,7 @@ from polyverify.rational import RationalError, parse_rational
 from . import ops
 from .base import Construction, to_float_array
 from .layers import Layer, array_names, layer_from_arrays
+from .sparse import is_sparse
 
 FORMAT = "polyverify-weights/1"
 
@@ -59,6 +60,8 @@ def _distinct(layers: list[Layer]) -> list[int]:
 
 
 def _exact_entries(a: np.ndarray) -> list:
+    if is_sparse(a):
+        return [[i, j, str(Fraction(v))] for i, j, v in a.entries() if v != 0]
     out = []
     for idx, v in np.ndenumerate(a):
         if v != 0:
@@ -74,7 +77,11 @@ def save(path: str | Path, con: Construction, k: int) -> Path:
     tensors, exact, specs = {}, {}, []
     for i, L in enumerate(layers):
         for name, arr in L.arrays().items():
-            tensors[f"layers.{i}.{name}"] = np.ascontiguousarray(to_float_array(arr, np.float64))
+            # safetensors holds dense tensors (the format has no sparse form): a sparse weight is
+            # rounded entry by entry, then laid out dense; its exact sidecar below lists its entries only
+            f64 = arr.map_values(lambda v: to_float_array(v, np.float64)).toarray() if is_sparse(arr) \
+                else to_float_array(arr, np.float64)
+            tensors[f"layers.{i}.{name}"] = np.ascontiguousarray(f64)
         specs.append({"kind": L.kind, "config": L.config(), "source": src[i]})
         if src[i] == i:
             exact[str(i)] = {name: _exact_entries(arr) for name, arr in L.arrays().items()}
@@ -347,6 +354,10 @@ def _same_entries(X, Y) -> bool:
     equal (``==`` is reflexive for every exact scalar type; a builder's zeros are all the int 0
     object, and a C x C weight is mostly those), the others are compared with ``==``; both
     steps in numpy's loops."""
+    if is_sparse(X) and is_sparse(Y):  # the same pattern and values, entry by entry
+        return (np.array_equal(X.rows, Y.rows) and np.array_equal(X.cols, Y.cols)
+                and all(a == b for a, b in zip(list(X.vals), list(Y.vals))))
+    X, Y = np.asarray(X), np.asarray(Y)  # a sparse weight against a dense one: laid out dense
     if X.dtype == object and Y.dtype == object:
         differ = np.flatnonzero(ops.addresses(X) != ops.addresses(Y))
         X, Y = X.ravel()[differ], Y.ravel()[differ]

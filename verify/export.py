@@ -66,6 +66,7 @@ import numpy as np
 
 from constructions.base import Construction, Sections, round_exact
 from constructions.layers import Layer
+from constructions.sparse import dense, is_sparse
 from polyverify.cli import UsageError, atomic_path, output_file
 
 from .cli_common import DEFAULT_FORMAT, FORMATS, add_export_arguments  # noqa: F401 (light: the parsers' part)
@@ -127,8 +128,11 @@ def stack(construction: Construction, k: int | None = None, sections=None) -> li
     construction's ``layers(k)`` (``k`` None: 1 where it has a body, else 0)."""
     if sections is not None:
         s = _sections(sections)
-        return list(s.prologue) + [L for body in s.bodies for L in body] + list(s.epilogue)
-    return construction.layers(_k(construction, k))
+        layers = list(s.prologue) + [L for body in s.bodies for L in body] + list(s.epilogue)
+    else:
+        layers = construction.layers(_k(construction, k))
+    # the peers' formats hold dense tensors: a compiled layer's sparse channel mixes are laid out dense here
+    return [L.map(dense) if any(is_sparse(A) for A in L.arrays().values()) else L for L in layers]
 
 
 def _k(construction, k):

@@ -69,6 +69,7 @@ import circuits as C
 
 from .. import ops
 from ..layers import ELSA, LSA, ELSAHead, LSAHead
+from ..sparse import SparseMatrix
 from .circuit import CompiledCircuit, compiled, param_counts
 from .linearise import CONST, form_key, linearise, needed
 from .routing import CompileError
@@ -548,19 +549,21 @@ def _clear_heads(P: _Planner, exclude: set) -> list:
 
 # ------------------------------------------------------------------ emission
 
-def _matrix(cols: dict, n: int, index=lambda c: c, out_index=lambda b: b, pos_index=None) -> np.ndarray:
+def _matrix(cols: dict, n: int, index=lambda c: c, out_index=lambda b: b, pos_index=None) -> SparseMatrix:
     """A weight matrix (n, n) whose column ``out_index(b)`` holds form ``cols[b]`` (``index`` maps a
-    data column to its row; with ``pos_index`` the position columns go to their own rows too)."""
-    W = ops.zeros_like_object((n, n))
+    data column to its row; with ``pos_index`` the position columns go to their own rows too), held
+    sparse (``constructions/sparse.py``): a head reads a few cells of a wide state."""
+    entries: dict = {}
     for b, form in cols.items():
         for col, v in form.items():
             if isinstance(col, tuple):
                 if pos_index is None:
                     continue
-                W[pos_index(col[1]), out_index(b)] += v
+                key = (pos_index(col[1]), out_index(b))
             else:
-                W[index(col), out_index(b)] += v
-    return W
+                key = (index(col), out_index(b))
+            entries[key] = entries.get(key, 0) + v
+    return SparseMatrix.from_entries((n, n), entries)
 
 
 def _bias(cols: dict, T: int, n: int) -> np.ndarray:

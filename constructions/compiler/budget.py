@@ -63,7 +63,6 @@ import numpy as np
 
 import circuits as C
 
-from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled, param_counts
 from .linearise import CONST, last_uses, linearise, needed
 from .routing import CompileError, LayerSpec, shift
@@ -701,15 +700,7 @@ def plan_levels(g, channels: int):
 
 def layers_of(specs, T: int, Cw: int, causal: bool) -> list:
     """The BaseConv layers (``T`` tokens, ``Cw`` channels) of the layer specifications ``specs``."""
-    layers = []
-    for sp in specs:
-        L = BaseConv.zeros(T, Cw, causal=causal)
-        for nm in ("W_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out"):
-            arr = getattr(L, nm)
-            for (i, j), v in getattr(sp, nm).items():
-                arr[i, j] = arr[i, j] + Fraction(v)
-        layers.append(L)
-    return layers
+    return [sp.layer(T, Cw, causal) for sp in specs]
 
 
 def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int = 0) -> CompiledCircuit:

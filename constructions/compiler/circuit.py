@@ -12,7 +12,7 @@ import numpy as np
 import circuits as C
 
 from ..base import Construction
-from ..ops import nonzero_pattern
+from ..sparse import nnz as count_nonzero
 from ..layout import Layout
 
 
@@ -82,7 +82,7 @@ def param_counts(layers) -> dict:
     for L in layers:
         for a in L.arrays().values():
             total += a.size
-            nnz += int(nonzero_pattern(a).sum())
+            nnz += count_nonzero(a)
     return {"nonzero": nnz, "total": total}
 
 

@@ -76,41 +76,38 @@ def _schedule(g: nx.DiGraph) -> Schedule:
 
 
 def _emit(s: Schedule) -> list[BaseConv]:
+    """One BaseConv layer per level (one token): its entries gathered sparse, then
+    ``BaseConv.from_entries`` (the channel mixes held as sparse matrices)."""
     Cw = s.width
     out_names = sorted(s.outputs)
     layers = []
     for j in range(1, s.depth + 1):
-        L = BaseConv.zeros(1, Cw, causal=True)
+        e = {nm: {} for nm in BaseConv._array_fields}
+
+        def add(nm, i, k, c):
+            e[nm][(i, k)] = e[nm].get((i, k), 0) + c
+
         ch = {a: i for i, a in enumerate(s.live[j - 1])}
         for p, a in enumerate(s.products[j]):
             if s.level[a] == j:  # a new product of two affine forms
                 _, fa, fb = s.atoms[a]
                 for x, c in fa.items():
-                    if x == CONST:
-                        L.b_gate[0, p] += c
-                    else:
-                        L.W_gate[ch[x], p] += c
+                    add("b_gate", 0, p, c) if x == CONST else add("W_gate", ch[x], p, c)
                 for x, c in fb.items():
-                    if x == CONST:
-                        L.b_in[0, p] += c
-                    else:
-                        L.W_in[ch[x], p] += c
-                L.h[0, p] = 1
+                    add("b_in", 0, p, c) if x == CONST else add("W_in", ch[x], p, c)
+                e["h"][(0, p)] = 1
             else:  # carried: value * 1
-                L.W_gate[ch[a], p] = 1
-                L.b_conv[0, p] = 1
+                e["W_gate"][(ch[a], p)] = 1
+                e["b_conv"][(0, p)] = 1
         pch = {a: p for p, a in enumerate(s.products[j])}
         if j < s.depth:
             for i, a in enumerate(s.live[j]):
-                L.W_out[pch[a], i] = 1
+                e["W_out"][(pch[a], i)] = 1
         else:
             for o, name in enumerate(out_names):
                 for x, c in s.outputs[name].items():
-                    if x == CONST:
-                        L.b_out[0, o] += c
-                    else:
-                        L.W_out[pch[x], o] += c
-        layers.append(L)
+                    add("b_out", 0, o, c) if x == CONST else add("W_out", pch[x], o, c)
+        layers.append(BaseConv.from_entries(1, Cw, e, causal=True))
     return layers
 
 

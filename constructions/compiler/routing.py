@@ -38,6 +38,7 @@ from fractions import Fraction
 
 import gmpy2
 
+from ..layers import BaseConv
 from .linearise import CONST
 
 Q = gmpy2.mpq  # exact rationals in C (GMP) inside the pass; Fractions in the LayerSpec
@@ -65,6 +66,12 @@ class LayerSpec:
     def new_inner(self) -> int:
         self.inner += 1
         return self.inner - 1
+
+    def layer(self, T: int, C: int, causal: bool) -> BaseConv:
+        """The BaseConv layer (``T`` tokens, ``C`` channels) these entries describe: its channel
+        mixes sparse (``BaseConv.from_entries``), never a dense ``C x C`` array."""
+        return BaseConv.from_entries(T, C, {nm: getattr(self, nm) for nm in BaseConv._array_fields if nm != "b_in"},
+                                     causal=causal)
 
 
 def shift(t: int, t2: int, T: int, causal: bool):

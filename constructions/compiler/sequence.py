@@ -489,12 +489,7 @@ def _fold_outputs(before: SeqState, spec: LayerSpec, after: SeqState, final: dic
 
 
 def _emit(spec: LayerSpec, T: int, Cw: int, causal: bool) -> BaseConv:
-    L = BaseConv.zeros(T, Cw, causal=causal)
-    for name in ("W_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out"):
-        arr = getattr(L, name)
-        for (i, j), v in getattr(spec, name).items():
-            arr[i, j] = arr[i, j] + Fraction(v)
-    return L
+    return spec.layer(T, Cw, causal)
 
 
 def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: int = 1,

@@ -146,7 +146,7 @@ def test_a_product_of_two_values_off_the_work_row_is_gathered():
 def test_a_wrong_weight_is_refuted():
     con = compile_circuit(C.dot(3, placed=True), target="lsa")
     L = con.epilogue[-1]
-    W2 = L.heads[0].W2.copy()
+    W2 = L.heads[0].W2.toarray()  # held sparse; a dense copy with one entry changed
     nz = list(zip(*np.nonzero(W2 != 0)))
     W2[nz[0]] = W2[nz[0]] + 1
     L.heads[0].W2 = W2
