@@ -11,6 +11,8 @@ status, and the CPU (user + sys of the child) and wall time it took:
   ``baseconv-mlp``;
 * ``bench/bench_compiler.py --scale``: compile + proof CPU and peak RSS of placed random circuits at 1k,
   10k and 100k gates with the fitted exponents (10^6 is ``--million``, not run here);
+* ``bench/bench_sparse.py``: the compiled layers' sparse weights against a dense copy (entries held,
+  float forward, exact proof);
 * ``bench/bench_memory.py`` (when present): peak RSS of ``gd --layers`` at two depths;
 * ``bench/bench_startup.py``: ``--help`` and argument errors of ``verify.construct`` against ``import sympy``;
 * ``bench/bench_construction.py``: the float forward of the constructions against a baseline;
@@ -160,6 +162,8 @@ def main(argv=None) -> int:
     runs.append(("Compiler: the GD step's layers/channels frontier under channel budgets, each point proved",
                  run([py, "bench/bench_compiler.py", "--pareto", "--pareto-size", "6x2" if a.quick else "20x5"],
                      a.timeout)))
+    runs.append(("Compiler: sparse against dense weights of the compiled layers (entries, float forward, proof)",
+                 run([py, "bench/bench_sparse.py"] + (["--quick"] if a.quick else []), a.timeout)))
     if (ROOT / "bench" / "bench_memory.py").exists():
         runs.append(("Peak memory of gd --layers at two depths",
                      run([py, "bench/bench_memory.py"] + (["--quick"] if a.quick else []), a.timeout)))

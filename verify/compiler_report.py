@@ -380,7 +380,15 @@ def markdown(res: dict, command: str, mach: dict) -> str:
          "`lsa` (seed 001 eq. (8), multi-head) and `elsa` (eq. (16), modules of eq. (57)-(59)) keep the "
          "same grid and compute on a work token, each head a sum of products between the work token and "
          "the others with the token sum inside the Gram factor (section (c)); `baseconv-mlp` puts every "
-         "value in its own channel of one token (a gated MLP, kept for comparison).",
+         "value in its own channel of one token (a gated MLP, kept for comparison).", "",
+         "Every target emits its channel mixes (BaseConv's `W_in`, `W_gate`, `W_out`; each head's `W1`-`W3`) "
+         "as sparse matrices (`constructions/sparse.py`: nonzero entries, exact values), and they stay "
+         "sparse through the proof (the exact product reads a column's entries), the float run "
+         "(`scipy.sparse` for numpy float32/float64, gathers and `index_add_` for torch in every dtype; a "
+         "dense float copy only for numpy float16 and cupy) and the reports. They are laid out dense only "
+         "where a file format needs it: the weight file's safetensors tensors (its exact sidecar lists "
+         "the nonzero entries) and the peers' export formats. `bench/bench_sparse.py` measures the two "
+         "forms against each other.",
          ""] + _targets_table() + ["",
          f"## (a) Builders x targets ({proved} of {len(cells)} cells proved, {len(refused)} refused)", "",
          "Circuit columns (`circuits.metrics`): size = wires, depth Delta = longest input-output path, "
