@@ -177,7 +177,7 @@ def markdown(s: dict, figure: str) -> str:
              "orders of magnitude above the paper's, and for k >= 2 this run does not show whether the k-th product "
              "with M is learned at all given more steps: the equal-steps precision criterion cannot be met here, and "
              "the ordering criteria compare runs at equal, short training"
-             + (f"; only k = 1 was trained longer ({fmt_seconds(doc['max_seconds'])} of wall time, {doc['steps']:,} "
+             + (f"; only k = 1 was trained longer ({fmt_seconds(doc['train_cpu_s'])} of CPU time, {doc['steps']:,} "
                 f"steps: {fmt(doc['final_test_mse'])}, above)." if doc else
                 "; no k was trained longer in these results."))
     L.append("")

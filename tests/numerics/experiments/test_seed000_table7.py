@@ -118,12 +118,24 @@ def test_table7_long_cells_are_k1_with_the_docs_settings_and_the_papers_recipe()
 def test_table7_long_cell_stops_at_its_wall_clock_limit():
     from numerics.experiments import seed000_table7_long as L
 
-    c = {**L.long_configs(True)[0], "steps": 10 ** 6, "max_seconds": 0.5, "eval_every": 10 ** 5}
+    c = {**L.long_configs(True)[0], "steps": 10 ** 6, "max_seconds": 0.5, "eval_every": 10 ** 5}  # CPU limit 30 s
     r = t7.cell(c)
-    assert r["stopped_by_time"] and 0 < r["steps"] < 10 ** 6 and r["steps_max"] == 10 ** 6
+    assert r["stopped_by_time"] and not r["stopped_by_cpu"] and 0 < r["steps"] < 10 ** 6 and r["steps_max"] == 10 ** 6
     assert r["settings"] == "training-doc" and r["max_seconds"] == 0.5 and r["train_wall_s"] >= 0.5
     assert r["recipe_config"]["step_size"] == 500 and r["history"][-1]["step"] == r["steps"]
     assert all("wall_s" in h for h in r["history"])
+
+
+def test_table7_long_cell_stops_at_its_cpu_time_limit_at_an_evaluation_point():
+    from numerics.experiments import seed000_table7_long as L
+
+    c = {**L.long_configs(True)[0], "steps": 10 ** 6, "max_cpu_seconds": 0.5, "eval_every": 40}
+    r = t7.cell(c)
+    assert r["stopped_by_cpu"] and not r["stopped_by_time"] and r["train_cpu_s"] >= 0.5
+    assert r["steps"] % 40 == 0 and [h["step"] for h in r["history"]] == list(range(0, r["steps"] + 1, 40))
+    # the step cap comes first: neither limit named
+    r = t7.cell({**c, "steps": 80, "max_cpu_seconds": 60.0})
+    assert r["steps"] == 80 and not r["stopped_by_cpu"] and not r["stopped_by_time"]
 
 
 def _long_result(settings, mse, steps, batch):
@@ -134,14 +146,16 @@ def _long_result(settings, mse, steps, batch):
                             (steps, mse, 1800.0))]
     return {"k": 1, "recipe": "paper", "init": "random", "settings": settings, "batch": batch, "steps": steps,
             "layers": 3, "width": 32, "init_scale": 0.1, "final_test_mse": mse, "final_test_mse_f64": mse,
-            "final_eval": 8192, "max_seconds": 1800.0, "skipped": 0, "lr_end": 4e-7, "history": hist,
+            "final_eval": 8192, "max_cpu_seconds": 1500.0, "max_seconds": 2400.0, "train_cpu_s": 1501.0,
+            "train_wall_s": 1800.0, "stopped_by_cpu": True, "stopped_by_time": False,
+            "skipped": 0, "lr_end": 4e-7, "history": hist,
             "recipe_config": L.recipe_config(settings).to_json(), "perturb": 0.0,
             "baselines": {"zero": 1.66, "x0": 2.31, "poly": [0.46]}}
 
 
 def _rows(doc_mse):
     grid = {k: v for k, v in _long_result("training-doc", 1e-5, 200, 256).items()
-            if k not in ("settings", "max_seconds")}
+            if k not in ("settings", "max_seconds", "max_cpu_seconds", "train_cpu_s", "train_wall_s", "stopped_by_cpu")}
     cfg = {"k": 1, "recipe": "paper", "steps": 200}
     return [{"id": "a", "status": "ok", "config": cfg, "result": grid, "cpu_s": 1.0, "wall_s": 1.0},
             {"id": "b", "status": "ok", "config": {"part": "long", "settings": "training-doc", "steps": 10 ** 6},
@@ -172,13 +186,15 @@ def test_table7_long_report_lines_come_from_the_runs():
     # each run's command: the merged record's own, else the grid's
     assert "    python -m numerics.experiments.seed000_table7_long --out D" in text
     assert "    python -m numerics.experiments seed000-table7 --out D" in text
-    assert "| training-doc | 256 |" in text and "| 60,000 |" in text and "step 30,000 (10.0 min)" in text
+    assert "| training-doc | 256 |" in text and "| its CPU-time limit | 60,000 |" in text
+    assert "| 25.0 min | 30.0 min | 4.00e-09 |" in text and "step 30,000 (10.0 min wall)" in text
+    assert "at most 25.0 min of CPU time or 40.0 min of wall time, whichever came first" in text
     assert "| paper-table5 | 1,024 |" in text and "not reached" in text
     assert "this run is that run truncated: 25,000 steps (0.01 of them)" in text
     assert "at most 8 learning-rate decisions (the paper's run: 833)" in text
     assert "end 750x below the truncated paper recipe" in text and "within the 1.00e-08 bound" in text
     assert "no long cell" in L.markdown_lines({"long": {}}, "x")[0]
-    assert "only k = 1 was trained longer (30.0 min of wall time, 60,000 steps: 4.00e-09" in \
+    assert "only k = 1 was trained longer (25.0 min of CPU time, 60,000 steps: 4.00e-09" in \
         t7.markdown({**s, "run": {"command": "c", **_run_record()}}, "f.png")
 
 
