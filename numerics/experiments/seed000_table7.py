@@ -24,10 +24,10 @@ most j products with M can reach.
 The paper's numbers (5.0e-13 at k = 1) come from GPU runs of millions of steps; here each cell is
 a fixed number of steps (a few minutes of CPU), so this experiment checks the *ordering* claims
 (MSE growing with k, the recipe ahead of plain Adam) and states the gap to the paper's precision.
-The grid's ``long`` part (:mod:`.seed000_table7_long`) trains k = 1 for a fixed wall time instead
-(30 minutes of one CPU core per cell): the recipe with ``docs/training.md``'s settings, held to
-1e-8, and the paper's recipe as App. B.2 Table 5 states it (batch 1024, lr 1e-2), truncated to the
-steps that fit.  The report's text and tables are :mod:`.seed000_table7_report`.
+The grid's ``long`` part (:mod:`.seed000_table7_long`) trains k = 1 to a CPU-time limit instead
+(with a wall-clock limit on top): the recipe with ``docs/training.md``'s settings, held to 1e-8, and
+the paper's recipe as App. B.2 Table 5 states it (batch 1024, lr 1e-2), truncated to the steps that
+fit.  The report's text and tables are :mod:`.seed000_table7_report`.
 """
 from __future__ import annotations
 
