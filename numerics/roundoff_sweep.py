@@ -125,7 +125,7 @@ _size.__name__ = "NxD"
 
 
 def _sweep_configs(a) -> list[dict]:
-    from .sweep import product, split_list
+    from polyverify.sweep import product, split_list
 
     big = a.allow_large
     L = LIMITS["list"]

@@ -509,7 +509,7 @@ def cell_keys() -> dict[str, str]:
 
 
 def _cell_args(config: dict, where: str):
-    from numerics.sweep import config_argv
+    from polyverify.sweep import config_argv
 
     if "task" not in config:
         raise UsageError(f"{where}: the config needs 'task' ({', '.join(TASKS)})")
@@ -545,7 +545,7 @@ def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell")
 def sweep_cell(config: dict) -> dict:
     """One training run (``python -m numerics.train`` with the config's options); its files
     (history, checkpoint, weights, result.json, curves.png) go to the cell's folder."""
-    from numerics.sweep import cell_dir
+    from polyverify.sweep import cell_dir
 
     a, cfg = _cell_args(config, "cell")
     out = cell_dir()
@@ -580,7 +580,7 @@ def _sweep_arguments(g) -> None:
 
 
 def _sweep_configs(a) -> list[dict]:
-    from numerics.sweep import product, split_list
+    from polyverify.sweep import product, split_list
 
     big = a.allow_large
     lists = {"task": split_list("--tasks", a.tasks, allow_large=big), "model": split_list("--models", a.models,

@@ -438,7 +438,7 @@ def cell_keys() -> dict[str, str]:
 
 
 def _cell_args(config: dict, where: str):
-    from numerics.sweep import config_argv
+    from polyverify.sweep import config_argv
 
     from polyverify.cli import UsageError
 
@@ -485,7 +485,7 @@ def sweep_cell(config: dict) -> dict:
     import io
     import tempfile
 
-    from numerics.sweep import cell_dir
+    from polyverify.sweep import cell_dir
 
     _, argv = _cell_args(config, "cell")
     with contextlib.ExitStack() as stack:
@@ -537,7 +537,7 @@ def _learned_files(spec: str) -> list[str]:
 
 
 def _sweep_configs(a) -> list[dict]:
-    from numerics.sweep import product, split_list
+    from polyverify.sweep import product, split_list
 
     from polyverify.cli import UsageError
 

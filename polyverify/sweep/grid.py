@@ -1,0 +1,143 @@
+"""Grids: a grid file's cells (``fixed``, ``grid``, ``cells``), the table files it and the jobqueue
+config are read from, and the helpers the commands' adapters build their grids with."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+from polyverify.cli import UsageError, one_line
+
+from .base import ALLOW, LIMITS
+from .cluster import check_resources
+from .registry import named_sweeps
+
+def grid_configs(spec: dict, where: str) -> list[dict]:
+    """``fixed`` (shared values), ``grid`` (lists: one cell per combination, in the order written)
+    and ``cells`` (explicit configs, after the grid's), each merged over ``fixed``."""
+    fixed = spec.get("fixed", {})
+    grid = spec.get("grid", {})
+    explicit = spec.get("cells", [])
+    if not isinstance(fixed, dict):
+        raise UsageError(f"{where}: 'fixed' must be a table of values")
+    if not isinstance(grid, dict):
+        raise UsageError(f"{where}: 'grid' must be a table of lists")
+    if not isinstance(explicit, list) or not all(isinstance(c, dict) for c in explicit):
+        raise UsageError(f"{where}: 'cells' must be a list of tables")
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise UsageError(f"{where}: grid.{k} must be a non-empty list, got {v!r:.80}")
+        if k in fixed:
+            raise UsageError(f"{where}: {k!r} is both in 'fixed' and in 'grid'")
+    if not grid and not explicit:
+        raise UsageError(f"{where}: no cells (give a 'grid' of lists or a list of 'cells')")
+    keys = list(grid)
+    out = [{**fixed, **dict(zip(keys, combo))} for combo in itertools.product(*(grid[k] for k in keys))] if grid else []
+    out += [{**fixed, **c} for c in explicit]
+    return out
+
+
+def _load_table_file(path, label: str) -> dict:
+    """A TOML, JSON or YAML file whose top level is a table; UsageError ``"<label> <path>: ..."``."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{label} {path}: not found")
+    if not p.is_file():
+        raise UsageError(f"{label} {path}: is a folder, not a file")
+    if p.stat().st_size > LIMITS["grid_bytes"]:
+        raise UsageError(f"{label} {path}: larger than {LIMITS['grid_bytes'] // 2**20} MiB")
+    suffix = p.suffix.lower()
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{label} {path}: cannot read ({one_line(e)})") from None
+    try:
+        if suffix == ".toml":
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                import tomli as tomllib
+            spec = tomllib.loads(text)
+        elif suffix == ".json":
+            spec = json.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            spec = yaml.safe_load(text)
+        else:
+            raise UsageError(f"{label} {path}: unknown format {suffix or '(no suffix)'}; use .toml, .json, .yaml")
+    except UsageError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- any parser's error is a malformed file
+        raise UsageError(f"{label} {path}: not valid {suffix.lstrip('.').upper()} ({one_line(e)})") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{label} {path}: the top level must be a table, not {type(spec).__name__}")
+    return spec
+
+
+def read_grid_file(path: str) -> dict:
+    spec = _load_table_file(path, "grid file")
+    unknown = set(spec) - {"sweep", "cell", "name", "fixed", "grid", "cells", "resources"}
+    if unknown:
+        raise UsageError(f"grid file {path}: unknown key(s) {', '.join(sorted(unknown))}; the keys are sweep or "
+                         f"cell, name, fixed, grid, cells, resources")
+    if "resources" in spec:
+        check_resources(spec["resources"], f"grid file {path}")
+    if ("sweep" in spec) == ("cell" in spec):
+        raise UsageError(f"grid file {path}: give exactly one of 'sweep' (one of {', '.join(named_sweeps())}) or 'cell' "
+                         f"('package.module:function')")
+    return spec
+
+
+# ------------------------------------------------------------------ helpers for the adapters
+
+def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int = 64) -> list:
+    """A comma-separated CLI list: non-empty items, converted, duplicates dropped, finite numbers."""
+    items = [t.strip() for t in str(s).split(",")]
+    if not any(items):
+        raise UsageError(f"{flag} is empty")
+    if not all(items):
+        raise UsageError(f"{flag}: empty item in {s!r}")
+    try:
+        vals = [conv(t) for t in items]
+    except (ValueError, OverflowError):
+        raise UsageError(f"{flag}: not a list of {getattr(conv, '__name__', 'valid')} values: {s!r}") from None
+    if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
+        raise UsageError(f"{flag} must be finite numbers, got {s!r}")
+    vals = list(dict.fromkeys(vals))
+    if not allow_large and len(vals) > limit:
+        raise UsageError(f"{flag} has {len(vals)} values, above the limit {limit} (pass {ALLOW} to allow more)")
+    return vals
+
+
+def product(**lists) -> list[dict]:
+    """One config per combination of the lists (the first key varies slowest)."""
+    keys = list(lists)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(lists[k] for k in keys))]
+
+
+def config_argv(config: dict, keys: dict[str, str], where: str) -> list[str]:
+    """A config as command-line flags: ``keys`` maps each accepted key to its flag (``""`` for the
+    positional argument); True is a bare flag, False/None leave it out; unknown keys are refused."""
+    unknown = [k for k in config if k not in keys]
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(keys)}")
+    argv, pos = [], []
+    for k, flag in keys.items():
+        if k not in config:
+            continue
+        v = config[k]
+        if isinstance(v, (dict,)) or (isinstance(v, list) and flag == ""):
+            raise UsageError(f"{where}: {k} must be a single value, got {v!r:.80}")
+        if flag == "":
+            pos.append(str(v))
+        elif v is True:
+            argv.append(flag)
+        elif v is False or v is None:
+            continue
+        elif isinstance(v, list):
+            argv.append(f"{flag}={','.join(str(t) for t in v)}")
+        else:
+            argv.append(f"{flag}={v}")
+    return pos + argv

@@ -1,0 +1,114 @@
+"""What runs on a worker: one cell (:func:`execute_cell`, its record never an exception) and the
+imports each worker makes as it starts (:func:`_preload`, through a worker plugin)."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+from polyverify.cli import one_line
+
+from .base import _CELL_DIR, _WORKER_IMPORT_S, _jsonable, _now, _rusage, canonical, cell_id, load_cell
+from .versions import version_mismatch, worker_version
+
+def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: dict | None = None) -> dict:
+    """Run one cell in this process and return its record (what a worker runs for each task).
+    Never raises for a failure of the cell: the record's ``status`` says ``failed`` and ``error``
+    names it.  ``expect``: the driver's :func:`code_version` of the cell; when this process's
+    (:func:`worker_version`, computed once per process and outside the cell's time) differs, the
+    cell is not run and its record fails with ``VersionMismatch: worker ... runs polyverify ...,
+    this driver polyverify ...``."""
+    rec = {"id": cell_id(cell, config), "cell": cell, "config": config, "status": "failed", "result": None,
+           "error": None, "traceback": None, "worker": "local", "host": socket.gethostname(), "pid": os.getpid(),
+           "started": _now()}
+    with contextlib.suppress(Exception):
+        from distributed import get_worker
+
+        rec["worker"] = get_worker().address
+        if _WORKER_IMPORT_S:  # what this worker imported as it started (_PreloadPlugin): not in wall_s
+            rec["worker_import_s"] = sum(_WORKER_IMPORT_S.values())
+    if expect is not None:
+        try:
+            why = version_mismatch(f"worker {rec['worker']}", worker_version(cell), expect)
+        except Exception as e:  # noqa: BLE001 -- a worker that cannot read its sources cannot vouch for them
+            why = f"worker {rec['worker']} cannot compute its code version ({type(e).__name__}: {one_line(e)})"
+        if why is not None:
+            rec.update({"error": f"VersionMismatch: {why}", "wall_s": 0.0, "cpu_user_s": 0.0, "cpu_sys_s": 0.0,
+                        "cpu_s": 0.0, "finished": _now()})
+            return rec
+    token = _CELL_DIR.set(artifacts)
+    u0, s0 = _rusage()
+    t0 = time.perf_counter()
+    try:
+        fn = load_cell(cell)
+        if "torch" in sys.modules:  # one thread per task (torch imported by the cell's module)
+            sys.modules["torch"].set_num_threads(1)
+        res = fn(json.loads(canonical(config)))  # a fresh copy: the cell may change it
+        if not isinstance(res, dict):
+            raise TypeError(f"the cell returned a {type(res).__name__}, not a dict")
+        res, bad = _jsonable(res)
+        rec["result"] = res
+        if bad is not None:
+            rec["error"] = f"non-finite value in the result: {bad}"
+        else:
+            rec["status"] = "ok"
+    except (Exception, SystemExit) as e:  # noqa: BLE001 -- a cell's failure is data, not a crash of the grid
+        rec["error"] = f"{type(e).__name__}: {one_line(e)}"
+        rec["traceback"] = traceback.format_exc(limit=20)
+    finally:
+        _CELL_DIR.reset(token)
+    wall = time.perf_counter() - t0
+    u1, s1 = _rusage()
+    rec.update({"wall_s": wall, "cpu_user_s": u1 - u0, "cpu_sys_s": s1 - s0, "cpu_s": (u1 - u0) + (s1 - s0),
+                "finished": _now()})
+    return rec
+
+def _preload(modules) -> None:
+    """In a worker, as it starts: import the cells' modules once, so that no cell's wall time
+    counts the project's import (torch, FLINT, sympy: seconds); a module that fails to import is
+    left for the cell to report."""
+    for m in modules:
+        t0 = time.perf_counter()
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 -- the cell's own import reports it as the cell's error
+            continue
+        _WORKER_IMPORT_S[m] = time.perf_counter() - t0
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+def _plugin_class():
+    """:class:`distributed.WorkerPlugin` subclass that runs :func:`_preload` on every worker, those
+    started later (a lost worker's replacement) included.  Made on first use (``distributed`` is
+    imported only when a sweep runs) and reachable as ``polyverify.sweep.worker._PreloadPlugin`` (module
+    ``__getattr__``), so that workers unpickle it by reference."""
+    global _PLUGIN
+    if _PLUGIN is None:
+        from distributed.diagnostics.plugin import WorkerPlugin
+
+        class _PreloadPlugin(WorkerPlugin):
+            def __init__(self, modules):
+                self.modules = list(modules)
+                self.name = "polyverify-sweep-preload-" + "-".join(self.modules)
+
+            def setup(self, worker):
+                importlib.import_module("polyverify.sweep.worker")._preload(self.modules)
+
+        _PreloadPlugin.__module__, _PreloadPlugin.__qualname__ = "polyverify.sweep.worker", "_PreloadPlugin"
+        _PLUGIN = _PreloadPlugin
+    return _PLUGIN
+
+
+_PLUGIN = None
+
+
+def __getattr__(name):  # PEP 562: polyverify.sweep.worker._PreloadPlugin, made on first use
+    if name == "_PreloadPlugin":
+        return _plugin_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
