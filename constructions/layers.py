@@ -143,19 +143,7 @@ class BaseConv(Layer):
     def forward(self, u, *, conv_method: str = "direct"):
         fast = self.__dict__.get("_plan")  # set by prepare() on float weights
         if fast is not None and conv_method == "direct":
-            plan, zb = fast
-            v = u @ self.W_in
-            if not zb["b_in"]:
-                v = v + self.b_in
-            z = plan(v)
-            if not zb["b_conv"]:
-                z = z + self.b_conv
-            g = u @ self.W_gate
-            if not zb["b_gate"]:
-                g = g + self.b_gate
-            y = (g * z) @ self.W_out
-            if not zb["b_out"]:
-                y = y + self.b_out
+            y = fast(u)
             return u + y if self.residual else y
         if not ops.is_object(u):
             g = ops.add(ops.mm(u, self.W_gate), self.b_gate)
@@ -196,15 +184,14 @@ class BaseConv(Layer):
         return ops.add(u[rows][:, cols], y) if self.residual else y
 
     def prepare(self, nonzero=None) -> "BaseConv":
-        """Plan the float forward once (after a cast): the direct convolution per
-        channel class (``ops.ConvPlan``) and which bias matrices are identically
-        zero (skipped).  The arithmetic is the same sums.  Exact weights, with ``nonzero`` (the
+        """Plan the float forward once (after a cast): :class:`LivePlan`, the layer on its live
+        inner channels only (the direct convolution per channel class, ``ops.ConvPlan``; zero bias
+        matrices skipped).  The arithmetic is the same sums of the same nonzero terms.  Exact weights, with ``nonzero`` (the
         prover's converted copy, whose weights never change): the nonzero patterns of every
         weight, found once rather than on every forward (the three C x C matrices hold C^2
         entries each: at N=64, D=16 the causal GD layer's 594^2, nine times its state)."""
         if self.h.dtype != object:
-            zero = {k: not bool((getattr(self, k) != 0).any()) for k in ("b_in", "b_conv", "b_gate", "b_out")}
-            self.__dict__["_plan"] = (ops.ConvPlan(self.h, causal=self.causal, same=self.same), zero)
+            self.__dict__["_plan"] = LivePlan(self)
         elif nonzero is not None:  # a sparse weight's product reads its entries, it has no pattern to find
             self.__dict__["_exact_nonzero"] = {k: nonzero(getattr(self, k)) for k in self._array_fields
                                                if not isinstance(getattr(self, k), SparseMatrix)}
@@ -253,6 +240,102 @@ class BaseConv(Layer):
 
 
 # --------------------------------------------------------------------------- LSA (seed 001)
+
+def _used(A, axis: int) -> np.ndarray:
+    """Which columns (``axis=0``) or rows (``axis=1``) of a weight hold a nonzero, as numpy bools
+    (a sparse weight's from its stored entries)."""
+    if isinstance(A, SparseMatrix):
+        out = np.zeros(A.shape[1 - axis], dtype=bool)
+        out[A.cols if axis == 0 else A.rows] = True
+        return out
+    return _nonzero(A).any(axis=axis)
+
+
+def _rows_into(A, cols: np.ndarray) -> np.ndarray:
+    """The rows of a weight with a nonzero in one of the columns ``cols``."""
+    if isinstance(A, SparseMatrix):
+        return np.unique(A.rows[np.isin(A.cols, cols)])
+    return np.flatnonzero(_nonzero(A)[:, cols].any(axis=1))
+
+
+class LivePlan:
+    """A float BaseConv layer (seed 000 eq. (19)) planned on the work it really has: the same
+    sums of the same nonzero terms, none of the structural zeros.
+
+    An inner channel ``k`` contributes ``(u W_gate + B_gate)[:, k] * (h * (u W_in + B_in) +
+    B_conv)[:, k]`` times row ``k`` of ``W_out``; it is *live* when its gate side, its convolution
+    side and that row can all be nonzero.  Only the live channels ``K`` are formed: the gate reads
+    the input channels ``R_g`` that feed ``W_gate[:, K]`` (``u[..., R_g] @ W_gate[R_g, K]``), the
+    convolution side those ``R_i`` that feed ``W_in[:, K]``, the convolution runs on ``K`` only
+    (``ops.ConvPlan``: lag-0, all-equal and general channel classes), the bias matrices that are
+    identically zero are skipped, and ``W_out[K, :]`` mixes the products back.  The seed's GD
+    layers (N=20, D=5: 27 channels) have 5 live channels of 27.  A skipped term is ``0 * x``:
+    identical in value unless ``x`` is infinite or NaN, where a dense product would add a NaN that
+    no nonzero term carries; the first non-finite value is still reported where a live term makes it."""
+
+    def __init__(self, L: "BaseConv"):
+        T, C = L.shape
+        self.T, self.C, self.C_out = T, C, L.W_out.shape[1]
+        gate = _used(L.W_gate, 0) | _nonzero(L.b_gate).any(axis=0)
+        conv = ((_used(L.W_in, 0) | _nonzero(L.b_in).any(axis=0)) & _nonzero(L.h).any(axis=0)) \
+            | _nonzero(L.b_conv).any(axis=0)
+        K = np.flatnonzero(gate & conv & _used(L.W_out, 1))
+        self.K, self.Rg, self.Ri = K, _rows_into(L.W_gate, K), _rows_into(L.W_in, K)
+        lib = L.h
+        self.torch = ops.is_torch(lib)
+
+        def index(a):
+            if self.torch:
+                import torch
+
+                return torch.as_tensor(a, device=lib.device, dtype=torch.long)
+            return ops._array_module(lib).asarray(a)
+
+        def bias(B):
+            return None if not _nonzero(B).any() else B[:, index(K)]
+
+        k = index(K)
+        self._K, self._Rg, self._Ri = k, index(self.Rg), index(self.Ri)
+        self.Wg = L.W_gate[self.Rg.tolist()][:, K.tolist()] if isinstance(L.W_gate, SparseMatrix) \
+            else L.W_gate[self._Rg][:, k]
+        self.Wi = L.W_in[self.Ri.tolist()][:, K.tolist()] if isinstance(L.W_in, SparseMatrix) \
+            else L.W_in[self._Ri][:, k]
+        self.Wo = L.W_out[K.tolist()] if isinstance(L.W_out, SparseMatrix) else L.W_out[k]
+        self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
+        self.bo = None if not _nonzero(L.b_out).any() else L.b_out
+        self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)
+
+    def _take(self, u, idx, n: int):
+        if n == self.C:  # every input channel, in order
+            return u
+        return u.index_select(-1, idx) if self.torch else u[..., idx]
+
+    def __call__(self, u):
+        if not len(self.K):  # no live channel: the output bias alone
+            shape = tuple(u.shape[:-1]) + (self.C_out,)
+            y = u.new_zeros(shape) if self.torch else ops._array_module(u).zeros(shape, dtype=u.dtype)
+            return y if self.bo is None else y + self.bo
+        g = self._take(u, self._Rg, len(self.Rg)) @ self.Wg
+        if self.bg is not None:
+            g = g + self.bg
+        v = self._take(u, self._Ri, len(self.Ri)) @ self.Wi
+        if self.bi is not None:
+            v = v + self.bi
+        z = self.conv(v)
+        if self.bc is not None:
+            z = z + self.bc
+        y = (g * z) @ self.Wo
+        return y if self.bo is None else y + self.bo
+
+    def flops(self) -> dict:
+        """Per sample: the multiply-adds of the planned projections (2 per entry of each
+        restricted block) and the products' elementwise work; the convolution's classes."""
+        T, k = self.T, len(self.K)
+        proj = 2 * T * k * (len(self.Rg) + len(self.Ri) + self.C_out)
+        return {"projections": proj, "product": T * k, "live": k, "lag0": len(self.conv.lag0),
+                "uniform": len(self.conv.uniform), "general": len(self.conv.general),
+                "biases": sum(b is not None for b in (self.bg, self.bi, self.bc, self.bo))}
+
 
 @dataclass
 class LSAHead:

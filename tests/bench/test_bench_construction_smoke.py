@@ -30,7 +30,7 @@ def test_tiny_run_writes_consistent_json(tmp_path, capsys):
         tol = 1e-4 if r["dtype"] == "float32" else 1e-10
         assert all(v <= tol * max(1.0, r["output_max_abs"]) for v in r["max_abs_diff_vs_construction"].values())
         impl = r["impl"]
-        assert set(impl) == {b.CONSTR, b.CONSTR_FFT, b.BASE, b.BASE_PERCALL, b.GEMM_SAME}
+        assert set(impl) == {b.CONSTR, b.CONSTR_ALL, b.CONSTR_FFT, b.BASE, b.BASE_PERCALL, b.GEMM_SAME}
         nominal = r["nominal_flops_per_sample"]
         # the planned path does less than the dense formula; the per-call filter FFT costs a little more
         assert impl[b.CONSTR]["useful_flops_per_sample"] < nominal
@@ -51,11 +51,16 @@ def test_plan_flops_counts_channel_classes():
     be = Backend("torch", "float64")
     for L in con.layers(1):
         T, C = L.shape
-        total, cl = b.plan_flops(L, be.cast_layer(L))
-        assert cl["scaling"] + cl["sum"] + cl["dense"] + cl["zero"] == C
+        P = be.cast_layer(L)
+        total, cl = b.plan_flops(L, P)
+        assert cl["scaling"] + cl["sum"] + cl["dense"] + cl["zero"] == C and cl["live"] <= C
         conv = T * cl["scaling"] + T * cl["sum"] + 2 * T * T * cl["dense"]  # non-causal
-        assert total == 6 * T * C * C + conv + T * C * (1 + cl["bias_matrices_added"])
-        assert total <= L.flops()
+        plan = P.__dict__["_plan"]
+        k, proj = cl["live"], 2 * T * cl["live"] * (len(plan.Rg) + len(plan.Ri) + C)
+        assert total == proj + conv + T * k + T * k * (cl["bias_matrices_added"] - (plan.bo is not None)) \
+            + T * C * (plan.bo is not None)
+        before = b.AllChannels(P).flops()  # the plan before LivePlan: every channel, dense projections
+        assert total <= before <= L.flops()
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -16,7 +16,7 @@ from verify.proof import prove
 
 
 def exact_entries(layer):
-    return {k: [Fraction(z) for z in a.flat] for k, a in layer.arrays().items()}
+    return {k: [Fraction(z) for z in np.asarray(a, dtype=object).flat] for k, a in layer.arrays().items()}
 
 
 def assert_same_stack(got, want):
