@@ -22,6 +22,7 @@ CPU) must stay under {memory}.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
@@ -30,6 +31,7 @@ from types import SimpleNamespace
 
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
                             check_memory, check_range, human_bytes, output_dir, run_main)
+from polyverify.options import config_class
 
 from numerics.training.names import CKPT, MODELS, RUN_FILES, TASKS
 
@@ -169,6 +171,12 @@ def parser() -> Parser:
     g.add_argument("--iterate", action="store_true",
                    help="gradient task: afterwards iterate the model as a solver and sweep sigma")
     return p
+
+
+#: the command's options, typed: one frozen dataclass built by the command line (``from_args``) and by
+#: a sweep cell (``from_mapping``) alike, its fields and defaults those of :func:`parser`
+TrainOptions = config_class(parser(), "TrainOptions", module=__name__,
+                            doc="The options of python -m numerics.train, typed (fields and defaults: parser()).")
 
 
 # ------------------------------------------------------------------ validation
@@ -444,7 +452,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    a = parser().parse_args(argv)
+    a = TrainOptions.from_args(parser().parse_args(argv))
     check_args(a)  # every value on its own, before torch is imported
     if a.resume and a.overwrite:
         raise UsageError("--resume continues the run in --out, --overwrite replaces it: give one")
@@ -498,23 +506,17 @@ def _main(argv) -> int:
 _NOT_IN_CELLS = {"out", "resume", "overwrite", "no_progress", "help"}
 
 
-def cell_keys() -> dict[str, str]:
-    """A sweep cell's config keys (this command's options, underscored) and their flags ("" = TASK)."""
-    keys = {}
-    for act in parser()._actions:
-        if act.dest in _NOT_IN_CELLS:
-            continue
-        keys[act.dest] = "" if not act.option_strings else max(act.option_strings, key=len)
-    return keys
+def cell_keys() -> list[str]:
+    """A sweep cell's config keys: this command's options (their ``dest``), less those of the sweep."""
+    return [f.name for f in dataclasses.fields(TrainOptions) if f.name not in _NOT_IN_CELLS]
 
 
 def _cell_args(config: dict, where: str):
-    from polyverify.sweep import config_argv
-
+    """A cell's config as the command's typed options, checked as the command line is."""
     if "task" not in config:
         raise UsageError(f"{where}: the config needs 'task' ({', '.join(TASKS)})")
     try:
-        a = parser().parse_args(config_argv(config, cell_keys(), where) + ["--out", "-", "--no-progress"])
+        a = TrainOptions.from_mapping(config, where=where, exclude=_NOT_IN_CELLS, no_progress=True)
         check_args(a)
         cfg = config_from(a)
         try:
@@ -594,7 +596,7 @@ def _sweep_configs(a) -> list[dict]:
     for item in a.set:
         k, eq, v = item.partition("=")
         k = k.strip().replace("-", "_")
-        if k not in keys or keys[k] == "":
+        if k not in keys or k == "task":
             raise UsageError(f"--set {item}: unknown option {k!r} of python -m numerics.train")
         if k in lists or k == "steps":
             raise UsageError(f"--set {item}: {k} has its own flag here")

@@ -11,11 +11,13 @@ See docs/compare.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 from constructions.catalogue import gd_architectures
+from polyverify.options import config_class
 from verify.comparison import (CompareError, Stack, build_construction, constructed_stack, functional,
                                 implicit_w, interpolation, invariants, iterate, load_learned,
                                 polynomial_view, sample, sensitivities, weights_check)
@@ -289,6 +291,12 @@ def build_parser():
     return ap
 
 
+#: the command's options, typed: one frozen dataclass built by the command line (``from_args``) and by
+#: a sweep cell (``from_mapping``) alike, its fields and defaults those of :func:`build_parser`
+CompareOptions = config_class(build_parser(), "CompareOptions", module=__name__,
+                              doc="The options of python -m verify.compare, typed (fields and defaults: build_parser()).")
+
+
 def _check_learned(path: str) -> None:
     """The learned file exists and is a safetensors file (before its contents are looked at)."""
     from polyverify.cli import UsageError, one_line
@@ -351,9 +359,13 @@ def _check_memory(a, n: int, d: int, state_size: int = 0, layers: int = 0) -> No
 
 
 def _main(argv) -> int:
+    return run(CompareOptions.from_args(build_parser().parse_args(argv)))
+
+
+def run(a: CompareOptions) -> int:
+    """One comparison from the command's typed options: checked before any work, then the report."""
     from polyverify.cli import UsageError, output_dir
 
-    a = build_parser().parse_args(argv)
     _check_args(a, a.n, a.d)
     _check_learned(a.learned)
     seq = is_sequence_model_file(a.learned)
@@ -431,28 +443,26 @@ def _file_sizes(path):
 _NOT_IN_CELLS = {"out", "help"}
 
 
-def cell_keys() -> dict[str, str]:
-    """A comparison cell's config keys (this command's options, underscored) and their flags."""
-    return {act.dest: max(act.option_strings, key=len) for act in build_parser()._actions
-            if act.dest not in _NOT_IN_CELLS}
+def cell_keys() -> list[str]:
+    """A comparison cell's config keys: this command's options (their ``dest``), less the output folder."""
+    return [f.name for f in dataclasses.fields(CompareOptions) if f.name not in _NOT_IN_CELLS]
 
 
-def _cell_args(config: dict, where: str):
-    from polyverify.sweep import config_argv
-
+def _cell_args(config: dict, where: str) -> CompareOptions:
+    """A cell's config as the command's typed options, checked as the command line is (the learned
+    file exists and is a safetensors file; the deeper checks run in the cell)."""
     from polyverify.cli import UsageError
 
     for k in ("learned", "construction"):
         if k not in config:
             raise UsageError(f"{where}: the config needs {k!r}")
-    argv = config_argv(config, cell_keys(), where)
+    a = CompareOptions.from_mapping(config, where=where, exclude=_NOT_IN_CELLS)
     try:
-        a = build_parser().parse_args(argv + ["--out", "-"])
         _check_args(a, a.n, a.d)
         _check_learned(a.learned)
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
-    return a, argv
+    return a
 
 
 def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
@@ -467,7 +477,7 @@ def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell")
             config["allow_large"] = True
     if "learned" in config:
         config["learned"] = str(Path(str(config["learned"])).resolve())
-    a, _ = _cell_args(config, where)
+    a = _cell_args(config, where)
     full = {}
     for k in cell_keys():
         v = getattr(a, k)
@@ -487,11 +497,11 @@ def sweep_cell(config: dict) -> dict:
 
     from polyverify.sweep import cell_dir
 
-    _, argv = _cell_args(config, "cell")
+    a = _cell_args(config, "cell")
     with contextlib.ExitStack() as stack:
         out = cell_dir() or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         with contextlib.redirect_stdout(io.StringIO()):
-            rc = _main(argv + ["--out", str(out)])
+            rc = run(dataclasses.replace(a, out=str(out)))
         rep = json.loads((out / "report.json").read_text())
     res = {"construction": rep.get("construction"), "n": rep.get("n"), "d": rep.get("d"), "k": rep.get("k"),
            "layers": rep.get("layers"), "exit_status": rc,

@@ -115,29 +115,3 @@ def product(**lists) -> list[dict]:
     """One config per combination of the lists (the first key varies slowest)."""
     keys = list(lists)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(lists[k] for k in keys))]
-
-
-def config_argv(config: dict, keys: dict[str, str], where: str) -> list[str]:
-    """A config as command-line flags: ``keys`` maps each accepted key to its flag (``""`` for the
-    positional argument); True is a bare flag, False/None leave it out; unknown keys are refused."""
-    unknown = [k for k in config if k not in keys]
-    if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(keys)}")
-    argv, pos = [], []
-    for k, flag in keys.items():
-        if k not in config:
-            continue
-        v = config[k]
-        if isinstance(v, (dict,)) or (isinstance(v, list) and flag == ""):
-            raise UsageError(f"{where}: {k} must be a single value, got {v!r:.80}")
-        if flag == "":
-            pos.append(str(v))
-        elif v is True:
-            argv.append(flag)
-        elif v is False or v is None:
-            continue
-        elif isinstance(v, list):
-            argv.append(f"{flag}={','.join(str(t) for t in v)}")
-        else:
-            argv.append(f"{flag}={v}")
-    return pos + argv
