@@ -105,12 +105,16 @@ class RoundoffConfig:
             flag = f.metadata["flag"] or key
             if isinstance(v, dict) or (isinstance(v, list) and not f.metadata["listed"]):
                 raise UsageError(f"{key} must be a single value, got {v!r:.80}")
-            if f.metadata["conv"] is bool:
+            if v is True and f.metadata["conv"] is not bool and f.metadata["flag"]:
+                raise UsageError(f"argument {flag}: expected one argument")
+            if f.metadata["listed"]:
+                text[name] = ",".join(str(t) for t in v) if isinstance(v, list) else str(v)
+            elif f.metadata["conv"] is bool:
                 text[name] = v is True or _bad(flag, "ignored explicit argument", v)
             elif f.metadata["conv"] is int:
                 text[name] = _int(flag, v)
             else:
-                text[name] = ",".join(str(t) for t in v) if isinstance(v, list) else str(v)
+                text[name] = str(v)
         for name in ("construction", "layers"):
             if text[name] is None:
                 raise UsageError(f"the config needs {name!r}")
@@ -149,8 +153,6 @@ def _bad(flag: str, why: str, v):
 
 
 def _int(flag: str, v) -> int:
-    if isinstance(v, bool):
-        _bad(flag, "invalid int value:", v)
     try:
         return v if isinstance(v, int) else int(str(v))
     except ValueError:
