@@ -47,7 +47,7 @@ structural zeros ``constructions.ops`` skips are skipped exactly): code that nee
 ``d`` the total degree, ``n`` an integer bound on the 1-norm (the sum of the coefficients'
 absolute values), ``l`` an integer with ``l * coefficient`` an integer for every coefficient.
 The specification's states (start and target) get them from its own code run on
-:class:`_Bound` objects (a variable ``(1, 1, 1)``, a constant ``q`` ``(0, ceil |q|,
+:class:`Bound` objects (a variable ``(1, 1, 1)``, a constant ``q`` ``(0, ceil |q|,
 denominator)``, a sum ``(max, n1 + n2, lcm)``, a product ``(d1 + d2, n1 n2, l1 l2)``): what the
 code computes is a sum of products, so each rule bounds its result whatever cancels.  The
 layers' output gets them from the start state's maxima over entries, layer by layer
@@ -69,11 +69,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions import kinds
 from constructions.base import Construction
 from constructions.claims import IdentityClaim
 
 from . import modular
+from .randomized_bounds import (Bound, ModP, RandomizedUnsupported, evaluated, layer_bound, state_bound, to_residues,
+                                weight_stats)
 
 #: the primes drawn lie in [P_LOW, P_HIGH): 61-bit primes
 P_LOW, P_HIGH = 1 << 60, 1 << 61
@@ -94,11 +95,6 @@ PRIME_COUNT_LOWER = _prime_count_lower()
 
 VERDICT_PASSED = "PASSED randomized identity test"
 VERDICT_FAILED = "FAILED randomized identity test"
-
-
-class RandomizedUnsupported(ValueError):
-    """What the randomized check cannot evaluate (a layer type it does not know, a specification
-    that is not polynomial, a witness claim): the command refuses it (exit 2)."""
 
 
 # ------------------------------------------------------------------ primes
@@ -134,329 +130,6 @@ def draw_prime(rng: np.random.Generator, avoid: int = 1) -> int:
         n = int(rng.integers(P_LOW, P_HIGH)) | 1
         if is_prime(n) and avoid % n:
             return n
-
-
-# ------------------------------------------------------------------ scalars for the specification
-
-def _rat(x) -> Fraction:
-    """An exact rational from a constant of the specification's code (a float is its exact
-    binary value); anything else is not a constant: TypeError."""
-    if isinstance(x, Fraction):
-        return x
-    if isinstance(x, (bool, int, np.integer)):
-        return Fraction(int(x))
-    if isinstance(x, (float, np.floating)):
-        if not math.isfinite(float(x)):
-            raise RandomizedUnsupported(f"a non-finite number {x!r} (a weight or a constant of the specification)")
-        return Fraction(float(x))
-    num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
-    if isinstance(num, int) and isinstance(den, int) and den:
-        return Fraction(num, den)
-    raise TypeError(f"not a constant: {type(x).__name__}")
-
-
-class _SpecValue:
-    """What a polynomial of the specification's code may meet, for :class:`_Bound` and :class:`_ModP`
-    alike: division by a constant only, powers by a non-negative integer only."""
-
-    __slots__ = ()
-
-    def __truediv__(self, o):
-        if isinstance(o, _SpecValue):
-            raise RandomizedUnsupported("the specification divides by a polynomial (not a polynomial identity)")
-        return self * (1 / _rat(o))
-
-
-def _check_power(k) -> None:
-    if not isinstance(k, (int, np.integer)) or k < 0:
-        raise RandomizedUnsupported(f"a power {k!r} of a polynomial in the specification")
-
-
-class _Bound(_SpecValue):
-    """Upper bounds on one polynomial (the module docstring): degree ``d``, 1-norm ``n``, common
-    denominator ``l``; ``acc[0]`` collects the lcm of every constant's denominator met."""
-
-    __slots__ = ("d", "n", "l", "acc")
-
-    def __init__(self, d: int, n: int, l: int, acc: list):  # noqa: E741
-        self.d, self.n, self.l, self.acc = d, n, l, acc
-
-    def _const(self, o):
-        if type(o) is _Bound:
-            return o
-        if type(o) is int:
-            return _Bound(0, abs(o), 1, self.acc) if o else 0
-        try:
-            q = _rat(o)
-        except TypeError:
-            return NotImplemented
-        if not q:
-            return 0
-        self.acc[0] = math.lcm(self.acc[0], q.denominator)
-        return _Bound(0, math.ceil(abs(q)), q.denominator, self.acc)
-
-    def __add__(self, o):
-        o = self._const(o)
-        if o is NotImplemented or o == 0:
-            return self if o == 0 else NotImplemented
-        return _Bound(max(self.d, o.d), self.n + o.n, math.lcm(self.l, o.l), self.acc)
-
-    __radd__ = __sub__ = __rsub__ = __add__
-
-    def __mul__(self, o):
-        o = self._const(o)
-        if o is NotImplemented or o == 0:
-            return 0 if o == 0 else NotImplemented
-        return _Bound(self.d + o.d, self.n * o.n, self.l * o.l, self.acc)
-
-    __rmul__ = __mul__
-
-    def __neg__(self):
-        return self
-
-    __pos__ = __neg__
-
-    def __pow__(self, k):
-        _check_power(k)
-        out = 1
-        for _ in range(int(k)):
-            out = self * out
-        return out
-
-    def __bool__(self):  # possibly nonzero: ops computes with it
-        return True
-
-    def __eq__(self, o):  # never known to equal a constant (ops' structural ones and zeros)
-        return o is self
-
-    __hash__ = object.__hash__
-
-
-class _ModP(_SpecValue):
-    """One residue modulo ``p`` in the specification's code; a constant meets it as its residue
-    (``verify.modular.residue``: a denominator ``p`` divides is :class:`modular.Unrepresentable`)."""
-
-    __slots__ = ("v", "p")
-
-    def __init__(self, v: int, p: int):
-        self.v, self.p = v, p
-
-    def _c(self, o):
-        t = type(o)
-        if t is _ModP:
-            return o.v
-        if t is int:  # the common constants (ops' structural ones, integer weights): no Fraction
-            return o % self.p
-        try:
-            return modular.residue(_rat(o), self.p)
-        except TypeError:
-            return NotImplemented
-
-    def __add__(self, o):
-        c = self._c(o)
-        return NotImplemented if c is NotImplemented else _ModP((self.v + c) % self.p, self.p)
-
-    __radd__ = __add__
-
-    def __sub__(self, o):
-        c = self._c(o)
-        return NotImplemented if c is NotImplemented else _ModP((self.v - c) % self.p, self.p)
-
-    def __rsub__(self, o):
-        c = self._c(o)
-        return NotImplemented if c is NotImplemented else _ModP((c - self.v) % self.p, self.p)
-
-    def __mul__(self, o):
-        c = self._c(o)
-        return NotImplemented if c is NotImplemented else _ModP(self.v * c % self.p, self.p)
-
-    __rmul__ = __mul__
-
-    def __neg__(self):
-        return _ModP(-self.v % self.p, self.p)
-
-    def __pos__(self):
-        return self
-
-    def __pow__(self, k):
-        _check_power(k)
-        return _ModP(pow(self.v, int(k), self.p), self.p)
-
-    def __bool__(self):
-        return self.v != 0
-
-    def __eq__(self, o):
-        c = self._c(o)
-        return False if c is NotImplemented else self.v == c
-
-    def __hash__(self):
-        return hash(self.v)
-
-
-def _evaluated(fn, what: str):
-    """``fn()``: a specification's (claim's) own code on this module's scalars; code that needs
-    more than a ring's ``+ - *`` and constants (a polynomial ring's own methods, a comparison)
-    cannot run on them: :class:`RandomizedUnsupported`."""
-    try:
-        return fn()
-    except (AttributeError, TypeError) as e:
-        raise RandomizedUnsupported(f"{what} needs more than ring arithmetic ({type(e).__name__}: {e}): --check "
-                                    f"random cannot evaluate it; --check exact can") from None
-
-
-# ------------------------------------------------------------------ bounds (d, n, l)
-
-ZERO = (-1, 0, 1)  # the zero polynomial: no degree, norm 0
-
-
-def _b_add(x, y):
-    if x[0] < 0:
-        return y
-    if y[0] < 0:
-        return x
-    return (max(x[0], y[0]), x[1] + y[1], math.lcm(x[2], y[2]))
-
-
-def _b_max(x, y):
-    """Bounds of two polynomials at once (the maxima over a state's entries)."""
-    if x[0] < 0:
-        return y
-    if y[0] < 0:
-        return x
-    return (max(x[0], y[0]), max(x[1], y[1]), math.lcm(x[2], y[2]))
-
-
-def _b_mul(x, y, terms: int = 1):
-    """A product of two factors, summed over ``terms`` index values (a Gram product)."""
-    if x[0] < 0 or y[0] < 0 or terms == 0:
-        return ZERO
-    return (x[0] + y[0], terms * x[1] * y[1], x[2] * y[2])
-
-
-@dataclass(frozen=True)
-class _Stats:
-    """A constant array: nonzero at all, its largest column sum of absolute values and largest
-    absolute value (both rounded up to integers), the lcm of its denominators."""
-
-    nonzero: bool
-    colsum: int
-    maxabs: int
-    den: int
-
-
-def _stats(A) -> _Stats:
-    """:class:`_Stats` of a constant array (each distinct entry object converted once; a column
-    sum adds each distinct object's absolute value times its count in the column)."""
-    A = np.asarray(A, dtype=object)
-    if A.ndim == 1:
-        A = A.reshape(-1, 1)
-    objs, pos, inv = modular.distinct_entries(A)
-    vals = [abs(_rat(x)) for x in objs]
-    live = [i for i, q in enumerate(vals) if q]
-    if not live:
-        return _Stats(False, 0, 0, 1)
-    cols = pos % A.shape[-1]
-    pairs, counts = np.unique(np.stack([cols, inv]), axis=1, return_counts=True)
-    col: dict[int, Fraction] = {}
-    for c, i, m in zip(pairs[0].tolist(), pairs[1].tolist(), counts.tolist()):
-        if vals[i]:
-            col[c] = col.get(c, 0) + m * vals[i]
-    return _Stats(True, math.ceil(max(col.values())), math.ceil(max(vals[i] for i in live)),
-                  math.lcm(*(vals[i].denominator for i in live)))
-
-
-def _b_lin(x, s: _Stats):
-    """``x W`` (or a convolution with taps ``W``): each output a sum of inputs times constants."""
-    if x[0] < 0 or not s.nonzero:
-        return ZERO
-    return (x[0], s.colsum * x[1], x[2] * s.den)
-
-
-def _b_const(s: _Stats):
-    return (0, s.maxabs, s.den) if s.nonzero else ZERO
-
-
-def layer_bound(L, x, shape: tuple[int, int], stats) -> tuple:
-    """The bound of every entry of ``L``'s output from the bound ``x`` of every entry of its
-    input (the module docstring); ``shape`` the state's (rows, columns); ``stats(A)`` the
-    :class:`_Stats` of a weight array.  Each kind's rule is registered in ``constructions.kinds``
-    (``entry_bounds``); a kind without one is refused (:class:`RandomizedUnsupported`)."""
-    try:
-        rule = kinds.get(L.kind, "entry_bounds")
-    except kinds.KindUnsupported as e:
-        raise RandomizedUnsupported(f"the randomized check cannot bound this stack: {e}") from None
-    return rule(L, x, shape, stats)
-
-
-def _baseconv_bound(L, x, shape, stats) -> tuple:
-    """Seed 000 eq. (19): gate and convolution sides affine in ``u``, their product, ``W_out``."""
-    g = _b_add(_b_lin(x, stats(L.W_gate)), _b_const(stats(L.b_gate)))
-    v = _b_add(_b_lin(x, stats(L.W_in)), _b_const(stats(L.b_in)))
-    z = _b_add(_b_lin(v, stats(L.h)), _b_const(stats(L.b_conv)))
-    y = _b_add(_b_lin(_b_mul(g, z), stats(L.W_out)), _b_const(stats(L.b_out)))
-    return _b_add(y, x) if L.residual else y
-
-
-def _attention_bound(L, x, shape, stats) -> tuple:
-    """LSA (seed 001 eq. (8), one stage of bias-free heads) and ELSA (eq. (16), (57)-(59))."""
-    T, C = shape
-    stages = [[(h.W1, None, h.W2, None, h.W3, None) for h in L.heads]] if L.kind == "lsa" else \
-        [[(h.W1, h.B1, h.W2, h.B2, h.W3, h.B3) for h in st] for st in L.stages]
-    P = x
-    for stage in stages:
-        acc = ZERO
-        for W1, B1, W2, B2, W3, B3 in stage:
-            K, V, Q = (_b_add(_b_lin(P, stats(W)), _b_const(stats(B)) if B is not None else ZERO)
-                       for W, B in ((W1, B1), (W2, B2), (W3, B3)))
-            acc = _b_add(acc, _b_mul(Q, _b_mul(K, V, T), C))  # (Q (K^T V)): sums over T rows, C columns
-        P = acc
-    return _b_add(P, x) if L.residual else P
-
-
-def _token_lsa_bound(L, x, shape, stats) -> tuple:
-    """Seed 004 eq. (2)-(3): ``E Q^T G P^T`` per head, ``G`` the keys' Gram matrix."""
-    T, C = shape
-    G = _b_mul(x, x, T - 1 if L.exclude_last else T)  # sum_j e_j e_j^T
-    out = ZERO
-    for hd in L.heads:
-        q, pt = stats(hd.Q), stats(np.asarray(hd.P, dtype=object).T)
-        if G[0] < 0 or not (q.nonzero and pt.nonzero):
-            continue
-        S = (G[0], q.colsum * pt.colsum * G[1], G[2] * q.den * pt.den)  # Q^T G P^T
-        out = _b_add(out, _b_mul(x, S, C))  # E S
-    return _b_add(out, x) if L.residual else out
-
-
-# each kind's bound rule (constructions/kinds.py)
-kinds.provide("baseconv", "entry_bounds", _baseconv_bound)
-kinds.provide("lsa", "entry_bounds", _attention_bound)
-kinds.provide("elsa", "entry_bounds", _attention_bound)
-kinds.provide("token_lsa", "entry_bounds", _token_lsa_bound)
-
-
-def _state_bound(S, acc: list) -> tuple:
-    """The maxima over the entries of a specification state computed on :class:`_Bound`."""
-    objs, _, _ = modular.distinct_entries(np.asarray(S, dtype=object))
-    bs = [x for x in objs if type(x) is _Bound]
-    out = (max(x.d for x in bs), max(x.n for x in bs), math.lcm(*{x.l for x in bs})) if bs else ZERO
-    for x in objs:
-        if type(x) is not _Bound:
-            q = _rat(x)
-            if q:
-                acc[0] = math.lcm(acc[0], q.denominator)
-                out = _b_max(out, (0, math.ceil(abs(q)), q.denominator))
-    return out
-
-
-def _to_residues(S, p: int) -> np.ndarray:
-    """A specification state computed on :class:`_ModP` (and constants) as int64 residues."""
-    S = np.asarray(S, dtype=object)
-    out = np.zeros(S.size, dtype=np.int64)
-    objs, pos, inv = modular.distinct_entries(S)
-    if objs:
-        vals = [x.v if isinstance(x, _ModP) else modular.residue(_rat(x), p) for x in objs]
-        out[pos] = np.asarray(vals, dtype=np.int64)[inv]
-    return out.reshape(S.shape)
 
 
 # ------------------------------------------------------------------ the result
@@ -545,13 +218,13 @@ def _error_bound(D: dict[str, int], H: dict[str, int], L_all: int) -> Fraction:
 
 
 def _point(variables: dict, rng: np.random.Generator, p: int) -> dict:
-    """A uniform point of F_p^n as object arrays of :class:`_ModP`."""
+    """A uniform point of F_p^n as object arrays of :class:`ModP`."""
     v = {}
     for name, shape in variables.items():
         vals = rng.integers(0, p, size=shape, dtype=np.int64)
         arr = np.empty(shape, dtype=object)
         for ix in np.ndindex(*shape):
-            arr[ix] = _ModP(int(vals[ix]), p)
+            arr[ix] = ModP(int(vals[ix]), p)
         v[name] = arr if shape else arr[()]
     return v
 
@@ -589,20 +262,20 @@ def section_bounds(con: Construction, plan) -> tuple[dict[str, tuple], int]:
     def stats(A):
         hit = stats_memo.get(id(A))
         if hit is None or hit[0] is not A:
-            hit = stats_memo[id(A)] = (A, _stats(A))  # A kept alive: its id stays its own
+            hit = stats_memo[id(A)] = (A, weight_stats(A))  # A kept alive: its id stays its own
             acc[0] = math.lcm(acc[0], hit[1].den)
         return hit[1]
 
-    var = _Bound(1, 1, 1, acc)  # every variable: one object (all have the same bounds)
+    var = Bound(1, 1, 1, acc)  # every variable: one object (all have the same bounds)
     vb = {name: np.full(shp, var, dtype=object) if shp else var for name, shp in con.variables.items()}
     claims = {sec: (start, target) for sec, start, target in section_claims(con, vb)}
     out = {}
     for name, claim, Ls, _ in plan:
         start, target = claims[claim]
-        x = _state_bound(_evaluated(start, f"{con.name}'s specification"), acc)
+        x = state_bound(evaluated(start, f"{con.name}'s specification"), acc)
         for L in Ls:
             x = layer_bound(L, x, shape, stats)
-        out[name] = (x, _state_bound(_evaluated(target, f"{con.name}'s specification"), acc))
+        out[name] = (x, state_bound(evaluated(target, f"{con.name}'s specification"), acc))
     return out, acc[0]
 
 
@@ -647,12 +320,12 @@ def _evaluate(con, plan, p: int, rng, seed: int) -> RandomizedResult:
     for name, claim, Ls, first in plan:
         v = _point(con.variables, rng, p)
         start, target = next((s, t) for sec, s, t in section_claims(con, v) if sec == claim)
-        S = _to_residues(_evaluated(start, f"{con.name}'s specification"), p)[None]
+        S = to_residues(evaluated(start, f"{con.name}'s specification"), p)[None]
         for L in Ls:
             if id(L) not in lr:
                 lr[id(L)] = modular.layer_residues(L, p)  # the plan keeps L alive: ids stay unique
             S = modular.forward(lr[id(L)], S, p)
-        want = _to_residues(_evaluated(target, f"{con.name}'s specification"), p)
+        want = to_residues(evaluated(target, f"{con.name}'s specification"), p)
         if S[0].shape != want.shape:
             raise ValueError(f"{name}: layers produce a state of shape {S[0].shape}, the specification {want.shape}")
         res.entries_checked += want.size
@@ -678,19 +351,19 @@ def check_identity(claim: IdentityClaim, *, seed: int | None = None) -> Randomiz
     variables = dict(claim.variables)
     variables.update({nm: () for nm in claim.params})
     acc = [1]
-    var = _Bound(1, 1, 1, acc)
+    var = Bound(1, 1, 1, acc)
     vb = {name: np.full(shp, var, dtype=object) if shp else var for name, shp in variables.items()}
     what = f"the claim {claim.name}"
-    lb = _state_bound(_evaluated(lambda: claim.lhs(vb), what), acc)
-    rb = _state_bound(_evaluated(lambda: claim.rhs(vb), what), acc)
+    lb = state_bound(evaluated(lambda: claim.lhs(vb), what), acc)
+    rb = state_bound(evaluated(lambda: claim.rhs(vb), what), acc)
     D = {"identity": max(lb[0], rb[0], 0)}
     H = {"identity": (math.lcm(lb[2], rb[2]) * (lb[1] + rb[1])).bit_length()}
     for _ in range(8):
         p = draw_prime(rng, acc[0])
         try:
             v = _point(variables, rng, p)
-            got = _to_residues(_evaluated(lambda: claim.lhs(v), what), p)
-            want = _to_residues(_evaluated(lambda: claim.rhs(v), what), p)
+            got = to_residues(evaluated(lambda: claim.lhs(v), what), p)
+            want = to_residues(evaluated(lambda: claim.rhs(v), what), p)
             break
         except modular.Unrepresentable:
             acc[0] = math.lcm(acc[0], p)
