@@ -514,6 +514,10 @@ def plot(s: dict):
     ks = [k for k in KS if f"paper-k{k}" in s["runs"]]
     a2.semilogy(ks, [s["runs"][f"paper-k{k}"]["final_test_mse"] for k in ks], "o-", label="ours (fixed steps)")
     a2.semilogy(list(KS), [PAPER[k] for k in KS], "x--", label="paper (Table 7, 2.5e6 steps on a GPU)")
+    doc = (s.get("long") or {}).get("long-training-doc-k1")
+    if doc:
+        a2.semilogy([1], [doc["final_test_mse"]], "*", ms=11, color="C5",
+                    label=f"ours, k = 1 trained long ({doc['steps']:,} steps)")
     a2.semilogy(ks, [s["runs"][f"paper-k{k}"]["baselines"]["zero"] for k in ks], "v:", color="gray",
                 label="predicting 0")
     if len(ks) > 1 and any(k > 1 for k in ks):

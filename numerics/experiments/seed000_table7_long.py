@@ -48,6 +48,8 @@ SETTINGS = {
 #: per setting: batch, the step cap (the docs run's 10^6; the paper's 2.5e6), init scale
 CELLS = {"training-doc": {"batch": 256, "steps": 1_000_000, "init_scale": 0.1},
          "paper-table5": {"batch": 1024, "steps": 2_500_000, "init_scale": 0.1}}
+#: the long cells' colours in the figure (the first four are the k's of the grid's panels)
+COLORS = {"training-doc": "C5", "paper-table5": "C4"}
 QUICK = {"width": 8, "steps": 12, "eval_every": 4, "eval_batch": 64, "final_eval": 128, "max_cpu_seconds": 30.0,
          "max_seconds": 60.0}
 
@@ -194,9 +196,9 @@ def plot_long(ax, s: dict) -> None:
     """Test MSE against step for the long cells (each at its own batch), with the bound and the paper's value."""
     from .seed000_table7 import PAPER, PAPER_RECIPE
 
-    for i, (name, r) in enumerate(sorted((s.get("long") or {}).items())):
+    for name, r in sorted((s.get("long") or {}).items()):
         ax.semilogy([x["step"] for x in r["history"]], [x["test_mse"] for x in r["history"]], "o-", ms=2,
-                    color=f"C{i + 4}", label=f"k = 1, {r['settings']} (batch {r['batch']:,}; stopped by "
+                    color=COLORS.get(r["settings"], "C7"), label=f"k = 1, {r['settings']} (batch {r['batch']:,}; stopped by "
                                              f"{_stopped(r)} at step {r['steps']:,})")
     ax.axhline(BOUND, color="k", ls="--", lw=1, label=f"bound {fmt(BOUND)}")
     ax.axhline(PAPER[1], color="C0", ls=":", lw=1.2,
