@@ -24,7 +24,7 @@ The capabilities (:data:`CAPABILITIES`), and who registers them:
 * ``entry_bounds``: bounds on the degree, 1-norm and denominators of the output entries, which
   ``--check random``'s error probability is computed from (``verify/randomized.py``);
 * ``import_shapes``: the shapes of the layer's arrays on a T x C state, checked before an
-  imported weight file is proved (``verify/importers/cli.py``).
+  imported weight file is proved (``verify/importers/shapes.py``).
 
 Adding a layer kind: its ``Layer`` subclass in ``LAYER_TYPES``, then in each module above either
 a ``provide(kind, capability, ...)`` or a ``lacks(kind, capability, reason)``; the test names what
@@ -43,7 +43,7 @@ CAPABILITIES: dict[str, str] = {
     "interpolation": "the path from constructed to aligned learned weights (verify/comparison/analyses.py)",
     "modular_forward": "a vectorised int64 forward modulo p (verify/modular.py)",
     "entry_bounds": "degree / norm / denominator bounds for --check random (verify/randomized.py)",
-    "import_shapes": "array shapes on a T x C state, checked on import (verify/importers/cli.py)",
+    "import_shapes": "array shapes on a T x C state, checked on import (verify/importers/shapes.py)",
 }
 
 

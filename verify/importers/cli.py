@@ -23,12 +23,12 @@ import json
 import time
 from fractions import Fraction
 
-from constructions import kinds
 from constructions.base import Construction
 from polyverify.cli import UsageError, atomic_write_text, one_line, output_file
 from polyverify.rational import parse_rational
 
 from . import FORMATS, mapping, search
+from .shapes import check_layer_shapes
 from .common import ImportRefused, describe_not_proved, parse_settings
 
 #: the most body copies the import proves (each distinct copy is one proof)
@@ -165,52 +165,6 @@ def _alias_of(name: str, fixed: dict) -> str | None:
     if name.startswith("sqrt_") and name[5:] in fixed:
         return name[5:]
     return None
-
-
-def check_layer_shapes(layers, shape, what: str, path) -> None:
-    """Every layer of the file acts on ``shape`` (tokens x channels) states, by its kind's rule
-    (``constructions.kinds``, ``import_shapes``).  A file whose arrays do not fit, or holding a
-    kind with no rule, is refused here, before the proof, naming the first array."""
-    T, C = shape
-    for i, L in enumerate(layers):
-        try:
-            rule = kinds.get(L.kind, "import_shapes")
-        except kinds.KindUnsupported as e:
-            raise UsageError(f"{path}: layer {i}: {e}") from None
-        bad = rule(L, T, C, what)
-        if bad:
-            raise UsageError(f"{path}: layer {i} {bad}")
-
-
-def _baseconv_shapes(L, T: int, C: int, what: str) -> str | None:
-    """BaseConv: (T, C) biases and filters, (C, C) weights: ``L.shape`` is (T, C)."""
-    got = tuple(L.shape)
-    return None if got == (T, C) else f"acts on {got[0]} x {got[1]} states; {what} {T} x {C}"
-
-
-def _attention_shapes(L, T: int, C: int, what: str) -> str | None:
-    """LSA / ELSA heads: (C, C) weights; ELSA's bias matrices B1, B2, B3 (T, C)."""
-    for name, arr in L.arrays().items():
-        want = (T, C) if L.kind == "elsa" and name.rsplit(".", 1)[-1].startswith("B") else (C, C)
-        if tuple(arr.shape) != want:
-            return (f"({L.kind}) {name} has shape {tuple(arr.shape)}, not {want[0]} x {want[1]}: {what} {T} x {C} "
-                    f"states")
-    return None
-
-
-def _token_lsa_shapes(L, T: int, C: int, what: str) -> str | None:
-    """Token-form LSA: (P, Q) per head, (d+1, d+1) for C = d + 1 coordinates per token."""
-    for arr in L.arrays().values():
-        if tuple(arr.shape) != (C, C):
-            return f"has {arr.shape[0]} coordinates; {what} {C}"
-    return None
-
-
-# each kind's shape rule (constructions/kinds.py)
-kinds.provide("baseconv", "import_shapes", _baseconv_shapes)
-kinds.provide("lsa", "import_shapes", _attention_shapes)
-kinds.provide("elsa", "import_shapes", _attention_shapes)
-kinds.provide("token_lsa", "import_shapes", _token_lsa_shapes)
 
 
 def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params) -> None:
