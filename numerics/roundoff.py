@@ -138,12 +138,12 @@ def compute(p: RoundoffPlan, out, bar) -> tuple[list[dict], list[dict]]:
     for s in p.skipped:
         print(f"skipped {s}", file=out)
     runs, layer_runs = [], []
-    for kappa in p.kappas:
+    for kappa in p.config.kappas:
         con, eta, ks = p.runs[kappa]
         k = max(ks)
         checkpoints = sorted(set(ks))
         _announce(p, kappa, out)
-        for sigma in p.sigmas:
+        for sigma in p.config.sigmas:
             P = sample_ls(c.batch, c.n, c.d, kappa=kappa, sigma=sigma, seed=c.seed)
             q = np.random.default_rng(c.seed + 1).standard_normal((c.batch, c.d))
             refs: dict[str, dict | None] = {}
@@ -155,7 +155,7 @@ def compute(p: RoundoffPlan, out, bar) -> tuple[list[dict], list[dict]]:
                 if be.dtype not in refs:
                     refs[be.dtype] = reference(v, eta, p.lam, k, c.digits, v["q"]) if finite else None
                 ref = refs[be.dtype]
-                for conv in p.convs:
+                for conv in p.config.convs:
                     bar.set_postfix_str(f"{be.name}/{be.dtype}/{conv} kappa={kappa:g} sigma={sigma:g}")
                     rec = run_config(con, v, v["q"], ref, k, be, conv, checkpoints, eta, p.lam, bar)
                     rec.update({"kappa": kappa, "sigma": sigma, "eta": str(eta),
@@ -181,9 +181,9 @@ def write_plots(p: RoundoffPlan, runs: list[dict], layer_runs: list[dict], outdi
     from . import roundoff_plots
 
     plots = []
-    for kappa in p.kappas:
+    for kappa in p.config.kappas:
         con, eta, _ = p.runs[kappa]
-        for sigma in p.sigmas:
+        for sigma in p.config.sigmas:
             group = [r for r in runs if r["kappa"] == kappa and r["sigma"] == sigma]
             for key in sorted({(r["backend"], r["conv"]) for r in group}):
                 sel = [r for r in group if (r["backend"], r["conv"]) == key]
@@ -205,9 +205,9 @@ def write_plots(p: RoundoffPlan, runs: list[dict], layer_runs: list[dict], outdi
 
 def make_report(p: RoundoffPlan, runs, layer_runs, plots, argv, seconds) -> dict:
     c = p.config
-    con0 = p.runs[p.kappas[0]].con
+    con0 = p.runs[p.config.kappas[0]].con
     return {"command": "roundoff", "argv": argv,
-            "construction": con0.summary(), "arch": p.entry.arch, "layers": p.layers,
+            "construction": con0.summary(), "arch": p.entry.arch, "layers": list(p.config.layers),
             "n": c.n, "d": c.d, "batch": c.batch, "seed": c.seed, "lam": str(p.lam),
             "eta": {f"{k:g}": str(r.eta) for k, r in p.runs.items()},
             "data_regions": [{"label": lab, "region": reg, "scale": str(sc), "baseline": b}

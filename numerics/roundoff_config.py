@@ -20,6 +20,7 @@ from constructions.base import Construction, DepthError
 from constructions.catalogue import CatalogueEntry, gd_architectures
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, check_memory, check_range, human_bytes,
                             output_dir)
+from polyverify.options import split_list
 
 from .backends import BACKENDS, DTYPES, Backend, BackendError
 from .roundoff_run import auto_eta, build, resolve
@@ -182,24 +183,9 @@ class RoundoffPlan:
     runs: dict[float, KappaRun]
     outdir: Path | None = None
 
-    @property
-    def layers(self) -> list[int]:
-        return list(self.config.layers)
-
-    @property
-    def convs(self) -> list[str]:
-        return list(self.config.convs)
-
-    @property
-    def kappas(self) -> list[float]:
-        return list(self.config.kappas)
-
-    @property
-    def sigmas(self) -> list[float]:
-        return list(self.config.sigmas)
-
     def total_steps(self) -> int:
-        n_cfg = len(self.pairs) * len(self.convs) * len(self.kappas) * len(self.sigmas)
+        c = self.config
+        n_cfg = len(self.pairs) * len(c.convs) * len(c.kappas) * len(c.sigmas)
         return n_cfg * max(s for r in self.runs.values() for s in r.steps)
 
 
@@ -253,24 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_list(s: str, what: str, conv=str, *, allow_large: bool = False) -> list:
-    """A comma-separated list of ``conv`` values: non-empty items, finite numbers, duplicates dropped."""
-    raw = str(s).split(",")
-    items = [t.strip() for t in raw]
-    if not any(items):
-        raise UsageError(f"{what} is empty")
-    if not all(items):
-        raise UsageError(f"{what}: empty item in {s!r}")
-    try:
-        vals = [conv(t) for t in items]
-    except (ValueError, OverflowError):
-        raise UsageError(f"{what}: not a list of {conv.__name__} values: {s!r}") from None
-    if conv is float and not all(math.isfinite(x) for x in vals):
-        raise UsageError(f"{what} must be finite, got {s!r}")
-    vals = list(dict.fromkeys(vals))
-    if not allow_large and len(vals) > LIMITS["list"]:
-        raise UsageError(f"{what} has {len(vals)} values, above the limit {LIMITS['list']} "
-                         f"(pass {ALLOW} to allow more)")
-    return vals
+    """A comma-separated list of ``conv`` values (``polyverify.options.split_list``), at most
+    ``LIMITS["list"]`` of them unless ``allow_large``."""
+    return split_list(what, s, conv, allow_large=allow_large, limit=LIMITS["list"])
 
 
 # ------------------------------------------------------------------ the checks

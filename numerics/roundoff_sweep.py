@@ -57,10 +57,10 @@ def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell")
             raise
         config["allow_large"] = True
         c, p = cell_config(config, where)
-    layers = p.layers
+    layers = list(p.config.layers)
     full = {"arch": p.entry.arch, "layers": layers[0] if len(layers) == 1 else layers,
             "dtype": p.pairs[0].dtype, "backend": p.pairs[0].name, "device": c.device,
-            "conv": p.convs[0], "kappa": p.kappas[0], "sigma": p.sigmas[0], "eta": c.eta.strip(),
+            "conv": p.config.convs[0], "kappa": p.config.kappas[0], "sigma": p.config.sigmas[0], "eta": c.eta.strip(),
             "lam": str(p.lam), "batch": c.batch, "n": c.n, "d": c.d, "seed": c.seed, "digits": c.digits,
             "layer_ref": c.layer_ref, "layer_ref_layers": c.layer_ref_layers}
     if config.get("allow_large"):
@@ -79,7 +79,7 @@ def sweep_cell(config: dict) -> dict:
     runs, layer_runs = compute(p, io.StringIO(), progress_reporter(None, "", enabled=False))
     (rec,) = runs
     rec = {k: v for k, v in rec.items() if not k.startswith("seconds")}
-    top = {"construction": p.runs[p.kappas[0]].con.name}
+    top = {"construction": p.runs[p.config.kappas[0]].con.name}
     if rec.get("checkpoints"):
         c = rec["checkpoints"][-1]
         top.update({k: c[k] for k in ("mse", "max_rel", "bits_mean", "plain_mse", "overhead", "prediction_mse")})

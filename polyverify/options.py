@@ -11,11 +11,14 @@ holds the options' defaults, help and checks in one place.  The class gets two c
   flag, a list a comma-separated value, anything else its text through the option's converter and
   choices -- with no command line in between; a key the command does not have (or ``exclude``)
   and a bad value are one-line :class:`~polyverify.cli.UsageError`\\ s.
+
+:func:`split_list` reads a comma-separated list option (the grids' lists, roundoff's lists).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from typing import Any
 
 from polyverify.cli import UsageError
@@ -100,3 +103,22 @@ def config_class(parser: argparse.ArgumentParser, name: str, *, module: str, doc
     cls.from_mapping = classmethod(from_mapping)
     cls.__module__ = module
     return cls
+
+
+def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int = 64) -> list:
+    """A comma-separated CLI list: non-empty items, converted, duplicates dropped, finite numbers."""
+    items = [t.strip() for t in str(s).split(",")]
+    if not any(items):
+        raise UsageError(f"{flag} is empty")
+    if not all(items):
+        raise UsageError(f"{flag}: empty item in {s!r}")
+    try:
+        vals = [conv(t) for t in items]
+    except (ValueError, OverflowError):
+        raise UsageError(f"{flag}: not a list of {getattr(conv, '__name__', 'valid')} values: {s!r}") from None
+    if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
+        raise UsageError(f"{flag} must be finite numbers, got {s!r}")
+    vals = list(dict.fromkeys(vals))
+    if not allow_large and len(vals) > limit:
+        raise UsageError(f"{flag} has {len(vals)} values, above the limit {limit} (pass --allow-large to allow more)")
+    return vals

@@ -1,14 +1,5 @@
 """The sweep runner: grids of runs on Dask (``dask.distributed``), resumable; its command line is
-``python -m numerics.sweep``.
-
-    python -m numerics.sweep run GRID.toml --out DIR            # a grid file (TOML, JSON or YAML)
-    python -m numerics.sweep roundoff --archs baseconv,lsa --depths 31,301 --dtypes float64,float32 --out DIR
-    python -m numerics.sweep train --models baseconv,lsa --lrs 1e-2,1e-3 --seeds 0,1 --steps 2000 --out DIR
-    python -m numerics.sweep compare --learned 'runs/*/weights.safetensors' --construction gd-baseconv --out DIR
-    python -m numerics.sweep catalogue --out DIR                # one proof per catalogue entry
-    common options: [--workers N | --scheduler ADDRESS | --scheduler-file FILE | --jobqueue FILE [--jobs N]]
-                    [--connect-timeout 5] [--print-job-script] [--retries 1]
-                    [--preload auto|none|MODULES] [--list] [--quiet] [--allow-large]
+``python -m numerics.sweep`` (the usage: ``numerics/sweep.py``).
 
 A grid is a list of **cells**; a cell is one call ``f(config) -> dict`` of a top-level function
 named by its import path ``"package.module:function"`` on one JSON-serialisable ``config``.  Each

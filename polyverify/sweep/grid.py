@@ -9,7 +9,9 @@ from pathlib import Path
 
 from polyverify.cli import UsageError, one_line
 
-from .base import ALLOW, LIMITS
+from polyverify.options import split_list  # noqa: F401 -- the adapters' list helper, also here
+
+from .base import LIMITS
 from .cluster import check_resources
 from .registry import named_sweeps
 
@@ -91,25 +93,6 @@ def read_grid_file(path: str) -> dict:
 
 
 # ------------------------------------------------------------------ helpers for the adapters
-
-def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int = 64) -> list:
-    """A comma-separated CLI list: non-empty items, converted, duplicates dropped, finite numbers."""
-    items = [t.strip() for t in str(s).split(",")]
-    if not any(items):
-        raise UsageError(f"{flag} is empty")
-    if not all(items):
-        raise UsageError(f"{flag}: empty item in {s!r}")
-    try:
-        vals = [conv(t) for t in items]
-    except (ValueError, OverflowError):
-        raise UsageError(f"{flag}: not a list of {getattr(conv, '__name__', 'valid')} values: {s!r}") from None
-    if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
-        raise UsageError(f"{flag} must be finite numbers, got {s!r}")
-    vals = list(dict.fromkeys(vals))
-    if not allow_large and len(vals) > limit:
-        raise UsageError(f"{flag} has {len(vals)} values, above the limit {limit} (pass {ALLOW} to allow more)")
-    return vals
-
 
 def product(**lists) -> list[dict]:
     """One config per combination of the lists (the first key varies slowest)."""
