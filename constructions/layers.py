@@ -258,6 +258,17 @@ def _rows_into(A, cols: np.ndarray) -> np.ndarray:
     return np.flatnonzero(_nonzero(A)[:, cols].any(axis=1))
 
 
+def _block(W, rows, cols, rows_ix, cols_ix):
+    """``W[rows][:, cols]`` (``cols`` None: every column) of a float weight.  A sparse weight's block
+    is laid out dense in its library when that is small or at least a tenth full (a small dense
+    product beats a gather-scatter), else kept sparse (a compiled layer's wide, thin mixes)."""
+    if isinstance(W, SparseMatrix):
+        B = W[rows.tolist()] if cols is None else W[rows.tolist()][:, cols.tolist()]
+        return B.toarray() if B.size <= 65_536 or B.nnz >= 0.1 * B.size else B
+    B = W[rows_ix]
+    return B if cols is None else B[:, cols_ix]
+
+
 class LivePlan:
     """A float BaseConv layer (seed 000 eq. (19)) planned on the work it really has: the same
     sums of the same nonzero terms, none of the structural zeros.
@@ -296,11 +307,9 @@ class LivePlan:
 
         k = index(K)
         self._K, self._Rg, self._Ri = k, index(self.Rg), index(self.Ri)
-        self.Wg = L.W_gate[self.Rg.tolist()][:, K.tolist()] if isinstance(L.W_gate, SparseMatrix) \
-            else L.W_gate[self._Rg][:, k]
-        self.Wi = L.W_in[self.Ri.tolist()][:, K.tolist()] if isinstance(L.W_in, SparseMatrix) \
-            else L.W_in[self._Ri][:, k]
-        self.Wo = L.W_out[K.tolist()] if isinstance(L.W_out, SparseMatrix) else L.W_out[k]
+        self.Wg = _block(L.W_gate, self.Rg, K, self._Rg, k)
+        self.Wi = _block(L.W_in, self.Ri, K, self._Ri, k)
+        self.Wo = _block(L.W_out, K, None, k, None)
         self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
         self.bo = None if not _nonzero(L.b_out).any() else L.b_out
         self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)

@@ -20,13 +20,25 @@ import numpy as np
 from . import ops
 from .layers import BaseConv
 from .layout import Layout
+from .sparse import SparseMatrix
+
+
+#: from this many channels on, a built layer holds its three C x C channel mixes sparse
+#: (``constructions/sparse.py``): the causal GD construction at N=256, D=64 has 8,514 channels, whose
+#: dense C x C object arrays (72M entries each) do not fit; below it the mixes stay dense arrays
+SPARSE_CHANNELS = 512
 
 
 class BaseConvBuilder:
     def __init__(self, layout: Layout, *, causal: bool, residual: bool = False):
         self.layout = layout
         self.T, self.C = layout.shape
-        self.layer = BaseConv.zeros(self.T, self.C, causal=causal, residual=residual)
+        self.causal, self.residual = causal, residual
+        # the T x C filter and biases are state-sized: dense; the C x C mixes as entries until build()
+        self.layer = BaseConv(*(ops.zeros_like_object((1, 1)) for _ in range(8)), causal=causal, residual=residual)
+        for nm in ("b_in", "h", "b_conv", "b_gate", "b_out"):
+            setattr(self.layer, nm, ops.zeros_like_object((self.T, self.C)))
+        self._mix = {"W_in": {}, "W_gate": {}, "W_out": {}}
 
     def ch(self, region: str, j: int = 0) -> int:
         cols = self.layout.cols(region)
@@ -38,14 +50,19 @@ class BaseConvBuilder:
         return len(self.layout.cols(region))
 
     # ---- the four pieces of a channel
+    def _add(self, name, src, dst, coef):
+        key = (self.ch(*src), self.ch(*dst))
+        mix = self._mix[name]
+        mix[key] = mix[key] + coef if key in mix else 0 + coef
+
     def w_in(self, src, dst, coef=1):
-        self.layer.W_in[self.ch(*src), self.ch(*dst)] += coef
+        self._add("W_in", src, dst, coef)
 
     def w_gate(self, src, dst, coef=1):
-        self.layer.W_gate[self.ch(*src), self.ch(*dst)] += coef
+        self._add("W_gate", src, dst, coef)
 
     def w_out(self, src, dst, coef=1):
-        self.layer.W_out[self.ch(*src), self.ch(*dst)] += coef
+        self._add("W_out", src, dst, coef)
 
     def gate_bias(self, dst, value=1, rows: Iterable[int] | None = None):
         c = self.ch(*dst)
@@ -95,6 +112,15 @@ class BaseConvBuilder:
             self.identity_filter(dst)
 
     def build(self) -> BaseConv:
+        """The layer: its channel mixes dense object arrays, or sparse from ``SPARSE_CHANNELS`` on."""
+        for name, entries in self._mix.items():
+            if self.C >= SPARSE_CHANNELS:
+                W = SparseMatrix.from_entries((self.C, self.C), entries, convert=lambda v: v)
+            else:
+                W = ops.zeros_like_object((self.C, self.C))
+                for (i, j), v in entries.items():
+                    W[i, j] = v
+            setattr(self.layer, name, W)
         return self.layer
 
 
