@@ -49,14 +49,9 @@ def cell_config(config: dict, where: str = "cell") -> tuple[RoundoffConfig, Roun
 def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
     """One cell's config checked as the command line would be (UsageError naming the problem) and
     returned complete: every key with its value, so that a cell has one id however it was written."""
-    config = dict(config)
-    try:
-        c, p = cell_config(config, where)
-    except UsageError:
-        if not allow_large or config.get("allow_large"):
-            raise
-        config["allow_large"] = True
-        c, p = cell_config(config, where)
+    from polyverify.sweep import check_lifting_limits
+
+    config, (c, p) = check_lifting_limits(cell_config, config, allow_large, where)
     layers = list(p.config.layers)
     full = {"arch": p.entry.arch, "layers": layers[0] if len(layers) == 1 else layers,
             "dtype": p.pairs[0].dtype, "backend": p.pairs[0].name, "device": c.device,

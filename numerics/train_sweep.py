@@ -50,14 +50,9 @@ def _cell_args(config: dict, where: str):
 def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
     """One training cell's config checked as ``python -m numerics.train`` checks its command line,
     returned with every option's value (so that equal runs have one id)."""
-    config = dict(config)
-    try:
-        a, _ = _cell_args(config, where)
-    except UsageError:
-        if not allow_large or config.get("allow_large"):
-            raise
-        config["allow_large"] = True
-        a, _ = _cell_args(config, where)
+    from polyverify.sweep import check_lifting_limits
+
+    _, (a, _) = check_lifting_limits(_cell_args, config, allow_large, where)
     return {k: getattr(a, k) for k in cell_keys() if getattr(a, k) is not None and getattr(a, k) is not False}
 
 

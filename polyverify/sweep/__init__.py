@@ -65,7 +65,7 @@ from .base import (ALLOW, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_C
                    SweepInputError, SweepResult, canonical, cell_dir, cell_id, csv_text, flatten, load_cell, table_csv)
 from .cluster import (GPU_RESOURCE, cell_resources, check_out, check_resources, default_workers, local_cluster_config,
                       probe_scheduler, read_scheduler_file)
-from .grid import grid_configs, product, read_grid_file, split_list
+from .grid import check_lifting_limits, grid_configs, product, read_grid_file, split_list
 from .jobqueue import JOB_DAEMON_LINE, JOB_SCRIPT_ADDRESS, JobqueueSpec, check_submit_command, read_jobqueue_config
 from .registry import adapter, named_sweeps, register
 from .runner import run_grid
@@ -76,7 +76,7 @@ from .worker import execute_cell
 __all__ = ["ALLOW", "CONNECT_TIMEOUT_S", "EXIT_VERDICT", "FAILED_BASE", "FAILED_CAP", "GPU_RESOURCE", "JOB_DAEMON_LINE",
            "JOB_SCRIPT_ADDRESS", "LARGE_LIMITS", "LIMITS", "PROJECT_PACKAGES", "JobqueueSpec", "SweepInputError",
            "SweepResult", "adapter", "canonical", "cell_dir", "cell_id", "cell_resources", "check_out",
-           "check_record", "check_resources", "check_submit_command", "check_worker_versions", "code_version",
+           "check_record", "check_lifting_limits", "check_resources", "check_submit_command", "check_worker_versions", "code_version",
            "csv_text", "default_preload", "default_workers", "execute_cell", "flatten",
            "grid_configs", "load_cell", "local_cluster_config", "named_sweeps", "probe_scheduler", "product",
            "read_grid_file", "read_jobqueue_config", "read_scheduler_file", "record_digest", "register", "run_grid",

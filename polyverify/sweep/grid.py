@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from pathlib import Path
 
 from polyverify.cli import UsageError, one_line
@@ -98,3 +97,17 @@ def product(**lists) -> list[dict]:
     """One config per combination of the lists (the first key varies slowest)."""
     keys = list(lists)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(lists[k] for k in keys))]
+
+
+def check_lifting_limits(check, config: dict, allow_large: bool, where: str):
+    """``check(config, where)`` of a sweep cell; with ``allow_large`` (the sweep's --allow-large), a
+    config refused within the command's limits is checked again with its own ``allow_large`` set.
+    Returns ``(config as checked, what check returned)``."""
+    config = dict(config)
+    try:
+        return config, check(config, where)
+    except UsageError:
+        if not allow_large or config.get("allow_large"):
+            raise
+        config["allow_large"] = True
+        return config, check(config, where)
