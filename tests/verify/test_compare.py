@@ -177,6 +177,22 @@ def test_token_lsa_implicit_w_matches_lemma43():
     assert r["invariants"]["layers"][0]["differing"] == [] and r["invariants"]["layers"][1]["differing"] == [0]
 
 
+def test_a_kind_without_invariants_or_interpolation_is_reported_not_raised():
+    """ELSA declares no invariant and no interpolation (constructions/kinds.py): the comparison
+    says so per layer and for the curve, with the kind's name, and computes everything else."""
+    from constructions import kinds
+
+    con = build_construction("gd-elsa", 3, 2)
+    C = constructed_stack(con, 1)
+    r = compare(con, stack_of(con, perturb(C.layers, 0, "stage0.head0.W1", (0, 0), DELTA)), C,
+                skip=("polynomial",), **KW)
+    assert [L["supported"] for L in r["invariants"]["layers"]] == [False] * len(C.layers)
+    assert r["interpolation"] == {"supported": False, "reason": "no interpolation for layer kind elsa"}
+    assert r["functional"]["predictions"][0]["max_abs"] > 0
+    with pytest.raises(kinds.KindUnsupported, match="'elsa' has no invariants: no invariant is derived"):
+        kinds.get("elsa", "invariants")
+
+
 # ------------------------------------------------------------------ CLI
 
 def _save(tmp_path, con, layers, k):
