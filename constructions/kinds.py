@@ -18,9 +18,10 @@ The capabilities (:data:`CAPABILITIES`), and who registers them:
   compared by (``verify/comparison/analyses.py``);
 * ``interpolation``: the layer on the straight path from the constructed weights to the aligned
   learned ones (``verify/comparison/analyses.py``);
-* ``modular_forward``: a forward on int64 residues modulo ``p``, vectorised by hand over trials
-  (``verify/modular.py``); a kind without one runs its own ``Layer.forward`` on mod-p scalars
-  (``verify/modp.py``), slower on wide states but the same math;
+* ``modular_forward``: a forward on int64 residues modulo ``p`` written by hand
+  (``verify/modular.py``), which the randomized check's single point and the compiler trace run;
+  a kind without one runs its own ``Layer.forward`` on mod-p scalars there (``verify/modp.py``,
+  as the circuit command's trials do for every kind): slower at one point, the same math;
 * ``entry_bounds``: bounds on the degree, 1-norm and denominators of the output entries, which
   ``--check random``'s error probability is computed from (``verify/randomized.py``);
 * ``import_shapes``: the shapes of the layer's arrays on a T x C state, checked before an
@@ -41,7 +42,7 @@ CAPABILITIES: dict[str, str] = {
     "torch_block": "a trainable torch module (numerics/training/modules.py)",
     "invariants": "reparameterisation-invariant factors for comparing weights (verify/comparison/analyses.py)",
     "interpolation": "the path from constructed to aligned learned weights (verify/comparison/analyses.py)",
-    "modular_forward": "a vectorised int64 forward modulo p (verify/modular.py)",
+    "modular_forward": "a hand-written int64 forward modulo p (verify/modular.py)",
     "entry_bounds": "degree / norm / denominator bounds for --check random (verify/randomized.py)",
     "import_shapes": "array shapes on a T x C state, checked on import (verify/importers/shapes.py)",
 }

@@ -6,15 +6,17 @@ are such scalars, so every layer kind runs modulo ``p`` through its own ``forwar
 re-implemented.
 
 :class:`Residues` holds the residues of one entry over many trials (an int64 vector in ``[0, p)``),
-so one forward evaluates every trial at once (the circuit command's trials; the randomized check's
-one point is one trial), for any prime ``p < 2^61`` (products through ``verify.modular.mulmod``).
+so one forward evaluates every trial at once, for any prime ``p < 2^61`` (products through
+``verify.modular.mulmod``).  The circuit command's trials run every kind this way
+(``verify.modular.TRIALS_FORWARD``).
 
 Weights map entry by entry (each distinct object once) to the residue of the rational it holds
 (``verify.modular.residue``, a Python int); a structural zero stays the int ``0`` object, so
 ``ops`` skips it as it skips it in a Fraction forward.  ``verify.modular`` keeps a hand-vectorised
-int64 forward of the kinds that register one in ``constructions.kinds`` (it is faster on the
-attention kinds' dense states: ``bench/bench_modp.py``); :func:`forward_trials` is the path for
-every other kind, and the reference the fast path is tested against.
+int64 forward of the kinds that register one in ``constructions.kinds``, which the randomized
+check's single point runs (faster there: one point costs Residues a numpy call per scalar
+operation, ``bench/results/modp/``); :func:`forward_trials` is that check's path for every other
+kind, and the reference the hand-written forward is tested against.
 """
 from __future__ import annotations
 
@@ -133,17 +135,24 @@ def trials_of_state(S: np.ndarray, n: int, p: int) -> np.ndarray:
     return out
 
 
-def forward_trials(layer, u: np.ndarray, p: int) -> np.ndarray:
-    """``layer`` (residue weights: :func:`layer_mod`) on a batched int64 state ``(n, T, C)`` of
-    residues: its own ``forward`` on :class:`Residues`, every trial at once.  A forward that
-    needs more than ``+ - *`` and ``==`` is refused in one line
+def forward_stack(layers, u: np.ndarray, p: int) -> np.ndarray:
+    """``layers`` (residue weights: :func:`layer_mod`) one after another on a batched int64 state
+    ``(n, T, C)`` of residues: each layer's own ``forward`` on :class:`Residues`, every trial at
+    once.  A forward that needs more than ``+ - *`` and ``==`` is refused in one line
     (:class:`verify.modular.ModularUnsupported`)."""
     from .modular import ModularUnsupported
 
     u = np.asarray(u, dtype=np.int64)
-    try:
-        X = layer.forward(state_of_trials(u, p))
-    except (TypeError, AttributeError) as e:
-        raise ModularUnsupported(f"layer kind {layer.kind!r} cannot run modulo p: its forward needs more than ring "
-                                 f"arithmetic ({type(e).__name__}: {e})") from None
+    X = state_of_trials(u, p)
+    for layer in layers:
+        try:
+            X = layer.forward(X)
+        except (TypeError, AttributeError) as e:
+            raise ModularUnsupported(f"layer kind {layer.kind!r} cannot run modulo p: its forward needs more than "
+                                     f"ring arithmetic ({type(e).__name__}: {e})") from None
     return trials_of_state(np.asarray(X, dtype=object), u.shape[0], p)
+
+
+def forward_trials(layer, u: np.ndarray, p: int) -> np.ndarray:
+    """One layer: :func:`forward_stack` of ``[layer]``."""
+    return forward_stack([layer], u, p)

@@ -4,13 +4,17 @@ The proof is the verdict; the trials only cross-check it on concrete inputs.  Ru
 ``Fraction`` arithmetic, one trial at a time, they cost more than compiling and proving a large
 circuit (a 10,000-gate circuit: about a second per trial).  Here every trial runs at once, in
 ``int64`` numpy arrays, modulo a prime ``p < 2^31``: the circuit (``circuits.evaluate`` on a
-vector type) and the compiled stack (this module's forward, the same equations as
-``constructions.layers``: BaseConv, LSA, ELSA, token-form LSA, registered as each kind's
-``modular_forward`` in ``constructions.kinds``; any other kind runs its own ``Layer.forward`` on
-residues, ``verify/modp.py``) on the same random residues.  Agreement
-modulo ``p`` at a random point is exact arithmetic, and a nonzero difference polynomial of
-degree ``d`` vanishes at a uniformly random point with probability at most ``d / p``
-(Schwartz-Zippel), which the report states.
+vector type) and the compiled stack (each layer's own ``Layer.forward`` on residues,
+``verify/modp.py``, :data:`TRIALS_FORWARD`) on the same random residues.  Agreement modulo ``p``
+at a random point is exact arithmetic, and a nonzero difference polynomial of degree ``d``
+vanishes at a uniformly random point with probability at most ``d / p`` (Schwartz-Zippel), which
+the report states.
+
+This module's own :func:`forward` writes the same equations as ``constructions.layers`` (BaseConv,
+LSA, ELSA, token-form LSA; each kind's ``modular_forward`` in ``constructions.kinds``) by hand in
+int64 arrays: the randomized check's single point runs it (``verify/randomized.py``; faster there
+than a numpy call per scalar operation) and so does the compiler trace, which reads a BaseConv
+layer's inner sides off it; a kind without one runs its own ``Layer.forward`` there too.
 
 Every weight and constant is a rational ``a / b``; it maps to ``a * b^-1 mod p``.  A denominator
 divisible by ``p`` makes the next prime of :data:`PRIMES` be used.
@@ -414,16 +418,25 @@ class ModVec:
     __rmul__ = __mul__
 
 
+#: the forward the circuit command's trials run: ``"layer"``, each layer's own ``Layer.forward`` on
+#: residues (``verify/modp.py``: the one definition of the math, no slower at 64 trials and faster
+#: at many, ``bench/results/modp/``), or ``"hand"``, this module's :func:`forward`
+TRIALS_FORWARD = "layer"
+
+
 def trials(g, con, names, n: int, seed: int, *, validated: bool = False) -> dict:
     """``n`` random inputs modulo a prime: the circuit and the stack evaluated on each;
     returns ``{"prime", "n", "agree"}``.  ``validated``: ``g`` is ``circuits.validate``'s result."""
     import circuits as C
 
+    from . import modp
+
     rng = np.random.default_rng(seed)
     last = None
     for p in PRIMES:
         try:
-            layers = [layer_residues(L, p) for L in con.layers(0)]
+            layers = [modp.layer_mod(L, p) if TRIALS_FORWARD == "layer" else layer_residues(L, p)
+                      for L in con.layers(0)]
             xs = {nm: rng.integers(0, p, size=n, dtype=np.int64) for nm in names}
             want = C.evaluate(g, {nm: ModVec(x, p) for nm, x in xs.items()}, const=lambda c, p=p: residue(c, p),
                               validated=validated)
@@ -432,8 +445,11 @@ def trials(g, con, names, n: int, seed: int, *, validated: bool = False) -> dict
             continue
         # the construction's own input map (int64 residues give an int64 batched state)
         S = con.input_state(xs) if names else np.zeros((n,) + tuple(con.layout.shape), dtype=np.int64)
-        for L in layers:
-            S = forward(L, S, p)
+        if TRIALS_FORWARD == "layer":
+            S = modp.forward_stack(layers, S, p)
+        else:
+            for L in layers:
+                S = forward(L, S, p)
         ok = np.ones(n, dtype=bool)
         for nm, got in con.readout(S).items():
             w = want[nm]

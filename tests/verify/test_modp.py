@@ -87,3 +87,28 @@ def test_a_kind_without_a_fast_path_runs_its_own_forward_and_a_non_ring_one_is_o
         modular.forward(modular.layer_residues(Halve(), p), u, p)
     assert "'halve-test' cannot run modulo p" in str(e.value) and "\n" not in str(e.value)
     assert modp.residue_array(np.array([Fraction(1, 3), 0], dtype=object), lambda q: modular.residue(q, p))[1] == 0
+
+
+@pytest.mark.parametrize("target", ["baseconv", "baseconv-causal", "lsa", "elsa"])
+def test_the_trials_agree_on_both_forwards_and_both_catch_a_wrong_weight(target, monkeypatch):
+    """The circuit command's trials run Layer.forward on residues (TRIALS_FORWARD); the
+    hand-written forward gives the same counts, on a correct stack and on a perturbed one."""
+    import circuits as C
+    from constructions.compiler import compile_circuit
+
+    g = C.gd_step(3, 2, Fraction(1, 16), placed=True)
+    con = compile_circuit(g, target=target)
+    names = C.inputs(g)
+    got = {}
+    for path in ("layer", "hand"):
+        monkeypatch.setattr(modular, "TRIALS_FORWARD", path)
+        got[path] = modular.trials(g, con, names, 24, 5)
+    assert got["layer"] == got["hand"] == {"prime": modular.PRIMES[0], "n": 24, "agree": 24}
+    L = con.layers(0)[-1]
+    name, A = next((k, a) for k, a in L.arrays().items() if any(x != 0 for x in np.asarray(a, dtype=object).flat))
+    ix = next(ix for ix, x in np.ndenumerate(A) if x != 0)
+    A[ix] = A[ix] + Fraction(1, 3)
+    for path in ("layer", "hand"):
+        monkeypatch.setattr(modular, "TRIALS_FORWARD", path)
+        got[path] = modular.trials(g, con, names, 24, 5)
+    assert got["layer"] == got["hand"] and got["layer"]["agree"] < 24
