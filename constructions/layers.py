@@ -269,6 +269,94 @@ def _block(W, rows, cols, rows_ix, cols_ix):
     return B if cols is None else B[:, cols_ix]
 
 
+class _Mix:
+    """``u[..., rows] @ W`` for one restricted block ``W`` of a planned layer (``rows`` None: every
+    input channel).  A *selection* (every nonzero of ``W`` is 1 or -1, at most one a column; on
+    torch up to four a column on average) is a gather of the input channels it names (times -1
+    where the weight is) added into the output columns (``index_add_``; columns without an entry
+    zero): the terms a matrix product sums, ``1 * x`` and ``-1 * x``, without the exact zeros and
+    without the products; anything else is the matrix product on the rows it reads."""
+
+    def __init__(self, W, rows, n_in: int, T: int, index):
+        self.T = T
+        self.n_out = W.shape[1]
+        self.rows = None if rows is None or (len(rows) == n_in and np.array_equal(rows, np.arange(n_in))) \
+            else _span(rows, index)
+        self.W, self.select = W, None
+        if isinstance(W, SparseMatrix):
+            return
+        Wn = W.detach().cpu().double().numpy() if ops.is_torch(W) else np.asarray(W.get() if hasattr(W, "get") else W,
+                                                                                  dtype=np.float64)
+        nz = Wn != 0
+        unit = np.isin(Wn[nz], (1.0, -1.0)).all()
+        per_col = nz.sum(axis=0).max(initial=0)
+        # torch adds repeated columns in one index_add_ (numpy's += would not), up to a few terms a column
+        if unit and (per_col <= 1 or (ops.is_torch(W) and nz.sum() <= 4 * max(1, self.n_out))):
+            r, c = np.nonzero(nz.T)[::-1]  # column by column
+            src = r if rows is None else np.asarray(rows)[r]
+            sign = Wn[r, c]
+            full = per_col <= 1 and len(c) == self.n_out and np.array_equal(c, np.arange(self.n_out))
+            self.select = (_span(src, index), len(src), None if full else _span(c, index),
+                           None if (sign > 0).all() else _library_vector(W, sign))
+
+    @staticmethod
+    def _columns(u, idx):
+        """``u[..., idx]``: a view for a contiguous run (a slice), else a gather; torch gathers on the
+        2-D view (its last-axis gather of a 3-D tensor ran about 9x slower, (4096, 21, 27) float32)."""
+        if isinstance(idx, slice) or not ops.is_torch(u):
+            return u[..., idx]
+        return u.reshape(-1, u.shape[-1]).index_select(1, idx).reshape(tuple(u.shape[:-1]) + (len(idx),))
+
+    def __call__(self, u, bias=None):
+        """``u[..., rows] @ W`` (``+ bias``, a T x n_out matrix, when given)."""
+        if self.select is None:
+            y = (u if self.rows is None else self._columns(u, self.rows)) @ self.W
+            return y if bias is None else y + bias
+        src, n_src, cols, sign = self.select
+        x = self._columns(u, src)
+        if sign is not None:
+            x = x * sign
+        if cols is None:
+            return x if bias is None else x + bias
+        shape = tuple(u.shape[:-1]) + (self.n_out,)
+        if ops.is_torch(u):  # the bias (or zeros) laid out once, the selected columns added into it
+            out = u.new_zeros(shape) if bias is None else bias.expand(shape).clone()
+            if isinstance(cols, slice):
+                out[..., cols] += x
+            elif n_src:
+                out.view(-1, self.n_out).index_add_(1, cols, x.reshape(-1, n_src))
+            return out
+        out = ops._array_module(u).zeros(shape, dtype=u.dtype)
+        if bias is not None:
+            out[...] = bias
+        out[..., cols] += x  # distinct columns here (numpy adds a repeated one once)
+        return out
+
+    def flops(self) -> int:
+        if self.select is not None:
+            return 0 if self.select[3] is None else self.T * self.select[1]
+        if isinstance(self.W, SparseMatrix):
+            return 2 * self.T * self.W.nnz
+        return 2 * self.T * self.W.shape[0] * self.W.shape[1]
+
+
+def _span(a: np.ndarray, index):
+    """Indices ``a`` as a slice when they are one ascending run (a view, no gather), else ``index(a)``."""
+    a = np.asarray(a)
+    if len(a) and np.array_equal(a, np.arange(a[0], a[0] + len(a))):
+        return slice(int(a[0]), int(a[0]) + len(a))
+    return index(a)
+
+
+def _library_vector(like, values: np.ndarray):
+    """A float vector in the library and dtype of ``like``."""
+    if ops.is_torch(like):
+        import torch
+
+        return torch.as_tensor(values, device=like.device).to(like.dtype)
+    return ops._array_module(like).asarray(values).astype(like.dtype)
+
+
 class LivePlan:
     """A float BaseConv layer (seed 000 eq. (19)) planned on the work it really has: the same
     sums of the same nonzero terms, none of the structural zeros.
@@ -310,37 +398,31 @@ class LivePlan:
         self.Wg = _block(L.W_gate, self.Rg, K, self._Rg, k)
         self.Wi = _block(L.W_in, self.Ri, K, self._Ri, k)
         self.Wo = _block(L.W_out, K, None, k, None)
+        self.gate = _Mix(self.Wg, self.Rg, C, T, index)
+        self.into = _Mix(self.Wi, self.Ri, C, T, index)
+        self.out = _Mix(self.Wo, None, len(K), T, index)
         self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
         self.bo = None if not _nonzero(L.b_out).any() else L.b_out
         self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)
-
-    def _take(self, u, idx, n: int):
-        if n == self.C:  # every input channel, in order
-            return u
-        return u.index_select(-1, idx) if self.torch else u[..., idx]
 
     def __call__(self, u):
         if not len(self.K):  # no live channel: the output bias alone
             shape = tuple(u.shape[:-1]) + (self.C_out,)
             y = u.new_zeros(shape) if self.torch else ops._array_module(u).zeros(shape, dtype=u.dtype)
             return y if self.bo is None else y + self.bo
-        g = self._take(u, self._Rg, len(self.Rg)) @ self.Wg
-        if self.bg is not None:
-            g = g + self.bg
-        v = self._take(u, self._Ri, len(self.Ri)) @ self.Wi
-        if self.bi is not None:
-            v = v + self.bi
+        g = self.gate(u, self.bg)
+        v = self.into(u, self.bi)
         z = self.conv(v)
         if self.bc is not None:
             z = z + self.bc
-        y = (g * z) @ self.Wo
-        return y if self.bo is None else y + self.bo
+        return self.out(g * z, self.bo)
 
     def flops(self) -> dict:
-        """Per sample: the multiply-adds of the planned projections (2 per entry of each
-        restricted block) and the products' elementwise work; the convolution's classes."""
+        """Per sample: the multiply-adds of the planned projections (:meth:`_Mix.flops`: 2 per
+        entry of a restricted block, none for a selection) and the products' elementwise work;
+        the convolution's classes."""
         T, k = self.T, len(self.K)
-        proj = 2 * T * k * (len(self.Rg) + len(self.Ri) + self.C_out)
+        proj = self.gate.flops() + self.into.flops() + self.out.flops()
         return {"projections": proj, "product": T * k, "live": k, "lag0": len(self.conv.lag0),
                 "uniform": len(self.conv.uniform), "general": len(self.conv.general),
                 "biases": sum(b is not None for b in (self.bg, self.bi, self.bc, self.bo))}
