@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     return run_main(_main, argv)
 
 
-# ------------------------------------------------------------------ sweeps (numerics.sweep)
+# ------------------------------------------------------------------ sweeps (polyverify.sweep)
 
 def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell") -> dict:
     from polyverify.cli import UsageError
@@ -102,7 +102,7 @@ def _sweep_arguments(g) -> None:
 
 
 def _sweep_configs(a) -> list[dict]:
-    from numerics.sweep import split_list
+    from polyverify.options import split_list
 
     names = list(entries()) if a.entries is None else split_list("--entries", a.entries, limit=len(entries()))
     return [{"entry": n} for n in names]

@@ -1,7 +1,7 @@
 """The seeds' headline experiments, reproduced at CPU scale (``docs/experiments.md``).
 
 One module per experiment (:mod:`.common` says what each provides); each runs its grid through
-:func:`numerics.sweep.run_grid` and writes JSON + CSV + a PNG; ``python -m numerics.experiments
+:func:`polyverify.sweep.run_grid` and writes JSON + CSV + a PNG; ``python -m numerics.experiments
 report`` generates ``docs/experiments.md`` from the committed results under ``docs/experiments/``.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@
     python -m numerics.experiments NAME --resummarise --out DIR
     python -m numerics.experiments report [--results docs/experiments] [--out docs/experiments.md]
 
-``NAME`` runs one experiment's grid through the sweep runner (``numerics.sweep.run_grid``: one
+``NAME`` runs one experiment's grid through the sweep runner (``polyverify.sweep.run_grid``: one
 Dask task per cell, resumable: rerunning with the same ``--out`` reruns only the missing or failed
 cells) and writes into ``DIR``: the runner's ``cells/``, ``results.jsonl``, ``results.csv`` and
 ``sweep.json``, then ``summary.json`` (our numbers beside the paper's, the pass criteria, the

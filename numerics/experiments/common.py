@@ -8,7 +8,7 @@ An experiment is a module of this package with
 * ``configs(quick: bool) -> list[dict]``: the grid (``--quick``: a few small cells that check the
   pipeline in CI, not the paper's numbers);
 * ``cell(config: dict) -> dict``: one cell, a pure function of its config (fixed seeds), run by
-  :func:`numerics.sweep.run_grid` as ``"numerics.experiments.<module>:cell"``;
+  :func:`polyverify.sweep.run_grid` as ``"numerics.experiments.<module>:cell"``;
 * ``summarise(rows, quick) -> dict``: the grid's records (``SweepResult.rows``) turned into the
   summary: our numbers beside the paper's, cell by cell, and the pass criteria with their verdicts;
 * ``table(summary) -> list[dict]``: the flat table (one row per compared number) written as CSV;
@@ -119,14 +119,14 @@ def cell_budget(config: dict) -> float | None:
 def run_experiment(module, *, quick: bool, out_dir, workers: int | None = None, progress: bool | None = None,
                    command: str | None = None, device: str = "cpu", grid: str = "cpu",
                    budget: float | None = None, scheduler: str | None = None) -> dict:
-    """Run ``module``'s grid (:func:`grid_configs`) through :func:`numerics.sweep.run_grid`, then write
+    """Run ``module``'s grid (:func:`grid_configs`) through :func:`polyverify.sweep.run_grid`, then write
     the summary, the table and the figure into ``out_dir``.  ``budget``: seconds from now for the whole
     grid (the cells share it, :func:`cell_budget`; the summary is written after the last cell).
     ``scheduler``: the address of a running Dask scheduler whose workers run the cells (instead of a
     local cluster started for this grid).  Returns the summary."""
     import os
 
-    from numerics.sweep import default_workers, run_grid
+    from polyverify.sweep import default_workers, run_grid
 
     out = Path(out_dir)
     configs = grid_configs(module, quick, grid, device)
@@ -226,7 +226,7 @@ def machine() -> dict:
 
 
 def write_outputs(module, summary: dict, out: Path) -> None:
-    from numerics.sweep import table_csv
+    from polyverify.sweep import table_csv
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, allow_nan=False) + "\n")
