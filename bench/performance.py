@@ -9,8 +9,8 @@ status, and the CPU (user + sys of the child) and wall time it took:
   128x32, flint and sympy backends (sympy up to 20x5 with ``--quick``), plus the catalogue;
 * ``bench/bench_compiler.py``: compile + proof of a 1,000-gate placed circuit, ``baseconv`` vs
   ``baseconv-mlp``;
-* ``bench/bench_compiler.py --scale``: compile + proof CPU and peak RSS of placed random circuits at 1k,
-  10k and 100k gates with the fitted exponents (10^6 is ``--million``, not run here);
+* ``bench/bench_compiler.py --scale --million``: compile + proof CPU and peak RSS of placed random
+  circuits at 1k, 10k, 100k and 10^6 gates with the fitted exponents;
 * ``bench/bench_sparse.py``: the compiled layers' sparse weights against a dense copy (entries held,
   float forward, exact proof);
 * ``bench/bench_memory.py`` (when present): peak RSS of ``gd --layers`` at two depths;
@@ -156,9 +156,9 @@ def main(argv=None) -> int:
     runs.append(("Compiler: 1,000-gate placed circuit, baseconv vs baseconv-mlp",
                  run([py, "bench/bench_compiler.py"] + (["--gates", "200", "--repeat", "1"] if a.quick else []),
                      a.timeout)))
-    runs.append(("Compiler at scale: compile + proof of placed random circuits, fitted exponents",
+    runs.append(("Compiler at scale: compile + proof of placed random circuits (1k to 10^6 gates), fitted exponents",
                  run([py, "bench/bench_compiler.py", "--scale"]
-                     + (["--quick"] if a.quick else ["--sizes", "1000,10000,100000"]), a.timeout)))
+                     + (["--quick"] if a.quick else ["--sizes", "1000,10000,100000", "--million"]), a.timeout)))
     runs.append(("Compiler: the GD step's layers/channels frontier under channel budgets, each point proved",
                  run([py, "bench/bench_compiler.py", "--pareto", "--pareto-size", "6x2" if a.quick else "20x5"],
                      a.timeout)))
