@@ -20,6 +20,7 @@ the others.  This module's command runs only them and merges their records into 
 ``DIR/results.jsonl``, then rewrites ``DIR``'s summary, table and figure (``common.resummarise``)::
 
     python -m numerics.experiments.seed000_table7_long --out DIR [--quick] [--workers N] [--no-progress]
+                                                       [--only training-doc|paper-table5]
 
 The cells run through the sweep runner in ``DIR/long/`` (resumable there); each merged record names
 the command that ran it.  Exit status: 0 done; 2 bad input (one ``error:`` line, before any work);
@@ -212,13 +213,15 @@ def plot_long(ax, s: dict) -> None:
 
 def merge(out: Path, rows: list[dict], command: str) -> int:
     """Put the finished ``rows`` (tagged with ``command``) into ``out/results.jsonl`` in place of the
-    records of the same cells; returns how many were merged."""
+    records of the same cells and of long cells of the same settings; returns how many were merged."""
     from polyverify.cli import atomic_write_text
 
     path = out / RESULTS
     old = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     new = {r["id"]: {**r, "command": command} for r in rows if r.get("status") == "ok"}
-    kept = [r for r in old if r.get("id") not in new]
+    # a long cell of the same settings made with another config (other limits) is replaced too
+    settings = {(r.get("config") or {}).get("settings") for r in new.values() if is_long(r)}
+    kept = [r for r in old if r.get("id") not in new and not (is_long(r) and r["config"].get("settings") in settings)]
     atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept + list(new.values())))
     return len(new)
 
@@ -256,6 +259,8 @@ def _main(argv) -> int:
     p.add_argument("--quick", action="store_true", help="tiny cells (the pipeline check), into a --quick grid")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    p.add_argument("--only", choices=list(SETTINGS), default=None,
+                   help="run only the cell of these settings (the other's merged record is kept)")
     a = p.parse_args(argv)
     if a.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
@@ -267,7 +272,8 @@ def _main(argv) -> int:
     from .common import resummarise
 
     cmd = "python -m numerics.experiments.seed000_table7_long " + " ".join(argv if argv is not None else sys.argv[1:])
-    res = run_grid("numerics.experiments.seed000_table7:cell", long_configs(a.quick), out / "long",
+    configs = [c for c in long_configs(a.quick) if a.only in (None, c["settings"])]
+    res = run_grid("numerics.experiments.seed000_table7:cell", configs, out / "long",
                    workers=a.workers, progress=False if a.no_progress else None,
                    preload=[] if a.quick else None, name="seed000-table7 long" + (" --quick" if a.quick else ""))
     n = merge(out, res.rows, cmd)
