@@ -217,6 +217,11 @@ def test_table7_long_merge_replaces_the_same_cells_and_names_the_command(tmp_pat
     assert [r["id"] for r in got] == ["a", "b", "c"]  # the failed cell is not merged
     assert got[1]["result"]["final_test_mse"] == 1e-9 and got[1]["command"] == got[2]["command"] == "CMD"
     assert "command" not in got[0]
+    # a long cell of the same settings made with other limits (another id) is replaced, not kept beside it
+    other = {**rows[1], "id": "b2", "config": {**rows[1]["config"], "max_cpu_seconds": 1.0}}
+    assert L.merge(tmp_path, [other], "CMD2") == 1
+    got = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in got] == ["a", "c", "b2"] and got[2]["command"] == "CMD2"
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -225,6 +230,7 @@ def test_table7_long_merge_replaces_the_same_cells_and_names_the_command(tmp_pat
     (["--out", "Q"], "holds a quick grid; pass --quick"),
     (["--out", "F", "--quick"], "holds a full grid; drop --quick"),
     (["--out", "G", "--quick"], "holds no CPU seed000-table7 grid"),
+    (["--out", "Q", "--quick", "--only", "fast"], "argument --only: invalid choice: 'fast'"),
 ])
 def test_table7_long_command_bad_input_is_one_line_exit_2(argv, msg, tmp_path, monkeypatch, capsys):
     import json
@@ -242,3 +248,28 @@ def test_table7_long_command_bad_input_is_one_line_exit_2(argv, msg, tmp_path, m
     err = capsys.readouterr().err
     assert err.startswith("error:") and msg in err and err.count("\n") == 1
     assert not any((tmp_path / n / "long").exists() for n in ("Q", "F", "G"))
+
+
+def test_table7_long_command_runs_merges_and_the_report_shows_it(tmp_path, capsys):
+    """The quick grid holds its long cells already; ``--only paper-table5`` runs that one again and merges
+    it (tagged with the command), the summary is rewritten, and the section names the command."""
+    import json
+
+    from numerics.experiments import seed000_table7_long as L
+    from numerics.experiments.__main__ import main
+
+    out = tmp_path / "t7"
+    assert main(["seed000-table7", "--quick", "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    assert L.main(["--out", str(out), "--quick", "--only", "paper-table5", "--no-progress"]) == 0
+    assert "1 cells, 0 failed; 1 merged" in capsys.readouterr().out
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    long = {r["config"]["settings"]: r for r in rows if L.is_long(r)}
+    assert len(rows) == 5 and set(long) == set(L.SETTINGS)
+    assert long["training-doc"].get("command") is None
+    cmd = f"python -m numerics.experiments.seed000_table7_long --out {out} --quick --only paper-table5 --no-progress"
+    assert long["paper-table5"]["command"] == cmd
+    s = json.loads((out / "summary.json").read_text())
+    assert set(s["long"]) == {"long-training-doc-k1", "long-paper-table5-k1"} and s["run"]["resummarised"]
+    assert "k1-long" in {c["id"] for c in s["criteria"]}
+    text = t7.markdown(s, "f.png")
+    assert f"    {cmd}" in text and f"    {s['run']['command']}" in text
