@@ -53,6 +53,13 @@ COMMANDS = {
     "error: gd memory estimate": (CONSTRUCT + ["gd", "--layers", "4", "--batch", "1000000", "--n", "1000", "--d",
                                               "1"], 2, True),
     "error: NAME --set unknown size": (CONSTRUCT + ["s000-read", "--set", "q=1"], 2, True),
+    "circuit --help": (CONSTRUCT + ["circuit", "--help"], 0, True),
+    "error: circuit --graph missing": (CONSTRUCT + ["circuit"], 2, True),
+    "error: circuit --graph not found": (CONSTRUCT + ["circuit", "--graph", "/nonexistent/c.json"], 2, True),
+    "error: circuit --target unknown": (CONSTRUCT + ["circuit", "--graph", "c.json", "--target", "nope"], 2, True),
+    "error: circuit --heads 0": (CONSTRUCT + ["circuit", "--graph", "c.json", "--heads", "0"], 2, True),
+    "error: circuit --channels on lsa": (CONSTRUCT + ["circuit", "--graph", "c.json", "--target", "lsa",
+                                                     "--channels", "8"], 2, True),
     "import verify.construct": ([sys.executable, "-c", "import verify.construct"], 0, True),
     "gd --layers 100 (numpy; real work)": (CONSTRUCT + ["gd", "--layers", "100", "--quiet"], 0, False),
 }

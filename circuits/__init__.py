@@ -85,28 +85,28 @@ What each function needs / adds
                             ``python -m circuits.random``.
 No function mutates its argument.
 """
+import sys
+import types
+
 from polyverify.startup import catch_startup_interrupts as _catch
 
 _catch()  # python -m circuits.random: Ctrl-C while the command starts is one line, exit 130
 
-from .builders import dot, gd_step, horner, matvec, newton_schulz_step, ridge_gd_step  # noqa: E402
-from .evaluate import evaluate, evaluate_affine, infer_const, polynomials, to_ring
-from .graph import (
-    CircuitBuilder,
-    CircuitError,
-    PrunedNodesWarning,
-    exact_constant,
-    input_nodes,
-    inputs,
-    mult,
-    operands,
-    output_nodes,
-    outputs,
-    validate,
-)
-from .io import dump, load
-from .metrics import formal_degrees, levels, metrics
-from .placement import Placement, placement
+#: every public name and the submodule that defines it: imported on first use (PEP 562), so that
+#: ``import circuits`` and a light submodule (``circuits.limits``) load neither networkx nor numpy
+#: until a name is used (the CLIs' --help and argument errors stay light)
+_NAMES = {
+    **dict.fromkeys(("dot", "gd_step", "horner", "matvec", "newton_schulz_step", "ridge_gd_step"), "builders"),
+    **dict.fromkeys(("evaluate", "evaluate_affine", "infer_const", "polynomials", "to_ring"), "evaluate"),
+    **dict.fromkeys(("CircuitBuilder", "CircuitError", "PrunedNodesWarning", "exact_constant", "input_nodes",
+                     "inputs", "mult", "operands", "output_nodes", "outputs", "validate"), "graph"),
+    **dict.fromkeys(("dump", "load"), "io"),
+    **dict.fromkeys(("formal_degrees", "levels", "metrics"), "metrics"),
+    **dict.fromkeys(("Placement", "placement"), "placement"),
+    # not imported with the package: ``python -m circuits.random`` would find the module pre-imported
+    # (runpy RuntimeWarning)
+    "random_circuit": "random",
+}
 
 __all__ = [
     "CircuitBuilder", "CircuitError", "PrunedNodesWarning", "exact_constant", "input_nodes", "inputs",
@@ -119,11 +119,32 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    # Imported lazily so that ``python -m circuits.random`` does not find the
-    # module pre-imported by the package (runpy RuntimeWarning).
-    if name == "random_circuit":
-        from .random import random_circuit
+#: names that are both a submodule and the function it defines: the package attribute is the function
+#: (as when the package imported them eagerly), also after the submodule's import sets it to the module
+_SHADOWED = frozenset(n for n, m in _NAMES.items() if n == m)
 
-        return random_circuit
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name, value):
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name):
+    mod = _NAMES.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    if mod != "random":
+        globals()[name] = value  # found once
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))

@@ -96,20 +96,12 @@ def metrics(g: nx.DiGraph, *, validated: bool = False) -> dict:
 
 
 #: what each key of a limits mapping bounds (see :func:`check_limits`)
-LIMIT_DOC = {
-    "max_nodes": "nodes (inputs, constants and gates)",
-    "max_size": "size: wires counted with their mult",
-    "max_fan_in": "operands of one gate, counted with mult",
-    "max_mult": "mult of one wire",
-    "max_degree": "formal degree of a node",
-    "max_grid": "tokens x channels of a placed circuit's grid",
-}
 
 
 def check_limits(g: nx.DiGraph, limits: Mapping[str, int | None]) -> None:
     """Refuse a validated circuit beyond ``limits`` before any work on it.
 
-    Keys (a missing key or None: no limit) are those of :data:`LIMIT_DOC`.
+    Keys (a missing key or None: no limit) are those of :data:`circuits.limits.LIMIT_DOC`.
     One pass over the nodes in topological order; each node's degree is
     checked as it is computed, so no integer grows far past a limit.  The
     first node beyond one raises :class:`~circuits.graph.LimitError` naming it

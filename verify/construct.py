@@ -65,7 +65,7 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
     c = sub.add_parser("circuit", help="compile a user's arithmetic circuit (node-link JSON) to BaseConv, LSA or ELSA layers "
                                             "(--target)")
     if fill("circuit"):
-        from .circuit_cmd import add_arguments as add_circuit_arguments
+        from .circuit_args import add_arguments as add_circuit_arguments
 
         add_circuit_arguments(c)
     i = sub.add_parser("import", help="prove a peer's weight file (precision-ls, icl-gd, zoology, polyverify) "
@@ -126,6 +126,9 @@ def _main(argv, out) -> int:
     if a.command == "gd":
         return cmd_gd(a, out)
     if a.command == "circuit":
+        from .circuit_args import check_arguments
+
+        check_arguments(a)  # the argument errors before the compiler, the prover and numpy are imported
         from .circuit_cmd import cmd_circuit
 
         return cmd_circuit(a, out)

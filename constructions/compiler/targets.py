@@ -28,20 +28,38 @@ are this table).
 """
 from __future__ import annotations
 
-import functools
 import importlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import networkx as nx
+if TYPE_CHECKING:  # the table is light: the passes are imported when a target compiles
+    import networkx as nx
 
-import circuits as C
+    from .circuit import CompiledCircuit
 
-from .attention import compile_attention
-from .circuit import CompiledCircuit
-from .linearise import needed
-from .mlp import compile_mlp
-from .sequence import compile_sequence
+#: above this many gates (add/mul nodes) the default compiles the circuit as written: the rewrite's
+#: cost grows faster than the circuit (one sum expression per product factor, each holding its terms:
+#: random placed circuits, 100k gates 32 s CPU, 200k 66 s, 300k 147 s and 6 GB for the rewrite alone,
+#: where compiling and proving 300k gates as written takes 40 s and 1.5 GB in all)
+REASSOCIATE_MAX_GATES = 200_000
+
+
+class Compile:
+    """A target's compile function, named ``module:function`` under ``constructions.compiler`` with
+    fixed keyword arguments, imported on the first call (the table stays light: the CLI's --help
+    and argument errors do not load the passes)."""
+
+    def __init__(self, function: str, **fixed):
+        self.function, self.fixed = function, fixed
+
+    def __call__(self, g, name: str = "circuit", **options):
+        mod, _, qual = self.function.partition(":")
+        f = getattr(importlib.import_module(f"constructions.compiler.{mod}"), qual)
+        return f(g, name, **self.fixed, **options)
+
+    def __repr__(self):
+        return f"Compile({self.function!r}{''.join(f', {k}={v!r}' for k, v in self.fixed.items())})"
+
 
 #: option -> what it means (each a keyword of compile_circuit; a target takes a subset)
 OPTIONS = {
@@ -91,8 +109,11 @@ class Target:
         return con.info["compiled"]["bound"]
 
 
-def _compile_mlp(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
+def compile_mlp_bounded(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
     """:func:`.mlp.compile_mlp`, with its stated bound (module docstring) in ``compiled.bound``."""
+    from .linearise import needed
+    from .mlp import compile_mlp
+
     con = compile_mlp(g, name)
     s = con.schedule
     md = max([0] + [s.level[a] for a in needed(s.atoms, s.outputs)])
@@ -130,24 +151,26 @@ _SEQ_PAPER = ("seed 000 Thm. D.30 / seed 003 Thm. H.21 (levelled; seed 000 App. 
 #: the targets, by name (the order of the CLI's help and of the report's tables)
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("baseconv", "BaseConv over the placed circuit's tokens, circular convolution (seed 000 Thm. D.30)",
-           _SEQ_PAPER, "sequence", functools.partial(compile_sequence, causal=False),
+           _SEQ_PAPER, "sequence", Compile("sequence:compile_sequence", causal=False),
            frozenset({"min_width", "channels"}), causal=False, passes=_SEQ_PASSES, bound_rule=_SEQ_BOUND),
     Target("baseconv-causal", "BaseConv over the placed circuit's tokens, causal convolution",
-           _SEQ_PAPER, "sequence", functools.partial(compile_sequence, causal=True),
+           _SEQ_PAPER, "sequence", Compile("sequence:compile_sequence", causal=True),
            frozenset({"min_width", "channels"}), causal=True, passes=_SEQ_PASSES, bound_rule=_SEQ_BOUND),
     Target("baseconv-mlp", "BaseConv on one token, every live value its own channel (a gated MLP)",
-           "seed 000 App. D.2.1 (LINEAR, MULTIPLY), seed 003 Thm. H.21 / seed 000 Thm. D.30", "mlp", _compile_mlp,
+           "seed 000 App. D.2.1 (LINEAR, MULTIPLY), seed 003 Thm. H.21 / seed 000 Thm. D.30", "mlp",
+           Compile("targets:compile_mlp_bounded"),
            frozenset(), passes=(_LINEARISE, Pass("schedule", "mlp:_schedule", "Schedule: levels and live ranges"),
                                 Pass("emit", "mlp:_emit", "one fused MULTIPLY + LINEAR BaseConv layer per level"),
                                 Pass("assemble", "circuit:compiled", "CompiledCircuit")),
            bound_rule="max(1, md) layers on one token"),
     Target("lsa", "multi-head LSA (seed 001 eq. (8)) over the placed tokens, with a one-hot position block",
-           "seed 001 eq. (8), (38)", "attention", functools.partial(compile_attention, elsa=False),
+           "seed 001 eq. (8), (38)", "attention", Compile("attention:compile_attention", elsa=False),
            frozenset({"min_width", "heads"}), passes=_ATT_PASSES,
            bound_rule="md + 2 LSA layers (a gather, a product layer per level, the outputs); with heads=H each "
                       "layer of K heads at most ceil(K / H) + 1"),
     Target("elsa", "ELSA modules (seed 001 eq. (16), (57)-(59)) over the placed tokens, positions in the biases",
-           "seed 001 eq. (16), modules of eq. (57)-(59)", "attention", functools.partial(compile_attention, elsa=True),
+           "seed 001 eq. (16), modules of eq. (57)-(59)", "attention",
+           Compile("attention:compile_attention", elsa=True),
            frozenset({"min_width", "heads"}), passes=_ATT_PASSES,
            bound_rule="ceil((md + 2) / 2) ELSA modules (the LSA plan's layers, two stages per module)"),
 )}
@@ -157,6 +180,8 @@ DEFAULT_PLACED, DEFAULT_UNPLACED = "baseconv", "baseconv-mlp"
 
 
 def default_target(g: nx.DiGraph) -> str:
+    import circuits as C
+
     return DEFAULT_PLACED if C.placement(g) is not None else DEFAULT_UNPLACED
 
 
@@ -206,5 +231,5 @@ def target_options(target: Target, **given) -> dict:
     return out
 
 
-__all__ = ["OPTIONS", "Pass", "Target", "TARGETS", "DEFAULT_PLACED", "DEFAULT_UNPLACED", "accepting",
+__all__ = ["Compile", "OPTIONS", "Pass", "REASSOCIATE_MAX_GATES", "Target", "TARGETS", "DEFAULT_PLACED", "DEFAULT_UNPLACED", "accepting",
            "causal_targets", "default_target", "names_text", "option_error", "resolve", "target_options"]

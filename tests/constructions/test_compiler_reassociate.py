@@ -238,7 +238,9 @@ def test_large_circuits_compile_as_written_by_default(monkeypatch):
         acc = b.add(b.mul(acc, t), b.const(c))  # Horner: depth 5 as written
     b.output(acc, "p")
     g = b.graph()
-    monkeypatch.setattr(CC, "REASSOCIATE_MAX_GATES", 5)  # below this circuit's 10 gates
+    import constructions.compiler.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "REASSOCIATE_MAX_GATES", 5)  # below this circuit's 10 gates (the compile reads it)
     con = CC.compile_circuit(g)
     ra = con.info["compiled"]["reassociated"]
     assert not ra["ran"] and "10 gates, more than 5" in ra["skipped"]

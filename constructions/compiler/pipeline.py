@@ -1,0 +1,128 @@
+"""The compile pipeline every target shares: :func:`compile_circuit` (validate -> resolve the
+target -> re-associate -> the target's own passes), re-exported by :mod:`constructions.compiler`."""
+from __future__ import annotations
+
+import networkx as nx
+
+import circuits as C
+
+from .circuit import CompiledCircuit
+from .linearise import unchanged
+from .routing import CompileError
+from .targets import REASSOCIATE_MAX_GATES, Target, default_target, resolve, target_options
+
+
+def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = None,
+                    min_width: int = 1, heads: int | None = None, reassociate: bool | None = None,
+                    channels: int | None = None) -> CompiledCircuit:
+    """Compile a circuit (validated here) to ``target`` (default: :func:`default_target`); the
+    sequence targets use at least ``min_width`` channels (to share a state with other stacks);
+    ``heads``: at most that many heads per layer (``lsa``; per stage for ``elsa``), spending layers;
+    ``reassociate``: first rewrite the circuit to the least multiplicative depth (:mod:`.reassociate`;
+    True: always; False: compile it as written; None, the default: up to :data:`REASSOCIATE_MAX_GATES`
+    gates, as written above, where the rewrite's cost outgrows the circuit's).  The stack is proved
+    against the circuit as given either way.
+    ``channels``: a channel budget for ``baseconv`` / ``baseconv-causal`` (:mod:`.budget`): every state
+    and every layer's inner channels at most that many, spending layers; None: the smallest depth.
+
+    The passes (each target's own, after ``reassociate``, are its :attr:`.targets.Target.passes`):
+    validate -> resolve the :class:`.targets.Target` and the options it takes (:data:`TARGETS`
+    decides which; any other is a one-line ValueError) -> reassociate -> ``Target.compile``."""
+    g = C.validate(g)  # validate: nx.DiGraph -> a checked copy
+    tgt = resolve(target or default_target(g))  # resolve: name -> Target
+    opts = target_options(tgt, min_width=min_width, heads=heads, channels=channels)
+    gates = sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul"))
+    # the copy is this compile's own and no pass changes it: every pass's linearisation of it is one,
+    # found by identity (.linearise.unchanged)
+    with unchanged(g):
+        if reassociate or (reassociate is None and gates <= REASSOCIATE_MAX_GATES):
+            return _reassociated(g, name, tgt, opts, gates)
+        con = tgt.compile(g, name, **opts)
+    if reassociate is None:  # skipped by size: say so (False: the caller asked for the circuit as written)
+        con.info["compiled"]["reassociated"] = {
+            "ran": False, "skipped": f"the circuit has {gates} gates, more than {REASSOCIATE_MAX_GATES}: compiled as "
+                                     f"written by default above that size (re-association forced: reassociate=True, "
+                                     f"--reassociate)"}
+    return con
+
+
+
+
+#: above this many gates (add/mul nodes of the circuit as given) a re-associated circuit of lower
+#: multiplicative depth is kept without also compiling the circuit as written (see :func:`_reassociated`)
+COMPARE_MAX_GATES = 5_000
+
+
+def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict, gates: int) -> CompiledCircuit:
+    """Compile :func:`.reassociate.reassociate` of ``g``; the construction keeps ``g`` itself (its
+    proof is against the circuit as given) and reports both multiplicative depths.
+
+    Re-association pays only where it lowers the multiplicative depth, and a lower depth does not
+    always save a layer (a route layer may stay) while it can widen the state (the placed GD step
+    with ``eta`` an input: depth 3 -> 2, 4 layers either way, 21 x 16 -> 21 x 22).  So: where the
+    depth does not drop the circuit is compiled as written (one compile); where it drops and the
+    circuit has at most :data:`COMPARE_MAX_GATES` gates both are compiled and the one with fewer
+    layers, then the narrower state, is kept; above that size only the re-associated circuit is
+    compiled and kept (the second compile doubles the cost of a large circuit, and on the bench's
+    random and block circuits, 1k to 10k gates, the lower depth won every comparison: 11 layers
+    against more as written).  ``reassociated.chosen`` says which rule decided.
+
+    ``g`` is the validated circuit (:func:`compile_circuit` validated it; not copied again), and
+    :func:`.reassociate.reassociate` returns a validated circuit; neither changes while they are
+    compiled, so each is linearised once (:func:`.linearise.unchanged`: found by identity, no content
+    digest), and the as-written metrics are computed once; ``gates``: the add/mul nodes of ``g``."""
+    from .reassociate import reassociate
+
+    h = reassociate(g)
+    with unchanged(h):  # the rewrite is this compile's own too (g is pinned by compile_circuit)
+        return _choose(g, h, name, target, opts, gates)
+
+
+def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict, gates: int) -> CompiledCircuit:
+    """:func:`_reassociated`'s choice between ``g`` as written and its rewrite ``h``."""
+    from .reassociate import multiplicative_depth
+
+    def build(c):
+        return target.compile(c, name, **opts)
+
+    before, after = multiplicative_depth(g), multiplicative_depth(h)
+    record = {"ran": True, "mult_depth_before": before, "mult_depth_after": after}
+    metrics_g = None
+    if after >= before:
+        con = build(g)
+        metrics_g = con.info.get("circuit")
+        record["chosen"] = "as written: re-association does not lower the multiplicative depth"
+    else:
+        try:
+            rewritten = build(h)
+        except (ValueError, CompileError) as e:
+            # the rewritten circuit can need more than the circuit as given (a causal channel budget
+            # whose minimum was stated for the circuit as given, a causal dependency the rewriting
+            # introduced): the circuit as written is compiled, and its own refusal, if any, stands
+            rewritten, refused = None, str(e).splitlines()[0]
+        plain = build(g) if rewritten is None or gates <= COMPARE_MAX_GATES else None
+        cost = lambda c: (c.info["compiled"]["layers"], c.info["compiled"].get("state_width", 0))  # noqa: E731
+        if rewritten is None:
+            con, metrics_g = plain, plain.info.get("circuit")
+            record["chosen"] = f"as written: the re-associated circuit is refused ({refused})"
+        elif plain is not None and cost(plain) <= cost(rewritten):
+            record["chosen"] = (f"as written: the re-associated circuit compiles to {cost(rewritten)[0]} layers of "
+                                f"width {cost(rewritten)[1]}, no fewer layers or narrower than as written")
+            con, metrics_g = plain, plain.info.get("circuit")
+        else:
+            con = rewritten
+            if plain is None:
+                record["chosen"] = (f"re-associated: lower multiplicative depth; the circuit has {gates} gates, more "
+                                    f"than {COMPARE_MAX_GATES}, so the as-written compile is not compared")
+            else:
+                record["chosen"] = "re-associated"
+                metrics_g = plain.info.get("circuit")
+            record["circuit_after"] = con.info["circuit"]
+            con.compiled_graph = h  # the trace labels with the rewritten circuit's nodes too
+    con.graph = g
+    con.info["compiled"]["reassociated"] = record
+    con.info["circuit"] = metrics_g if metrics_g is not None else C.metrics(g, validated=True)
+    return con
+
+
+__all__ = ["COMPARE_MAX_GATES", "compile_circuit"]
