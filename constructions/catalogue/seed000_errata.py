@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from constructions.base import Construction
+from constructions.base import FunctionConstruction
 from constructions.gd_baseconv import gd_baseconv_causal
 from constructions.lsq import LS_VARIABLES
 
@@ -78,26 +78,6 @@ register_erratum(Erratum(
 # --------------------------------------------------------------------------- D.3.1 causal GD
 
 
-class _CausalGDLayer(Construction):
-    """One layer of the causal GD construction (``gd_baseconv_causal``) between two
-    specified states, given as functions of the least-squares variables."""
-
-    _in = None
-    _out = None
-
-    def input_state(self, v):
-        return self._in(v)
-
-    def state(self, v):
-        return self._in(v)
-
-    def final_state(self, v):
-        return self._out(v)
-
-    def step(self, v):
-        return v
-
-
 def _layer1_output(gd, v, printed: bool):
     """Layer 1 of D.3.1 (causal): b_i a_i (printed: b_1 a_i) and flt(a_i a_i^T) at token i."""
     n, d = gd.variables["A"]
@@ -127,20 +107,19 @@ def _layer2_output(gd, v, printed: bool):
     return S
 
 
-def causal_gd_layer(layer: int, printed: bool, n: int = 3, d: int = 2) -> _CausalGDLayer:
+def causal_gd_layer(layer: int, printed: bool, n: int = 3, d: int = 2) -> FunctionConstruction:
     """Layer 1 or 2 of seed 000's causal GD construction (``gd_baseconv_causal``'s
-    prologue, which follows the paper's weights) against its printed or corrected output."""
+    prologue, which follows the paper's weights) against its printed or corrected output,
+    both states functions of the least-squares variables."""
     gd = gd_baseconv_causal(n, d)
-    con = _CausalGDLayer(name=f"s000-causal-gd-layer{layer}" + ("-as-printed" if printed else ""),
-                         reference="seed 000 App. D.3.1 (causal BaseConv)", layout=gd.layout, prologue=[], body=[],
-                         epilogue=[gd.prologue[layer - 1]], params={}, variables=LS_VARIABLES(n, d))
     if layer == 1:
-        con._in = gd.input_state
-        con._out = lambda v: _layer1_output(gd, v, printed)
+        start, out = gd.input_state, (lambda v: _layer1_output(gd, v, printed))
     else:
-        con._in = lambda v: _layer1_output(gd, v, False)
-        con._out = lambda v: _layer2_output(gd, v, printed)
-    return con
+        start, out = (lambda v: _layer1_output(gd, v, False)), (lambda v: _layer2_output(gd, v, printed))
+    return FunctionConstruction(name=f"s000-causal-gd-layer{layer}" + ("-as-printed" if printed else ""),
+                                reference="seed 000 App. D.3.1 (causal BaseConv)", layout=gd.layout, prologue=[],
+                                body=[], epilogue=[gd.prologue[layer - 1]], params={}, variables=LS_VARIABLES(n, d),
+                                make_input=start, make_final=out)
 
 
 register_erratum(Erratum(

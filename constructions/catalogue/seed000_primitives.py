@@ -18,32 +18,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions.base import Construction
+from constructions import ops
+from constructions.base import Construction, FunctionConstruction
 from constructions.layout import ChannelAllocator
 from constructions.weights import BaseConvBuilder
 
 from . import CatalogueEntry, register
 
 
-class Primitive(Construction):
-    """One layer mapping ``state(v) = u`` to ``final_state(v) = f(u)``."""
-
-    spec = None  # f(u) on exact object arrays
-
-    def input_state(self, v):
-        return self.state(v)
-
-    def state(self, v):
-        return np.array(v["u"], dtype=object, copy=True)
-
-    def final_state(self, v):
-        return self.spec(np.asarray(v["u"], dtype=object))
-
-    def step(self, v):
-        return v
-
-
-def multiply(n: int = 6, d_out: int = 2) -> Primitive:
+def multiply(n: int = 6, d_out: int = 2) -> FunctionConstruction:
     """MULTIPLY(a=0, b=d_out, d_out), eq. (22): channels [0, d_out) times channels
     [d_out, 2 d_out) into channels [0, d_out); the other channels are zeroed.
     Weights as in the paper: Conv = identity, W_in = proj(a), W_gate = proj(b), W_out = I."""
@@ -56,16 +39,15 @@ def multiply(n: int = 6, d_out: int = 2) -> Primitive:
         B.product(("x", j), gate_src=("y", j), conv_src=("x", j))
         B.w_out(("x", j), ("x", j))
 
-    def spec(u):
-        out = np.empty(u.shape, dtype=object)
-        out.fill(0)
+    def spec(v):  # one layer from state(v) = u to f(u)
+        u = np.asarray(v["u"], dtype=object)
+        out = ops.zeros_like_object(u.shape)
         out[:, :d_out] = u[:, :d_out] * u[:, d_out:2 * d_out]
         return out
 
-    con = Primitive(name="s000-multiply", reference="seed 000 App. D.2.1, eq. (22)", layout=lay, prologue=[], body=[],
-                    epilogue=[B.build()], params={}, variables={"u": (n, 2 * d_out)})
-    con.spec = spec
-    return con
+    return FunctionConstruction(name="s000-multiply", reference="seed 000 App. D.2.1, eq. (22)", layout=lay,
+                                prologue=[], body=[], epilogue=[B.build()], params={}, variables={"u": (n, 2 * d_out)},
+                                make_input=lambda v: np.array(v["u"], dtype=object, copy=True), make_final=spec)
 
 
 register(CatalogueEntry(

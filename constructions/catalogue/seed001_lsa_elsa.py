@@ -34,7 +34,7 @@ import numpy as np
 
 from constructions.claims import IdentityClaim
 from constructions import ops
-from constructions.base import Construction
+from constructions.base import FunctionConstruction
 from constructions.layers import ELSA, LSA, ELSAHead, LSAHead
 from constructions.layout import Layout
 from constructions.weights import mask_move, selector
@@ -157,26 +157,8 @@ register(CatalogueEntry(
 
 # ============================================================== one-layer constructions
 
-class OneLayer(Construction):
-    """One layer (epilogue only) mapping ``input_state(v)`` to ``final_state(v)``.
-
-    ``embed(v)`` builds the input matrix ``H`` and ``spec(v)`` the output the
-    paper states; the body is empty (depth 1)."""
-
-    embed = None
-    spec = None
-
-    def input_state(self, v):
-        return self.embed(v)
-
-    def state(self, v):
-        return self.embed(v)
-
-    def final_state(self, v):
-        return self.spec(v)
-
-    def step(self, v):
-        return v
+# one-layer constructions: FunctionConstruction (epilogue only) from ``input_state(v) = embed(v)``, the
+# input matrix H, to ``final_state(v) = spec(v)``, the output the paper states (depth 1)
 
 
 def _elsa(W1, B1, W2, B2, W3, B3) -> ELSA:
@@ -197,7 +179,7 @@ def default_constant(m: int, n: int) -> np.ndarray:
     return C
 
 
-def elsa_constant(m: int = 4, n: int = 3, C=None, **cparams) -> OneLayer:
+def elsa_constant(m: int = 4, n: int = 3, C=None, **cparams) -> FunctionConstruction:
     """Property 2, eq. (17)-(18): ``ELSA(H) = B3 B1^T B2 = C`` with all ``W_k = O``.
 
     m > n: ``B1 = B2 = [I_n; O]``, ``B3 = C``.  m < n: ``B1 = B3 = [I_m O]``,
@@ -227,12 +209,12 @@ def elsa_constant(m: int = 4, n: int = 3, C=None, **cparams) -> OneLayer:
     lay = Layout((m, n), row_axis="rows of H", col_axis="columns of H")
     lay.add("C", (0, m), (0, n), "the output: the constant C (input: any H)")
     params = {f"c_{r}_{c}": C[r, c] for r in range(m) for c in range(n)}
-    con = OneLayer(name="s001-elsa-constant", reference=REF_P2, layout=lay, prologue=[], body=[],
-                   epilogue=[layer], params=params, variables={"H": (m, n)},
-                   rebuild=lambda **p: elsa_constant(m, n, **p), symbolic_params=tuple(params),
-                   notes=f"case {case}")
-    con.embed = lambda v: np.array(v["H"], dtype=object, copy=True)
-    con.spec = lambda v: np.array([[con.params[f"c_{r}_{c}"] for c in range(n)] for r in range(m)], dtype=object)
+    con = FunctionConstruction(
+        name="s001-elsa-constant", reference=REF_P2, layout=lay, prologue=[], body=[], epilogue=[layer],
+        params=params, variables={"H": (m, n)}, rebuild=lambda **p: elsa_constant(m, n, **p),
+        symbolic_params=tuple(params), notes=f"case {case}",
+        make_input=lambda v: np.array(v["H"], dtype=object, copy=True),
+        make_final=lambda v: np.array([[con.params[f"c_{r}_{c}"] for c in range(n)] for r in range(m)], dtype=object))
     return con
 
 
@@ -243,7 +225,7 @@ register(CatalogueEntry(
     claim="one ELSA (one head, weights O, biases eq. (17)/(18)), output m x n = input size"))
 
 
-def elsa_identity(m: int = 4, n: int = 3) -> OneLayer:
+def elsa_identity(m: int = 4, n: int = 3) -> FunctionConstruction:
     """Property 3, eq. (19)-(20): ``ELSA(H) = H`` (ELSA as a skip connection).
 
     m > n: ``B1 = B2 = [I_n; O]``, ``W3 = I_n``, ``W1 = W2 = O``, ``B3 = O``
@@ -265,11 +247,10 @@ def elsa_identity(m: int = 4, n: int = 3) -> OneLayer:
         layer = _elsa(Zn(), _I(m), Zn(), _I(m), _I(m), Zb())
     lay = Layout((m, n), row_axis="rows of H", col_axis="columns of H")
     lay.add("H", (0, m), (0, n), "input and output: H")
-    con = OneLayer(name="s001-elsa-identity", reference=REF_P3, layout=lay, prologue=[], body=[],
-                   epilogue=[layer], params={}, variables={"H": (m, n)}, notes=f"case {case}")
-    con.embed = lambda v: np.array(v["H"], dtype=object, copy=True)
-    con.spec = lambda v: np.array(v["H"], dtype=object, copy=True)
-    return con
+    return FunctionConstruction(name="s001-elsa-identity", reference=REF_P3, layout=lay, prologue=[], body=[],
+                                epilogue=[layer], params={}, variables={"H": (m, n)}, notes=f"case {case}",
+                                make_input=lambda v: np.array(v["H"], dtype=object, copy=True),
+                                make_final=lambda v: np.array(v["H"], dtype=object, copy=True))
 
 
 register(CatalogueEntry(
@@ -279,7 +260,7 @@ register(CatalogueEntry(
     claim="one ELSA (one head), weights and biases of eq. (19)/(20), output = input, m x n"))
 
 
-def elsa_product(r: int = 2, s: int = 3, t: int = 2, form: int = 1) -> OneLayer:
+def elsa_product(r: int = 2, s: int = 3, t: int = 2, form: int = 1) -> FunctionConstruction:
     """Property 4: one ELSA layer with ``AB`` in its output, ``A`` (r x s), ``B`` (s x t).
 
     ``form=1``, eq. (21)-(25): ``H = [[A^T, B], [O_{r,r}, O_{r,t}]]`` ((s+r) x (r+t));
@@ -324,11 +305,9 @@ def elsa_product(r: int = 2, s: int = 3, t: int = 2, form: int = 1) -> OneLayer:
         AB = ops.mm(np.asarray(v["A"], dtype=object), np.asarray(v["B"], dtype=object))
         return _block(m, n, {(0, c0): AB})
 
-    con = OneLayer(name="s001-elsa-product", reference=f"{REF_P4}; form {form}: {ref}", layout=lay, prologue=[],
-                   body=[], epilogue=[layer], params={}, variables={"A": (r, s), "B": (s, t)},
-                   notes=f"form {form}: {ref}")
-    con.embed, con.spec = embed, spec
-    return con
+    return FunctionConstruction(name="s001-elsa-product", reference=f"{REF_P4}; form {form}: {ref}", layout=lay,
+                                prologue=[], body=[], epilogue=[layer], params={}, variables={"A": (r, s), "B": (s, t)},
+                                notes=f"form {form}: {ref}", make_input=embed, make_final=spec)
 
 
 register(CatalogueEntry(
@@ -338,7 +317,7 @@ register(CatalogueEntry(
     claim="one ELSA (one head); form 1: (s+r) x (r+t) input, form 2: (r+s) x (s+t) input"))
 
 
-def lsa_product(r: int = 2, s: int = 3, t: int = 2) -> OneLayer:
+def lsa_product(r: int = 2, s: int = 3, t: int = 2) -> FunctionConstruction:
     """Eq. (10)-(15): one LSA layer (eq. (8), no skip connection) computes ``AB``.
 
     ``H = [[A, O_{r,t}, O_{r,s}], [O_{s,s}, B, I_s]]`` ((r+s) x (2s+t), eq. (10)).
@@ -365,11 +344,10 @@ def lsa_product(r: int = 2, s: int = 3, t: int = 2) -> OneLayer:
         AB = ops.mm(np.asarray(v["A"], dtype=object), np.asarray(v["B"], dtype=object))
         return _block(m, n, {(0, 2 * s): AB})
 
-    con = OneLayer(name="s001-lsa-product", reference=REF_LSA, layout=lay, prologue=[], body=[],
-                   epilogue=[layer], params={}, variables={"A": (r, s), "B": (s, t)},
-                   notes="input (r+s) x (2s+t) with an extra identity block I_s")
-    con.embed, con.spec = embed, spec
-    return con
+    return FunctionConstruction(name="s001-lsa-product", reference=REF_LSA, layout=lay, prologue=[], body=[],
+                                epilogue=[layer], params={}, variables={"A": (r, s), "B": (s, t)},
+                                notes="input (r+s) x (2s+t) with an extra identity block I_s",
+                                make_input=embed, make_final=spec)
 
 
 register(CatalogueEntry(

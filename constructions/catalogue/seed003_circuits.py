@@ -164,10 +164,10 @@ def mult_step_as_printed(a: int = 2, b: int = 2, d: int = 1):
     con = remember_stack(N, d, a, b, 0, 0, [[1] * d], [[1] * d for _ in range(a)],
                          name="s003-h21-mult-step (as printed)", reference=REF_H21 + ", proof step 3 as printed",
                          p_spec=lambda vv: vv["v1"], names=("v2", "gap", "v3"))
-    mk, spec = con.make_input, con.make_output
+    mk, spec = con.make_input, con.make_final
     con.variables = {"v1": (a, d), "v2": (a, d), "v3": (b, d)}
     con.make_input = lambda v: mk({"x": v["v2"], "v": v["v3"]})
-    con.make_output = lambda v: spec({"x": v["v2"], "v": v["v3"], "v1": v["v1"]})
+    con.make_final = lambda v: spec({"x": v["v2"], "v": v["v3"], "v1": v["v1"]})
     return con
 
 

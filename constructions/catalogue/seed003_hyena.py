@@ -195,10 +195,10 @@ def h12_as_printed(N: int = 3, d: int = 1, seed: int = 1):
     con = remember_stack(NB, d, n, m, s, t, [list(r) for r in h1], p_fixed, name="s003-hyena-equiv (as printed)",
                          reference=REF_H12 + " as printed (remember with p^l as the bias b_1)", p_spec=p_data,
                          names=("u", "gap", "u_copy"))
-    mk, spec = con.make_input, con.make_output
+    mk, spec = con.make_input, con.make_final
     con.variables = {"u": (N, d)}
     con.make_input = lambda v: mk({"x": v["u"], "v": v["u"]})
-    con.make_output = lambda v: spec({"x": v["u"], "v": v["u"]})
+    con.make_final = lambda v: spec({"x": v["u"], "v": v["u"]})
     return con
 
 

@@ -54,12 +54,11 @@ checkable use with a layer count is the D.38 line-6 erratum above.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
 from constructions import ops
-from constructions.base import Construction
+from constructions.base import FunctionConstruction
 from constructions.layers import BaseConv
 from constructions.layout import Layout
 
@@ -171,33 +170,13 @@ def conv_full(col: list, hcol: list) -> list:
     return out
 
 
-class Stack(Construction):
-    """A fixed stack (all layers in the epilogue): ``input_state(v)`` -> ``final_state(v)``.
-
-    ``make_input`` / ``make_output`` are set by the builder: exact object
-    arrays of the paper's input and of its specified output."""
-
-    make_input: Callable | None = None
-    make_output: Callable | None = None
-
-    def input_state(self, v):
-        return self.make_input(v)
-
-    def state(self, v):
-        return self.make_input(v)
-
-    def final_state(self, v):
-        return self.make_output(v)
-
-    def step(self, v):
-        return v
-
-
-def stack(name, reference, layout, layers, variables, make_input, make_output, params=None, notes="") -> Stack:
-    con = Stack(name=name, reference=reference, layout=layout, prologue=[], body=[], epilogue=list(layers),
-                params=dict(params or {}), variables=variables, notes=notes)
-    con.make_input, con.make_output = make_input, make_output
-    return con
+def stack(name, reference, layout, layers, variables, make_input, make_output, params=None,
+          notes="") -> FunctionConstruction:
+    """A fixed stack (all layers in the epilogue): ``make_input(v)`` -> ``make_output(v)``, exact
+    object arrays of the paper's input and of its specified output."""
+    return FunctionConstruction(name=name, reference=reference, layout=layout, prologue=[], body=[],
+                                epilogue=list(layers), params=dict(params or {}), variables=variables, notes=notes,
+                                make_input=make_input, make_final=make_output)
 
 
 def full_layout(N: int, d: int, name: str = "y") -> Layout:
@@ -222,7 +201,7 @@ def _u_state(N, d):
 
 # ====================================================================== Lemma H.7
 
-def linear(N: int = 4, d: int = 3, seed: int = 1) -> Stack:
+def linear(N: int = 4, d: int = 3, seed: int = 1) -> FunctionConstruction:
     """Lemma H.7, linear row: ``W`` given, ``b_1 = 0``, ``h = 0``, ``b_2 = 1``: output ``u W``.
     ``W`` is a random dyadic matrix drawn from ``seed``."""
     _check(N >= 1 and d >= 1, "need N >= 1 and d >= 1")
@@ -232,7 +211,7 @@ def linear(N: int = 4, d: int = 3, seed: int = 1) -> Stack:
                  _u_state(N, d), lambda v: np.dot(np.asarray(v["u"], dtype=object), W))
 
 
-def conv(N: int = 5, d: int = 2, seed: int = 1, *, circular: bool = False) -> Stack:
+def conv(N: int = 5, d: int = 2, seed: int = 1, *, circular: bool = False) -> FunctionConstruction:
     """Lemma H.7, convolution row: ``W = 0``, ``b_1 = 1``, ``h`` given, ``b_2 = 0``: output
     ``u * h`` (causal; ``circular=True``: ``u ⊛ h``, Alg. 7 allows both)."""
     _check(N >= 1 and d >= 1, "need N >= 1 and d >= 1")
@@ -249,7 +228,7 @@ def conv(N: int = 5, d: int = 2, seed: int = 1, *, circular: bool = False) -> St
                  _u_state(N, d), spec, {"circular": circular})
 
 
-def gating(N: int = 4, d: int = 2, seed: int = 1) -> Stack:
+def gating(N: int = 4, d: int = 2, seed: int = 1) -> FunctionConstruction:
     """Lemma H.7, gating by a *fixed* ``v``: ``W = 0``, ``b_1 = v``, ``h = e_0``, ``b_2 = 0``:
     output ``v ⊙ u`` (the text's garbled call, fixed by its displayed equation)."""
     _check(N >= 1 and d >= 1, "need N >= 1 and d >= 1")
@@ -298,7 +277,7 @@ def _shift_args(N, d, s):
     _check(0 <= s <= N, f"need 0 <= s <= N, got s={s}, N={N}")
 
 
-def shift_down(N: int = 5, d: int = 2, s: int = 2) -> Stack:
+def shift_down(N: int = 5, d: int = 2, s: int = 2) -> FunctionConstruction:
     """Prop. H.8: ``shift_down(y, s) = (0^{s x d}; y_0 .. y_{N-1-s})`` in one layer, filter
     ``h_s(X) = X^s`` (tap at 0-based index s).  Seed 000 Prop. D.24 is N = 2M, s = M."""
     _shift_args(N, d, s)
@@ -306,7 +285,7 @@ def shift_down(N: int = 5, d: int = 2, s: int = 2) -> Stack:
                  [shift_down_layer(N, d, s)], {"u": (N, d)}, _u_state(N, d), _shift_down_spec(N, d, s), {"s": s})
 
 
-def shift_up(N: int = 5, d: int = 2, s: int = 2) -> Stack:
+def shift_up(N: int = 5, d: int = 2, s: int = 2) -> FunctionConstruction:
     """Prop. H.8 corrected: ``shift_up(y, s) = (y_s .. y_{N-1}; 0^{s x d})`` in ONE layer with
     circular convolution (the paper's 3-layer construction is erratum S003-shift-up)."""
     _shift_args(N, d, s)
@@ -314,7 +293,7 @@ def shift_up(N: int = 5, d: int = 2, s: int = 2) -> Stack:
                  {"u": (N, d)}, _u_state(N, d), _shift_up_spec(N, d, s), {"s": s})
 
 
-def shift_up_as_printed(N: int = 5, d: int = 2, s: int = 2) -> Stack:
+def shift_up_as_printed(N: int = 5, d: int = 2, s: int = 2) -> FunctionConstruction:
     """Prop. H.8 as printed: (1) ``Y_0 = y ⊛ e_0`` "to reverse the input", (2) ``Y_1 =
     shift_down(Y_0, s)``, (3) ``Y_2 = Y_1 ⊛ e_0`` "to reverse back"; specification shift_up."""
     _shift_args(N, d, s)
@@ -325,7 +304,7 @@ def shift_up_as_printed(N: int = 5, d: int = 2, s: int = 2) -> Stack:
                  [L0, shift_down_layer(N, d, s), L2], {"u": (N, d)}, _u_state(N, d), _shift_up_spec(N, d, s))
 
 
-def shift_down_index_as_printed(N: int = 5, d: int = 2, s: int = 2) -> Stack:
+def shift_down_index_as_printed(N: int = 5, d: int = 2, s: int = 2) -> FunctionConstruction:
     """Prop. H.8 as printed: ``h_s[n, :] = 1^d`` iff ``n = s + 1`` (0-based rows, H.1.1)."""
     _shift_args(N, d, s)
     return stack("s003-shift-down (as printed)", REF_H8 + " as printed", full_layout(N, d),
@@ -334,7 +313,7 @@ def shift_down_index_as_printed(N: int = 5, d: int = 2, s: int = 2) -> Stack:
 
 # ====================================================================== Prop. H.9
 
-def add(n: int = 2, d: int = 2, N: int = 5, *, as_printed: bool = False) -> Stack:
+def add(n: int = 2, d: int = 2, N: int = 5, *, as_printed: bool = False) -> FunctionConstruction:
     """Prop. H.9 ``add_n(y : x, S)``: ``y = (x; S; 0)`` -> ``z = (1^n; S + x; 0)`` in 2 layers.
 
     Layer 1: ``W = 0``, ``h^1(X) = 1 + X^n``, ``b_1^1 = (0^n; 1^n; 0)``, ``b_2^1 = 0``.
@@ -414,7 +393,7 @@ def remember_layers(N: int, d: int, n: int, m: int, s: int, t: int, h, p, *, var
 
 
 def remember_stack(N, d, n, m, s, t, h, p, *, name, reference, variant="corrected", p_spec=None,
-                   extra_vars=None, names=("x", "gap", "v")) -> Stack:
+                   extra_vars=None, names=("x", "gap", "v")) -> FunctionConstruction:
     """A remember construction on ``y = (x [n]; 0^s; v [m]; 0)`` with specification
     ``(p ⊙ (x * h) [n+s]; v [m]; 0)``.  ``p_spec(v)`` (default: the fixed ``p``) is the
     multiplier the specification demands (data-dependent in the H.12 / H.21 errata)."""
@@ -456,7 +435,7 @@ def _remember_weights(n, s, t, d, seed):
 
 
 def remember(n: int = 2, m: int = 2, s: int = 1, t: int = 1, d: int = 2, N: int = 11, seed: int = 1,
-             layers: int = 3) -> Stack:
+             layers: int = 3) -> FunctionConstruction:
     """Prop. H.10 corrected: ``remember_{n,m,s,t}(y : x, v, h, p)`` maps ``y = (x [n]; 0^s;
     v [m]; 0)`` to ``(p ⊙ (x * h) [n+s]; v [m]; 0)`` in 3 layers (paper: 5), for a filter
     ``h`` of length ``min(s, t) + 1`` and any ``N >= 2n + 2s + 2m + t`` (paper: ``n+m+s+t <= N``).
@@ -473,18 +452,18 @@ def remember(n: int = 2, m: int = 2, s: int = 1, t: int = 1, d: int = 2, N: int 
                           variant="corrected" if layers == 3 else "fused")
 
 
-def remember_mask_as_printed(n=2, m=2, s=1, t=1, d=2, seed=1) -> Stack:
+def remember_mask_as_printed(n=2, m=2, s=1, t=1, d=2, seed=1) -> FunctionConstruction:
     N = 3 * n + 2 * s + 2 * m + t  # room for the printed mask
     h, p = _remember_weights(n, s, t, d, seed)
     return remember_stack(N, d, n, m, s, t, h, p, name="s003-remember (as printed)",
                           reference=REF_H10 + " as printed (layer-2 mask, shift_up 2n+s+m+t)", variant="printed")
 
 
-def remember_mask_corrected(n=2, m=2, s=1, t=1, d=2, seed=1) -> Stack:
+def remember_mask_corrected(n=2, m=2, s=1, t=1, d=2, seed=1) -> FunctionConstruction:
     return remember(n, m, s, t, d, 3 * n + 2 * s + 2 * m + t, seed)
 
 
-def remember_size_as_printed(n=2, m=2, s=1, t=1, d=2, seed=1) -> Stack:
+def remember_size_as_printed(n=2, m=2, s=1, t=1, d=2, seed=1) -> FunctionConstruction:
     N = n + m + s + t  # the paper's stated requirement n + m + s + t <= N, with equality
     h, p = _remember_weights(n, s, t, d, seed)
     return remember_stack(N, d, n, m, s, t, h, p, name="s003-remember (as printed, N=n+m+s+t)",
@@ -496,7 +475,7 @@ def remember_size_as_printed(n=2, m=2, s=1, t=1, d=2, seed=1) -> Stack:
 REF_D38 = "seed 000 App. D.2, Thm. D.38 proof, line 6 (remember(u_j^(2), 2N, 4N-1, h), Prop. D.26)"
 
 
-def d38_line6(M: int = 2, D: int = 2, *, as_printed: bool = False) -> Stack:
+def d38_line6(M: int = 2, D: int = 2, *, as_printed: bool = False) -> FunctionConstruction:
     """Seed 000 Thm. D.38, line 6: ``(u; m; t; s) -> (u; m; t; s + t)`` on 4M rows (the
     paper's N is M here).  As printed: one layer ``BaseConv(., 0, 1, H̄, 0)`` with
     ``H̄(X) = 1 + X^M`` (the only layer the proof gives, "(4N, 1, D, 4N, D)").

@@ -194,7 +194,7 @@ def test_lsa_product_perturbed_and_needs_identity_block():
     assert_all_perturbations_fail(con)
     # without the extra identity block (eq. (10)) the same weights do not give AB
     bad = lsa_product(2, 2, 3)
-    bad.embed = lambda v, e=con.embed: _drop_identity(e(v), 2, 2, 3)
+    bad.make_input = lambda v, e=con.make_input: _drop_identity(e(v), 2, 2, 3)
     res = prove(bad)
     assert not res.ok and res.failure.region == "AB"
 
