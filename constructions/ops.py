@@ -111,8 +111,18 @@ def nonzero_pattern(M: np.ndarray) -> np.ndarray:
 
 
 def zeros_like_object(shape, zero=0) -> np.ndarray:
+    """An exact (object) array of ``shape`` holding the int ``0`` (the structural zero the exact
+    operations skip) or ``zero``."""
     a = np.empty(shape, dtype=object)
     a.fill(zero)
+    return a
+
+
+def eye_object(n: int, one=1) -> np.ndarray:
+    """The exact ``n x n`` identity: ``one`` on the diagonal, the int ``0`` elsewhere."""
+    a = zeros_like_object((n, n))
+    for i in range(n):
+        a[i, i] = one
     return a
 
 

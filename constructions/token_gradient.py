@@ -30,13 +30,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import ops
 from .layers import BaseConv
 
 
 def _zeros(*shape) -> np.ndarray:
-    a = np.empty(shape, dtype=object)
-    a[...] = Fraction(0)
-    return a
+    return ops.zeros_like_object(shape)  # the int 0: the structural zero the exact operations skip
 
 
 def token_gradient_weights(n: int, d: int) -> dict:

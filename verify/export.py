@@ -64,6 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
+from constructions import ops
 from constructions.base import Construction, Sections, round_exact
 from constructions.layers import Layer
 from constructions.sparse import dense, is_sparse
@@ -159,15 +160,7 @@ def _is_zero(a) -> bool:
 
 def _is_identity(W) -> bool:
     n, m = W.shape
-    return n == m and bool(np.asarray(W == _eye(n), dtype=bool).all())
-
-
-def _eye(n):
-    a = np.empty((n, n), dtype=object)
-    a.fill(0)
-    for i in range(n):
-        a[i, i] = 1
-    return a
+    return n == m and bool(np.asarray(W == ops.eye_object(n), dtype=bool).all())
 
 
 def _row_constant(i: int, name: str, B, fmt: str, what: str) -> np.ndarray:
@@ -328,7 +321,7 @@ def head_weights(P, Q):
     :func:`verify.importers.icl_gd.head_matrices` ``= (P, Q)`` at dampening 1: ``W_Q = I``,
     ``W_K = Q``, ``W_V = I``, ``W_O = P^T`` (no product: every entry is one of the head's)."""
     D = P.shape[0]
-    return _eye(D), np.array(Q, dtype=object), _eye(D), np.ascontiguousarray(np.array(P, dtype=object).T)
+    return ops.eye_object(D), np.array(Q, dtype=object), ops.eye_object(D), np.ascontiguousarray(np.array(P, dtype=object).T)
 
 
 def _icl_gd(layers, make_tensors: bool) -> Exported:

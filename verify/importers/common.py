@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from constructions import ops
 from constructions.layers import Layer
 from constructions.weights_io import MAX_ENTRIES, exact_tensor
 from polyverify.cli import one_line
@@ -357,13 +358,8 @@ def repeat_rows(vec: np.ndarray, T: int) -> np.ndarray:
 
 
 def zeros(*shape) -> np.ndarray:
-    a = np.empty(shape, dtype=object)
-    a.fill(0)
-    return a
+    return ops.zeros_like_object(shape)
 
 
 def eye(n: int) -> np.ndarray:
-    a = zeros(n, n)
-    for i in range(n):
-        a[i, i] = 1
-    return a
+    return ops.eye_object(n)
