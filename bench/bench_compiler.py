@@ -13,7 +13,7 @@ proved.
 
 **Scale** (``--scale``): compile + proof of one placed circuit per size, each size in its own
 child process (its peak RSS is the child's ``ru_maxrss``; CPU is user + sys from ``getrusage``
-around ``compile_circuit`` and around ``verify.proof.prove``, wall beside it; generating the
+around ``compile_circuit`` and around ``verify.prover.proof.prove``, wall beside it; generating the
 circuit is not counted), at 1k, 10k and 100k gates (``--sizes``; ``--million`` adds 10^6,
 ``--quick`` is 200 and 1,000 for a smoke run).  The table gives each size's figures, the ratio
 to the smallest size and the fitted exponent (least-squares slope of log CPU, and of log peak
@@ -46,7 +46,7 @@ is compiled and proved twice per repeat, the two runs interleaved:
 * ``baseconv-mlp``: the same circuit without places, compiled to one token
   (``constructions/compiler/mlp.py``), the baseline.
 
-Each run times ``compile_circuit`` and ``verify.proof.prove`` separately, CPU time
+Each run times ``compile_circuit`` and ``verify.prover.proof.prove`` separately, CPU time
 (``time.process_time``) beside wall time (``time.perf_counter``); the table gives medians over
 ``--repeat`` runs and the ratio of the sequence target's compile + prove to the baseline's (the
 target: at most 10x).  Machines here are shared and noisy: compare ratios, not seconds.
@@ -71,7 +71,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import circuits as C  # noqa: E402
 from circuits.random import random_circuit  # noqa: E402
 from constructions.compiler import compile_circuit  # noqa: E402
-from verify.proof import prove  # noqa: E402
+from verify.prover.proof import prove  # noqa: E402
 
 TARGET_RATIO = 10.0
 

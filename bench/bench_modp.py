@@ -1,14 +1,14 @@
-"""Modular forward: ``verify.modular``'s hand-vectorised int64 forward against each layer's own
-``Layer.forward`` on residues (``verify.modp``), on the circuit command's trials and on the
+"""Modular forward: ``verify.prover.modular``'s hand-vectorised int64 forward against each layer's own
+``Layer.forward`` on residues (``verify.prover.modp``), on the circuit command's trials and on the
 randomized check (``--check random``).
 
     python bench/bench_modp.py [--repeat 3] [--json FILE]
 
 Each case is one command, run in a fresh interpreter per path, in rounds (every path once per
-round, so that the machine's drift hits all alike).  The paths: ``hand`` (``verify.modular``'s
+round, so that the machine's drift hits all alike).  The paths: ``hand`` (``verify.prover.modular``'s
 hand-written int64 forward for the kinds that register one: what the randomized check runs),
-``layer`` (every kind through its own ``Layer.forward`` on ``verify.modp.Residues``: what the
-circuit command's trials run, ``verify.modular.TRIALS_FORWARD``) and, for the randomized check, which
+``layer`` (every kind through its own ``Layer.forward`` on ``verify.prover.modp.Residues``: what the
+circuit command's trials run, ``verify.prover.modular.TRIALS_FORWARD``) and, for the randomized check, which
 evaluates one point, ``nmod`` (``Layer.forward`` on python-flint's ``nmod`` scalars).  The table
 gives the median wall time of the whole command, the median time of the part that differs (the
 circuit command's modular trials, as it prints them; the randomized check's own seconds, as its
@@ -33,15 +33,15 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 from polyverify.cli import Parser, run_main  # noqa: E402 (one-line errors, exit 2)
 
-#: runs verify.construct with the modular path chosen by argv[1]: "hand" (verify.modular's forward
-#: everywhere), "layer" (Layer.forward on verify.modp's Residues everywhere), "nmod" (one point:
+#: runs verify.construct with the modular path chosen by argv[1]: "hand" (verify.prover.modular's forward
+#: everywhere), "layer" (Layer.forward on verify.prover.modp's Residues everywhere), "nmod" (one point:
 #: Layer.forward on python-flint's nmod scalars; only where the command evaluates one point,
 #: --check random)
 RUNNER = """
 import sys
 import numpy as np
-import verify.modular as M
-from verify import modp
+import verify.prover.modular as M
+from verify.prover import modp
 M.TRIALS_FORWARD = "hand" if sys.argv[1] == "hand" else "layer"
 if sys.argv[1] != "hand":
     M.layer_residues = lambda L, p: {"kind": "generic", "layer": modp.layer_mod(L, p, lambda q: M.residue(q, p))}

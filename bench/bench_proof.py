@@ -8,7 +8,7 @@ Each proof runs in its own subprocess (CPU time = user + sys of that process, fr
 a 0.02 s proof; wall time beside it; a time limit per proof), so one slow cell cannot stall the
 table.  Reported:
 
-* per architecture and size: CPU and wall seconds of ``verify.proof.prove`` (the median of up to
+* per architecture and size: CPU and wall seconds of ``verify.prover.proof.prove`` (the median of up to
   5 runs in one process, repeated while they total under 2 s of wall time) with the flint
   backend (the default) and, where it finishes within the limit, the sympy backend;
 * the ratio of each size's flint proof to the smallest size's (target: N=64, D=16 at most
@@ -20,13 +20,13 @@ table.  Reported:
   run minutes apart see different machines (shared cores, other jobs); a round sees one;
 * the peak resident memory of each flint proof's process (construction, imports and the proof;
   ``ru_maxrss``);
-* which ring proved it: ``grouped`` (``verify/token_groups.py``: one generator per slot, used
+* which ring proved it: ``grouped`` (``verify/prover/token_groups.py``: one generator per slot, used
   where every monomial provably draws from one token) or ``full``; and, for N up to
   ``--full-up-to``, the same proof with the grouped substitution switched off (the full ring:
   the baseline of this change, in the same run);
 * ``--catalogue``: every catalogue entry proved in one process per backend (the catalogue's
   proofs must get no slower with flint);
-* the randomized check (``--check random``, ``verify/randomized.py``: a Schwartz-Zippel identity
+* the randomized check (``--check random``, ``verify/prover/randomized.py``: a Schwartz-Zippel identity
   test modulo a random 61-bit prime) at every size, measured like the proof (its own process,
   the median of up to 5 runs, each with its own seed), beside the exact proof: CPU and wall
   seconds, the exact proof's CPU over the check's, the error bound each run stated, and both
@@ -54,7 +54,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))  # a proof beyond the cap fails, the machine lives
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
-from verify.proof import prove
+from verify.prover.proof import prove
 arch, n, d, backend, full = {arch!r}, {n}, {d}, {backend!r}, {full!r}
 con = gd_architectures()[arch].build(n, d)
 if full:
@@ -79,7 +79,7 @@ PAIRED = r"""
 import json, statistics, sys, time
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
-from verify.proof import prove
+from verify.prover.proof import prove
 build = gd_architectures()[{arch!r}].build
 small, big = build({n0}, {d0}), build({n}, {d})
 prove(small); prove(big)  # imports and first-call set-up
@@ -99,7 +99,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
-from verify.randomized import check
+from verify.prover.randomized import check
 arch, n, d = {arch!r}, {n}, {d}
 con = gd_architectures()[arch].build(n, d)
 check(gd_architectures()[arch].build(1, 1), seed=0)  # imports and first-call set-up
@@ -122,7 +122,7 @@ print(json.dumps({{"ok": res.ok, "cpu": cpus[med], "wall": walls[med], "runs": l
 CATALOGUE = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-import verify.proof as P
+import verify.prover.proof as P
 from constructions.catalogue import entries
 from constructions.base import Construction
 backend = {backend!r}
@@ -278,7 +278,7 @@ def _main(argv=None) -> int:
     if not a.no_randomized:
         lines += ["", "### The randomized check (`--check random`) beside the exact proof (flint)", "",
                   "Not a proof: a Schwartz-Zippel identity test modulo a random 61-bit prime, each section at its "
-                  "own random point (`verify/randomized.py`); its verdict is PASSED with the error bound shown, "
+                  "own random point (`verify/prover/randomized.py`); its verdict is PASSED with the error bound shown, "
                   "never PROVED.", "",
                   "| arch | N x D | exact proof CPU / wall s | randomized CPU / wall s | exact / randomized (CPU) "
                   "| error probability <= | peak RSS MiB (exact / randomized) |", "|---|---|---|---|---|---|---|"]

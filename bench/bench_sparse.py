@@ -15,7 +15,7 @@ out dense (``Layer.map(constructions.sparse.dense)``), made in the same process:
   (user + sys, ``time.process_time``) and wall, sparse against dense, with the largest
   difference of the two outputs relative to the output's largest magnitude (summation order
   differs; the exact result is the same);
-* **exact proof**: ``verify.proof.prove`` of the sparse stack against the dense copy, up to
+* **exact proof**: ``verify.prover.proof.prove`` of the sparse stack against the dense copy, up to
   ``--dense-proof-up-to`` gates (both must be PROVED), two rounds interleaved after a warm-up
   proof, the smaller CPU of each form.
 
@@ -43,7 +43,7 @@ from circuits.random import random_circuit  # noqa: E402
 from constructions.compiler import compile_circuit  # noqa: E402
 from constructions.sparse import SparseMatrix, dense, nnz  # noqa: E402
 from numerics.backends import Backend  # noqa: E402
-from verify.proof import prove  # noqa: E402
+from verify.prover.proof import prove  # noqa: E402
 
 TARGETS = ("baseconv", "baseconv-causal", "lsa", "elsa")
 

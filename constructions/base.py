@@ -8,7 +8,7 @@ sections:
 * ``state(v)``        --body------>  ``state(step(v))``
 * ``state(v)``        --epilogue-->  ``final_state(v)``
 
-``verify/proof.py`` checks the three arrows once, in fresh symbols; by
+``verify/prover/proof.py`` checks the three arrows once, in fresh symbols; by
 induction on k this proves the stack for every depth.  ``v`` is a dict of
 numpy arrays: exact object arrays (one problem) or float arrays with a
 leading batch axis, so the same functions embed symbolic and numeric inputs.
@@ -25,7 +25,7 @@ everything the later layers of the section read and everything that
 survives to the target; the others (scratch channels a layer writes and the
 next drops) may hold anything.  So layer ``i+1`` (up to the next declared
 state) must take *any* state that agrees with the declared one on its
-declared entries to the next declared state.  ``verify.proof`` proves this
+declared entries to the next declared state.  ``verify.prover.proof`` proves this
 for the construction's own layers (undeclared entries as free symbols,
 ``prove_intermediate_states``; part of ``prove(con)``), and when a section
 of some weights fails, names the first layer whose exact output differs from
@@ -120,7 +120,7 @@ class Construction(abc.ABC):
     symbolic_params: tuple[str, ...] = ()
     #: variables whose entries are grouped by their leading index (least squares: ``A`` and
     #: ``b``, one group per token): lets the proof use a smaller exact ring where every
-    #: monomial provably draws from at most one group (``verify/token_groups.py``); a proof aid
+    #: monomial provably draws from at most one group (``verify/prover/token_groups.py``); a proof aid
     #: only, never an assumption
     token_groups: tuple[str, ...] = ()
 

@@ -1,12 +1,12 @@
 """What a construction claims, and the plain-data verdicts a proof returns.
 
 The catalogue (``constructions/catalogue``) *describes* its claims as data,
-and ``verify.proof`` proves them; neither imports the other's internals:
+and ``verify.prover.proof`` proves them; neither imports the other's internals:
 
 * a :class:`~constructions.base.Construction` claims its three section
-  identities (``verify.proof.prove``);
+  identities (``verify.prover.proof.prove``);
 * an :class:`IdentityClaim` claims ``lhs(v) == rhs(v)`` entry by entry, as
-  polynomials in fresh variables (``verify.proof.prove_identity``);
+  polynomials in fresh variables (``verify.prover.proof.prove_identity``);
 * a :class:`WitnessClaim` is a claim checked by a certified computation that
   is not a polynomial identity (seed 000 Theorem D.31's softmax witness): it
   computes its own :class:`ProofResult`.
@@ -135,15 +135,15 @@ class ProofResult:
     #: the exact arithmetic of the layers' symbolic forward: "flint" (fmpq_mpoly) or "sympy"
     backend: str = "sympy"
     #: the ring the identities were checked in: every variable its own generator ("full"), or
-    #: the grouped substitution of ``verify/token_groups.py`` (injective on what it was used for)
+    #: the grouped substitution of ``verify/prover/token_groups.py`` (injective on what it was used for)
     ring: str = "full"
     #: a proof with symbolic parameters (``symbolic_params``) covers the construction only where
     #: its layers AND its specification (input_state, state, step, state(step), final_state,
     #: intermediate states), rebuilt on the symbols and evaluated at the concrete parameters, are
-    #: exactly the construction's own (``verify.proof.symbolic_cover``,
-    #: ``verify.proof.specification_cover``): what that check found ("" when nothing was
+    #: exactly the construction's own (``verify.prover.proof.symbolic_cover``,
+    #: ``verify.prover.proof.specification_cover``): what that check found ("" when nothing was
     #: symbolic).  Where either differs the construction was proved at the concrete values
-    #: instead (``symbolic_params`` empty) and this says why (``verify.proof.prove``)
+    #: instead (``symbolic_params`` empty) and this says why (``verify.prover.proof.prove``)
     symbolic_cover: str = ""
 
     def to_json(self) -> dict:

@@ -19,11 +19,11 @@ The capabilities (:data:`CAPABILITIES`), and who registers them:
 * ``interpolation``: the layer on the straight path from the constructed weights to the aligned
   learned ones (``verify/comparison/analyses.py``);
 * ``modular_forward``: a forward on int64 residues modulo ``p`` written by hand
-  (``verify/modular.py``), which the randomized check's single point and the compiler trace run;
-  a kind without one runs its own ``Layer.forward`` on mod-p scalars there (``verify/modp.py``,
+  (``verify/prover/modular.py``), which the randomized check's single point and the compiler trace run;
+  a kind without one runs its own ``Layer.forward`` on mod-p scalars there (``verify/prover/modp.py``,
   as the circuit command's trials do for every kind): slower at one point, the same math;
 * ``entry_bounds``: bounds on the degree, 1-norm and denominators of the output entries, which
-  ``--check random``'s error probability is computed from (``verify/randomized.py``);
+  ``--check random``'s error probability is computed from (``verify/prover/randomized.py``);
 * ``import_shapes``: the shapes of the layer's arrays on a T x C state, checked before an
   imported weight file is proved (``verify/importers/shapes.py``).
 
@@ -42,8 +42,8 @@ CAPABILITIES: dict[str, str] = {
     "torch_block": "a trainable torch module (numerics/training/modules.py)",
     "invariants": "reparameterisation-invariant factors for comparing weights (verify/comparison/analyses.py)",
     "interpolation": "the path from constructed to aligned learned weights (verify/comparison/analyses.py)",
-    "modular_forward": "a hand-written int64 forward modulo p (verify/modular.py)",
-    "entry_bounds": "degree / norm / denominator bounds for --check random (verify/randomized.py)",
+    "modular_forward": "a hand-written int64 forward modulo p (verify/prover/modular.py)",
+    "entry_bounds": "degree / norm / denominator bounds for --check random (verify/prover/randomized.py)",
     "import_shapes": "array shapes on a T x C state, checked on import (verify/importers/shapes.py)",
 }
 

@@ -14,7 +14,7 @@ from constructions.base import to_float_array
 from constructions.compiler import TARGETS, compile_circuit
 from polyverify.torch import load_module
 from verify.export import export
-from verify.proof import prove
+from verify.prover.proof import prove
 
 b = C.CircuitBuilder()  # y = a0 b0 + a1 b1 on a 2-token x 2-channel grid: token i holds (a_i, b_i)
 a = [(b.input(f"a{i}", token=i, channel=0), b.input(f"b{i}", token=i, channel=1)) for i in range(2)]

@@ -75,8 +75,8 @@ def call(fn, a, where: str = "", on_item=None):
 
 
 def prove(con, a, where: str = "", **kw):
-    """``verify.proof.prove(con, **kw)`` under the limits (:func:`call`)."""
-    from . import proof
+    """``verify.prover.proof.prove(con, **kw)`` under the limits (:func:`call`)."""
+    from .prover import proof
 
     return call(lambda: proof.prove(con, **kw), a, where)
 

@@ -16,8 +16,8 @@ from .cli_common import (UsageError, add_check_arguments, add_export_arguments, 
 # from the catalogue's manifest (constructions.catalogue.EntryInfo).
 
 def check(obj):
-    """``verify.proof.check`` (imported when called: this module stays light to import)."""
-    from .proof import check as prove_item
+    """``verify.prover.proof.check`` (imported when called: this module stays light to import)."""
+    from .prover.proof import check as prove_item
 
     return prove_item(obj)
 
@@ -96,7 +96,7 @@ def cmd_entry(entry, a, out) -> int:
 
         check_export_arguments(a, obj)  # the format holds the entry, or one line now, before the proof
     if a.check == "random":
-        from .randomized import RandomizedUnsupported, claim_of
+        from .prover.randomized import RandomizedUnsupported, claim_of
 
         try:
             claim_of(obj)  # a witness claim is refused here, before anything is printed
@@ -122,7 +122,7 @@ def cmd_entry(entry, a, out) -> int:
     if entry.claim:
         print(f"  paper's claim: {entry.claim}", file=out)
     if a.check == "random":
-        from .randomized import RandomizedUnsupported, check_item
+        from .prover.randomized import RandomizedUnsupported, check_item
 
         try:
             res = call_check(lambda: check_item(obj, seed=a.random_seed), a, entry.name)

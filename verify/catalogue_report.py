@@ -10,7 +10,7 @@ from constructions.catalogue import entries
 
 from .catalogue_cmd import describe_built
 from .cli_common import markdown_table
-from .proof import check
+from .prover.proof import check
 
 
 def row(name: str) -> dict:

@@ -3,7 +3,7 @@
 Loads the circuit (networkx node-link JSON, ``circuits/io.py``), compiles it
 to a BaseConv stack (``constructions/compiler``), proves the stack's output
 polynomials equal the circuit's (the verdict), and cross-checks both on random
-inputs: exactly, modulo a prime, all trials at once (``verify/modular.py``), and
+inputs: exactly, modulo a prime, all trials at once (``verify/prover/modular.py``), and
 in float64 against the exact value of the same float inputs.
 
 Sizes are bounded by :data:`LIMITS` (``--allow-large``: :data:`LARGE_LIMITS`),
@@ -35,7 +35,8 @@ from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
 from polyverify.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, interactive, one_line, progress
 
-from . import bounded, modular
+from . import bounded
+from .prover import modular
 # the arguments, limits and argument checks live in the light verify/circuit_args.py (re-exported here)
 from .circuit_args import LARGE_LIMITS, LIMITS, add_arguments, check_arguments, limits_help  # noqa: F401
 from .cli_common import UsageError, print_proof

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from polyverify.cli import UsageError  # noqa: F401  (re-exported: one UsageError everywhere)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .proof import ProofResult
-    from .randomized import RandomizedResult
+    from .prover.proof import ProofResult
+    from .prover.randomized import RandomizedResult
 
 #: ``--check``: the exact proof (the default, the only way to PROVED) or the randomized identity test
 CHECKS = ("exact", "random")
@@ -22,7 +22,7 @@ def add_check_arguments(p) -> None:
                    help="exact: the exact proof (verdict PROVED or FAILED; default); random: a Schwartz-Zippel "
                         "identity test modulo a random 61-bit prime, each section at its own random point "
                         "(verdict 'PASSED randomized identity test (error probability <= ...)', never PROVED; "
-                        "a counterexample modulo p is a definite failure, exit 1); docs: verify/randomized.py")
+                        "a counterexample modulo p is a definite failure, exit 1); docs: verify/prover/randomized.py")
     p.add_argument("--random-seed", type=int, default=None, metavar="S",
                    help=f"--check random: the seed of the prime and the points (0 <= S < 2^{RANDOM_SEED_BITS}; "
                         f"default: drawn from the operating system and reported, to replay a run)")
@@ -87,7 +87,7 @@ def print_randomized(res: "RandomizedResult", out) -> None:
     if res.ok:
         print(f"  not a proof: degree bounds {', '.join(f'{k} {v}' for k, v in res.degree_bounds.items())}, "
               f"coefficient bounds 2^({', '.join(str(v) for v in res.coefficient_bits.values())}) give the bound "
-              f"(verify/randomized.py); --check exact runs the exact proof", file=out)
+              f"(verify/prover/randomized.py); --check exact runs the exact proof", file=out)
     if res.failure:
         print("  " + res.failure.describe(res.prime, res.seed).replace("\n", "\n  "), file=out)
 

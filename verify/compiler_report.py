@@ -102,7 +102,7 @@ def _inner_channels(g, target: str) -> list:
 
 def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> dict:
     from constructions.compiler import CompileError, compile_circuit
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     cell = {"builder": builder, "call": call_text(builder, args), "args": [str(a) for a in args], "target": target,
             "circuit": circuit}
@@ -169,7 +169,7 @@ def _cell_line(c: dict) -> str:
 
 def gd_rows(mode: str, log) -> list[dict]:
     from constructions.catalogue import gd_architectures
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     n, d = GD_SIZES[mode]
     rows = []
@@ -211,7 +211,7 @@ def warm_up() -> None:
     time is an import or a first call's set-up."""
     import circuits as C
     from constructions.compiler import CompileError, compile_circuit
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     g = C.dot(1, placed=True)
     for target in TARGETS:
@@ -240,7 +240,7 @@ def trace_example() -> dict:
     PNG; :func:`_main` takes it out before the JSON is written)."""
     from constructions.compiler import compile_circuit
     from verify.compiler_trace import trace
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     builder, args, target = TRACE_EXAMPLE
     g = build_circuit(builder, args)
@@ -371,7 +371,7 @@ def markdown(res: dict, command: str, mach: dict) -> str:
          "from that run: times are CPU seconds (`time.process_time`) and wall seconds (`time.perf_counter`) "
          "of this process on that machine (a shared machine: compare times within one run, not across "
          "runs), sizes and verdicts are what the compiler and the prover "
-         "(`verify.proof.prove`: exact, symbolic in every input) returned."
+         "(`verify.prover.proof.prove`: exact, symbolic in every input) returned."
          + (" **Quick sizes** (`--quick`): not the default sizes." if res["mode"] == "quick" else ""), "",
          f"The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has {len(TARGETS)} targets, "
          "one `Target` each in the table `TARGETS` (`constructions/compiler/targets.py`, listed below): "

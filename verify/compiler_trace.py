@@ -10,9 +10,9 @@ circuit node's value sits at each ``(token, channel)`` of the state, and for a B
 
 How the labels are found: by random evaluation modulo a prime.  ``draws`` independent points
 are drawn uniformly from ``F_p^n`` (one residue per circuit input, ``p = 2^31 - 1`` unless a
-weight's denominator is divisible by it: then the next prime of ``verify.modular.PRIMES``); the
+weight's denominator is divisible by it: then the next prime of ``verify.prover.modular.PRIMES``); the
 stack runs on them layer by layer (``Construction.run`` with a per-layer hook; the layer
-equations on residues are ``verify.modular``'s, those of ``constructions.layers``), and every
+equations on residues are ``verify.prover.modular``'s, those of ``constructions.layers``), and every
 node of the circuit is evaluated on the same points.  A cell is labelled
 
 * *empty* where its value is 0 at every point (left out of the labels),
@@ -47,7 +47,7 @@ evaluation modulo ``p``: a difference polynomial whose rational coefficients all
 numerators divisible by ``p`` vanishes modulo ``p``; the bound is for differences that do not.
 
 These labels are for reading, like tracr's; they are not the proof.  The proof
-(``verify.proof.prove``) stays exact, symbolic in every input and separate: it shows that the
+(``verify.prover.proof.prove``) stays exact, symbolic in every input and separate: it shows that the
 final state *is* the circuit's outputs, for every input, whatever the labels say.
 """
 from __future__ import annotations
@@ -524,7 +524,7 @@ def _attention_degrees(L: dict, du: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- the trace
 
 class _ModLayer:
-    """A layer on residues for ``Construction.run``: ``verify.modular.forward``; a BaseConv layer
+    """A layer on residues for ``Construction.run``: ``verify.prover.modular.forward``; a BaseConv layer
     also keeps its gate side, convolution side and their product (the terms of seed 000 eq. (19)),
     checked against that forward."""
 
@@ -532,7 +532,7 @@ class _ModLayer:
         self.L, self.p, self.inner, self.ran = L, p, None, ran
 
     def forward(self, u, *, conv_method: str = "direct"):
-        from . import modular as M
+        from .prover import modular as M
 
         L, p = self.L, self.p
         y = M.forward(L, u, p)
@@ -584,7 +584,7 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
     ``draws``: the number of random points (default: the fewest, at least 3 and at most
     ``max_draws``, that bring :attr:`Trace.error_bound` to ``error_target``); ``on_layer(i)``
     is called after each stack layer (progress)."""
-    from . import modular as M
+    from .prover import modular as M
 
     g = con.graph
     names = C.inputs(g)

@@ -11,7 +11,7 @@
     python -m verify.construct --list
 
 ``--check random`` (gd and catalogue NAMEs): a Schwartz-Zippel identity test modulo a random
-61-bit prime instead of the exact proof (``verify/randomized.py``); its verdict is "PASSED
+61-bit prime instead of the exact proof (``verify/prover/randomized.py``); its verdict is "PASSED
 randomized identity test (error probability <= ...)", never PROVED.
 
 Exit status: 0 proved (and run; with --check random: passed the randomized identity test), 1 the

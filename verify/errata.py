@@ -14,7 +14,7 @@ import json
 from constructions.catalogue import errata
 
 from .cli_common import markdown_table
-from .proof import check
+from .prover.proof import check
 
 
 

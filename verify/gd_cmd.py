@@ -94,7 +94,7 @@ def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command li
     from constructions.weights_io import check_against, same_layer, split_sections
 
     from . import bounded
-    from .proof import prove
+    from .prover.proof import prove
 
     secs, k_file = split_sections(con, lw.layers)
     if k_file != k:
@@ -125,7 +125,7 @@ def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command li
         return result
 
     if a.check == "random":
-        from .randomized import RandomizedUnsupported, check as random_check
+        from .prover.randomized import RandomizedUnsupported, check as random_check
 
         sections = {"prologue": secs["prologue"], "bodies": variants, "epilogue": secs["epilogue"], "k": k}
         try:
@@ -473,7 +473,7 @@ def cmd_gd(a, out) -> int:
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
               f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
     elif a.check == "random":
-        from .randomized import RandomizedUnsupported, check as random_check
+        from .prover.randomized import RandomizedUnsupported, check as random_check
 
         try:
             proof = call_check(lambda: random_check(con, seed=a.random_seed), a, con.name)

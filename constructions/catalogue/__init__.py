@@ -9,7 +9,7 @@ Each module of this package registers its items at import:
   :class:`~constructions.base.Construction` (proved at every depth), an
   :class:`~constructions.claims.IdentityClaim` (or an object whose
   ``claim()`` returns one), or a :class:`~constructions.claims.WitnessClaim`.
-  ``verify.proof.check`` proves any of them; nothing here imports ``verify``.
+  ``verify.prover.proof.check`` proves any of them; nothing here imports ``verify``.
 * :func:`register_erratum` an :class:`Erratum`: a formula that is wrong as
   printed.  ``as_printed()`` must be *rejected* by the verifier (with a
   counterexample), ``corrected()`` must be proved.  ``python -m

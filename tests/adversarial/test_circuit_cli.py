@@ -388,12 +388,12 @@ def test_a_proof_beyond_its_limits_stops_with_one_line(workdir, capsys, monkeypa
     memory cap, where FLINT aborts the process) ends the command with one line, exit 2."""
     import time
 
-    import verify.proof
+    import verify.prover.proof
 
     def slow(*args, **kwargs):
         time.sleep(30)
 
-    monkeypatch.setattr(verify.proof, "prove", slow)
+    monkeypatch.setattr(verify.prover.proof, "prove", slow)
     rc = construct_main(["circuit", "--graph", str(workdir / "dot.json"), "--proof-timeout", "1"], out=io.StringIO())
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err

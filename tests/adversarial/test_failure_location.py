@@ -22,7 +22,7 @@ from constructions.base import Construction, PartialState, to_float_array
 from constructions.catalogue import entries
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import GDBaseConv, gd_baseconv, gd_baseconv_causal
-from verify.proof import (LOCATED_LAST, LOCATED_OWN, LOCATED_STATES, entry_name, prove,
+from verify.prover.proof import (LOCATED_LAST, LOCATED_OWN, LOCATED_STATES, entry_name, prove,
                           prove_intermediate_states, replay_counterexample, replay_culprit)
 
 N, D = 4, 2

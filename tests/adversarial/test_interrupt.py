@@ -155,7 +155,7 @@ def _zombie(pid: int) -> bool:
 ENTRY_POINTS = ["verify/construct.py", "verify/errata.py", "verify/catalogue_report.py", "verify/compiler_report.py",
                 "verify/compare.py", "numerics/roundoff.py", "numerics/roundoff_plots.py", "numerics/train.py",
                 "numerics/sweep.py", "numerics/experiments/__main__.py", "numerics/training/construction_task.py",
-                "numerics/training/report.py", "circuits/random.py"]
+                "numerics/training/report.py", "circuits/random.py", "numerics/experiments/seed000_table7_long.py"]
 
 
 def test_every_entry_point_ends_through_exit_with():

@@ -186,7 +186,7 @@ def test_a_catalogue_entry_proves_in_the_child_and_stops_at_its_limit(monkeypatc
     limit in the child (as FLINT's abort does) is one line naming it, exit 2."""
     import os
 
-    import verify.proof as proof
+    import verify.prover.proof as proof
 
     assert _run(["s000-read"], capsys)[0] == 0
     parent = os.getpid()

@@ -4,13 +4,13 @@ Before the fix, ``SymbolicProblem`` looked generators up by a name built as
 ``var_i_j``, so an entry and a parameter (or entries of two variables) with the
 same spelling became the *same* polynomial variable and false identities were
 PROVED.  Generators are now assigned by position, and display names follow a
-grammar in which no two can coincide (``verify.proof.entry_name``)."""
+grammar in which no two can coincide (``verify.prover.proof.entry_name``)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from verify.proof import SymbolicProblem, entry_name, prove_identity
+from verify.prover.proof import SymbolicProblem, entry_name, prove_identity
 
 
 def test_entry_is_not_the_parameter_spelled_alike():

@@ -6,7 +6,7 @@
    claim on the symbol than at the value, and the symbolic proof was PROVED while
    ``prove(con, symbolic=False)`` FAILED on both backends (the layer check of item 3 compared
    only the layers).  Now the specification's outputs rebuilt on the symbols, at the concrete
-   values, are compared with ``con``'s own as polynomials (``verify.proof.specification_cover``),
+   values, are compared with ``con``'s own as polynomials (``verify.prover.proof.specification_cover``),
    and where they differ ``con`` is proved at its concrete values.
 2. Rationals written with a huge exponent (``1e999999999``) made ``Fraction`` build a
    billion-digit integer: ``gd --eta``, ``import --set``, and a weight file's ``exact``
@@ -30,7 +30,7 @@ from constructions.gd_baseconv import GDBaseConv, gd_baseconv
 from constructions.weights_io import WeightFileError, load
 from polyverify.rational import MAX_DIGITS, RationalError, parse_rational
 from verify.construct import main
-from verify.proof import prove, prove_intermediate_states, specification_cover
+from verify.prover.proof import prove, prove_intermediate_states, specification_cover
 
 ETA = Fraction(1, 16)
 

@@ -17,7 +17,7 @@ import sympy
 
 from constructions.base import PartialState
 from constructions.gd_baseconv import gd_baseconv
-from verify.proof import (FloatRefused, SymbolicProblem, proof_arithmetic, proof_specification, exact_float, prove,
+from verify.prover.proof import (FloatRefused, SymbolicProblem, proof_arithmetic, proof_specification, exact_float, prove,
                           prove_identity, prove_intermediate_states)
 
 ULP = 1 + 2**-52
@@ -100,7 +100,7 @@ def test_specification_with_a_float_is_read_exactly(backend):
 
 def test_flint_computes_a_float_specification_in_flint():
     """No silent fallback to sympy for a float: the specification's variables are flint's."""
-    from verify.flint_backend import FPoly
+    from verify.prover.flint_backend import FPoly
 
     con = gd_baseconv(3, 2)
     orig = con.final_state

@@ -148,7 +148,7 @@ def test_stored_zero_never_stands_for_a_declared_rational(tmp_path):
     assert tiny  # the metadata declares the step weight ...
     got = {x for L in lw.layers for a in L.arrays().values() for x in a.flat}
     assert Fraction(-1, 10**400) not in got  # ... but the stored 0.0 is read as 0
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     secs, _ = weights_io.split_sections(con, lw.layers)
     r = prove(con, sections={"prologue": secs["prologue"], "body": secs["bodies"][0], "epilogue": secs["epilogue"]})

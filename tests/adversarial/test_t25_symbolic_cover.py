@@ -16,7 +16,7 @@ import pytest
 
 from constructions.gd_baseconv import gd_baseconv
 from constructions.gd_attention import gd_elsa, gd_lsa
-from verify.proof import prove, prove_intermediate_states, symbolic_cover
+from verify.prover.proof import prove, prove_intermediate_states, symbolic_cover
 
 
 def sneaky(n=3, d=2, *, eta=None, wrong=Fraction(1, 8)):

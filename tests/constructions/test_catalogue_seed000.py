@@ -28,7 +28,7 @@ from constructions.catalogue.seed000_softmax import (attention_enclosure, attent
                                                      check_softmax_square, derive_witness,
                                                      softmax_vs_square_witness)
 from verify.construct import main
-from verify.proof import ProofResult, check, prove, replay_counterexample
+from verify.prover.proof import ProofResult, check, prove, replay_counterexample
 
 NAMES = {"s000-read", "s000-linear", "s000-multiply", "s000-newton", "s000-poly", "s000-poly-horner",
          "s000-softmax-square"}

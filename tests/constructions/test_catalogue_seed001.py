@@ -13,7 +13,7 @@ from constructions.catalogue.seed001_lsa_elsa import (V_J, W_K, elsa_constant, e
                                                       lsa_product, mask_move_identity, mskmov, mskmov_weights)
 from constructions.weights import mask_move
 from verify import construct
-from verify.proof import check, prove
+from verify.prover.proof import check, prove
 
 from tests.support import perturbed_copies
 

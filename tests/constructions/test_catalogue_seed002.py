@@ -19,7 +19,7 @@ from constructions.catalogue import entries
 from constructions.catalogue.seed002_lrnn import (ConvToRNN, conv_lrnn, conv_lrnn_shift, conv_outputs,
                                                   impulse_response, lrnn_conv, rnn_outputs)
 from verify.construct import main
-from verify.proof import check, prove
+from verify.prover.proof import check, prove
 
 from tests.support import FAST, assert_proved, assert_rejected
 

@@ -20,7 +20,7 @@ from constructions.catalogue import seed003_circuits as SC
 from constructions.catalogue import seed003_hyena as SH
 from constructions.catalogue import seed003_primitives as SP
 from verify.construct import main
-from verify.proof import check, prove
+from verify.prover.proof import check, prove
 
 from tests.support import FAST, assert_proved, assert_rejected
 

@@ -16,7 +16,7 @@ from constructions.catalogue.seed004_theorems import lemma_a3_identity, precond,
 from constructions.catalogue.seed004_token_gd import (diag_update_identity, full_vs_diag_identity, gd, gd_heads, gdpp,
                                                       gdpp_heads)
 from constructions.layers import TokenLSA, TokenLSAHead
-from verify.proof import check, prove
+from verify.prover.proof import check, prove
 
 from tests.support import perturbed_copies
 
@@ -73,7 +73,7 @@ def test_e1_as_printed_fails_on_an_x_coordinate_and_needs_w():
 
 def test_e2_as_printed_and_corrected_agree_when_a_is_1():
     """E2: the two forms of alpha^l differ only through the factor a^l (seed 004 Lemma 4.4 / Lemma A.1)."""
-    from verify.proof import prove_identity
+    from verify.prover.proof import prove_identity
     from constructions.catalogue.seed004_implicit import ols_data
     from constructions.catalogue.seed004_common import mm, mv, obj, outer, rmv, scal, T, dot
 

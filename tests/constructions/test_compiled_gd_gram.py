@@ -17,7 +17,7 @@ from constructions.compiler import compile_circuit
 from constructions.gd_baseconv import gd_baseconv_causal
 from constructions.layout import Layout
 from numerics.backends import Backend
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.support import assert_proved
 

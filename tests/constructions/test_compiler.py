@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import circuits as C
 from constructions.compiler import CompiledCircuit, compile_circuit
 from constructions.layers import BaseConv
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.strategies import circuits_st, malformed_circuits_st, rationals_st
 

@@ -14,7 +14,7 @@ import circuits as C
 from constructions.compiler import compile_circuit
 from constructions.compiler.budget import minimum_channels
 from verify.construct import main as construct_main
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.support import assert_proved
 

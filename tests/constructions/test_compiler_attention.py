@@ -1,7 +1,7 @@
 """constructions/compiler/attention.py: (placed) circuits -> LSA and ELSA layers (seed 001).
 
 Every compiled stack is proved by the prover (exact, symbolic in every input), evaluated on
-random rationals against ``circuits.evaluate``, evaluated modulo a prime by ``verify.modular``,
+random rationals against ``circuits.evaluate``, evaluated modulo a prime by ``verify.prover.modular``,
 and checked against the compiler's guarantee: at most ``md + 2`` LSA layers, at most
 ``ceil((md + 2) / 2)`` ELSA modules of at most two stages, on the input grid's tokens.
 """
@@ -21,8 +21,8 @@ from constructions.compiler import compile_circuit
 from constructions.compiler.attention import plan
 from constructions.layers import ELSA, LSA
 from numerics.backends import Backend
-from verify import modular
-from verify.proof import prove
+from verify.prover import modular
+from verify.prover.proof import prove
 
 from tests.constructions.test_compiler_sequence import placed_circuits, placed_gd, run_stack
 from tests.strategies import rationals_st

@@ -19,7 +19,7 @@ from constructions.compiler.benes import apply_stages, benes_stages
 from constructions.compiler.budget import (EXTRA, LEVEL_MIN, LEVEL_PARALLEL, layers_of, route_layers,
                                            grid_channels, minimum_channels)
 from constructions.compiler.routing import LayerSpec
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.constructions.test_compiler_sequence import placed_circuits, run_stack
 from tests.strategies import rationals_st

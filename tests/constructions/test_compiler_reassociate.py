@@ -18,7 +18,7 @@ import circuits as C
 from constructions.compiler import compile_circuit
 from constructions.compiler.reassociate import kraft, multiplicative_depth, reassociate
 from verify.construct import main
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.strategies import circuits_st
 from tests.support import assert_proved
@@ -229,7 +229,7 @@ def test_cli_as_written_reproduces_the_old_layer_count(tmp_path):
 
 def test_large_circuits_compile_as_written_by_default(monkeypatch):
     import constructions.compiler as CC
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     b = C.CircuitBuilder()
     t = b.input("t", token=0, channel=0)

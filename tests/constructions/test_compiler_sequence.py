@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import circuits as C
 from constructions.compiler import CompileError, compile_circuit, default_target
 from constructions.compiler.routing import route
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.strategies import circuits_st, rationals_st
 from tests.support import assert_proved

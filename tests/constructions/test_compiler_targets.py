@@ -13,7 +13,7 @@ from constructions.compiler import TARGETS, CompileError, Target, compile_circui
 from constructions.compiler.budget import minimum_channels
 from constructions.compiler.targets import OPTIONS, accepting, causal_targets, names_text, option_error, resolve
 from verify.construct import build_parser, main
-from verify.proof import prove
+from verify.prover.proof import prove
 
 GD = C.gd_step(3, 2, Fraction(1, 16), placed=True)  # every output after (or on) the tokens it reads
 DOT = C.dot(3, placed=True)  # y at token 0 reads tokens 1, 2: a causal target refuses it

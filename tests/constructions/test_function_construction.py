@@ -7,7 +7,7 @@ from constructions import ops
 from constructions.base import FunctionConstruction
 from constructions.layout import ChannelAllocator
 from constructions.weights import BaseConvBuilder
-from verify.proof import prove
+from verify.prover.proof import prove
 
 
 def _multiply(final):

@@ -15,7 +15,7 @@ from constructions.base import DepthError
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.lsq import gd_step
 from constructions.catalogue import entries, gd_architectures
-from verify.proof import prove, run_checked
+from verify.prover.proof import prove, run_checked
 
 from tests.strategies import ls_problem_st
 from tests.support import F, gd_by_hand

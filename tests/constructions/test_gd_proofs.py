@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from constructions.catalogue import gd_architectures
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.support import assert_proved
 

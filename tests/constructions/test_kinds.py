@@ -5,8 +5,8 @@ import pytest
 import numerics.training.modules  # noqa: F401 - registers torch_block
 import verify.comparison.analyses  # noqa: F401 - registers invariants, interpolation
 import verify.importers.shapes  # noqa: F401 - registers import_shapes
-import verify.modular  # noqa: F401 - registers modular_forward
-import verify.randomized  # noqa: F401 - registers entry_bounds
+import verify.prover.modular  # noqa: F401 - registers modular_forward
+import verify.prover.randomized  # noqa: F401 - registers entry_bounds
 from constructions import kinds
 from constructions.layers import LAYER_TYPES
 

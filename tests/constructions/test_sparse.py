@@ -21,7 +21,7 @@ from constructions import ops
 from constructions.compiler import compile_circuit
 from constructions.layers import BaseConv
 from constructions.sparse import SparseMatrix, map_weight, nnz
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.support import assert_proved
 

@@ -12,7 +12,7 @@ from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.layout import Layout
 from constructions.weights_io import FORMAT, WeightFileError, load, same_layer, save, split_sections
-from verify.proof import prove
+from verify.prover.proof import prove
 
 
 def exact_entries(layer):

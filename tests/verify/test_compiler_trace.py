@@ -21,7 +21,7 @@ from constructions.compiler import CompileError, compile_circuit
 from verify import compiler_trace as TR
 from verify import circuit_cmd
 from verify.construct import main as construct_main
-from verify.proof import prove
+from verify.prover.proof import prove
 
 from tests.support import assert_proved
 

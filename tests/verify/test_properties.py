@@ -13,7 +13,7 @@ from constructions.base import Sections
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.lsq import gd_step
-from verify.proof import entry_name, prove
+from verify.prover.proof import entry_name, prove
 
 from tests.strategies import KINDS, circuits_st, malformed_circuits_st, rationals_st
 

@@ -4,7 +4,7 @@ Without MLPs and LayerNorms a BaseConv / linear-attention stack computes a polyn
 inputs.  The learned float weights are exact binary fractions (``weights_io.load``), so every
 state entry is a polynomial over QQ, computed by a symbolic forward of the toolkit's own layer
 math (``constructions.layers``) over python-flint's multivariate polynomials (``fmpq_mpoly``,
-C arithmetic; the sympy ring of ``verify.proof`` is 100x slower on dense learned weights) and
+C arithmetic; the sympy ring of ``verify.prover.proof`` is 100x slower on dense learned weights) and
 compared monomial by monomial with the construction's.
 
 Two polynomials are compared:
@@ -12,7 +12,7 @@ Two polynomials are compared:
 * **body**: one body copy (the learned GD step) as a map of the state, on the entries of the
   result region (``x`` / ``w``; replicated copies of the same target entry are taken once, the
   last), against the construction's specification of that entry (``con.state(con.step(v))``,
-  which the construction's body equals, proved by ``verify.proof``).  The last layer is evaluated
+  which the construction's body equals, proved by ``verify.prover.proof``).  The last layer is evaluated
   only on the rows needed (``Layer.forward_rows``), which is what makes a dense 3-layer BaseConv
   body (degree 8) fit in memory;
 * **prediction**: the whole stack's prediction, learned against constructed.  For dense learned
@@ -35,10 +35,10 @@ import numpy as np
 
 from constructions import ops
 from constructions.base import Construction, run_layers
-from verify.proof import SymbolicProblem
+from verify.prover.proof import SymbolicProblem
 
 from polyverify.child import run_limited  # noqa: F401 - also this module's public name (tests, seqmodel)
-from verify.flint_backend import fq  # the exact scalar conversion, shared with the prover
+from verify.prover.flint_backend import fq  # the exact scalar conversion, shared with the prover
 
 from .models import Stack, TOKEN_NAMES, var_names
 
@@ -51,7 +51,7 @@ def to_fraction(c) -> Fraction:
 
 class FlintProblem:
     """The construction's variables as generators of QQ[vars] (flint), plus the sympy
-    :class:`verify.proof.SymbolicProblem` the construction's own ``state``/``step`` run on."""
+    :class:`verify.prover.proof.SymbolicProblem` the construction's own ``state``/``step`` run on."""
 
     def __init__(self, con: Construction):
         self.con = con
@@ -313,7 +313,7 @@ def _weights_items(con, learned: Stack):
 
 def weights_check(con: Construction, learned: Stack, *, timeout: float = 600.0,
                   memory_gb: float | None = 8.0) -> dict:
-    """``--weights``: the section identities of ``verify.proof`` (prologue, every body copy
+    """``--weights``: the section identities of ``verify.prover.proof`` (prologue, every body copy
     separately, epilogue) for the learned layers, exactly, with the residual's size: per section
     the number of failing state entries, the total coefficient mass (sum |coeff| over the
     residual polynomials) and the largest |coeff|, by region; and the first failing entry with

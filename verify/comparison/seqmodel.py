@@ -178,7 +178,7 @@ def sensitivities(m: SeqModel, con, sets) -> list[dict]:
 def _poly_items(m: SeqModel, con, top: int):
     import flint
 
-    from verify.proof import entry_name
+    from verify.prover.proof import entry_name
 
     from .poly import FlintProblem, as_mpoly, compare_polys, flint_layers, fq
 

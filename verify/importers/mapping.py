@@ -4,7 +4,7 @@ A peer's model has its own tokens and channels.  Rather than rewriting its layer
 specification's state (which changes what a circular or "same" convolution computes when the
 number of tokens changes), the *specification* is projected onto the file's state: file entry
 ``(t, c)`` holds the specification's entry ``(tokens[t], columns[c])``.  The file's layers are
-then proved against the projected states (``verify.proof.prove`` with the file's layers as
+then proved against the projected states (``verify.prover.proof.prove`` with the file's layers as
 sections), so the claim is exactly "the file's layers map the projected ``state(v)`` to the
 projected ``state(step(v))``" (and likewise for prologue and epilogue where the file has them).
 
@@ -224,7 +224,7 @@ class Projected(Construction):
 
 def check_carried(con: Projected) -> None:
     """Every carried variable appears in the projected state (exact, in fresh symbols)."""
-    from verify.proof import SymbolicProblem
+    from verify.prover.proof import SymbolicProblem
 
     sp = SymbolicProblem(con.variables)
     S = con.state(sp.v)

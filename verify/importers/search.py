@@ -26,8 +26,8 @@ from fractions import Fraction
 import numpy as np
 
 from constructions.layers import BaseConv, TokenLSA, TokenLSAHead
-from verify.proof import ProofResult, SymbolicProblem, prove
-from verify.flint_backend import FlintRing
+from verify.prover.proof import ProofResult, SymbolicProblem, prove
+from verify.prover.flint_backend import FlintRing
 
 #: at most this many residual entries are read when solving for a parameter
 SOLVE_ENTRIES = 40

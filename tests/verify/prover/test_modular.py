@@ -1,4 +1,4 @@
-"""verify/modular.py: exact trials modulo a prime, all at once, agree with the Fraction trials,
+"""verify/prover/modular.py: exact trials modulo a prime, all at once, agree with the Fraction trials,
 catch a perturbed weight, and move to the next prime when one divides a denominator."""
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 
 import circuits as C
 from constructions.compiler import compile_circuit
-from verify import modular
+from verify.prover import modular
 
 from tests.strategies import circuits_st
 
 
 def rational_trials(g, con, names, trials: int, seed: int, show: bool) -> int:
     """How many of ``trials`` random rational inputs give exactly the circuit's outputs, one at a
-    time in Fractions: the slow, independent reference for ``verify.modular.trials``."""
+    time in Fractions: the slow, independent reference for ``verify.prover.modular.trials``."""
     rng = random.Random(seed)
     exact_ok = 0
     for _ in range(trials):
@@ -79,7 +79,7 @@ def test_mm_is_exact_modulo_p(a, b):
 
 @pytest.mark.parametrize("causal,same", [(True, False), (False, False), (False, True)])
 def test_modular_convolution_follows_each_convention(causal, same):
-    """verify.modular.conv equals constructions.ops.conv (exact) in all three conventions."""
+    """verify.prover.modular.conv equals constructions.ops.conv (exact) in all three conventions."""
     from constructions import ops
     rng = np.random.default_rng(7)
     T, Cn, p = 5, 3, modular.PRIMES[0]

@@ -1,4 +1,4 @@
-"""token-lsa in the grouped ring: the pair encoding of verify/token_groups.py.
+"""token-lsa in the grouped ring: the pair encoding of verify/prover/token_groups.py.
 
 The token form of seed 004 eq. (2)-(3) updates every token by its own row times sums over the
 other tokens, so a context token's residual holds monomials from two groups: its own (the
@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
-from verify.proof import display_name, grouped_proof, entry_name, prove
-from verify.token_groups import CONST, GroupedProblem, Support, abstract_variables, pivoted
+from verify.prover.proof import display_name, grouped_proof, entry_name, prove
+from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, pivoted
 
 N, D = 4, 2
 VARS = {"A": (N, D), "b": (N,), "x": (D,)}
@@ -130,7 +130,7 @@ def test_the_pair_encoding_is_injective_on_pivoted_monomials_and_not_on_three_gr
 def test_the_digit_codes_are_injective_on_pivoted_monomials():
     """12 groups in base 4, two digits (two betas per slot, two sigmas): still one image per
     pivoted monomial, for every pivot, up to degree 3; and the digits keep the tags small."""
-    from verify.token_groups import pair_digits
+    from verify.prover.token_groups import pair_digits
 
     assert pair_digits(12) == (4, 2) and pair_digits(64) == (8, 2) and pair_digits(128) == (6, 3)
     for n in (1, 2, 10, 11, 100, 101, 1000, 1001):
@@ -270,7 +270,7 @@ def test_deferred_sums_are_the_polynomials_of_direct_arithmetic(ops):
     exactly flint's left-to-right arithmetic, whatever the order of reads."""
     import flint
 
-    from verify.flint_backend import FPoly
+    from verify.prover.flint_backend import FPoly
 
     ctx = flint.fmpq_mpoly_ctx.get(("u", "v", "w"), "lex")
     u, v, w = ctx.gens()
@@ -298,7 +298,7 @@ def test_deferred_sums_are_the_polynomials_of_direct_arithmetic(ops):
 def test_keep_heap_is_set_once_on_glibc():
     import platform
 
-    from verify.flint_backend import keep_heap
+    from verify.prover.flint_backend import keep_heap
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("keep_heap tunes glibc's allocator only; elsewhere it changes nothing")

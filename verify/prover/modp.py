@@ -7,12 +7,12 @@ re-implemented.
 
 :class:`Residues` holds the residues of one entry over many trials (an int64 vector in ``[0, p)``),
 so one forward evaluates every trial at once, for any prime ``p < 2^61`` (products through
-``verify.modular.mulmod``).  The circuit command's trials run every kind this way
-(``verify.modular.TRIALS_FORWARD``).
+``verify.prover.modular.mulmod``).  The circuit command's trials run every kind this way
+(``verify.prover.modular.TRIALS_FORWARD``).
 
 Weights map entry by entry (each distinct object once) to the residue of the rational it holds
-(``verify.modular.residue``, a Python int); a structural zero stays the int ``0`` object, so
-``ops`` skips it as it skips it in a Fraction forward.  ``verify.modular`` keeps a hand-vectorised
+(``verify.prover.modular.residue``, a Python int); a structural zero stays the int ``0`` object, so
+``ops`` skips it as it skips it in a Fraction forward.  ``verify.prover.modular`` keeps a hand-vectorised
 int64 forward of the kinds that register one in ``constructions.kinds``, which the randomized
 check's single point runs (faster there: one point costs Residues a numpy call per scalar
 operation, ``bench/results/modp/``); :func:`forward_trials` is that check's path for every other
@@ -139,7 +139,7 @@ def forward_stack(layers, u: np.ndarray, p: int) -> np.ndarray:
     """``layers`` (residue weights: :func:`layer_mod`) one after another on a batched int64 state
     ``(n, T, C)`` of residues: each layer's own ``forward`` on :class:`Residues`, every trial at
     once.  A forward that needs more than ``+ - *`` and ``==`` is refused in one line
-    (:class:`verify.modular.ModularUnsupported`)."""
+    (:class:`verify.prover.modular.ModularUnsupported`)."""
     from .modular import ModularUnsupported
 
     u = np.asarray(u, dtype=np.int64)

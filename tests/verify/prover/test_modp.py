@@ -1,6 +1,6 @@
-"""verify/modp.py: every layer kind's own Layer.forward on residues modulo p (one trial or many)
-agrees with verify.modular's hand-vectorised forward and with the Fraction forward reduced mod p;
-a kind verify.modular does not know runs through it, and one whose forward is not a ring map is
+"""verify/prover/modp.py: every layer kind's own Layer.forward on residues modulo p (one trial or many)
+agrees with verify.prover.modular's hand-vectorised forward and with the Fraction forward reduced mod p;
+a kind verify.prover.modular does not know runs through it, and one whose forward is not a ring map is
 refused in one line."""
 from dataclasses import dataclass
 from fractions import Fraction
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 from constructions import ops
 from constructions.layers import Layer
-from verify import modp, modular
+from verify.prover import modp, modular
 
 from tests.constructions.test_layers import any_layer
 
@@ -45,7 +45,7 @@ def test_many_trials_at_once_equal_one_at_a_time():
 
 @dataclass
 class Square(Layer):
-    """A kind verify.modular has no hand-written forward for: u -> u . u + 1 (entry-wise)."""
+    """A kind verify.prover.modular has no hand-written forward for: u -> u . u + 1 (entry-wise)."""
 
     kind = "square-test"
 

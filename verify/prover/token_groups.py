@@ -285,7 +285,7 @@ class GroupedProblem:
     ring's size costs).
 
     Global variables and parameters: one generator per entry, with the same display names as
-    :class:`verify.proof.SymbolicProblem`."""
+    :class:`verify.prover.proof.SymbolicProblem`."""
 
     def __init__(self, variables: dict[str, tuple[int, ...]], params: tuple[str, ...],
                  groups: tuple[str, ...], entry_name, display, encoding: int = 1):

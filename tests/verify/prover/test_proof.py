@@ -1,4 +1,4 @@
-"""verify/proof.py: exact proofs, and what a failed proof tells the user.
+"""verify/prover/proof.py: exact proofs, and what a failed proof tells the user.
 
 A failure must name the section, the (first wrong) layer, a region and entry of the named
 layout, the residual polynomial, and a rational counterexample.  The counterexample is
@@ -15,7 +15,7 @@ from sympy.polys.rings import ring
 
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
-from verify.proof import (RESIDUAL_CHARS, ProofResult, SymbolicProblem, entry_name, find_counterexample, prove,
+from verify.prover.proof import (RESIDUAL_CHARS, ProofResult, SymbolicProblem, entry_name, find_counterexample, prove,
                           replay_counterexample)
 
 EPS = Fraction(1, 1024)
@@ -211,7 +211,7 @@ def test_shape_mismatch_is_reported():
 
 
 def test_run_checked_names_the_first_wrong_step():
-    from verify.proof import run_checked
+    from verify.prover.proof import run_checked
 
     con = gd_baseconv(3, 2)
     v = {name: np.array([Fraction(i + 1, 3) for i in range(int(np.prod(shp)))], dtype=object).reshape(shp)

@@ -1,8 +1,8 @@
 """The randomized check (``--check random``): a Schwartz-Zippel identity test modulo a random
 61-bit prime.  Not a proof: its verdict is "PASSED randomized identity test (error probability
-<= ...)", never PROVED (only :func:`verify.proof.prove` says that).
+<= ...)", never PROVED (only :func:`verify.prover.proof.prove` says that).
 
-The claims are the exact proof's (``verify/proof.py``): for each section (prologue, body, or each
+The claims are the exact proof's (``verify/prover/proof.py``): for each section (prologue, body, or each
 distinct body of a weight file, epilogue) the identity ``layers(start(v)) == target(v)`` between
 polynomials in the construction's variables ``v`` with rational coefficients, at the
 construction's own parameter values (the exact proof may also prove them for every step size:
@@ -16,7 +16,7 @@ The test:
    first twelve primes as bases, deterministic below 3.2e23, until one is such a prime);
 2. for each section its own point ``r``, uniform in ``F_p^n`` and independent of the others; the
    section's start state and target evaluated at ``r`` modulo ``p`` (the specification's own
-   code on residues), the layers run on the start state modulo ``p`` (``verify.modular``'s
+   code on residues), the layers run on the start state modulo ``p`` (``verify.prover.modular``'s
    layers, the same equations as ``constructions.layers``);
 3. the section passes when every entry agrees modulo ``p``.
 

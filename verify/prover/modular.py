@@ -5,21 +5,21 @@ The proof is the verdict; the trials only cross-check it on concrete inputs.  Ru
 circuit (a 10,000-gate circuit: about a second per trial).  Here every trial runs at once, in
 ``int64`` numpy arrays, modulo a prime ``p < 2^31``: the circuit (``circuits.evaluate`` on a
 vector type) and the compiled stack (each layer's own ``Layer.forward`` on residues,
-``verify/modp.py``, :data:`TRIALS_FORWARD`) on the same random residues.  Agreement modulo ``p``
+``verify/prover/modp.py``, :data:`TRIALS_FORWARD`) on the same random residues.  Agreement modulo ``p``
 at a random point is exact arithmetic, and a nonzero difference polynomial of degree ``d``
 vanishes at a uniformly random point with probability at most ``d / p`` (Schwartz-Zippel), which
 the report states.
 
 This module's own :func:`forward` writes the same equations as ``constructions.layers`` (BaseConv,
 LSA, ELSA, token-form LSA; each kind's ``modular_forward`` in ``constructions.kinds``) by hand in
-int64 arrays: the randomized check's single point runs it (``verify/randomized.py``; faster there
+int64 arrays: the randomized check's single point runs it (``verify/prover/randomized.py``; faster there
 than a numpy call per scalar operation) and so does the compiler trace, which reads a BaseConv
 layer's inner sides off it; a kind without one runs its own ``Layer.forward`` there too.
 
 Every weight and constant is a rational ``a / b``; it maps to ``a * b^-1 mod p``.  A denominator
 divisible by ``p`` makes the next prime of :data:`PRIMES` be used.
 
-Wide primes (``2^31 <= p < 2^61``: the randomized check of ``verify/randomized.py`` draws a 61-bit
+Wide primes (``2^31 <= p < 2^61``: the randomized check of ``verify/prover/randomized.py`` draws a 61-bit
 one).  A product of two residues no longer fits in int64, so the same layers run on exact
 multi-limb arithmetic: :func:`mulmod` (the quotient from an 80-bit ``longdouble`` where numpy has
 one, the remainder in wrapping 64-bit integers; Python's integers otherwise), matrix products as
@@ -152,7 +152,7 @@ def forward(L: dict, u: np.ndarray, p: int) -> np.ndarray:
     """One layer on residues (``L`` from :func:`layer_residues`): BaseConv (seed 000 eq. (19)),
     LSA (seed 001 eq. (8)), an ELSA module (eq. (16), (57)-(59)) or token-form LSA (seed 004
     eq. (2)-(3)), as ``constructions.layers``; any other kind through its own ``Layer.forward``
-    (:func:`verify.modp.forward_trials`)."""
+    (:func:`verify.prover.modp.forward_trials`)."""
     if L["kind"] == "generic":
         from . import modp
 
@@ -205,7 +205,7 @@ def _baseconv_residues(layer, p: int) -> dict:
 
 
 # the kinds :func:`forward` runs by hand, vectorised over trials (constructions/kinds.py); every
-# other kind runs its own Layer.forward on residues (verify/modp.py)
+# other kind runs its own Layer.forward on residues (verify/prover/modp.py)
 kinds.provide("baseconv", "modular_forward", _baseconv_residues)
 kinds.provide("lsa", "modular_forward", _lsa_residues)
 kinds.provide("elsa", "modular_forward", _elsa_residues)
@@ -219,7 +219,7 @@ class ModularUnsupported(UsageError):
 def layer_residues(layer, p: int) -> dict:
     """A layer's weights as residues modulo ``p``, for :func:`forward` (a wide prime: weight
     matrices with few nonzeros as :class:`Sparse`).  A kind without a hand-vectorised forward
-    (``constructions.kinds``) keeps its ``Layer`` with residue weights (``verify.modp``)."""
+    (``constructions.kinds``) keeps its ``Layer`` with residue weights (``verify.prover.modp``)."""
     if kinds.has(layer.kind, "modular_forward"):
         return kinds.get(layer.kind, "modular_forward")(layer, p)
     from . import modp
@@ -419,7 +419,7 @@ class ModVec:
 
 
 #: the forward the circuit command's trials run: ``"layer"``, each layer's own ``Layer.forward`` on
-#: residues (``verify/modp.py``: the one definition of the math, no slower at 64 trials and faster
+#: residues (``verify/prover/modp.py``: the one definition of the math, no slower at 64 trials and faster
 #: at many, ``bench/results/modp/``), or ``"hand"``, this module's :func:`forward`
 TRIALS_FORWARD = "layer"
 

@@ -1,4 +1,4 @@
-"""verify/flint_backend.py: the flint backend reaches the sympy backend's verdict, failure
+"""verify/prover/flint_backend.py: the flint backend reaches the sympy backend's verdict, failure
 location, residual and counterexample, on every GD architecture and on perturbed weights."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
-from verify.flint_backend import FPoly, FlintRing
-from verify.proof import SymbolicProblem, prove
+from verify.prover.flint_backend import FPoly, FlintRing
+from verify.prover.proof import SymbolicProblem, prove
 
 
 def verdict(res):

@@ -1,4 +1,4 @@
-"""The randomized check's arithmetic (``verify/randomized.py`` states the method): the
+"""The randomized check's arithmetic (``verify/prover/randomized.py`` states the method): the
 specification's own code run on two scalar types, and the bounds of the layers' output entries.
 
 * :class:`ModP`: one residue modulo ``p`` (the specification's states at the random point);
@@ -123,7 +123,7 @@ class Bound(SpecValue):
 
 class ModP(SpecValue):
     """One residue modulo ``p`` in the specification's code; a constant meets it as its residue
-    (``verify.modular.residue``: a denominator ``p`` divides is :class:`modular.Unrepresentable`)."""
+    (``verify.prover.modular.residue``: a denominator ``p`` divides is :class:`modular.Unrepresentable`)."""
 
     __slots__ = ("v", "p")
 

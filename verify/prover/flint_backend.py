@@ -1,7 +1,7 @@
 """The prover's exact arithmetic in C: python-flint's multivariate polynomials over QQ.
 
 The proof's symbolic forward (every layer applied to a state of polynomials in the problem's
-variables) is where a proof spends its time.  In sympy's sparse ring (``verify.proof``'s
+variables) is where a proof spends its time.  In sympy's sparse ring (``verify.prover.proof``'s
 specification and reports) each polynomial is a Python dict; here it is FLINT's ``fmpq_mpoly``:
 the same exact polynomials over QQ, with C arithmetic.  Nothing is sampled or rounded: the
 verdict is still polynomial identity, entry by entry.
@@ -30,13 +30,13 @@ import numpy as np
 
 from constructions.layers import Layer
 from constructions.ops import nonzero_pattern
-from verify.proof import exact_float
+from .rings import exact_float
 
 
 def fq(x) -> "flint.fmpq":
     """An exact scalar (int, Fraction, sympy Rational / QQ element, gmpy2 mpq) as fmpq; a float
     of any kind (Python, numpy float16..longdouble, sympy Float, mpmath, Decimal) as the exact
-    binary value it is (``verify.proof.exact_float``: never through its decimal string, which
+    binary value it is (``verify.prover.proof.exact_float``: never through its decimal string, which
     would read ``float32(0.1)`` as 1/10); anything else is refused (TypeError)."""
     if isinstance(x, flint.fmpq):
         return x
@@ -284,7 +284,7 @@ class FlintRing:
 
     def __init__(self, R, ctx=None):
         """``R``: the proof's sympy ring (generators mirrored by position); or ``R=None`` and
-        ``ctx``, a flint context of its own (``verify.token_groups``: no sympy ring, so no
+        ``ctx``, a flint context of its own (``verify.prover.token_groups``: no sympy ring, so no
         sympy element converts into it)."""
         keep_heap()
         self.R = R

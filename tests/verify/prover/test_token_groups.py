@@ -1,4 +1,4 @@
-"""verify/token_groups.py: the grouped substitution proves only what the full ring proves.
+"""verify/prover/token_groups.py: the grouped substitution proves only what the full ring proves.
 
 * the abstract rules (:class:`Support`) bound the true number of groups of every monomial, on
   random polynomial expressions;
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
 from constructions.gd_baseconv import gd_baseconv_causal
-from verify.proof import display_name, entry_name, prove
-from verify.token_groups import CONST, GroupedProblem, Support, abstract_variables, max_arity
+from verify.prover.proof import display_name, entry_name, prove
+from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, max_arity
 
 N, D = 3, 2
 VARS = {"A": (N, D), "b": (N,), "x": (D,)}
@@ -142,7 +142,7 @@ def _with_det_epilogue(con):
 def test_a_residual_in_two_groups_is_not_proved(monkeypatch):
     con = _with_det_epilogue(gd_baseconv_causal(3, 2))
     with monkeypatch.context() as m:  # without the arity check the substituted ring is blind to it
-        import verify.token_groups as tg
+        import verify.prover.token_groups as tg
         m.setattr(tg, "max_arity", lambda A: 0)
         blind = prove(con)
         assert blind.ok and blind.ring.startswith("grouped substitution")

@@ -1,4 +1,4 @@
-"""``--check random`` (verify/randomized.py): the Schwartz-Zippel identity test modulo a random
+"""``--check random`` (verify/prover/randomized.py): the Schwartz-Zippel identity test modulo a random
 61-bit prime.  Its wide modular arithmetic against Python's integers and the exact forward, its
 bounds against the exact polynomials, its verdicts (passes every GD architecture and every
 corrected erratum, fails every erratum as printed and a perturbed weight, never says PROVED), the
@@ -16,8 +16,8 @@ import pytest
 from constructions import ops
 from constructions.base import run_layers
 from constructions.catalogue import entries, errata, gd_architectures
-from verify import modular
-from verify import randomized as R
+from verify.prover import modular
+from verify.prover import randomized as R
 from verify.construct import main
 
 P = 2305843009213693951  # 2^61 - 1, prime
@@ -145,7 +145,7 @@ def test_wide_forward_matches_the_exact_forward_on_every_layer(arch):
 def _exact_sides(con, sec):
     """The layers' output and the target of one section as exact polynomials (the proof's own
     sympy ring and specification)."""
-    from verify.proof import SymbolicProblem, proof_arithmetic, section_claims
+    from verify.prover.proof import SymbolicProblem, proof_arithmetic, section_claims
 
     sp = SymbolicProblem(con.variables)
     ar = proof_arithmetic("sympy", sp.R)
@@ -182,7 +182,7 @@ def _perturbed(con):
 @pytest.mark.parametrize("perturb", [False, True])
 def test_bounds_hold_for_the_exact_polynomials(arch, perturb):
     """Degree, 1-norm and common denominator of every entry, both sides of every section, are at
-    most (divide) what :func:`verify.randomized.section_bounds` states."""
+    most (divide) what :func:`verify.prover.randomized.section_bounds` states."""
     con = gd_architectures()[arch].build(3, 2)
     if perturb:
         con = _perturbed(con)
@@ -238,7 +238,7 @@ def test_each_section_is_tested_at_its_own_point(monkeypatch):
 
 @pytest.mark.parametrize("arch", list(gd_architectures()))
 def test_the_perturbation_is_wrong_for_the_exact_proof_too(arch):
-    from verify.proof import prove
+    from verify.prover.proof import prove
 
     r = prove(_perturbed(gd_architectures()[arch].build(3, 2)))
     assert not r.ok and r.failure.section == "body"

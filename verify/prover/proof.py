@@ -1,0 +1,508 @@
+"""Exact proofs of constructions, valid at every depth.
+
+The claim for a construction ``C`` (``constructions/base.py``) is three
+polynomial identities in fresh variables (and, where the construction allows,
+a fresh symbol for the step size):
+
+1. prologue(input_state(v)) == state(v)
+2. body(state(v))           == state(step(v))
+3. epilogue(state(v))       == final_state(v)
+
+By induction on k, (1)-(3) prove ``prologue + body^k + epilogue`` for every
+k, at a cost independent of k.  Arithmetic is exact: states are numpy object
+arrays of elements of the polynomial ring ``QQ[variables]`` (sympy's sparse
+``PolyElement``), so equality is equality of polynomials.
+
+A failure names the section, the layer, the region and entry of the named
+layout, shows the residual polynomial (truncated) and a concrete rational
+counterexample input, with the value the layers produce and the value the
+specification demands there.
+
+Which layer a failure blames (``Failure.located_by``):
+
+* ``intermediate states``: the construction declares the state after the
+  layers of the section (``Construction.intermediate_states``); the blamed
+  layer is the first whose exact output differs from its declared state on a
+  declared entry (``Failure.culprit`` holds that entry, its residual and a
+  counterexample).  The declared states are themselves proved, separately
+  (:func:`prove_intermediate_states`: the construction's own layers take each
+  declared state to the next whatever the undeclared entries hold), and used
+  to blame a layer only where the construction's own layers reproduce them.
+* ``own layers``: no intermediate states, but the construction's own layers
+  are at hand (weights proved against it): the first layer whose output
+  differs from the construction's own layer on the same input.  Only useful
+  when the weights are meant to equal the construction's.
+* ``last layer``: neither; the section's last layer, where the residual
+  appears, not necessarily the culprit.
+
+The region, entry, residual and counterexample of a section failure are
+always about the section's final state (what :func:`replay_counterexample`
+replays); ``culprit`` is about the blamed layer's own output.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from constructions.base import Construction, run_layers
+from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES,  # noqa: F401
+                                  RESIDUAL_CHARS, Counterexample, Failure, IdentityClaim, LayerMismatch,
+                                  ProofResult, WitnessClaim)
+from constructions.layers import Layer
+
+# the prover's names in one place: the rings and specification, the failure location and the covers are
+# their own modules (verify/prover/rings.py, locate.py, cover.py); verify.prover.proof re-exports them
+from .rings import (BACKENDS, FloatRefused, SymbolicProblem, _FLOATISH, _SympyArith, _as_poly, _declared_in,
+                    _declared_states, _differing, _is_floatish_type, _is_zero, _load_sympy, _ring, _run,
+                    _same_stack, _symbolic_spec, _truncate, display_name, entry_name, exact_float, exact_floats,
+                    exact_layer, proof_arithmetic, proof_specification, section_claims)  # noqa: F401
+from .locate import (_Location, _entry_differs, _first_masked_mismatch, _first_mismatch, _first_off_declared,
+                     _locate, find_counterexample)  # noqa: F401
+from .cover import (SPEC_OUTPUTS, _cover_ring, _cover_text, _exact_value, _param_text, _param_values, _spec_compare,
+                    _spec_outputs, specification_cover, symbolic_cover)  # noqa: F401
+
+
+def prove(con: Construction, *, symbolic: bool = True,
+          sections: dict[str, list[Layer]] | None = None,
+          reference: Construction | None = None, backend: str = "flint") -> ProofResult:
+    """Prove ``con`` exactly (see the module docstring).
+
+    ``backend``: the arithmetic of the layers' symbolic forward, ``"flint"`` (python-flint's
+    ``fmpq_mpoly``, C; the default) or ``"sympy"`` (sympy's sparse ring); both exact, the
+    specification and every report are sympy's either way (``verify/prover/flint_backend.py``).
+
+    ``symbolic``: replace the construction's ``symbolic_params`` (e.g. the
+    step size) by fresh symbols, so the proof holds for every value.  That
+    proof is about the layers the builder makes on the symbols; it stands for
+    ``con`` only where those layers, evaluated at ``con``'s parameters, are
+    exactly ``con``'s own (:func:`symbolic_cover`; a builder may branch on a
+    value).  Where they differ, ``con``'s own layers are proved at the concrete
+    parameters instead; ``ProofResult.symbolic_cover`` says which happened.
+
+    Floats anywhere (weights, specification, parameters) are read as their
+    exact binary values on either backend (:func:`exact_float`); a non-finite
+    or complex number is refused (:class:`FloatRefused`).
+    ``sections``: layers to prove instead of the construction's own (e.g. a
+    user's weight file), keyed ``prologue``/``body``/``epilogue``; the
+    specification (states, step, parameters) stays the construction's.
+
+    When a section fails, the blamed layer is the first whose output differs
+    from the construction's declared intermediate state (when it declares
+    them), else the first layer whose output differs from the construction's
+    own layer on the same symbolic input (when ``sections`` or ``reference``
+    is given), else the section's last layer (``Failure.located_by``).
+    The declared intermediate states only *locate* a failure, they prove
+    nothing, so they are not proved here (that would triple the cost of a
+    proof): :func:`prove_intermediate_states` proves them (the tests do, for
+    every construction that declares them), and a failure is blamed on them
+    only where the construction's own layers reproduce them.
+    """
+    with _collector_paused():
+        keep: dict = {}
+        result = _prove(con, symbolic, sections, reference, backend, keep)
+        if not result.symbolic_params:
+            return result
+        params = tuple(result.symbolic_params)
+        differ = _cover_text(con, params, symbolic_cover(con, keep["layers"], params, keep["ngens"]),
+                             keep.pop("spec", None))
+        if differ.startswith("the layers rebuilt"):
+            result.symbolic_cover = differ
+            return result
+        concrete = _prove(con, False, sections, reference, backend, {})
+        concrete.symbolic_cover = (f"{differ}: the symbolic proof does not cover the construction, so its own "
+                                   f"layers and specification were proved at the concrete parameters (for these "
+                                   f"values only)")
+        return concrete
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for the duration of a proof (and back on after,
+    if it was on).  A proof allocates millions of acyclic objects (polynomials, object arrays)
+    that the collector would re-scan many times over for nothing: 10-15% of a proof at N=64,
+    D=16 (``bench/bench_proof.py``).  Reference counting still frees everything as usual."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResult:
+    """The proof; ``keep`` gets the layers proved (``layers``, by section) and the number of
+    generators of their ring (``ngens``), for :func:`symbolic_cover`."""
+    _load_sympy()
+    t0 = time.perf_counter()
+    params = _symbolic_spec(con, symbolic, sections)
+    if backend == "flint" and con.token_groups:
+        grouped = grouped_proof(con, params, sections, t0, keep)
+        if grouped is not None:
+            return grouped
+    sp = SymbolicProblem(con.variables, params)
+    ar = proof_arithmetic(backend, sp.R)
+    spec, v, claims = proof_specification(con, sp, ar, params)
+    own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
+    keep["layers"], keep["ngens"] = own, len(sp.names)
+    layers = sections if sections is not None else own
+    ref_layers = own if reference is not None or sections is not None else None
+    R = sp.R
+    offsets = {"prologue": 0, "body": len(layers["prologue"]),
+               "epilogue": len(layers["prologue"]) + len(layers["body"])}
+    cache: dict = {}
+
+    def pristine():
+        """The construction as its builder makes it (None when unknown)."""
+        if "p" not in cache:
+            try:
+                cache["p"] = spec if params else (con.rebuild(**con.params) if con.rebuild else None)
+            except Exception:  # noqa: BLE001 - only a guard; without it the location falls back
+                cache["p"] = None
+        return cache["p"]
+
+    result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
+    for sec, start, target in claims:
+        Ls = layers[sec]
+        if sec == "body" and not Ls:
+            result.sections[sec] = True
+            continue
+        S0 = start()
+        # only the section's output is kept: the states between its layers (as large as the
+        # output, and one per layer) are recomputed when a failure has to be located
+        got = run_layers(ar.layers(Ls), S0) if Ls else S0
+        expected = target()
+        if got.shape != expected.shape:
+            raise ValueError(f"{sec}: layers produce a state of shape {got.shape}, "
+                             f"the specification {expected.shape}")
+        result.entries_checked += int(np.prod(expected.shape))
+        idx, diff = _first_mismatch(got, expected)
+        result.sections[sec] = idx is None
+        if idx is None:
+            S0 = got = expected = None  # the next section's states are built without these
+            continue
+        result.ok = False
+        loc = (_locate(con, spec, sec, Ls, S0, _run(ar.layers(Ls), S0), expected, v, R, sp.names, ref_layers,
+                       pristine, ar)
+               if Ls else _Location(0, LOCATED_ONLY))
+        region, entry = con.layout.locate(*idx)
+        sdiff = ar.to_sympy(diff)
+        result.failure = Failure(
+            section=sec, layer=offsets[sec] + loc.layer, layer_in_section=loc.layer,
+            region=region, entry=entry, state_index=tuple(int(i) for i in idx),
+            residual=_truncate(str(_as_poly(R, sdiff).as_expr())),
+            counterexample=find_counterexample(R, sdiff, ar.to_sympy(got[idx]), ar.to_sympy(expected[idx]),
+                                               sp.names),
+            note=loc.note, located_by=loc.by, culprit=loc.culprit)
+        break
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
+                   keep: dict | None = None) -> ProofResult | None:
+    """The proof in the substituted ring of ``verify.prover.token_groups`` (grouped variables, one
+    generator per slot, or two and a pivot tag: ``GroupedProblem``'s encodings): a ProofResult
+    when every section is proved there, None when the substitution does not apply (an entry of
+    some section may have monomials beyond both encodings, the abstract evaluation cannot run,
+    the groups are malformed) or a section differs: then the full proof runs, and makes the
+    report (``keep["grouped"]`` says which)."""
+    from .flint_backend import FlintRing, FPoly
+    from .token_groups import ENCODINGS, GroupedProblem, abstract_variables, max_arity, pivoted
+
+    groups = tuple(con.token_groups)
+    try:
+        av = abstract_variables(con.variables, groups)
+    except ValueError:
+        return None
+    try:
+        for encoding in (1, 2):
+            gp = GroupedProblem(con.variables, params, groups, entry_name, display_name, encoding=encoding)
+            ar = FlintRing(None, gp.ctx)
+            spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
+            own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
+            layers = sections if sections is not None else own
+            # 1. every entry of both sides, abstractly, through the layers proved below (the same
+            # weight objects): at most one group per monomial (encoding 1), else a pivot group and
+            # at most one other (encoding 2)
+            need = 1
+            for sec, start, target in section_claims(spec, av):
+                Ls = ar.layers(layers[sec])
+                if sec == "body" and not Ls:
+                    continue
+                want = target()
+                if encoding == 1 and max_arity(want) > 1:
+                    need = 2  # the specification alone rules encoding 1 out: no need to run the layers
+                    break
+                got = run_layers(Ls, start()) if Ls else start()
+                if max(max_arity(got), max_arity(want)) > 1:
+                    if not pivoted(got, want):
+                        if keep is not None:
+                            keep["grouped"] = f"not used: the {sec} has an entry beyond both encodings"
+                        return None
+                    need = 2
+            if need <= encoding:
+                break
+        fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
+        if keep is not None:
+            keep["layers"], keep["ngens"] = own, len(gp.names)
+        # 2. the identities in the substituted ring
+        # (the specification's outputs recorded: the specification cover reuses them, computed in
+        # this ring, on these symbols, by the same code)
+        result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
+        record: dict = {}
+        for sec, start, target in section_claims(spec, fv, record):
+            Ls = ar.layers(layers[sec])
+            if sec == "body" and not Ls:
+                result.sections[sec] = True
+                continue
+            S0 = ar.array(start())
+            got = run_layers(Ls, S0) if Ls else S0
+            expected = ar.array(target())
+            if got.shape != expected.shape or _first_mismatch(got, expected)[0] is not None:
+                if keep is not None:
+                    keep["grouped"] = f"differs: {sec} (encoding {encoding})"
+                return None
+            result.sections[sec] = True
+            result.entries_checked += int(np.prod(expected.shape))
+    except Exception as e:  # noqa: BLE001 - anything the substituted route cannot do, the full proof does
+        if keep is not None:
+            keep["grouped"] = f"not used: {type(e).__name__}"
+        return None
+    if keep is not None and params and sections is None:
+        keep["spec"] = (gp.ctx, encoding, record)
+    result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
+                   f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; "
+                   f"verify/prover/token_groups.py)")
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> ProofResult:
+    """Prove the construction's declared intermediate states (``constructions/base.py``).
+
+    For each section that declares them, and each pair of consecutive declared
+    states (the section's start and target included, both in full), the
+    construction's own layers between them take the earlier one to the later
+    one on its declared entries, whatever the undeclared entries of the earlier
+    one hold: those are free symbols ``undeclared[i,j]`` (i, j: state index).
+    By induction the layers produce every declared state from the section's
+    start, and each declared state holds all its later layers read, which is
+    what makes blaming the first layer off its declared state sound.
+    ``result.intermediate_states`` maps each checked section to the verdict;
+    a failure names the layer, the entry and a counterexample (which may
+    assign undeclared entries).
+    """
+    _load_sympy()
+    t0 = time.perf_counter()
+    params = _symbolic_spec(con, symbolic, None)
+    base = SymbolicProblem(con.variables, params)
+    spec0 = con.rebuild(**base.params) if params else con
+    result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
+    # one extra generator per entry that some declared state leaves undeclared (the masks do
+    # not depend on v: read them in the problem's own ring)
+    slots: set[tuple[int, int]] = set()
+    any_declared = False
+    for sec in ("prologue", "body", "epilogue"):
+        for d in _declared_states(spec0, base.v, sec, len(getattr(spec0, sec))) or []:
+            if d is not None:
+                any_declared = True
+                slots.update((int(i), int(j)) for i, j in zip(*np.nonzero(~d.mask)))
+    if not any_declared:
+        result.seconds = time.perf_counter() - t0
+        return result
+    free = "undeclared"
+    while free in con.variables or free in params:
+        free += "_"
+    slots_sorted = sorted(slots)
+    names = base.names + [entry_name(free, ij) for ij in slots_sorted]
+    R, *gens = _ring(names)  # generators by position, as SymbolicProblem
+    to_new = dict(zip(base.gens, gens))
+    v = {}
+    for k, a in base.v.items():
+        b = np.empty(a.shape, dtype=object)
+        for ix in np.ndindex(*a.shape):
+            b[ix] = to_new[a[ix]]
+        v[k] = b
+    spec = con.rebuild(**{p: to_new[g] for p, g in base.params.items()}) if params else con
+    if params:  # the symbolic layers must be the construction's own at its parameters (as in prove)
+        differ = _cover_text(con, params, symbolic_cover(
+            con, {sec: getattr(spec, sec) for sec in ("prologue", "body", "epilogue")}, params, len(base.names)))
+        if not differ.startswith("the layers rebuilt"):
+            concrete = prove_intermediate_states(con, symbolic=False)
+            concrete.symbolic_cover = (f"{differ}: its own layers and intermediate states were proved at the "
+                                       f"concrete parameters")
+            return concrete
+        result.symbolic_cover = differ
+    U = np.zeros(con.layout.shape, dtype=object)
+    for (i, j), g in zip(slots_sorted, gens[len(base.names):]):
+        U[i, j] = g
+    offset = 0
+    for sec, start, target in section_claims(spec, v):
+        Ls = [exact_layer(L) for L in getattr(spec, sec)]  # a float weight: its exact binary value
+        declared = _declared_states(spec, v, sec, len(Ls))
+        if declared is not None:
+            points = ([(-1, None)] + [(i, d) for i, d in enumerate(declared) if d is not None]
+                      + [(len(Ls) - 1, None)])
+            ok = True
+            for (p, dp), (q, dq) in zip(points, points[1:]):
+                S = run_layers(Ls[p + 1:q + 1], exact_floats(start()) if dp is None
+                               else np.where(dp.mask, dp.expected, U))
+                if dq is None:
+                    want = exact_floats(target())
+                    result.entries_checked += int(np.prod(want.shape))
+                    j, diff = _first_mismatch(S, want)
+                else:
+                    want = dq.expected
+                    result.entries_checked += int(dq.mask.sum())
+                    j, diff = _first_masked_mismatch(S, dq)
+                if j is None:
+                    continue
+                ok = result.ok = False
+                j = tuple(int(t) for t in j)
+                region, entry = con.layout.locate(*j)
+                what = f"the {sec}'s target" if dq is None else f"the state declared after {sec} layer {q}"
+                frm = f"the {sec}'s start state" if dp is None else f"the state declared after {sec} layer {p}"
+                result.failure = Failure(
+                    section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
+                    residual=_truncate(str(_as_poly(R, diff).as_expr())),
+                    counterexample=find_counterexample(R, diff, S[j], want[j], names),
+                    note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
+                          f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
+                          f"or its layers are wrong"),
+                    located_by=LOCATED_STATES)
+                break
+            result.intermediate_states[sec] = ok
+            if not ok:
+                break
+        offset += len(Ls)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callable[[dict], np.ndarray],
+                   rhs: Callable[[dict], np.ndarray], *, params: tuple[str, ...] = (),
+                   locate: Callable[[tuple], str] | None = None) -> ProofResult:
+    """Prove a polynomial identity ``lhs(v) == rhs(v)`` entry by entry.
+
+    For claims that are not a layer stack (a recursion of seed 004 Lemma 4.3,
+    an equivalence of two parameterisations, ...).  ``v`` maps each variable
+    (and each name in ``params``) to an exact object array (or scalar) of
+    fresh ring variables.  ``lhs``/``rhs`` return arrays of the same shape.
+    A failure names the entry (through ``locate`` when given), the residual
+    and a rational counterexample.
+    """
+    _load_sympy()
+    t0 = time.perf_counter()
+    sp = SymbolicProblem(variables, params)
+    v = dict(sp.v)
+    v.update(sp.params)
+    got = exact_floats(np.asarray(lhs(v), dtype=object))  # a float: its exact binary value
+    expected = exact_floats(np.asarray(rhs(v), dtype=object))
+    if got.shape != expected.shape:
+        raise ValueError(f"{name}: the two sides have shapes {got.shape} and {expected.shape}")
+    result = ProofResult(name, True, 0.0, sections={"identity": True}, symbolic_params=list(params),
+                         entries_checked=int(np.prod(got.shape)) if got.shape else 1)
+    g2 = got.reshape(-1) if got.shape else got.reshape(1)
+    e2 = expected.reshape(-1) if expected.shape else expected.reshape(1)
+    idx, diff = _first_mismatch(g2, e2)
+    if idx is not None:
+        full = np.unravel_index(idx[0], got.shape) if got.shape else ()
+        full = tuple(int(i) for i in full)
+        result.ok = False
+        result.sections["identity"] = False
+        result.failure = Failure(
+            section="identity", layer=-1, layer_in_section=-1,
+            region=locate(full) if locate else name, entry=full, state_index=full,
+            residual=_truncate(str(_as_poly(sp.R, diff).as_expr())),
+            counterexample=find_counterexample(sp.R, diff, g2[idx], e2[idx], sp.names))
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def problem_from_assignment(variables: dict[str, tuple[int, ...]], assignment: dict[str, str]) -> dict:
+    """The exact problem a counterexample names: its values, every other entry 0."""
+    v = {}
+    for var, shape in variables.items():
+        a = np.empty(shape, dtype=object)
+        for ix in np.ndindex(*shape):
+            a[ix] = Fraction(assignment.get(entry_name(var, ix), "0"))
+        v[var] = a
+    return v
+
+
+def replay_counterexample(con: Construction, sections: dict[str, list[Layer]], failure: Failure):
+    """Run the failing section exactly on the failure's counterexample.
+
+    Returns ``(got, expected)`` at the failing state entry as Fractions: the
+    layers' value and the specification's value (they differ)."""
+    v = problem_from_assignment(con.variables, failure.counterexample.assignment)
+    _, start, target = next(c for c in section_claims(con, v) if c[0] == failure.section)
+    S = run_layers([exact_layer(L) for L in sections[failure.section]], start())
+    idx = failure.state_index
+    return Fraction(S[idx]), Fraction(target()[idx])
+
+
+def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure: Failure):
+    """Run the failing section exactly on the culprit's counterexample, up to the
+    blamed layer (``failure.located_by == LOCATED_STATES``).
+
+    Returns ``(got, declared)`` at the culprit's entry as Fractions: the blamed
+    layer's output and the value the declared intermediate state (or, for the
+    section's last layer, the target) holds there (they differ)."""
+    c = failure.culprit
+    v = problem_from_assignment(con.variables, c.counterexample.assignment)
+    _, start, target = next(cl for cl in section_claims(con, v) if cl[0] == failure.section)
+    layers = [exact_layer(L) for L in sections[failure.section]]
+    li = failure.layer_in_section
+    S = run_layers(layers[:li + 1], start())
+    if li == len(layers) - 1:
+        want = target()
+    else:
+        want = _declared_states(con, v, failure.section, len(layers))[li].expected
+    return Fraction(S[c.state_index]), Fraction(want[c.state_index])
+
+
+def check(obj) -> ProofResult:
+    """Prove a catalogue item, whatever it claims: a Construction (its section
+    identities, every depth), an IdentityClaim, or a WitnessClaim (its own
+    certified computation)."""
+    if isinstance(obj, Construction):
+        return prove(obj)
+    if not isinstance(obj, (IdentityClaim, WitnessClaim)) and callable(getattr(obj, "claim", None)):
+        obj = obj.claim()
+    if isinstance(obj, IdentityClaim):
+        return prove_identity(obj.name, obj.variables, obj.lhs, obj.rhs, params=tuple(obj.params),
+                              locate=obj.locate)
+    if isinstance(obj, WitnessClaim):
+        return obj.run()
+    raise TypeError(f"not a claim: {type(obj).__name__} (a Construction, IdentityClaim or WitnessClaim)")
+
+
+def run_checked(con: Construction, v: dict, k: int):
+    """Run the stack exactly (``Construction.run``) on one concrete problem ``v``,
+    checking the state after the prologue and after every body copy against the
+    specification, and the final state.  Returns ``(final state, v after k
+    steps)``; a ValueError names the first place where they differ.  (A check at
+    one point, for tests and examples; the proof is :func:`prove`.)"""
+    vs = [v]
+
+    def same(a, b) -> bool:
+        return a.shape == b.shape and all(Fraction(x) == Fraction(y) for x, y in zip(a.flat, b.flat))
+
+    def on_step(j, S):
+        if j:
+            vs.append(con.step(vs[-1]))
+        if not same(S, con.state(vs[-1])):
+            raise ValueError(f"{con.name}: the state after {'the prologue' if j == 0 else f'body copy {j}'} "
+                             f"differs from the specification")
+
+    S, _ = con.run(v, k, on_step=on_step)
+    if not same(S, con.final_state(vs[-1])):
+        raise ValueError(f"{con.name}: the final state differs from the specification")
+    return S, vs[-1]
