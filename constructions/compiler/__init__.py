@@ -12,7 +12,8 @@ module            pass
 ``sequence``      targets ``baseconv`` / ``baseconv-causal``: the placed circuit's token grid;
                   product layers, route layers where a factor must move
 ``place``         the placed inputs -> the channels the sequence compile works in
-``budget``        ``baseconv`` / ``baseconv-causal`` under a channel budget (layers for channels)
+``budget``        ``baseconv`` / ``baseconv-causal`` under a channel budget (layers for channels):
+                  one product at a time, or (``levels``) the level-parallel scheme
 ``benes``         Benes networks of masked shifts: any permutation of ``2^k`` tokens in
                   ``2k - 1`` BaseConv layers (seed 003 Lemmas H.7-H.8), the budget's routing
 ``routing``       a linear map between two sequence states -> one BaseConv layer
@@ -20,7 +21,9 @@ module            pass
                   an output layer; ELSA groups the layers into two-stage modules
 ``circuit``       the :class:`CompiledCircuit` construction all targets return
 ``targets``       the table :data:`TARGETS`: one :class:`~.targets.Target` per name (description,
-                  paper, compile, options it takes, causal, its passes, its bound)
+                  paper, compile, options it takes, causal, its passes, its bound); light to import
+``pipeline``      :func:`compile_circuit`, the passes every target shares (validate, resolve,
+                  reassociate), then the target's own
 ================  ==========================================================================
 
 :func:`compile_circuit` picks the target: ``baseconv`` for a placed circuit (inputs carrying

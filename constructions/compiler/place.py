@@ -26,6 +26,8 @@ one per mover.  The plan keeps the narrowest (then the shallowest).
 """
 from __future__ import annotations
 
+import circuits as C
+
 from .linearise import CONST
 
 
@@ -106,3 +108,17 @@ def is_relabelling(inputs: dict, layout: dict):
         if t2 != t or m.setdefault(c, c2) != c2:
             return None
     return m if len(set(m.values())) == len(m) else None
+
+
+def grid_channels(g) -> int:
+    pl = C.placement(g)
+    return pl.channels if pl is not None else max(1, len(C.inputs(g)))
+
+
+def grid(g):
+    """(tokens, input places, output places) of ``g``: its placement, or one token with the
+    inputs in channels 0, 1, ... and no output places for an unplaced circuit."""
+    pl = C.placement(g)
+    if pl is None:
+        return 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
+    return pl.tokens, dict(pl.inputs), dict(pl.outputs)

@@ -130,7 +130,7 @@ _SEQ_PASSES = (
     _LINEARISE,
     Pass("place", "place:candidates", "input layouts: the canonical channel relabelling and the splits"),
     Pass("plan", "sequence:plan", "LayerSpec per layer (product / route), the narrowest layout"),
-    Pass("plan under a budget", "budget:plan_levels", "with channels=C: LayerSpecs of the level-parallel or "
+    Pass("plan under a budget", "levels:plan_levels", "with channels=C: LayerSpecs of the level-parallel or "
                                                        "one-product-at-a-time scheme"),
     Pass("emit", "sequence:_emit", "BaseConv weights per LayerSpec"),
     Pass("assemble", "circuit:compiled", "CompiledCircuit (slots, info, bound)"),

@@ -1,0 +1,274 @@
+"""Forward plans: the work a prepared layer really has, found once from its weights.
+
+:class:`LivePlan` (a float BaseConv layer on its live inner channels, selections as gathers) is what
+``BaseConv.prepare`` installs after a cast; :func:`sparse_head` restricts an LSA / ELSA head to the
+rows and columns its weights use, for float casts and for the prover's exact copy alike.  The sums
+are the layer's own (``constructions/layers.py``), of the same nonzero terms.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import ops
+from .sparse import SparseMatrix
+
+if TYPE_CHECKING:
+    from .layers import BaseConv
+
+
+def _used(A, axis: int) -> np.ndarray:
+    """Which columns (``axis=0``) or rows (``axis=1``) of a weight hold a nonzero, as numpy bools
+    (a sparse weight's from its stored entries)."""
+    if isinstance(A, SparseMatrix):
+        out = np.zeros(A.shape[1 - axis], dtype=bool)
+        out[A.cols if axis == 0 else A.rows] = True
+        return out
+    return _nonzero(A).any(axis=axis)
+
+
+def _rows_into(A, cols: np.ndarray) -> np.ndarray:
+    """The rows of a weight with a nonzero in one of the columns ``cols``."""
+    if isinstance(A, SparseMatrix):
+        return np.unique(A.rows[np.isin(A.cols, cols)])
+    return np.flatnonzero(_nonzero(A)[:, cols].any(axis=1))
+
+
+def _block(W, rows, cols, rows_ix, cols_ix):
+    """``W[rows][:, cols]`` (``cols`` None: every column) of a float weight.  A sparse weight's block
+    is laid out dense in its library when that is small or at least a tenth full (a small dense
+    product beats a gather-scatter), else kept sparse (a compiled layer's wide, thin mixes)."""
+    if isinstance(W, SparseMatrix):
+        B = W[rows.tolist()] if cols is None else W[rows.tolist()][:, cols.tolist()]
+        return B.toarray() if B.size <= 65_536 or B.nnz >= 0.1 * B.size else B
+    B = W[rows_ix]
+    return B if cols is None else B[:, cols_ix]
+
+
+class _Mix:
+    """``u[..., rows] @ W`` for one restricted block ``W`` of a planned layer (``rows`` None: every
+    input channel).  A *selection* (every nonzero of ``W`` is 1 or -1, at most one a column; on
+    torch up to four a column on average) is a gather of the input channels it names (times -1
+    where the weight is) added into the output columns (``index_add_``; columns without an entry
+    zero): the terms a matrix product sums, ``1 * x`` and ``-1 * x``, without the exact zeros and
+    without the products; anything else is the matrix product on the rows it reads."""
+
+    def __init__(self, W, rows, n_in: int, T: int, index):
+        self.T = T
+        self.n_out = W.shape[1]
+        self.rows = None if rows is None or (len(rows) == n_in and np.array_equal(rows, np.arange(n_in))) \
+            else _span(rows, index)
+        self.W, self.select = W, None
+        if isinstance(W, SparseMatrix):
+            return
+        Wn = W.detach().cpu().double().numpy() if ops.is_torch(W) else np.asarray(W.get() if hasattr(W, "get") else W,
+                                                                                  dtype=np.float64)
+        nz = Wn != 0
+        unit = np.isin(Wn[nz], (1.0, -1.0)).all()
+        per_col = nz.sum(axis=0).max(initial=0)
+        # torch adds repeated columns in one index_add_ (numpy's += would not), up to a few terms a column
+        if unit and (per_col <= 1 or (ops.is_torch(W) and nz.sum() <= 4 * max(1, self.n_out))):
+            r, c = np.nonzero(nz.T)[::-1]  # column by column
+            src = r if rows is None else np.asarray(rows)[r]
+            sign = Wn[r, c]
+            full = per_col <= 1 and len(c) == self.n_out and np.array_equal(c, np.arange(self.n_out))
+            self.select = (_span(src, index), len(src), None if full else _span(c, index),
+                           None if (sign > 0).all() else _library_vector(W, sign))
+
+    @staticmethod
+    def _columns(u, idx):
+        """``u[..., idx]``: a view for a contiguous run (a slice), else a gather; torch gathers on the
+        2-D view (its last-axis gather of a 3-D tensor ran about 9x slower, (4096, 21, 27) float32)."""
+        if isinstance(idx, slice) or not ops.is_torch(u):
+            return u[..., idx]
+        return u.reshape(-1, u.shape[-1]).index_select(1, idx).reshape(tuple(u.shape[:-1]) + (len(idx),))
+
+    def __call__(self, u, bias=None):
+        """``u[..., rows] @ W`` (``+ bias``, a T x n_out matrix, when given)."""
+        if self.select is None:
+            y = (u if self.rows is None else self._columns(u, self.rows)) @ self.W
+            return y if bias is None else y + bias
+        src, n_src, cols, sign = self.select
+        x = self._columns(u, src)
+        if sign is not None:
+            x = x * sign
+        if cols is None:
+            return x if bias is None else x + bias
+        shape = tuple(u.shape[:-1]) + (self.n_out,)
+        if ops.is_torch(u):  # the bias (or zeros) laid out once, the selected columns added into it
+            out = u.new_zeros(shape) if bias is None else bias.expand(shape).clone()
+            if isinstance(cols, slice):
+                out[..., cols] += x
+            elif n_src:
+                out.view(-1, self.n_out).index_add_(1, cols, x.reshape(-1, n_src))
+            return out
+        out = ops._array_module(u).zeros(shape, dtype=u.dtype)
+        if bias is not None:
+            out[...] = bias
+        out[..., cols] += x  # distinct columns here (numpy adds a repeated one once)
+        return out
+
+    def flops(self) -> int:
+        if self.select is not None:
+            return 0 if self.select[3] is None else self.T * self.select[1]
+        if isinstance(self.W, SparseMatrix):
+            return 2 * self.T * self.W.nnz
+        return 2 * self.T * self.W.shape[0] * self.W.shape[1]
+
+
+def _span(a: np.ndarray, index):
+    """Indices ``a`` as a slice when they are one ascending run (a view, no gather), else ``index(a)``."""
+    a = np.asarray(a)
+    if len(a) and np.array_equal(a, np.arange(a[0], a[0] + len(a))):
+        return slice(int(a[0]), int(a[0]) + len(a))
+    return index(a)
+
+
+def _library_vector(like, values: np.ndarray):
+    """A float vector in the library and dtype of ``like``."""
+    if ops.is_torch(like):
+        import torch
+
+        return torch.as_tensor(values, device=like.device).to(like.dtype)
+    return ops._array_module(like).asarray(values).astype(like.dtype)
+
+
+class LivePlan:
+    """A float BaseConv layer (seed 000 eq. (19)) planned on the work it really has: the same
+    sums of the same nonzero terms, none of the structural zeros.
+
+    An inner channel ``k`` contributes ``(u W_gate + B_gate)[:, k] * (h * (u W_in + B_in) +
+    B_conv)[:, k]`` times row ``k`` of ``W_out``; it is *live* when its gate side, its convolution
+    side and that row can all be nonzero.  Only the live channels ``K`` are formed: the gate reads
+    the input channels ``R_g`` that feed ``W_gate[:, K]`` (``u[..., R_g] @ W_gate[R_g, K]``), the
+    convolution side those ``R_i`` that feed ``W_in[:, K]``, the convolution runs on ``K`` only
+    (``ops.ConvPlan``: lag-0, all-equal and general channel classes), the bias matrices that are
+    identically zero are skipped, and ``W_out[K, :]`` mixes the products back.  The seed's GD
+    layers (N=20, D=5: 27 channels) have 5 live channels of 27.  A skipped term is ``0 * x``:
+    identical in value unless ``x`` is infinite or NaN, where a dense product would add a NaN that
+    no nonzero term carries; the first non-finite value is still reported where a live term makes it."""
+
+    def __init__(self, L: "BaseConv"):
+        T, C = L.shape
+        self.T, self.C, self.C_out = T, C, L.W_out.shape[1]
+        gate = _used(L.W_gate, 0) | _nonzero(L.b_gate).any(axis=0)
+        conv = ((_used(L.W_in, 0) | _nonzero(L.b_in).any(axis=0)) & _nonzero(L.h).any(axis=0)) \
+            | _nonzero(L.b_conv).any(axis=0)
+        K = np.flatnonzero(gate & conv & _used(L.W_out, 1))
+        self.K, self.Rg, self.Ri = K, _rows_into(L.W_gate, K), _rows_into(L.W_in, K)
+        lib = L.h
+        self.torch = ops.is_torch(lib)
+
+        def index(a):
+            if self.torch:
+                import torch
+
+                return torch.as_tensor(a, device=lib.device, dtype=torch.long)
+            return ops._array_module(lib).asarray(a)
+
+        def bias(B):
+            return None if not _nonzero(B).any() else B[:, index(K)]
+
+        k = index(K)
+        self._K, self._Rg, self._Ri = k, index(self.Rg), index(self.Ri)
+        self.Wg = _block(L.W_gate, self.Rg, K, self._Rg, k)
+        self.Wi = _block(L.W_in, self.Ri, K, self._Ri, k)
+        self.Wo = _block(L.W_out, K, None, k, None)
+        self.gate = _Mix(self.Wg, self.Rg, C, T, index)
+        self.into = _Mix(self.Wi, self.Ri, C, T, index)
+        self.out = _Mix(self.Wo, None, len(K), T, index)
+        self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
+        self.bo = None if not _nonzero(L.b_out).any() else L.b_out
+        self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)
+
+    def __call__(self, u):
+        if not len(self.K):  # no live channel: the output bias alone
+            shape = tuple(u.shape[:-1]) + (self.C_out,)
+            y = u.new_zeros(shape) if self.torch else ops._array_module(u).zeros(shape, dtype=u.dtype)
+            return y if self.bo is None else y + self.bo
+        g = self.gate(u, self.bg)
+        v = self.into(u, self.bi)
+        z = self.conv(v)
+        if self.bc is not None:
+            z = z + self.bc
+        return self.out(g * z, self.bo)
+
+    def flops(self) -> dict:
+        """Per sample: the multiply-adds of the planned projections (:meth:`_Mix.flops`: 2 per
+        entry of a restricted block, none for a selection) and the products' elementwise work;
+        the convolution's classes."""
+        T, k = self.T, len(self.K)
+        proj = self.gate.flops() + self.into.flops() + self.out.flops()
+        return {"projections": proj, "product": T * k, "live": k, "lag0": len(self.conv.lag0),
+                "uniform": len(self.conv.uniform), "general": len(self.conv.general),
+                "biases": sum(b is not None for b in (self.bg, self.bi, self.bc, self.bo))}
+
+
+def _nonzero(A) -> np.ndarray:
+    """Where an array (exact object, numpy, torch or cupy) is nonzero, as a numpy bool array."""
+    if ops.is_torch(A):
+        return (A.detach() != 0).cpu().numpy()  # compared on the tensor: numpy has no bfloat16
+    A = np.asarray(A.get() if hasattr(A, "get") else A)
+    return ops.nonzero_pattern(A) if A.dtype == object else A != 0
+
+
+def sparse_head(W1, B1, W2, B2, W3, B3, *, nonzero=None):
+    """A head ``(H W3 + B3)(H W1 + B1)^T (H W2 + B2)`` restricted to its nonzero parts: the Gram
+    columns both ``W1|B1`` and ``W3|B3`` use, the value columns ``W2|B2`` uses, and for each
+    side the rows (input channels) that feed those columns.  Arrays stay in their library; each
+    array's nonzero pattern is found once (by ``nonzero`` when given)."""
+    find = nonzero or _nonzero
+    # a sparse weight is its own pattern (its stored entries; no dense mask is made of it)
+    nz = {k: (None if A is None else A if isinstance(A, SparseMatrix) else find(A)) for k, A in
+          (("W1", W1), ("B1", B1), ("W2", W2), ("B2", B2), ("W3", W3), ("B3", B3))}
+
+    def any_column(P):
+        if isinstance(P, SparseMatrix):
+            u = np.zeros(P.shape[1], dtype=bool)
+            u[P.cols] = True
+            return u
+        return P.any(axis=0)
+
+    def used(w, b):
+        u = any_column(nz[w])
+        return u if nz[b] is None else u | nz[b].any(axis=0)
+    gram = np.nonzero(used("W1", "B1") & used("W3", "B3"))[0].tolist()
+    vcols = np.nonzero(used("W2", "B2"))[0].tolist()
+
+    def side(W, B, w, cols):
+        P = nz[w]
+        if not cols:
+            rows = []
+        elif isinstance(P, SparseMatrix):
+            rows = np.unique(P.rows[np.isin(P.cols, cols)]).tolist()
+        else:
+            rows = np.nonzero(P[:, cols].any(axis=1))[0].tolist()
+        return rows, W[rows][:, cols], (None if B is None else B[:, cols])
+    return {"q": side(W3, B3, "W3", gram), "k": side(W1, B1, "W1", gram), "v": side(W2, B2, "W2", vcols),
+            "vcols": vcols}
+
+
+def _sparse_heads_forward(H, plan, residual: bool):
+    """Stages of summed sparse heads (:func:`sparse_head`), then the skip."""
+    P = H
+    for stage in plan:
+        acc = P * 0
+        for hd in stage:
+            if not hd["vcols"] or not hd["q"][1].shape[-1]:
+                continue
+            sides = []
+            for key in ("q", "k", "v"):
+                rows, W, B = hd[key]
+                if rows:
+                    X = ops.mm(P[..., rows], W)
+                    sides.append(X if B is None else X + B)
+                elif B is not None:
+                    sides.append(B + P[..., :1] * 0)  # the bias alone, with the batch shape
+                else:
+                    break  # an all-zero side: the head adds nothing
+            else:
+                Qm, K, V = sides
+                acc[..., hd["vcols"]] += ops.mm(Qm, ops.mm(ops.transpose(K), V))
+        P = acc
+    return ops.add(H, P) if residual else P
