@@ -12,22 +12,9 @@ the four functions below.  They dispatch on the array type:
 * **torch** tensors (CPU or CUDA), with any leading batch axes.
 * **cupy** arrays (GPU), through the same numpy-style calls.
 
-Convolution semantics (seed 003 App. H.1.1, seed 000 Def. D.20), with
-``h[s, c]`` the tap of channel ``c`` at lag ``s`` and ``T`` tokens:
-
-* causal (linear convolution truncated to the first T outputs):
-  ``y[t, c] = sum_{s=0}^{t} h[s, c] v[t-s, c]``;
-* non-causal (circular convolution of length T):
-  ``y[t, c] = sum_{s=0}^{T-1} h[s, c] v[(t-s) mod T, c]``;
-* "same" (``same=True``, non-causal with zero padding, the third convention):
-  ``y[t, c] = sum_{j=0}^{T-1} h[j, c] v[t + m - j, c]`` with ``m = (T-1) // 2`` and
-  ``v`` zero outside ``0..T-1``: tap ``j`` acts at lag ``j - m`` (lags ``-(T-1-m)..m``),
-  so ``h[m]`` is lag 0.  This is ``numpy.convolve(v, h)[m:m+T]`` (numpy's ``mode="same"``
-  for equal lengths), and it is what ``torch.nn.Conv1d(kernel_size=T, padding=T//2)``
-  followed by the first T outputs computes with weights ``w[k] = h[T-1-k]`` (precision-ls's
-  ``causal=False`` short convolution; ``verify/importers/precision_ls.py``).
-
-Lag 0 comes first (causal, circular); this is *not* ``torch.nn.Conv1d`` (a cross-correlation).
+Convolution (``conv``, ``ConvPlan``, ``lag_index``: causal, circular and "same", seed 003
+App. H.1.1, seed 000 Def. D.20) lives in :mod:`constructions.conv`; its names are read
+through this module too (``ops.conv``), loaded on first use.
 """
 from __future__ import annotations
 
@@ -287,259 +274,12 @@ def transpose(X):
     return X.swapaxes(-1, -2)
 
 
-def lag_index(T: int, causal: bool, same: bool):
-    """For output token ``t`` (rows) and input token ``r`` (columns): the tap index that
-    multiplies ``v[r]`` in ``y[t]`` and whether it exists (the convention's Toeplitz /
-    circulant / banded matrix, as indices into ``h``)."""
-    t = np.arange(T)
-    lag = t[:, None] - t[None, :]
-    if same:
-        j = lag + (T - 1) // 2
-        mask = (j >= 0) & (j < T)
-        return np.where(mask, j, 0), mask
-    if causal:
-        return np.where(lag >= 0, lag, 0), lag >= 0
-    return lag % T, np.ones_like(lag, dtype=bool)
-
-
-def _check_mode(causal: bool, same: bool) -> None:
-    if same and causal:
-        raise ValueError("a convolution is causal, circular or 'same', not causal and 'same' at once")
-
-
-def conv(v, h, *, causal: bool, method: str = "direct", need=None, same: bool = False, nonzero_h=None):
-    """Per-channel convolution of ``v`` (..., T, C) with filters ``h`` (T, C).
-
-    ``causal`` / circular / ``same`` (zero-padded, centred): the module docstring.
-    ``method`` is ``"direct"`` (an explicit sum over taps: the reference
-    semantics, and the only method for exact arrays) or ``"fft"``.  ``need``
-    (exact arrays only): a (T, C) bool mask of the outputs wanted; the others
-    are left 0 (a caller that multiplies them by zero anyway); ``nonzero_h`` (exact arrays
-    only): the filters' nonzero pattern, where the caller has it.
-    """
-    if method not in ("direct", "fft"):
-        raise ValueError(f"unknown convolution method {method!r} (use 'direct' or 'fft')")
-    _check_mode(causal, same)
-    if is_object(v) or is_object(h):
-        return _conv_exact(np.asarray(v, dtype=object), np.asarray(h, dtype=object), causal, need, same, nonzero_h)
-    T = v.shape[-2]
-    if method == "fft":
-        return _conv_fft(v, h, causal, same)
-    # direct: a (C, T, T) Toeplitz (causal, same) or circulant (non-causal) matrix per channel
-    idx, mask = lag_index(T, causal, same)
-    if is_torch(v):
-        idx_t = torch.as_tensor(idx, device=v.device)
-        mask_t = torch.as_tensor(mask, device=v.device)
-        K = h[idx_t] * mask_t[..., None].to(h.dtype)  # (T, T, C)
-        return torch.einsum("trc,...rc->...tc", K, v)
-    xp = _array_module(v)
-    K = h[xp.asarray(idx)] * xp.asarray(mask)[..., None]
-    return xp.einsum("trc,...rc->...tc", K, v)
-
-
-class ConvPlan:
-    """The direct convolution of ``conv`` for one fixed float filter ``h`` (T, C),
-    planned once: the same sums, with the work each channel really needs.
-
-    * lag-0-only channels (identity and scaling filters): ``h[0] * v``;
-    * channels whose taps are all equal (the all-ones "sum" filter): one sum
-      over tokens (circular) or a prefix sum (causal), times the tap;
-    * the other channels: a Toeplitz/circulant product built once.
-
-    Channels with an all-zero filter give 0.  This is what
-    :meth:`constructions.layers.BaseConv.prepare` installs after a cast.
-    """
-
-    def __init__(self, h, *, causal: bool, same: bool = False):
-        _check_mode(causal, same)
-        self.causal, self.same = causal, same
-        hn = h.detach().cpu().double().numpy() if is_torch(h) else np.asarray(h.get() if hasattr(h, "get") else h,
-                                                                                dtype=np.float64)
-        T, C = hn.shape
-        nz = hn != 0
-        lag0 = nz[0] & ~nz[1:].any(axis=0)
-        uniform = (hn == hn[0]).all(axis=0) & nz[0] & ~lag0
-        if same:  # tap 0 is not lag 0 and no tap class is a plain sum: every channel is general
-            lag0 &= False
-            uniform &= False
-        general = nz.any(axis=0) & ~lag0 & ~uniform
-        self.T, self.C = T, C
-        self.lag0 = np.flatnonzero(lag0)
-        self.uniform = np.flatnonzero(uniform)
-        self.general = np.flatnonzero(general)
-        self.h = h
-        self.torch = is_torch(h)
-        if self.torch:
-            idx = lambda a: torch.as_tensor(a, device=h.device, dtype=torch.long)  # noqa: E731
-            self._lag0, self._uni, self._gen = idx(self.lag0), idx(self.uniform), idx(self.general)
-        else:
-            xp = _array_module(h)
-            self._lag0, self._uni, self._gen = (xp.asarray(a) for a in (self.lag0, self.uniform, self.general))
-        # per-channel coefficient vectors, zero outside their class: whole-array products, no scatter
-        zeros = h[0] * 0
-        self.c_lag0 = zeros.clone() if self.torch else zeros.copy()
-        self.c_lag0[self._lag0] = h[0][self._lag0]
-        self.c_uni = zeros.clone() if self.torch else zeros.copy()
-        self.c_uni[self._uni] = h[0][self._uni]
-        self.K = None
-        if len(self.general):
-            idx_np, mask_np = lag_index(T, causal, same)
-            hg = h[:, self._gen]
-            if self.torch:
-                self.K = hg[torch.as_tensor(idx_np, device=h.device)] * torch.as_tensor(
-                    mask_np, device=h.device)[..., None].to(h.dtype)
-            else:
-                xp = _array_module(h)
-                self.K = hg[xp.asarray(idx_np)] * xp.asarray(mask_np)[..., None]
-
-    def __call__(self, v):
-        out = v * self.c_lag0 if len(self.lag0) else None
-        if len(self.uniform):
-            if self.causal:
-                acc = v.cumsum(-2) if self.torch else v.cumsum(axis=-2)
-            else:
-                acc = v.sum(-2, keepdim=True) if self.torch else v.sum(axis=-2, keepdims=True)
-            term = acc * self.c_uni
-            out = term if out is None else out + term
-        if out is None:
-            out = v * 0
-        if self.K is not None:
-            ein = torch.einsum if self.torch else _array_module(v).einsum
-            out[..., self._gen] = ein("trc,...rc->...tc", self.K, v[..., self._gen])
-        return out
-
-
 def _array_module(v):
     if type(v).__module__.startswith("cupy"):
         import cupy  # noqa: PLC0415 - only when a cupy array is passed
 
         return cupy
     return np
-
-
-def _conv_fft(v, h, causal, same=False):
-    T = v.shape[-2]
-    n = 2 * T if (causal or same) else T
-    lo = (T - 1) // 2 if same else 0  # "same": the centred T outputs of the linear convolution
-    if is_torch(v):
-        ctype = v.dtype
-        work = v if ctype in (torch.float32, torch.float64) else v.to(torch.float32)
-        hw = h.to(work.dtype)
-        Vf = torch.fft.rfft(work, n=n, dim=-2)
-        Hf = torch.fft.rfft(hw, n=n, dim=-2)
-        y = torch.fft.irfft(Vf * Hf, n=n, dim=-2)[..., lo:lo + T, :]
-        return y.to(ctype)
-    xp = _array_module(v)
-    dt = v.dtype
-    work = v if dt in (np.float32, np.float64) else v.astype(np.float32)
-    Vf = xp.fft.rfft(work, n=n, axis=-2)
-    Hf = xp.fft.rfft(h.astype(work.dtype), n=n, axis=-2)
-    return xp.fft.irfft(Vf * Hf, n=n, axis=-2)[..., lo:lo + T, :].astype(dt)
-
-
-def _conv_exact(v, h, causal, need=None, same=False, nonzero_h=None):
-    """Exact convolution.  "Same" (``same=True``): one product per tap and token, zero
-    padding.  Circular: taps that share one value ``w`` on more than half of the
-    shifts are summed as ``w * (column total - the other shifts)`` (the all-ones "sum" filter
-    is one total; a "sum of all but the own token" filter one total minus one term); causal
-    all-equal taps are prefix sums.  Other taps: one product per tap and token."""
-    if v.ndim != 2:
-        raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
-    T, C = v.shape
-    out = zeros_like_object((T, C))
-    NH = nonzero_pattern(h) if nonzero_h is None else _pattern_of(nonzero_h, h)
-    NV = nonzero_pattern(v)
-    todo = NH.any(axis=0) & NV.any(axis=0)
-    if need is not None:
-        need = np.asarray(need, dtype=bool)
-        todo &= need.any(axis=0)
-    if not same:  # two channel classes in numpy's loops; the others one by one below
-        lag0 = todo & NH[0] & ~NH[1:].any(axis=0)
-        if lag0.any():
-            _conv_lag0(v, h, out, np.flatnonzero(lag0), NV, need)
-        todo &= ~lag0
-        if causal:
-            for c in np.flatnonzero(todo & NH.all(axis=0) & _equal_taps(h)).tolist():
-                _conv_prefix(v, h[0, c], out, c, NV[:, c], None if need is None else need[:, c])
-                todo[c] = False
-    for c in np.flatnonzero(todo).tolist():
-        wanted = range(T) if need is None else [t for t in range(T) if need[t, c]]
-        if not wanted:
-            continue
-        wanted_set = set(wanted)
-        taps = [(s, h[s, c]) for s in range(T) if not _is_zero(h[s, c])]
-        if not taps:
-            continue
-        col = [v[t, c] for t in range(T)]
-        nz = [t for t in range(T) if not _is_zero(col[t])]
-        if not nz:
-            continue
-        acc = {}
-
-        def put(t, term):
-            if t in wanted_set:
-                acc[t] = acc[t] + term if t in acc else term
-
-        if same:
-            pass  # the plain tap loop below
-        elif causal and len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
-            w, one = taps[0][1], _is_one(taps[0][1])
-            run, nzs = None, set(nz)
-            for t in range(T):
-                if t in nzs:
-                    run = col[t] if run is None else run + col[t]
-                if run is not None and t in wanted_set:
-                    acc[t] = run if one else w * run
-            taps = []
-        elif not causal:
-            groups: list[tuple[object, list[int]]] = []  # (tap value, its shifts)
-            for s, w in taps:
-                for gw, shifts in groups:
-                    if gw == w:
-                        shifts.append(s)
-                        break
-                else:
-                    groups.append((w, [s]))
-            rest = []
-            for w, shifts in groups:
-                if 2 * len(shifts) <= T:
-                    rest += [(s, w) for s in shifts]
-                    continue
-                total = tree_sum([col[r] for r in nz])
-                mine = set(shifts)
-                others = [s for s in range(T) if s not in mine]
-                one = _is_one(w)
-                if not others:  # every shift: the same value at every token, formed once
-                    val = total if one else w * total
-                    for t in wanted:
-                        put(t, val)
-                    continue
-                for t in wanted:
-                    part = total
-                    for s in others:
-                        x = col[(t - s) % T]
-                        if not _is_zero(x):
-                            part = part - x
-                    if not _is_zero(part):
-                        put(t, part if one else w * part)
-            taps = rest
-        shift = (T - 1) // 2 if same else 0
-        for s, w in taps:
-            one = _is_one(w)
-            for r in nz:
-                t = r + s - shift
-                if same:
-                    if not 0 <= t < T:
-                        continue
-                elif causal:
-                    if t >= T:
-                        continue
-                else:
-                    t %= T
-                put(t, col[r] if one else w * col[r])
-        for t, val in acc.items():
-            out[t, c] = val
-    return out
 
 
 def tree_sum(xs):
@@ -557,46 +297,6 @@ def tree_sum(xs):
             nxt.append(xs[-1])
         xs = nxt
     return xs[0]
-
-
-def _equal_taps(h) -> np.ndarray:
-    """Per channel: every tap equals tap 0 (numpy's elementwise comparison; False for a
-    scalar type whose ``==`` is not a plain bool: those channels take the tap loop)."""
-    try:
-        return np.equal(h, h[:1], dtype=bool).all(axis=0)
-    except (TypeError, ValueError):  # pragma: no cover - exotic scalar types
-        return np.zeros(h.shape[1], dtype=bool)
-
-
-def _conv_lag0(v, h, out, cols, NV, need):
-    """Channels ``cols`` whose only tap is lag 0: ``out[t, c] = h[0, c] v[t, c]`` on the
-    nonzero (and wanted) entries, in numpy's loop; a tap of one copies the entry (the same
-    object, no arithmetic)."""
-    sub = v[:, cols]
-    mask = NV[:, cols] if need is None else NV[:, cols] & need[:, cols]
-    w = h[0, cols]
-    try:
-        ones = np.equal(w, 1, dtype=bool)
-    except (TypeError, ValueError):  # pragma: no cover - exotic scalar types
-        ones = np.array([_is_one(x) for x in w], dtype=bool)
-    res = zeros_like_object(sub.shape)
-    np.copyto(res, sub, where=mask & ones)
-    np.multiply(np.broadcast_to(w, sub.shape), sub, out=res, where=mask & ~ones)  # tap on the left
-    out[:, cols] = res
-
-
-def _conv_prefix(v, w, out, c, nz, need):
-    """A causal channel whose taps all equal ``w``: prefix sums of its nonzero entries
-    (``numpy.add.accumulate``: one sum per nonzero entry), each scaled by ``w`` once; a token
-    after a zero entry shares the previous token's value."""
-    rows = np.flatnonzero(nz)
-    run = np.add.accumulate(v[rows, c])
-    if not _is_one(w):
-        run = np.multiply(w, run)
-    T = v.shape[0]
-    last = np.searchsorted(rows, np.arange(T), side="right") - 1  # the last nonzero entry <= t
-    ts = np.flatnonzero(last >= 0 if need is None else (last >= 0) & need)
-    out[ts, c] = run[last[ts]]
 
 
 def _entrywise_exact(X, Y, ufunc, *, keep_single: bool, nx=None, ny=None):
@@ -661,3 +361,19 @@ def add(X, Y, *, nonzero_x=None, nonzero_y=None):
     if is_object(X) or is_object(Y):
         return _entrywise_exact(X, Y, np.add, keep_single=True, nx=nonzero_x, ny=nonzero_y)
     return X + Y
+
+
+_CONV_NAMES = frozenset({"ConvPlan", "conv", "lag_index", "_check_mode", "_conv_exact", "_conv_fft"})
+
+
+def __getattr__(name):
+    """``ops.conv``, ``ops.ConvPlan``, ``ops.lag_index`` (PEP 562): :mod:`constructions.conv`'s
+    names, imported on first use (conv.py imports this module's helpers, so either module may
+    be imported first), then kept here."""
+    if name in _CONV_NAMES:
+        import importlib  # noqa: PLC0415
+
+        value = getattr(importlib.import_module(".conv", __package__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
