@@ -1,0 +1,506 @@
+"""The markdown of ``python -m verify.compiler_report`` (``docs/compiler.md``): the targets' table,
+(a) every builder x target, (b) the GD step's hand-written and compiled architectures, (c) the
+compiler's guarantee and what is not done (LSA / ELSA included), the inspection (trace) section and
+the channel budget section.  Every number comes from the run's results (``verify.compiler_report.run``);
+:func:`markdown` assembles them.
+"""
+from __future__ import annotations
+
+import math
+
+from constructions.compiler.targets import TARGETS
+
+#: (N, D) of the GD architectures in section (b)
+GD_SIZES = {"default": (20, 5), "quick": (3, 2)}
+PLAN_ABBREV = {"product": "P", "route": "R", "route (outputs)": "R_out", "gather": "G", "outputs": "O",
+               "product + outputs": "P+O"}
+#: the targets by family (constructions/compiler/targets.py), for the sections that are about one family
+ATTENTION = tuple(n for n, t in TARGETS.items() if t.family == "attention")
+SEQUENCE = tuple(n for n, t in TARGETS.items() if t.family == "sequence")
+#: the PNG of the trace section, written next to --out
+TRACE_PNG = "compiler_trace.png"
+
+
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}{'' if k == 1 else 's'}"
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _plan(c: dict) -> str:
+    return " ".join(PLAN_ABBREV.get(k, k) for k in c["plan"]) if c.get("plan") else "-"
+
+
+def _cell(c: dict, key: str):
+    return c[key] if c["status"] != "refused" else "-"
+
+
+def _find(cells, builder, target):
+    return next((c for c in cells if c["builder"] == builder and c["target"] == target), None)
+
+
+def _layers(c) -> str:
+    return _n(c["layers"], "layer") if c and c["status"] != "refused" else "refused"
+
+
+def _state(c) -> str:
+    return f"{c['tokens']} x {c['channels']}" if c and c["status"] != "refused" else "refused"
+
+
+def _table_a(cells) -> list[str]:
+    from .cli_common import markdown_table
+
+    rows = []
+    for c in cells:
+        m = c["circuit"]
+        circ = f"{m['size']} / {m['depth']} / {m['width']} / {m['multiplicative_depth']}"
+        if c["status"] == "refused":
+            rows.append((c["call"], c["target"], circ, "-", "-", "-", "-", "-", f"refused: {c['message']}",
+                         "-", "-"))
+            continue
+        b = c["bound"]
+        ok = "yes" if c["within_bound"] else "NO"
+        rows.append((c["call"], c["target"], circ, c["layers"], _plan(c) + _modules(c), f"{c['tokens']} x {c['channels']}",
+                     f"{c['params']['nonzero']} / {c['params']['total']}",
+                     f"{_n(b['layers'], 'layer')}, {_n(b['tokens'], 'token')} ({ok})", c["status"],
+                     f"{_s(c['compile_cpu_s'])} / {_s(c['compile_wall_s'])}",
+                     f"{_s(c['proof_cpu_s'])} / {_s(c['proof_wall_s'])}"))
+    return markdown_table(["circuit (placed)", "target", "size / depth / width / md", "layers", "plan",
+                           "state tokens x channels", "params nonzero / total", "bound (within?)", "proof",
+                           "compile s CPU / wall", "proof s CPU / wall"], rows)
+
+
+def _targets_table() -> list[str]:
+    """The table of targets (``constructions.compiler.targets.TARGETS``): what each compiles to,
+    the options it takes, causal or not, its passes and its guarantee."""
+    from .cli_common import markdown_table
+
+    rows = [(f"`{t.name}`", t.description, t.paper, ", ".join(f"`{o}`" for o in sorted(t.options)) or "-",
+             "yes" if t.causal else "no", " -> ".join(p.name for p in t.passes), t.bound_rule)
+            for t in TARGETS.values()]
+    return markdown_table(["target", "compiles to", "paper", "options", "causal", "passes", "bound"], rows)
+
+
+def _modules(c: dict) -> str:
+    st = (c.get("modules") or {}).get("stages")
+    return f" (modules of {'+'.join(map(str, st))} stages)" if st else ""
+
+
+def _table_b(gd) -> list[str]:
+    from .cli_common import markdown_table
+
+    rows = []
+    for r in gd:
+        sym = ", ".join(r["symbolic_params"]) or "-"
+        fixed = ", ".join(f"{k}={v}" for k, v in r["fixed_params"].items()) or "-"
+        rows.append((f"`{r['arch']}`", r["kind"], r["layers_per_step"],
+                     f"{r['fixed_layers']} ({r['prologue']} + {r['epilogue']})", r["depth_formula"] or "-",
+                     f"{r['state'][0]} x {r['state'][1]}", r["state_formula"] or "-",
+                     f"{r['params_body']['nonzero']} / {r['params_body']['total']}",
+                     "PROVED" if r["proved"] else "FAILED", f"symbolic: {sym}; fixed: {fixed}",
+                     f"{_s(r['build_cpu_s'])} / {_s(r['build_wall_s'])}",
+                     f"{_s(r['proof_cpu_s'])} / {_s(r['proof_wall_s'])}"))
+    return markdown_table(["arch", "kind", "layers per step", "prologue + epilogue", "depth formula",
+                           "state", "state formula", "body params nonzero / total", "proof",
+                           "proved for", "build s CPU / wall", "proof s CPU / wall"], rows)
+
+
+def _table_h21(cells) -> list[str]:
+    from .cli_common import markdown_table
+
+    rows = []
+    for c in cells:
+        if c["target"] not in SEQUENCE or c["status"] == "refused":
+            continue
+        m = c["circuit"]
+        dl = m["depth"] * math.log2(m["width"]) if m["width"] > 1 else m["depth"]
+        inner = ", ".join(f"{PLAN_ABBREV.get(k, k)} {n}" for k, n in c["inner_channels"])
+        rows.append((c["call"], c["target"], m["depth"], m["width"], f"{dl:.1f}", c["layers"],
+                     f"{m['width']} x {m['grid'][1]}", f"{c['tokens']} x {c['channels']}", inner))
+    return markdown_table(["circuit", "target", "depth Delta", "width w", "Delta log2 w", "compiled layers",
+                           "Thm. H.21 state O(w) x D (constants dropped)", "compiled state",
+                           "inner channels per layer"],
+                          rows)
+
+
+def markdown(res: dict, command: str, mach: dict) -> str:
+    cells, gd = res["cells"], res["gd"]
+    n, d = GD_SIZES[res["mode"]]
+    proved = sum(c["status"] == "PROVED" for c in cells)
+    refused = [c for c in cells if c["status"] == "refused"]
+    L = ["# The circuit compiler: every builder on every target, proved", "",
+         f"Generated by `{command}` on {mach['platform']} ({mach['cpu']}, {mach['cpu_count']} CPUs, "
+         f"Python {mach['python']}) at {mach['generated']}; do not edit by hand. Every number below comes "
+         "from that run: times are CPU seconds (`time.process_time`) and wall seconds (`time.perf_counter`) "
+         "of this process on that machine (a shared machine: compare times within one run, not across "
+         "runs), sizes and verdicts are what the compiler and the prover "
+         "(`verify.prover.proof.prove`: exact, symbolic in every input) returned."
+         + (" **Quick sizes** (`--quick`): not the default sizes." if res["mode"] == "quick" else ""), "",
+         f"The compiler (`constructions/compiler/`, `compile_circuit(g, target=...)`) has {len(TARGETS)} targets, "
+         "one `Target` each in the table `TARGETS` (`constructions/compiler/targets.py`, listed below): "
+         "`baseconv` and `baseconv-causal` keep the placed circuit's token grid (its inputs an N x D "
+         "matrix, rows are tokens) and route values between tokens by (circular / causal) convolution; "
+         "`lsa` (seed 001 eq. (8), multi-head) and `elsa` (eq. (16), modules of eq. (57)-(59)) keep the "
+         "same grid and compute on a work token, each head a sum of products between the work token and "
+         "the others with the token sum inside the Gram factor (section (c)); `baseconv-mlp` puts every "
+         "value in its own channel of one token (a gated MLP, kept for comparison).", "",
+         "Every target emits its channel mixes (BaseConv's `W_in`, `W_gate`, `W_out`; each head's `W1`-`W3`) "
+         "as sparse matrices (`constructions/sparse.py`: nonzero entries, exact values), and they stay "
+         "sparse through the proof (the exact product reads a column's entries), the float run "
+         "(`scipy.sparse` for numpy float32/float64, gathers and `index_add_` for torch in every dtype; a "
+         "dense float copy only for numpy float16 and cupy) and the reports. They are laid out dense only "
+         "where a file format needs it: the weight file's safetensors tensors (its exact sidecar lists "
+         "the nonzero entries) and the peers' export formats. `bench/bench_sparse.py` measures the two "
+         "forms against each other.",
+         ""] + _targets_table() + ["",
+         f"## (a) Builders x targets ({proved} of {len(cells)} cells proved, {len(refused)} refused)", "",
+         "Circuit columns (`circuits.metrics`): size = wires, depth Delta = longest input-output path, "
+         "width w = the widest level cut, md = multiplicative depth after splitting n-ary products into "
+         "balanced binary trees and folding constants (what every target pays for). Plan: P a product "
+         "layer, R a route layer (any linear map), R_out the final route layer that writes the outputs "
+         "at their places; G a gather layer, O an output layer, P+O a product layer that also writes the "
+         "outputs in place. Bound: the compiler's guarantee (`con.info['compiled']['bound']`), the bound "
+         "column of the targets' table above; \"within?\" checks the compiled stack against it. "
+         "Params count the entries of every weight array (nonzero / all). A refusal is the compiler's "
+         "`CompileError`, verbatim.", ""]
+    L += _table_a(cells)
+    L += [""]
+    L += _section_b(res, cells, gd, n, d)
+    L += _section_c(cells, gd, n, d)
+    L += _section_trace(res.get("trace_example"))
+    L += _section_budget(res.get("budget"))
+    return "\n".join(L) + "\n"
+
+
+def _section_budget(ex) -> list[str]:
+    """A channel budget (`circuit --channels C`, `compile_circuit(channels=C)`): the machine, the
+    derivation of its layer bound, and the frontier of one GD step."""
+    if not ex:
+        return []
+    L = ["", "## A channel budget (`--channels C`, `--pareto`)", "",
+         "`compile_circuit(g, target, channels=C)` (constructions/compiler/budget.py) keeps every state and every "
+         "layer's inner channels at most `C`, for every `C` from the grid's channels `D` + 2 upwards (causal: from "
+         "the least budget at which every value finds a slot no later than the outputs that need it; searched, and "
+         "stated in the refusal of a smaller one). The state is `M = C - 2` memory channels and two work channels "
+         "`A`, `B`; every value sits in one memory slot and every other slot is zero. A layer carries each memory "
+         "channel holding a live value (one inner channel each: `W_in = W_out = e_c`, filter `delta_0`, `B_gate` the "
+         "0/1 mask of its live tokens, so dead values are zeroed for free), which leaves at least 2 inner channels "
+         "for: a *unit read* into a slot at token `t` (seed 003 Lemma H.7; a local channel mix at `t`, or one "
+         "channel's atoms at other tokens through the filter taps, masked to `t`); a *load* of a product's factors "
+         "into `A` and `B` at its token; a *product layer* (seed 000 App. D.2.1 MULTIPLY: `A * B`, zero but at the "
+         "loaded tokens, added into a memory channel free there); a *move* of a finished output to its place. "
+         "Where the grid has no free slot, tokens are appended (the theorems' O(w) rows).", "",
+         "Layer bound (reported as `compiled.bound.layers`). A form read at token `t` has `u <= 1 + M` units (its "
+         "atoms at `t`, and one per memory channel holding its other atoms); `u >= 2` units are accumulated into a "
+         "scratch slot at `t` in `u - 1` layers (the first layer reads two units, each later one the scratch and one "
+         "more). A product costs one load and one product layer plus `(u(f) - 1)^+ + (u(g) - 1)^+` partial-sum "
+         "layers, an output `max(1, u - 1)` layers to stage and half a layer to move (two per layer), so with `P` "
+         "products and `O` outputs: layers `<= P (2 + 2M) + O (M + 1) + ceil(O / 2) + 1`, linear in the circuit's "
+         "size. It runs on `baseconv-causal`, below 5 channels, and for small circuits where it is fewer layers.", "",
+         "**Level-parallel** (`baseconv`, `C >= 5`; `compiled.bound.scheme`): the theorems' `O(Delta log w)` with "
+         "constants. One flatten layer puts every input in one value channel `V`, token-major (grid `(t, c)` -> "
+         "token `c T_g + t`). Per level of multiplicative depth each work channel gets its factor forms by a Benes "
+         "network of masked shifts (constructions/compiler/benes.py, looping algorithm; seed 003 Lemmas H.7-H.8, the "
+         "butterfly factors of seed 000 Assumption D.22): stage `j` is one layer, output token `t` keeps its value or "
+         "reads `t XOR 2^j` (three inner channels: lag 0, `-2^j`, `+2^j`, each masked by `B_gate`), `2K - 1` stages "
+         "on `2^K` tokens. Each distinct atom is routed to the head of its copy run (`<= 2K - 1`), copied by a "
+         "doubling tree (`<= K`), routed to its forms' blocks with the coefficients in the last masks (`<= 2K - 1`; "
+         "the two routes compose where nothing is copied), summed by a halving tree towards the block's end (`<= K`), "
+         "the product's token; one product layer forms every product of the level. Outputs: the same into `A`, a "
+         "third route to token `c T_g + t` where needed, one unflatten layer. With `K = ceil(log2 N')` (`N'`: "
+         "the tokens, the theorems' `O(w)` rows): layers `<= md (6K - 1) + 8K - 1` for `C >= 7` (both work channels "
+         "route in the same layers: 1 + 3 + 3 inner channels), `md (12K - 3) + 8K - 1` for `C` in 5, 6. "
+         "`gd_step(20, 5)` at its minimum 13 channels: 97 layers on 1024 tokens (bound 197; one product at a time: "
+         "858).", "",
+         f"Frontier of `{ex['call']}` (`circuit --pareto`; each point compiled, the tests prove every builder at "
+         "every budget from the minimum up):", "",
+         "| target | minimum budget | bound at the minimum | frontier: layers x channels (tokens) |",
+         "|---|---|---|---|"]
+    for target, r in ex["targets"].items():
+        if "refused" in r:
+            L.append(f"| {target} | refused: {r['refused']} | | |")
+            continue
+        pts = ", ".join(f"{p['layers']} x {p['channels']} ({p['tokens']})"
+                        + ("" if p["budget"] is not None else " unbounded") for p in r["frontier"])
+        L.append(f"| {target} | {r['minimum']} | {r['bound_at_minimum']} | {pts} |")
+    return L
+
+
+def _section_trace(ex) -> list[str]:
+    """The residual labels of one small compiled circuit, every layer, and its PNG."""
+    if not ex:
+        return []
+    L = ["", f"## Inspection: which node sits where (`{ex['call']}` on `{ex['target']}`)", "",
+         f"Like tracr's residual labels: for the input state and the state after each of the {ex['layers']} "
+         f"layers ({ex['state'][0]} tokens x {ex['state'][1]} channels; proof: "
+         f"{'PROVED' if ex['proved'] else 'FAILED'}), which circuit node's value sits at each (token, channel), "
+         "and which product each BaseConv inner channel forms, its gate side `u W_gate + B_gate` times its "
+         "convolution side `h * (u W_in + B_in) + B_conv` (seed 000 eq. (19)). The labels are found after the "
+         "fact from the compiled stack and the circuit alone (`verify/compiler_trace.py`): the stack and "
+         f"every node are evaluated at {ex['draws']} random points modulo the prime {ex['prime']}, and a cell is "
+         "labelled with the nodes whose values equal its value at every point (`c name`: c times the node; a "
+         "number: a constant; `~`: no node's multiple, e.g. a partial sum); by Schwartz-Zippel and a union "
+         f"bound any label here is wrong with probability at most {ex['error_bound']:.1e}. They are for "
+         "reading; the proof is exact and separate. The same for any circuit: `python -m verify.construct "
+         "circuit --graph FILE --trace --plot FILE.png` (tables cut for large states; `--json` then holds "
+         "every label as `compiled.trace`).", "",
+         "Names: an input by its name, an output gate by its output name (`x_0'`: the next x_0), other "
+         "gates `p<id>` (a product) and `s<id>` (a sum): " + "; ".join(f"`{x}`" for x in ex["legend"]) + ".", ""]
+    for i, tab in enumerate(ex["tables"]):
+        L += [f"**{'Input state' if i == 0 else f'After layer {i}'}**", ""] + tab + [""]
+    L += [f"![occupancy of the state per layer]({TRACE_PNG})", "",
+          f"`{TRACE_PNG}`: the same states, cells coloured by what they hold (input, sum, product, output, "
+          "constant, other)."]
+    return L
+
+
+def _section_b(res, cells, gd, n, d) -> list[str]:
+    gdc = {t: _find(cells, "gd_step", t) for t in TARGETS}
+    call = gdc["baseconv"]["call"] if gdc["baseconv"] else "gd_step"
+    L = [f"## (b) The GD step: hand-written architectures next to the compiled ones (N={n}, D={d})", "",
+         "Every `gd` architecture of the registry (`constructions.catalogue.gd_architectures()`), built "
+         f"by `entry.build({n}, {d})` and proved. Layers are per GD step (the body, repeated k times) "
+         "plus the fixed prologue and epilogue. The compiled architectures (`constructions/compiled_gd.py`) "
+         "are the placed GD step (plus the query q passed through) compiled as the body and the "
+         "prediction q^T x compiled as the epilogue; their build time is the compilation. The hand "
+         "architectures are proved for a symbolic step size (and ridge parameter), the compiled ones for "
+         "the fixed exact values shown (a constant of the circuit).", ""]
+    L += _table_b(gd)
+    L += ["", f"The bare step circuit `{call}` of table (a), for the same comparison: "
+          + "; ".join(f"`{t}` {_layers(c)}, state {_state(c)}" for t, c in gdc.items() if c) + ".", ""]
+    return L
+
+
+def _section_attention(cells, gd) -> list[str]:
+    from .cli_common import markdown_table
+
+    att = [c for c in cells if c["target"] in ATTENTION and c["status"] != "refused"]
+    refused = [c for c in cells if c["target"] in ATTENTION and c["status"] == "refused"]
+    rows = [(c["call"], c["target"], c["layers"], _plan(c) + _modules(c),
+             ", ".join(f"{PLAN_ABBREV.get(k, k)} {h}" for k, h in c["inner_channels"]),
+             f"{c['tokens']} x {c['channels']}", f"{c['params']['nonzero']} / {c['params']['total']}",
+             c["bound"]["layers"], "yes" if c["within_bound"] else "NO") for c in att]
+    hand = {r["arch"]: r for r in gd}
+    L = ["### LSA and ELSA: the Gram factor, and why at most `md + 2` layers", "",
+         "A head of an LSA layer (seed 001 eq. (8)) adds to cell (t, c) `sum_b l_b(H[t]) G[b, c]` with "
+         "`G[b, c] = sum_s m_b(H[s]) n_c(H[s])`: every term is linear in `H[t]` with coefficients that do "
+         "not depend on t, so no stack of LSA layers forms the token-wise product `x[t] y[t]` for all t "
+         "(the baseconv targets' product primitive; ELSA's biases are constants and change nothing). "
+         "What one head does form is a family of *sums* of products between a work token w and the "
+         "other tokens: with the one-hot positions in the input (`pos_r`; ELSA: in its bias matrices), "
+         "`n_d = sum_i pi[d, i] pos_i` selects tokens inside the Gram factor (shape R: `out[w, d] = "
+         "sum_b l_b(h_w) sum_i pi[d, i] m_b(H[i])`, e.g. every residual `(A x - b)_i` in one head) and "
+         "`m_i = pos_i` sums over them (shape C: `out[w, d] = sum_i l_i(h_w) n_d(H[i])`, e.g. `A^T r`). "
+         "`constructions/compiler/attention.py` writes, per level of multiplicative depth, each "
+         "consumer's products (a later factor or an output) as monomials between a work-token cell and "
+         "any cell, and splits that coefficient matrix into heads by an exact rank factorisation "
+         "(python-flint `fmpq_mat.rref`), in the shape of smaller rank. Inputs move to the work token "
+         "only where a product has no factor there (one gather layer); the outputs are written in place "
+         "by the last product layer when they all sit on the work token, else by one output layer. "
+         "Hence at most `md + 2` LSA layers; ELSA pairs them into modules of two stages (stage 1 adds a "
+         "skip head, Property 3; stage 2 a head handing on the channels stage 1 wrote), at most "
+         "`ceil((md + 2) / 2)` modules. Heads per layer:", ""]
+    L += markdown_table(["circuit", "target", "layers", "plan", "heads per layer", "state", "params nonzero / total",
+                         "bound (layers)", "within?"], rows)
+    if refused:
+        L += ["", "Refused: " + "; ".join(f"`{c['call']}` on `{c['target']}` ({c['message']})" for c in refused)
+              + "."]
+    gl, ge = _find(cells, "gd_step", "lsa"), _find(cells, "gd_step", "elsa")
+    if gl and ge and gl["status"] != "refused" and ge["status"] != "refused":
+        hl, he = hand.get("lsa"), hand.get("elsa")
+        L += ["", f"The GD step `{gl['call']}`: `lsa` {_n(gl['layers'], 'layer')} ({_plan(gl)}), state "
+              f"{gl['tokens']} x {gl['channels']}; `elsa` {_n(ge['layers'], 'module')}{_modules(ge)}, state "
+              f"{ge['tokens']} x {ge['channels']}"
+              + (f"; the hand constructions of table (b): `lsa` {hl['layers_per_step']} layer per step on "
+                 f"{hl['state'][0]} x {hl['state'][1]}, `elsa` {he['layers_per_step']} on "
+                 f"{he['state'][0]} x {he['state'][1]}" if hl and he else "") + "."]
+    return L + _section_attention_gd(gd)
+
+
+def _section_attention_gd(gd) -> list[str]:
+    """Why compiled GD on ``lsa`` cannot be one layer per step over the placed grid,
+    and what placement would let it (and ``elsa`` reach 1.5x the hand state)."""
+    by = {r["arch"]: r for r in gd}
+    cl, ce, hl, he = by.get("compiled-lsa"), by.get("compiled-elsa"), by.get("lsa"), by.get("elsa")
+    if not (cl and ce and hl and he):
+        return []
+    n, d = cl["N"], cl["D"]
+
+    def cells(r):
+        return r["state"][0] * r["state"][1]
+    return ["", "#### Compiled GD on `lsa` / `elsa`: one layer per step, and the state", "",
+            f"Measured at N={n}, D={d}: `compiled-lsa` {_n(cl['layers_per_step'], 'layer')} per step on "
+            f"{cl['state'][0]} x {cl['state'][1]} ({cells(cl) / cells(hl):.2f}x the hand `lsa` "
+            f"{hl['state'][0]} x {hl['state'][1]}), `compiled-elsa` {_n(ce['layers_per_step'], 'module')} on "
+            f"{ce['state'][0]} x {ce['state'][1]} ({cells(ce) / cells(he):.2f}x the hand `elsa` "
+            f"{he['state'][0]} x {he['state'][1]}).",
+            "",
+            "**No single LSA layer does the step over the placed grid.** The grid puts the query q in A's "
+            "channels 0..D-1 of the x token n (`constructions/compiled_gd.py`). Take any LSA layer (any "
+            "number of heads, the one-hot positions in the input) and the update of cell (t, c): "
+            "`sum_b l_b(H[t]) G[b, c]`, `G[b, c] = sum_s m_b(H[s]) n_c(H[s])`, the forms' data parts the "
+            "same on every token, positions adding constants only. (i) At a data token t < n the x "
+            "channels must not change; a monomial `A_te x_a q_c` there can only come from `l` reading "
+            "channel e (x is 0 off token n, a position times a Gram entry has degree 2) times the "
+            "`x_a q_c` part of `U_e = sum_b l_b[e] G[b, c]`, so that part is 0. (ii) At token n a "
+            "monomial `x_a q_e q_c` then comes only from `l` reading x's channel a times the `q_e q_c` "
+            "part of a Gram entry, and `q_e q_c` is the s = n term of the same bilinear form whose "
+            "s < n terms are `A_se A_sc`: its coefficient equals that of `x_a A_se A_sc`. The GD update "
+            "of x_j needs `-eta x_k A_sj A_sk` and no `x_k q_j q_k`: a contradiction (eta != 0). ELSA's "
+            "biases are position constants, so one ELSA stage is no better; a two-stage module (seed 001 "
+            "eq. (57)-(59)) escapes the argument, and `elsa` is one module per step.",
+            "",
+            "**What placement lets it.** With q in channels of its own (not A's) the Gram entry "
+            "`sum_s A_sk A_sj` is exactly `(A^T A)_kj`, and one LSA layer of 3 heads is the step, as "
+            "the hand construction's (seed 001 eq. (42)-(48)): `l_k = x_k` (nonzero only on token n, so "
+            "the update stays there), `m_k = A_k`, `n_{x_j} = -eta A_j`; `l = pos_n`, `m = b`, "
+            "`n_{x_j} = eta A_j`; `l = m = pos_n`, `n_{x_j} = -eta lam x_j`. Only `pos_n` of the "
+            f"position block is read: state (N+1) x (3D+2) = {(n + 1) * (3 * d + 2)} cells, "
+            f"{(n + 1) * (3 * d + 2) / cells(hl):.2f}x the hand `lsa`. For `elsa` on the placed grid "
+            "itself, two changes to the plan reach it: each residual `r_t = A_t x - b_t` on its own "
+            "data token in one channel (one head: `l_j = A_j`, `m_j = x_j`, `n = pos_n`, and Gram rows "
+            "`l_b = x_b`, `m_b = -A_b` (read at token n through `n = pos_n`: `-q_b`) cancelling the query token's `q . x`), then `A^T r` as a "
+            "row-uniform Gram sum (`l = pos_n`, `m = r`, `n_{x_j} = -eta A_j`), with stage 1's skip "
+            "as a channel identity (`W3 = I`, `B1^T B2` = the identity on the channels stage 2 reads, "
+            "rank at most T) instead of a token identity (which needs as many channels as tokens): "
+            f"state (N+1) x (2D+2) = {(n + 1) * (2 * d + 2)} cells, "
+            f"{(n + 1) * (2 * d + 2) / cells(he):.2f}x the hand `elsa`. Neither is done: the compiler "
+            "places every consumer of a level on the work token, and the `lsa` constant block holds "
+            "all T positions."]
+
+
+def _section_c(cells, gd, n, d) -> list[str]:
+    """(c): why at most ``2 md + 1`` layers, why a route layer is any linear map, the compiled stacks
+    against seed 003 Thm. H.21, LSA and ELSA (:func:`_section_attention`), and what is not done."""
+    seq = [c for c in cells if c["target"] in SEQUENCE and c["status"] != "refused"]
+    L = ["## (c) The guarantee, and what is not done", ""] + _section_c_levels(seq) + [""]
+    L += _section_c_routes(cells, seq) + [""]
+    L += _section_c_h21()
+    L += _table_h21(cells)
+    L += [""] + _section_attention(cells, gd)
+    return L + _section_c_not_done(cells, gd, n, d) + [""]
+
+
+def _section_c_levels(seq) -> list[str]:
+    """Why a sequence target's stack has at most ``2 md + 1`` layers, and the cell of table (a)
+    closest to that bound (``seq``: the proved sequence cells)."""
+    worst = max(seq, key=lambda c: c["layers"] / c["bound"]["layers"]) if seq else None
+    return ["### Why at most `2 md + 1` layers on the input grid's tokens", "",
+            "1. **Affine forms over atoms** (`linearise`). Every circuit node becomes an affine form over "
+            "*atoms*: the inputs and binary products. Additions and multiplications by constants are free "
+            "(they live in the forms), an n-ary product is split into a balanced tree, and a product "
+            "atom's level is 1 + the larger level of its factors' atoms; md is the largest level an "
+            "output needs. Both factors of a level-l product are affine forms over atoms of level < l, "
+            "which the state holds (atoms still needed later are carried).",
+            "2. **One product layer per level.** A BaseConv layer forms, in each inner channel k, "
+            "`(u W_gate + B_gate)[:, k] * (h * (u W_in) + B_conv)[:, k]` (seed 000 App. D.2.1 MULTIPLY, "
+            "Def. D.20). A product sitting at token t is one such channel when one factor is a channel mix "
+            "of the atoms at t (the gate side; `W_gate` is shared by all tokens) and the other either a "
+            "channel mix at t (filter = identity) or one channel read at other tokens through the "
+            "filter's taps. Products with the same gate mix and conv channel share an inner channel at "
+            "different tokens; carried atoms pass through a channel whose gate is a 0/1 token mask.",
+            "3. **A route layer before it only where a factor must move.** If some product of the level "
+            "cannot be read that way (e.g. a factor mixes atoms on several tokens, or neither factor is a "
+            "channel mix at the product's token), the level first gets one route layer that puts both factors of "
+            "every product side by side at one token (chosen to balance the products over the tokens), "
+            "after which the product layer reads them locally. So a level costs 1 or 2 layers.",
+            "4. **One final route layer** writes each output (an affine form over the last atoms) at its "
+            "place and zeros every other slot (skipped when the state already is the final state).",
+            "",
+            "Hence layers <= 2 md + 1, and the state never gains tokens: the grid is the input grid, "
+            "only channels are added. Channels: a new one is the lowest free, so a state needs at most "
+            "S = D + max over levels (atoms carried + 2 products) + outputs, a product layer's inner "
+            "channels are at most its carried atoms plus products, and a route layer's at most one per "
+            "(source channel, destination channel, destination token): `state_width` <= S^2 T in "
+            "`compiled.bound` (loose: the route layers' worst case). "
+            + (f"In table (a) every proved sequence cell is within the bound; the closest to it is "
+               f"`{worst['call']}` on `{worst['target']}`: {worst['layers']} of {worst['bound']['layers']} "
+               f"layers (plan {_plan(worst)})." if worst and all(c["within_bound"] for c in seq) else
+               "**Some cell of table (a) exceeds the bound: see the \"within?\" column.**")]
+
+
+def _section_c_routes(cells, seq) -> list[str]:
+    """Why a route layer is any linear map, its width (the widest route layer of ``seq``), and the
+    causal refusals."""
+    routed = [c for c in seq if "route" in (c["plan"] or [])]
+    route_inner = [(c, max(k for kind, k in c["inner_channels"] if kind == "route")) for c in routed]
+    widest = max(route_inner, key=lambda ci: ci[1]) if route_inner else None
+    refusals = [c for c in cells if c["status"] == "refused"]
+    return ["### Why a route layer is any linear map, and what its width costs", "",
+            "With `W_gate = 0` a BaseConv layer is linear in its input (seed 003 Lemma H.7: linear, "
+            "convolution and fixed gating are one layer each; seed 000 App. D.2.1 LINEAR). Each inner "
+            "channel k adds `mask_k[t] * sum_s h_k[s] (u W_in[:, k])[t - s] * W_out[k, :]`: a channel mix "
+            "in, a per-channel filter that moves tokens, a per-token mask (`B_gate`, a *masked filter*) "
+            "and a channel mix out; `B_out` adds constants. Any linear map `y[t, c'] = sum M[(t, c'), (t2, "
+            "c)] u[t2, c] + const` is a sum of such terms: one inner channel per (source channel c, "
+            "destination channel c', destination token t) with `W_in = e_c`, taps `h[t - t2] = M[(t, c'), "
+            "(t2, c)]` (on a circular convolution, for a fixed t each t2 has its own shift), mask `e_t` "
+            "and `W_out = e_c'`. So one layer realises any linear map, at the price of up to "
+            "(source channels) x (destination channels) x (tokens) inner channels; `constructions/"
+            "compiler/routing.py` shares one inner channel among the rows whose taps agree up to a scale "
+            "(the mask carries the scale) and merges equal groups over sources and destinations. The "
+            "last column of the next table gives the inner channels each compiled layer used"
+            + (f"; the widest route layer is that of `{widest[0]['call']}` on `{widest[0]['target']}`: "
+               f"{widest[1]} inner channels, on {widest[0]['tokens']} tokens." if widest else ".")
+            + " A causal convolution only moves values to later tokens, so there a route layer realises "
+            "only the maps whose every term reads an earlier or the same token; an output placed before "
+            "a token it depends on is refused"
+            + (" (" + "; ".join(f"`{c['call']}`" for c in refusals) + " in table (a))." if refusals else ".")]
+
+
+def _section_c_h21() -> list[str]:
+    """The head of the comparison with seed 003 Thm. H.21 (its table: :func:`_table_h21`)."""
+    return ["### Against seed 003 Thm. H.21 (= seed 000 Thm. D.30)", "",
+            "The theorem turns an (ND, s, Delta, w)-circuit into an (N, O(Delta log w), D, O(w), D)-BaseConv: "
+            "O(Delta log w) layers, an inner state of O(w) rows and D columns. It pays for every level of "
+            "(additive and multiplicative) depth and moves values with linear layers of width D (log w "
+            "Kaleidoscope factors per level). This compiler counts only multiplicative levels (additions "
+            "are free in the affine forms) and routes any linear map in one layer by letting the channel "
+            "count grow: it trades width (channels) for depth, and keeps N rows instead of O(w). The "
+            "table puts the theorem's expressions, constants dropped (so only indicative), next to what was "
+            "compiled:", ""]
+
+
+def _section_c_not_done(cells, gd, n, d) -> list[str]:
+    """What is not done: an explicit-constant Thm. H.21 bound, row-uniform Gram sums on the attention
+    targets, and the GD step's Gram form (the builder's choice, not the compiler's)."""
+    by = {(c["builder"], c["target"]): c for c in cells}
+    gb, gcz = by.get(("gd_step", "baseconv")), by.get(("gd_step", "baseconv-causal"))
+    hand_c = next((r for r in gd if r["arch"] == "baseconv-causal"), None)
+    gd_n, gd_d = (int(a) for a in gb["args"][:2]) if gb else (n, d)
+    L = ["", "### What is not done", "",
+         "* **An explicit-constant Thm. H.21 bound.** `compiled.bound` is this compiler's own guarantee "
+         "(derived above); the theorem's O(Delta log w) / O(w) expressions are shown with constants "
+         "dropped, not with the constants of a proof."]
+    dot_l = by.get(("dot", "lsa"))
+    if dot_l is not None and dot_l["status"] != "refused" and "gather" in (dot_l["plan"] or []):
+        L += [f"* **Row-uniform Gram sums on the attention targets.** `{dot_l['call']}` on `lsa` is "
+              f"{_n(dot_l['layers'], 'layer')} (plan {_plan(dot_l)}): its products u_t v_t have both factors "
+              "on token t, so one factor is gathered to the work token first. One head could form the "
+              "whole sum as a Gram entry `sum_s m(H[s]) n(H[s])` with `m`, `n` reading the u and v "
+              "channels (a row-uniform bilinear form); the pass does not recognise that shape."]
+    gram_c = by.get(("gd_step_gram", "baseconv-causal"))
+    if gcz is not None and gcz["status"] != "refused" and gb is not None and gb["status"] != "refused":
+        L += [f"* **The Gram form is the builder's choice, not the compiler's.** On `{gcz['call']}` the causal "
+              f"target needs {gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} "
+              f"for the circular one. The first-level products a_ij x_j (N D = {gd_n * gd_d} of them) cannot "
+              "sit on the data tokens, since x is on the last (query) token and a causal filter does "
+              "not move it back; so they all land on the query token, where an inner channel forms only "
+              "one product, and so does the next level (a_ij times the residuals). Inner channels per layer: "
+              + ", ".join(f"{PLAN_ABBREV.get(k, k)} {m}" for k, m in gcz["inner_channels"])
+              + ". The same step written as (A^T A) x - A^T b (`gd_step(..., form=\"gram\")`, as the hand "
+              "causal construction, seed 000 eq. (47)) has its first-level products a_ij a_ik, a_ij b_i "
+              "within each data token, and the token sums reach the query token through causal prefix-sum "
+              "filters"
+              + (f": `{gram_c['call']}` compiles to {_n(gram_c['layers'], 'layer')} on {gram_c['tokens']} x "
+                 f"{gram_c['channels']} (plan {_plan(gram_c)}); `compiled-baseconv-causal` instead computes A^T A "
+                 "and A^T b once, in its prologue, and its body reads them: 1 layer per step "
+                 + (f"(hand `baseconv-causal`: {hand_c['state'][0]} x {hand_c['state'][1]}, "
+                    f"{hand_c['state_formula']})" if hand_c else "")
+                 if gram_c and gram_c["status"] != "refused" else "")
+              + ". The re-association pass (`reassociate.py`: balanced trees, distribution, Estrin, shared "
+              "subexpressions) does not find this rewriting, which changes which products are formed "
+              "(A^T A once, instead of A x per step): the compiler takes the form it is given."]
+    return L
