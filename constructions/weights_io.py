@@ -206,9 +206,39 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
     metadata are read with the layer structure of ``spec``; their layer count
     comes from the tensor names (``k`` is not used: the caller compares the
     count with what it proves)."""
+    path = Path(path)
+    meta, names, tensors = _read_tensors(path)
+    missing_extra = [n for n in extra if n not in tensors]
+    if missing_extra:
+        raise WeightFileError(f"{path}: lacks tensor {missing_extra[0]}")
+    by_layer: dict[int, set[str]] = {}
+    unread = []
+    for n in names:
+        if n in extra:
+            continue
+        m = _TENSOR_NAME.fullmatch(n)
+        if m:
+            by_layer.setdefault(int(m[1]), set()).add(m[2])
+        else:
+            unread.append(n)
+    specs, exact, declared = _layer_specs(meta, spec, by_layer, path)
+    unread += [f"layers.{i}.{nm}" for i, nms in sorted(by_layer.items()) if i >= len(specs) for nm in sorted(nms)]
+    for i, sp in enumerate(specs):
+        unread += [f"layers.{i}.{nm}" for nm in sorted(by_layer.get(i, set()) - set(sp["names"]))]
+    if unread:
+        more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+        raise WeightFileError(f"{path}: tensors that no layer of the stack reads: {', '.join(unread[:5])}{more} "
+                              f"(the file is refused: every tensor must be part of the proof)")
+    layers, n_exact, n_float, gap = _build_layers(specs, exact, by_layer, tensors, path)
+    return LoadedWeights(layers, meta, n_exact, n_float - n_exact, declared, len(names),
+                         {n: tensors[n] for n in extra}, gap)
+
+
+def _read_tensors(path: Path) -> tuple[dict, list[str], dict]:
+    """The file's metadata, tensor names and tensors; one-line errors for a missing, non-regular,
+    oversized or unreadable file (naming the importer for a peer's checkpoint)."""
     from safetensors import SafetensorError, safe_open
 
-    path = Path(path)
     if not path.is_file():  # a device or FIFO exists but is no file: say so
         raise WeightFileError(f"weight file not found: {path}" if not path.exists() else
                               f"{path}: not a regular file (a directory, device or FIFO): a weight file is needed")
@@ -227,42 +257,35 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
         raise WeightFileError(f"{path}: {f'a {path.suffix} file, ' if peer else ''}not a readable safetensors file "
                               f"({one_line(e)})" + (f"; read a peer's checkpoint with python -m verify.construct import "
                                                     f"{path} --from precision-ls|zoology|icl-gd --spec SPEC" if peer else "")) from None
-    by_layer: dict[int, set[str]] = {}
-    unread = []
-    missing_extra = [n for n in extra if n not in tensors]
-    if missing_extra:
-        raise WeightFileError(f"{path}: lacks tensor {missing_extra[0]}")
-    for n in names:
-        if n in extra:
-            continue
-        m = _TENSOR_NAME.fullmatch(n)
-        if m:
-            by_layer.setdefault(int(m[1]), set()).add(m[2])
-        else:
-            unread.append(n)
-    declared = None
+    return meta, names, tensors
+
+
+def _layer_specs(meta: dict, spec: Construction | None, by_layer: dict[int, set[str]],
+                 path: Path) -> tuple[list[dict], dict, dict | None]:
+    """The layers the file holds (kind, config, source, array names), its exact entries and its
+    declared claims: from our metadata, or (a file without it) from ``spec``'s layers, as many
+    as the tensor names give."""
     if meta.get("format") == FORMAT:
-        specs, exact, declared = _header(meta, path)
-    else:
-        if spec is None:
-            raise NoMetadataError(f"{path}: no {FORMAT} metadata; give the construction to read it against")
-        n_layers = 1 + max(by_layer) if by_layer else 0
-        if n_layers > MAX_LAYERS:
-            raise WeightFileError(f"{path}: {n_layers} layers, above the limit {MAX_LAYERS}")
-        try:
-            k_file = repetitions(spec, n_layers)
-        except WeightFileError as e:
-            raise WeightFileError(f"{path}: {e}") from None
-        specs = [{"kind": L.kind, "config": L.config(), "source": None,
-                  "names": array_names(L.kind, L.config())} for L in spec.layers(k_file)]
-        exact = {}
-    unread += [f"layers.{i}.{nm}" for i, nms in sorted(by_layer.items()) if i >= len(specs) for nm in sorted(nms)]
-    for i, sp in enumerate(specs):
-        unread += [f"layers.{i}.{nm}" for nm in sorted(by_layer.get(i, set()) - set(sp["names"]))]
-    if unread:
-        more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
-        raise WeightFileError(f"{path}: tensors that no layer of the stack reads: {', '.join(unread[:5])}{more} "
-                              f"(the file is refused: every tensor must be part of the proof)")
+        return _header(meta, path)
+    if spec is None:
+        raise NoMetadataError(f"{path}: no {FORMAT} metadata; give the construction to read it against")
+    n_layers = 1 + max(by_layer) if by_layer else 0
+    if n_layers > MAX_LAYERS:
+        raise WeightFileError(f"{path}: {n_layers} layers, above the limit {MAX_LAYERS}")
+    try:
+        k_file = repetitions(spec, n_layers)
+    except WeightFileError as e:
+        raise WeightFileError(f"{path}: {e}") from None
+    specs = [{"kind": L.kind, "config": L.config(), "source": None,
+              "names": array_names(L.kind, L.config())} for L in spec.layers(k_file)]
+    return specs, {}, None
+
+
+def _build_layers(specs: list[dict], exact: dict, by_layer: dict[int, set[str]], tensors: dict,
+                  path: Path) -> tuple[list[Layer], int, int, Fraction]:
+    """Each layer from its tensors, declared exact entries put in place: the layers, the
+    number of exact entries put in, of nonzero float entries, and the largest gap between an
+    exact entry and its float."""
     n_exact = n_float = 0
     gap = Fraction(0)
     seen: set = set()
@@ -281,16 +304,7 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
             t = tensors[prefix + name]
             a = exact_tensor(t, prefix + name, path)
             if t.dtype.kind == "f":
-                for *idx, q in ex.get(name, []):
-                    if len(idx) != t.ndim or any(j >= n for j, n in zip(idx, t.shape)):
-                        raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' index {idx} "
-                                              f"outside {prefix + name} of shape {tuple(t.shape)}")
-                    ix = tuple(idx)
-                    if (i, name, ix) in seen:
-                        raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' lists {prefix + name}"
-                                              f"{list(ix)} twice")
-                    seen.add((i, name, ix))
-                    qf = parse_rational(q, f"'exact' value of {prefix + name}{list(ix)}")  # checked above
+                for ix, qf in _exact_entries_of(ex.get(name, []), t, i, name, prefix + name, seen, path):
                     if declared_stands_in(qf, t, ix):
                         a[ix] = qf
                         n_exact += 1
@@ -298,8 +312,22 @@ def load(path: str | Path, spec: Construction | None = None, k: int | None = Non
             n_float += int(np.count_nonzero(t))
             arrays[name] = a
         layers.append(layer_from_arrays(sp["kind"], sp["config"], arrays))
-    return LoadedWeights(layers, meta, n_exact, n_float - n_exact, declared, len(names),
-                         {n: tensors[n] for n in extra}, gap)
+    return layers, n_exact, n_float, gap
+
+
+def _exact_entries_of(listed: list, t: np.ndarray, i: int, name: str, full: str, seen: set, path: Path):
+    """The metadata's exact entries of array ``name`` of layer ``i`` (tensor ``full``) as
+    (index, Fraction), checked: inside the tensor, listed once (``seen``: across the file), a
+    rational."""
+    for *idx, q in listed:
+        if len(idx) != t.ndim or any(j >= n for j, n in zip(idx, t.shape)):
+            raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' index {idx} "
+                                  f"outside {full} of shape {tuple(t.shape)}")
+        ix = tuple(idx)
+        if (i, name, ix) in seen:
+            raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' lists {full}{list(ix)} twice")
+        seen.add((i, name, ix))
+        yield ix, parse_rational(q, f"'exact' value of {full}{list(ix)}")  # checked above
 
 
 def declared_stands_in(q: Fraction, t: np.ndarray, idx: tuple) -> bool:
