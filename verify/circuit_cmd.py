@@ -158,6 +158,40 @@ def cmd_circuit(a, out) -> int:
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     g, caught = _load_circuit(a, lim)
     names = C.inputs(g)
+    _check_work(a, g, names, lim)
+    target = _check_target(a, g)
+    con, t_compile = _compile(a, g, target)
+    lw = _load_weights(a, con)  # a weight file that does not fit is refused before anything is printed
+    # the --format holds this stack (or refused now, in one line, before the proof)
+    check_export_arguments(a, con, sections={"epilogue": lw.layers} if lw is not None else None)
+    _print_warnings(a.graph, caught)  # every check passed
+    _print_compiled(a, con, target, t_compile, out)
+    sections = {"prologue": [], "body": [], "epilogue": lw.layers} if lw is not None else None
+    proof = _prove_limited(con, sections, a)
+    if lw is not None:
+        con.epilogue = lw.layers
+    print_proof(proof, out)
+    write_export(a, con, out=out)
+    mod, floats = _random_trials(a, g, con, names, out)
+    info = con.info
+    report = {"command": "circuit", "graph": a.graph, "metrics": info["circuit"], "compiled": info["compiled"],
+              "bound": info["theorem_H21_bound"], "proof": proof.to_json(), "modular_trials": mod,
+              "float64_trials": floats}
+    if lw is not None:
+        report["weights"] = {"file": a.weights, "layers": len(lw.layers)}
+    if getattr(a, "pareto", False):
+        _pareto(a, g, target, report, out)
+    if a.trace or a.plot:  # the labels are read after the proof, from the proved layers
+        _trace(con, a, report, out)
+    if a.json:
+        atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
+        print(f"report written to {a.json}", file=out)
+    ok = proof.ok and mod["exact_agreement"] == a.trials
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _check_work(a, g, names, lim: dict) -> None:
+    """Refuse, before any compile or proof work, trials or a proof too large for the limits."""
     work = a.trials * g.number_of_nodes()
     if work > lim["max_trial_nodes"]:
         more = "" if a.allow_large else f"; pass --allow-large to allow up to {LARGE_LIMITS['max_trial_nodes']}"
@@ -169,6 +203,9 @@ def cmd_circuit(a, out) -> int:
     # the proof's size (degree, terms, work) from the circuit: refused now if it cannot finish in time
     bounded.check_circuit_estimate(bounded.circuit_estimate(g), a, a.graph)
 
+
+def _check_target(a, g) -> str:
+    """The compile target (``--target`` or the circuit's default), refusing options it does not take."""
     target = a.target or default_target(g)
     if getattr(a, "heads", None) is not None and not TARGETS[target].accepts("heads"):
         raise UsageError(f"--heads applies to --target {names_text(accepting('heads'))}, not {target} "
@@ -176,6 +213,11 @@ def cmd_circuit(a, out) -> int:
     for flag, v in (("--channels", getattr(a, "channels", None)), ("--pareto", getattr(a, "pareto", False) or None)):
         if v is not None and not TARGETS[target].accepts("channels"):  # --pareto: the frontier of channel budgets
             raise UsageError(f"{flag} applies to --target {names_text(accepting('channels'))}, not {target}")
+    return target
+
+
+def _compile(a, g, target: str):
+    """The compiled stack and the seconds it took; a compile error is a one-line usage error."""
     t0 = time.perf_counter()
     try:
         con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None),
@@ -186,22 +228,28 @@ def cmd_circuit(a, out) -> int:
         if "channel budget" not in str(e):
             raise
         raise UsageError(f"{a.graph}: --channels {a.channels}: {one_line(str(e))}") from None
-    t_compile = time.perf_counter() - t0
-    weights_info = None
-    lw = None
-    if a.weights:  # a weight file that does not fit is refused before anything is printed
-        try:
-            lw = load(a.weights, spec=con, k=0)
-            check_against(con.epilogue, lw.layers, a.weights)
-            bad = declared_mismatches(con, 0, lw)
-        except WeightFileError as e:
-            raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
-        if bad and not a.allow_metadata_mismatch:
-            raise UsageError(f"{a.weights} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove "
-                             f"it against {a.graph}")
-    # the --format holds this stack (or refused now, in one line, before the proof)
-    check_export_arguments(a, con, sections={"epilogue": lw.layers} if lw is not None else None)
-    _print_warnings(a.graph, caught)  # every check passed
+    return con, time.perf_counter() - t0
+
+
+def _load_weights(a, con):
+    """``--weights``: the file's layers as the stack's epilogue (None without the option), refused in
+    one line when they do not fit or (without --allow-metadata-mismatch) declare another circuit."""
+    if not a.weights:
+        return None
+    try:
+        lw = load(a.weights, spec=con, k=0)
+        check_against(con.epilogue, lw.layers, a.weights)
+        bad = declared_mismatches(con, 0, lw)
+    except WeightFileError as e:
+        raise UsageError(str(e).splitlines()[0] if str(e) else "unreadable weight file") from None
+    if bad and not a.allow_metadata_mismatch:
+        raise UsageError(f"{a.weights} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove "
+                         f"it against {a.graph}")
+    return lw
+
+
+def _print_compiled(a, con, target: str, t_compile: float, out) -> None:
+    """The circuit's metrics, the compiled stack's shape and bounds, re-association, output slots."""
     info = con.info
     m, cm = info["circuit"], info["compiled"]
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.output_slots)} outputs, size {m['size']}, "
@@ -222,14 +270,11 @@ def cmd_circuit(a, out) -> int:
         more = f", ... ({len(shown)} in all; --json lists them)" if len(shown) > 8 else ""
         print("outputs at (token, channel): " + ", ".join(f"{n} {tuple(s)}" for n, s in shown[:8]) + more,
               file=out)
-    sections = {"prologue": [], "body": [], "epilogue": lw.layers} if lw is not None else None
-    proof = _prove_limited(con, sections, a)
-    if lw is not None:
-        weights_info = {"file": a.weights, "layers": len(lw.layers)}
-        con.epilogue = lw.layers
-    print_proof(proof, out)
-    write_export(a, con, out=out)
 
+
+def _random_trials(a, g, con, names, out) -> tuple[dict, dict]:
+    """The random cross-checks, printed: modulo a prime (every trial) and in float64 (``--float-trials``);
+    their report entries (``modular_trials``, ``float64_trials``)."""
     show = interactive()
     t0 = time.perf_counter()
     mod = modular.trials(g, con, names, a.trials, a.seed, validated=True)  # g: C.load's validated circuit
@@ -238,7 +283,7 @@ def cmd_circuit(a, out) -> int:
     max_rel, non_finite = float_trials(g, con, names, n_float, a.seed, show) if n_float else (0.0, 0)
     print(f"random inputs modulo the prime {mod['prime']}: {mod['agree']}/{a.trials} agree exactly with the "
           f"circuit ({t_mod:.2f} s; a stack that differs passes one with probability at most "
-          f"degree/p = {m['degree']}/{mod['prime']})", file=out)
+          f"degree/p = {con.info['circuit']['degree']}/{mod['prime']})", file=out)
     n_values = n_float * len(con.output_slots)
     if n_float == 0:
         print("float64 trials: none run (--float-trials 0)", file=out)
@@ -249,27 +294,18 @@ def cmd_circuit(a, out) -> int:
         print(f"{n_float} random float64 inputs: max error {max_rel:.3e} (relative to max(|exact|, 1)) against the "
               f"exact value at the same inputs, over {n_values - non_finite} finite output value(s)"
               + (f"; {non_finite} not finite in float64 (overflow), left out" if non_finite else ""), file=out)
-    report = {"command": "circuit", "graph": a.graph, "metrics": m, "compiled": cm,
-              "bound": info["theorem_H21_bound"], "proof": proof.to_json(),
-              "modular_trials": {"n": a.trials, "prime": mod["prime"], "exact_agreement": mod["agree"],
-                                 "seconds": t_mod},
-              "float64_trials": {"n": n_float, "non_finite": non_finite,
-                                 # null where no finite output value was compared (none run, all overflowed)
-                                 "max_relative_error": max_rel if n_values > non_finite else None}}
-    if weights_info:
-        report["weights"] = weights_info
-    if getattr(a, "pareto", False):
-        from constructions.compiler.budget import pareto
+    return ({"n": a.trials, "prime": mod["prime"], "exact_agreement": mod["agree"], "seconds": t_mod},
+            {"n": n_float, "non_finite": non_finite,
+             # null where no finite output value was compared (none run, all overflowed)
+             "max_relative_error": max_rel if n_values > non_finite else None})
 
-        report["pareto"] = pareto(g, target, reassociate=_reassociate_flag(a))
-        print("layers/channels frontier (each compiled; budget -> state): " + ", ".join(
-            f"{p['layers']} layers x {p['channels']} ch ({p['tokens']} tokens"
-            + (f", budget {p['budget']})" if p["budget"] is not None else ", unbounded)") for p in report["pareto"]),
-            file=out)
-    if a.trace or a.plot:  # the labels are read after the proof, from the proved layers
-        _trace(con, a, report, out)
-    if a.json:
-        atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
-        print(f"report written to {a.json}", file=out)
-    ok = proof.ok and mod["agree"] == a.trials
-    return EXIT_OK if ok else EXIT_FAILED
+
+def _pareto(a, g, target: str, report: dict, out) -> None:
+    """``--pareto``: the layers/channels frontier, printed and in the report."""
+    from constructions.compiler.budget import pareto
+
+    report["pareto"] = pareto(g, target, reassociate=_reassociate_flag(a))
+    print("layers/channels frontier (each compiled; budget -> state): " + ", ".join(
+        f"{p['layers']} layers x {p['channels']} ch ({p['tokens']} tokens"
+        + (f", budget {p['budget']})" if p["budget"] is not None else ", unbounded)") for p in report["pareto"]),
+        file=out)
