@@ -1,0 +1,340 @@
+"""The proving part of ``python -m verify.construct import``: after the command's checks
+(``verify/importers/cli.py``, :func:`~verify.importers.cli.settings`), the specification's
+parameters read from the file, the proof, the verdict and, on failure, the nearby variants and
+specifications tried (:func:`nearby_specifications`).  Runs in a child under the proof limits
+(``verify/bounded.py``)."""
+from __future__ import annotations
+
+import json
+import time
+from fractions import Fraction
+
+from polyverify.cli import UsageError, atomic_write_text
+from polyverify.rational import parse_rational
+
+from . import FORMATS, mapping, search
+from .common import ImportRefused, describe_not_proved
+from .shapes import check_layer_shapes
+from .specs import _alias_of, _build, _builder_keywords, _size_keys, _takes
+
+
+#: a nearby specification is tried only where the file determines at most this many of its
+#: parameters (s004-implicit-w's 36 matrix entries are a weight matrix, not a step size)
+MAX_NEARBY_PARAMS = 4
+
+
+def _candidate(name: str, entry, st, mod) -> dict | None:
+    """Another named specification (a ``gd`` architecture or a catalogue entry) projected onto the
+    file as the import would project it (the file's sizes, the importer's default layout), or
+    None where it cannot hold the file: not a layer stack, other layer kinds, no default layout,
+    other layer shapes or counts, more than :data:`MAX_NEARBY_PARAMS` parameters to read."""
+    imp = st["imported"]
+    sk = _size_keys(entry)
+    sizes = ({"n": 20, "d": 5} if "gd" in entry.roles else dict(entry.sizes or {}))
+    sizes.update({k: v for k, v in st["sizes"].items() if k in sk})
+    try:
+        spec = _build(entry, sizes, {})
+    except UsageError:
+        return None
+    if sum(_takes(entry, n) for n in spec.symbolic_params) > MAX_NEARBY_PARAMS:
+        return None
+    if {L.kind for L in imp.layers} != {L.kind for L in spec.layers(1)}:
+        return None
+    layout_d = mod.default_layout(spec, imp)
+    if layout_d is None:
+        return None
+    try:
+        rows, cols, secs, shape = mapping.parse(layout_d, spec, imp.state_shape)
+        check_layer_shapes(imp.layers, tuple(shape), name, imp.file)
+    except (ImportRefused, UsageError):
+        return None
+    p, e, b = secs.get("prologue", len(spec.prologue)), secs.get("epilogue", len(spec.epilogue)), len(spec.body)
+    n_layers = len(imp.layers)
+    if n_layers < p + e or (b and (n_layers - p - e) % b) or (not b and n_layers != p + e):
+        return None
+    first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b], "epilogue": imp.layers[n_layers - e:] if e else []}
+    base = {k: spec.params[k] for k in spec.symbolic_params} if _builder_keywords(entry)[1] else {}
+
+    def build(**over):
+        return mapping.Projected(_build(entry, sizes, {**base, **over}) if over else spec, rows, cols, secs, shape,
+                                 first)
+
+    try:
+        con = build()
+        mapping.check_carried(con)
+    except (ImportRefused, UsageError):
+        return None
+    return {"name": name, "entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "given": {}, "fixed": {},
+            "param_src": {}, "build": build, "con": con}
+
+
+def nearby_specifications(a, st, out) -> list[dict]:
+    """The other named specifications the file may be: each ``gd`` architecture
+    and catalogue entry that can hold the file (:func:`_candidate`), its parameters read from the
+    file and proved, under the file's own reading (``prefix-coupled`` for precision-ls's causal
+    notebook that fails as GD).  One entry per distinct specification."""
+    from constructions.catalogue import entries, gd_architectures
+
+    mod, imp = FORMATS[a.fmt], st["imported"]
+    seen = {st["spec"].name}
+    tried = []
+    for name, entry in [*gd_architectures().items(), *entries().items()]:
+        c = _candidate(name, entry, st, mod)
+        if c is None or c["spec"].name in seen:
+            continue
+        seen.add(c["spec"].name)
+        vals, vinfo = _params_for(c, imp.layers, out)
+        r = search.prove_stack(c["build"](**vals) if vals else c["con"], imp.layers)
+        label = f"specification {c['spec'].name} (the {a.fmt} importer's default layout)"
+        tried.append({"variant": label, "specification": c["spec"].name, "ok": r.ok, "parameters": vinfo,
+                      "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
+                                                   f"{list(r.failure.entry)}"})
+        print(f"  nearby: {label}: {_verdict_line(r)}"
+              + "".join(f", {n} = {_shown(vinfo[n])}" for n in vals)
+              + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
+    return tried
+
+
+def _declared_note(imp) -> str:
+    """How a polyverify file's declared rationals entered: the value is the
+    metadata's, read because the stored float64 entries are exactly float64 of it."""
+    dr = getattr(imp, "declared_rationals", None)
+    if not dr or not dr.get("entries"):
+        return ""
+    return (f"{dr['entries']} entries of the file read as its metadata's declared rationals (each stored "
+            f"float64 is exactly float64 of its rational), largest gap {dr['largest_gap_float']:.2g}")
+
+
+def _shown(inf: dict) -> str:
+    """A parameter's value as printed next to where it came from."""
+    return inf["value"] if inf["from"].startswith("the file's metadata") else inf.get("described", inf["value"])
+
+
+def _params_for(st, layers, out) -> tuple[dict, dict]:
+    """The specification's parameters: --set or the file's metadata (a polyverify file declaring
+    the construction proved), else read from the file (solve), else the file's declared value,
+    else the entry's default; with where each came from.  ``values`` holds the symbolic
+    parameters (passed to ``build``); ``info`` every parameter of the specification."""
+    spec, imp = st["spec"], st["imported"]
+    fixed, src = st.get("fixed", st["given"]), st.get("param_src", {k: "--set" for k in st["given"]})
+    declared = bool(getattr(imp, "declared_rationals", None) and imp.declared_rationals.get("entries"))
+    values, info = {}, {}
+    for name in spec.symbolic_params:
+        alias = _alias_of(name, fixed) if name not in fixed else None
+        if name in fixed or alias:
+            values[name] = fixed[name] if name in fixed else Fraction(spec.params[name])
+            how = src.get(name if name in fixed else alias, "--set")
+            if alias:
+                how += f" {alias} = {fixed[alias]}"
+            info[name] = {"value": str(values[name]), "from": how}
+            if how.startswith("the file's metadata"):
+                info[name]["described"] = f"{values[name]} (declared in the file's metadata)"
+            continue
+        if not _takes(st["entry"], name):  # s000-linear's H_i_j: the entry's own matrix, not a builder argument
+            values_fixed = Fraction(spec.params[name])
+            info[name] = {"value": str(values_fixed), "from": "the entry's own value (its builder does not take "
+                                                               f"{name}: the specification fixes it)", "constant": True}
+            continue
+        t0 = time.perf_counter()
+        sol = search.solve_param(lambda **kw: st["build"](**kw), name, layers)
+        dt = time.perf_counter() - t0
+        if sol and sol["value"] is not None:
+            values[name] = sol["value"]
+            how = ("the one value at which the file's layers can meet the specification" if sol["consistent"] else
+                   f"the value most of the file's coefficients carry ({sol['agree']} of {sol['of']} residual "
+                   f"coefficients vanish there; no value makes them all vanish)")
+            info[name] = {"value": str(sol["value"]),
+                          "described": search.describe_value(sol["value"], imp.dtype, declared=declared),
+                          "from": f"the file: {how}", "consistent": sol["consistent"], "solve_seconds": round(dt, 3),
+                          "_fails_at": sol["fails_at"]}
+        elif name in imp.declared_params:
+            values[name] = parse_rational(str(imp.declared_params[name]), f"{name} (the file's metadata)")
+            info[name] = {"value": str(values[name]), "from": "the file's metadata"}
+        else:
+            values[name] = Fraction(spec.params[name])
+            info[name] = {"value": str(values[name]), "from": "the entry's default (the file does not determine it)"}
+    for name, v in spec.params.items():  # constants of the specification (a compiled stack's eta, lam)
+        if name in info:
+            continue
+        alias = _alias_of(name, fixed) if name not in fixed else None
+        how = src.get(name if name in fixed else alias, "the entry's default") if (name in fixed or alias) else \
+            "the entry's default"
+        info[name] = {"value": str(v), "from": how + (f" {alias} = {fixed[alias]}" if alias else ""), "constant": True}
+        if how.startswith("the file's metadata"):
+            info[name]["described"] = f"{v} (declared in the file's metadata)"
+    return values, info
+
+
+def _not_in_file(dropped: dict) -> str:
+    """The specification's regions and sections the file's state does not hold ("" if none)."""
+    parts = []
+    if dropped["regions"]:
+        parts.append("regions " + ", ".join(dropped["regions"]))
+    if dropped["sections"]:
+        parts.append("sections " + ", ".join(dropped["sections"]))
+    return "; ".join(parts)
+
+
+def _training_text(v: dict) -> str:
+    if "value" in v:
+        return f"{v['value']} ({v['what']})"
+    return f"{v['tensors']} tensors, {v['entries']} entries ({v['what']})"
+
+
+def _verdict_line(res) -> str:
+    return "PROVED" if res.ok else "FAILED"
+
+
+def _prove_import(a, st, out) -> int:
+    spec, imp = st["spec"], st["imported"]
+    t0 = time.perf_counter()
+    outside = getattr(imp, "not_proved", None) or {}
+    training = getattr(imp, "training_state", None) or {}
+    dropped = _print_reading(st, outside, training, out)
+    values, pinfo = _params_for(st, imp.layers, out)
+    for name, inf in pinfo.items():
+        print(f"  {name} = {_shown(inf)} (from {inf['from']})", file=out)
+    if _declared_note(imp):
+        print(f"  declared rationals: {_declared_note(imp)}", file=out)
+    con = st["build"](**values) if values else st["con"]
+    res = search.prove_stack(con, imp.layers)
+    from verify.cli_common import print_proof
+
+    print_proof(res, out)
+    report = {"command": "import", "file": imp.file, "format": imp.format, "dtype": imp.dtype,
+              "spec": spec.name, "spec_reference": spec.reference, "sizes": st["sizes"], "size_sources": st["size_src"],
+              "k": st["k"], "layers": len(imp.layers), "conventions": imp.conventions, "tensors": imp.tensors,
+              "layout": st["layout"], "layout_source": st["layout_src"], "not_in_file": dropped,
+              "parameters": pinfo, "proof": res.to_json(), "not_proved": dict(outside),
+              "training_state": training}
+    if getattr(imp, "declared_rationals", None) is not None:
+        report["declared_rationals"] = {k: v for k, v in imp.declared_rationals.items() if k != "summary"}
+    if res.ok:
+        verdict = _verdict_proved(st, values, pinfo, dropped, outside, out)
+    else:
+        verdict = _verdict_failed(a, st, res.failure, outside, out)
+        if not a.no_search:
+            report["nearby"] = tried = _nearby(a, st, values, pinfo, out)
+            if not any(t["ok"] for t in tried):
+                print("  no nearby specification holds either", file=out)
+    report["verdict"] = verdict
+    for inf in pinfo.values():
+        inf.pop("_fails_at", None)
+    for t in report.get("nearby", []):
+        for inf in (t.get("parameters") or {}).values():
+            inf.pop("_fails_at", None)
+    report["seconds"] = time.perf_counter() - t0
+    if st["json_path"]:
+        atomic_write_text(st["json_path"], json.dumps(report, indent=1, default=str), "--json")
+        print(f"report written to {st['json_path']}", file=out)
+    return 0 if res.ok else 1
+
+
+def _print_reading(st, outside: dict, training: dict, out) -> dict:
+    """What was read and how it maps: the file, the tensors not proved, the training state, the
+    specification and its sizes, the conventions, the layout and what of the specification the file
+    does not hold (returned: ``con.dropped()``)."""
+    spec, imp, con = st["spec"], st["imported"], st["con"]
+    print(f"import: {imp.file} ({imp.format}, {len(imp.layers)} layers, {imp.dtype}; {len(imp.tensors)} tensors"
+          + (f" of the blocks read, {len(outside)} more not proved (--blocks-only)" if outside else ", all read")
+          + ")", file=out)
+    if outside:
+        print(f"  not proved (--blocks-only): {describe_not_proved(outside)}", file=out)
+    for k, v in training.items():
+        print(f"  training state {k}: {_training_text(v)}; not part of the model", file=out)
+    print(f"  specification: {spec.name} [{spec.reference}]; sizes " +
+          ", ".join(f"{k}={v} ({st['size_src'].get(k, '')})" for k, v in st["sizes"].items()), file=out)
+    for k, c in imp.conventions.items():
+        print(f"  convention {k}: {c['value']} ({c['from']})", file=out)
+    dropped = con.dropped()
+    print(f"  layout: {st['layout_src']}; the file's state {con.layout.shape[0]} x {con.layout.shape[1]}; "
+          f"{spec.name}'s {spec.layout.shape[0]} x {spec.layout.shape[1]}", file=out)
+    if dropped["regions"] or dropped["sections"] or dropped["file_only_channels"]:
+        print("  not in the file (the specification's own, not part of the claim): "
+              + "; ".join(x for x in [("regions " + ", ".join(dropped["regions"])) if dropped["regions"] else "",
+                                      ("sections " + ", ".join(dropped["sections"])) if dropped["sections"] else "",
+                                      ("file-only channels " + str(dropped["file_only_channels"]) + " must stay 0")
+                                      if dropped["file_only_channels"] else ""] if x), file=out)
+    return dropped
+
+
+def _verdict_proved(st, values: dict, pinfo: dict, dropped: dict, outside: dict, out) -> dict:
+    """The PROVED verdict, printed: the claim, its scope, the parameters and what is not proved."""
+    spec, imp = st["spec"], st["imported"]
+    verdict = {"ok": True}
+    note = ""
+    for name, v in values.items():
+        dec = search.shortest_decimal(v, imp.dtype)
+        fails_at = pinfo[name].get("_fails_at")
+        if dec is not None and fails_at is not None and fails_at(dec):
+            note += (f"; not at {name} = {dec} (a residual coefficient does not vanish there): the file equals "
+                     f"the construction at the float-rounded {name}")
+            verdict[f"{name}_decimal"] = {"value": str(dec), "ok": False}
+    dr = getattr(imp, "declared_rationals", None)  # polyverify files: entries read as declared rationals
+    if dr is not None:
+        note += f"; {dr['summary']}"
+    missing = _not_in_file(dropped)
+    verdict["scope"] = ("every region and section of the specification" if not missing else
+                        "the regions the layout maps; not in the file: " + missing)
+    claim = spec.name if not missing else f"{spec.name} on the regions the layout maps (not in the file: {missing})"
+    if outside:
+        verdict["not_proved"] = list(outside)
+        note += f"; not proved: {describe_not_proved(outside)}"
+    subject = "PROVED (the blocks only): the file's blocks compute" if outside else "PROVED: the file computes"
+    print(f"verdict: {subject} {claim} at every depth (k = {st['k']} in the file)"
+          + "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in pinfo) + note, file=out)
+    return verdict
+
+
+def _verdict_failed(a, st, f, outside: dict, out) -> dict:
+    """The FAILED verdict, printed: the first wrong layer, and a hint where it is the first."""
+    spec, imp = st["spec"], st["imported"]
+    verdict = {"ok": False}
+    print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
+          f"({f.section} layer {f.layer_in_section}, located by {f.located_by})"
+          + (f"; {imp.declared_rationals['summary']}" if getattr(imp, "declared_rationals", None) else "")
+          + (f"; not proved (--blocks-only): {describe_not_proved(outside)}" if outside else ""),
+          file=out)
+    if outside:
+        verdict["not_proved"] = list(outside)
+    if f.layer == 0:
+        hint = ("the first layer already differs: if the file orders its tokens or channels otherwise than "
+                + (f"the layout {a.layout}" if a.layout else st["layout_src"])
+                + (", that layout may not match the file" if a.layout else ", a --layout L.json may be missing")
+                + " (docs/interop.md)")
+        verdict["hint"] = hint
+        print(f"  {hint}", file=out)
+    return verdict
+
+
+def _nearby(a, st, values: dict, pinfo: dict, out) -> list[dict]:
+    """After a failure: the file's variants (``search.variants``), each parameter given by --set or
+    the metadata at the value the weights carry, and the nearby specifications; printed, and
+    returned as the report's ``nearby``."""
+    spec, imp = st["spec"], st["imported"]
+    tried = []
+    for label, layers in search.variants(imp.layers):
+        vals, vinfo = _params_for(st, layers, out)
+        r = search.prove_stack(st["build"](**vals) if vals else st["con"], layers)
+        tried.append({"variant": label, "ok": r.ok, "parameters": vinfo,
+                      "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
+                                                   f"{list(r.failure.entry)}"})
+        print(f"  nearby: {label}: {_verdict_line(r)}"
+              + "".join(f", {n} = {_shown(vinfo[n])}"
+                        + ("" if vinfo[n]["from"].startswith("the file:") else
+                           " (" + vinfo[n]["from"].split(";")[0] + ")")
+                        for n in vals)
+              + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
+    given_differs = [n for n in spec.symbolic_params if n in values and n in pinfo
+                     and not pinfo[n]["from"].startswith("the file:")
+                     and not pinfo[n]["from"].startswith("the entry's default")]
+    for name in given_differs:  # --set or the metadata gave it: the value the weights carry
+        sol = search.solve_param(lambda **kw: st["build"](**kw), name, imp.layers)
+        if sol and sol["value"] is not None and sol["value"] != values[name]:
+            vals = {**values, name: sol["value"]}
+            r = search.prove_stack(st["build"](**vals), imp.layers)
+            label = (f"{name} read from the file = "
+                     f"{search.describe_value(sol['value'], imp.dtype, declared=_declared_note(imp) != '')}")
+            tried.append({"variant": label, "ok": r.ok})
+            print(f"  nearby: {label}: {_verdict_line(r)}", file=out)
+    return tried + nearby_specifications(a, st, out)
