@@ -1,4 +1,5 @@
-"""Targets ``lsa`` and ``elsa``: a (placed) circuit -> linear self-attention layers (seed 001).
+"""Targets ``lsa`` and ``elsa``: a (placed) circuit -> linear self-attention layers (seed 001); the
+plan here, the weights and the compile in :mod:`.attention_emit` (its names importable from here).
 
 An LSA layer (seed 001 eq. (8), multi-head, with the skip of eq. (38)) maps ``H`` (tokens x
 channels) to ``H + sum_k (H W3)(H W1)^T (H W2)``: head ``k`` adds to cell ``(t, c)``
@@ -58,25 +59,14 @@ at most ``ceil((md + 2) / 2)`` modules; the GD step is one module.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import flint
-import numpy as np
 
 import circuits as C
 
-from .. import ops
-from ..layers import ELSA, LSA, ELSAHead, LSAHead
-from ..sparse import SparseMatrix
-from .circuit import CompiledCircuit, compiled, param_counts
 from .linearise import CONST, form_key, linearise, needed
-from .routing import CompileError
-
-#: the most weight entries (dense (n, n) matrices of every head) a compiled attention stack may
-#: have: 5e7 object entries are about 400 MB of pointers before any proof
-MAX_WEIGHT_ENTRIES = 50_000_000
 
 
 @dataclass
@@ -345,130 +335,173 @@ def _off_pairs(P: _Planner, rest: dict) -> list:
     return [(a, b) for mons in rest.values() for (a, b) in mons if a[0] != P.w and b[0] != P.w]
 
 
-def plan(g) -> Plan:
-    """The heads of every layer for a validated circuit (module docstring)."""
-    P = _Planner(g)
-    w, atoms, level = P.w, P.atoms, P.level
-    prods = {p: (atoms[p][1], atoms[p][2]) for p in P.need if atoms[p][0] == "mul"}
-    layers, kinds, fresh = [], [], []
+class _Layers:
+    """The plan's layers as they are made: heads, kind and fresh channels of each."""
 
-    # gather: an input cell of a level-1 monomial with neither cell on the work row, unless the
-    # monomial is part of a row-uniform Gram sum (:func:`_row_uniform`); the cells in the most such
-    # monomials first (greedy cover)
-    lv1: dict = {}
-    consumers1: dict = {}
-    for p, (fa, fb) in prods.items():
+    def __init__(self):
+        self.layers, self.kinds, self.fresh = [], [], []
+
+    def add(self, heads: list, kind: str, fresh) -> None:
+        self.layers.append(heads or [Head()])
+        self.kinds.append(kind)
+        self.fresh.append(fresh)
+
+
+def _consumers(P: _Planner, prods: dict, live_out: dict) -> dict:
+    """Form key -> form of every consumer: a factor of a needed product, an output not kept in place."""
+    out: dict = {}
+    for fa, fb in prods.values():
         for f in (fa, fb):
-            consumers1.setdefault(form_key(f), f)
-    for n, f in P.outputs.items():
-        if n not in P.kept:
-            consumers1.setdefault(form_key(f), f)
-    for k, f in consumers1.items():
-        for p in (a for a in f if a in prods and level[a] == 1):
+            out.setdefault(form_key(f), f)
+    for f in live_out.values():
+        out.setdefault(form_key(f), f)
+    return out
+
+
+def _gather_cells(P: _Planner, prods: dict, consumers: dict) -> set:
+    """The input cells to gather: of each level-1 monomial with neither cell on the work row, unless
+    it is part of a row-uniform Gram sum (:func:`_row_uniform`), one cell; the cells in the most such
+    monomials first (greedy cover)."""
+    lv1: dict = {}
+    for k, f in consumers.items():
+        for p in (a for a in f if a in prods and P.level[a] == 1):
             mons = lv1.setdefault(k, {})
             for cell, v in _monomials(P, *prods[p], f[p]).items():
                 mons[cell] = mons.get(cell, 0) + v
     _, rest = _row_uniform(P, {k: {c: v for c, v in m.items() if v != 0} for k, m in lv1.items()})
     pairs = _off_pairs(P, rest)
-    gather_cells: set = set()
+    cells: set = set()
     while pairs:
         count: dict = {}
         for a, b in pairs:
             count[a], count[b] = count.get(a, 0) + 1, count.get(b, 0) + 1
         best = max(sorted(count), key=lambda c: count[c])
-        gather_cells.add(best)
+        cells.add(best)
         pairs = [(a, b) for a, b in pairs if best not in (a, b)]
-    gather = gather_cells
-    if gather:
-        by_row: dict = {}
-        for cell in sorted(gather):
-            t, c = cell
-            d = P.fresh()
-            by_row.setdefault(t, []).append((d, c))
-            P.copy[cell] = (w, d)
-        layers.append([Head(l={0: {_pos(w): Fraction(1)}}, m={0: {_pos(t): Fraction(1)}},
-                            n={d: {c: Fraction(1)} for d, c in pairs}) for t, pairs in sorted(by_row.items())])
-        kinds.append("gather")
-        fresh.append({d for pairs in by_row.values() for d, _ in pairs})
-        P.gathered = len(gather)
+    return cells
 
+
+def _gather(P: _Planner, cells: set, out: _Layers) -> None:
+    """The gather layer: each cell copied to a fresh work channel of the work row, one head per
+    source token."""
+    w = P.w
+    by_row: dict = {}
+    for cell in sorted(cells):
+        t, c = cell
+        d = P.fresh()
+        by_row.setdefault(t, []).append((d, c))
+        P.copy[cell] = (w, d)
+    out.add([Head(l={0: {_pos(w): Fraction(1)}}, m={0: {_pos(t): Fraction(1)}},
+                  n={d: {c: Fraction(1)} for d, c in pairs}) for t, pairs in sorted(by_row.items())],
+            "gather", {d for pairs in by_row.values() for d, _ in pairs})
+    P.gathered = len(cells)
+
+
+def _level_targets(P: _Planner, prods: dict, cons: dict, at: set) -> dict:
+    """Consumer key -> its monomials at this level (products ``at``), with its inputs and constant
+    the first time it gets a channel."""
+    w = P.w
+    targets = {}
+    for k, f in sorted(cons.items(), key=lambda kf: str(kf[0])):
+        mons: dict = {}
+        for p in sorted(a for a in f if a in at):
+            for cell, v in _monomials(P, *prods[p], f[p]).items():
+                mons[cell] = mons.get(cell, 0) + v
+        if k not in P.chans:  # its inputs and constant, once
+            for a, v in f.items():
+                if a == CONST or a.startswith("in:"):
+                    m = ((w, POSW), P.cell[a])
+                    mons[m] = mons.get(m, 0) + v
+        targets[k] = mons
+    return targets
+
+
+def _fused_outputs(P: _Planner, targets: dict, live_out: dict):
+    """The last product layer writing every output at its cell (its products, plus its value so
+    far, minus what is there) and clearing the rest: ``(heads, outputs written)``, or None where its
+    heads read a dirty channel."""
+    w = P.w
+    out_targets = {}
+    for n, f in sorted(live_out.items()):
+        k = form_key(f)
+        mons = dict(targets.get(k, {}))  # its products (and, if new, its inputs) ...
+        so_far = P.val(f, k) if k not in targets else {(w, d): 1 for d in P.chans.get(k, [])}
+        for cell, v in so_far.items():  # ... and its earlier levels' channels
+            mons[((w, POSW), cell)] = mons.get(((w, POSW), cell), 0) + v
+        t, c = P.out_slots[n]
+        mons[((w, POSW), (w, c))] = mons.get(((w, POSW), (w, c)), 0) - 1
+        out_targets[("out", n)] = {m: v for m, v in mons.items() if v != 0}
+    heads = _heads_for(P, {P.out_slots[n[1]][1]: mons for n, mons in out_targets.items()})
+    if _reads_dirty(heads, P.dirty):
+        return None
+    # the same layer clears what is left: row-w work channels, dirty channels, used inputs
+    heads += _clear_heads(P, exclude={P.out_slots[n] for n in live_out})
+    return heads, len(out_targets)
+
+
+def _product_layer(P: _Planner, targets: dict, out: _Layers) -> int:
+    """One product layer: each consumer's part of this level into a fresh work channel; returns
+    the channels written."""
+    dest = {k: P.fresh() for k in targets}
+    heads = _heads_for(P, {dest[k]: mons for k, mons in targets.items()})
+    if _reads_dirty(heads, P.dirty):
+        P.dirty |= set(dest.values())
+    for k, d in dest.items():
+        P.chans.setdefault(k, []).append(d)
+    out.add(heads, "product", set(dest.values()))
+    return len(dest)
+
+
+def _output_heads(P: _Planner, live_out: dict) -> list:
+    """The output layer's heads: clear what must end at 0, then per destination token one head per
+    rank-1 term of the outputs' values there."""
+    heads = _clear_heads(P, exclude=set())
+    for t in sorted({P.out_slots[n][0] for n in live_out}):
+        entries = {}
+        for n, f in live_out.items():
+            if P.out_slots[n][0] != t:
+                continue
+            for (i, ch), v in P.val(f).items():
+                entries[(i, (P.out_slots[n][1], ch))] = v
+        for u, v in rank_factor(sorted({k[0] for k in entries}), sorted({k[1] for k in entries}, key=str), entries):
+            heads.append(Head(l={0: {_pos(t): Fraction(1)}}, m={0: {_pos(i): x for i, x in u.items()}},
+                              n={c: _cols_form({ch: x for (c2, ch), x in v.items() if c2 == c}, P.w)
+                                 for c in sorted({c for c, _ in v})}))
+    return heads
+
+
+def plan(g) -> Plan:
+    """The heads of every layer for a validated circuit (module docstring): a gather layer where an
+    input must move, one product layer per level (the last writing the outputs in place where it
+    can), else an output layer."""
+    P = _Planner(g)
+    atoms, level = P.atoms, P.level
+    prods = {p: (atoms[p][1], atoms[p][2]) for p in P.need if atoms[p][0] == "mul"}
     live_out = {n: f for n, f in P.outputs.items() if n not in P.kept}
-    consumers_by_key = {}
-    for p, (fa, fb) in prods.items():
-        for f in (fa, fb):
-            consumers_by_key.setdefault(form_key(f), f)
-    for n, f in live_out.items():
-        consumers_by_key.setdefault(form_key(f), f)
+    consumers = _consumers(P, prods, live_out)
+    out = _Layers()
+    gather = _gather_cells(P, prods, consumers)
+    if gather:
+        _gather(P, gather, out)
     fused = False
     n_cons = 0
     for lv in range(1, P.md + 1):
         at = {p for p in prods if level[p] == lv}
-        cons = {k: f for k, f in consumers_by_key.items() if any(a in at for a in f)}
-        last = lv == P.md
-        fuse = last and all(P.out_slots[n][0] == w for n in live_out)
-        targets, dest = {}, {}
-        for k, f in sorted(cons.items(), key=lambda kf: str(kf[0])):
-            mons: dict = {}
-            for p in sorted(a for a in f if a in at):
-                for cell, v in _monomials(P, *prods[p], f[p]).items():
-                    mons[cell] = mons.get(cell, 0) + v
-            if k not in P.chans:  # its inputs and constant, once
-                for a, v in f.items():
-                    if a == CONST or a.startswith("in:"):
-                        m = ((w, POSW), P.cell[a])
-                        mons[m] = mons.get(m, 0) + v
-            targets[k] = mons
-        if fuse:  # write each output at its cell: its products, plus its value so far, minus what is there
-            out_targets = {}
-            for n, f in sorted(live_out.items()):
-                k = form_key(f)
-                mons = dict(targets.get(k, {}))  # its products (and, if new, its inputs) ...
-                so_far = P.val(f, k) if k not in targets else {(w, d): 1 for d in P.chans.get(k, [])}
-                for cell, v in so_far.items():  # ... and its earlier levels' channels
-                    mons[((w, POSW), cell)] = mons.get(((w, POSW), cell), 0) + v
-                t, c = P.out_slots[n]
-                mons[((w, POSW), (w, c))] = mons.get(((w, POSW), (w, c)), 0) - 1
-                out_targets[("out", n)] = {m: v for m, v in mons.items() if v != 0}
-            heads = _heads_for(P, {P.out_slots[n[1]][1]: mons for n, mons in out_targets.items()})
-            if not _reads_dirty(heads, P.dirty):
-                # the same layer clears what is left: row-w work channels, dirty channels, used inputs
-                written = {P.out_slots[n] for n in live_out}
-                heads += _clear_heads(P, exclude=written)
-                layers.append(heads or [Head()])
-                kinds.append("product + outputs")
-                fresh.append(None)
+        cons = {k: f for k, f in consumers.items() if any(a in at for a in f)}
+        targets = _level_targets(P, prods, cons, at)
+        if lv == P.md and all(P.out_slots[n][0] == P.w for n in live_out):
+            done = _fused_outputs(P, targets, live_out)
+            if done is not None:
+                out.add(done[0], "product + outputs", None)
                 fused = True
-                n_cons += len(out_targets)
+                n_cons += done[1]
                 break
-        for k in targets:
-            dest[k] = P.fresh()
-        heads = _heads_for(P, {dest[k]: mons for k, mons in targets.items()})
-        if _reads_dirty(heads, P.dirty):
-            P.dirty |= set(dest.values())
-        for k, d in dest.items():
-            P.chans.setdefault(k, []).append(d)
-        n_cons += len(dest)
-        layers.append(heads or [Head()])
-        kinds.append("product")
-        fresh.append(set(dest.values()))
+        n_cons += _product_layer(P, targets, out)
     if not fused:
-        heads = _clear_heads(P, exclude=set())
-        for t in sorted({P.out_slots[n][0] for n in live_out}):
-            entries = {}
-            for n, f in live_out.items():
-                if P.out_slots[n][0] != t:
-                    continue
-                for (i, ch), v in P.val(f).items():
-                    entries[(i, (P.out_slots[n][1], ch))] = v
-            for u, v in rank_factor(sorted({k[0] for k in entries}), sorted({k[1] for k in entries}, key=str), entries):
-                heads.append(Head(l={0: {_pos(t): Fraction(1)}}, m={0: {_pos(i): x for i, x in u.items()}},
-                                  n={c: _cols_form({ch: x for (c2, ch), x in v.items() if c2 == c}, w)
-                                     for c in sorted({c for c, _ in v})}))
-        if heads or not layers:
-            layers.append(heads or [Head()])
-            kinds.append("outputs")
-            fresh.append(None)
-    return Plan(layers, kinds, fresh, P.inputs, P.out_slots, P.T, P.D, P.next - P.D, P.md, w,
+        heads = _output_heads(P, live_out)
+        if heads or not out.layers:
+            out.add(heads, "outputs", None)
+    return Plan(out.layers, out.kinds, out.fresh, P.inputs, P.out_slots, P.T, P.D, P.next - P.D, P.md, P.w,
                 P.gathered, n_cons)
 
 
@@ -547,155 +580,19 @@ def _clear_heads(P: _Planner, exclude: set) -> list:
                  n={c: {c: Fraction(-1)} for c in cs}) for cs, toks in sorted(by_set.items())]
 
 
-# ------------------------------------------------------------------ emission
+# ------------------------------------------------------------------ emission (attention_emit.py)
 
-def _matrix(cols: dict, n: int, index=lambda c: c, out_index=lambda b: b, pos_index=None) -> SparseMatrix:
-    """A weight matrix (n, n) whose column ``out_index(b)`` holds form ``cols[b]`` (``index`` maps a
-    data column to its row; with ``pos_index`` the position columns go to their own rows too), held
-    sparse (``constructions/sparse.py``): a head reads a few cells of a wide state."""
-    entries: dict = {}
-    for b, form in cols.items():
-        for col, v in form.items():
-            if isinstance(col, tuple):
-                if pos_index is None:
-                    continue
-                key = (pos_index(col[1]), out_index(b))
-            else:
-                key = (index(col), out_index(b))
-            entries[key] = entries.get(key, 0) + v
-    return SparseMatrix.from_entries((n, n), entries)
+#: the names :mod:`.attention_emit` defines, importable from here as before (on first use: that
+#: module imports this one's plan)
+_EMITTED = ("MAX_WEIGHT_ENTRIES", "compile_attention", "modules", "_matrix", "_bias", "_lsa_channel", "_lsa_head",
+            "_elsa_head", "_identity", "_limited", "_width", "_bound", "_compiled_info")
 
 
-def _bias(cols: dict, T: int, n: int) -> np.ndarray:
-    """The bias matrix (T, n) of the position columns: ``B[t, b]`` = coefficient of pos_t."""
-    B = ops.zeros_like_object((T, n))
-    for b, form in cols.items():
-        for col, v in form.items():
-            if isinstance(col, tuple):
-                B[col[1], b] += v
-    return B
+def __getattr__(name):
+    if name not in _EMITTED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import attention_emit
 
-
-def _lsa_channel(pl: Plan):
-    """Data channel -> LSA state channel: the grid's channels, then the T positions, then work."""
-    return lambda c: c if c < pl.D else c + pl.T
-
-
-def _lsa_head(h: Head, pl: Plan, n: int) -> LSAHead:
-    """W1, W3 columns are Gram rows; W2's columns are output channels, placed like the state's."""
-    pos = lambda r: pl.D + r  # noqa: E731
-    ix = _lsa_channel(pl)
-    return LSAHead(W1=_matrix(h.m, n, ix, pos_index=pos), W2=_matrix(h.n, n, ix, ix, pos_index=pos),
-                   W3=_matrix(h.l, n, ix, pos_index=pos))
-
-
-def _elsa_head(h: Head, pl: Plan, n: int) -> ELSAHead:
-    return ELSAHead(W1=_matrix(h.m, n), B1=_bias(h.m, pl.T, n), W2=_matrix(h.n, n), B2=_bias(h.n, pl.T, n),
-                    W3=_matrix(h.l, n), B3=_bias(h.l, pl.T, n))
-
-
-def _identity(T: int, channels) -> Head:
-    """Property 3's skip as a head: ``l = m = pos_r`` for every token, ``n_c = c``."""
-    return Head(l={r: {_pos(r): Fraction(1)} for r in range(T)}, m={r: {_pos(r): Fraction(1)} for r in range(T)},
-                n={c: {c: Fraction(1)} for c in channels})
-
-
-def modules(pl: Plan, width: int, limit: int | None = None) -> list:
-    """The layers grouped into ELSA modules: a list of lists of stages (lists of heads); with
-    ``limit``, two layers share a module only where each stage, with its skip or hand-on head,
-    keeps at most ``limit`` heads."""
-    out, i = [], 0
-    while i < len(pl.layers):
-        a = pl.layers[i]
-        fits = limit is None or (i + 1 < len(pl.layers) and len(a) < limit and len(pl.layers[i + 1]) < limit)
-        if i + 1 < len(pl.layers) and pl.fresh[i] is not None and fits:
-            b = pl.layers[i + 1]
-            out.append([a + [_identity(pl.T, range(width))],
-                        b + [_identity(pl.T, sorted(pl.fresh[i]))]])
-            i += 2
-        else:
-            out.append([a])
-            i += 1
-    return out
-
-
-def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width: int = 1,
-                      heads: int | None = None) -> CompiledCircuit:
-    """Compile a validated (placed or unplaced) circuit to LSA (``elsa=False``) or ELSA layers;
-    ``heads``: at most that many heads per LSA layer / per ELSA stage (:func:`limit_heads`)."""
-    if heads is not None and (not isinstance(heads, int) or isinstance(heads, bool) or heads < 1):
-        raise ValueError(f"heads must be a positive int or None, got {heads!r}")
-    pl0 = plan(g)
-    # ELSA: a layer that becomes a stage of a two-stage module shares it with a skip / hand-on head,
-    # so its layers are split to H - 1 heads where that makes fewer modules than H
-    per_layer = heads
-    pl = limit_heads(pl0, per_layer)
-    if elsa and heads is not None and heads > 1:
-        alt = limit_heads(pl0, heads - 1)
-        if len(modules(alt, 0, heads)) < len(modules(pl, 0, heads)):
-            per_layer, pl = heads - 1, alt
-    target = "elsa" if elsa else "lsa"
-    data = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])
-    slots = max([1] + [1 + max(list(h.l) + list(h.m) + [0]) for hs in pl.layers for h in hs])  # Gram rows b
-    n = max(min_width, data, pl.T, slots) if elsa else max(min_width, data + pl.T, slots)
-    n_heads = sum(len(hs) for hs in pl.layers) + (len(pl.layers) if elsa else 0)  # + the skips
-    entries = n_heads * 3 * n * (n + (pl.T if elsa else 0))
-    if entries > MAX_WEIGHT_ENTRIES:
-        raise CompileError(f"the {target} target needs {n_heads} heads of {n} x {n} weights = {entries:,} entries, "
-                           f"over the limit {MAX_WEIGHT_ENTRIES:,} (every gathered input and product atom "
-                           "takes a channel of the work row; a circuit this wide needs the matrix-level "
-                           "lowering that is not done, docs/compiler.md)")
-    if elsa:
-        width = n  # at least as many channels as tokens (Property 3's skip) and as Gram rows
-        mods = modules(pl, width, heads)
-        layers = [ELSA([[_elsa_head(h, pl, width) for h in st] for st in mod], residual=True) for mod in mods]
-        constants = {}
-        stages = [len(m) for m in mods]
-        bound_layers = math.ceil((pl.md + 2) / 2) if heads is None else \
-            sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
-    else:
-        width = n
-        layers = [LSA([_lsa_head(h, pl, width) for h in heads], residual=True) for heads in pl.layers]
-        constants = {(r, pl.D + r): Fraction(1) for r in range(pl.T)}
-        ix = _lsa_channel(pl)
-        pl.outputs = {n: (t, ix(c)) for n, (t, c) in pl.outputs.items()}
-        stages = None
-        bound_layers = pl.md + 2 if heads is None else \
-            sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
-    m = C.metrics(g, validated=True)
-    limit = heads
-    heads = [len(hs) for hs in pl.layers]
-    heads_per_layer = [max(len(st) for st in mod) for mod in mods] if elsa else list(heads)
-    cm = {"target": target, "layers": len(layers), "tokens": pl.T, "state_width": width,
-          "params": param_counts(layers), "plan": list(pl.kinds), "heads": heads,
-          "heads_limit": limit, "heads_per_layer": heads_per_layer,
-          "multiplicative_depth": pl.md, "work_row": pl.work_row,
-          "outputs": {n: list(s) for n, s in sorted(pl.outputs.items())},
-          "constant_blocks": ({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
-                              if not elsa else {}),
-          "bound": {"layers": bound_layers, "tokens": pl.T,
-                    "state_width": max(pl.D + pl.gathered + pl.consumers + (pl.work - pl0.work), len(pl.outputs),
-                                       pl.T if elsa else 0) + (0 if elsa else pl.T),
-                    "rule": ("a gather layer (if an input must move to the work row), one product layer per "
-                             "level of multiplicative depth md, one output layer: at most md + 2 layers"
-                             + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
-                             + ("" if limit is None else
-                                f"; at most {limit} heads per {'stage' if elsa else 'layer'}: a layer of K "
-                                f"heads becomes ceil(K / {per_layer}) layers, + 1 where its heads read what "
-                                "others write (temporaries added back)"
-                                + (" (each a module at worst)" if elsa else ""))
-                             + "; channels: the grid's, " + ("" if elsa else "one per token (positions), ")
-                             + "one per gathered input and per consumer and level, one per temporary (at least one per output"
-                             + (", and one per token for the skip of Property 3" if elsa else "") + ")")}}
-    if elsa:
-        cm["modules"] = {"count": len(layers), "stages": stages,
-                         "heads": [[len(st) for st in mod] for mod in mods]}
-    info = {"circuit": m, "compiled": cm,
-            "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
-                                  "inner_dimension": f"O(w) = O({m['width']})"}}
-    eq = "eq. (16), modules of eq. (57)-(59)" if elsa else "eq. (8), (38)"
-    con = compiled(g, name, (pl.T, width), layers, pl.inputs, pl.outputs, info,
-                   reference=f"seed 001 {eq}: gather, one product layer per level, outputs",
-                   notes=f"{target} on {pl.T} tokens, work row {pl.work_row}: {', '.join(pl.kinds)}",
-                   constants=constants)
-    return con
+    value = getattr(attention_emit, name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,195 @@
+"""Targets ``lsa`` and ``elsa``, the emission: a :class:`.attention.Plan` -> LSA layers (seed 001
+eq. (8), (38)) or ELSA modules (seed 001 eq. (16), (57)-(59)), and :func:`compile_attention`, the
+targets' compile (plan, limit the heads, emit, assemble).  The plan and its rules: :mod:`.attention`,
+which re-exports every name defined here."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+import circuits as C
+
+from .. import ops
+from ..layers import ELSA, LSA, ELSAHead, LSAHead
+from ..sparse import SparseMatrix
+from .attention import Head, Plan, _pos, limit_heads, plan
+from .circuit import CompiledCircuit, compiled, param_counts
+from .routing import CompileError
+
+#: the most weight entries (dense (n, n) matrices of every head) a compiled attention stack may
+#: have: 5e7 object entries are about 400 MB of pointers before any proof
+MAX_WEIGHT_ENTRIES = 50_000_000
+
+
+def _matrix(cols: dict, n: int, index=lambda c: c, out_index=lambda b: b, pos_index=None) -> SparseMatrix:
+    """A weight matrix (n, n) whose column ``out_index(b)`` holds form ``cols[b]`` (``index`` maps a
+    data column to its row; with ``pos_index`` the position columns go to their own rows too), held
+    sparse (``constructions/sparse.py``): a head reads a few cells of a wide state."""
+    entries: dict = {}
+    for b, form in cols.items():
+        for col, v in form.items():
+            if isinstance(col, tuple):
+                if pos_index is None:
+                    continue
+                key = (pos_index(col[1]), out_index(b))
+            else:
+                key = (index(col), out_index(b))
+            entries[key] = entries.get(key, 0) + v
+    return SparseMatrix.from_entries((n, n), entries)
+
+
+def _bias(cols: dict, T: int, n: int) -> np.ndarray:
+    """The bias matrix (T, n) of the position columns: ``B[t, b]`` = coefficient of pos_t."""
+    B = ops.zeros_like_object((T, n))
+    for b, form in cols.items():
+        for col, v in form.items():
+            if isinstance(col, tuple):
+                B[col[1], b] += v
+    return B
+
+
+def _lsa_channel(pl: Plan):
+    """Data channel -> LSA state channel: the grid's channels, then the T positions, then work."""
+    return lambda c: c if c < pl.D else c + pl.T
+
+
+def _lsa_head(h: Head, pl: Plan, n: int) -> LSAHead:
+    """W1, W3 columns are Gram rows; W2's columns are output channels, placed like the state's."""
+    pos = lambda r: pl.D + r  # noqa: E731
+    ix = _lsa_channel(pl)
+    return LSAHead(W1=_matrix(h.m, n, ix, pos_index=pos), W2=_matrix(h.n, n, ix, ix, pos_index=pos),
+                   W3=_matrix(h.l, n, ix, pos_index=pos))
+
+
+def _elsa_head(h: Head, pl: Plan, n: int) -> ELSAHead:
+    return ELSAHead(W1=_matrix(h.m, n), B1=_bias(h.m, pl.T, n), W2=_matrix(h.n, n), B2=_bias(h.n, pl.T, n),
+                    W3=_matrix(h.l, n), B3=_bias(h.l, pl.T, n))
+
+
+def _identity(T: int, channels) -> Head:
+    """Property 3's skip as a head: ``l = m = pos_r`` for every token, ``n_c = c``."""
+    return Head(l={r: {_pos(r): Fraction(1)} for r in range(T)}, m={r: {_pos(r): Fraction(1)} for r in range(T)},
+                n={c: {c: Fraction(1)} for c in channels})
+
+
+def modules(pl: Plan, width: int, limit: int | None = None) -> list:
+    """The layers grouped into ELSA modules: a list of lists of stages (lists of heads); with
+    ``limit``, two layers share a module only where each stage, with its skip or hand-on head,
+    keeps at most ``limit`` heads."""
+    out, i = [], 0
+    while i < len(pl.layers):
+        a = pl.layers[i]
+        fits = limit is None or (i + 1 < len(pl.layers) and len(a) < limit and len(pl.layers[i + 1]) < limit)
+        if i + 1 < len(pl.layers) and pl.fresh[i] is not None and fits:
+            b = pl.layers[i + 1]
+            out.append([a + [_identity(pl.T, range(width))],
+                        b + [_identity(pl.T, sorted(pl.fresh[i]))]])
+            i += 2
+        else:
+            out.append([a])
+            i += 1
+    return out
+
+
+def _limited(pl0: Plan, elsa: bool, heads: int | None):
+    """``(plan, heads per layer)``: ``pl0`` split to ``heads`` per layer; ELSA: a layer that becomes a
+    stage of a two-stage module shares it with a skip / hand-on head, so its layers are split to
+    ``heads - 1`` where that makes fewer modules than ``heads``."""
+    per_layer = heads
+    pl = limit_heads(pl0, per_layer)
+    if elsa and heads is not None and heads > 1:
+        alt = limit_heads(pl0, heads - 1)
+        if len(modules(alt, 0, heads)) < len(modules(pl, 0, heads)):
+            per_layer, pl = heads - 1, alt
+    return pl, per_layer
+
+
+def _width(pl: Plan, elsa: bool, min_width: int) -> int:
+    """The state's channels (LSA: the data channels, then the positions; ELSA: at least the tokens);
+    a CompileError past :data:`MAX_WEIGHT_ENTRIES`."""
+    data = max([pl.D + pl.work] + [c + 1 for _, c in pl.outputs.values()])
+    slots = max([1] + [1 + max(list(h.l) + list(h.m) + [0]) for hs in pl.layers for h in hs])  # Gram rows b
+    n = max(min_width, data, pl.T, slots) if elsa else max(min_width, data + pl.T, slots)
+    n_heads = sum(len(hs) for hs in pl.layers) + (len(pl.layers) if elsa else 0)  # + the skips
+    entries = n_heads * 3 * n * (n + (pl.T if elsa else 0))
+    if entries > MAX_WEIGHT_ENTRIES:
+        raise CompileError(f"the {'elsa' if elsa else 'lsa'} target needs {n_heads} heads of {n} x {n} weights = "
+                           f"{entries:,} entries, over the limit {MAX_WEIGHT_ENTRIES:,} (every gathered input and "
+                           "product atom takes a channel of the work row; a circuit this wide needs the "
+                           "matrix-level lowering that is not done, docs/compiler.md)")
+    return n
+
+
+def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | None) -> dict:
+    """The stated guarantee (``compiled.bound``): layers, tokens, state width and the rule."""
+    if limit is None:
+        layers = math.ceil((pl.md + 2) / 2) if elsa else pl.md + 2
+    else:
+        layers = sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
+    width = max(pl.D + pl.gathered + pl.consumers + (pl.work - pl0.work), len(pl.outputs),
+                pl.T if elsa else 0) + (0 if elsa else pl.T)
+    rule = ("a gather layer (if an input must move to the work row), one product layer per "
+            "level of multiplicative depth md, one output layer: at most md + 2 layers"
+            + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
+            + ("" if limit is None else
+               f"; at most {limit} heads per {'stage' if elsa else 'layer'}: a layer of K "
+               f"heads becomes ceil(K / {per_layer}) layers, + 1 where its heads read what "
+               "others write (temporaries added back)"
+               + (" (each a module at worst)" if elsa else ""))
+            + "; channels: the grid's, " + ("" if elsa else "one per token (positions), ")
+            + "one per gathered input and per consumer and level, one per temporary (at least one per output"
+            + (", and one per token for the skip of Property 3" if elsa else "") + ")")
+    return {"layers": layers, "tokens": pl.T, "state_width": width, "rule": rule}
+
+
+def _compiled_info(pl: Plan, layers: list, width: int, mods, limit: int | None, bound: dict) -> dict:
+    """``info["compiled"]`` of an LSA (``mods`` None) or ELSA stack."""
+    elsa = mods is not None
+    heads = [len(hs) for hs in pl.layers]
+    cm = {"target": "elsa" if elsa else "lsa", "layers": len(layers), "tokens": pl.T, "state_width": width,
+          "params": param_counts(layers), "plan": list(pl.kinds), "heads": heads,
+          "heads_limit": limit,
+          "heads_per_layer": [max(len(st) for st in mod) for mod in mods] if elsa else list(heads),
+          "multiplicative_depth": pl.md, "work_row": pl.work_row,
+          "outputs": {n: list(s) for n, s in sorted(pl.outputs.items())},
+          "constant_blocks": ({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
+                              if not elsa else {}),
+          "bound": bound}
+    if elsa:
+        cm["modules"] = {"count": len(layers), "stages": [len(m) for m in mods],
+                         "heads": [[len(st) for st in mod] for mod in mods]}
+    return cm
+
+
+def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width: int = 1,
+                      heads: int | None = None) -> CompiledCircuit:
+    """Compile a validated (placed or unplaced) circuit to LSA (``elsa=False``) or ELSA layers;
+    ``heads``: at most that many heads per LSA layer / per ELSA stage (:func:`limit_heads`)."""
+    if heads is not None and (not isinstance(heads, int) or isinstance(heads, bool) or heads < 1):
+        raise ValueError(f"heads must be a positive int or None, got {heads!r}")
+    pl0 = plan(g)
+    pl, per_layer = _limited(pl0, elsa, heads)
+    target = "elsa" if elsa else "lsa"
+    width = _width(pl, elsa, min_width)  # ELSA: at least as many channels as tokens (Property 3's skip)
+    if elsa:
+        mods = modules(pl, width, heads)
+        layers = [ELSA([[_elsa_head(h, pl, width) for h in st] for st in mod], residual=True) for mod in mods]
+        constants = {}
+    else:
+        mods = None
+        layers = [LSA([_lsa_head(h, pl, width) for h in hs], residual=True) for hs in pl.layers]
+        constants = {(r, pl.D + r): Fraction(1) for r in range(pl.T)}
+        ix = _lsa_channel(pl)
+        pl.outputs = {n: (t, ix(c)) for n, (t, c) in pl.outputs.items()}
+    bound = _bound(pl0, pl, elsa, heads, per_layer)
+    m = C.metrics(g, validated=True)
+    info = {"circuit": m, "compiled": _compiled_info(pl, layers, width, mods, heads, bound),
+            "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
+                                  "inner_dimension": f"O(w) = O({m['width']})"}}
+    eq = "eq. (16), modules of eq. (57)-(59)" if elsa else "eq. (8), (38)"
+    return compiled(g, name, (pl.T, width), layers, pl.inputs, pl.outputs, info,
+                    reference=f"seed 001 {eq}: gather, one product layer per level, outputs",
+                    notes=f"{target} on {pl.T} tokens, work row {pl.work_row}: {', '.join(pl.kinds)}",
+                    constants=constants)
