@@ -41,7 +41,6 @@ from __future__ import annotations
 import heapq
 from fractions import Fraction
 
-import gmpy2
 import networkx as nx
 
 import circuits as C
@@ -49,12 +48,12 @@ from circuits import affine as A
 from circuits import keys as K
 
 from .linearise import linearise, needed
-
-Q = gmpy2.mpq  # coefficients while rewriting (C arithmetic, as in linearise); Fractions in the result
+# the expressions (constructions/compiler/reassociate_exprs.py); their names re-exported here
+from .reassociate_exprs import Q, _axpy, _Exprs, kraft  # noqa: F401
 
 #: the most terms an expansion keeps (Horner of degree k needs k + 1)
 MAX_TERMS = 64
-#: a sum of more terms than this is rebuilt as the circuit adds it (``mirror`` in :func:`reassociate`),
+#: a sum of more terms than this is rebuilt as the circuit adds it (:meth:`_Rewrite.mirror`),
 #: a shorter one flat from its terms
 MIRROR_TERMS = 16
 
@@ -67,213 +66,6 @@ def multiplicative_depth(g: nx.DiGraph) -> int:
     affine outputs)."""
     atoms, level, outputs = linearise(g)
     return max((level[a] for a in needed(atoms, outputs)), default=0)
-
-
-def kraft(items) -> int:
-    """Least depth of a binary product tree over factors ``(level, count)``:
-    ``ceil(log2 sum count * 2^level)`` (a single factor: its level)."""
-    s = sum(e << lv for lv, e in items)
-    return (s - 1).bit_length()
-
-
-
-def _axpy(acc: dict, s: dict, coef) -> None:
-    """``acc += coef * s`` on sparse maps (key -> coefficient), dropping entries that cancel to 0."""
-    for k, c in s.items():
-        v = acc.get(k, 0) + coef * c
-        if v:
-            acc[k] = v
-        else:
-            acc.pop(k, None)
-
-class _Exprs:
-    """Hash-consed expressions over the inputs: ``("in", name)``, ``("sum", c, ((e, coef), ...))``,
-    ``("prod", ((e, exp), ...))``; each with its level as written (``struct``), its expansion
-    (``sop``: monomial -> coef, a monomial a sorted tuple of (leaf, exp); None beyond the
-    budget), the level of that expansion, and the cheaper of the two."""
-
-    def __init__(self, max_terms: int):
-        self.max_terms = max_terms
-        self.ids: dict = {}
-        self.kind: list = []
-        self.level: list = []
-        self.sop: list = []
-        self.use_sop: list = []
-        self._work = None  # distribution steps left in this top-level product
-
-    # -- expansions ---------------------------------------------------------------------------
-    def _sop_of(self, e):
-        s = self.sop[e]
-        return s if s is not None else {((e, 1),): Q(1)}
-
-    def _mono_level(self, mono) -> int:
-        return kraft((self.level[x], k) for x, k in mono) if mono else 0
-
-    def _sop_level(self, s) -> int:
-        return max((self._mono_level(m) for m in s), default=0)
-
-    def _sop_add(self, acc: dict, s: dict, coef) -> bool:
-        _axpy(acc, s, coef)
-        return len(acc) <= 4 * self.max_terms  # intermediate slack; checked at the end
-
-    def _sop_mul(self, a: dict, b: dict):
-        if len(a) * len(b) > 4 * self.max_terms:  # bounds the work; few such products cancel
-            return None
-        out: dict = {}
-        for ma, ca in a.items():
-            for mb, cb in b.items():
-                d = dict(ma)
-                for x, k in mb:
-                    d[x] = d.get(x, 0) + k
-                m = tuple(sorted(d.items()))
-                v = out.get(m, 0) + ca * cb
-                if v:
-                    out[m] = v
-                else:
-                    out.pop(m, None)
-        return out if len(out) <= self.max_terms else None
-
-    # -- nodes --------------------------------------------------------------------------------
-    def _new(self, key, struct_level: int, sop):
-        if key in self.ids:
-            return self.ids[key]
-        e = len(self.kind)
-        self.ids[key] = e
-        self.kind.append(key)
-        self.sop.append(None)
-        self.level.append(struct_level)
-        self.use_sop.append(False)
-        if sop is not None and len(sop) <= self.max_terms:
-            self.sop[e] = sop
-            lv = self._sop_level(sop)
-            if lv < struct_level:
-                self.level[e], self.use_sop[e] = lv, True
-        return e
-
-    def input(self, name: str) -> int:
-        key = ("in", name)
-        e = self._new(key, 0, None)
-        if self.sop[e] is None:
-            self.sop[e] = {((e, 1),): Q(1)}
-        return e
-
-    @staticmethod
-    def _constant(sop):
-        """The constant an expansion is, or None."""
-        if not sop:
-            return Q(0)
-        if len(sop) == 1 and () in sop:
-            return sop[()]
-        return None
-
-    def sum(self, c, terms: dict):
-        """``c + sum coef * e`` as one expression: ``("e", id)`` or ``("const", value)``."""
-        key = ("sum", c, tuple(sorted(terms.items())))
-        if key in self.ids:
-            return ("e", self.ids[key])
-        sop: dict | None = {(): c} if c else {}
-        for x, k in terms.items():
-            if sop is None or not self._sop_add(sop, self._sop_of(x), k):
-                sop = None
-        if sop is not None and self._constant(sop) is not None and len(sop) <= self.max_terms:
-            return ("const", self._constant(sop))
-        return ("e", self._new(key, max(self.level[x] for x in terms), sop))
-
-    def prod(self, factors: dict):
-        """``prod e^k`` (at least two factors counted with k): flattened, distributed over its
-        deepest sum factor, or expanded, whichever is shallowest (ties: as written first)."""
-        top = self._work is None
-        if top:
-            self._work = 4 * self.max_terms
-        try:
-            res = self._prod(factors)
-            if self._work > 0:
-                dist = self._distribute(factors)
-                if dist is not None and (dist[0] == "const" or self.level[dist[1]] < self._level_of(res) or (
-                        self.level[dist[1]] == self._level_of(res) and res[0] == "e" and self.use_sop[res[1]])):
-                    res = dist
-            return res
-        finally:
-            if top:
-                self._work = None
-
-    def _level_of(self, res) -> int:
-        return 0 if res[0] == "const" else self.level[res[1]]
-
-    def _distribute(self, factors: dict):
-        """``R * (c + sum coef_i T_i) = c R + sum coef_i (R * T_i)`` over the deepest sum factor
-        used once , or None."""
-        sums = [x for x, k in factors.items() if k == 1 and self.kind[x][0] == "sum"
-                and len(self.kind[x][2]) <= self.max_terms]
-        if not sums:
-            return None
-        S = max(sums, key=lambda x: (self.level[x], -x))
-        rest = {x: k for x, k in factors.items() if x != S}
-        c0, terms = self.kind[S][1], self.kind[S][2]
-        const, out = Q(0), {}
-
-        def put(res, coef):
-            nonlocal const
-            if res[0] == "const":
-                const += coef * res[1]
-            else:
-                out[res[1]] = out.get(res[1], 0) + coef
-
-        if c0:
-            put(self._single(rest), c0)
-        for T, coef in terms:
-            self._work -= 1
-            if self._work <= 0:
-                return None
-            d = dict(rest)
-            d[T] = d.get(T, 0) + 1
-            put(self._single(d), coef)
-        out = {x: k for x, k in out.items() if k}
-        if not out:
-            return ("const", const)
-        if not const and len(out) == 1 and next(iter(out.values())) == 1:
-            return ("e", next(iter(out)))
-        return self.sum(const, out)
-
-    def _single(self, factors: dict):
-        """``prod e^k`` for any factors (one factor to the first power: itself)."""
-        if len(factors) == 1 and next(iter(factors.values())) == 1:
-            return ("e", next(iter(factors)))
-        return self.prod(factors)
-
-    def _prod(self, factors: dict):
-        flat = dict(factors)
-        inl = [x for x in factors if self.kind[x][0] == "prod" and not self.use_sop[x]]
-        if inl:
-            def merged(xs):
-                d = {x: k for x, k in factors.items() if x not in xs}
-                for x in xs:
-                    for y, j in self.kind[x][1]:
-                        d[y] = d.get(y, 0) + j * factors[x]
-                return d
-
-            def depth(d):
-                return kraft((self.level[x], k) for x, k in d.items())
-
-            chosen = set(inl)
-            best = depth(merged(chosen))
-            if best < depth(factors):
-                for x in sorted(inl, key=lambda x: self.level[x]):  # keep shallow ones shared
-                    if depth(merged(chosen - {x})) == best:
-                        chosen.discard(x)
-                flat = merged(chosen)
-        sop: dict | None = {(): Q(1)}
-        for x, k in sorted(flat.items()):
-            for _ in range(k):
-                sop = self._sop_mul(sop, self._sop_of(x))
-                if sop is None:
-                    break
-            if sop is None:
-                break
-        if sop is not None and self._constant(sop) is not None:
-            return ("const", self._constant(sop))
-        key = ("prod", tuple(sorted(flat.items())))
-        return ("e", self._new(key, kraft((self.level[x], k) for x, k in flat.items()), sop))
 
 
 class _Out:
@@ -345,113 +137,129 @@ class _Out:
         return pool[0][1]
 
 
-def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
-    """The rewritten circuit (module docstring) of a validated circuit ``g``."""
-    X = _Exprs(max_terms)
-    # node -> its affine form over expression ids (circuits.affine: sparse or dense exact vectors;
-    # immutable, so an add's form is a new one and operands' forms may be shared)
-    form: dict = {}
-    outputs = set(C.output_nodes(g).values())
-    uses = {v: g.out_degree(v) for v in g}  # consumers still to come: a form is dropped after its last
-    # for building sums the way ``g`` adds them (``mirror`` below): a sum expression -> a node of ``g``
-    # with that value, and each mul node of ``g`` -> ("const", c) | ("e", expr, scale)
-    sum_src: dict = {}
-    gmul: dict = {}
+class _Rewrite:
+    """The state of one rewrite of a validated circuit ``g``: the expressions (:class:`_Exprs`),
+    each node's affine form over them, and the rewritten circuit (:class:`_Out`) as it is built."""
 
-    # the forms' ids: expressions in order of first use as a term (compact, so the forms over them
-    # are dense vectors where they are long; expression ids themselves interleave every sum made)
-    term_id: dict = {}
-    term_expr: list = []
+    def __init__(self, g: nx.DiGraph, max_terms: int):
+        self.g = g
+        self.X = _Exprs(max_terms)
+        # node -> its affine form over expression ids (circuits.affine: sparse or dense exact vectors;
+        # immutable, so an add's form is a new one and operands' forms may be shared)
+        self.form: dict = {}
+        # for building sums the way ``g`` adds them (:meth:`mirror`): a sum expression -> a node of ``g``
+        # with that value, and each mul node of ``g`` -> ("const", c) | ("e", expr, scale)
+        self.sum_src: dict = {}
+        self.gmul: dict = {}
+        # the forms' ids: expressions in order of first use as a term (compact, so the forms over them
+        # are dense vectors where they are long; expression ids themselves interleave every sum made)
+        self.term_id: dict = {}
+        self.term_expr: list = []
+        self.as_factor: dict = {}  # node -> factor_of(node), for a node that feeds several products
+        self.out = _Out()
+        self.built: dict = {}  # expression -> node of the result
+        self.in_node: dict = {}  # input node of g -> its node of the result
+        self.mirrored: dict = {}  # node of g -> node of the result with its value (adds as g adds them)
 
-    def term(x: int) -> int:
-        i = term_id.get(x)
+    # -- the forms ----------------------------------------------------------------------------
+    def term(self, x: int) -> int:
+        i = self.term_id.get(x)
         if i is None:
-            i = term_id[x] = len(term_expr)
-            term_expr.append(x)
+            i = self.term_id[x] = len(self.term_expr)
+            self.term_expr.append(x)
         return i
 
-    def split(f: A.Form):
+    def split(self, f: A.Form):
         """``(constant, {expr: coef})`` of a form, as gmpy2 rationals (what :class:`_Exprs` keys on)."""
         c, t, den = Q(0), {}, f.den
         for i, n in f.numerators().items():
             if i == A.CONST:
                 c = Q(n, den)
             else:
-                t[term_expr[i]] = Q(n, den)
+                t[self.term_expr[i]] = Q(n, den)
         return c, t
 
-    as_factor: dict = {}  # node -> factor_of(node), for a node that feeds several products
-
-    def factor_of(u):
+    def factor_of(self, u):
         """A mul's operand ``u`` as a factor: ``("const", c)`` or ``("x", expr, coef)``."""
-        fu = form[u]
+        fu = self.form[u]
         if fu.is_const:
             return ("const", Q(fu.const_value()))
-        cu, tu = split(fu)
+        cu, tu = self.split(fu)
         if not cu and len(tu) == 1:
             (x, k), = tu.items()
             return ("x", x, k)
-        kind, x = X.sum(cu, tu)
+        kind, x = self.X.sum(cu, tu)
         if kind == "const":
             return ("const", x)
-        sum_src.setdefault(x, u)
+        self.sum_src.setdefault(x, u)
         return ("x", x, Q(1))
 
-    for v in nx.topological_sort(g):
-        d = g.nodes[v]
-        op = d[K.OP]
-        ops = C.operands(g, v)
-        if op == K.INPUT:
-            form[v] = A.atom(term(X.input(d[K.NAME])))
-        elif op == K.CONST:
-            form[v] = A.const(d[K.VALUE])
-        elif op == K.ADD:
-            form[v] = A.lincomb([(form[u], m) for u, m in ops])
+    def mul(self, v, ops) -> None:
+        """The form of mul node ``v`` (operands ``ops``): a scale times one product expression."""
+        scale, factors = Q(1), {}
+        for u, m in ops:
+            r = self.as_factor.get(u)
+            if r is None:
+                r = self.as_factor[u] = self.factor_of(u)
+            if r[0] == "const":
+                scale *= r[1] ** m
+                continue
+            scale *= r[2] ** m
+            factors[r[1]] = factors.get(r[1], 0) + m
+        form, gmul = self.form, self.gmul
+        if scale == 0:
+            form[v], gmul[v] = A.ZERO, ("const", Q(0))
+        elif not factors:
+            form[v], gmul[v] = A.const(scale), ("const", scale)
+        elif len(factors) == 1 and next(iter(factors.values())) == 1:
+            x = next(iter(factors))
+            form[v], gmul[v] = A.from_items([(self.term(x), scale)]), ("e", x, scale)
         else:
-            scale, factors = Q(1), {}
-            for u, m in ops:
-                r = as_factor.get(u)
-                if r is None:
-                    r = as_factor[u] = factor_of(u)
-                if r[0] == "const":
-                    scale *= r[1] ** m
-                    continue
-                scale *= r[2] ** m
-                factors[r[1]] = factors.get(r[1], 0) + m
-            if scale == 0:
-                form[v], gmul[v] = A.ZERO, ("const", Q(0))
-            elif not factors:
-                form[v], gmul[v] = A.const(scale), ("const", scale)
-            elif len(factors) == 1 and next(iter(factors.values())) == 1:
-                form[v], gmul[v] = A.from_items([(term(next(iter(factors))), scale)]), ("e", next(iter(factors)), scale)
+            kind, x = self.X.prod(factors)
+            if kind == "const":
+                form[v], gmul[v] = A.const(scale * x), ("const", scale * x)
             else:
-                kind, x = X.prod(factors)
-                if kind == "const":
-                    form[v], gmul[v] = A.const(scale * x), ("const", scale * x)
-                else:
-                    form[v], gmul[v] = A.from_items([(term(x), scale)]), ("e", x, scale)
-        for u, _ in ops:
-            uses[u] -= 1
-            if not uses[u] and u not in outputs:
-                del form[u]
-                as_factor.pop(u, None)
+                form[v], gmul[v] = A.from_items([(self.term(x), scale)]), ("e", x, scale)
 
-    out = _Out()
-    built: dict = {}
-    in_node: dict = {}
-    for v, d in g.nodes(data=True):
-        if d[K.OP] == K.INPUT:
-            e = X.input(d[K.NAME])
-            built[e] = in_node[v] = out.node(None, dict(d), [], 0)
+    def forms(self) -> None:
+        """Every node's form, in topological order; a form is dropped after its last consumer
+        (outputs keep theirs)."""
+        g, form = self.g, self.form
+        outputs = set(C.output_nodes(g).values())
+        uses = {v: g.out_degree(v) for v in g}  # consumers still to come
+        for v in nx.topological_sort(g):
+            d = g.nodes[v]
+            op = d[K.OP]
+            ops = C.operands(g, v)
+            if op == K.INPUT:
+                form[v] = A.atom(self.term(self.X.input(d[K.NAME])))
+            elif op == K.CONST:
+                form[v] = A.const(d[K.VALUE])
+            elif op == K.ADD:
+                form[v] = A.lincomb([(form[u], m) for u, m in ops])
+            else:
+                self.mul(v, ops)
+            for u, _ in ops:
+                uses[u] -= 1
+                if not uses[u] and u not in outputs:
+                    del form[u]
+                    self.as_factor.pop(u, None)
 
-    mirrored: dict = {}  # node of g -> node of the result with its value (adds as g adds them)
+    # -- the result ---------------------------------------------------------------------------
+    def inputs(self) -> None:
+        """The result's input nodes, as ``g``'s (ids, names, places kept)."""
+        for v, d in self.g.nodes(data=True):
+            if d[K.OP] == K.INPUT:
+                e = self.X.input(d[K.NAME])
+                self.built[e] = self.in_node[v] = self.out.node(None, dict(d), [], 0)
 
-    def mirror(u0) -> int:
+    def mirror(self, u0) -> int:
         """The result's node for ``g``'s node ``u0``, its adds rebuilt as ``g`` has them (each g add
-        once, however many sums reach it) over the rebuilt products (:func:`build` of each mul's
+        once, however many sums reach it) over the rebuilt products (:meth:`build` of each mul's
         expression): a circuit's shared partial sums stay shared, where building every sum
         expression flat from its terms costs one operand per term per sum (a random 100k-gate
         circuit: 1.26M edges instead of about g's own)."""
+        g, out, mirrored = self.g, self.out, self.mirrored
         stack = [u0]
         while stack:
             u = stack[-1]
@@ -468,92 +276,125 @@ def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
                     continue
                 mirrored[u] = out.linear(Q(0), [(mirrored[w], Q(m)) for w, m in ops])
             elif op == K.INPUT:
-                mirrored[u] = in_node[u]
+                mirrored[u] = self.in_node[u]
             elif op == K.CONST:
                 mirrored[u] = out.const(Q(d[K.VALUE].numerator, d[K.VALUE].denominator))
             else:
-                info = gmul[u]
-                mirrored[u] = out.const(info[1]) if info[0] == "const" else out.scaled(info[2], build(info[1]))
+                info = self.gmul[u]
+                mirrored[u] = out.const(info[1]) if info[0] == "const" else out.scaled(info[2], self.build(info[1]))
             stack.pop()
         return mirrored[u0]
 
-    def build(e: int) -> int:
+    def _deps(self, x: int):
+        """The expressions ``x`` is built from, or None where it is built already (a long sum
+        mirrored as ``g`` adds it, no deeper than flat)."""
+        X = self.X
+        kind = X.kind[x]
+        if X.use_sop[x]:
+            return {y for m in X.sop[x] for y, _ in m}
+        if kind[0] == "sum" and len(kind[2]) > MIRROR_TERMS and x in self.sum_src:
+            # a long sum as g adds it (its partial sums shared), where no deeper than the flat sum
+            n = self.mirror(self.sum_src.pop(x))
+            if self.out.level[n] <= X.level[x]:
+                self.built[x] = n
+                return None
+            return {y for y, _ in kind[2]}
+        if kind[0] == "sum":
+            return {y for y, _ in kind[2]}
+        return {y for y, _ in kind[1]}
+
+    def _make(self, x: int) -> int:
+        """The result's node of expression ``x``, its parts built."""
+        X, out, built = self.X, self.out, self.built
+        kind = X.kind[x]
+        if X.use_sop[x]:
+            c = X.sop[x].get((), 0)
+            items = [(out.monomial([(built[y], k) for y, k in m]), coef)
+                     for m, coef in sorted(X.sop[x].items()) if m]
+            return out.linear(c, items)
+        if kind[0] == "sum":
+            return out.linear(kind[1], [(built[y], k) for y, k in kind[2]])
+        return out.monomial([(built[y], k) for y, k in kind[1]])
+
+    def build(self, e: int) -> int:
+        """The result's node of expression ``e`` (its parts first, without recursion)."""
+        built = self.built
         stack = [e]
         while stack:
             x = stack[-1]
             if x in built:
                 stack.pop()
                 continue
-            kind = X.kind[x]
-            if X.use_sop[x]:
-                deps = {y for m in X.sop[x] for y, _ in m}
-            elif kind[0] == "sum" and len(kind[2]) > MIRROR_TERMS and x in sum_src:
-                # a long sum as g adds it (its partial sums shared), where no deeper than the flat sum
-                n = mirror(sum_src.pop(x))
-                if out.level[n] <= X.level[x]:
-                    built[x] = n
-                    stack.pop()
-                    continue
-                deps = {y for y, _ in kind[2]}
-            elif kind[0] == "sum":
-                deps = {y for y, _ in kind[2]}
-            else:
-                deps = {y for y, _ in kind[1]}
+            deps = self._deps(x)
+            if deps is None:
+                stack.pop()
+                continue
             todo = [y for y in deps if y not in built]
             if todo:
                 stack.extend(todo)
                 continue
             stack.pop()
-            if X.use_sop[x]:
-                c = X.sop[x].get((), 0)
-                items = [(out.monomial([(built[y], k) for y, k in m]), coef)
-                         for m, coef in sorted(X.sop[x].items()) if m]
-                built[x] = out.linear(c, items)
-            elif kind[0] == "sum":
-                built[x] = out.linear(kind[1], [(built[y], k) for y, k in kind[2]])
-            else:
-                built[x] = out.monomial([(built[y], k) for y, k in kind[1]])
+            built[x] = self._make(x)
         return built[e]
 
-    claimed: dict = {}  # out node -> original output node id
-    for name, v in sorted(C.output_nodes(g).items()):
-        if g.nodes[v][K.OP] == K.INPUT:
-            continue
-        c, t = split(form[v])
-        if not t:
-            n = out.const(c)
-        elif not c and len(t) == 1 and next(iter(t.values())) == 1:
-            n = build(next(iter(t)))
-        else:
-            kind, x = X.sum(c, t)
-            if kind == "e":
-                sum_src.setdefault(x, v)
-            n = out.const(x) if kind == "const" else build(x)
-        if out.nodes[n][0][K.OP] == K.CONST:  # its own const node (the shared one may feed gates)
-            n = out.node(None, dict(out.nodes[n][0]), [], 0)
-        elif n in claimed or n in in_node.values():
-            # a node already named (another output, an input): a copy x + 0
-            n = out.node(None, {K.OP: K.ADD}, [(n, 1), (out.const(0), 1)], out.level[n])
-        claimed[n] = v
+    def outputs(self) -> dict:
+        """Each non-input output's node of the result (its own: a copy where another output or an
+        input has it): result node -> ``g``'s output node."""
+        g, out = self.g, self.out
+        claimed: dict = {}
+        for name, v in sorted(C.output_nodes(g).items()):
+            if g.nodes[v][K.OP] == K.INPUT:
+                continue
+            c, t = self.split(self.form[v])
+            if not t:
+                n = out.const(c)
+            elif not c and len(t) == 1 and next(iter(t.values())) == 1:
+                n = self.build(next(iter(t)))
+            else:
+                kind, x = self.X.sum(c, t)
+                if kind == "e":
+                    self.sum_src.setdefault(x, v)
+                n = out.const(x) if kind == "const" else self.build(x)
+            if out.nodes[n][0][K.OP] == K.CONST:  # its own const node (the shared one may feed gates)
+                n = out.node(None, dict(out.nodes[n][0]), [], 0)
+            elif n in claimed or n in self.in_node.values():
+                # a node already named (another output, an input): a copy x + 0
+                n = out.node(None, {K.OP: K.ADD}, [(n, 1), (out.const(0), 1)], out.level[n])
+            claimed[n] = v
+        return claimed
 
-    h = nx.DiGraph()
-    h.graph.update(g.graph)
-    fresh = 1 + max((x for x in g.nodes if isinstance(x, int) and not isinstance(x, bool)), default=-1)
-    name_of = {n: v for v, n in in_node.items()}
-    name_of.update(claimed)
-    ids = []
-    for n, (attrs, ops) in enumerate(out.nodes):
-        if n in name_of:
-            nid = name_of[n]
-        else:
-            nid, fresh = fresh, fresh + 1
-        ids.append(nid)
-        a = dict(attrs)
-        if n in claimed:
-            a.update({k: g.nodes[claimed[n]][k] for k in _PLACE_KEYS if k in g.nodes[claimed[n]]})
-        h.add_node(nid, **a)
-        for u, m in ops:
-            h.add_edge(ids[u], nid, **({K.MULT: m} if m > 1 else {}))
+    def graph(self, claimed: dict) -> nx.DiGraph:
+        """The result as a DiGraph: inputs and outputs keep their node ids (outputs their names and
+        places), every other node a fresh int id."""
+        g = self.g
+        h = nx.DiGraph()
+        h.graph.update(g.graph)
+        fresh = 1 + max((x for x in g.nodes if isinstance(x, int) and not isinstance(x, bool)), default=-1)
+        name_of = {n: v for v, n in self.in_node.items()}
+        name_of.update(claimed)
+        ids = []
+        for n, (attrs, ops) in enumerate(self.out.nodes):
+            if n in name_of:
+                nid = name_of[n]
+            else:
+                nid, fresh = fresh, fresh + 1
+            ids.append(nid)
+            a = dict(attrs)
+            if n in claimed:
+                a.update({k: g.nodes[claimed[n]][k] for k in _PLACE_KEYS if k in g.nodes[claimed[n]]})
+            h.add_node(nid, **a)
+            for u, m in ops:
+                h.add_edge(ids[u], nid, **({K.MULT: m} if m > 1 else {}))
+        return h
+
+
+def reassociate(g: nx.DiGraph, max_terms: int = MAX_TERMS) -> nx.DiGraph:
+    """The rewritten circuit (module docstring) of a validated circuit ``g``: every node's form over
+    the expressions, then the result's inputs, its outputs (built on demand), the graph."""
+    R = _Rewrite(g, max_terms)
+    R.forms()
+    R.inputs()
+    h = R.graph(R.outputs())
     # drop the hash-consed helpers no output reached (a scaled node replaced by a copy, ...)
     return C.validate(_prune(h), in_place=True)  # h is built here: checked in place, not copied
 
