@@ -177,15 +177,8 @@ def _spare(mach: _Machine) -> int:
     return mach.Cw - len(chans)
 
 
-def plan_budget(g, causal: bool, channels: int):
-    """The symbolic plan of ``g`` on ``channels`` channels: (machine, inputs, output slots)."""
-    T, inputs, places = grid(g)
-    D = grid_channels(g)
-    if channels < D + EXTRA:
-        raise ValueError(f"channel budget {channels} is below the minimum {D + EXTRA} (the grid's {D} channels + "
-                         f"{EXTRA} work channels)")
-    atoms, level, outputs = linearise(g)
-    need = needed(atoms, outputs)
+def _readers(atoms: dict, level: dict, need, outputs: dict):
+    """``(products in level order, atom -> its pending reads)``: a factor of a product, an output."""
     readers: dict = {}
     prods = sorted((a for a in need if atoms[a][0] == "mul"), key=lambda a: (level[a], int(a[1:])))
     for p in prods:
@@ -197,54 +190,84 @@ def plan_budget(g, causal: bool, channels: int):
         for a in f:
             if a != CONST:
                 readers[a] = readers.get(a, 0) + 1
-    reserved = {p for p in places.values() if p is not None}
-    mach = _Machine(T, channels - EXTRA, causal, reserved, readers)
-    for name, (t, c) in inputs.items():
-        mach.put(f"in:{name}", (t, c))
-    # causal: the latest token each atom may sit at (the grid outputs that need it)
+    return prods, readers
+
+
+def _causal_limits(mach: _Machine, atoms: dict, outputs: dict, places: dict) -> dict:
+    """Causal: the latest token each atom may sit at (the grid outputs that need it); a
+    CompileError where an output placed on the grid reads an input at a later token."""
     hi: dict = {}
-    if causal:
-        for name, f in outputs.items():
-            if places.get(name) is None:
+    for name, f in outputs.items():
+        if places.get(name) is None:
+            continue
+        stack = [a for a in f if a != CONST]
+        while stack:
+            a = stack.pop()
+            if hi.get(a, math.inf) <= places[name][0]:
                 continue
-            stack = [a for a in f if a != CONST]
-            while stack:
-                a = stack.pop()
-                if hi.get(a, math.inf) <= places[name][0]:
-                    continue
-                hi[a] = places[name][0]
-                if atoms[a][0] == "mul":
-                    stack += [x for ff in atoms[a][1:] for x in ff if x != CONST]
-        for name, f in outputs.items():
-            if places.get(name) is not None:
-                toks = [mach.slot_of[a][0] for a in f if a != CONST and a.startswith("in:")]
-                if toks and max(toks) > places[name][0]:
-                    raise CompileError(f"output {name!r} is placed at token {places[name][0]} but depends on token "
-                                       f"{max(toks)}: the causal target only moves values to later tokens")
-    # unread inputs: the first layer does not carry them (zeroed at no cost)
-    for a in [a for a in mach.slot_of if mach.readers.get(a, 0) <= 0]:
-        mach.drop(a)
+            hi[a] = places[name][0]
+            if atoms[a][0] == "mul":
+                stack += [x for ff in atoms[a][1:] for x in ff if x != CONST]
+    for name, f in outputs.items():
+        if places.get(name) is not None:
+            toks = [mach.slot_of[a][0] for a in f if a != CONST and a.startswith("in:")]
+            if toks and max(toks) > places[name][0]:
+                raise CompileError(f"output {name!r} is placed at token {places[name][0]} but depends on token "
+                                   f"{max(toks)}: the causal target only moves values to later tokens")
+    return hi
 
-    def too_small(what):
-        return CompileError(f"channel budget {channels} is too small for the causal target: no free slot for {what}")
 
-    def ready(f, t):
+class _Budget:
+    """The planning pass of :func:`plan_budget` on a machine: products in batches, then the outputs."""
+
+    def __init__(self, mach: _Machine, atoms: dict, channels: int, hi: dict):
+        self.mach, self.atoms, self.channels, self.hi = mach, atoms, channels, hi
+        self.causal = mach.causal
+
+    def too_small(self, what):
+        return CompileError(f"channel budget {self.channels} is too small for the causal target: no free slot "
+                            f"for {what}")
+
+    def ready(self, f, t):
         """f as one unit at t: (unit, const), after scratch accumulation where it has >= 2 units."""
+        mach, causal = self.mach, self.causal
         units = mach.units(f, t)
         if len(units) <= 1:
             return f
         lo = max(mach.slot_of[a][0] for a in f if a != CONST) if causal else 0
         acc = mach.write({a: v for a, v in f.items() if a != CONST}, t, lo, t if causal else None)
         if acc is None:
-            raise too_small(f"a partial sum at token {t}")
+            raise self.too_small(f"a partial sum at token {t}")
         out = {acc: Fraction(1)}
         if CONST in f:
             out[CONST] = f[CONST]
         return out
 
-    pending = list(prods)
-    while pending:
-        # a batch: products whose factors are ready (level order), distinct tokens, a common free channel
+    def _slot(self, p, batch: list, used_t: set):
+        """Product ``p``'s slot: the first of a batch any free slot in its token range, a later one
+        the batch's channel at a token the batch does not use (None: none)."""
+        mach, causal, atoms = self.mach, self.causal, self.atoms
+        fa, fb = atoms[p][1], atoms[p][2]
+        toks = [mach.slot_of[a][0] for f in (fa, fb) for a in f if a != CONST]
+        lo = max(toks) if causal else 0
+        top = self.hi.get(p) if causal else None
+        if causal and top is not None and top < lo:
+            raise CompileError(f"product {p} is needed at token {top} but reads token {lo}")
+        prefer = max(set(toks), key=toks.count) if not causal else lo
+        if not batch:
+            slot = mach.free_slot(lo, top, prefer=prefer)
+            if slot is None:
+                raise self.too_small(f"product {p} (tokens {lo}..{top})")
+            return slot
+        d = batch[0][2][1]
+        for t in sorted(range(lo, (top if top is not None else mach.T - 1) + 1), key=lambda t: (t != prefer, t)):
+            if t not in used_t and (t, d) not in mach.at and (t, d) not in mach.reserved:
+                return (t, d)
+        return None
+
+    def batch(self, pending: list) -> list:
+        """Products whose factors are ready (level order), distinct tokens, a common free channel."""
+        mach, atoms = self.mach, self.atoms
         batch, used_t = [], set()
         spare = _spare(mach)
         for p in pending:
@@ -253,36 +276,24 @@ def plan_budget(g, causal: bool, channels: int):
             fa, fb = atoms[p][1], atoms[p][2]
             if any(a != CONST and a not in mach.slot_of for f in (fa, fb) for a in f):
                 continue
-            toks = [mach.slot_of[a][0] for f in (fa, fb) for a in f if a != CONST]
-            lo = max(toks) if causal else 0
-            top = hi.get(p) if causal else None
-            if causal and top is not None and top < lo:
-                raise CompileError(f"product {p} is needed at token {top} but reads token {lo}")
-            prefer = max(set(toks), key=toks.count) if not causal else lo
-            if batch:
-                d = batch[0][2][1]
-                slot = None
-                for t in sorted(range(lo, (top if top is not None else mach.T - 1) + 1),
-                                key=lambda t: (t != prefer, t)):
-                    if t not in used_t and (t, d) not in mach.at and (t, d) not in mach.reserved:
-                        slot = (t, d)
-                        break
-                if slot is None:
-                    continue
-            else:
-                slot = mach.free_slot(lo, top, prefer=prefer)
-                if slot is None:
-                    raise too_small(f"product {p} (tokens {lo}..{top})")
+            slot = self._slot(p, batch, used_t)
+            if slot is None:
+                continue
             batch.append((p, (fa, fb), slot))
             used_t.add(slot[0])
             if mach.units(fa, slot[0]).__len__() > 1 or mach.units(fb, slot[0]).__len__() > 1:
                 break  # a product that needs partial sums goes alone
-        # partial sums (scratch at the product's token) where a factor has >= 2 units
+        return batch
+
+    def multiply(self, batch: list) -> None:
+        """A batch's partial sums (scratch at the product's token where a factor has >= 2 units), its
+        load layer and its product layer."""
+        mach = self.mach
         loads = []
         held = {slot for *_, slot in batch} - mach.reserved
         mach.reserved |= held  # the products' slots stay free while their factors are prepared
         for p, (fa, fb), slot in batch:
-            loads.append((p, ready(fa, slot[0]), ready(fb, slot[0]), slot))
+            loads.append((p, self.ready(fa, slot[0]), self.ready(fb, slot[0]), slot))
         mach.reserved -= held
         ops, consumed = [], []
         for p, fa2, fb2, slot in loads:
@@ -298,48 +309,86 @@ def plan_budget(g, causal: bool, channels: int):
         for p, _, _, slot in loads:
             mach.put(p, slot)
         mach.emit([("product", d)], [], "product")
-        done = {p for p, *_ in loads}
-        pending = [p for p in pending if p not in done]
+
+    def products(self, prods: list) -> None:
+        pending = list(prods)
+        while pending:
+            batch = self.batch(pending)
+            self.multiply(batch)
+            done = {p for p, *_ in batch}
+            pending = [p for p in pending if p not in done]
+
+    def stage(self, outputs: dict, places: dict) -> dict:
+        """Each output accumulated at a free slot (never another output's place): name -> its atom
+        (None: the output is 0)."""
+        mach, causal = self.mach, self.causal
+        staged = {}
+        for name in sorted(outputs):
+            f = outputs[name]
+            place = places.get(name)
+            atoms_f = [a for a in f if a != CONST]
+            if place is not None and len(f) == 1 and atoms_f and f[atoms_f[0]] == 1 \
+                    and mach.slot_of.get(atoms_f[0]) == place:
+                staged[name] = atoms_f[0]  # a pass-through in place: it keeps its pending read (alive)
+                continue
+            if not f:
+                staged[name] = None
+                continue
+            lo = max([mach.slot_of[a][0] for a in atoms_f], default=0) if causal else 0
+            top = place[0] if (causal and place is not None) else None
+            slot = mach.free_slot(lo, top, prefer=place[0] if place is not None else lo)
+            if slot is None:
+                raise self.too_small(f"output {name!r} (tokens {lo}..{top})")
+            staged[name] = mach.write(f, slot[0], slot[0], slot[0], where=slot)
+        return staged
+
+    def place(self, outputs: dict, places: dict, staged: dict) -> dict:
+        """The outputs moved from their staging slots to their places, two per layer: name -> slot."""
+        mach = self.mach
+        slots, moves = {}, []
+        for name in sorted(outputs):
+            place = places.get(name)
+            a = staged[name]
+            s = mach.slot_of[a] if a is not None else None
+            if place is None:
+                place = s if s is not None else mach.free_slot(0, None)
+                mach.reserved.add(place)
+            slots[name] = place
+            if s is not None and s != place:
+                moves.append((name, a, place))
+        for i in range(0, len(moves), 2):
+            ops = []
+            for name, a, place in moves[i:i + 2]:
+                ops.append(("unit", {a: Fraction(1)}, place, None))
+            mach.emit(ops, [a for _, a, _ in moves[i:i + 2]], "move (outputs)")
+            for name, a, place in moves[i:i + 2]:
+                mach.put(("out", name), place)
+                mach.readers[("out", name)] = 1
+            mach.layers[-1] = (ops, dict(mach.slot_of), "move (outputs)")
+        return slots
+
+
+def plan_budget(g, causal: bool, channels: int):
+    """The symbolic plan of ``g`` on ``channels`` channels: (machine, inputs, output slots)."""
+    T, inputs, places = grid(g)
+    D = grid_channels(g)
+    if channels < D + EXTRA:
+        raise ValueError(f"channel budget {channels} is below the minimum {D + EXTRA} (the grid's {D} channels + "
+                         f"{EXTRA} work channels)")
+    atoms, level, outputs = linearise(g)
+    prods, readers = _readers(atoms, level, needed(atoms, outputs), outputs)
+    reserved = {p for p in places.values() if p is not None}
+    mach = _Machine(T, channels - EXTRA, causal, reserved, readers)
+    for name, (t, c) in inputs.items():
+        mach.put(f"in:{name}", (t, c))
+    hi = _causal_limits(mach, atoms, outputs, places) if causal else {}
+    # unread inputs: the first layer does not carry them (zeroed at no cost)
+    for a in [a for a in mach.slot_of if mach.readers.get(a, 0) <= 0]:
+        mach.drop(a)
+    plan = _Budget(mach, atoms, channels, hi)
+    plan.products(prods)
     # outputs: staged (accumulated at a free slot, never another output's place), then moved
-    staged = {}
-    for name in sorted(outputs):
-        f = outputs[name]
-        place = places.get(name)
-        atoms_f = [a for a in f if a != CONST]
-        if place is not None and len(f) == 1 and atoms_f and f[atoms_f[0]] == 1 \
-                and mach.slot_of.get(atoms_f[0]) == place:
-            staged[name] = atoms_f[0]  # a pass-through in place: it keeps its pending read (alive)
-            continue
-        if not f:
-            staged[name] = None
-            continue
-        lo = max([mach.slot_of[a][0] for a in atoms_f], default=0) if causal else 0
-        top = place[0] if (causal and place is not None) else None
-        slot = mach.free_slot(lo, top, prefer=place[0] if place is not None else lo)
-        if slot is None:
-            raise too_small(f"output {name!r} (tokens {lo}..{top})")
-        acc = mach.write(f, slot[0], slot[0], slot[0], where=slot)
-        staged[name] = acc
-    slots, moves = {}, []
-    for name in sorted(outputs):
-        place = places.get(name)
-        a = staged[name]
-        s = mach.slot_of[a] if a is not None else None
-        if place is None:
-            place = s if s is not None else mach.free_slot(0, None)
-            mach.reserved.add(place)
-        slots[name] = place
-        if s is not None and s != place:
-            moves.append((name, a, place))
-    for i in range(0, len(moves), 2):
-        ops = []
-        for name, a, place in moves[i:i + 2]:
-            ops.append(("unit", {a: Fraction(1)}, place, None))
-        mach.emit(ops, [a for _, a, _ in moves[i:i + 2]], "move (outputs)")
-        for name, a, place in moves[i:i + 2]:
-            mach.put(("out", name), place)
-            mach.readers[("out", name)] = 1
-        mach.layers[-1] = (ops, dict(mach.slot_of), "move (outputs)")
+    slots = plan.place(outputs, places, plan.stage(outputs, places))
     if not mach.layers:
         mach.layers.append(([], dict(mach.slot_of), "carry"))
     return mach, inputs, slots
