@@ -5,7 +5,8 @@ Thm. H.21 for BaseConv; seed 001 eq. (8), (16) for LSA / ELSA), one module per p
 module            pass
 ================  ==========================================================================
 ``reassociate``   before every target: the circuit -> one with the same polynomials and at
-                  most the same multiplicative depth (``reassociate=False``: as written)
+                  most the same multiplicative depth (``reassociate=False``: as written; its
+                  expression store: ``reassociate_exprs``)
 ``linearise``     circuit -> affine forms over atoms (inputs, binary products), levels
                   (exact forms: ``circuits/affine.py``)
 ``mlp``           target ``baseconv-mlp``: one token, every live value its own channel
@@ -18,7 +19,8 @@ module            pass
                   ``2k - 1`` BaseConv layers (seed 003 Lemmas H.7-H.8), the budget's routing
 ``routing``       a linear map between two sequence states -> one BaseConv layer
 ``attention``     targets ``lsa`` / ``elsa``: gather to a work token, product heads per level,
-                  an output layer; ELSA groups the layers into two-stage modules
+                  an output layer; ELSA groups the layers into two-stage modules (the weights:
+                  ``attention_emit``)
 ``circuit``       the :class:`CompiledCircuit` construction all targets return
 ``targets``       the table :data:`TARGETS`: one :class:`~.targets.Target` per name (description,
                   paper, compile, options it takes, causal, its passes, its bound); light to import
