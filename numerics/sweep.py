@@ -54,14 +54,23 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: the runner's own values of the names set here, to put back when they are deleted here (pytest's
+#: monkeypatch undoes a setattr on a module without the name in its __dict__ by deleting it)
+_ORIGINALS: dict = {}
+
+
 class _Module(types.ModuleType):
     def __setattr__(self, name, value):
-        for m in _HOMES:
-            if name in vars(m):
-                setattr(m, name, value)
+        homes = [m for m in _HOMES if name in vars(m)]
+        if homes and name not in vars(self):
+            _ORIGINALS.setdefault(name, [(m, vars(m)[name]) for m in homes])
+        for m in homes:
+            setattr(m, name, value)
         super().__setattr__(name, value)
 
     def __delattr__(self, name):
+        for m, value in _ORIGINALS.pop(name, ()):
+            setattr(m, name, value)
         if name in vars(self):
             super().__delattr__(name)
 
