@@ -134,57 +134,55 @@ def level_bound(md: int, K: int, parallel: bool) -> dict:
                      f"K = max(1, ceil(log2 N')) = {K}, md = {md}")}
 
 
-def plan_levels(g, channels: int):
-    """The level-parallel plan of ``g`` (baseconv, ``channels >= LEVEL_MIN``): (LayerSpecs, tokens,
-    inputs, output slots, bound).  Channels: ``V = 0`` holds every value (token-major), the work
-    channels ``A = channels - 2`` and ``B = channels - 1`` the factors; the grid's channels only at
-    the first (flatten) and last (unflatten) layer."""
-    Tg, inputs, places = grid(g)
-    D = grid_channels(g)
-    V, A, B = 0, channels - 2, channels - 1
-    parallel = channels >= LEVEL_PARALLEL
-    atoms, level, outputs = linearise(g)
-    need = needed(atoms, outputs)
-    md = max([level[a] for a in need if atoms[a][0] == "mul"], default=0)
-    last = last_uses(atoms, level, need, outputs, md + 1)
-    top = [D * Tg - 1, Tg - 1]
-    layers: list = []  # (kind, moves, b_out, product)
-    tok = {}
-    flat = {}
-    for name, (t, c) in inputs.items():
-        a = f"in:{name}"
-        if a in last:
-            tok[a] = c * Tg + t
-            flat.setdefault(c, {})[c * Tg + t] = ONE
-    layers.append(("flatten", [(c, V, c * Tg, m) for c, m in sorted(flat.items())], {}, None))
+class _LevelPlan:
+    """The state of :func:`plan_levels` while it lays out its layers: where each live atom sits in
+    ``V`` (``tok``), the largest token used (``top``) and the layers so far, each
+    ``(kind, moves, b_out, product)``."""
 
-    def carry_v(alive):
-        return [(V, V, 0, {tok[a]: ONE for a in alive})] if alive else []
+    def __init__(self, g, channels: int):
+        self.Tg, self.inputs, self.places = grid(g)
+        self.D = grid_channels(g)
+        self.V, self.A, self.B = 0, channels - 2, channels - 1
+        self.parallel = channels >= LEVEL_PARALLEL
+        self.atoms, self.level, self.outputs = linearise(g)
+        self.need = needed(self.atoms, self.outputs)
+        self.md = max([self.level[a] for a in self.need if self.atoms[a][0] == "mul"], default=0)
+        self.last = last_uses(self.atoms, self.level, self.need, self.outputs, self.md + 1)
+        self.top = [self.D * self.Tg - 1, self.Tg - 1]
+        self.layers: list = []
+        self.tok: dict = {}
 
-    for lv in range(1, md + 1):
-        prods = sorted((a for a in need if atoms[a][0] == "mul" and level[a] == lv), key=lambda a: int(a[1:]))
-        after = {a for a in tok if last[a] > lv}
-        occ = {tok[a] for a in after}
+    def carry_v(self, alive):
+        return [(self.V, self.V, 0, {self.tok[a]: ONE for a in alive})] if alive else []
+
+    def flatten(self) -> None:
+        """One layer: every input into ``V``, token-major (grid ``(t, c)`` -> token ``c T_g + t``)."""
+        flat: dict = {}
+        for name, (t, c) in self.inputs.items():
+            a = f"in:{name}"
+            if a in self.last:
+                self.tok[a] = c * self.Tg + t
+                flat.setdefault(c, {})[c * self.Tg + t] = ONE
+        self.layers.append(("flatten", [(c, self.V, c * self.Tg, m) for c, m in sorted(flat.items())], {}, None))
+
+    def _ends(self, prods, occ) -> dict:
+        """Each product's token: the end of its factor block, past the tokens still occupied."""
         cursor, ends = 0, {}
         for p in prods:
-            b = max(sum(1 for a in f if a != CONST) for f in atoms[p][1:])
+            b = max(sum(1 for a in f if a != CONST) for f in self.atoms[p][1:])
             e = cursor + b - 1
             while e in occ:
                 e += 1
             ends[p], cursor = e, e + 1
-        sides, consts = [], []
-        for X, i in ((A, 1), (B, 2)):
-            forms = [(ends[p], {a: v for a, v in atoms[p][i].items() if a != CONST}) for p in prods]
-            ls, t_top = _gather_sum(forms, tok, V, X)
-            top.append(t_top)
-            sides.append(ls)
-            consts.append({(ends[p], X): atoms[p][i][CONST] for p in prods if atoms[p][i].get(CONST)})
-        alive = set(tok)
-        dests = [{ends[p]: ONE for p in prods}] * 2
-        if parallel:
-            n = max(len(s) for s in sides)
-            for i in range(n):
-                mv, bo = carry_v(alive), {}
+        return ends
+
+    def _route(self, lv: int, sides, consts, dests, alive) -> None:
+        """The route layers of level ``lv``: both work channels in the same layers (``parallel``) or
+        ``A`` then ``B``, the factors' constants added in each side's last layer."""
+        A, B = self.A, self.B
+        if self.parallel:
+            for i in range(max(len(s) for s in sides)):
+                mv, bo = self.carry_v(alive), {}
                 for s, (X, cs, ds) in enumerate(zip((A, B), consts, dests)):
                     ls = sides[s]
                     if i < len(ls):
@@ -193,36 +191,61 @@ def plan_levels(g, channels: int):
                             bo.update(cs)
                     else:
                         mv.append((X, X, 0, ds))
-                layers.append((f"route (level {lv})", mv, bo, None))
-        else:
-            for i, mvs in enumerate(sides[0]):
-                layers.append((f"route A (level {lv})", carry_v(alive) + mvs,
-                               consts[0] if i == len(sides[0]) - 1 else {}, None))
-            for i, mvs in enumerate(sides[1]):
-                layers.append((f"route B (level {lv})", carry_v(alive) + [(A, A, 0, dests[0])] + mvs,
-                               consts[1] if i == len(sides[1]) - 1 else {}, None))
+                self.layers.append((f"route (level {lv})", mv, bo, None))
+            return
+        for i, mvs in enumerate(sides[0]):
+            self.layers.append((f"route A (level {lv})", self.carry_v(alive) + mvs,
+                                consts[0] if i == len(sides[0]) - 1 else {}, None))
+        for i, mvs in enumerate(sides[1]):
+            self.layers.append((f"route B (level {lv})", self.carry_v(alive) + [(A, A, 0, dests[0])] + mvs,
+                                consts[1] if i == len(sides[1]) - 1 else {}, None))
+
+    def add_level(self, lv: int) -> None:
+        """Level ``lv``: each work channel gets its factor forms (:func:`_gather_sum`), then one
+        product layer writes every product of the level into ``V``."""
+        atoms, tok = self.atoms, self.tok
+        prods = sorted((a for a in self.need if atoms[a][0] == "mul" and self.level[a] == lv), key=lambda a: int(a[1:]))
+        after = {a for a in tok if self.last[a] > lv}
+        ends = self._ends(prods, {tok[a] for a in after})
+        sides, consts = [], []
+        for X, i in ((self.A, 1), (self.B, 2)):
+            forms = [(ends[p], {a: v for a, v in atoms[p][i].items() if a != CONST}) for p in prods]
+            ls, t_top = _gather_sum(forms, tok, self.V, X)
+            self.top.append(t_top)
+            sides.append(ls)
+            consts.append({(ends[p], X): atoms[p][i][CONST] for p in prods if atoms[p][i].get(CONST)})
+        self._route(lv, sides, consts, [{ends[p]: ONE for p in prods}] * 2, set(tok))
         for a in [a for a in tok if a not in after]:
             del tok[a]
-        layers.append((f"product (level {lv}: {len(prods)})", carry_v(after), {}, (A, B, V)))
+        self.layers.append((f"product (level {lv}: {len(prods)})", self.carry_v(after), {}, (self.A, self.B, self.V)))
         for p in prods:
             tok[p] = ends[p]
-            top.append(ends[p])
-    # outputs: summed into A at tokens z (z = c T_g + t for a grid place, then one unflatten layer)
-    slots, z, bo = {}, {}, {}
-    extra = D * Tg
-    for name in sorted(outputs):
-        place = places.get(name)
-        if place is None:
-            z[name], slots[name] = extra, (extra, A)
-            extra += 1
-        else:
-            z[name], slots[name] = place[1] * Tg + place[0], tuple(place)
-        if outputs[name].get(CONST):
-            bo[slots[name]] = outputs[name][CONST]
-    routed = {n: {a: v for a, v in f.items() if a != CONST} for n, f in outputs.items()}
-    routed = {n: f for n, f in routed.items() if f}
-    final_moves = []
-    if routed:
+            self.top.append(ends[p])
+
+    def add_outputs(self) -> dict:
+        """The outputs summed into ``A`` at tokens ``z`` (``c T_g + t`` for a grid place), a route to
+        ``z`` where their blocks do not end there, and one unflatten layer: their slots."""
+        A, Tg, outputs, places = self.A, self.Tg, self.outputs, self.places
+        slots, z, bo = {}, {}, {}
+        extra = self.D * Tg
+        for name in sorted(outputs):
+            place = places.get(name)
+            if place is None:
+                z[name], slots[name] = extra, (extra, A)
+                extra += 1
+            else:
+                z[name], slots[name] = place[1] * Tg + place[0], tuple(place)
+            if outputs[name].get(CONST):
+                bo[slots[name]] = outputs[name][CONST]
+        routed = {n: {a: v for a, v in f.items() if a != CONST} for n, f in outputs.items()}
+        routed = {n: f for n, f in routed.items() if f}
+        final_moves = self._route_outputs(routed, z, slots) if routed else []
+        self.top.append(extra - 1)
+        self.layers.append(("unflatten (outputs)", final_moves, bo, None))
+        return slots
+
+    def _route_outputs(self, routed, z, slots) -> list:
+        A, Tg = self.A, self.Tg
         spans = sorted((z[n] - len(f) + 1, z[n]) for n, f in routed.items())
         fits = spans[0][0] >= 0 and all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1))
         if fits:
@@ -232,25 +255,28 @@ def plan_levels(g, channels: int):
             for n in sorted(routed):
                 ends[n] = cursor + len(routed[n]) - 1
                 cursor = ends[n] + 1
-        ls, t_top = _gather_sum([(ends[n], routed[n]) for n in sorted(routed)], tok, V, A)
-        top.append(t_top)
+        ls, t_top = _gather_sum([(ends[n], routed[n]) for n in sorted(routed)], self.tok, self.V, A)
+        self.top.append(t_top)
         if not fits:
             ls += route_layers({ends[n]: z[n] for n in routed}, {z[n]: ONE for n in routed}, A, A)
-            top.append(_pow2(max(max(ends.values()), max(z.values())) + 1) - 1)
+            self.top.append(_pow2(max(max(ends.values()), max(z.values())) + 1) - 1)
         for mvs in ls:
-            layers.append(("route (outputs)", mvs, {}, None))
+            self.layers.append(("route (outputs)", mvs, {}, None))
         by_c: dict = {}
         for n in routed:
             t, c = slots[n]
-            if places.get(n) is None:  # kept where it is: channel A, one inner channel for them all
+            if self.places.get(n) is None:  # kept where it is: channel A, one inner channel for them all
                 by_c.setdefault("keep", {})[t] = ONE
             else:
                 by_c.setdefault(c, {})[t] = ONE
         keep = by_c.pop("keep", None)
-        final_moves += [(A, c, -c * Tg, m) for c, m in sorted(by_c.items())] + ([(A, A, 0, keep)] if keep else [])
-    top.append(extra - 1)
-    layers.append(("unflatten (outputs)", final_moves, bo, None))
-    T = max(top) + 1
+        return [(A, c, -c * Tg, m) for c, m in sorted(by_c.items())] + ([(A, A, 0, keep)] if keep else [])
+
+
+def _specs(layers: list, T: int, channels: int) -> list:
+    """The :class:`.routing.LayerSpec` of each planned layer: a move ``(src, dst, lag, mask)`` is one
+    inner channel (``W_in = e_src``, tap ``lag``, ``B_gate`` the mask, ``W_out = e_dst``), a product
+    one more (``W_gate = e_A``, ``W_in = e_B``)."""
     specs = []
     for kind, moves, b_out, prod in layers:
         sp = LayerSpec(kind)
@@ -266,7 +292,22 @@ def plan_levels(g, channels: int):
         sp.b_out.update(b_out)
         assert sp.inner <= channels, (kind, sp.inner, channels)
         specs.append(sp)
+    return specs
+
+
+def plan_levels(g, channels: int):
+    """The level-parallel plan of ``g`` (baseconv, ``channels >= LEVEL_MIN``): (LayerSpecs, tokens,
+    inputs, output slots, bound).  Channels: ``V = 0`` holds every value (token-major), the work
+    channels ``A = channels - 2`` and ``B = channels - 1`` the factors; the grid's channels only at
+    the first (flatten) and last (unflatten) layer."""
+    pl = _LevelPlan(g, channels)
+    pl.flatten()
+    for lv in range(1, pl.md + 1):
+        pl.add_level(lv)
+    slots = pl.add_outputs()
+    T = max(pl.top) + 1
+    specs = _specs(pl.layers, T, channels)
     K = max(1, _log2c(T))  # one token (K = 0) still spends its flatten, product and unflatten layers
-    bound = level_bound(md, K, parallel)
+    bound = level_bound(pl.md, K, pl.parallel)
     assert len(specs) <= bound["layers"], (len(specs), bound)
-    return specs, T, inputs, slots, bound
+    return specs, T, pl.inputs, slots, bound
