@@ -77,15 +77,9 @@ TARGET_RATIO = 10.0
 
 
 def placed(g, tokens: int):
-    """``g`` with input ``x_k`` (the k-th input in sorted name order) at ``(k mod T, k div T)``."""
-    names = C.inputs(g)
-    h = g.copy()
-    for _, d in h.nodes(data=True):
-        if d["op"] == "input":
-            k = names.index(d["name"])
-            d["token"], d["channel"] = k % tokens, k // tokens
-    h.graph["tokens"], h.graph["channels"] = tokens, max(1, -(-len(names) // tokens))
-    return C.validate(h)
+    """``g`` with input ``x_k`` (the k-th input in sorted name order) at ``(k mod T, k div T)``
+    (``circuits.place_inputs``)."""
+    return C.place_inputs(g, tokens)
 
 
 #: the research-scale targets: gates -> (CPU seconds, peak RSS GiB) of compile + proof

@@ -102,7 +102,7 @@ _NAMES = {
                      "inputs", "mult", "operands", "output_nodes", "outputs", "validate"), "graph"),
     **dict.fromkeys(("dump", "load"), "io"),
     **dict.fromkeys(("formal_degrees", "levels", "metrics"), "metrics"),
-    **dict.fromkeys(("Placement", "placement"), "placement"),
+    **dict.fromkeys(("Placement", "placement", "place_inputs"), "placement"),
     # not imported with the package: ``python -m circuits.random`` would find the module pre-imported
     # (runpy RuntimeWarning)
     "random_circuit": "random",
@@ -115,7 +115,7 @@ __all__ = [
     "evaluate", "evaluate_affine", "infer_const", "polynomials", "to_ring",
     "dot", "matvec", "gd_step", "ridge_gd_step", "newton_schulz_step", "horner",
     "dump", "load", "random_circuit",
-    "Placement", "placement",
+    "Placement", "placement", "place_inputs",
 ]
 
 

@@ -198,3 +198,22 @@ def normalise_places(g: nx.DiGraph) -> None:
     for k in GRID_ATTRS:
         if k in g.graph:
             g.graph[k] = int(g.graph[k])
+
+
+def place_inputs(g: nx.DiGraph, tokens: int) -> nx.DiGraph:
+    """A validated copy of ``g`` with its inputs placed column by column on a ``tokens``-token grid:
+    the k-th input in sorted name order at token ``k mod tokens``, channel ``k div tokens`` (outputs
+    left for the compiler to place).  A ValueError for ``tokens < 1``."""
+    from .graph import inputs, validate
+
+    if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 1:
+        raise ValueError(f"tokens must be an integer >= 1, got {tokens!r}")
+    names = inputs(g)
+    h = g.copy()
+    for _, d in h.nodes(data=True):
+        if d[K.OP] == K.INPUT:
+            k = names.index(d[K.NAME])
+            d[K.TOKEN], d[K.CHANNEL] = k % tokens, k // tokens
+    h.graph[K.TOKENS], h.graph[K.CHANNELS] = tokens, max(1, -(-len(names) // tokens))
+    return validate(h)
+

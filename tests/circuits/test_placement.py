@@ -375,3 +375,17 @@ def test_builder_flags_must_be_bools(kw):
 
 def test_exports():
     assert circuits.placement is placement and "Placement" in circuits.__all__ and "placement" in circuits.__all__
+
+
+def test_place_inputs_lays_the_inputs_column_by_column():
+    from circuits.random import random_circuit
+
+    g = random_circuit(1, 7, 20)
+    h = circuits.place_inputs(g, 3)
+    pl = circuits.placement(h)
+    assert (pl.tokens, pl.channels) == (3, 3)
+    assert pl.inputs == {n: (k % 3, k // 3) for k, n in enumerate(circuits.inputs(g))}
+    assert circuits.placement(g) is None  # the argument is not changed
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="tokens must be an integer >= 1"):
+            circuits.place_inputs(g, bad)

@@ -145,17 +145,6 @@ def test_from_entries_is_the_dense_layer(data):
     assert isinstance(M.W_out, SparseMatrix) and isinstance(map_weight(np.negative, M.W_in), SparseMatrix)
 
 
-def _placed(g, tokens):
-    names = C.inputs(g)
-    h = g.copy()
-    for _, d in h.nodes(data=True):
-        if d["op"] == "input":
-            k = names.index(d["name"])
-            d["token"], d["channel"] = k % tokens, k // tokens
-    h.graph["tokens"], h.graph["channels"] = tokens, max(1, -(-len(names) // tokens))
-    return C.validate(h)
-
-
 @pytest.mark.parametrize("target", ["baseconv", "baseconv-causal", "baseconv-mlp"])
 def test_compile_prove_and_float_run_never_densify(monkeypatch, target):
     """The compiled layers' channel mixes stay sparse through compile, exact proof and a float64
@@ -164,7 +153,7 @@ def test_compile_prove_and_float_run_never_densify(monkeypatch, target):
         raise AssertionError(f"a dense copy of a {self.shape} sparse weight was made")
 
     g = random_circuit(3, 12, 120, n_outputs=3)
-    g = _placed(g, 4) if target != "baseconv-mlp" else g
+    g = C.place_inputs(g, 4) if target != "baseconv-mlp" else g
     monkeypatch.setattr(SparseMatrix, "toarray", refuse)
     monkeypatch.setattr(SparseMatrix, "__array__", refuse)
     con = compile_circuit(g, name="sparse", target=target)
