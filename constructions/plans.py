@@ -84,11 +84,17 @@ class _Mix:
             return u[..., idx]
         return u.reshape(-1, u.shape[-1]).index_select(1, idx).reshape(tuple(u.shape[:-1]) + (len(idx),))
 
-    def __call__(self, u, bias=None):
-        """``u[..., rows] @ W`` (``+ bias``, a T x n_out matrix, when given)."""
+    def __call__(self, u, bias=None, into: bool = False):
+        """``u[..., rows] @ W`` (``+ bias``, a T x n_out matrix, when given; ``into``: ``bias`` is a
+        fresh array of the output's shape, added into in place)."""
         if self.select is None:
             y = (u if self.rows is None else self._columns(u, self.rows)) @ self.W
-            return y if bias is None else y + bias
+            if bias is None:
+                return y
+            if into:
+                bias += y
+                return bias
+            return y + bias
         src, n_src, cols, sign = self.select
         x = self._columns(u, src)
         if sign is not None:
@@ -97,15 +103,18 @@ class _Mix:
             return x if bias is None else x + bias
         shape = tuple(u.shape[:-1]) + (self.n_out,)
         if ops.is_torch(u):  # the bias (or zeros) laid out once, the selected columns added into it
-            out = u.new_zeros(shape) if bias is None else bias.expand(shape).clone()
+            out = u.new_zeros(shape) if bias is None else (bias if into else bias.expand(shape).clone())
             if isinstance(cols, slice):
                 out[..., cols] += x
             elif n_src:
                 out.view(-1, self.n_out).index_add_(1, cols, x.reshape(-1, n_src))
             return out
-        out = ops._array_module(u).zeros(shape, dtype=u.dtype)
-        if bias is not None:
-            out[...] = bias
+        if into:
+            out = bias
+        else:
+            out = ops._array_module(u).zeros(shape, dtype=u.dtype)
+            if bias is not None:
+                out[...] = bias
         out[..., cols] += x  # distinct columns here (numpy adds a repeated one once)
         return out
 
@@ -144,8 +153,11 @@ class LivePlan:
     the input channels ``R_g`` that feed ``W_gate[:, K]`` (``u[..., R_g] @ W_gate[R_g, K]``), the
     convolution side those ``R_i`` that feed ``W_in[:, K]``, the convolution runs on ``K`` only
     (``ops.ConvPlan``: lag-0, all-equal and general channel classes), the bias matrices that are
-    identically zero are skipped, and ``W_out[K, :]`` mixes the products back.  The seed's GD
-    layers (N=20, D=5: 27 channels) have 5 live channels of 27.  A skipped term is ``0 * x``:
+    identically zero are skipped, and ``W_out[K, :]`` mixes the products back.  A live channel that
+    copies an input channel (:func:`_copy_sources`: the carried values of a construction's state) is
+    not formed at all: its row of ``W_out`` mixes that input channel straight into the output, added
+    after the formed products.  The seed's GD layers (N=20, D=5: 27 channels) form 5 of their 22
+    live channels and copy the rest.  A skipped term is ``0 * x``:
     identical in value unless ``x`` is infinite or NaN, where a dense product would add a NaN that
     no nonzero term carries; the first non-finite value is still reported where a live term makes it."""
 
@@ -155,7 +167,10 @@ class LivePlan:
         gate = _used(L.W_gate, 0) | _nonzero(L.b_gate).any(axis=0)
         conv = ((_used(L.W_in, 0) | _nonzero(L.b_in).any(axis=0)) & _nonzero(L.h).any(axis=0)) \
             | _nonzero(L.b_conv).any(axis=0)
-        K = np.flatnonzero(gate & conv & _used(L.W_out, 1))
+        live = np.flatnonzero(gate & conv & _used(L.W_out, 1))
+        src = _copy_sources(L, live)
+        K, copied = live[src < 0], live[src >= 0]
+        self.live, self.copied = live, copied
         self.K, self.Rg, self.Ri = K, _rows_into(L.W_gate, K), _rows_into(L.W_in, K)
         lib = L.h
         self.torch = ops.is_torch(lib)
@@ -178,31 +193,119 @@ class LivePlan:
         self.gate = _Mix(self.Wg, self.Rg, C, T, index)
         self.into = _Mix(self.Wi, self.Ri, C, T, index)
         self.out = _Mix(self.Wo, None, len(K), T, index)
+        # a copied channel's product is u[:, r] itself: W_out's rows of them mix u's channels r directly;
+        # those whose row is e_r (a value carried in its own channel) make the output start as u there
+        r_of = src[src >= 0]
+        carry = _carried(L.W_out, copied, r_of) if L.W_out.shape == (C, C) else np.zeros(len(copied), dtype=bool)
+        self.kept = r_of[carry]  # output channels that start as the input's
+        self.cleared = None
+        if len(self.kept):
+            rest = np.setdiff1d(np.arange(C), self.kept)
+            self.cleared = _span(rest, index) if len(rest) else None
+        moved, moved_r = copied[~carry], r_of[~carry]
+        self.copy = None if not len(moved) else _Mix(_block(L.W_out, moved, None, index(moved), None),
+                                                     moved_r, C, T, index)
         self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
         self.bo = None if not _nonzero(L.b_out).any() else L.b_out
         self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)
 
+    def _zeros(self, u):
+        shape = tuple(u.shape[:-1]) + (self.C_out,)
+        return u.new_zeros(shape) if self.torch else ops._array_module(u).zeros(shape, dtype=u.dtype)
+
     def __call__(self, u):
-        if not len(self.K):  # no live channel: the output bias alone
-            shape = tuple(u.shape[:-1]) + (self.C_out,)
-            y = u.new_zeros(shape) if self.torch else ops._array_module(u).zeros(shape, dtype=u.dtype)
-            return y if self.bo is None else y + self.bo
-        g = self.gate(u, self.bg)
-        v = self.into(u, self.bi)
-        z = self.conv(v)
-        if self.bc is not None:
-            z = z + self.bc
-        return self.out(g * z, self.bo)
+        if len(self.kept):  # the carried values: the output starts as the input, the other channels zero
+            y = u.clone() if self.torch else u.copy()
+            if self.cleared is not None:
+                y[..., self.cleared] = 0
+        else:
+            y = self._zeros(u)
+        if self.bo is not None:
+            y += self.bo
+        if self.copy is not None:
+            y = self.copy(u, y, into=True)
+        if len(self.K):
+            g = self.gate(u, self.bg)
+            v = self.into(u, self.bi)
+            z = self.conv(v)
+            if self.bc is not None:
+                z = z + self.bc
+            y = self.out(g * z, y, into=True)
+        return y
 
     def flops(self) -> dict:
         """Per sample: the multiply-adds of the planned projections (:meth:`_Mix.flops`: 2 per
-        entry of a restricted block, none for a selection) and the products' elementwise work;
-        the convolution's classes."""
+        entry of a restricted block, none for a selection) and the formed products' elementwise
+        work; the convolution's classes; ``live`` counts the formed channels, ``copied`` those that
+        are copies of an input channel (moved, not formed)."""
         T, k = self.T, len(self.K)
-        proj = self.gate.flops() + self.into.flops() + self.out.flops()
-        return {"projections": proj, "product": T * k, "live": k, "lag0": len(self.conv.lag0),
-                "uniform": len(self.conv.uniform), "general": len(self.conv.general),
+        proj = self.gate.flops() + self.into.flops() + self.out.flops() + (self.copy.flops() if self.copy else 0)
+        return {"projections": proj, "product": T * k, "live": k, "copied": len(self.copied),
+                "lag0": len(self.conv.lag0), "uniform": len(self.conv.uniform), "general": len(self.conv.general),
                 "biases": sum(b is not None for b in (self.bg, self.bi, self.bc, self.bo))}
+
+
+def _numpy(A) -> np.ndarray:
+    """A float array (numpy, torch or cupy) as float64 numpy (small: a filter or a bias)."""
+    if ops.is_torch(A):
+        return A.detach().cpu().double().numpy()
+    return np.asarray(A.get() if hasattr(A, "get") else A, dtype=np.float64)
+
+
+def _copy_sources(L: "BaseConv", live: np.ndarray) -> np.ndarray:
+    """For each live inner channel, the input channel ``r`` it copies, or -1: a channel whose gate
+    side is the constant 1 (``W_gate`` column zero, ``B_gate`` column all ones), whose convolution
+    side is ``u[:, r]`` itself (``W_in`` column the unit vector ``e_r``, filter ``delta_0``, ``B_in``
+    and ``B_conv`` columns zero) forms ``1 * (1 * u[:, r] + 0) = u[:, r]`` exactly: the carried values
+    of a construction's state."""
+    out = np.full(len(live), -1, dtype=np.int64)
+    if not len(live) or L.same:  # "same": tap 0 is not lag 0
+        return out
+    h, bg = _numpy(L.h)[:, live], _numpy(L.b_gate)[:, live]
+    ok = ~_used(L.W_gate, 0)[live] & (bg == 1).all(axis=0) & (h[0] == 1) & ~(h[1:] != 0).any(axis=0)
+    ok &= ~_nonzero(L.b_in)[:, live].any(axis=0) & ~_nonzero(L.b_conv)[:, live].any(axis=0)
+    W = L.W_in
+    for j in np.flatnonzero(ok).tolist():
+        c = int(live[j])
+        if isinstance(W, SparseMatrix):
+            at = np.flatnonzero(W.cols == c)
+            vals = _numpy(W.vals[_sel(W.vals, at)]) if len(at) else np.zeros(0)
+            rows = W.rows[at]
+        else:
+            col = _numpy(W[:, c])
+            rows = np.flatnonzero(col != 0)
+            vals = col[rows]
+        if len(rows) == 1 and vals[0] == 1:
+            out[j] = int(rows[0])
+    return out
+
+
+def _carried(W_out, copied: np.ndarray, r_of: np.ndarray) -> np.ndarray:
+    """Which copied channels ``k`` carry their value in its own channel: ``W_out[k, :] = e_r`` with
+    ``r`` the input channel they copy, each ``r`` once."""
+    out = np.zeros(len(copied), dtype=bool)
+    seen: set = set()
+    for j, (k, r) in enumerate(zip(copied.tolist(), r_of.tolist())):
+        if isinstance(W_out, SparseMatrix):
+            at = np.flatnonzero(W_out.rows == k)
+            cols = W_out.cols[at]
+            vals = _numpy(W_out.vals[_sel(W_out.vals, at)]) if len(at) else np.zeros(0)
+        else:
+            row = _numpy(W_out[k])
+            cols = np.flatnonzero(row != 0)
+            vals = row[cols]
+        if len(cols) == 1 and cols[0] == r and vals[0] == 1 and r not in seen:
+            out[j] = True
+            seen.add(r)
+    return out
+
+
+def _sel(v, idx):
+    if ops.is_torch(v):
+        import torch
+
+        return torch.as_tensor(idx, device=v.device)
+    return idx
 
 
 def _nonzero(A) -> np.ndarray:
