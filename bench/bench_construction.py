@@ -88,6 +88,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -107,10 +108,11 @@ CONSTR_ALL = "construction (all channels, dense projections)"
 CONSTR_FFT = "construction (ops fft, filter FFT per call)"
 BASE = "torch BaseConv, filter FFT precomputed"
 BASE_PERCALL = "torch BaseConv, filter FFT per call"
+BASE_SPARSE = "torch BaseConv, CSR projections, FFT precomputed"
 GEMM_SAME = "GEMM, same shapes"
 PEAK_NP = "GEMM peak (numpy)"
 PEAK_TORCH = "GEMM peak (torch)"
-SHORT = {CONSTR_ALL: "all channels", CONSTR_FFT: "ops fft", BASE: "baseline", BASE_PERCALL: "baseline per call"}
+SHORT = {CONSTR_ALL: "all channels", BASE_SPARSE: "sparse baseline", CONSTR_FFT: "ops fft", BASE: "baseline", BASE_PERCALL: "baseline per call"}
 
 
 # ------------------------------------------------------------------ baseline
@@ -163,6 +165,35 @@ class TorchBaseConv(nn.Module):
         z = self.fftconv(self.in_proj(u) + self.b_in) + self.b_conv
         g = self.gate_proj(u) + self.b_gate
         y = self.out_proj(g * z) + self.b_out
+        return u + y if self.residual else y
+
+
+# torch's CSR tensors announce themselves as beta and unchecked on first use: not this bench's output
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled", category=UserWarning)
+
+
+class SparseTorchBaseConv(TorchBaseConv):
+    """The baseline with its three projections as torch CSR matrices (``torch.sparse.mm``): the same
+    layer, the zero weights skipped by a generic sparse kernel rather than by the construction's
+    plan (equal work to the construction's projections; float32/float64 only: torch has no
+    half-precision CSR product on CPU)."""
+
+    def __init__(self, layer: BaseConv, dtype, device):
+        super().__init__(layer, dtype, device)
+        f = lambda W: torch.as_tensor(np.asarray(W, dtype=np.float64).T.copy(), dtype=dtype,  # noqa: E731
+                                      device=device).to_sparse_csr()
+        self.sp_in, self.sp_gate, self.sp_out = f(layer.W_in), f(layer.W_gate), f(layer.W_out)
+
+    @staticmethod
+    def _mm(Wt, x):  # x (..., C) @ W with W^T held as CSR
+        x2 = x.reshape(-1, x.shape[-1])
+        return torch.sparse.mm(Wt, x2.T).T.reshape(x.shape[:-1] + (Wt.shape[0],))
+
+    def forward(self, u):
+        z = self.fftconv(self._mm(self.sp_in, u) + self.b_in) + self.b_conv
+        g = self._mm(self.sp_gate, u) + self.b_gate
+        y = self._mm(self.sp_out, g * z) + self.b_out
         return u + y if self.residual else y
 
 
@@ -330,6 +361,7 @@ def run_config(con, stack, dtype: str, B: int, a) -> dict:
     allch = [AllChannels(L) for L in cast]
     fair = [TorchBaseConv(L, dt, a.device) for L in stack]
     percall = [TorchBaseConv(L, dt, a.device, filter_fft_per_call=True) for L in stack]
+    csr = [SparseTorchBaseConv(L, dt, a.device) for L in stack] if dtype in ("float32", "float64") else None
     nominal = sum(L.flops() for L in stack)
     useful = {
         CONSTR: sum(plan_flops(L, P)[0] for L, P in zip(stack, cast)),
@@ -337,6 +369,8 @@ def run_config(con, stack, dtype: str, B: int, a) -> dict:
         CONSTR_FFT: sum(fft_path_flops(L, B, True) for L in stack),
         BASE: sum(fft_path_flops(L, B, False) for L in stack),
         BASE_PERCALL: sum(fft_path_flops(L, B, True) for L in stack),
+        BASE_SPARSE: sum(fft_path_flops(L, B, False) - 6 * L.shape[0] * L.shape[1] ** 2 + nonzero_weight_flops(L)
+                         for L in stack),
         GEMM_SAME: sum(gemm_same_flops(L) for L in stack),
     }
     P = sample_ls(B, a.n, a.d, seed=0)
@@ -374,10 +408,13 @@ def run_config(con, stack, dtype: str, B: int, a) -> dict:
     fns[PEAK_TORCH] = lambda: Xt @ Yt
     fns.update({CONSTR: run_layers(cast), CONSTR_ALL: run_layers(allch), CONSTR_FFT: run_layers(cast, conv_method="fft"),
                 BASE: run_layers(fair), BASE_PERCALL: run_layers(percall), GEMM_SAME: run_gemm})
+    if csr is not None:
+        fns[BASE_SPARSE] = run_layers(csr)
     with torch.inference_mode():
         ref = fns[CONSTR]()
         scale = float(ref.abs().max())
-        diffs = {k: float((fns[k]() - ref).abs().max()) for k in (CONSTR_ALL, CONSTR_FFT, BASE, BASE_PERCALL)}
+        diffs = {k: float((fns[k]() - ref).abs().max()) for k in (CONSTR_ALL, CONSTR_FFT, BASE, BASE_PERCALL, BASE_SPARSE)
+                 if k in fns}
         # the output comparison above was the warm-up of the forwards
         tm = time_interleaved(fns, a.device, a.repeats, warm=(PEAK_NP, PEAK_TORCH, GEMM_SAME))
         parts = None
@@ -394,7 +431,9 @@ def run_config(con, stack, dtype: str, B: int, a) -> dict:
            "gemm_peak_gflops_by_library": {k: _med([2 * N ** 3 / t / 1e9 for t in tm[k]["wall"]])
                                            for k in (PEAK_NP, PEAK_TORCH) if k in tm},
            "impl": {}}
-    for name in (CONSTR, CONSTR_ALL, CONSTR_FFT, BASE, BASE_PERCALL, GEMM_SAME):
+    for name in (CONSTR, CONSTR_ALL, CONSTR_FFT, BASE, BASE_PERCALL, BASE_SPARSE, GEMM_SAME):
+        if name not in tm:  # the CSR baseline: float32 / float64 only
+            continue
         w, c = np.array(tm[name]["wall"]), np.array(tm[name]["cpu"])
         u = useful[name]
         row["impl"][name] = {

@@ -30,7 +30,9 @@ def test_tiny_run_writes_consistent_json(tmp_path, capsys):
         tol = 1e-4 if r["dtype"] == "float32" else 1e-10
         assert all(v <= tol * max(1.0, r["output_max_abs"]) for v in r["max_abs_diff_vs_construction"].values())
         impl = r["impl"]
-        assert set(impl) == {b.CONSTR, b.CONSTR_ALL, b.CONSTR_FFT, b.BASE, b.BASE_PERCALL, b.GEMM_SAME}
+        assert set(impl) == {b.CONSTR, b.CONSTR_ALL, b.CONSTR_FFT, b.BASE, b.BASE_PERCALL, b.BASE_SPARSE, b.GEMM_SAME}
+        # the sparse baseline does the projections' nonzero work only
+        assert impl[b.BASE_SPARSE]["useful_flops_per_sample"] < impl[b.BASE]["useful_flops_per_sample"]
         nominal = r["nominal_flops_per_sample"]
         # the planned path does less than the dense formula; the per-call filter FFT costs a little more
         assert impl[b.CONSTR]["useful_flops_per_sample"] < nominal
