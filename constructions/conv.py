@@ -139,7 +139,10 @@ class ConvPlan:
             else:
                 acc = v.sum(-2, keepdim=True) if self.torch else v.sum(axis=-2, keepdims=True)
             term = acc * self.c_uni
-            out = term if out is None else out + term
+            if out is not None:
+                out = out + term
+            else:  # a circular sum has one row: laid out on every token (general channels are written in)
+                out = term.expand(v.shape).clone() if self.torch else _array_module(v).broadcast_to(term, v.shape).copy()
         if out is None:
             out = v * 0
         if self.K is not None:

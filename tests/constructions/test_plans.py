@@ -76,3 +76,19 @@ def test_planned_forward_is_the_layers_forward(lib, L, seed, sparse):
     to_np = (lambda a: a.numpy()) if lib == "torch" else np.asarray
     np.testing.assert_array_equal(to_np(got), to_np(want))
     assert ops.is_torch(got) == (lib == "torch")
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_conv_plan_with_a_sum_channel_and_a_general_one_but_no_lag0_channel(lib):
+    """A circular all-ones ("sum") channel yields one row; with no lag-0 channel beside it the plan
+    must still lay it out on every token before the general channels are written in (a case a
+    live-channel plan produces by dropping the lag-0 channels)."""
+    from constructions.conv import ConvPlan
+
+    h = np.array([[1.0, 2.0, 0.0], [1.0, 3.0, 0.0]])  # sum, general, zero
+    v = np.arange(18.0).reshape(3, 2, 3)
+    H, V = (h, v) if lib == "numpy" else (torch.as_tensor(h), torch.as_tensor(v))
+    got = ConvPlan(H, causal=False)(V)
+    want = ops.conv(V, H, causal=False)
+    assert tuple(got.shape) == v.shape
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
