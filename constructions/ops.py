@@ -20,10 +20,12 @@ from __future__ import annotations
 
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .sparse import SparseMatrix
+if TYPE_CHECKING:  # constructions/sparse.py builds on this module; mm looks it up when called
+    from .sparse import SparseMatrix
 
 
 class _LazyTorch:
@@ -120,6 +122,8 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
     zero and never multiplies by a structural one.  ``nonzero_x`` / ``nonzero_y``: the
     operands' nonzero patterns where the caller already has them (a weight matrix, planned once).
     """
+    from .sparse import SparseMatrix  # (imported with the layers: a dictionary lookup here)
+
     if isinstance(Y, SparseMatrix):  # a sparse weight (constructions/sparse.py): its own entries
         if not is_object(X):
             return X @ Y  # SparseMatrix.__rmatmul__: scipy.sparse, torch index_add_

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import ops
-from .sparse import SparseMatrix
+from .sparse import SparseMatrix, index_like
 
 if TYPE_CHECKING:
     from .layers import BaseConv
@@ -62,8 +62,7 @@ class _Mix:
         self.W, self.select = W, None
         if isinstance(W, SparseMatrix):
             return
-        Wn = W.detach().cpu().double().numpy() if ops.is_torch(W) else np.asarray(W.get() if hasattr(W, "get") else W,
-                                                                                  dtype=np.float64)
+        Wn = _numpy(W)
         nz = Wn != 0
         unit = np.isin(Wn[nz], (1.0, -1.0)).all()
         per_col = nz.sum(axis=0).max(initial=0)
@@ -269,7 +268,7 @@ def _copy_sources(L: "BaseConv", live: np.ndarray) -> np.ndarray:
         c = int(live[j])
         if isinstance(W, SparseMatrix):
             at = np.flatnonzero(W.cols == c)
-            vals = _numpy(W.vals[_sel(W.vals, at)]) if len(at) else np.zeros(0)
+            vals = _numpy(W.vals[index_like(W.vals, at)]) if len(at) else np.zeros(0)
             rows = W.rows[at]
         else:
             col = _numpy(W[:, c])
@@ -289,7 +288,7 @@ def _carried(W_out, copied: np.ndarray, r_of: np.ndarray) -> np.ndarray:
         if isinstance(W_out, SparseMatrix):
             at = np.flatnonzero(W_out.rows == k)
             cols = W_out.cols[at]
-            vals = _numpy(W_out.vals[_sel(W_out.vals, at)]) if len(at) else np.zeros(0)
+            vals = _numpy(W_out.vals[index_like(W_out.vals, at)]) if len(at) else np.zeros(0)
         else:
             row = _numpy(W_out[k])
             cols = np.flatnonzero(row != 0)
@@ -298,14 +297,6 @@ def _carried(W_out, copied: np.ndarray, r_of: np.ndarray) -> np.ndarray:
             out[j] = True
             seen.add(r)
     return out
-
-
-def _sel(v, idx):
-    if ops.is_torch(v):
-        import torch
-
-        return torch.as_tensor(idx, device=v.device)
-    return idx
 
 
 def _nonzero(A) -> np.ndarray:

@@ -26,6 +26,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from .ops import _array_module, mm, nonzero_pattern
+from .ops import is_torch as _is_torch
+
 #: a torch product is done in chunks of entries so that the gathered operand ``X[..., rows]``
 #: holds at most this many scalars
 _CHUNK_SCALARS = 1 << 24
@@ -83,8 +86,6 @@ class SparseMatrix:
         if A.ndim != 2:
             raise ValueError(f"a sparse matrix is 2-D, got shape {A.shape}")
         if A.dtype == object:
-            from .ops import nonzero_pattern
-
             nz = nonzero_pattern(A)
         else:
             nz = A != 0
@@ -198,7 +199,7 @@ class SparseMatrix:
         rows, cols = new[0][0][keep], new[1][0][keep]
         order = np.lexsort((rows, cols))
         vals = self.vals[np.flatnonzero(keep)[order]] if isinstance(self.vals, np.ndarray) else \
-            self.vals[_index_like(self.vals, np.flatnonzero(keep)[order])]
+            self.vals[index_like(self.vals, np.flatnonzero(keep)[order])]
         return SparseMatrix((new[0][1], new[1][1]), rows[order], cols[order], vals)
 
     def _position(self, i, j) -> tuple[int, int, int]:
@@ -238,12 +239,17 @@ class SparseMatrix:
 
     def columns(self):
         """``(j, rows, values)`` for every column holding an entry (rows ascending)."""
-        if not self.nnz:
-            return []
-        starts = np.flatnonzero(np.r_[True, self.cols[1:] != self.cols[:-1]])
-        ends = np.r_[starts[1:], self.nnz]
-        vals = self.vals
-        return [(int(self.cols[s]), self.rows[s:e], list(vals[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]
+        hit = self._cache.get("columns")
+        if hit is None:  # found once per matrix (an entry write clears it): the exact product reads it per call
+            if not self.nnz:
+                hit = []
+            else:
+                starts = np.flatnonzero(np.r_[True, self.cols[1:] != self.cols[:-1]])
+                ends = np.r_[starts[1:], self.nnz]
+                hit = [(int(self.cols[s]), self.rows[s:e], list(self.vals[s:e]))
+                       for s, e in zip(starts.tolist(), ends.tolist())]
+            self._cache["columns"] = hit
+        return hit
 
     def __matmul__(self, other):
         raise TypeError("SparseMatrix is a right operand (a layer's u @ W); use toarray() for W @ X")
@@ -251,8 +257,6 @@ class SparseMatrix:
     def __rmatmul__(self, X):
         """``X @ self`` over the last axis of a float ``X`` (any leading axes)."""
         if isinstance(X, np.ndarray) and X.dtype == object:
-            from .ops import mm
-
             return mm(X, self)
         m, n = self.shape
         if X.shape[-1] != m:
@@ -319,20 +323,8 @@ def _selector(k, n: int):
     return pos, len(idx)
 
 
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-def _array_module(v):
-    mod = type(v).__module__.split(".")[0]
-    if mod == "cupy":
-        import cupy
-
-        return cupy
-    return np
-
-
-def _index_like(v, idx):
+def index_like(v, idx):
+    """Integer indices ``idx`` in the library (and device) of the vector ``v``."""
     if _is_torch(v):
         import torch
 
@@ -368,7 +360,5 @@ def nnz(A) -> int:
         if isinstance(A.vals, np.ndarray) and A.vals.dtype != object:
             return int(np.count_nonzero(A.vals))
         return A.nnz
-    from .ops import nonzero_pattern
-
     A = np.asarray(A)
     return int(nonzero_pattern(A).sum()) if A.dtype == object else int(np.count_nonzero(A))

@@ -153,8 +153,8 @@ def _reassociate_flag(a):
 
 
 def cmd_circuit(a, out) -> int:
-    check_arguments(a)  # what the arguments alone decide (verify/circuit_args.py; verify.construct runs it
-    # before importing this module, so that those errors stay light)
+    """The command, on arguments ``verify.circuit_args.check_arguments`` has passed (verify.construct
+    runs it before importing this module, so that those errors stay light)."""
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     g, caught = _load_circuit(a, lim)
     names = C.inputs(g)

@@ -44,6 +44,15 @@ if TYPE_CHECKING:  # the table is light: the passes are imported when a target c
 REASSOCIATE_MAX_GATES = 200_000
 
 
+def _function(path: str):
+    """The object ``module:qualname`` names under ``constructions.compiler`` (imported on first use)."""
+    mod, _, qual = path.partition(":")
+    obj = importlib.import_module(f"constructions.compiler.{mod}")
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 class Compile:
     """A target's compile function, named ``module:function`` under ``constructions.compiler`` with
     fixed keyword arguments, imported on the first call (the table stays light: the CLI's --help
@@ -53,9 +62,7 @@ class Compile:
         self.function, self.fixed = function, fixed
 
     def __call__(self, g, name: str = "circuit", **options):
-        mod, _, qual = self.function.partition(":")
-        f = getattr(importlib.import_module(f"constructions.compiler.{mod}"), qual)
-        return f(g, name, **self.fixed, **options)
+        return _function(self.function)(g, name, **self.fixed, **options)
 
     def __repr__(self):
         return f"Compile({self.function!r}{''.join(f', {k}={v!r}' for k, v in self.fixed.items())})"
@@ -80,11 +87,7 @@ class Pass:
 
     def resolve(self):
         """The function itself (the tests check every listed pass exists)."""
-        mod, _, qual = self.function.partition(":")
-        obj = importlib.import_module(f"constructions.compiler.{mod}")
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return _function(self.function)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def test_a_path_that_is_not_a_regular_file_says_so(files, capsys, target):
     else:
         path = target if target.startswith("/") else str(files / target)
     if target == "/dev/zero" and not os.path.exists(path):
-        pytest.skip("no /dev/zero on this system")
+        pytest.skip(reason="no /dev/zero on this system")
     for argv in (["import", path, "--from", "polyverify", "--spec", "baseconv"],
                  ["import", path, "--from", "zoology", "--spec", "baseconv"],
                  ["gd", "--weights", path, "--batch", "2", "--quiet"]):

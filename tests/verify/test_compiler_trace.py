@@ -52,7 +52,7 @@ def compiled(name: str, target: str):
             assert_proved(prove(con))
             _CACHE[key] = (g, con, TR.trace(con, seed=1))
     if _CACHE[key] is None:
-        pytest.skip(f"{target} refuses {name} by design: an output before a token it reads (causal)")
+        pytest.skip(reason=f"{target} refuses {name} by design: an output before a token it reads (causal)")
     return _CACHE[key]
 
 

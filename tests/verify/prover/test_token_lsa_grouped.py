@@ -301,5 +301,5 @@ def test_keep_heap_is_set_once_on_glibc():
     from verify.prover.flint_backend import keep_heap
 
     if platform.libc_ver()[0] != "glibc":
-        pytest.skip("keep_heap tunes glibc's allocator only; elsewhere it changes nothing")
+        pytest.skip(reason="keep_heap tunes glibc's allocator only; elsewhere it changes nothing")
     assert keep_heap() is True and keep_heap() is True
