@@ -13,12 +13,24 @@ holds the options' defaults, help and checks in one place.  The class gets two c
   and a bad value are one-line :class:`~polyverify.cli.UsageError`\\ s.
 
 :func:`split_list` reads a comma-separated list option (the grids' lists, roundoff's lists).
+
+A sweep cell of an experiment has no command line: its config is a frozen dataclass of its own,
+a :class:`CellConfig` declared with :func:`cell_config` (keyword-only fields; :func:`option` gives a
+field its allowed ``choices`` and a ``check``), every key the cell reads with its default in one
+place.  ``Cfg.from_mapping(config, where=...)`` builds it from a grid's dict (or a record's
+``config``), refusing an unknown key, a missing required key and a value of the wrong type, outside
+``choices`` or failing its check with one line (:class:`ConfigError`: a ``UsageError`` for the
+commands, a ``ValueError`` for the cells' callers); ``to_mapping()`` gives back the dict it was built
+from, key for key, so that a grid's dicts, the sweep runner's cell ids and the committed records'
+``config`` stay what they were.  :func:`one_of` picks a grid's cell class by a key (``part``, ``kind``).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
+import types
+import typing
 from typing import Any
 
 from polyverify.cli import UsageError
@@ -122,3 +134,119 @@ def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int 
     if not allow_large and len(vals) > limit:
         raise UsageError(f"{flag} has {len(vals)} values, above the limit {limit} (pass --allow-large to allow more)")
     return vals
+
+
+# ------------------------------------------------------------------ a sweep cell's config, typed
+
+class ConfigError(UsageError, ValueError):
+    """A bad cell config, said in one line (a UsageError for the commands, a ValueError for callers of a cell)."""
+
+
+def option(default=dataclasses.MISSING, *, choices=None, check=None):
+    """A :class:`CellConfig` field: ``default`` (none: the key is required), the values it may take
+    (``choices``) and ``check``, a pair ``(predicate, what it must be)`` (e.g. ``(positive, ">= 1")``);
+    None, where the field's type allows it, is not checked."""
+    return dataclasses.field(default=default, metadata={"choices": tuple(choices) if choices else None,
+                                                        "check": check})
+
+
+def cell_config(cls):
+    """``cls`` (a :class:`CellConfig` subclass) as a frozen, keyword-only dataclass."""
+    return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+
+
+def positive(x) -> bool:
+    return x >= 1
+
+
+def non_negative(x) -> bool:
+    return x >= 0
+
+
+def _type_name(tp) -> str:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join("None" if a is type(None) else _type_name(a) for a in args)
+    if typing.get_origin(tp) in (list, tuple):
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def _is(tp, v) -> bool:
+    """Whether ``v`` (as a grid or a JSON record holds it) is of the field type ``tp``."""
+    if tp is Any:
+        return True
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is(a, v) for a in args)
+    if origin in (list, tuple):
+        return isinstance(v, (list, tuple)) and all(_is(args[0], x) for x in v) if args else isinstance(v, (list, tuple))
+    if tp is type(None):
+        return v is None
+    if tp is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if tp is int:
+        return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, tp)
+
+
+class CellConfig:
+    """Base of a sweep cell's typed config (declare it with :func:`cell_config`).  Every value is
+    checked when the config is made, however it is made; a subclass adds checks between fields in
+    ``validate`` (raising :class:`ConfigError`)."""
+
+    def __post_init__(self):
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if not _is(hints[f.name], v):
+                raise ConfigError(f"{f.name} must be {_type_name(hints[f.name])}, got {v!r:.80}")
+            choices, check = f.metadata.get("choices"), f.metadata.get("check")
+            if choices and v not in choices:
+                raise ConfigError(f"{f.name} must be one of {', '.join(map(repr, choices))}, got {v!r:.80}")
+            if check and v is not None and not check[0](v):
+                raise ConfigError(f"{f.name} must be {check[1]}, got {v!r:.80}")
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks between fields (none here)."""
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_mapping(cls, config: dict, *, where: str = "cell"):
+        """From a grid's (or a record's) dict; one-line :class:`ConfigError` naming ``where``."""
+        if not isinstance(config, dict):
+            raise ConfigError(f"{where}: a cell's config is a dict, got {type(config).__name__}")
+        names = cls.keys()
+        unknown = [k for k in config if k not in names]
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                              f"{cls.__name__} takes {', '.join(names)}")
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in config
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ConfigError(f"{where}: the config needs {', '.join(map(repr, missing))}")
+        try:
+            obj = cls(**config)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        object.__setattr__(obj, "_given", tuple(config))
+        return obj
+
+    def to_mapping(self) -> dict:
+        """The dict this config was made from (its keys, in their order, with their values); a config
+        made directly: every field."""
+        given = getattr(self, "_given", None)
+        return {k: getattr(self, k) for k in (self.keys() if given is None else given)}
+
+
+def one_of(config: dict, key: str, classes: dict, *, where: str = "cell"):
+    """``classes[config[key]].from_mapping(config)``: a grid whose cells differ by ``key`` (``part``,
+    ``kind``); a missing or unknown value is a one-line :class:`ConfigError`."""
+    value = config.get(key) if isinstance(config, dict) else None
+    if value not in classes:
+        raise ConfigError(f"{where}: {key} must be one of {', '.join(map(repr, classes))}, got {value!r:.80}")
+    return classes[value].from_mapping(config, where=where)
