@@ -1,31 +1,15 @@
 """Smoke test of bench/bench_compiler.py --scale: two tiny sizes end to end in child processes
 (a few seconds), the JSON it writes (every run proved, the fitted exponent), and its one-line
 errors (exit 2) for bad arguments."""
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_compiler", ROOT / "bench" / "bench_compiler.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+BENCH = "bench_compiler.py"
 
 
 @pytest.mark.parametrize("family", ["random", "blocks"])
-def test_scale_sweep_writes_consistent_json(tmp_path, capsys, family):
-    b = _bench()
-    out = tmp_path / "s.json"
-    assert b.main(["--scale", "--family", family, "--sizes", "60,250", "--baseline-up-to", "60",
-                   "--json", str(out)]) == 0
-    text = capsys.readouterr().out
+def test_scale_sweep_writes_consistent_json(run_json, family):
+    text, d = run_json(["--scale", "--family", family, "--sizes", "60,250", "--baseline-up-to", "60"])
     assert "fitted exponent" in text and "CPU/mlp" in text
-    d = json.loads(out.read_text())
     assert [r["gates"] for r in d["runs"]] == [60, 250] and all(r["proved"] for r in d["runs"])
     assert [r["gates"] for r in d["baseline"]] == [60] and d["baseline"][0]["target"] == "baseconv-mlp"
     for r in d["runs"]:
@@ -34,42 +18,34 @@ def test_scale_sweep_writes_consistent_json(tmp_path, capsys, family):
     assert d["fit"]["total_cpu"] is not None
 
 
-def test_blocks_family_is_placed_one_block_per_token():
+def test_blocks_family_is_placed_one_block_per_token(bench):
     import circuits as C
 
-    b = _bench()
-    g = b.blocks(0, 600)  # 250 + 250 + 100 gates
+    g = bench.blocks(0, 600)  # 250 + 250 + 100 gates
     pl = C.placement(g)
-    assert (pl.tokens, pl.channels) == (3, b.BLOCK_INPUTS)
+    assert (pl.tokens, pl.channels) == (3, bench.BLOCK_INPUTS)
     assert C.metrics(g)["n_gates"] == 600
     assert {t for t, _ in pl.inputs.values()} <= {0, 1, 2}
-    assert C.placement(b.unplaced(g)) is None
+    assert C.placement(bench.unplaced(g)) is None
 
 
 @pytest.mark.parametrize("args", [["--scale", "--sizes", "1000,100"], ["--scale", "--sizes", "0"],
                                   ["--scale", "--sizes", "x"], ["--scale", "--target", "baseconv-mlp"],
                                   ["--scale", "--timeout", "0"]])
-def test_bad_arguments_exit_2(args, capsys):
-    assert _bench().main(args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+def test_bad_arguments_exit_2(args, refused):
+    refused(args)
 
 
-def test_pareto_frontier_every_point_proved(tmp_path, capsys):
-    b = _bench()
-    out = tmp_path / "p.json"
-    assert b.main(["--pareto", "--pareto-size", "6x2", "--target", "baseconv-causal", "--json", str(out)]) == 0
-    d = json.loads(out.read_text())
+def test_pareto_frontier_every_point_proved(run_json):
+    text, d = run_json(["--pareto", "--pareto-size", "6x2", "--target", "baseconv-causal"])
     front = d["frontier"]
     assert front and all(p["proved"] for p in front) and front[-1]["budget"] is None
     # a frontier: channels strictly up, layers strictly down
     assert all(p["channels"] < q["channels"] and p["layers"] > q["layers"] for p, q in zip(front, front[1:]))
-    assert "PROVED" in capsys.readouterr().out
+    assert "PROVED" in text
 
 
 @pytest.mark.parametrize("args", [["--pareto", "--pareto-size", "0x2"], ["--pareto", "--pareto-size", "6by2"],
                                   ["--pareto", "--target", "lsa"]])
-def test_pareto_bad_arguments_exit_2(args, capsys):
-    assert _bench().main(args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+def test_pareto_bad_arguments_exit_2(args, refused):
+    refused(args)

@@ -2,29 +2,15 @@
 processes, the exact proof beside the randomized check (the table and the JSON: every exact run
 proved, every randomized run passed with its bound, the CPU ratio), and its one-line errors
 (exit 2) for bad arguments."""
-import importlib.util
-import json
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+BENCH = "bench_proof.py"
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_proof", ROOT / "bench" / "bench_proof.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_exact_and_randomized_side_by_side(tmp_path, capsys):
-    out = tmp_path / "p.json"
-    assert _bench().main(["--archs", "baseconv,lsa", "--sizes", "3x2,5x2", "--sympy-up-to", "0", "--full-up-to", "0",
-                          "--paired-up-to", "0", "--json", str(out)]) == 0
-    text = capsys.readouterr().out
+def test_exact_and_randomized_side_by_side(run_json):
+    text, res = run_json(["--archs", "baseconv,lsa", "--sizes", "3x2,5x2", "--sympy-up-to", "0", "--full-up-to", "0",
+                          "--paired-up-to", "0"])
     assert "### The randomized check (`--check random`) beside the exact proof (flint)" in text
-    res = json.loads(out.read_text())
     for arch in ("baseconv", "lsa"):
         for size in ("3x2", "5x2"):
             e, r = res[f"{arch} {size} flint"], res[f"{arch} {size} random"]
@@ -36,12 +22,11 @@ def test_exact_and_randomized_side_by_side(tmp_path, capsys):
     assert not any(k.startswith(("baseconv-causal", "elsa")) for k in res)
 
 
-def test_no_randomized_leaves_it_out(tmp_path, capsys):
-    out = tmp_path / "p.json"
-    assert _bench().main(["--archs", "token-lsa", "--sizes", "3x2", "--sympy-up-to", "0", "--full-up-to", "0",
-                          "--no-randomized", "--json", str(out)]) == 0
-    assert "randomized" not in capsys.readouterr().out
-    assert list(json.loads(out.read_text())) == ["token-lsa 3x2 flint"]
+def test_no_randomized_leaves_it_out(run_json):
+    text, res = run_json(["--archs", "token-lsa", "--sizes", "3x2", "--sympy-up-to", "0", "--full-up-to", "0",
+                          "--no-randomized"])
+    assert "randomized" not in text
+    assert list(res) == ["token-lsa 3x2 flint"]
 
 
 @pytest.mark.parametrize("args,msg", [(["--sizes", "3x"], "is not NxD"), (["--sizes", "2x3"], "N < D"),
@@ -49,7 +34,5 @@ def test_no_randomized_leaves_it_out(tmp_path, capsys):
                                       (["--timeout", "0"], "--timeout"), (["--memory-gib", "100"], "--memory-gib"),
                                       (["--full-up-to", "-1"], "--full-up-to"), (["--bogus"], "unrecognized"),
                                       (["--json", "/nonexistent/dir/x.json"], "--json")])
-def test_bad_arguments_are_one_line_exit_2(args, msg, capsys):
-    assert _bench().main(args) == 2
-    cap = capsys.readouterr()
-    assert cap.out == "" and cap.err.count("\n") == 1 and cap.err.startswith("error: ") and msg in cap.err, cap.err
+def test_bad_arguments_are_one_line_exit_2(args, msg, refused):
+    refused(args, msg)

@@ -1,5 +1,4 @@
 """bench/gpu.sh on the CPU (the CI smoke test of the GPU run) and its fold into docs/performance.md."""
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -9,13 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _performance():
-    spec = importlib.util.spec_from_file_location("bench_performance", ROOT / "bench" / "performance.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+BENCH = "bench_gpu.py"
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +38,14 @@ def test_cpu_smoke_measures_every_architecture_and_dtype_against_exact_gd(smoke)
     assert json.loads((smoke / "execution.json").read_text())["results"]
 
 
-def test_the_fold_says_not_run_on_a_gpu_for_a_cpu_run_or_none(smoke, tmp_path):
-    perf = _performance()
+def test_the_fold_says_not_run_on_a_gpu_for_a_cpu_run_or_none(smoke, tmp_path, load_bench):
+    perf = load_bench("performance.py")
     assert "Not run on a GPU" in perf.gpu_section(tmp_path)  # nothing there
     assert "Not run on a GPU" in perf.gpu_section(smoke)  # the CPU smoke run is not a GPU run
 
 
-def test_the_fold_names_the_card_and_every_run(smoke, tmp_path):
-    perf = _performance()
+def test_the_fold_names_the_card_and_every_run(smoke, tmp_path, load_bench):
+    perf = load_bench("performance.py")
     folder = tmp_path / "g"
     shutil.copytree(smoke, folder)
     r = json.loads((folder / "gpu.json").read_text())
@@ -73,12 +66,7 @@ def test_gpu_sh_refuses_bad_arguments(args, msg):
 @pytest.mark.parametrize("args,msg", [(["--batch", "0"], "--batch must be in"), (["--big", "4x8"], "--big 4x8"),
                                       (["--dtypes", "float8"], "unknown float8"),
                                       (["--layers", "1", "--device", "cpu"], "needs")])
-def test_bench_gpu_refuses_bad_input_before_work(args, msg, capsys, tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "bench_gpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    rc = mod.main([*args, "--device", "cpu", "--out", str(tmp_path / "o")] if "--device" not in args
-                  else [*args, "--out", str(tmp_path / "o")])
-    err = capsys.readouterr().err
-    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+def test_bench_gpu_refuses_bad_input_before_work(args, msg, refused, tmp_path):
+    refused([*args, "--device", "cpu", "--out", str(tmp_path / "o")] if "--device" not in args
+            else [*args, "--out", str(tmp_path / "o")], msg)
     assert not (tmp_path / "o").exists()
