@@ -7,8 +7,13 @@ An experiment is a module of this package with
   table / figure);
 * ``configs(quick: bool) -> list[dict]``: the grid (``--quick``: a few small cells that check the
   pipeline in CI, not the paper's numbers);
+* ``config_of(config: dict, where) -> CellConfig``: a grid's dict (or a record's ``config``) as the
+  cell's typed config (:class:`polyverify.options.CellConfig`: every key the cell reads with its
+  default in one place; an unknown key or a bad value is one line); cells that run on a device and
+  under a global deadline derive theirs from :class:`OnDevice`;
 * ``cell(config: dict) -> dict``: one cell, a pure function of its config (fixed seeds), run by
-  :func:`polyverify.sweep.run_grid` as ``"numerics.experiments.<module>:cell"``;
+  :func:`polyverify.sweep.run_grid` as ``"numerics.experiments.<module>:cell"``; it reads its typed
+  config's attributes;
 * ``summarise(rows, quick) -> dict``: the grid's records (``SweepResult.rows``) turned into the
   summary: our numbers beside the paper's, cell by cell, and the pass criteria with their verdicts;
 * ``table(summary) -> list[dict]``: the flat table (one row per compared number) written as CSV;
@@ -33,6 +38,7 @@ import numpy as np
 from pathlib import Path
 
 from polyverify.cli import atomic_write_text, save_figure
+from polyverify.options import CellConfig, ConfigError, cell_config, non_negative, option, positive
 
 SUMMARY, TABLE, FIGURE = "summary.json", "table.csv", "figure.png"
 #: the sweep runner's per-cell records (one JSON line per cell), what :func:`resummarise` reads
@@ -51,17 +57,39 @@ MARGIN_S = 15.0
 MIN_CELL_S = 4.0
 
 
+@cell_config
+class OnDevice(CellConfig):
+    """What the grid adds to a cell that trains on a device (:func:`grid_configs`) and shares a global
+    deadline (:func:`cell_budget`): the device, the grid it belongs to, and its place among the cells."""
+    device: str = "cpu"
+    grid: str = option("cpu", choices=("cpu", "gpu"))
+    #: the cell's place in the order the cells start, and how many there are (the GPU grids set them)
+    order: int = option(0, check=(non_negative, ">= 0"))
+    cells: int = option(1, check=(positive, ">= 1"))
+
+
 def grid_configs(module, quick: bool, grid: str = "cpu", device: str = "cpu") -> list[dict]:
     """``module``'s grid: ``configs(quick)`` (``grid="cpu"``) or ``gpu_configs(quick)`` (``"gpu"``: the
     paper's sizes, ``numerics/experiments/gpu.sh``), each config naming ``device`` unless it is the CPU
-    on the CPU grid (so the CPU grid's cell ids stay those of the committed runs)."""
+    on the CPU grid (so the CPU grid's cell ids stay those of the committed runs).  Each config is read
+    by the module's ``config_of`` (where it has one) before any cell runs: ValueError (one line) for a
+    bad one, or for a device other than the CPU where its cells have none."""
     if grid == "gpu":
         if not hasattr(module, "gpu_configs"):
             raise ValueError(f"{module.NAME} has no GPU grid")
-        return [{**c, "device": device} for c in module.gpu_configs(quick)]
-    if grid != "cpu":
+        out = [{**c, "device": device} for c in module.gpu_configs(quick)]
+    elif grid != "cpu":
         raise ValueError(f"grid must be 'cpu' or 'gpu', got {grid!r}")
-    return [c if device == "cpu" else {**c, "device": device} for c in module.configs(quick)]
+    else:
+        out = [c if device == "cpu" else {**c, "device": device} for c in module.configs(quick)]
+    config_of = getattr(module, "config_of", None)
+    for i, c in enumerate(out if config_of else []):
+        where = f"{module.NAME}{' --quick' if quick else ''} cell {i}"
+        typed = config_of({k: v for k, v in c.items() if k != "device"}, where=where)
+        if "device" in c and "device" not in typed.keys():
+            raise ValueError(f"--device {device}: {module.NAME}'s cells run on the CPU only")
+        config_of(c, where=where)
+    return out
 
 
 def check_device(device: str) -> str:
@@ -95,9 +123,10 @@ def describe_device(device: str) -> dict:
             "memory_gib": round(props.total_memory / 2 ** 30, 1), "cuda": torch.version.cuda}
 
 
-def cell_budget(config: dict) -> float | None:
+def cell_budget(config: OnDevice | dict) -> float | None:
     """A cell's share of the time left before the global deadline (``DEADLINE_ENV``), or None without
-    one.  The cells start in the order of their configs' ``order`` (of ``cells``), ``WORKERS_ENV`` at a
+    one.  ``config``: the cell's :class:`OnDevice` config (or its dict, read by ``OnDevice``'s
+    defaults).  The cells start in the order of their configs' ``order`` (of ``cells``), ``WORKERS_ENV`` at a
     time, so the cells still to start (this one included) fill ``ceil(left / workers)`` more rounds; this
     cell gets the time left (less ``MARGIN_S``) over those rounds.  Raises RuntimeError ("deadline")
     when that is below ``MIN_CELL_S``: the cell is recorded as failed, not run."""
@@ -108,7 +137,9 @@ def cell_budget(config: dict) -> float | None:
         return None
     left = float(raw) - MARGIN_S - time.time()
     workers = max(1, int(os.environ.get(WORKERS_ENV) or 1))
-    todo = max(1, int(config.get("cells", 1)) - int(config.get("order", 0)))
+    if isinstance(config, dict):
+        config = OnDevice(**{k: config[k] for k in ("order", "cells") if k in config})
+    todo = max(1, config.cells - config.order)
     share = left / math.ceil(todo / workers)
     if share < MIN_CELL_S:
         raise RuntimeError(f"deadline: {max(0.0, left):.0f} s left before the global deadline, {share:.1f} s "

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from .common import fmt, rows_ok
+from .common import ConfigError, OnDevice, cell_config, fmt, non_negative, option, positive, rows_ok
 
 NAME = "seed000-table7"
 TITLE = "Seed 000, Table 7: learning k GD iterates at once with the high-precision recipe"
@@ -63,14 +63,54 @@ DECISIONS = 30
 INIT_SCALE = 0.3
 
 
+def _above_zero(x) -> bool:
+    return x > 0
+
+
 def recipe_settings(steps: int) -> dict:
     """The recipe's settings for a run of ``steps`` steps (``RECIPE`` plus the decision interval)."""
     return {**RECIPE, "step_size": max(1, steps // DECISIONS), "warmup": min(RECIPE["warmup"], max(1, steps // 10))}
 
 
+@cell_config
+class Table7Cell(OnDevice):
+    """One cell of the seed000-table7 grids (:func:`configs`, :func:`gpu_configs` and the long part,
+    :func:`.seed000_table7_long.long_configs`): every key :func:`cell` reads, with its default."""
+    k: int = option(check=(positive, ">= 1"))  # the iterate learned; the model has k + 2 layers
+    steps: int = option(check=(positive, ">= 1"))  # at most (a deadline or a limit may stop it before)
+    recipe: str = option(choices=("paper", "standard"))  # the high-precision recipe, or StepLR Adam (Table 4)
+    width: int = option(32, check=(positive, ">= 1"))
+    init_scale: float = option(INIT_SCALE, check=(_above_zero, "> 0"))
+    batch: int = option(256, check=(positive, ">= 1"))
+    eval_every: int | None = option(None, check=(positive, ">= 1"))  # None: a tenth of the steps
+    eval_batch: int = option(1024, check=(positive, ">= 1"))
+    final_eval: int = option(8192, check=(positive, ">= 1"))  # fresh problems of the final evaluation
+    seed: int = option(0, check=(non_negative, ">= 0"))
+    dtype: str = option("float32", choices=("float32", "float64"))
+    init: str = option("random", choices=("random", "exact"))  # exact: a warm start at exact_weights
+    perturb: float = option(0.0, check=(non_negative, ">= 0"))  # the warm start's noise std
+    lr: float | None = option(None, check=(_above_zero, "> 0"))  # None: the recipe's
+    #: the long part (:mod:`.seed000_table7_long`): its named recipe settings and its limits
+    part: str | None = option(None, choices=(None, "long"))
+    settings: str | None = None
+    max_seconds: float | None = option(None, check=(_above_zero, "> 0"))
+    max_cpu_seconds: float | None = option(None, check=(_above_zero, "> 0"))
+
+    def validate(self):
+        from .seed000_table7_long import SETTINGS
+
+        if self.settings is not None and self.settings not in SETTINGS:
+            raise ConfigError(f"settings must be one of {', '.join(map(repr, SETTINGS))}, got {self.settings!r}")
+
+
+def config_of(config: dict, where: str = "cell") -> Table7Cell:
+    return Table7Cell.from_mapping(config, where=where)
+
+
 def cell(config: dict) -> dict:
     """Train one (k + 2)-layer BaseConv on the k-th iterate task with ``recipe`` ``paper`` or
-    ``standard`` for ``steps`` steps; report the test MSE history and the final MSE on fresh problems.
+    ``standard`` for ``steps`` steps (:class:`Table7Cell`); report the test MSE history and the final
+    MSE on fresh problems.
 
     ``device`` (default cpu) is where it trains.  Under a global deadline (``common.cell_budget``: the GPU
     grid, :func:`gpu_configs`) the cell measures its step time first and runs ``min(steps, what fits its
@@ -80,125 +120,88 @@ def cell(config: dict) -> dict:
     import time
 
     from numerics.sweep import cell_dir
-    from numerics.training.modules import ModelConfig
-    from numerics.training.recipe import RecipeConfig
-    from numerics.training.trainer import TaskConfig, TrainConfig, Trainer
+    from numerics.training.trainer import Trainer
 
-    from .common import cell_budget, describe_device
+    from .common import cell_budget
+    from .seed000_table7_limits import plan_steps, run_cpu_limited, step_time
 
     t_start = time.time()
-    k, steps, recipe = int(config["k"]), int(config["steps"]), config["recipe"]
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if recipe not in ("paper", "standard"):
-        raise ValueError(f"recipe must be 'paper' or 'standard', got {recipe!r}")
-    device = config.get("device", "cpu")
-    gpu_grid = config.get("grid") == "gpu"
-    budget = cell_budget(config)
-    settings = config.get("settings")  # the long cells' named recipe settings (seed000_table7_long.SETTINGS)
-    if settings is not None:
+    c = config_of(config)
+    budget, plan, steps = cell_budget(c), None, c.steps
+    if budget is not None:
+        per_step = step_time(_train_config(c, 10 ** 6, _recipe(c, 10 ** 6, None)), c.device)
+        plan = plan_steps(budget, budget - (time.time() - t_start), per_step, steps,
+                          c.recipe == "paper" and c.grid == "gpu")
+        steps = plan["steps_planned"]
+    rc = _recipe(c, steps, plan)
+    cfg = _train_config(c, steps, rc)
+    tr = Trainer(cfg, cell_dir(), progress=False)
+    start = None
+    if c.init == "exact":  # warm start (WARM cells): the hand-built weights, perturbed
+        exact_weights(tr.model, c.k, tr.task.eta, perturb=float(c.perturb), seed=c.seed)
+        start = tr.evaluate(c.final_eval, stream_idx=10 ** 9)
+    # a long cell's own wall-clock limit (``max_seconds``), or the global deadline's share
+    max_s = c.max_seconds if budget is None else max(1.0, budget - (time.time() - t_start) - 0.05 * budget)
+    cpu_limit = c.max_cpu_seconds  # a long cell's CPU-time limit (its budget on a shared machine)
+    res, cpu_used = run_cpu_limited(tr, cpu_limit, max_s) if cpu_limit else (tr.run(max_seconds=max_s), None)
+    return _result(c, tr, res, rc, start, plan, {"max_seconds": max_s, "max_cpu_seconds": cpu_limit,
+                                                 "steps_max": steps, "train_cpu_s": cpu_used})
+
+
+def _recipe(c: Table7Cell, steps: int, plan: dict | None):
+    """The cell's ``RecipeConfig`` for a run of ``steps``: StepLR Adam (``standard``), the long part's
+    named settings, the paper's recipe scaled to the steps (the GPU grid; ``plan``'s metric batches), or
+    the recipe with ``docs/training.md``'s settings (:func:`recipe_settings`; a warm start's own lr)."""
+    from numerics.training.recipe import RecipeConfig
+
+    if c.recipe == "standard":
+        return RecipeConfig.standard()
+    if c.settings is not None:
         from .seed000_table7_long import recipe_config
 
-        named = recipe_config(settings)  # ValueError on an unknown name, before any work
+        return recipe_config(c.settings)
+    if c.grid == "gpu":
+        mb = (plan or {}).get("metric_batches")
+        return RecipeConfig.paper(**gpu_recipe_settings(steps, c.lr or 1e-2), **({"metric_batches": mb} if mb else {}))
+    return RecipeConfig.paper(**{**recipe_settings(steps), **({"lr": c.lr, "max_lr": c.lr} if c.lr else {})})
 
-    def recipe_for(n_steps):
-        if recipe == "standard":
-            return RecipeConfig.standard()
-        if settings is not None:
-            return named
-        if gpu_grid:
-            mb = (plan or {}).get("metric_batches")
-            return RecipeConfig.paper(**gpu_recipe_settings(n_steps, config.get("lr") or 1e-2),
-                                      **({"metric_batches": mb} if mb else {}))
-        lr = config.get("lr")  # a warm start's own learning rate (WARM["lrs"]); None: the recipe's
-        return RecipeConfig.paper(**{**recipe_settings(n_steps), **({"lr": lr, "max_lr": lr} if lr else {})})
 
-    def train_config(n_steps, rc):
-        return TrainConfig(task=TaskConfig(name="iterate", k=k),
-                           model=ModelConfig(model="baseconv", width=config.get("width", 32), layers=k + 2,
-                                             init_scale=config.get("init_scale", INIT_SCALE)),
-                           recipe=rc, steps=n_steps, batch=config.get("batch", 256),
-                           eval_every=config.get("eval_every") or max(1, n_steps // 10),
-                           eval_batch=config.get("eval_batch", 1024),
-                           checkpoint_every=10 ** 9, seed=config.get("seed", 0), dtype=config.get("dtype", "float32"),
-                           device=device, threads=1)
+def _train_config(c: Table7Cell, steps: int, rc):
+    from numerics.training.modules import ModelConfig
+    from numerics.training.trainer import TaskConfig, TrainConfig
 
-    plan = None
-    if budget is not None:
-        per_step = _step_time(train_config(10 ** 6, recipe_for(10 ** 6)), device)
-        plan = _plan(budget, budget - (time.time() - t_start), per_step, steps, recipe == "paper" and gpu_grid)
-        steps = plan["steps_planned"]
-    rc = recipe_for(steps)
-    cfg = train_config(steps, rc)
-    tr = Trainer(cfg, cell_dir(), progress=False)
-    init = config.get("init", "random")
-    n_final = config.get("final_eval", 8192)
-    start = None
-    if init == "exact":  # warm start (WARM cells): the hand-built weights, perturbed
-        exact_weights(tr.model, k, tr.task.eta, perturb=float(config.get("perturb", 0.0)), seed=cfg.seed)
-        start = tr.evaluate(n_final, stream_idx=10 ** 9)
-    elif init != "random":
-        raise ValueError(f"init must be 'random' or 'exact', got {init!r}")
-    # a long cell's own wall-clock limit (``max_seconds``), or the global deadline's share
-    max_s = (config.get("max_seconds") if budget is None else
-             max(1.0, budget - (time.time() - t_start) - 0.05 * budget))
-    cpu_limit = config.get("max_cpu_seconds")  # a long cell's CPU-time limit (its budget on a shared machine)
-    res, cpu_used = _run_cpu_limited(tr, cpu_limit, max_s) if cpu_limit else (tr.run(max_seconds=max_s), None)
+    return TrainConfig(task=TaskConfig(name="iterate", k=c.k),
+                       model=ModelConfig(model="baseconv", width=c.width, layers=c.k + 2, init_scale=c.init_scale),
+                       recipe=rc, steps=steps, batch=c.batch, eval_every=c.eval_every or max(1, steps // 10),
+                       eval_batch=c.eval_batch, checkpoint_every=10 ** 9, seed=c.seed, dtype=c.dtype,
+                       device=c.device, threads=1)
+
+
+def _result(c: Table7Cell, tr, res: dict, rc, start, plan, limits: dict) -> dict:
+    """The cell's record: the final evaluations (float32 and float64), the baselines, the history; a
+    long cell's limits and what stopped it."""
+    from .common import describe_device
+
+    n_final, long = c.final_eval, c.settings is not None
     final = tr.evaluate(n_final, stream_idx=10 ** 9)
     final64 = tr.evaluate(n_final, stream_idx=10 ** 9, float64=True)
     hist = [{"step": h["step"], "test_mse": h["test_mse"], "lr": h["lr"], "metric_ema": h["metric_ema"],
-             **({"wall_s": h["wall_s"]} if settings is not None else {})}
+             **({"wall_s": h["wall_s"]} if long else {})}
             for h in tr.history if math.isfinite(h["test_mse"])]
-    return {"k": k, "recipe": recipe, "init": init, "perturb": float(config.get("perturb", 0.0)),
-            "lr": config.get("lr"),
-            "start_test_mse": start, "layers": k + 2, "steps": tr.step, "skipped": tr.skipped,
+    cfg, cpu_limit, cpu_used = tr.cfg, limits["max_cpu_seconds"], limits["train_cpu_s"]
+    return {"k": c.k, "recipe": c.recipe, "init": c.init, "perturb": float(c.perturb), "lr": c.lr,
+            "start_test_mse": start, "layers": c.k + 2, "steps": tr.step, "skipped": tr.skipped,
             "width": cfg.model.width, "init_scale": cfg.model.init_scale,
             "final_test_mse": final, "final_test_mse_f64": final64, "final_eval": n_final,
             "baselines": baselines(tr.task, n_final, cfg.seed, stream_idx=10 ** 9),
             "best_eval_mse": res["best_test_mse"], "history": hist, "params": res["params"],
             "lr_end": tr.sched.lr, "recipe_config": rc.to_json(), "eta": tr.task.eta,
-            "batch": cfg.batch, "device": describe_device(device), "plan": plan,
+            "batch": cfg.batch, "device": describe_device(c.device), "plan": plan,
             "stopped_by_time": bool(tr.stopped_by_time),
-            **({"settings": settings, "max_seconds": max_s, "max_cpu_seconds": cpu_limit, "steps_max": steps,
-                "train_wall_s": round(tr.elapsed, 1), "train_cpu_s": cpu_used,
-                "stopped_by_cpu": bool(cpu_limit and cpu_used >= cpu_limit and tr.step < steps)}
-               if settings is not None else {})}
-
-
-def _run_cpu_limited(tr, cpu_limit: float, max_s: float | None):
-    """Train ``tr`` in chunks of ``eval_every`` steps (its evaluation points) until this process has used
-    ``cpu_limit`` seconds of CPU time (user + sys, ``time.process_time``) in it, the configuration's steps
-    are done, or ``max_s`` wall seconds have passed.  Returns the last ``Trainer.run`` result and the CPU
-    seconds used (at most one chunk past the limit)."""
-    import time
-
-    c0 = time.process_time()
-    res = None
-    while res is None or (tr.step < tr.cfg.steps and time.process_time() - c0 < cpu_limit and not tr.stopped_by_time):
-        res = tr.run(min(tr.cfg.steps, tr.step + tr.cfg.eval_every), max_seconds=max_s)
-    return res, round(time.process_time() - c0, 1)
-
-
-def _plan(budget: float, left: float, per_step: float, steps: int, paper_gpu: bool) -> dict:
-    """A cell's steps under a global deadline: ``left`` seconds of its ``budget`` share remain, a step takes
-    ``per_step`` seconds; ``paper_gpu``: a ``paper`` cell of the GPU grid (its metric batches are planned)."""
-    from numerics.training.recipe import RecipeConfig
-
-    # the steps, the gradient metric's extra passes (paper recipe: metric_batches every metric_every
-    # steps) and ten evaluations within 75% of what is left (the final evaluations after it; the card
-    # is shared with the other cells, whose load grows once they all train)
-    fit = 0.75 * left / per_step
-    metric_batches = None
-    if paper_gpu:
-        # about 90 metrics per run (gpu_recipe_settings), each metric_batches forward-backward passes: the
-        # paper's 64 where they take at most 15% of the budget, else halved until they do (at least 4)
-        metric_batches = RecipeConfig.paper().metric_batches
-        while metric_batches > 4 and 90 * metric_batches > 0.15 * fit:
-            metric_batches //= 2
-        fit -= 90 * metric_batches
-    planned = int(max(1, min(steps, fit)))
-    return {"budget_s": round(budget, 1), "step_s": per_step, "steps_max": steps, "steps_planned": planned,
-            "metric_batches": metric_batches}
+            **({"settings": c.settings, "max_seconds": limits["max_seconds"], "max_cpu_seconds": cpu_limit,
+                "steps_max": limits["steps_max"], "train_wall_s": round(tr.elapsed, 1), "train_cpu_s": cpu_used,
+                "stopped_by_cpu": bool(cpu_limit and cpu_used >= cpu_limit and tr.step < limits["steps_max"])}
+               if long else {})}
 
 
 def gpu_recipe_settings(steps: int, lr: float = 1e-2) -> dict:
@@ -209,33 +212,6 @@ def gpu_recipe_settings(steps: int, lr: float = 1e-2) -> dict:
     step_size = max(3, steps // DECISIONS)
     return {"lr": lr, "step_size": step_size, "metric_every": max(1, step_size // 3),
             "warmup": min(1000, max(1, steps // 10))}
-
-
-def _step_time(cfg, device: str, probe_steps: int = 20) -> float:
-    """Seconds per training step of a throw-away :class:`Trainer` of ``cfg`` with no gradient metric
-    (3 steps to warm the device up, then ``probe_steps`` timed)."""
-    import time
-    from dataclasses import replace
-
-    import torch
-
-    from numerics.training.trainer import Trainer
-
-    cfg = replace(cfg, recipe=replace(cfg.recipe, metric_every=10 ** 9))
-    probe = Trainer(cfg, None, progress=False)
-
-    def sync():
-        if str(device).startswith("cuda"):
-            torch.cuda.synchronize(device)
-
-    for _ in range(3):
-        probe.train_step()
-    sync()
-    t = time.perf_counter()
-    for _ in range(probe_steps):
-        probe.train_step()
-    sync()
-    return (time.perf_counter() - t) / probe_steps
 
 
 #: the GPU grid (``--grid gpu``, ``numerics/experiments/gpu.sh``): k = 1..4 with the paper's recipe at the
@@ -407,13 +383,13 @@ def summarise(rows, quick: bool) -> dict:
     rows = [r for r in rows if not is_long(r)]
     ok = rows_ok(rows)
     runs = {run_name(r["result"]): {**r["result"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s")} for r in ok}
+    cs = [config_of(r["config"], where=f"record {r.get('id', i)}") for i, r in enumerate(ok)]
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "paper": {str(k): v for k, v in PAPER.items()},
-         "runs": runs, "config": {"recipe": RECIPE, "steps": sorted({r["config"]["steps"] for r in ok}),
-                                  "step_size": sorted({recipe_settings(r["config"]["steps"])["step_size"] for r in ok}),
+         "runs": runs, "config": {"recipe": RECIPE, "steps": sorted({c.steps for c in cs}),
+                                  "step_size": sorted({recipe_settings(c.steps)["step_size"] for c in cs}),
                                   "decisions": DECISIONS,
                                   "init_scale": sorted({r["result"].get("init_scale", 1.0) for r in ok}),
-                                  "width": sorted({r["config"].get("width", 32) for r in ok}),
-                                  "batch": sorted({r["config"].get("batch", 256) for r in ok})}}
+                                  "width": sorted({c.width for c in cs}), "batch": sorted({c.batch for c in cs})}}
     s["long"] = long
     s["criteria"] = criteria(s) + [c for c in [long_criterion(long)] if c]
     return s
