@@ -150,6 +150,25 @@ def pls_file(tmp_path, rng, C, T, *, causal, filt=None, w=None, resid=False):
     return p, sd
 
 
+def zoology_read_checked(tmp_path, rng, T, **file):
+    """A zoology file (``zoology_file``'s keywords) read at T tokens: its layers, run exactly on a
+    dyadic input, equal the peer's forward. The import."""
+    p, sd = zoology_file(tmp_path, rng, C, **file)
+    imp = zoology.read(p, {"tokens": str(T)})
+    u = dyadic(rng, T, C)
+    np.testing.assert_allclose(run_exact(imp.layers, u), zoology_forward(sd, u, ZPRE), atol=1e-9)
+    return imp
+
+
+def pls_read_checked(tmp_path, rng, T, causal, **file):
+    """The same for a precision-ls file (``pls_file``'s keywords)."""
+    p, sd = pls_file(tmp_path, rng, C, T, causal=causal, **file)
+    imp = precision_ls.read(p, {})
+    u = dyadic(rng, T, C)
+    np.testing.assert_allclose(run_exact(imp.layers, u), precision_ls_forward(sd, u, PPRE, causal), atol=1e-9)
+    return imp
+
+
 C = 3
 
 
@@ -158,21 +177,15 @@ C = 3
 @pytest.mark.parametrize("T", [2, 4, 7])
 def test_zoology_short_convolution_is_the_peers_at_every_length(tmp_path, T):
     rng = np.random.default_rng(T)
-    p, sd = zoology_file(tmp_path, rng, C, w=dyadic(rng, C, 1, 4))  # K = 4
-    imp = zoology.read(p, {"tokens": str(T)})
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), zoology_forward(sd, u, ZPRE), atol=1e-9)
+    imp = zoology_read_checked(tmp_path, rng, T, w=dyadic(rng, C, 1, 4))  # K = 4
     assert ("inert_taps" in imp.conventions) == (T < 4)
 
 
 @pytest.mark.parametrize("T", [5, 6, 9])
 def test_zoology_long_convolution_without_wrap_is_the_peers(tmp_path, T):
     rng = np.random.default_rng(T)
-    p, sd = zoology_file(tmp_path, rng, C, filt=dyadic(rng, C, 6))  # L = 6 <= T + 1: nothing wraps (lag T: inert)
-    imp = zoology.read(p, {"tokens": str(T)})
+    imp = zoology_read_checked(tmp_path, rng, T, filt=dyadic(rng, C, 6))  # L = 6 <= T + 1: nothing wraps (lag T: inert)
     assert imp.conventions["convolution"]["value"] == "causal"
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), zoology_forward(sd, u, ZPRE), atol=1e-9)
 
 
 @pytest.mark.parametrize("T", [2, 3, 4])
@@ -214,12 +227,9 @@ def test_zoology_wrap_read_exactly_as_circular(tmp_path):
     f[:, :4] = dyadic(rng, C, 4)
     f[:, 4] = 1.5  # lag T: acts on no token
     f[:, 5:8] = f[:, 1:4]
-    p, sd = zoology_file(tmp_path, rng, C, filt=f)
-    imp = zoology.read(p, {"tokens": str(T)})
+    imp = zoology_read_checked(tmp_path, rng, T, filt=f)
     assert imp.conventions["convolution"]["value"] == ["circular"]
     assert "wrap round" in imp.conventions["convolution"]["from"]
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), zoology_forward(sd, u, ZPRE), atol=1e-9)
 
 
 def test_zoology_wrap_read_exactly_as_same(tmp_path):
@@ -229,11 +239,8 @@ def test_zoology_wrap_read_exactly_as_same(tmp_path):
     f = np.zeros((C, 10))
     f[:, [0, 1, 2, 8, 9]] = dyadic(rng, C, 5)
     f[:, 5] = 2.0  # lag T: inert
-    p, sd = zoology_file(tmp_path, rng, C, filt=f)
-    imp = zoology.read(p, {"tokens": str(T)})
+    imp = zoology_read_checked(tmp_path, rng, T, filt=f)
     assert imp.conventions["convolution"]["value"] == ["same"]
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), zoology_forward(sd, u, ZPRE), atol=1e-9)
 
 
 def test_zoology_taps_past_2T_are_trimmed_by_the_peers_fft(tmp_path):
@@ -242,12 +249,9 @@ def test_zoology_taps_past_2T_are_trimmed_by_the_peers_fft(tmp_path):
     f = np.zeros((C, 12))
     f[:, :3] = dyadic(rng, C, 3)
     f[:, [3, 6, 9, 11]] = 1.25  # lag T and lags >= 2T: no token
-    p, sd = zoology_file(tmp_path, rng, C, filt=f)
-    imp = zoology.read(p, {"tokens": str(T)})
+    imp = zoology_read_checked(tmp_path, rng, T, filt=f)
     assert imp.conventions["convolution"]["value"] == "causal"
     assert imp.conventions["inert_taps"]["value"] == {"mixer 0": 4 * C}
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), zoology_forward(sd, u, ZPRE), atol=1e-9)
 
 
 # ------------------------------------------------------------------ precision-ls at T <, = and > the filter length
@@ -257,20 +261,14 @@ def test_zoology_taps_past_2T_are_trimmed_by_the_peers_fft(tmp_path):
 @pytest.mark.parametrize("resid", [False, True])
 def test_precision_ls_long_convolution_is_the_peers(tmp_path, T, causal, resid):
     rng = np.random.default_rng(T + 10 * causal)
-    p, sd = pls_file(tmp_path, rng, C, T, causal=causal, filt=dyadic(rng, C, 6), resid=resid)
-    imp = precision_ls.read(p, {})
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), precision_ls_forward(sd, u, PPRE, causal), atol=1e-9)
+    pls_read_checked(tmp_path, rng, T, causal, filt=dyadic(rng, C, 6), resid=resid)
 
 
 @pytest.mark.parametrize("T", [2, 4, 7])
 @pytest.mark.parametrize("resid", [False, True])
 def test_precision_ls_short_causal_is_the_peers(tmp_path, T, resid):
     rng = np.random.default_rng(T)
-    p, sd = pls_file(tmp_path, rng, C, T, causal=True, w=dyadic(rng, C, 1, 4), resid=resid)
-    imp = precision_ls.read(p, {})
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), precision_ls_forward(sd, u, PPRE, True), atol=1e-9)
+    pls_read_checked(tmp_path, rng, T, True, w=dyadic(rng, C, 1, 4), resid=resid)
 
 
 @pytest.mark.parametrize("K,T,read", [(3, 3, True), (3, 7, True), (4, 4, True), (4, 7, True), (5, 7, True),
@@ -281,14 +279,12 @@ def test_precision_ls_short_non_causal_is_the_peers_or_refused(tmp_path, K, T, r
     rng = np.random.default_rng(K * 10 + T)
     w = dyadic(rng, C, 1, K)
     w[w == 0] = 0.25
-    p, sd = pls_file(tmp_path, rng, C, T, causal=False, w=w)
     if not read:
+        p, _ = pls_file(tmp_path, rng, C, T, causal=False, w=w)
         with pytest.raises(ImportRefused, match="the 'same' convention"):
             precision_ls.read(p, {})
         return
-    imp = precision_ls.read(p, {})
-    u = dyadic(rng, T, C)
-    np.testing.assert_allclose(run_exact(imp.layers, u), precision_ls_forward(sd, u, PPRE, False), atol=1e-9)
+    pls_read_checked(tmp_path, rng, T, False, w=w)
 
 
 # ------------------------------------------------------------------ the import command
