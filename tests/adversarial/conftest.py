@@ -1,5 +1,6 @@
 """Shared by the bad-input tests: a snapshot of a folder tree, to assert that a refused
-command touched no file (contents, modification times, and which files and folders exist)."""
+command touched no file (contents, modification times, and which files and folders exist), and
+the check that a command line is refused up front."""
 from __future__ import annotations
 
 import os
@@ -29,3 +30,23 @@ def tree_snapshot(root, read_up_to: int = 2**20) -> dict:
 @pytest.fixture
 def snapshot():
     return tree_snapshot
+
+
+@pytest.fixture
+def refused(capsys):
+    """``refused(main, argv, root, needles, **kw)``: ``main(argv, **kw)`` refuses before any work:
+    exit status 2, one line ``error: ...`` on stderr naming every needle (no traceback), nothing
+    on stdout nor in an ``out=`` stream, and no file under ``root`` touched. Returns that line."""
+    def check(main, argv, root, needles, **kw):
+        before = tree_snapshot(root)
+        rc = main(argv, **kw)
+        cap = capsys.readouterr()
+        err, out = cap.err, kw["out"].getvalue() if "out" in kw else ""
+        assert rc == 2, (out, cap)
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+        for s in needles:
+            assert s in err, err
+        assert out == "" and cap.out == "", "refused after work had started"
+        assert tree_snapshot(root) == before, "an output file was touched"
+        return err.rstrip("\n")
+    return check

@@ -200,18 +200,8 @@ CIRCUIT_CASES = [
 
 
 @pytest.mark.parametrize("argv,needles", CIRCUIT_CASES, ids=[" ".join(c[0][2:])[:70] for c in CIRCUIT_CASES])
-def test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, needles, snapshot):
-    before = snapshot(workdir)
-    out = io.StringIO()
-    rc = construct_main([a.replace("{tmp}", str(workdir)) for a in argv], out=out)
-    cap = capsys.readouterr()
-    err = cap.err
-    assert rc == 2, (out.getvalue(), err)
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    for s in needles:
-        assert s in err, err
-    assert out.getvalue() == "" and cap.out == "", "refused after work had started"
-    assert snapshot(workdir) == before, "an output file was touched"
+def test_circuit_bad_input_is_refused_up_front(workdir, argv, needles, refused):
+    refused(construct_main, [a.replace("{tmp}", str(workdir)) for a in argv], workdir, needles, out=io.StringIO())
 
 
 NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
@@ -222,18 +212,18 @@ NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
     ["circuit", "--graph", "{tmp}/dot.json", "--json", NOWHERE + "/r.json"],
     ["circuit", "--graph", "{tmp}/dot.json", "--export", NOWHERE + "/w.safetensors"],
 ])
-def test_circuit_unwritable_output_is_refused_up_front(workdir, capsys, argv, snapshot):
-    test_circuit_bad_input_is_refused_up_front(workdir, capsys, argv, ["cannot create folder", NOWHERE], snapshot)
+def test_circuit_unwritable_output_is_refused_up_front(workdir, argv, refused):
+    test_circuit_bad_input_is_refused_up_front(workdir, argv, ["cannot create folder", NOWHERE], refused)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
-def test_circuit_read_only_folder_is_refused_up_front(workdir, capsys, snapshot):
+def test_circuit_read_only_folder_is_refused_up_front(workdir, refused):
     ro = workdir / "afolder"
     ro.chmod(0o555)
     try:
         test_circuit_bad_input_is_refused_up_front(
-            workdir, capsys, ["circuit", "--graph", "{tmp}/dot.json", "--json", "{tmp}/afolder/r.json"],
-            ["--json", "not writable"], snapshot)
+            workdir, ["circuit", "--graph", "{tmp}/dot.json", "--json", "{tmp}/afolder/r.json"],
+            ["--json", "not writable"], refused)
     finally:
         ro.chmod(0o755)
 
@@ -322,22 +312,14 @@ RANDOM_CASES = [
 
 
 @pytest.mark.parametrize("argv,needles", RANDOM_CASES, ids=[" ".join(c[0])[:60] for c in RANDOM_CASES])
-def test_random_bad_input_is_refused_up_front(workdir, capsys, argv, needles, snapshot):
-    before = snapshot(workdir)
-    rc = random_main([a.replace("{tmp}", str(workdir)) for a in argv])
-    cap = capsys.readouterr()
-    assert rc == 2, cap
-    assert cap.err.startswith("error: ") and cap.err.count("\n") == 1 and "Traceback" not in cap.err, cap.err
-    for s in needles:
-        assert s in cap.err, cap.err
-    assert cap.out == ""
-    assert snapshot(workdir) == before, "an output file was touched"
+def test_random_bad_input_is_refused_up_front(workdir, argv, needles, refused):
+    refused(random_main, [a.replace("{tmp}", str(workdir)) for a in argv], workdir, needles)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
-def test_random_unwritable_out_is_refused_up_front(workdir, capsys, snapshot):
-    test_random_bad_input_is_refused_up_front(workdir, capsys, ["--out", NOWHERE + "/c.json"],
-                                              ["--out", "cannot create folder"], snapshot)
+def test_random_unwritable_out_is_refused_up_front(workdir, refused):
+    test_random_bad_input_is_refused_up_front(workdir, ["--out", NOWHERE + "/c.json"],
+                                              ["--out", "cannot create folder"], refused)
 
 
 def test_random_limits_are_the_circuit_commands():

@@ -21,12 +21,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("extra,needle", CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_refused_before_training(tmp_path, capsys, monkeypatch, snapshot, extra, needle):
+def test_refused_before_training(tmp_path, monkeypatch, refused, extra, needle):
     monkeypatch.setattr(ct, "train", lambda *a, **kw: pytest.fail("training started"))
     (tmp_path / "afile").write_text("a file")
-    before = snapshot(tmp_path)
     argv = ["gd-baseconv", "--out", str(tmp_path / "run")] + [x.replace("{tmp}", str(tmp_path)) for x in extra]
-    assert ct.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and needle in err, err
-    assert snapshot(tmp_path) == before
+    refused(ct.main, argv, tmp_path, [needle])

@@ -45,18 +45,6 @@ def _fill(argv, tmp, learned):
     return [a.replace("{tmp}", str(tmp)).replace("{in}", str(learned)) for a in argv]
 
 
-def _refused(main, argv, workdir, capsys, needles, snapshot):
-    before = snapshot(workdir)
-    rc = main(argv)
-    cap = capsys.readouterr()
-    assert rc == 2, cap
-    assert cap.err.startswith("error: ") and cap.err.count("\n") == 1 and "Traceback" not in cap.err, cap.err
-    for s in needles:
-        assert s in cap.err, cap.err
-    assert cap.out == "", "refused after work had started"
-    assert snapshot(workdir) == before, "an output file was touched"
-
-
 # ------------------------------------------------------------------ verify.compare
 
 def _cmp(learned="{in}/gd42.safetensors", *more, out="{tmp}/out"):
@@ -114,8 +102,8 @@ COMPARE_CASES = [
 
 
 @pytest.mark.parametrize("argv,needles", COMPARE_CASES, ids=[" ".join(c[0])[:80] for c in COMPARE_CASES])
-def test_compare_bad_input_is_refused_up_front(workdir, inputs, capsys, argv, needles, snapshot):
-    _refused(compare.main, _fill(argv, workdir, inputs), workdir, capsys, needles, snapshot)
+def test_compare_bad_input_is_refused_up_front(workdir, inputs, argv, needles, refused):
+    refused(compare.main, _fill(argv, workdir, inputs), workdir, needles)
 
 
 def test_compare_construction_names_are_exactly_the_comparable_ones():
@@ -179,15 +167,15 @@ def _no_work(*a, **k):
 
 
 @pytest.mark.parametrize("argv,needles", ERRATA_CASES, ids=[" ".join(c[0])[:60] for c in ERRATA_CASES])
-def test_errata_bad_input_is_refused_up_front(workdir, capsys, monkeypatch, argv, needles, snapshot):
+def test_errata_bad_input_is_refused_up_front(workdir, monkeypatch, argv, needles, refused):
     monkeypatch.setattr(errata, "run_all", _no_work)
-    _refused(errata.main, _fill(argv, workdir, ""), workdir, capsys, needles, snapshot)
+    refused(errata.main, _fill(argv, workdir, ""), workdir, needles)
 
 
 @pytest.mark.parametrize("argv,needles", REPORT_CASES, ids=[" ".join(c[0])[:60] for c in REPORT_CASES])
-def test_catalogue_report_bad_input_is_refused_up_front(workdir, capsys, monkeypatch, argv, needles, snapshot):
+def test_catalogue_report_bad_input_is_refused_up_front(workdir, monkeypatch, argv, needles, refused):
     monkeypatch.setattr(catalogue_report, "rows", _no_work)
-    _refused(catalogue_report.main, _fill(argv, workdir, ""), workdir, capsys, needles, snapshot)
+    refused(catalogue_report.main, _fill(argv, workdir, ""), workdir, needles)
 
 
 NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
@@ -200,12 +188,12 @@ NOWHERE = "/proc/polyverify-no-such-folder"  # cannot be created, even by root
     ("catalogue_report", ["--markdown", NOWHERE + "/catalogue.md"]),
     ("compare", _cmp("{in}/gd42.safetensors", out=NOWHERE + "/out")),
 ])
-def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypatch, tool, argv, snapshot):
+def test_unwritable_output_is_refused_up_front(workdir, inputs, monkeypatch, tool, argv, refused):
     monkeypatch.setattr(errata, "run_all", _no_work)
     monkeypatch.setattr(catalogue_report, "rows", _no_work)
     monkeypatch.setattr(compare, "compare", _no_work)
     main = {"errata": errata.main, "catalogue_report": catalogue_report.main, "compare": compare.main}[tool]
-    _refused(main, _fill(argv, workdir, inputs), workdir, capsys, ["cannot create folder", NOWHERE], snapshot)
+    refused(main, _fill(argv, workdir, inputs), workdir, ["cannot create folder", NOWHERE])
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
@@ -214,13 +202,13 @@ def test_unwritable_output_is_refused_up_front(workdir, inputs, capsys, monkeypa
     ("errata", ["--markdown", "/proc/polyverify-e.md"]),
     ("catalogue_report", ["--markdown", "/proc/polyverify-c.md"]),
 ])
-def test_existing_unwritable_folder_is_refused_up_front(workdir, capsys, monkeypatch, tool, argv, snapshot):
+def test_existing_unwritable_folder_is_refused_up_front(workdir, monkeypatch, tool, argv, refused):
     """/proc exists and root passes os.access on it, yet no file can be made there:
     the check creates a probe file, so the refusal comes before the work (errata ran everything first)."""
     monkeypatch.setattr(errata, "run_all", _no_work)
     monkeypatch.setattr(catalogue_report, "rows", _no_work)
     main = {"errata": errata.main, "catalogue_report": catalogue_report.main}[tool]
-    _refused(main, argv, workdir, capsys, [argv[0], "/proc", "not writable"], snapshot)
+    refused(main, argv, workdir, [argv[0], "/proc", "not writable"])
 
 
 ROW = {"id": "e1", "paper": "seed 000", "location": "eq. (1)", "as_printed": "a", "correction": "b",
