@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from constructions.base import DepthError
 from constructions.gd_attention import gd_elsa, gd_lsa
-from constructions.lsq import gd_step
 from constructions.catalogue import entries, gd_architectures
 from verify.prover.proof import prove, run_checked
 
+from tests.constructions.gd_runs import assert_runs_k_gd_steps, draw_run_sizes
 from tests.strategies import ls_problem_st
-from tests.support import F, gd_by_hand
+from tests.support import F
 
 BUILDERS = [gd_lsa, gd_elsa]
 SQUARES = [Fraction(1, 16), Fraction(1, 4), Fraction(1, 9), Fraction(4, 25), Fraction(1)]
@@ -39,25 +39,13 @@ def test_ridge_proofs(n, d):
 @pytest.mark.parametrize("build", BUILDERS)
 @given(data=st.data())
 def test_exact_stack_equals_exact_ridge_gd(build, data):
-    n = data.draw(st.integers(1, 4), label="N")
-    d = data.draw(st.integers(1, 3), label="D")
-    k = data.draw(st.integers(0, 3), label="k")
+    n, d, k = draw_run_sizes(data)
     eta = data.draw(st.sampled_from(SQUARES), label="eta")
     if build is gd_lsa:
         lam = data.draw(st.sampled_from([Fraction(0)] + SQUARES[:3]), label="lam")
     else:
         lam = data.draw(st.fractions(min_value=0, max_value=2, max_denominator=7), label="lam")
-    con = build(n, d, eta=eta, lam=lam)
-    v = data.draw(ls_problem_st(n, d))
-    S, vk = run_checked(con, v, k)
-    w, h = v, v
-    for _ in range(k):
-        w, h = gd_step(w, eta, lam), gd_by_hand(h, eta, lam)
-    assert F(vk["x"]) == F(w["x"]) == F(h["x"])
-    out = con.readout(S)
-    assert F(out["x"]) == F(w["x"])
-    pred = sum(Fraction(a) * Fraction(b) for a, b in zip(v["q"], w["x"]))
-    assert Fraction(np.asarray(out["prediction"]).item()) == pred
+    assert_runs_k_gd_steps(build(n, d, eta=eta, lam=lam), data.draw(ls_problem_st(n, d)), k, eta, lam)
 
 
 def test_lsa_lam_zero_is_plain_least_squares():
@@ -70,30 +58,24 @@ def test_lsa_lam_zero_is_plain_least_squares():
     assert Fraction(np.asarray(con.readout(S)["prediction"]).item()) == Fraction(9, 16)
 
 
-def test_lsa_state_is_eq37():
-    n, d = 2, 2
-    con = gd_lsa(n, d, eta="1/4", lam="1/9")
-    v = {"A": np.array([[1, 2], [3, 4]], dtype=object), "b": np.array([5, 6], dtype=object),
-         "x": np.array([7, 8], dtype=object), "q": np.array([9, 10], dtype=object)}
-    H = con.state(v)
-    assert H.shape == (d + 1, 2 * n + d + 3)
-    r, rl = Fraction(1, 2), Fraction(1, 6)
-    want = [[r * 1, r * 3, 0, 0, 0, rl, 0, 9, 7],
-            [r * 2, r * 4, 0, 0, 0, 0, rl, 10, 8],
-            [0, 0, r * 5, r * 6, 1, 0, 0, 0, 0]]
-    assert [[Fraction(z) for z in row] for row in H] == want
+#: one problem (N = D = 2) for the state layouts below
+V22 = {"A": np.array([[1, 2], [3, 4]], dtype=object), "b": np.array([5, 6], dtype=object),
+       "x": np.array([7, 8], dtype=object), "q": np.array([9, 10], dtype=object)}
+HALF, SIXTH, THIRD = Fraction(1, 2), Fraction(1, 6), Fraction(1, 3)
 
 
-def test_elsa_state_is_eq56():
-    n, d = 2, 2
-    con = gd_elsa(n, d, eta="1/4", lam="1/3")
-    v = {"A": np.array([[1, 2], [3, 4]], dtype=object), "b": np.array([5, 6], dtype=object),
-         "x": np.array([7, 8], dtype=object), "q": np.array([9, 10], dtype=object)}
-    H = con.state(v)
-    assert H.shape == (d, 2 * n + 2 * d + 3)
-    third, r = Fraction(1, 3), Fraction(1, 2)
-    want = [[1, 3, 0, 0, third, 0, r, 0, 9, 0, 7],
-            [2, 4, 5, 6, 0, third, 0, r, 10, 0, 8]]
+@pytest.mark.parametrize("build,lam,shape,want", [
+    # eq. (37): (D + 1) x (2N + D + 3), with sqrt(eta) = 1/2 and sqrt(eta lam) = 1/6
+    pytest.param(gd_lsa, "1/9", (3, 9), [[HALF * 1, HALF * 3, 0, 0, 0, SIXTH, 0, 9, 7],
+                                         [HALF * 2, HALF * 4, 0, 0, 0, 0, SIXTH, 10, 8],
+                                         [0, 0, HALF * 5, HALF * 6, 1, 0, 0, 0, 0]], id="lsa-eq37"),
+    # eq. (56): D x (2N + 2D + 3)
+    pytest.param(gd_elsa, "1/3", (2, 11), [[1, 3, 0, 0, THIRD, 0, HALF, 0, 9, 0, 7],
+                                           [2, 4, 5, 6, 0, THIRD, 0, HALF, 10, 0, 8]], id="elsa-eq56"),
+])
+def test_state_is_the_papers_layout(build, lam, shape, want):
+    H = build(2, 2, eta="1/4", lam=lam).state(V22)
+    assert H.shape == shape
     assert [[Fraction(z) for z in row] for row in H] == want
 
 

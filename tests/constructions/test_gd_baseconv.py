@@ -16,10 +16,10 @@ from constructions.base import DepthError
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
 from constructions.lsq import gd_step
 from constructions.catalogue import entries, gd_architectures
-from verify.prover.proof import prove, run_checked
+from verify.prover.proof import prove
 
+from tests.constructions.gd_runs import assert_runs_k_gd_steps, draw_run_sizes
 from tests.strategies import ls_problem_st
-from tests.support import F, gd_by_hand
 
 BUILDERS = [gd_baseconv, gd_baseconv_causal]
 
@@ -38,22 +38,10 @@ def test_proof_ok_for_non_dyadic_eta_without_symbols(build, eta):
 @pytest.mark.parametrize("build", BUILDERS)
 @given(data=st.data())
 def test_exact_stack_equals_exact_gd(build, data):
-    n = data.draw(st.integers(1, 4), label="N")
-    d = data.draw(st.integers(1, 3), label="D")
-    k = data.draw(st.integers(0, 3), label="k")
+    n, d, k = draw_run_sizes(data)
     eta = data.draw(st.fractions(min_value=Fraction(1, 12), max_value=1, max_denominator=12), label="eta")
     con = build(n, d, eta=eta)
-    v = data.draw(ls_problem_st(n, d))
-    S, vk = run_checked(con, v, k)
-    # k steps of the library's exact GD, and by hand
-    w, h = v, v
-    for _ in range(k):
-        w, h = gd_step(w, eta), gd_by_hand(h, eta)
-    assert F(vk["x"]) == F(w["x"]) == F(h["x"])
-    out = con.readout(S)
-    assert F(out["x"]) == F(w["x"])
-    pred = sum(Fraction(a) * Fraction(b) for a, b in zip(v["q"], w["x"]))
-    assert Fraction(np.asarray(out["prediction"]).item()) == pred
+    assert_runs_k_gd_steps(con, data.draw(ls_problem_st(n, d)), k, eta)  # the library's exact GD, and by hand
     assert len(con.layers(k)) == con.depth(k)
 
 
