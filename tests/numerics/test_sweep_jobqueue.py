@@ -236,15 +236,37 @@ def _alive(pgid: int) -> bool:
     return True
 
 
-def test_sweep_runs_on_batch_jobs_through_sbatch_and_scancel(tmp_path):
-    """python -m numerics.sweep run GRID --jobqueue slurm.yaml --jobs 2: the command starts the
-    scheduler, submits 2 jobs with sbatch (here: stand-ins that run the job script on this
-    machine), the jobs' workers run the cells, and the jobs are cancelled with scancel at the end."""
+def _jobs(bin_) -> list[int]:
+    """The job ids the stand-in sbatch answered, in order."""
+    f = bin_ / "jobs.txt"
+    return [int(s) for s in f.read_text().split()] if f.exists() else []
+
+
+@pytest.fixture
+def batch_commands(tmp_path):
+    """The stand-in sbatch and scancel in a folder of their own: (that folder, the environment
+    with it first on PATH). Afterwards the job sessions they started, should the command have
+    left any, end (given 20 s, then killed)."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     for name, text in (("sbatch", SBATCH), ("scancel", SCANCEL)):
         (bin_ / name).write_text(text.format(python=sys.executable))
         (bin_ / name).chmod(0o755)
+    yield bin_, {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
+    jobs = _jobs(bin_)
+    deadline = time.monotonic() + 20
+    while any(_alive(j) for j in jobs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for j in jobs:
+        if _alive(j):
+            os.killpg(j, signal.SIGKILL)
+
+
+def test_sweep_runs_on_batch_jobs_through_sbatch_and_scancel(tmp_path, batch_commands):
+    """python -m numerics.sweep run GRID --jobqueue slurm.yaml --jobs 2: the command starts the
+    scheduler, submits 2 jobs with sbatch (here: stand-ins that run the job script on this
+    machine), the jobs' workers run the cells, and the jobs are cancelled with scancel at the end."""
+    bin_, env = batch_commands
     cfg = tmp_path / "slurm.yaml"
     cfg.write_text(f"""\
 jobqueue:
@@ -260,43 +282,33 @@ jobqueue:
     log.mkdir()
     grid = _grid(tmp_path, [{"i": i, "log": str(log), "echo": i} for i in range(4)])
     out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
-    jobs: list[int] = []
-    try:
-        p = subprocess.run([sys.executable, "-m", "numerics.sweep", "run", str(grid), "--out", str(out),
-                            "--jobqueue", str(cfg), "--jobs", "2", "--quiet"], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=150)
-        if (bin_ / "jobs.txt").exists():
-            jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
-        assert p.returncode == 0, p.stdout + p.stderr
-        rows = [json.loads(s) for s in (out / "results.jsonl").read_text().splitlines()]
-        assert [r["result"] for r in rows] == [{"value": i} for i in range(4)]
-        summary = json.loads((out / "sweep.json").read_text())
-        c = summary["cluster"]
-        assert (c["system"], c["jobs"], c["jobqueue"], c["job_cores"], c["job_memory"]) == ("slurm", 2, str(cfg), 1,
-                                                                                           "1GiB")
-        assert c["address"].startswith("tcp://127.0.0.1:")
-        assert all(r["worker"].startswith("tcp://") and r["host"] for r in rows)
-        # two jobs submitted, each running the job script the config gives, pointed at this sweep's scheduler
-        assert len(jobs) == 2
-        for n in range(2):
-            script = (bin_ / f"job-{n}.sh").read_text().splitlines()
-            for directive in ("#SBATCH --cpus-per-task=1", "#SBATCH --mem=1G", "#SBATCH -t 00:10:00"):
-                assert directive in script, (directive, script)
-            (cmd,) = [s for s in script if "distributed.cli.dask_worker" in s]
-            assert f" {c['address']} " in cmd and " --nthreads 1 " in cmd
-        # the cluster's close cancelled both jobs; their sessions end
-        assert sorted(int(j) for j in (bin_ / "scancel.txt").read_text().split()) == sorted(jobs)
-        deadline = time.monotonic() + 20
-        while any(_alive(j) for j in jobs) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not any(_alive(j) for j in jobs)
-    finally:
-        if not jobs and (bin_ / "jobs.txt").exists():
-            jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
-        for j in jobs:  # the sessions this test started, should the command have left any
-            if _alive(j):
-                os.killpg(j, signal.SIGKILL)
+    p = subprocess.run([sys.executable, "-m", "numerics.sweep", "run", str(grid), "--out", str(out),
+                        "--jobqueue", str(cfg), "--jobs", "2", "--quiet"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=150)
+    jobs = _jobs(bin_)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [json.loads(s) for s in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["result"] for r in rows] == [{"value": i} for i in range(4)]
+    summary = json.loads((out / "sweep.json").read_text())
+    c = summary["cluster"]
+    assert (c["system"], c["jobs"], c["jobqueue"], c["job_cores"], c["job_memory"]) == ("slurm", 2, str(cfg), 1,
+                                                                                       "1GiB")
+    assert c["address"].startswith("tcp://127.0.0.1:")
+    assert all(r["worker"].startswith("tcp://") and r["host"] for r in rows)
+    # two jobs submitted, each running the job script the config gives, pointed at this sweep's scheduler
+    assert len(jobs) == 2
+    for n in range(2):
+        script = (bin_ / f"job-{n}.sh").read_text().splitlines()
+        for directive in ("#SBATCH --cpus-per-task=1", "#SBATCH --mem=1G", "#SBATCH -t 00:10:00"):
+            assert directive in script, (directive, script)
+        (cmd,) = [s for s in script if "distributed.cli.dask_worker" in s]
+        assert f" {c['address']} " in cmd and " --nthreads 1 " in cmd
+    # the cluster's close cancelled both jobs; their sessions end
+    assert sorted(int(j) for j in (bin_ / "scancel.txt").read_text().split()) == sorted(jobs)
+    deadline = time.monotonic() + 20
+    while any(_alive(j) for j in jobs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(j) for j in jobs)
 
 
 def test_importing_dask_jobqueue_keeps_the_sigint_handler():
@@ -315,14 +327,10 @@ def test_importing_dask_jobqueue_keeps_the_sigint_handler():
     assert out.stdout.split() == ["True", "False"], out.stdout + out.stderr  # kept; a plain import would change it
 
 
-def test_interrupted_sweep_cancels_its_jobs_and_says_so(tmp_path):
+def test_interrupted_sweep_cancels_its_jobs_and_says_so(tmp_path, batch_commands):
     """Ctrl-C while batch jobs run: the jobs are cancelled (scancel), the finished cells' records
     stay, and the command ends with the line 'interrupted' and status 130, as on the local cluster."""
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    for name, text in (("sbatch", SBATCH), ("scancel", SCANCEL)):
-        (bin_ / name).write_text(text.format(python=sys.executable))
-        (bin_ / name).chmod(0o755)
+    bin_, env = batch_commands
     cfg = tmp_path / "slurm.yaml"
     cfg.write_text(f"jobqueue:\n  slurm:\n    cores: 1\n    memory: 1GiB\n    death-timeout: 30\n"
                    f"    scheduler-options: {{host: 127.0.0.1, dashboard_address: ':0'}}\n"
@@ -331,8 +339,6 @@ def test_interrupted_sweep_cancels_its_jobs_and_says_so(tmp_path):
     log.mkdir()
     # cell 0 answers at once; cell 1 (submitted next: one job, one thread) sleeps past the interrupt
     grid = _grid(tmp_path, [{"i": 0, "log": str(log), "echo": 0}, {"i": 1, "log": str(log), "sleep": 120, "echo": 1}])
-    env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
-    jobs: list[int] = []
     p = subprocess.Popen([sys.executable, "-m", "numerics.sweep", "run", str(grid), "--out", str(tmp_path / "out"),
                           "--jobqueue", str(cfg), "--retries", "0"], cwd=REPO, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -343,7 +349,7 @@ def test_interrupted_sweep_cancels_its_jobs_and_says_so(tmp_path):
         time.sleep(0.5)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
-        jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
+        jobs = _jobs(bin_)
         assert p.returncode == 130, (p.returncode, out, err)
         assert err.splitlines()[-1] == "interrupted", err
         assert sorted(int(j) for j in (bin_ / "scancel.txt").read_text().split()) == sorted(jobs)
@@ -352,11 +358,3 @@ def test_interrupted_sweep_cancels_its_jobs_and_says_so(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait(10)
-        if not jobs and (bin_ / "jobs.txt").exists():
-            jobs = [int(s) for s in (bin_ / "jobs.txt").read_text().split()]
-        deadline = time.monotonic() + 20
-        while any(_alive(j) for j in jobs) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for j in jobs:
-            if _alive(j):
-                os.killpg(j, signal.SIGKILL)
