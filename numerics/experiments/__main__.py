@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 
 from polyverify.cli import EXIT_OK, Parser, UsageError, exit_with, output_dir, output_file, run_main
+from polyverify.options import config_class
 
 from . import EXPERIMENTS, load
 
@@ -87,59 +88,76 @@ def parser() -> Parser:
     return p
 
 
+#: the command's options, typed: one frozen dataclass built by the command line (``from_args``), its
+#: fields and defaults those of :func:`parser` (polyverify.options.config_class)
+ExperimentsOptions = config_class(parser(), "ExperimentsOptions", module=__name__,
+                                  doc="The options of python -m numerics.experiments, typed.")
+#: the options that run cells, each with the value that means "not given"
+RUN_FLAGS = {"--quick": ("quick", False), "--workers": ("workers", None), "--export-weights": ("export_weights", False),
+             "--device": ("device", "cpu"), "--grid": ("grid", "cpu"), "--budget": ("budget", None),
+             "--scheduler": ("scheduler", None)}
+
+
 def main(argv=None) -> int:
     return run_main(_main, argv)
 
 
 def _main(argv) -> int:
-    a = parser().parse_args(argv)
+    a = ExperimentsOptions.from_args(parser().parse_args(argv))
+    cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
     if a.list:
-        for name, mod in EXPERIMENTS.items():
-            m = load(name)
-            print(f"{name:<16} {m.TITLE}")
+        for name in EXPERIMENTS:
+            print(f"{name:<16} {load(name).TITLE}")
         return EXIT_OK
     if a.name is None:
         raise UsageError("name an experiment (" + ", ".join(EXPERIMENTS) + "), 'report', or pass --list")
     if a.name == "report":
-        for flag, bad in (("--quick", a.quick), ("--workers", a.workers is not None),
-                          ("--export-weights", a.export_weights), ("--device", a.device != "cpu"),
-                          ("--grid", a.grid != "cpu"), ("--budget", a.budget is not None),
-                          ("--scheduler", a.scheduler is not None), ("--resummarise", a.resummarise)):
-            if bad:
-                raise UsageError(f"{flag} does not apply to 'report'")
-        results = Path(a.results)
-        if not results.is_dir():
-            raise UsageError(f"--results {results}: not a folder")
-        out = output_file("--out", a.out or DEFAULT_REPORT)
-        from .report import write_report
-
-        write_report(results, out)
-        print(f"wrote {out}")
-        return EXIT_OK
+        return _report(a)
     if a.name not in EXPERIMENTS:
         raise UsageError(f"unknown experiment {a.name!r}; choose one of {', '.join(EXPERIMENTS)}, or 'report'")
     if a.out is None:
         raise UsageError("--out DIR is required")
-    if a.resummarise:
-        for flag, bad in (("--quick", a.quick), ("--workers", a.workers is not None),
-                          ("--export-weights", a.export_weights), ("--device", a.device != "cpu"),
-                          ("--grid", a.grid != "cpu"), ("--budget", a.budget is not None),
-                          ("--scheduler", a.scheduler is not None)):
-            if bad:
-                raise UsageError(f"{flag} does not apply to --resummarise (it runs no cell)")
-        from .common import resummarise
+    return _resummarise(a, cmd) if a.resummarise else _run(a, cmd)
 
-        cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
-        try:
-            summary = resummarise(load(a.name), a.out, command=cmd)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        print(f"{a.name}: summary, table and figure written again from the "
-              f"{summary['run']['resummarised']['rows']} cell records in {a.out}")
-        for c in summary.get("criteria", []):
-            state = "not measured" if c["met"] is None else ("met" if c["met"] else "NOT met")
-            print(f"  [{state}] {c['text']}")
-        return EXIT_OK
+
+def _refuse(a, flags, what: str) -> None:
+    """A one-line error for the first of ``flags`` given that does not apply to ``what``."""
+    for flag in flags:
+        dest, unset = RUN_FLAGS.get(flag, ("resummarise", False))
+        if getattr(a, dest) != unset:
+            raise UsageError(f"{flag} does not apply to {what}")
+
+
+def _report(a) -> int:
+    _refuse(a, [*RUN_FLAGS, "--resummarise"], "'report'")
+    results = Path(a.results)
+    if not results.is_dir():
+        raise UsageError(f"--results {results}: not a folder")
+    out = output_file("--out", a.out or DEFAULT_REPORT)
+    from .report import write_report
+
+    write_report(results, out)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _resummarise(a, cmd: str) -> int:
+    _refuse(a, RUN_FLAGS, "--resummarise (it runs no cell)")
+    from .common import resummarise
+
+    try:
+        summary = resummarise(load(a.name), a.out, command=cmd)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(f"{a.name}: summary, table and figure written again from the "
+          f"{summary['run']['resummarised']['rows']} cell records in {a.out}")
+    _print_criteria(summary)
+    return EXIT_OK
+
+
+def _check_run(a):
+    """The run's options checked, and every cell's config read (``common.grid_configs``), before any
+    work: the module and the device."""
     if a.scheduler is not None:
         if not re.fullmatch(r"[a-z]+://[^\s/][^\s]*|[\w.\-\[\]:]+:\d{1,5}", a.scheduler):
             raise UsageError(f"--scheduler {a.scheduler!r}: not a scheduler address such as tcp://HOST:8786")
@@ -155,15 +173,21 @@ def _main(argv) -> int:
         raise UsageError(f"--export-weights: {a.name} trains no exportable model")
     if a.grid == "gpu" and not hasattr(module, "gpu_configs"):
         raise UsageError(f"--grid gpu: {a.name} has no GPU grid (seed003-mqar and seed000-table7 have)")
-    from .common import check_device, run_experiment
+    from .common import check_device, grid_configs
 
     try:
         device = check_device(a.device)
+        grid_configs(module, a.quick, a.grid, device)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    out = output_dir("--out", a.out)
+    return module, device
 
-    cmd = "python -m numerics.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+
+def _run(a, cmd: str) -> int:
+    module, device = _check_run(a)
+    out = output_dir("--out", a.out)
+    from .common import run_experiment
+
     # a scheduler that does not answer: the sweep runner's SweepInputError (a UsageError), before any work
     summary = run_experiment(module, quick=a.quick, out_dir=out, workers=a.workers,
                              progress=False if a.no_progress else None, command=cmd, device=device,
@@ -176,10 +200,14 @@ def _main(argv) -> int:
     print(f"{a.name}: {run['cells']} cells, {run['failed']} failed, CPU {run['cpu_s']:.1f} s, wall {run['wall_s']:.1f} s"
           + (f" on {dev.get('name') or dev.get('device')}" if dev.get("device", "cpu") != "cpu" else "") + "; "
           f"wrote {out / 'summary.json'}, {out / 'table.csv'}, {out / 'figure.png'}")
+    _print_criteria(summary)
+    return EXIT_OK if not run["failed"] else 10 + min(run["failed"], 100)
+
+
+def _print_criteria(summary: dict) -> None:
     for c in summary.get("criteria", []):
         state = "not measured" if c["met"] is None else ("met" if c["met"] else "NOT met")
         print(f"  [{state}] {c['text']}")
-    return EXIT_OK if not run["failed"] else 10 + min(run["failed"], 100)
 
 
 if __name__ == "__main__":

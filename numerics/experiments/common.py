@@ -87,7 +87,7 @@ def grid_configs(module, quick: bool, grid: str = "cpu", device: str = "cpu") ->
         where = f"{module.NAME}{' --quick' if quick else ''} cell {i}"
         typed = config_of({k: v for k, v in c.items() if k != "device"}, where=where)
         if "device" in c and "device" not in typed.keys():
-            raise ValueError(f"--device {device}: {module.NAME}'s cells run on the CPU only")
+            raise ConfigError(f"--device {device}: {module.NAME}'s cells run on the CPU only")
         config_of(c, where=where)
     return out
 

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import math
 
-from .common import ConfigError, OnDevice, cell_config, fmt, non_negative, option, positive, rows_ok
+from polyverify.options import ConfigError, cell_config, non_negative, option, positive
+
+from .common import OnDevice, fmt, rows_ok
 
 NAME = "seed000-table7"
 TITLE = "Seed 000, Table 7: learning k GD iterates at once with the high-precision recipe"

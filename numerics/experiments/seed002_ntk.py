@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 
+from polyverify.options import CellConfig, ConfigError, cell_config, non_negative, one_of, option, positive
+
 from .common import fmt, rows_ok, std_err, timing_line, verdict
 
 NAME = "seed002-ntk"
@@ -55,6 +57,65 @@ def toeplitz_inputs(x: np.ndarray) -> np.ndarray:
     return M
 
 
+# ====================================================================== the cells' configs
+
+_N = (positive, ">= 1")
+_SEED = (non_negative, ">= 0")
+
+
+@cell_config
+class NtkCell(CellConfig):
+    """An ``ntk`` cell: the lag Gram of a width-``n`` RNN at its random init (``seed``), T lags, the NTK
+    on ``inputs`` random sequences."""
+    part: str = option("ntk", choices=("ntk",))
+    n: int = option(check=_N)
+    T: int = option(check=_N)
+    seed: int = option(check=_SEED)
+    inputs: int = option(8, check=_N)
+
+
+@cell_config
+class DynamicsCell(CellConfig):
+    """A ``dynamics`` cell (Fig. 1): a width-``n`` RNN and the scaled convolution trained side by side
+    (``steps`` of full-batch GD at ``lr``), the losses recorded at about ``points`` steps."""
+    part: str = option("dynamics", choices=("dynamics",))
+    n: int = option(check=_N)
+    steps: int = option(check=_N)
+    lr: float = option(check=(lambda x: x > 0, "> 0"))
+    seed: int = option(0, check=_SEED)
+    T: int = option(10, check=_N)
+    n_train: int = option(50, check=_N)
+    n_test: int = option(50, check=_N)
+    snr_db: float = 20.0
+    points: int = option(50, check=_N)
+
+
+@cell_config
+class DelayCell(CellConfig):
+    """A ``delay`` cell (Fig. 3): the scaled and the unscaled convolution on a teacher delayed by
+    ``delay`` steps, ``draws`` teachers."""
+    part: str = option("delay", choices=("delay",))
+    delay: int = option(check=_SEED)
+    steps: int = option(check=_N)
+    T: int = option(20, check=_N)
+    n_x: int = option(15, check=_N)
+    n_train: int = option(10, check=_N)
+    n_test: int = option(10, check=_N)
+    draws: int = option(20, check=_N)
+    snr_db: float = 20.0
+
+    def validate(self):
+        if self.delay >= self.T:
+            raise ConfigError(f"delay must be below T = {self.T}, got {self.delay}")
+
+
+PARTS = {"ntk": NtkCell, "dynamics": DynamicsCell, "delay": DelayCell}
+
+
+def config_of(config: dict, where: str = "cell") -> NtkCell | DynamicsCell | DelayCell:
+    return one_of(config, "part", PARTS, where=where)
+
+
 # ====================================================================== NTK
 
 def init_rnn(n: int, n_x: int, n_y: int, rng: np.random.Generator, nu=NU):
@@ -74,10 +135,10 @@ def impulse_torch(W, F, C, T: int):
     return torch.stack(out)
 
 
-def ntk_cell(cfg: dict) -> dict:
+def ntk_cell(cfg: NtkCell) -> dict:
     import torch
 
-    n, T, seed = cfg["n"], cfg["T"], cfg["seed"]
+    n, T, seed = cfg.n, cfg.T, cfg.seed
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([2, n, seed])))
     W, F, C = (torch.tensor(a, requires_grad=True) for a in init_rnn(n, 1, 1, rng))
     L = impulse_torch(W, F, C, T)[:, 0, 0]
@@ -91,7 +152,7 @@ def ntk_cell(cfg: dict) -> dict:
     r = rho(T)
     Dr = np.diag(r)
     off = G - np.diag(np.diag(G))
-    xs = rng.standard_normal((cfg.get("inputs", 8), T))
+    xs = rng.standard_normal((cfg.inputs, T))
     Tx = np.concatenate([toeplitz_inputs(x) for x in xs], axis=1)  # (T, T * inputs)
     K_emp, K_th = Tx.T @ G @ Tx, Tx.T @ Dr @ Tx
     return {"part": "ntk", "n": n, "seed": seed, "T": T, "gram_diag": np.diag(G).tolist(), "rho": r.tolist(),
@@ -132,14 +193,14 @@ def conv_design(x: np.ndarray) -> np.ndarray:
 
 # ====================================================================== Fig. 1
 
-def dynamics_cell(cfg: dict) -> dict:
+def dynamics_cell(cfg: DynamicsCell) -> dict:
     import torch
 
-    n, steps, lr, seed, T = cfg["n"], cfg["steps"], cfg["lr"], cfg.get("seed", 0), cfg.get("T", 10)
+    n, steps, lr, seed, T = cfg.n, cfg.steps, cfg.lr, cfg.seed, cfg.T
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([2, 1, seed])))
-    x_tr, y_tr, teacher = teacher_data(cfg.get("n_train", 50), T, 1, rng)
-    x_te, y_te, _ = teacher_data(cfg.get("n_test", 50), T, 1, rng, teacher=teacher)
-    noise_var = float(np.mean(y_tr ** 2)) / 10 ** (cfg.get("snr_db", 20) / 10)
+    x_tr, y_tr, teacher = teacher_data(cfg.n_train, T, 1, rng)
+    x_te, y_te, _ = teacher_data(cfg.n_test, T, 1, rng, teacher=teacher)
+    noise_var = float(np.mean(y_tr ** 2)) / 10 ** (cfg.snr_db / 10)
     y_tr = y_tr + rng.standard_normal(y_tr.shape) * math.sqrt(noise_var)
     y_te = y_te + rng.standard_normal(y_te.shape) * math.sqrt(noise_var)
     srng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([2, 2, n, seed])))
@@ -167,7 +228,7 @@ def dynamics_cell(cfg: dict) -> dict:
     half_sse = lambda out, Y: 0.5 * torch.sum((out - Y) ** 2)  # noqa: E731
     mse = lambda out, Y: float(torch.mean((out - Y) ** 2))  # noqa: E731
     curve = []
-    every = max(1, steps // cfg.get("points", 50))
+    every = max(1, steps // cfg.points)
     for step in range(steps + 1):
         o_r, o_c = rnn_out(X_tr), conv_out(A_tr)
         if step % every == 0 or step == steps:
@@ -195,16 +256,16 @@ def dynamics_cell(cfg: dict) -> dict:
 
 # ====================================================================== Fig. 3
 
-def delay_cell(cfg: dict) -> dict:
-    delay, T, n_x, steps = cfg["delay"], cfg.get("T", 20), cfg.get("n_x", 15), cfg["steps"]
-    n_tr, n_te, draws = cfg.get("n_train", 10), cfg.get("n_test", 10), cfg.get("draws", 20)
+def delay_cell(cfg: DelayCell) -> dict:
+    delay, T, n_x, steps = cfg.delay, cfg.T, cfg.n_x, cfg.steps
+    n_tr, n_te, draws = cfg.n_train, cfg.n_test, cfg.draws
     r = np.repeat(rho(T), n_x)  # per (lag, input channel)
     errs = {"scaled": [], "unscaled": []}
     for draw in range(draws):
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([2, 3, draw])))  # same teachers at every delay
         x_tr, y_tr, teacher = teacher_data(n_tr, T, n_x, rng, delay=delay)
         x_te, y_te, _ = teacher_data(n_te, T, n_x, rng, delay=delay, teacher=teacher)
-        noise_var = float(np.mean(y_tr ** 2)) / 10 ** (cfg.get("snr_db", 20) / 10)
+        noise_var = float(np.mean(y_tr ** 2)) / 10 ** (cfg.snr_db / 10)
         y_tr = (y_tr + rng.standard_normal(y_tr.shape) * math.sqrt(noise_var)).reshape(-1)
         y_te = (y_te + rng.standard_normal(y_te.shape) * math.sqrt(noise_var)).reshape(-1)
         A_tr, A_te = conv_design(x_tr), conv_design(x_te)
@@ -223,14 +284,9 @@ def delay_cell(cfg: dict) -> dict:
 
 
 def cell(config: dict) -> dict:
-    part = config.get("part")
-    if part == "ntk":
-        return ntk_cell(config)
-    if part == "dynamics":
-        return dynamics_cell(config)
-    if part == "delay":
-        return delay_cell(config)
-    raise ValueError(f"part must be 'ntk', 'dynamics' or 'delay', got {part!r}")
+    """One cell: its part's config (:func:`config_of`) run by that part's function."""
+    c = config_of(config)
+    return {"ntk": ntk_cell, "dynamics": dynamics_cell, "delay": delay_cell}[c.part](c)
 
 
 # ====================================================================== grid

@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+from polyverify.options import CellConfig, cell_config, non_negative, one_of, option, positive
+
 from .common import fmt, rows_ok, std_err, timing_line, verdict
 
 NAME = "seed004-table1"
@@ -87,6 +89,62 @@ PAPER = {
 #: the training recipe of the model cells (per-cell overrides in the config)
 RECIPE = {"batch": 512, "lr": 3e-3, "warmup": 0.05, "clip": 1.0, "warm": "gdpp", "eta": 0.02, "gamma": 0.005}
 INIT_STD = {"gdpp": 0.01, "diag": 0.01, "full": 0.001}
+
+
+# ====================================================================== the cells' configs
+
+_N = (positive, ">= 1")
+_SEED = (non_negative, ">= 0")
+
+
+@cell_config
+class BaselinesCell(CellConfig):
+    """A ``baselines`` cell: ConstRR, AdaRR and TunedRR on one column, from ``draws`` pairs (tuning
+    set of ``tune``, evaluation set of ``eval`` sequences) drawn with ``seed``."""
+    kind: str = option("baselines", choices=("baselines",))
+    column: str = option(choices=COLUMNS)
+    eval: int = option(check=_N)
+    tune: int = option(check=_N)
+    draws: int = option(1, check=_N)
+    seed: int = option(0, check=_SEED)
+
+
+@cell_config
+class ModelCell(CellConfig):
+    """A ``model`` cell: one variant x layers x column trained ``steps`` steps (seed ``seed``), monitored
+    on ``monitor`` sequences and evaluated on ``eval`` (drawn with ``eval_seed``); the recipe's settings
+    are ``RECIPE``'s unless the config sets them (``init_std``: ``INIT_STD`` of the variant); ``study``:
+    the label of a study cell (``STUDY``)."""
+    kind: str = option("model", choices=("model",))
+    variant: str = option(choices=VARIANTS)
+    layers: int = option(check=_N)
+    column: str = option(choices=COLUMNS)
+    steps: int = option(check=_N)
+    eval: int = option(check=_N)
+    monitor: int = option(4096, check=_N)
+    seed: int = option(0, check=_SEED)
+    eval_seed: int = option(0, check=_SEED)
+    study: str | None = None
+    batch: int = option(RECIPE["batch"], check=_N)
+    lr: float = option(RECIPE["lr"], check=(lambda x: x > 0, "> 0"))
+    warmup: float = option(RECIPE["warmup"], check=(lambda x: 0 <= x <= 1, "in [0, 1]"))
+    clip: float = option(RECIPE["clip"], check=(lambda x: x > 0, "> 0"))
+    warm: str = RECIPE["warm"]
+    eta: float = RECIPE["eta"]
+    gamma: float = RECIPE["gamma"]
+    init_std: float | None = option(None, check=(non_negative, ">= 0"))
+
+    def recipe(self) -> dict:
+        """The training recipe: ``RECIPE``'s keys and ``init_std``, as this config sets them."""
+        return {**{k: getattr(self, k) for k in RECIPE},
+                "init_std": INIT_STD[self.variant] if self.init_std is None else self.init_std}
+
+
+KINDS = {"baselines": BaselinesCell, "model": ModelCell}
+
+
+def config_of(config: dict, where: str = "cell") -> BaselinesCell | ModelCell:
+    return one_of(config, "kind", KINDS, where=where)
 
 
 # ====================================================================== data
@@ -229,7 +287,7 @@ def _lean(ps: dict) -> dict:
     return {k: ps[k] for k in _KEEP}
 
 
-def baselines_cell(cfg: dict) -> dict:
+def baselines_cell(cfg: BaselinesCell) -> dict:
     """ConstRR, AdaRR and TunedRR on one column, from ``draws`` (K) independent pairs (tuning set r,
     evaluation set r), each of ``tune`` / ``eval`` sequences.
 
@@ -242,10 +300,7 @@ def baselines_cell(cfg: dict) -> dict:
     per draw, the single-draw protocol (tune on set r, evaluate on set r: one value of what the paper
     measured once) and ``se_one``, the standard error of one such value (``K se_eval^2 + s_tune^2``),
     and ``tail_share``: the fraction of the pooled mean carried by its largest 0.1% of sequences."""
-    col, n_eval, n_tune, seed = cfg["column"], cfg["eval"], cfg["tune"], cfg.get("seed", 0)
-    K = int(cfg.get("draws", 1))
-    if K < 1:
-        raise ValueError(f"draws must be at least 1, got {K}")
+    col, n_eval, n_tune, seed, K = cfg.column, cfg.eval, cfg.tune, cfg.seed, cfg.draws
     t0 = time.perf_counter()
     evals = [_lean(problem_set(col, n_eval, _draw_name("eval", r), seed)) for r in range(K)]
     params = {"constrr": [], "tunedrr": []}
@@ -309,11 +364,10 @@ RETRY_LR_FACTOR = 1 / 3
 RETRIES = 2
 
 
-def model_cell(cfg: dict) -> dict:
+def model_cell(cfg: ModelCell) -> dict:
     """Train one model (``_train_model``); while it diverges, again at ``RETRY_LR_FACTOR`` x the last lr
     (at most ``RETRIES`` times)."""
-    variant = cfg["variant"]
-    rc = {**RECIPE, "init_std": INIT_STD[variant], **{k: cfg[k] for k in list(RECIPE) + ["init_std"] if k in cfg}}
+    rc = cfg.recipe()
     failed = []
     res = _train_model(cfg, rc)
     while not math.isfinite(res["adjusted"]) and len(failed) < RETRIES:
@@ -325,19 +379,19 @@ def model_cell(cfg: dict) -> dict:
     return res
 
 
-def _train_model(cfg: dict, rc: dict) -> dict:
+def _train_model(cfg: ModelCell, rc: dict) -> dict:
     import torch
 
     from numerics.training.token_lsa import TokenLinearTransformer, tokens_torch
 
-    col, variant, L = cfg["column"], cfg["variant"], cfg["layers"]
-    seed, steps = cfg.get("seed", 0), cfg["steps"]
+    col, variant, L = cfg.column, cfg.variant, cfg.layers
+    seed, steps = cfg.seed, cfg.steps
     t0 = time.perf_counter()
     torch.manual_seed(seed)
     model = TokenLinearTransformer(D, L, variant, warm=rc["warm"], eta=rc["eta"], gamma=rc["gamma"],
                                    init_std=rc["init_std"], seed=seed)
     opt = torch.optim.Adam(model.parameters(), lr=rc["lr"])
-    mon = problem_set(col, cfg.get("monitor", 4096), "monitor", seed)
+    mon = problem_set(col, cfg.monitor, "monitor", seed)
 
     def predict(ps, chunk=25_000):
         with torch.no_grad():
@@ -370,7 +424,7 @@ def _train_model(cfg: dict, rc: dict) -> dict:
     train_s = time.perf_counter() - t0
     # every model of a column is evaluated on the same set (the first draw of the baselines' when as large),
     # whatever its training seed
-    ev = problem_set(col, cfg["eval"], "eval", cfg.get("eval_seed", 0))
+    ev = problem_set(col, cfg.eval, "eval", cfg.eval_seed)
     pred = predict(ev)
     adj, se, orc = adjusted(pred, ev)
     diff = 0.5 * ((pred - ev["yt"]) ** 2 - (ridge(ev, ev["sigma"] ** 2) - ev["yt"]) ** 2)
@@ -385,7 +439,7 @@ def _train_model(cfg: dict, rc: dict) -> dict:
     return {"kind": "model", "variant": variant, "layers": L, "column": col, "adjusted": adj, "se": se,
             "oracle_half_mse": orc, "steps": steps, "skipped": skipped, "curve": curve,
             "omegas": model.omegas(), "weights": weights, "recipe": rc, "train_seconds": train_s,
-            "eval_fifths": fifths, "tail_share": tail, "study": cfg.get("study")}
+            "eval_fifths": fifths, "tail_share": tail, "study": cfg.study}
 
 
 def model_from_result(res: dict):
@@ -404,14 +458,8 @@ def model_from_result(res: dict):
 def cell(config: dict) -> dict:
     """One Table 1 cell: ``kind`` ``baselines`` (one column: ConstRR, AdaRR, TunedRR) or ``model``
     (one variant x layers x column, trained then evaluated)."""
-    kind = config.get("kind")
-    if kind == "baselines":
-        return baselines_cell(config)
-    if kind == "model":
-        if config.get("variant") not in VARIANTS:
-            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {config.get('variant')!r}")
-        return model_cell(config)
-    raise ValueError(f"kind must be 'baselines' or 'model', got {kind!r}")
+    c = config_of(config)
+    return baselines_cell(c) if c.kind == "baselines" else model_cell(c)
 
 
 # ====================================================================== the grid
@@ -461,30 +509,30 @@ def configs(quick: bool) -> list[dict]:
 
 def summarise(rows, quick: bool) -> dict:
     ok = rows_ok(rows)
+    cs = [config_of(r["config"], where=f"record {r.get('id', i)}") for i, r in enumerate(ok)]
     base = {r["result"]["column"]: r["result"] for r in ok if r["result"]["kind"] == "baselines"}
     models, study = {}, []
-    for r in ok:
+    for r, c in zip(ok, cs):
         res = r["result"]
         if res["kind"] == "model":
             rec = {k: res[k] for k in ("adjusted", "se", "steps", "skipped", "omegas", "oracle_half_mse", "curve")} | {
                 "cpu_s": r.get("cpu_s"), "recipe": res["recipe"], "diverged": res.get("diverged"),
-                "eval_fifths": res.get("eval_fifths"), "tail_share": res.get("tail_share"), "eval": r["config"]["eval"]}
-            if r["config"].get("study"):
-                study.append(rec | {"study": r["config"]["study"], "variant": res["variant"], "layers": res["layers"],
-                                    "column": res["column"], "seed": r["config"].get("seed", 0),
-                                    "batch": res["recipe"]["batch"]})
+                "eval_fifths": res.get("eval_fifths"), "tail_share": res.get("tail_share"), "eval": c.eval}
+            if c.study:
+                study.append(rec | {"study": c.study, "variant": res["variant"], "layers": res["layers"],
+                                    "column": res["column"], "seed": c.seed, "batch": res["recipe"]["batch"]})
             else:
                 models.setdefault(res["variant"], {}).setdefault(str(res["layers"]), {})[res["column"]] = rec
     cpu = {"baselines": sum(r.get("cpu_s", 0) for r in ok if r["result"]["kind"] == "baselines"),
            "models": sum(r.get("cpu_s", 0) for r in ok if r["result"]["kind"] == "model")}
+    bases = [c for c in cs if c.kind == "baselines"]
     s = {"name": NAME, "title": TITLE, "reference": REFERENCE, "quick": quick, "columns": COLUMNS,
          "paper": PAPER, "baselines": base, "models": models, "study": study, "cpu_by_kind": cpu,
          "config": {"n": N, "d": D, "recipe": RECIPE, "init_std": INIT_STD,
-                    "eval": sorted({r["config"]["eval"] for r in ok}),
-                    "baseline_eval": sorted({r["config"]["eval"] for r in ok if r["config"]["kind"] == "baselines"}),
-                    "baseline_draws": sorted({r["config"].get("draws", 1) for r in ok
-                                              if r["config"]["kind"] == "baselines"}),
-                    "model_eval": sorted({r["config"]["eval"] for r in ok if r["config"]["kind"] == "model"}),
+                    "eval": sorted({c.eval for c in cs}),
+                    "baseline_eval": sorted({c.eval for c in bases}),
+                    "baseline_draws": sorted({c.draws for c in bases}),
+                    "model_eval": sorted({c.eval for c in cs if c.kind == "model"}),
                     "grid": {"models": {str(L): {"columns": cols, "steps": st} for L, (cols, st) in FULL_MODELS.items()}}
                     if not quick else "quick"}}
     s["criteria"] = criteria(s)

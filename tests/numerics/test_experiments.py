@@ -162,7 +162,7 @@ def test_seed004_a_diverged_model_is_retrained_at_a_smaller_lr(monkeypatch):
         return {"adjusted": float("nan") if bad else 0.05, "skipped": 1830 if bad else 0, "train_seconds": 1.0,
                 "recipe": rc, "steps": 2000}
     monkeypatch.setattr(s4, "_train_model", fake)
-    cfg = {"kind": "model", "variant": "full", "layers": 6, "column": "5", "steps": 2000}
+    cfg = s4.ModelCell(variant="full", layers=6, column="5", steps=2000, eval=100)
     lr, f = s4.RECIPE["lr"], s4.RETRY_LR_FACTOR
     res = s4.model_cell(cfg)
     assert calls == [lr, pytest.approx(lr * f)]
@@ -212,7 +212,7 @@ def test_rnn_is_the_convolution_of_its_impulse_response():
 
 
 def test_ntk_gram_by_autodiff_matches_the_rank_one_sums():
-    res = s2.ntk_cell({"n": 30, "T": 4, "seed": 1, "inputs": 3})
+    res = s2.ntk_cell(s2.NtkCell(n=30, T=4, seed=1, inputs=3))
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([2, 30, 1])))
     W, F, C = s2.init_rnn(30, 1, 1, rng)
     n = 30
@@ -231,7 +231,7 @@ def test_ntk_gram_by_autodiff_matches_the_rank_one_sums():
 
 
 def test_scaled_conv_starts_at_the_rnn():
-    res = s2.dynamics_cell({"n": 40, "steps": 3, "lr": 1e-4, "points": 3})
+    res = s2.dynamics_cell(s2.DynamicsCell(n=40, steps=3, lr=1e-4, points=3))
     first = res["curve"][0]
     assert first["rnn_train"] == pytest.approx(first["conv_train"], rel=1e-12)  # eq. (58): same function at init
 
