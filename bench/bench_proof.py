@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.cli import Parser, UsageError, run_main  # noqa: E402 (one-line errors, exit 2)
+from polyverify.cli import Parser, UsageError, atomic_write_text, run_main  # noqa: E402 (one-line errors, exit 2)
 
 CHILD = r"""
 import json, resource, sys, time
@@ -304,9 +304,7 @@ def _main(argv=None) -> int:
         with open(a.md, "a") as f:
             f.write(text)
     if a.json:
-        tmp = Path(a.json).with_name(Path(a.json).name + ".tmp")
-        tmp.write_text(json.dumps(res, indent=1))
-        os.replace(tmp, a.json)
+        atomic_write_text(a.json, json.dumps(res, indent=1), "--json")
     return 0
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.cli import Parser, UsageError, run_main  # noqa: E402 (one-line errors, exit 2)
+from polyverify.cli import Parser, UsageError, atomic_write_text, run_main  # noqa: E402 (one-line errors, exit 2)
 CONSTRUCT = [sys.executable, "-m", "verify.construct"]
 BASELINE = "import sympy (baseline)"
 #: modules none of the light commands may load (numpy and sympy reported too)
@@ -146,9 +146,7 @@ def _main(argv=None) -> int:
         print(f"heavy modules loaded by gd --layers 100 on numpy: {loaded}")
         res["gd_run_loads"] = loaded
     if a.json:
-        tmp = Path(a.json).with_name(Path(a.json).name + ".tmp")
-        tmp.write_text(json.dumps(res, indent=1))
-        os.replace(tmp, a.json)
+        atomic_write_text(a.json, json.dumps(res, indent=1), "--json")
     return 0
 
 
