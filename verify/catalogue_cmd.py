@@ -62,6 +62,17 @@ def describe_built(obj) -> dict:
     return {"kind": "identity"}
 
 
+def random_check(run, a, name: str):
+    """``run()``, a randomized identity test, under the CLIs' limits (``call_check``); a construction
+    the test cannot take is one line naming ``name`` (the circuit of ``verify.construct`` and ``gd``)."""
+    from .prover.randomized import RandomizedUnsupported
+
+    try:
+        return call_check(run, a, name)
+    except RandomizedUnsupported as e:
+        raise UsageError(f"{name}: {e}") from None
+
+
 def add_arguments(s, entry) -> None:
     """The options of ``python -m verify.construct NAME`` for a catalogue entry."""
     s.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -122,12 +133,9 @@ def cmd_entry(entry, a, out) -> int:
     if entry.claim:
         print(f"  paper's claim: {entry.claim}", file=out)
     if a.check == "random":
-        from .prover.randomized import RandomizedUnsupported, check_item
+        from .prover.randomized import check_item
 
-        try:
-            res = call_check(lambda: check_item(obj, seed=a.random_seed), a, entry.name)
-        except RandomizedUnsupported as e:
-            raise UsageError(f"{entry.name}: {e}") from None
+        res = random_check(lambda: check_item(obj, seed=a.random_seed), a, entry.name)
     else:
         res = bounded.call(lambda: check(obj), a, entry.name)
     print_proof(res, out)

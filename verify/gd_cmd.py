@@ -473,12 +473,10 @@ def cmd_gd(a, out) -> int:
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
               f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
     elif a.check == "random":
-        from .prover.randomized import RandomizedUnsupported, check as random_check
+        from .catalogue_cmd import random_check
+        from .prover.randomized import check as check_randomized
 
-        try:
-            proof = call_check(lambda: random_check(con, seed=a.random_seed), a, con.name)
-        except RandomizedUnsupported as e:
-            raise UsageError(f"{con.name}: {e}") from None
+        proof = random_check(lambda: check_randomized(con, seed=a.random_seed), a, con.name)
     else:
         from . import bounded
 

@@ -82,17 +82,21 @@ def gpu_markdown(s: dict, figure: str) -> str:
                  + ": the recipe's learning rate of 1e-2 with its intervals scaled to so few steps did not settle. ")
                 if worse else "")
              + "The CPU section above, at equal steps, is the comparison this page makes.")
-    L.append("")
-    L.append(f"![seed 000 Table 7 on {s['device'].get('name') if s.get('device') else 'a GPU'}]({figure})")
-    L.append("")
-    L.append("**Criteria, on what ran**")
-    L.append("")
-    for c in s["criteria"]:
-        L.append(f"* {c['text']}: {verdict(c['met'])}.")
-        L.extend("  " + x for x in criterion_notes(c))
+    L += _figure_and_criteria(s, f"seed 000 Table 7 on {s['device'].get('name') if s.get('device') else 'a GPU'}",
+                              figure, "**Criteria, on what ran**")
     L.append("")
     L.append(gpu_cost_line(s))
     return "\n".join(L)
+
+
+def _figure_and_criteria(s: dict, alt: str, figure: str, heading: str) -> list[str]:
+    """The figure, then the criteria under ``heading``: each with its verdict and its notes."""
+    L = ["", f"![{alt}]({figure})", "", heading, ""]
+    for c in s["criteria"]:
+        L.append(f"* {c['text']}: {verdict(c['met'])}.")
+        L.extend("  " + x for x in criterion_notes(c))
+    return L
+
 
 def markdown(s: dict, figure: str) -> str:
     L = []
@@ -128,14 +132,7 @@ def markdown(s: dict, figure: str) -> str:
         L.append(f"| {r['k']} | {r['layers']} | {_label(r)} | {r['steps']} | "
                  f"{fmt(r['final_test_mse'])} | {fmt(r['final_test_mse_f64'])} | {fmt(p)} | {fmt(b['zero'])} | "
                  f"{fmt(fit)} | {fmt(r['final_test_mse'] / fit) if fit else '–'} | {fmt(r['cpu_s'])} s |")
-    L.append("")
-    L.append(f"![seed 000 Table 7]({figure})")
-    L.append("")
-    L.append("**Pass criteria**")
-    L.append("")
-    for c in s["criteria"]:
-        L.append(f"* {c['text']}: {verdict(c['met'])}.")
-        L.extend("  " + x for x in criterion_notes(c))
+    L += _figure_and_criteria(s, "seed 000 Table 7", figure, "**Pass criteria**")
     st1, pa1 = runs.get("standard-k1"), runs.get("paper-k1")
     if st1 and pa1:
         L.append(f"* (not a criterion) k = 1, where the whole target is learned at this budget: {_std_name(st1)} / "
