@@ -24,7 +24,6 @@ binary fractions of the float64 values) with ``constructions.weights_io.save``, 
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -34,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyverify.cli import atomic_path, atomic_write_text, save_figure
+from polyverify.cli import atomic_path, atomic_write_text
 
 from . import jsonio
 from .modules import LayerStack, stack_from_layers
@@ -257,9 +256,8 @@ def train(cfg: ConstructionTaskConfig, out: str | Path | None = None, *, progres
 
 
 def plot_loss(hist, path, title=""):
-    import matplotlib
+    from .figures import save_closed  # sets the Agg backend
 
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -269,9 +267,7 @@ def plot_loss(hist, path, title=""):
     ax.set_xlabel("step")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=80)
-    plt.close(fig)
+    save_closed(fig, path, dpi=80)
 
 
 # ------------------------------------------------------------------ CLI

@@ -17,6 +17,23 @@ def _finite(xs, ys):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def finish_axes(ax, xlabel, ylabel, title="", *, title_size=10, legend_size=8):
+    """One panel's axis labels, a light grid, its legend and its title."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=legend_size)
+    ax.set_title(title, fontsize=title_size)
+
+
+def save_closed(fig, path, *, dpi=90) -> Path:
+    """``fig`` laid out tightly, written atomically to ``path`` (``save_figure``) and closed."""
+    fig.tight_layout()
+    save_figure(fig, path, dpi=dpi)
+    plt.close(fig)
+    return Path(path)
+
+
 def plot_curves(history, path, *, title=""):
     """Three panels against step: test MSE (and train loss), LR, cosine metric."""
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
@@ -36,10 +53,7 @@ def plot_curves(history, path, *, title=""):
         a.set_xlabel("step")
         a.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-    return Path(path)
+    return save_closed(fig, path)
 
 
 def plot_compare(runs: dict[str, list[dict]], path, *, title="", key="test_mse", x="step"):
@@ -47,12 +61,5 @@ def plot_compare(runs: dict[str, list[dict]], path, *, title="", key="test_mse",
     fig, ax = plt.subplots(figsize=(6, 4))
     for lab, h in runs.items():
         ax.semilogy(*_finite([r[x] for r in h], [r[key] for r in h]), label=lab)
-    ax.set_xlabel(x)
-    ax.set_ylabel(key)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-    return Path(path)
+    finish_axes(ax, x, key, title)
+    return save_closed(fig, path)

@@ -55,22 +55,13 @@ def ood_sweep(model, task: LSTask, sigmas=(0.25, 0.5, 1, 2, 4, 8, 16, 32), *, ba
 
 
 def plot_ood(rows, path, *, title=""):
-    import matplotlib
+    from .figures import finish_axes, save_closed  # sets the Agg backend
 
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     s = [r["sigma"] for r in rows]
     ax.loglog(s, [max(r["model_mse"], 1e-40) for r in rows], "o-", label="trained model, iterated")
     ax.loglog(s, [max(r["gd_mse"], 1e-40) for r in rows], "s--", label="exact GD, same iterations")
-    ax.set_xlabel("sigma (x_true ~ N(0, sigma^2))")
-    ax.set_ylabel("MSE of the fixed point")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    from polyverify.cli import save_figure
-
-    save_figure(fig, path)
-    plt.close(fig)
+    finish_axes(ax, "sigma (x_true ~ N(0, sigma^2))", "MSE of the fixed point", title, title_size=9)
+    save_closed(fig, path)

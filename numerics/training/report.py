@@ -21,9 +21,7 @@ from pathlib import Path
 from numerics.training import jsonio
 from polyverify.cli import Parser, UsageError, output_dir, run_main
 
-from polyverify.cli import save_figure
-
-from .figures import plot_compare
+from .figures import finish_axes, plot_compare, save_closed
 
 #: what every evaluation record of a history must hold for the tables
 REQUIRED = ("step", "test_mse")
@@ -165,10 +163,7 @@ def _main(argv) -> int:
                      title="explicit gradient task (N=20, D=5): recipe vs StepLR Adam")
     mul = {k: v for k, v in runs.items() if k.startswith(("mul_", "mulr_"))}
     if mul:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # the Agg backend: set by .figures
 
         fig, ax = plt.subplots(figsize=(6, 4.2))
         series = (("mul", "StepLR, float64, 3000 steps", "C0"), ("mulr", "recipe, float32, 5 min", "C1"))
@@ -180,15 +175,9 @@ def _main(argv) -> int:
                 if pts:
                     ax.semilogy([p[0] for p in pts], [p[1] for p in pts], mk, color=colour,
                                 label=f"{arch} ({what})")
-        ax.set_xlabel("layers")
-        ax.set_ylabel("best test MSE")
         ax.set_xticks([1, 2, 4])
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title("MULTIPLY (N=20, D=10)", fontsize=10)
-        fig.tight_layout()
-        save_figure(fig, a.docs / "training_multiply.png")
-        plt.close(fig)
+        finish_axes(ax, "layers", "best test MSE", "MULTIPLY (N=20, D=10)", legend_size=7)
+        save_closed(fig, a.docs / "training_multiply.png")
     print(table(runs, a.root))
     print()
     print(ratio_table(runs))

@@ -280,7 +280,7 @@ def test_roundoff_refuses(argv, msg, arena, monkeypatch, refused):
 @pytest.mark.parametrize("argv,msg", REPORT_CASES)
 def test_report_refuses(argv, msg, arena, monkeypatch, refused):
     monkeypatch.setattr(report, "plot_compare", _tripwire)
-    monkeypatch.setattr(report, "save_figure", _tripwire)
+    monkeypatch.setattr(report, "save_closed", _tripwire)
     refused(report.main, fill(argv, arena), arena, [msg])
     assert not (arena / "out").exists()
 
