@@ -124,38 +124,33 @@ def _iv(q: Fraction):
     return iv.mpf(q.numerator) / iv.mpf(q.denominator)
 
 
-def attention_enclosure(weights: dict, u, digits: int = 50) -> np.ndarray:
-    """Interval enclosures (``mpmath.iv``) of every entry of eq. (26) at the exact input ``u``."""
+def _eq26(weights: dict, u, context, num, exp, total) -> np.ndarray:
+    """Eq. (26) at the exact input ``u``, entry by entry in one number system: ``num`` takes a
+    Fraction into it, ``exp`` is its exponential and ``total`` the sum of a non-empty list, all
+    evaluated under ``context`` (its precision)."""
     u = np.asarray(u, dtype=object)
     n, d = u.shape
     w = check_weights(weights, n, d)
     S, V = _exact_parts(w, np.vectorize(exact, otypes=[object])(u))
     out = np.empty((n, d), dtype=object)
-    with _iv_digits(digits):
+    with context:
         for i in range(n):
             m = max(S[i, j] for j in range(i + 1))  # causal mask: keys j <= i
-            e = [iv.exp(_iv(S[i, j] - m)) for j in range(i + 1)]
-            Z = sum(e[1:], e[0])
+            e = [exp(num(S[i, j] - m)) for j in range(i + 1)]
+            Z = total(e)
             for c in range(d):
-                out[i, c] = sum((e[j] * _iv(V[j, c]) for j in range(1, i + 1)), e[0] * _iv(V[0, c])) / Z
+                out[i, c] = total([e[j] * num(V[j, c]) for j in range(i + 1)]) / Z
     return out
+
+
+def attention_enclosure(weights: dict, u, digits: int = 50) -> np.ndarray:
+    """Interval enclosures (``mpmath.iv``) of every entry of eq. (26) at the exact input ``u``."""
+    return _eq26(weights, u, _iv_digits(digits), _iv, iv.exp, lambda xs: sum(xs[1:], xs[0]))
 
 
 def attention_mp(weights: dict, u, digits: int = 50) -> np.ndarray:
     """Eq. (26) at the exact input ``u`` in ``mpmath.mpf`` with ``digits`` digits (for display)."""
-    u = np.asarray(u, dtype=object)
-    n, d = u.shape
-    w = check_weights(weights, n, d)
-    S, V = _exact_parts(w, np.vectorize(exact, otypes=[object])(u))
-    out = np.empty((n, d), dtype=object)
-    with mpmath.workdps(digits):
-        for i in range(n):
-            m = max(S[i, j] for j in range(i + 1))
-            e = [mpmath.exp(_mp(S[i, j] - m)) for j in range(i + 1)]
-            Z = mpmath.fsum(e)
-            for c in range(d):
-                out[i, c] = mpmath.fsum(e[j] * _mp(V[j, c]) for j in range(i + 1)) / Z
-    return out
+    return _eq26(weights, u, mpmath.workdps(digits), _mp, mpmath.exp, mpmath.fsum)
 
 
 def square(u) -> np.ndarray:
