@@ -271,6 +271,24 @@ def mark_not_proved(T: Tensors, table) -> None:
                 break
 
 
+def numbered_blocks(T: Tensors, key, path, what: str, hint: str) -> list[dict[str, str]]:
+    """The file's blocks in order, each ``{name within the block: key}``: the keys (not outside
+    the blocks) that fully match the regex ``key``, whose group 1 is the block's index (absent: a
+    single block, 0) and group 2 the name. None, or indices other than 0..n-1, is an
+    ImportRefused naming ``what`` (block, mixer) and ``hint`` (the keys looked for)."""
+    blocks: dict[int, dict[str, str]] = {}
+    for k in T.keys():
+        m = key.fullmatch(k)
+        if m and k not in T.outside:
+            blocks.setdefault(int(m[1]) if m[1] is not None else 0, {})[m[2]] = k
+    if not blocks:
+        T.check_all_read()  # names the first tensor that is not a block's
+        raise ImportRefused(f"{path}: no BaseConv {what} tensors ({hint})")
+    if sorted(blocks) != list(range(len(blocks))):
+        raise ImportRefused(f"{path}: {what} indices {sorted(blocks)} are not 0..{len(blocks) - 1}")
+    return [blocks[i] for i in range(len(blocks))]
+
+
 def describe_not_proved(not_proved: dict) -> str:
     """``what: name, name; what: name`` (every tensor named, grouped by what it is)."""
     groups: dict = {}

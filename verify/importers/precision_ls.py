@@ -50,7 +50,7 @@ import re
 from constructions.layers import BaseConv
 
 from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, config_from, load_tensors,
-                     mark_not_proved, repeat_rows, transpose)
+                     mark_not_proved, numbered_blocks, repeat_rows, transpose)
 from .convs import add_identity, conv1d_taps, long_taps
 
 NAME = "precision-ls"
@@ -89,16 +89,7 @@ def read(path, settings: dict) -> Imported:
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     T = Tensors(tensors, path)
     mark_not_proved(T, OUTSIDE)
-    blocks: dict[int, dict[str, str]] = {}
-    for k in T.keys():
-        m = _KEY.fullmatch(k)
-        if m and k not in T.outside:
-            blocks.setdefault(int(m[1]), {})[m[2]] = k
-    if not blocks:
-        T.check_all_read()  # names the first tensor that is not a block's
-        raise ImportRefused(f"{path}: no BaseConv block tensors ([...]{{i}}.seq_mixer.base_conv.*)")
-    if sorted(blocks) != list(range(len(blocks))):
-        raise ImportRefused(f"{path}: block indices {sorted(blocks)} are not 0..{len(blocks) - 1}")
+    blocks = numbered_blocks(T, _KEY, path, "block", "[...]{i}.seq_mixer.base_conv.*")
     if "causal" not in cfg:
         raise ImportRefused(f"{path}: the file does not say whether its convolutions are causal (precision-ls's "
                            f"'causal' setting); pass --config causal=true or --config causal=false")
@@ -106,8 +97,7 @@ def read(path, settings: dict) -> Imported:
     conventions = {"causal": {"value": causal, "from": src["causal"]}}
     layers, tokens = [], None
     inert_taps: dict = {}
-    for i in range(len(blocks)):
-        b = blocks[i]
+    for i, b in enumerate(blocks):
         if any(n.startswith("conv.pos_emb") or n.startswith("conv.mlp") for n in b):
             k = next(b[n] for n in b if n.startswith("conv."))
             raise ImportRefused(f"{path}: {k}: an implicit long convolution (its filter is an MLP of positional "

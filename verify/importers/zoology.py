@@ -39,7 +39,7 @@ import numpy as np
 from constructions.layers import BaseConv
 
 from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, config_from, eye, load_tensors,
-                     mark_not_proved, repeat_rows, transpose, zeros)
+                     mark_not_proved, numbered_blocks, repeat_rows, transpose, zeros)
 from .convs import add_identity, conv1d_taps, fft2t_taps, fit_convention
 
 NAME = "zoology"
@@ -90,24 +90,14 @@ def read(path, settings: dict) -> Imported:
     _check_use_act(cfg)
     T = Tensors(tensors, path)
     mark_not_proved(T, OUTSIDE)
-    mixers: dict[int, dict[str, str]] = {}
-    for k in T.keys():
-        m = _KEY.fullmatch(k)
-        if m and k not in T.outside:
-            mixers.setdefault(int(m[1]) if m[1] is not None else 0, {})[m[2]] = k
-    if not mixers:
-        T.check_all_read()
-        raise ImportRefused(f"{path}: no BaseConv mixer tensors ([...]{{i}}.sequence_mixer.projection.weight ...)")
-    if sorted(mixers) != list(range(len(mixers))):
-        raise ImportRefused(f"{path}: mixer indices {sorted(mixers)} are not 0..{len(mixers) - 1}")
+    mixers = numbered_blocks(T, _KEY, path, "mixer", "[...]{i}.sequence_mixer.projection.weight ...")
     conventions = {"use_act": {"value": False, "from": src.get("use_act", "default of zoology (use_act=False)")},
                    "convolution": {"value": "causal",
                                    "from": "zoology: Conv1d padding K-1 / FFT of size 2T, the filter not cut to T "
                                            "(convs.py)"}}
     layers, tokens = [], None
     modes, wrapped, inert_taps = [], [], {}
-    for i in range(len(mixers)):
-        b = mixers[i]
+    for i, b in enumerate(mixers):
         if f"{PROJECTION[0]}.weight" not in b:
             raise ImportRefused(f"{path}: mixer {i} lacks projection.weight")
         if any(n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER) for n in b):
