@@ -62,15 +62,35 @@ def _params(eta, lam, sqrt_eta, sqrt_lam, need_sqrt_lam):
     return sqrt_eta, lam
 
 
-# ------------------------------------------------------------------------ LSA
-
-class GDLSA(Construction):
-    def step(self, v):
-        r, l = self.params["sqrt_eta"], self.params["sqrt_lam"]
-        return gd_step(v, r * r, l * l)
+class _AttentionGD(Construction):
+    """What gd-lsa and gd-elsa share: no prologue (the input state is the state), the query u
+    and the iterate w as columns, and the prediction u^T w in the region ``PRED``."""
+    PRED = "pred"
 
     def input_state(self, v):
         return self.state(v)
+
+    def _put_query_and_iterate(self, H, v):
+        self.layout.put(H, "u", np.asarray(v["q"])[..., :, None])
+        self.layout.put(H, "w", np.asarray(v["x"])[..., :, None])
+        return H
+
+    def final_state(self, v):
+        H = self.state(v)
+        self.layout.put(H, self.PRED, dot(v["q"], v["x"]))
+        return H
+
+    def readout(self, state):
+        lay = self.layout
+        return {"x": lay.get(state, "w")[..., :, 0], "prediction": lay.get(state, self.PRED)[..., 0, 0]}
+
+
+# ------------------------------------------------------------------------ LSA
+
+class GDLSA(_AttentionGD):
+    def step(self, v):
+        r, l = self.params["sqrt_eta"], self.params["sqrt_lam"]
+        return gd_step(v, r * r, l * l)
 
     def state(self, v):
         n, d = self.variables["A"]
@@ -82,18 +102,7 @@ class GDLSA(Construction):
         lay.put(H, "one", 1)
         for j in range(d):
             H[(...,) + (j, lay.cols("lamI")[j])] = r * l
-        lay.put(H, "u", np.asarray(v["q"])[..., :, None])
-        lay.put(H, "w", np.asarray(v["x"])[..., :, None])
-        return H
-
-    def final_state(self, v):
-        H = self.state(v)
-        self.layout.put(H, "pred", dot(v["q"], v["x"]))
-        return H
-
-    def readout(self, state):
-        lay = self.layout
-        return {"x": lay.get(state, "w")[..., :, 0], "prediction": lay.get(state, "pred")[..., 0, 0]}
+        return self._put_query_and_iterate(H, v)
 
 
 def gd_lsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None, sqrt_lam=None) -> GDLSA:
@@ -133,13 +142,12 @@ def gd_lsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None, sqrt_l
 
 # ------------------------------------------------------------------------ ELSA
 
-class GDELSA(Construction):
+class GDELSA(_AttentionGD):
+    PRED = "z"
+
     def step(self, v):
         r, lam = self.params["sqrt_eta"], self.params["lam"]
         return gd_step(v, r * r, lam)
-
-    def input_state(self, v):
-        return self.state(v)
 
     def state(self, v):
         n, d = self.variables["A"]
@@ -151,18 +159,7 @@ class GDELSA(Construction):
         for j in range(d):
             H[(...,) + (j, lay.cols("lamI")[j])] = lam
             H[(...,) + (j, lay.cols("etaI")[j])] = r
-        lay.put(H, "u", np.asarray(v["q"])[..., :, None])
-        lay.put(H, "w", np.asarray(v["x"])[..., :, None])
-        return H
-
-    def final_state(self, v):
-        H = self.state(v)
-        self.layout.put(H, "z", dot(v["q"], v["x"]))
-        return H
-
-    def readout(self, state):
-        lay = self.layout
-        return {"x": lay.get(state, "w")[..., :, 0], "prediction": lay.get(state, "z")[..., 0, 0]}
+        return self._put_query_and_iterate(H, v)
 
 
 def gd_elsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None) -> GDELSA:
