@@ -426,17 +426,11 @@ def test_a_full_layout_proves_the_whole_specification(tmp_path):
 def test_a_failure_at_layer_0_says_a_layout_may_be_missing(tmp_path):
     """The notebook's channels permuted, read with the default layout: FAILED at stack layer 0,
     and the report says a --layout may be missing."""
+    from tests.verify.channel_order import permute_channels
     from tests.verify.import_files import precision_ls_notebook, save_pt
 
     perm = [5, 6, 7, 8, 0, 1, 2, 3, 4]
-    out_sd = {}
-    for k, v in precision_ls_notebook(2, 4, 0.1, 1).items():
-        if k.endswith("proj.weight") or k.endswith("projection.weight"):
-            v = v[perm][:, perm]
-        elif v.ndim >= 1 and v.shape[0] == len(perm):
-            v = v[perm]
-        out_sd[k] = v
-    save_pt(tmp_path / "p.pt", out_sd, {"causal": True})
+    save_pt(tmp_path / "p.pt", permute_channels(precision_ls_notebook(2, 4, 0.1, 1), perm), {"causal": True})
     out = io.StringIO()
     rc = main(["import", str(tmp_path / "p.pt"), "--from", "precision-ls", "--spec", "prefix-coupled", "--no-search",
                "--json", str(tmp_path / "r.json")], out=out)

@@ -16,6 +16,7 @@ import pytest
 
 from verify.construct import main
 
+from tests.verify.channel_order import permute_channels
 from tests.verify.import_files import (icl_gd_create_weights, precision_ls_notebook, save_pt, zoology_mixer)
 
 torch = pytest.importorskip("torch", reason="precision-ls files are torch state_dicts")
@@ -210,16 +211,8 @@ def test_polyverify_file_round_trip(tmp_path):
 def test_layout_json_with_a_channel_permutation(tmp_path):
     """The notebook's channels in another order, described by a --layout file: same verdicts."""
     perm = [5, 6, 7, 8, 0, 1, 2, 3, 4]  # new channel j holds old channel perm[j]
-    sd = precision_ls_notebook(D, N, 0.1, 2)
     inv = np.argsort(perm)
-    out = {}
-    for k, v in sd.items():
-        if k.endswith("proj.weight") or k.endswith("projection.weight"):
-            v = v[perm][:, perm]
-        elif v.ndim >= 1 and v.shape[0] == len(perm):
-            v = v[perm]
-        out[k] = v
-    save_pt(tmp_path / "p.pt", out, {"causal": True})
+    save_pt(tmp_path / "p.pt", permute_channels(precision_ls_notebook(D, N, 0.1, 2), perm), {"causal": True})
     old = {"a": [0, 1], "b": [2], "x": [3, 4], "s1": [5, 6], "s2": [7, 8]}
     layout = {"format": "polyverify-layout/1", "tokens": list(range(N)),
               "channels": {r: [int(inv[c]) for c in cs] for r, cs in old.items()},
