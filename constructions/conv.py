@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .running_sums import prefix_sums
 from .ops import (_array_module, _is_one, _is_zero, _pattern_of, is_object, is_torch, nonzero_pattern, torch,
                   tree_sum, zeros_like_object)
 
@@ -323,13 +324,15 @@ def _conv_lag0(v, h, out, cols, NV, need):
 
 
 def _conv_prefix(v, w, out, c, nz, need):
-    """A causal channel whose taps all equal ``w``: prefix sums of its nonzero entries
-    (``numpy.add.accumulate``: one sum per nonzero entry), each scaled by ``w`` once; a token
-    after a zero entry shares the previous token's value."""
+    """A causal channel whose taps all equal ``w``: prefix sums of its nonzero entries, each
+    scaled by ``w`` first (``constructions.running_sums.prefix_sums``: ``numpy.add.accumulate``,
+    or for polynomials a shared chain, N terms for the N sums); a token after a zero entry shares
+    the previous token's value."""
     rows = np.flatnonzero(nz)
-    run = np.add.accumulate(v[rows, c])
-    if not _is_one(w):
-        run = np.multiply(w, run)
+    terms = v[rows, c]
+    if not _is_one(w):  # w (x_0 + ... + x_t) as w x_0 + ... + w x_t: the sums of a chain stay shared
+        terms = np.multiply(w, terms)
+    run = prefix_sums(terms)
     T = v.shape[0]
     last = np.searchsorted(rows, np.arange(T), side="right") - 1  # the last nonzero entry <= t
     ts = np.flatnonzero(last >= 0 if need is None else (last >= 0) & need)

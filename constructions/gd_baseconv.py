@@ -40,6 +40,7 @@ import numpy as np
 
 from .base import Construction, PartialState, batch_ndim, exact, new_state
 from .layout import ChannelAllocator
+from .running_sums import prefix_sums
 from .lsq import LS_GROUPS, LS_VARIABLES, dot, gd_step, matvec
 from .weights import BaseConvBuilder
 
@@ -229,11 +230,12 @@ class GDBaseConvCausal(_LSBaseConv):
 
 
 def _prefix(M):
+    """Exact prefix sums over tokens (axis 0) of an (n, k) object array, column by column
+    (``constructions.running_sums.prefix_sums``: for polynomials a shared chain per column, n
+    terms for its n sums rather than n^2 / 2)."""
     out = np.empty(M.shape, dtype=object)
-    acc = None
-    for i in range(M.shape[0]):
-        acc = M[i] if acc is None else acc + M[i]
-        out[i] = acc
+    for j in range(M.shape[1]):
+        out[:, j] = prefix_sums(M[:, j])
     return out
 
 

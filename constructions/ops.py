@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .running_sums import RunningSum, running_sums_made
+
 if TYPE_CHECKING:  # constructions/sparse.py builds on this module; mm looks it up when called
     from .sparse import SparseMatrix
 
@@ -85,13 +87,20 @@ def nonzero_pattern(M: np.ndarray) -> np.ndarray:
     exact scalar type here (int, Fraction, fmpq, fmpq_mpoly and its wrapper, sympy numbers and
     ring elements, mpmath, gmpy2) the truth value is "not zero"; a type without a truth test
     counts as nonzero, which only costs work (the exact operations never skip an entry the mask
-    calls nonzero).  Entry by entry ``!= 0`` for a type whose truth test raises."""
+    calls nonzero).  A :class:`~constructions.running_sums.RunningSum` (a prefix sum held as a
+    chain) counts as nonzero without forming its value.  Entry by entry ``!= 0`` for a type whose
+    truth test raises."""
     M = np.asarray(M, dtype=object)
     flat = M.ravel()
     cand = np.flatnonzero(addresses(flat) != _ZERO_ADDRESS)
     out = np.zeros(flat.shape, dtype=bool)
     if cand.size:
         vals = flat[cand]
+        lazy = (np.fromiter((type(v) is RunningSum for v in vals), dtype=bool, count=vals.size)
+                if running_sums_made() else None)
+        if lazy is not None and lazy.any():  # a running sum is a candidate nonzero: its value is not formed for this
+            out[cand[lazy]] = True
+            cand, vals = cand[~lazy], vals[~lazy]
         try:
             out[cand] = vals.astype(bool)
         except (TypeError, ValueError):  # e.g. a sympy relation: its truth value is undecided
@@ -214,7 +223,10 @@ def _mm_columns(X, NX, n, columns):
     def ones(r):  # which entries of column r of X are the structural one
         hit = x_one.get(r)
         if hit is None:
-            hit = x_one[r] = np.equal(X[:, r], 1, dtype=bool) & NX[:, r]
+            hit = NX[:, r].copy()  # compared with 1 only where nonzero
+            if hit.any():
+                hit[hit] = np.equal(X[hit, r], 1, dtype=bool)
+            x_one[r] = hit
         return hit
 
     for j, rs, ys in columns:
@@ -326,7 +338,9 @@ def _entrywise_exact(X, Y, ufunc, *, keep_single: bool, nx=None, ny=None):
         out[only] = Y[only]
     else:
         for one, other in ((X, Y), (Y, X)):
-            hit = both & np.equal(one, 1, dtype=bool)
+            hit = both.copy()  # compared with 1 only where both are nonzero (and not settled yet)
+            if hit.any():
+                hit[hit] = np.equal(one[hit], 1, dtype=bool)
             out[hit] = other[hit]
             both &= ~hit
     idx = np.flatnonzero(both)

@@ -117,17 +117,36 @@ def symbolic_cover(con: Construction, layers: dict, params: tuple[str, ...], nge
             if A.keys() != B.keys():
                 return f"{where}: arrays {sorted(A)} against {sorted(B)}"
             for name in A:
-                X, Y = np.asarray(A[name], dtype=object), np.asarray(B[name], dtype=object)
-                if X.shape != Y.shape:
-                    return f"{where} {name}: shape {X.shape} against {Y.shape}"
-                for flat in np.flatnonzero(ops.addresses(X) != ops.addresses(Y)).tolist():
-                    ix = np.unravel_index(flat, X.shape)
-                    x, y = _exact_value(X[ix], positions), _exact_value(Y[ix], {})
+                if tuple(np.shape(A[name])) != tuple(np.shape(B[name])):
+                    return f"{where} {name}: shape {np.shape(A[name])} against {np.shape(B[name])}"
+                for ix, X, Y in _weight_pairs(A[name], B[name]):
+                    x, y = _exact_value(X, positions), _exact_value(Y, {})
                     if x is None or y is None or x != y:
                         entry = ",".join(str(int(i)) for i in ix)
-                        return (f"{where} {name}[{entry}]: {x if x is not None else X[ix]} at the concrete "
-                                f"parameters, the construction's own {y if y is not None else Y[ix]}")
+                        return (f"{where} {name}[{entry}]: {x if x is not None else X} at the concrete "
+                                f"parameters, the construction's own {y if y is not None else Y}")
     return None
+
+
+def _weight_pairs(a, b):
+    """``(index, a's entry, b's entry)`` wherever two weights of one shape may differ: entries that
+    are not the same object (dense), or, where either weight is sparse
+    (``constructions.sparse.SparseMatrix``), every position either stores (the others are 0 in
+    both), read from the entries without forming a dense array."""
+    from constructions.sparse import SparseMatrix
+
+    if isinstance(a, SparseMatrix) or isinstance(b, SparseMatrix):
+        ea, eb = ({(i, j): v for i, j, v in (w if isinstance(w, SparseMatrix) else SparseMatrix.from_dense(w)).entries()}
+                  for w in (a, b))
+        for ix in sorted(ea.keys() | eb.keys()):
+            x, y = ea.get(ix, 0), eb.get(ix, 0)
+            if x is not y:
+                yield ix, x, y
+        return
+    X, Y = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+    for flat in np.flatnonzero(ops.addresses(X) != ops.addresses(Y)).tolist():
+        ix = np.unravel_index(flat, X.shape)
+        yield ix, X[ix], Y[ix]
 
 
 #: what :func:`specification_cover` compares, in this order (``docs``: the symbolic proof's cover)

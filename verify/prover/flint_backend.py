@@ -30,6 +30,7 @@ import numpy as np
 
 from constructions.layers import Layer
 from constructions.ops import nonzero_pattern
+from constructions.running_sums import RunningSum, lazy_sums_for
 from .rings import exact_float
 
 
@@ -191,6 +192,10 @@ class FPoly:
         return f"FPoly({self.p})"
 
 
+#: prefix sums of flint polynomials are held as shared chains (constructions/running_sums.py)
+lazy_sums_for(flint.fmpq_mpoly, FPoly)
+
+
 def _size(x) -> int:
     return len(x) if isinstance(x, flint.fmpq_mpoly) else 1
 
@@ -293,9 +298,13 @@ class FlintRing:
         self.n = len(self.gens)
         self._layers: dict[int, Layer] = {}
         self._patterns: dict[int, tuple] = {}
+        self._chains: dict[int, tuple] = {}
 
     def scalar(self, x):
-        """One exact scalar or sympy ring element in flint (structural zeros stay the int 0)."""
+        """One exact scalar or sympy ring element in flint (structural zeros stay the int 0; a
+        running sum stays a chain, its terms converted: :meth:`chain`)."""
+        if type(x) is RunningSum:
+            return self.chain(x)
         if isinstance(x, FPoly):
             x = x.p
         if isinstance(x, (flint.fmpq_mpoly, flint.fmpq)):
@@ -307,6 +316,20 @@ class FlintRing:
                 return 0
             return self.ctx.from_dict({m: fq(c) for m, c in x.items()})
         return fq(x)
+
+    def chain(self, node: RunningSum) -> RunningSum:
+        """A prefix-sum chain with its terms in flint, node for node: a node converted before (in
+        this ring) is reused, so the chains of a state's tokens stay one chain (N terms for N
+        sums).  The memo holds each source node with its copy, so no id is reused while it is kept."""
+        todo, n = [], node
+        while n is not None and id(n) not in self._chains:
+            todo.append(n)
+            n = n.prev
+        prev = None if n is None else self._chains[id(n)][1]
+        for n in reversed(todo):
+            prev = RunningSum(prev, self.scalar(n.term))
+            self._chains[id(n)] = (n, prev)
+        return self._chains[id(node)][1]
 
     def array(self, A) -> np.ndarray:
         """An object array in flint; zeros become the int 0 (the structural zeros the exact
@@ -342,6 +365,8 @@ class FlintRing:
 
     def to_sympy(self, p):
         """A flint polynomial (or scalar) as an element of the sympy ring ``R``."""
+        if type(p) is RunningSum:
+            p = p.value()
         R = self.R
         if isinstance(p, flint.fmpq_mpoly):
             dom = R.domain
