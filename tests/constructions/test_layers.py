@@ -101,12 +101,6 @@ def baseconv_eq19(L, u):
 
 
 @given(case=baseconv_case())
-def test_baseconv_forward_equals_eq19(case):
-    L, u = case
-    assert F(L.forward(u)) == baseconv_eq19(L, u)
-
-
-@given(case=baseconv_case())
 def test_baseconv_float_and_torch_forward_match_exact_on_dyadics(case):
     L, u = case
     # round everything to multiples of 1/4 so float64 is exact on these sizes
@@ -152,12 +146,6 @@ def lsa_formula(L, H):
     return ladd(H, out) if L.residual else out
 
 
-@given(case=lsa_case())
-def test_lsa_equals_sum_over_heads(case):
-    L, H = case
-    assert F(L.forward(H)) == lsa_formula(L, H)
-
-
 # ----------------------------------------------------------------------------- token LSA
 
 def token_lsa_formula(L, E):
@@ -190,12 +178,6 @@ def token_case(draw, exclude_last=None):
              for _ in range(draw(st.integers(1, 2)))]
     ex = draw(st.booleans()) if exclude_last is None else exclude_last
     return TokenLSA(heads, exclude_last=ex, residual=draw(st.booleans())), draw(mat(T, m, small_int))
-
-
-@given(case=token_case())
-def test_token_lsa_equals_seed004_token_formula(case):
-    L, E = case
-    assert F(L.forward(E)) == token_lsa_formula(L, E)
 
 
 @given(case=token_case(exclude_last=False))
@@ -271,12 +253,6 @@ def elsa_formula(L, H):
     return ladd(H, P) if L.residual else P
 
 
-@given(case=elsa_case())
-def test_elsa_equals_eq16_stagewise(case):
-    L, H = case
-    assert F(L.forward(H)) == elsa_formula(L, H)
-
-
 @given(case=elsa_case(zero_bias=True))
 def test_elsa_with_zero_biases_reduces_to_lsa(case):
     L, H = case
@@ -294,6 +270,20 @@ def test_elsa_bias_alone_outputs_a_constant():
     L = ELSA([[ELSAHead(z, one, z, one, z, C)]], residual=False)
     for h in (Fraction(0), Fraction(5)):
         assert F(L.forward(np.array([[h]], dtype=object))) == [[Fraction(7, 3)]]
+
+
+# ----------------------------------------------------------------------------- every kind against its formula
+
+@pytest.mark.parametrize("cases,formula", [
+    pytest.param(baseconv_case(), baseconv_eq19, id="baseconv-eq19"),
+    pytest.param(lsa_case(), lsa_formula, id="lsa-sum-over-heads"),
+    pytest.param(token_case(), token_lsa_formula, id="token-lsa-seed004"),
+    pytest.param(elsa_case(), elsa_formula, id="elsa-eq16-stagewise"),
+])
+@given(data=st.data())
+def test_forward_equals_the_papers_formula(cases, formula, data):
+    L, X = data.draw(cases, label="layer, input")
+    assert F(L.forward(X)) == formula(L, X)
 
 
 # ----------------------------------------------------------------------------- arrays / map / layer_from_arrays
