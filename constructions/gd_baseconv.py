@@ -76,6 +76,21 @@ class _LSBaseConv(Construction):
                 "prediction": state[..., n, self.layout["y"].cols[0]]}
 
 
+def body_intermediate_states(con, v, r) -> list:
+    """The states after body layers 1 and 2 of a ``gd-baseconv`` step (and of ``prefix-coupled``'s,
+    the same layers) given the residuals ``r`` (.., n): ``r_i 1^D`` (eq. (46)), then ``r_i a_i``, in
+    ``s2`` at the data tokens; the scratch ``s1`` is not declared."""
+    n = con.variables["A"][0]
+    A = np.asarray(v["A"])
+    s2 = (slice(0, n), slice(*con.layout["s2"].cols))
+    after1, after2 = con.state(v), con.state(v)
+    after1[(...,) + s2] = r[..., :, None]
+    after2[(...,) + s2] = r[..., :, None] * A
+    declared = ("a", "b", "x", "s2", "q", "y")
+    return [PartialState.on_regions(con.layout, after1, declared),
+            PartialState.on_regions(con.layout, after2, declared), None]
+
+
 def _check_args(n, d, eta):
     """Validate sizes; return eta as an exact rational (or the symbol passed in)."""
     if n < 1 or d < 1:
@@ -98,16 +113,8 @@ class GDBaseConv(_LSBaseConv):
     def intermediate_states(self, v, section):
         if section != "body":
             return None
-        n, d = self.variables["A"]
-        A = np.asarray(v["A"])
-        r = matvec(A, v["x"]) - np.asarray(v["b"])  # residual a_i^T x - b_i, (.., n)
-        s2 = (slice(0, n), slice(*self.layout["s2"].cols))
-        after1, after2 = self.state(v), self.state(v)
-        after1[(...,) + s2] = r[..., :, None]  # eq. (46): (x^T a_i - b_i) 1^D
-        after2[(...,) + s2] = r[..., :, None] * A  # (x^T a_i - b_i) a_i
-        declared = ("a", "b", "x", "s2", "q", "y")  # s1 is scratch
-        return [PartialState.on_regions(self.layout, after1, declared),
-                PartialState.on_regions(self.layout, after2, declared), None]
+        r = matvec(np.asarray(v["A"]), v["x"]) - np.asarray(v["b"])  # residual a_i^T x - b_i, (.., n)
+        return body_intermediate_states(self, v, r)
 
 
 def gd_baseconv(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConv:

@@ -27,8 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from constructions.base import Construction, PartialState, batch_ndim, exact, new_state
-from constructions.gd_baseconv import gd_baseconv
+from constructions.base import Construction, batch_ndim, exact, new_state
+from constructions.gd_baseconv import body_intermediate_states, gd_baseconv
 from constructions.lsq import dot
 
 from . import CatalogueEntry, register
@@ -89,16 +89,7 @@ class PrefixCoupled(Construction):
     def intermediate_states(self, v, section):
         if section != "body":
             return None
-        n, d = self.variables["A"]
-        A = np.asarray(v["A"])
-        r = self._residuals(v)
-        s2 = (slice(0, n), slice(*self.layout["s2"].cols))
-        after1, after2 = self.state(v), self.state(v)
-        after1[(...,) + s2] = r[..., :, None]
-        after2[(...,) + s2] = r[..., :, None] * A
-        declared = ("a", "b", "x", "s2", "q", "y")
-        return [PartialState.on_regions(self.layout, after1, declared),
-                PartialState.on_regions(self.layout, after2, declared), None]
+        return body_intermediate_states(self, v, self._residuals(v))
 
     def readout(self, state):
         n = self.variables["A"][0]
