@@ -29,6 +29,7 @@ import flint
 import numpy as np
 
 from constructions.layers import Layer
+from constructions import ops
 from constructions.ops import nonzero_pattern
 from constructions.running_sums import RunningSum, lazy_sums_for
 from .rings import exact_float
@@ -250,6 +251,7 @@ def _to_flint(xs: np.ndarray, scalar) -> np.ndarray:
 
 
 _AS_IS = {flint.fmpq_mpoly, flint.fmpq, int}  # exactly these types (a bool is not an int here)
+_ZERO_ID = id(0)  # CPython's one int 0: the structural zero
 _unwrap = operator.attrgetter("p")
 
 
@@ -335,10 +337,15 @@ class FlintRing:
         """An object array in flint; zeros become the int 0 (the structural zeros the exact
         operations skip), found by numpy's elementwise comparison rather than a Python loop."""
         A = np.asarray(A, dtype=object)
-        out = np.zeros(A.shape, dtype=object)
         nz = nonzero_pattern(A)
-        if nz.any():
-            out[nz] = _to_flint(A[nz], self.scalar)
+        vals = A[nz]
+        conv = _to_flint(vals, self.scalar) if vals.size else vals
+        if conv is vals and bool((ops.addresses(A)[~nz] == _ZERO_ID).all()):
+            out = A  # flint values, ints and the int 0 already: the array as it is (no copy)
+        else:
+            out = np.zeros(A.shape, dtype=object)
+            if vals.size:
+                out[nz] = conv
         if out.ndim == 2:  # a weight: its pattern is asked for again when the layer is planned
             self._patterns[id(out)] = (out, nz)
         return out
