@@ -153,6 +153,11 @@ def main(argv=None) -> int:
     runs.append(("Exact proofs of the GD architectures (flint vs sympy)",
                  run([py, "bench/bench_proof.py", "--sizes", sizes, "--sympy-up-to", "20", "--catalogue"],
                      a.timeout)))
+    if not a.quick:
+        runs.append(("Exact proofs of the GD architectures at 256x64 (against 64x16; exact and randomized)",
+                     run([py, "bench/bench_proof.py", "--sizes", "64x16,256x64", "--archs",
+                          "baseconv,baseconv-causal,lsa,elsa", "--paired-up-to", "0", "--sympy-up-to", "0",
+                          "--full-up-to", "0"], a.timeout)))
     runs.append(("Compiler: 1,000-gate placed circuit, baseconv vs baseconv-mlp",
                  run([py, "bench/bench_compiler.py"] + (["--gates", "200", "--repeat", "1"] if a.quick else []),
                      a.timeout)))
