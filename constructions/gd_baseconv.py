@@ -184,7 +184,7 @@ class GDBaseConvCausal(_LSBaseConv):
         A = np.asarray(v["A"])
         lay = self.layout
         if A.dtype == object:
-            ba_c, aa_c = self._exact_prefix_sums(v, d)
+            ba_c, aa_c = self._exact_prefix_sums(v, d)[0]
         else:
             ba, aa = self._products(v, d)
             ba_c, aa_c = np.cumsum(ba, axis=-2), np.cumsum(aa, axis=-2)
@@ -194,23 +194,28 @@ class GDBaseConvCausal(_LSBaseConv):
         S[(...,) + (n, slice(*lay["Saa"].cols))] = aa_c[..., -1, :]
 
     def _exact_prefix_sums(self, v, d):
-        """The exact prefix sums, computed once per (A, b): ``state(v)``, ``state(step(v))`` and
-        ``final_state(v)`` of one proof share A and b (a GD step changes x only), and the sums
-        are the specification's O(N^2 D^2)-term part.  The memo's key is the identity of every
-        entry of A and b (the object arrays' pointer bytes); the memo holds copies of both
-        arrays, so those entries stay alive and no address is reused while the key is kept.
-        Entries are immutable scalars (ints, Fractions, ring elements), so equal keys mean equal
-        inputs and equal sums."""
+        """The exact per-token products and their prefix sums, computed once per (A, b):
+        ``state(v)``, ``state(step(v))``, ``final_state(v)`` and the declared intermediate state
+        of one proof share A and b (a GD step changes x only), and so do the specifications of
+        one construction built at other parameters (the step size enters neither: the prover's
+        symbolic build and the construction itself read the same objects).  The memo (the
+        last two inputs, module-wide: a proof's variables and its abstract evaluation's) is keyed by the identity of every entry of A and b (the object
+        arrays' pointer bytes) and holds copies of both arrays, so those entries stay alive and
+        no address is reused while the key is kept.  Entries are immutable scalars (ints,
+        Fractions, ring elements), so equal keys mean equal inputs, products and sums.
+        Returns ``(sums, products)``, each ``(b_i a_i, flt(a_i a_i^T))``."""
         A = np.asarray(v["A"], dtype=object)
         b = np.asarray(v["b"], dtype=object)
         key = (A.shape, b.shape, A.tobytes(), b.tobytes())
-        memo = self.__dict__.get("_prefix_memo")
-        if memo is not None and memo[0] == key:
-            return memo[2]
+        hit = _PREFIX_MEMO.get(key)
+        if hit is not None:
+            return hit[1]
         ba, aa = self._products(v, d)
-        sums = (_prefix(ba), _prefix(aa))
-        self.__dict__["_prefix_memo"] = (key, (A.copy(), b.copy()), sums)
-        return sums
+        out = ((_prefix(ba), _prefix(aa)), (ba, aa))
+        while len(_PREFIX_MEMO) >= _PREFIX_MEMO_SIZE:
+            del _PREFIX_MEMO[next(iter(_PREFIX_MEMO))]  # the oldest
+        _PREFIX_MEMO[key] = ((A.copy(), b.copy()), out)
+        return out
 
     def input_state(self, v):
         S, n, d, nb = self._base_state(v)
@@ -228,12 +233,18 @@ class GDBaseConvCausal(_LSBaseConv):
             return None
         n, d = self.variables["A"]
         S = self.input_state(v)
-        ba, aa = self._products(v, d)
+        exact = np.asarray(v["A"]).dtype == object
+        ba, aa = self._exact_prefix_sums(v, d)[1] if exact else self._products(v, d)
         S[(...,) + (slice(0, n), slice(*self.layout["Sba"].cols))] = ba
         S[(...,) + (slice(0, n), slice(*self.layout["Saa"].cols))] = aa
         declared = ("a", "b", "x", "q", "y", "Sba", "Saa")  # G, P are scratch
         return [PartialState.on_regions(self.layout, S, declared), None]
 
+
+
+#: the exact products and prefix sums of the last inputs (``GDBaseConvCausal._exact_prefix_sums``)
+_PREFIX_MEMO: dict = {}
+_PREFIX_MEMO_SIZE = 2
 
 
 def _prefix(M):

@@ -173,7 +173,7 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     specification none can compute is reported as differing (so the caller proves ``con`` at
     its concrete values).
 
-    ``memo``: ``(flint context, encoding, outputs)`` from the grouped proof just run
+    ``memo``: ``(flint context, encoding, outputs[, variables])`` from the grouped proof just run
     (:func:`grouped_proof`: the symbolic build's ``input_state(v)``, ``state(v)``, ``step(v)``,
     ``state(step(v))``, ``final_state(v)``, computed by ``con.rebuild`` on the parameter
     generators and the grouped variables of that context); used for the symbolic side only in
@@ -189,7 +189,10 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
             if setup is None:
                 continue
             v, pgens, ar, sub = setup
-            reuse = memo[2] if route == "grouped" and memo is not None and memo[0] is ar.ctx else None
+            same = route == "grouped" and memo is not None and memo[0] is ar.ctx
+            reuse = memo[2] if same else None
+            if same and len(memo) > 3:  # the proof's own variables (the same generators, the same
+                v = memo[3]             # objects: what the two builds share is computed once)
             d = _spec_compare(_spec_outputs(con, v, con), _spec_outputs(con.rebuild(**pgens), v, con, reuse), ar, sub)
             if d is None or route != "grouped":
                 return d

@@ -275,7 +275,7 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
             keep["grouped"] = f"not used: {type(e).__name__}"
         return None
     if keep is not None and params and sections is None:
-        keep["spec"] = (gp.ctx, encoding, record)
+        keep["spec"] = (gp.ctx, encoding, record, fv)
     result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
                    f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; "
                    f"verify/prover/token_groups.py)")
