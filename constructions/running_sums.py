@@ -97,21 +97,19 @@ class RunningSum:
     def __rsub__(self, o):
         return _value(o) - self.value()
 
+    def _structural(self, o):
+        """``self * o`` where ``o`` is the int 1 (the node) or 0 (zero); else None."""
+        if type(o) is int and o in (0, 1):
+            return self if o == 1 else 0
+        return None
+
     def __mul__(self, o):
-        if type(o) is int:
-            if o == 1:
-                return self
-            if o == 0:
-                return 0
-        return self.value() * _value(o)
+        hit = self._structural(o)
+        return self.value() * _value(o) if hit is None else hit
 
     def __rmul__(self, o):
-        if type(o) is int:
-            if o == 1:
-                return self
-            if o == 0:
-                return 0
-        return _value(o) * self.value()
+        hit = self._structural(o)
+        return _value(o) * self.value() if hit is None else hit
 
     def __truediv__(self, o):
         return self.value() / _value(o)
