@@ -11,6 +11,7 @@ from numerics.experiments import EXPERIMENTS, load
 from numerics.experiments import seed000_table7 as t7
 from numerics.experiments import seed002_ntk as s2
 from numerics.experiments import seed004_table1 as s4
+from numerics.experiments import seed004_table1_report as r4
 from numerics.experiments.__main__ import main
 
 
@@ -128,29 +129,29 @@ def test_seed004_baseline_misses_are_weighed_against_the_sampling_noise():
     s["criteria"] = s4.criteria(s)
     miss = s["criteria"][0]["misses"]
     assert len(miss) == 1 and miss[0]["z_diff"] == pytest.approx(1.5)
-    text = s4._miss_noise_sentence(miss)
+    text = r4._miss_noise_sentence(miss)
     assert "Each miss is at most 1.5 standard errors of the difference" in text and "consistent with sampling noise" in text
     s["baselines"]["3"]["tunedrr"]["se"] = p * 0.12 / (2 ** 0.5 * 3)  # z = 3
-    assert "beyond sampling noise for at least one" in s4._miss_noise_sentence(s4.criteria(s)[0]["misses"])
-    assert s4._miss_noise_sentence([]) == ""
+    assert "beyond sampling noise for at least one" in r4._miss_noise_sentence(s4.criteria(s)[0]["misses"])
+    assert r4._miss_noise_sentence([]) == ""
 
 
 def test_seed004_depth_paragraph_reads_the_numbers():
     """The depth-at-sigma_max-5 paragraph: GD++'s plateau and Diag/Full's fall are computed from the
     results (and the paragraph is absent until two depths past L = 3 exist)."""
     s = fake_s4_summary(0.4, 0.45)
-    assert s4._depth_paragraph(s) == []
+    assert r4._depth_paragraph(s) == []
     for v, vals in {"gdpp": [0.38, 0.381, 0.383], "diag": [0.09, 0.06, 0.05], "full": [0.08, 0.085, 0.06]}.items():
         s["models"][v]["3"]["5"]["steps"] = 2000
         for L, x in zip((4, 5, 6), vals):
             s["models"][v][str(L)] = {"5": {"adjusted": x, "steps": 2000}}
-    text = "\n".join(s4._depth_paragraph(s))
+    text = "\n".join(r4._depth_paragraph(s))
     assert "| GD++ | 0.9 / 0.907 | 0.3 / 0.344 | 0.38 / 0.344 | 0.381 / 0.344 | 0.383 / 0.344 |" in text
     assert "GD++ from L = 3 to 6 stays between 0.3 and 0.383" in text and "not flat within 10%" in text
     assert "Diag falls at every added layer (best 0.05 at L = 6" in text
     assert "Full does not fall at every added layer (best 0.06 at L = 6" in text
     s["models"]["gdpp"]["3"]["5"]["adjusted"] = 0.37
-    assert "flat within 10%, the paper's plateau" in "\n".join(s4._depth_paragraph(s))
+    assert "flat within 10%, the paper's plateau" in "\n".join(r4._depth_paragraph(s))
 
 
 def test_seed004_a_diverged_model_is_retrained_at_a_smaller_lr(monkeypatch):
@@ -177,13 +178,13 @@ def test_seed004_a_diverged_model_is_retrained_at_a_smaller_lr(monkeypatch):
     assert len(calls) == s4.RETRIES + 1 and calls[-1] == pytest.approx(lr * f ** s4.RETRIES)
     assert math.isnan(res["adjusted"]) and len(res["diverged"]) == s4.RETRIES
     s = fake_s4_summary(0.4, 0.45)
-    assert "none did" in s4._retry_sentence(s)
+    assert "none did" in r4._retry_sentence(s)
     bad_calls.clear()
     bad_calls.update({1, 2})
     calls.clear()
     res = s4.model_cell(cfg)
     s["models"]["full"]["6"] = {"5": {**res, "curve": [{"train_half_mse": 3e25}, {"train_half_mse": 2.0}]}}
-    text = s4._retry_sentence(s)
+    text = r4._retry_sentence(s)
     assert ("Full L = 6, column 5 (at lr 0.003 1830 of 2000 steps had a non-finite loss, at lr 0.001 1830 of 2000 "
             "steps had a non-finite loss; the result is the run at lr 3.33e-04)") in text
     assert "reaches 3.00e+25 in a run that finished" in text

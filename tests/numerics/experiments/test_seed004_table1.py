@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from numerics.experiments import seed004_table1 as s4
+from numerics.experiments import seed004_table1_report as r4
 from numerics.training.token_lsa import tokens_torch
 
 
@@ -118,7 +119,7 @@ def test_a_miss_is_weighed_with_one_draws_standard_error_for_the_paper():
     s["baselines"]["5"]["adarr"] = {"adjusted": p * 1.2, "se": 0.001, "se_one": 0.002}
     miss = [m for m in s4.criteria(s)[0]["misses"] if m["baseline"] == "adarr"]
     assert miss[0]["z_diff"] == pytest.approx(0.2 * p / math.sqrt(0.001 ** 2 + 0.002 ** 2))
-    assert "several independent tunings and evaluation sets pooled" in s4._miss_noise_sentence(miss)
+    assert "several independent tunings and evaluation sets pooled" in r4._miss_noise_sentence(miss)
 
 
 # ------------------------------------------------------------------ report paragraphs
@@ -130,12 +131,12 @@ def _model(adj, se=0.002, steps=2000, batch=512, lr=3e-3, eval=20_000, **kw):
 
 def test_sigma3_paragraph_reads_the_numbers():
     s = _summary(0.3, 0.3)
-    assert s4._column_paragraph(s) == []  # until every variant has L = 1, 2, 3 at sigma_max = 3
+    assert r4._column_paragraph(s) == []  # until every variant has L = 1, 2, 3 at sigma_max = 3
     vals = {"gdpp": (1.2, 0.28, 0.17), "diag": (1.2, 0.2, 0.0957), "full": (1.2, 0.2, 0.09)}
     for v, xs in vals.items():
         for L, x in zip((1, 2, 3), xs):
             s["models"][v].setdefault(str(L), {})["3"] = _model(x)
-    text = "\n".join(s4._column_paragraph(s))
+    text = "\n".join(r4._column_paragraph(s))
     assert "| Full | 1.2 / 1.18 (1.02) | 0.2 / 0.188 (1.06) | 0.09 / 0.075 (1.2) |" in text
     # ours Full < Diag < GD++ at L = 3, the paper's the same (0.075 < 0.087 < 0.161)
     assert "ours rank Full < Diag < GD++, the paper Full < Diag < GD++ (the same order)" in text
@@ -151,7 +152,7 @@ def test_study_paragraph_reads_the_numbers():
                   _model(0.081, steps=4000) | {"study": "steps x2"},
                   _model(0.0891, lr=1e-3) | {"study": "lr / 3"},
                   _model(0.095) | {"study": "seed 1"}]
-    text = "\n".join(s4._study_paragraph(s))
+    text = "\n".join(r4._study_paragraph(s))
     assert "the grid's run 0.09 (standard error 0.002), +20% against the paper's 0.075; Diag 0.0957, +10%" in text
     assert "| steps x2 | 4000 | 512 | 0.003 | 0.081 +- 0.002 | -10% | +8% |" in text
     assert "The training seed alone moves it by 5.6% (0.09 to 0.095 over 2 seeds" in text
@@ -168,10 +169,10 @@ def test_study_paragraph_reads_the_numbers():
     assert "Of the training changes tried (steps x2, lr / 3), steps x2 gains more than the seeds' spread" in text
     s["study"] = [x for x in s["study"] if x["study"] != "steps x2"]
     s["models"]["diag"]["3"]["3"] = _model(0.08)
-    text = "\n".join(s4._study_paragraph(s))
+    text = "\n".join(r4._study_paragraph(s))
     assert "ours above ours (0.09 against 0.08), so our Full does not find what the paper's finds" in text
     assert "Of the training changes tried (lr / 3), none gains more than the seeds' spread" in text
-    assert s4._study_paragraph(_summary(0.3, 0.3)) == []
+    assert r4._study_paragraph(_summary(0.3, 0.3)) == []
 
 
 def test_adarr_paragraph_reads_the_numbers():
@@ -182,12 +183,12 @@ def test_adarr_paragraph_reads_the_numbers():
                                     "per_draw": [0.0738, 0.0729, 0.0676, 0.0686], "tail_share": 0.2,
                                     "tail": {"sigma": [4.1, 2.5], "s2hat_ratio": [0.35, 0.93],
                                              "smallest_eig": [2.6, 2.7]}}
-    text = "\n".join(s4._adarr_paragraph(s))
+    text = "\n".join(r4._adarr_paragraph(s))
     z = (0.0707 - p) / math.sqrt(0.0015 ** 2 + 0.003 ** 2)
     assert f"{s4.fmt(z, 2)} standard errors of the difference" in text and "within sampling noise" in text
     assert "The single draws read 0.0738, 0.0729, 0.0676, 0.0686 (-0.59% to +8.5% against the paper" in text
     assert "median sigma_tau is 4.1 against 2.5" in text and "sigma_hat^2 / sigma_tau^2 0.35 against 0.93" in text
     s["baselines"]["5"]["adarr"]["se"] = s["baselines"]["5"]["adarr"]["se_one"] = 1e-4
-    assert "beyond sampling noise" in "\n".join(s4._adarr_paragraph(s))
+    assert "beyond sampling noise" in "\n".join(r4._adarr_paragraph(s))
     s["baselines"]["5"]["adarr"]["per_draw"] = [0.07]
-    assert s4._adarr_paragraph(s) == []
+    assert r4._adarr_paragraph(s) == []
