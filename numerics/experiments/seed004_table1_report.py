@@ -367,22 +367,9 @@ def _miss_noise_sentence(misses: list[dict]) -> str:
                "tuning or data)."))
 
 
-def markdown(s: dict, figure: str) -> str:
+def _table_lines(s: dict) -> list[str]:
+    """The table of ours / paper, baselines then models by depth."""
     L = []
-    cfg = s["config"]
-    draws = cfg.get("baseline_draws", [1])
-    ev_b, ev_m = cfg.get("baseline_eval", cfg["eval"]), cfg.get("model_eval", cfg["eval"])
-    L.append(f"Data: d = {cfg['d']}, n = {cfg['n']}, w, x_i, x_t ~ N(0, I), noise std sigma_tau per sequence, "
-             "noise-free query; adjusted loss = 1/2 MSE minus the oracle's (ridge with the true sigma_tau) on the "
-             "same sequences. Baselines: per column "
-             + (f"{' or '.join(map(str, draws))} independent draws, each a tuning set and an evaluation set of "
-                f"{' or '.join(fmt(e) for e in ev_b)} sequences; ConstRR and TunedRR tuned once per draw, every "
-                "baseline evaluated on the pooled evaluation sets, its value the mean over the tunings and its "
-                "standard error counting the evaluation's and the tunings' noise"
-                if max(draws) > 1 else f"{' or '.join(fmt(e) for e in ev_b)} evaluation sequences and as many for tuning")
-             + f". Models: {' or '.join(fmt(e) for e in ev_m)} fresh evaluation sequences per cell (standard errors "
-             "in `table.csv`; the paper evaluates on 100,000). Cells show **ours / paper**.")
-    L.append("")
     L.append("| method | L | " + " | ".join(COLUMNS) + " |")
     L.append("|---|---|" + "---|" * len(COLUMNS))
     for key in ("constrr", "adarr", "tunedrr"):
@@ -397,20 +384,12 @@ def markdown(s: dict, figure: str) -> str:
             cells = [f"{fmt(got[c]['adjusted'])} / {fmt(PAPER[v][int(Ls)][i])}" if c in got
                      else f"– / {fmt(PAPER[v][int(Ls)][i])}" for i, c in enumerate(COLUMNS)]
             L.append(f"| {LABEL[v]} | {Ls} | " + " | ".join(cells) + " |")
-    L.append("")
-    run_layers = sorted({int(L_) for v in s["models"].values() for L_ in v})
-    missing = [L_ for L_ in range(1, 8) if L_ not in run_layers]
-    L.append("'–': not run here (the paper's value is shown)."
-             + (f" Layers {', '.join(map(str, missing))} are not run; the paper's values for them are in seed 004 "
-                "Table 1." if missing else ""))
-    L.append("")
-    L.extend(_depth_paragraph(s))
-    L.extend(_column_paragraph(s))
-    L.extend(_study_paragraph(s))
-    L.append(f"![seed 004 Table 1]({figure})")
-    L.append("")
-    L.append("**Pass criteria**")
-    L.append("")
+    return L
+
+
+def _criteria_lines(s: dict) -> list[str]:
+    """The pass criteria, each with what its verdict rests on."""
+    L = []
     for c in s["criteria"]:
         L.append(f"* {c['text']}: {verdict(c['met'])}.")
         if c["id"] == "baselines-10pct":
@@ -452,8 +431,12 @@ def markdown(s: dict, figure: str) -> str:
                      "that 'the results quickly improve across the entire noise spectrum for 3 or more layers' and that "
                      "'GD++ quickly converges to a suboptimal solution'; the third is its Table 1's L = 3, sigma_max = 5 column "
                      "(an earlier criterion here, 'at most half', was looser than the paper's ratio).")
-    L.append("")
-    L.extend(_adarr_paragraph(s))
+    return L
+
+
+def _omega_lines(s: dict) -> list[str]:
+    """What Diag and Full learn beyond GD++ (L = 3, sigma_max = 5), where all three ran."""
+    L = []
     m3 = {v: s["models"].get(v, {}).get("3", {}).get("5") for v in VARIANTS}
     if all(m3.values()):
         L.append("**What Diag and Full learn beyond GD++** (L = 3, sigma_max = 5; per layer the omegas of eq. (9): "
@@ -470,6 +453,13 @@ def markdown(s: dict, figure: str) -> str:
                  "grows with the residual noise, which is what lets one set of weights act like ridge with a "
                  "per-sequence lambda (seed 004 Sec. 5.2); omega_xy < 0 makes the step size noise dependent (Sec. 5.3).")
         L.append("")
+    return L
+
+
+def _closing_lines(s: dict) -> list[str]:
+    """Configuration, cost and what is not reproduced here."""
+    L = []
+    cfg = s["config"]
     rc = cfg["recipe"]
     if cfg["grid"] != "quick":
         grid = "; ".join(f"L = {L_}: columns {', '.join(g['columns'])}, {g['steps']} steps"
@@ -494,4 +484,43 @@ def markdown(s: dict, figure: str) -> str:
              "a model cell costs "
              + (f"{fmt(min(per_cell))} to {fmt(max(per_cell))} s of CPU here" if per_cell else "CPU time")
              + ", and all experiments of this page together had to fit in a small CPU budget on a shared machine.")
+    return L
+
+
+def markdown(s: dict, figure: str) -> str:
+    L = []
+    cfg = s["config"]
+    draws = cfg.get("baseline_draws", [1])
+    ev_b, ev_m = cfg.get("baseline_eval", cfg["eval"]), cfg.get("model_eval", cfg["eval"])
+    L.append(f"Data: d = {cfg['d']}, n = {cfg['n']}, w, x_i, x_t ~ N(0, I), noise std sigma_tau per sequence, "
+             "noise-free query; adjusted loss = 1/2 MSE minus the oracle's (ridge with the true sigma_tau) on the "
+             "same sequences. Baselines: per column "
+             + (f"{' or '.join(map(str, draws))} independent draws, each a tuning set and an evaluation set of "
+                f"{' or '.join(fmt(e) for e in ev_b)} sequences; ConstRR and TunedRR tuned once per draw, every "
+                "baseline evaluated on the pooled evaluation sets, its value the mean over the tunings and its "
+                "standard error counting the evaluation's and the tunings' noise"
+                if max(draws) > 1 else f"{' or '.join(fmt(e) for e in ev_b)} evaluation sequences and as many for tuning")
+             + f". Models: {' or '.join(fmt(e) for e in ev_m)} fresh evaluation sequences per cell (standard errors "
+             "in `table.csv`; the paper evaluates on 100,000). Cells show **ours / paper**.")
+    L.append("")
+    L.extend(_table_lines(s))
+    L.append("")
+    run_layers = sorted({int(L_) for v in s["models"].values() for L_ in v})
+    missing = [L_ for L_ in range(1, 8) if L_ not in run_layers]
+    L.append("'–': not run here (the paper's value is shown)."
+             + (f" Layers {', '.join(map(str, missing))} are not run; the paper's values for them are in seed 004 "
+                "Table 1." if missing else ""))
+    L.append("")
+    L.extend(_depth_paragraph(s))
+    L.extend(_column_paragraph(s))
+    L.extend(_study_paragraph(s))
+    L.append(f"![seed 004 Table 1]({figure})")
+    L.append("")
+    L.append("**Pass criteria**")
+    L.append("")
+    L.extend(_criteria_lines(s))
+    L.append("")
+    L.extend(_adarr_paragraph(s))
+    L.extend(_omega_lines(s))
+    L.extend(_closing_lines(s))
     return "\n".join(L)
