@@ -8,7 +8,8 @@ each evaluation point) or, on a machine busy enough to make that slow, its wall-
 * ``training-doc``: the high-precision recipe with the settings of ``docs/training.md``'s 30-minute
   float32 run that reached 2.3e-9 on the gradient task (batch 256, Adam eps 1e-16, lr 5e-3 capped at
   5e-3, the adaptive LR deciding every 500 steps, the cosine metric every 100 steps on 4 batches,
-  threshold 0.5, warm-up 100 steps, the gradient-filter EMA; init scale 0.1, that run's);
+  threshold 0.5, warm-up 100 steps, the gradient-filter EMA; init scale 0.1, that run's), with one
+  change: an LR floor (``TRAINING_DOC_MIN_LR``, where the recipe's is 1e-10; the comment there says why);
 * ``paper-table5``: the paper's recipe as seed 000 App. B.2 Table 5 states it (``RecipeConfig.paper()``:
   batch 1024, lr 1e-2 with no cap, x0.9 at most every 3,000 steps, the metric every 1,000 steps on 64
   batches, threshold 0.9, warm-up 1,000), with the same limits.  The paper ran 2.5e6 steps on a GPU
@@ -36,14 +37,25 @@ from pathlib import Path
 from .common import RESULTS, SUMMARY, fmt, fmt_seconds
 
 #: CPU minutes per long cell (user + sys of its process, one torch thread; the machine is shared, so
-#: the wall time is longer), and a wall-clock limit on top
-CPU_MINUTES, WALL_MINUTES = 25, 40
+#: the wall time is longer), and a wall-clock limit on top.  45: at 25 (44,000 steps on the shared machine)
+#: the training-doc cell reached its LR floor only 7,000 steps before its end
+CPU_MINUTES, WALL_MINUTES = 45, 75
 #: the precision the long k = 1 run is held to (the issue's bound; the paper's Table 7 value is 5.0e-13)
 BOUND = 1e-8
-#: the named recipe settings of the long cells (``RecipeConfig.paper(**SETTINGS[name])``)
+#: the training-doc cell's LR floor (``RecipeConfig.min_lr``; the recipe's default is 1e-10).  Why: with
+#: the floor at 1e-10 the LR fell x0.9 every 500 steps to 5.8e-7 at step 44,000 (the cosine metric stayed
+#: above the 0.5 threshold until then) and the test MSE flattened at 1.1-1.3e-8.  Branches of that run from
+#: its step-44,000 checkpoint, each 4,000 steps at a constant LR then 500 steps at 5.8e-8 to strip the LR's
+#: noise (the same 8192 test problems; 1.05e-8 after the strip alone): at lr 5.8e-7 the MSE fell 3.6% per
+#: 4,000 steps, at 2.3e-6 and at 9.3e-6 8% alike, and the same in float64 weights (not float32 resolution)
+#: and at batch 1024 per sample seen (not the batch); at lr 2.3e-6 the noise adds about 2e-9.  So below
+#: ~2e-6 the schedule only slows the slow part of the error; the floor keeps the LR where it falls fastest.
+TRAINING_DOC_MIN_LR = 2.5e-6
+#: the named recipe settings of the long cells (``RecipeConfig.paper(**SETTINGS[name])``): training-doc is
+#: docs/training.md's float32 recipe run with the LR floor above; paper-table5 is Table 5 as stated
 SETTINGS = {
     "training-doc": {"lr": 5e-3, "max_lr": 5e-3, "step_size": 500, "metric_every": 100, "metric_batches": 4,
-                     "warmup": 100, "threshold": 0.5},
+                     "warmup": 100, "threshold": 0.5, "min_lr": TRAINING_DOC_MIN_LR},
     "paper-table5": {},
 }
 #: per setting: batch, the step cap (the docs run's 10^6; the paper's 2.5e6), init scale
@@ -105,7 +117,7 @@ def criterion(long: dict) -> dict | None:
     if r is None:
         return None
     return {"id": "k1-long", "text": f"k = 1 trained long ({_limits(r)}) with the recipe (docs/training.md's "
-                                     f"settings): final test MSE at most {fmt(BOUND)}",
+                                     f"settings{_floor_text(r)}): final test MSE at most {fmt(BOUND)}",
             "met": r["final_test_mse"] <= BOUND, "value": r["final_test_mse"], "steps": r["steps"]}
 
 
@@ -122,11 +134,20 @@ def _stopped(r: dict) -> str:
             else "its step cap")
 
 
+def _floor_text(r: dict) -> str:
+    """A cell's LR floor where it is not the recipe's default (``RecipeConfig.min_lr``), else ''."""
+    from numerics.training.recipe import RecipeConfig
+
+    m = r["recipe_config"].get("min_lr", RecipeConfig.min_lr)
+    return "" if m == RecipeConfig.min_lr else f", LR floor {fmt(m)}"
+
+
 def _recipe_text(r: dict) -> str:
     rc = r["recipe_config"]
     return (f"Adam lr {fmt(rc['lr'])}" + (f" (cap {fmt(rc['max_lr'])})" if rc.get("max_lr") else " (no cap)")
             + f", x{rc['gamma']} at most every {rc['step_size']:,} steps, metric every {rc['metric_every']:,} "
-            f"steps on {rc['metric_batches']} batches, threshold {rc['threshold']}, warm-up {rc['warmup']:,}")
+            f"steps on {rc['metric_batches']} batches, threshold {rc['threshold']}, warm-up {rc['warmup']:,}"
+            + _floor_text(r))
 
 
 def markdown_lines(s: dict, grid_command: str) -> list[str]:
@@ -138,16 +159,20 @@ def markdown_lines(s: dict, grid_command: str) -> list[str]:
         return ["**k = 1 trained long:** no long cell in these results (`python -m "
                 "numerics.experiments.seed000_table7_long --out DIR` runs them).", ""]
     first = next(iter(long.values()))
+    same = len({_limits(r) for r in long.values()}) == 1
+    limits = _limits(first) if same else "; ".join(f"{r['settings']}: {_limits(r)}" for r in long.values())
     L = ["**k = 1 trained long** (the grid's `long` part; each cell stopped by its own limits, "
-         f"{_limits(first)}, whichever came first, one cell at a time on a machine shared with other jobs, one torch "
+         f"{limits}, whichever came first, one cell at a time on a machine shared with other jobs, one torch "
          f"thread; 3 layers, width {first['width']}, float32, each mixer's output map "
          f"initialised at {', '.join(sorted({fmt(r['init_scale']) for r in long.values()}))} x the default as in "
          "docs/training.md's runs, the final MSE on "
          f"{fmt(first['final_eval'])} fresh problems). The `training-doc` settings are those of docs/training.md's "
          "float32 recipe run with the LR decision every "
          + ", ".join(f"{r['recipe_config']['step_size']:,}" for r in long.values() if r["settings"] == "training-doc")
-         + " steps (\"the done-criterion runs\": there on the gradient task, here on the k = 1 iterate task). "
-         "Commands:", ""]
+         + " steps (\"the done-criterion runs\": there on the gradient task, here on the k = 1 iterate task)"
+         + "".join(f"{_floor_text(r)} (that run had none: its LR fell until the metric reached the threshold)"
+                   for r in long.values() if r["settings"] == "training-doc")
+         + ". Commands:", ""]
     for cmd in sorted({r["command"] or grid_command for r in long.values()}):
         L.append(f"    {cmd}")
     L.append("")
@@ -176,7 +201,8 @@ def markdown_lines(s: dict, grid_command: str) -> list[str]:
                  f"{fmt(pap['lr_end'])} with {pap['skipped']} steps skipped.")
     if doc and pap:
         ratio = pap["final_test_mse"] / doc["final_test_mse"]
-        L.append(f"With the same limits the docs' settings end {fmt(ratio if ratio >= 1 else 1 / ratio)}x "
+        L.append(("With the same limits" if same else "Each with its own limits")
+                 + f" the docs' settings end {fmt(ratio if ratio >= 1 else 1 / ratio)}x "
                  + ("below" if ratio >= 1 else "above") + " the truncated paper recipe "
                  f"({fmt(doc['final_test_mse'])} after {doc['steps']:,} steps against {fmt(pap['final_test_mse'])} "
                  f"after {pap['steps']:,}; CPU time {fmt_seconds(doc['train_cpu_s'])} and "
@@ -199,7 +225,8 @@ def plot_long(ax, s: dict) -> None:
 
     for name, r in sorted((s.get("long") or {}).items()):
         ax.semilogy([x["step"] for x in r["history"]], [x["test_mse"] for x in r["history"]], "o-", ms=2,
-                    color=COLORS.get(r["settings"], "C7"), label=f"k = 1, {r['settings']} (batch {r['batch']:,}; stopped by "
+                    color=COLORS.get(r["settings"], "C7"), label=f"k = 1, {r['settings']} (batch {r['batch']:,}"
+                                             f"{_floor_text(r)}; stopped by "
                                              f"{_stopped(r)} at step {r['steps']:,})")
     ax.axhline(BOUND, color="k", ls="--", lw=1, label=f"bound {fmt(BOUND)}")
     ax.axhline(PAPER[1], color="C0", ls=":", lw=1.2,
