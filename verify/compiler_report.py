@@ -275,7 +275,27 @@ def budget_example() -> dict:
         bd = compile_circuit(g, target=target, channels=least).info["compiled"]["bound"]
         out["targets"][target] = {"minimum": least, "bound_at_minimum": f"{bd['layers']} ({bd['scheme']})",
                                   "frontier": pareto(g, target)}
+    out["level_example"] = level_example()
     return out
+
+
+#: the circuit of the level-parallel scheme's measured example (its minimum budget on ``baseconv``)
+LEVEL_EXAMPLE = ("gd_step", (20, 5, Fraction(1, 16)))
+
+
+def level_example() -> dict:
+    """``LEVEL_EXAMPLE`` at its least ``baseconv`` budget: the level-parallel compile's layers and
+    tokens, its stated bound, and the one-product-at-a-time scheme's stated bound at that budget."""
+    from constructions.compiler import compile_circuit
+    from constructions.compiler.budget import layer_bound, minimum_channels
+
+    builder, args = LEVEL_EXAMPLE
+    g = build_circuit(builder, args)
+    least = minimum_channels(g, False)
+    cm = compile_circuit(g, target="baseconv", channels=least).info["compiled"]
+    return {"call": call_text(builder, args), "channels": least, "layers": cm["layers"], "tokens": cm["tokens"],
+            "scheme": cm["bound"]["scheme"], "bound": cm["bound"]["layers"],
+            "one_at_a_time_bound": layer_bound(g, least)["layers"]}
 
 
 # ------------------------------------------------------------------ CLI

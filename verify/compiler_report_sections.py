@@ -212,8 +212,8 @@ def _section_budget(ex) -> list[str]:
          "third route to token `c T_g + t` where needed, one unflatten layer. With `K = ceil(log2 N')` (`N'`: "
          "the tokens, the theorems' `O(w)` rows): layers `<= md (6K - 1) + 8K - 1` for `C >= 7` (both work channels "
          "route in the same layers: 1 + 3 + 3 inner channels), `md (12K - 3) + 8K - 1` for `C` in 5, 6. "
-         "`gd_step(20, 5)` at its minimum 13 channels: 97 layers on 1024 tokens (bound 197; one product at a time: "
-         "858).", "",
+         + _level_example_text(ex.get("level_example")), "",
+         *_causal_lower_bound(), "",
          f"Frontier of `{ex['call']}` (`circuit --pareto`; each point compiled, the tests prove every builder at "
          "every budget from the minimum up):", "",
          "| target | minimum budget | bound at the minimum | frontier: layers x channels (tokens) |",
@@ -226,6 +226,38 @@ def _section_budget(ex) -> list[str]:
                         + ("" if p["budget"] is not None else " unbounded") for p in r["frontier"])
         L.append(f"| {target} | {r['minimum']} | {r['bound_at_minimum']} | {pts} |")
     return L
+
+
+def _level_example_text(le) -> str:
+    """The level-parallel scheme measured on one circuit at its least budget (``compiler_report.level_example``)."""
+    if not le:
+        return ""
+    return (f"`{le['call']}` at its minimum {le['channels']} channels: {le['layers']} layers on {le['tokens']} tokens "
+            f"({le['scheme']}; bound {le['bound']}; the one-product-at-a-time bound at that budget: "
+            f"{le['one_at_a_time_bound']}).")
+
+
+def _causal_lower_bound() -> list[str]:
+    """Why no causal compile meets a constant factor of Delta log2 w at a fixed budget (a counting argument)."""
+    return [
+        "**Why `baseconv-causal` has no such scheme.** A causal layer's output at token 0 reads its input at token 0 "
+        "only, so the state's first row evolves by itself, and tokens appended after the grid never reach it. In "
+        "that row one layer forms at most `C` products, inner channel `k` multiplying two affine forms of the row's "
+        "entries (`(u W_gate + B_gate)[0, k]` and `h_k[0] (u W_in + B_in)[0, k] + B_conv[0, k]`), and `W_out`, "
+        "`B_out` mix them affinely: `L` layers compute the row-0 outputs by a straight-line program of at most "
+        "`L C` multiplications of affine forms. Place at token 0 an output `p`, a polynomial of degree `d` in the "
+        "`D` inputs of token 0, with `M = binom(D + d, d)` coefficients: its circuit (each monomial a product tree, "
+        "then a sum tree) has depth `Delta <= ceil(log2 d) + ceil(log2 M) + 1` and width `w <= 2 d M`, so "
+        "`Delta log2 w = O(log^2 M)`. The polynomials that `m` multiplications compute are the image of a "
+        "polynomial map of at most `(m + 1)(2D + m + 2)` coefficients (each product's two forms over the inputs "
+        "and the earlier products, and the output's form), a set of dimension below `M` once `m + D + 2 < "
+        "sqrt(M)`; so every `p` outside a proper algebraic subset (rational ones among them) needs `m >= sqrt(M) "
+        "- D - 2`, and `L >= (sqrt(M) - D - 2) / C`. Against `Delta log2 w = O(log^2 M)` the ratio grows "
+        "without bound with `d`: at a budget `C` that does not grow with the circuit, no constant factor of "
+        "`Delta ceil(log2 w)` bounds the causal target's layers, whatever tokens are appended. The theorems' "
+        "constructions escape this by moving values to earlier rows (seed 000 Def. D.28's projections and the "
+        "Kaleidoscope factors of Assumption D.22 are arbitrary linear maps of the rows). So `baseconv-causal` "
+        "keeps the one-product-at-a-time scheme and its linear bound."]
 
 
 def _section_trace(ex) -> list[str]:
