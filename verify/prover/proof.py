@@ -283,6 +283,80 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
     return result
 
 
+def _undeclared_slots(spec0, v) -> set[tuple[int, int]] | None:
+    """The entries some declared state of ``spec0`` leaves undeclared (None: no section declares states).
+
+    The masks do not depend on ``v``: they are read in the problem's own ring.
+    """
+    slots: set[tuple[int, int]] = set()
+    any_declared = False
+    for sec in ("prologue", "body", "epilogue"):
+        for d in _declared_states(spec0, v, sec, len(getattr(spec0, sec))) or []:
+            if d is not None:
+                any_declared = True
+                slots.update((int(i), int(j)) for i, j in zip(*np.nonzero(~d.mask)))
+    return slots if any_declared else None
+
+
+def _free_name(con: Construction, params) -> str:
+    """``undeclared``, with underscores appended until it names no variable or parameter."""
+    free = "undeclared"
+    while free in con.variables or free in params:
+        free += "_"
+    return free
+
+
+def _moved_inputs(base, to_new: dict) -> dict:
+    """The problem's inputs ``base.v`` with each generator replaced by its image in the extended ring."""
+    v = {}
+    for k, a in base.v.items():
+        b = np.empty(a.shape, dtype=object)
+        for ix in np.ndindex(*a.shape):
+            b[ix] = to_new[a[ix]]
+        v[k] = b
+    return v
+
+
+def _state_failure(con, R, names, free, sec, offset, p, q, dp, dq, S, want, j, diff) -> Failure:
+    """The failure of the layers ``p+1..q`` of ``sec`` to take one declared state to the next at entry ``j``."""
+    j = tuple(int(t) for t in j)
+    region, entry = con.layout.locate(*j)
+    what = f"the {sec}'s target" if dq is None else f"the state declared after {sec} layer {q}"
+    frm = f"the {sec}'s start state" if dp is None else f"the state declared after {sec} layer {p}"
+    return Failure(
+        section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
+        residual=_truncate(str(_as_poly(R, diff).as_expr())),
+        counterexample=find_counterexample(R, diff, S[j], want[j], names),
+        note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
+              f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
+              f"or its layers are wrong"),
+        located_by=LOCATED_STATES)
+
+
+def _check_section_states(con, result: ProofResult, R, names, free, U, sec, offset, Ls, declared,
+                          start, target) -> bool:
+    """Check each pair of consecutive declared states of one section; record the first failure on ``result``."""
+    points = ([(-1, None)] + [(i, d) for i, d in enumerate(declared) if d is not None]
+              + [(len(Ls) - 1, None)])
+    for (p, dp), (q, dq) in zip(points, points[1:]):
+        S = run_layers(Ls[p + 1:q + 1], exact_floats(start()) if dp is None
+                       else np.where(dp.mask, dp.expected, U))
+        if dq is None:
+            want = exact_floats(target())
+            result.entries_checked += int(np.prod(want.shape))
+            j, diff = _first_mismatch(S, want)
+        else:
+            want = dq.expected
+            result.entries_checked += int(dq.mask.sum())
+            j, diff = _first_masked_mismatch(S, dq)
+        if j is None:
+            continue
+        result.ok = False
+        result.failure = _state_failure(con, R, names, free, sec, offset, p, q, dp, dq, S, want, j, diff)
+        return False
+    return True
+
+
 def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> ProofResult:
     """Prove the construction's declared intermediate states (``constructions/base.py``).
 
@@ -304,31 +378,17 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     base = SymbolicProblem(con.variables, params)
     spec0 = con.rebuild(**base.params) if params else con
     result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
-    # one extra generator per entry that some declared state leaves undeclared (the masks do
-    # not depend on v: read them in the problem's own ring)
-    slots: set[tuple[int, int]] = set()
-    any_declared = False
-    for sec in ("prologue", "body", "epilogue"):
-        for d in _declared_states(spec0, base.v, sec, len(getattr(spec0, sec))) or []:
-            if d is not None:
-                any_declared = True
-                slots.update((int(i), int(j)) for i, j in zip(*np.nonzero(~d.mask)))
-    if not any_declared:
+    # one extra generator per entry that some declared state leaves undeclared
+    slots = _undeclared_slots(spec0, base.v)
+    if slots is None:
         result.seconds = time.perf_counter() - t0
         return result
-    free = "undeclared"
-    while free in con.variables or free in params:
-        free += "_"
+    free = _free_name(con, params)
     slots_sorted = sorted(slots)
     names = base.names + [entry_name(free, ij) for ij in slots_sorted]
     R, *gens = _ring(names)  # generators by position, as SymbolicProblem
     to_new = dict(zip(base.gens, gens))
-    v = {}
-    for k, a in base.v.items():
-        b = np.empty(a.shape, dtype=object)
-        for ix in np.ndindex(*a.shape):
-            b[ix] = to_new[a[ix]]
-        v[k] = b
+    v = _moved_inputs(base, to_new)
     spec = con.rebuild(**{p: to_new[g] for p, g in base.params.items()}) if params else con
     if params:  # the symbolic layers must be the construction's own at its parameters (as in prove)
         differ = _cover_text(con, params, symbolic_cover(
@@ -347,36 +407,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
         Ls = [exact_layer(L) for L in getattr(spec, sec)]  # a float weight: its exact binary value
         declared = _declared_states(spec, v, sec, len(Ls))
         if declared is not None:
-            points = ([(-1, None)] + [(i, d) for i, d in enumerate(declared) if d is not None]
-                      + [(len(Ls) - 1, None)])
-            ok = True
-            for (p, dp), (q, dq) in zip(points, points[1:]):
-                S = run_layers(Ls[p + 1:q + 1], exact_floats(start()) if dp is None
-                               else np.where(dp.mask, dp.expected, U))
-                if dq is None:
-                    want = exact_floats(target())
-                    result.entries_checked += int(np.prod(want.shape))
-                    j, diff = _first_mismatch(S, want)
-                else:
-                    want = dq.expected
-                    result.entries_checked += int(dq.mask.sum())
-                    j, diff = _first_masked_mismatch(S, dq)
-                if j is None:
-                    continue
-                ok = result.ok = False
-                j = tuple(int(t) for t in j)
-                region, entry = con.layout.locate(*j)
-                what = f"the {sec}'s target" if dq is None else f"the state declared after {sec} layer {q}"
-                frm = f"the {sec}'s start state" if dp is None else f"the state declared after {sec} layer {p}"
-                result.failure = Failure(
-                    section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
-                    residual=_truncate(str(_as_poly(R, diff).as_expr())),
-                    counterexample=find_counterexample(R, diff, S[j], want[j], names),
-                    note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
-                          f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
-                          f"or its layers are wrong"),
-                    located_by=LOCATED_STATES)
-                break
+            ok = _check_section_states(con, result, R, names, free, U, sec, offset, Ls, declared, start, target)
             result.intermediate_states[sec] = ok
             if not ok:
                 break
