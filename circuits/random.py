@@ -60,6 +60,31 @@ def random_circuit(
     """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
+    _check_random_args(n_inputs, n_gates, n_outputs, max_arity, const_prob)
+    g = nx.DiGraph()
+    deg: dict[int, int] = {}
+    for i in range(n_inputs):
+        g.add_node(i, **{K.OP: K.INPUT, K.NAME: f"x{i}"})
+        deg[i] = 1
+    gates: list[int] = []
+    dangling = _Dangling()  # gates not yet used as an operand
+    for i in range(n_gates):
+        left = n_gates - i - 1
+        # consume enough dangling gates that the rest can bring them down to n_outputs
+        c_min = max(0, len(dangling) + 1 - n_outputs - left * (max_arity - 1))
+        k = max(int(rng.integers(2, max_arity + 1)), c_min)
+        c = max(c_min, min(len(dangling), int(rng.random() < 0.6)))
+        picks = [dangling.draw(rng) for _ in range(c)]  # c distinct dangling gates, uniformly, in the order drawn
+        picks += _pool_operands(rng, g, deg, gates, n_inputs, k - c, const_prob)
+        v = _add_gate(rng, g, deg, Counter(picks), max_degree, dangling)
+        dangling.add(v)
+        gates.append(v)
+    _mark_outputs(rng, g, gates, dangling.items, n_outputs)
+    return validate(g, in_place=True)  # g is built here: checked in place, not copied
+
+
+def _check_random_args(n_inputs: int, n_gates: int, n_outputs: int, max_arity: int, const_prob: float) -> None:
+    """Raise ``CircuitError`` on sizes or a constant probability ``random_circuit`` cannot honour."""
     if n_inputs < 0 or n_gates < 1 or not 1 <= n_outputs <= n_gates or max_arity < 2:
         raise CircuitError(
             f"random_circuit: need n_inputs >= 0, n_gates >= 1, 1 <= n_outputs <= n_gates, max_arity >= 2 "
@@ -67,67 +92,85 @@ def random_circuit(
         )
     if not 0 <= const_prob <= 1:
         raise CircuitError(f"random_circuit: const_prob must be in [0, 1], got {const_prob}")
-    g = nx.DiGraph()
-    deg: dict[int, int] = {}
-    for i in range(n_inputs):
-        g.add_node(i, **{K.OP: K.INPUT, K.NAME: f"x{i}"})
-        deg[i] = 1
-    gates: list[int] = []
-    # gates not yet used as an operand: a list with each gate's index in it, so that drawing one
-    # and removing one are O(1) (swap with the last, pop): linear in the gates
-    dangling: list[int] = []
-    where: dict[int, int] = {}
 
-    def drop(d: int) -> None:
-        j = where.pop(d)
-        last = dangling.pop()
+
+class _Dangling:
+    """The gates not yet used as an operand: a list with each gate's index in it, so that drawing one
+    and removing one are O(1) (swap with the last, pop): linear in the gates."""
+
+    def __init__(self) -> None:
+        self.items: list[int] = []
+        self.where: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, d: int) -> bool:
+        return d in self.where
+
+    def add(self, v: int) -> None:
+        self.where[v] = len(self.items)
+        self.items.append(v)
+
+    def drop(self, d: int) -> None:
+        j = self.where.pop(d)
+        last = self.items.pop()
         if last != d:
-            dangling[j], where[last] = last, j
+            self.items[j], self.where[last] = last, j
 
-    for i in range(n_gates):
-        left = n_gates - i - 1
-        # consume enough dangling gates that the rest can bring them down to n_outputs
-        c_min = max(0, len(dangling) + 1 - n_outputs - left * (max_arity - 1))
-        k = max(int(rng.integers(2, max_arity + 1)), c_min)
-        c = max(c_min, min(len(dangling), int(rng.random() < 0.6)))
-        picks = []
-        for _ in range(c):  # c distinct dangling gates, uniformly, in the order drawn
-            d = dangling[int(rng.integers(len(dangling)))]
-            drop(d)
-            picks.append(d)
-        pool = n_inputs + len(gates)  # operands 0..n_inputs-1 are the inputs, then the gates (not copied)
-        for _ in range(k - c):
-            if not pool or rng.random() < const_prob:
-                n = g.number_of_nodes()
-                value = Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 4)))
-                g.add_node(n, **{K.OP: K.CONST, K.VALUE: value})
-                deg[n] = 0
-                picks.append(n)
-            else:
-                j = int(rng.integers(pool))
-                picks.append(j if j < n_inputs else gates[j - n_inputs])
-        ops = Counter(picks)
-        op = K.ADD if rng.random() < 0.5 else K.MUL
-        mdeg = sum(m * deg[u] for u, m in ops.items())
-        if op == K.MUL and max_degree is not None and mdeg > max_degree:
-            op = K.ADD
-        v = g.number_of_nodes()
-        g.add_node(v, **{K.OP: op})
-        deg[v] = mdeg if op == K.MUL else max(deg[u] for u in ops)
-        for u, m in ops.items():
-            g.add_edge(u, v, **{K.MULT: m})
-            if u in where:  # an earlier gate drawn from the pool that was still dangling
-                drop(u)
-        where[v] = len(dangling)
-        dangling.append(v)
-        gates.append(v)
+    def draw(self, rng: np.random.Generator) -> int:
+        """One dangling gate, uniformly, removed."""
+        d = self.items[int(rng.integers(len(self.items)))]
+        self.drop(d)
+        return d
+
+
+def _pool_operands(rng: np.random.Generator, g: nx.DiGraph, deg: dict[int, int], gates: list[int],
+                   n_inputs: int, count: int, const_prob: float) -> list[int]:
+    """``count`` operands: each a fresh small const (probability ``const_prob``, or always with an
+    empty pool), else an input or earlier gate uniformly."""
+    picks = []
+    pool = n_inputs + len(gates)  # operands 0..n_inputs-1 are the inputs, then the gates (not copied)
+    for _ in range(count):
+        if not pool or rng.random() < const_prob:
+            n = g.number_of_nodes()
+            value = Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 4)))
+            g.add_node(n, **{K.OP: K.CONST, K.VALUE: value})
+            deg[n] = 0
+            picks.append(n)
+        else:
+            j = int(rng.integers(pool))
+            picks.append(j if j < n_inputs else gates[j - n_inputs])
+    return picks
+
+
+def _add_gate(rng: np.random.Generator, g: nx.DiGraph, deg: dict[int, int], ops: Counter,
+              max_degree: int | None, dangling: _Dangling) -> int:
+    """A new add or mul gate (a mul over ``max_degree`` becomes an add) over ``ops``; the operands
+    drawn from the pool that were still dangling stop dangling."""
+    op = K.ADD if rng.random() < 0.5 else K.MUL
+    mdeg = sum(m * deg[u] for u, m in ops.items())
+    if op == K.MUL and max_degree is not None and mdeg > max_degree:
+        op = K.ADD
+    v = g.number_of_nodes()
+    g.add_node(v, **{K.OP: op})
+    deg[v] = mdeg if op == K.MUL else max(deg[u] for u in ops)
+    for u, m in ops.items():
+        g.add_edge(u, v, **{K.MULT: m})
+        if u in dangling:  # an earlier gate drawn from the pool that was still dangling
+            dangling.drop(u)
+    return v
+
+
+def _mark_outputs(rng: np.random.Generator, g: nx.DiGraph, gates: list[int], dangling: list[int],
+                  n_outputs: int) -> None:
+    """Name the outputs ``y0..``: every dangling gate, then other gates drawn to make ``n_outputs``."""
     assert len(dangling) <= n_outputs
     out_set = set(dangling)
     rest = [x for x in gates if x not in out_set]
     extra = [rest[j] for j in rng.choice(len(rest), size=n_outputs - len(dangling), replace=False)] if rest else []
     for j, v in enumerate(sorted(dangling + extra)):
         g.nodes[v][K.OUTPUT] = f"y{j}"
-    return validate(g, in_place=True)  # g is built here: checked in place, not copied
 
 
 #: the limits of ``python -m circuits.random`` (generation is linear in the gates);
