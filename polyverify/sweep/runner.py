@@ -134,13 +134,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     resumed = set(records)
     todo = [(i, cid) for i, cid in enumerate(ids) if cid not in records]
     rep = _Reporter(len(todo), name, progress)
-    cluster_info: dict = {"scheduler": scheduler, "workers": None, "threads": None, "dashboard": None}
-    if scheduler_file is not None:
-        cluster_info["scheduler_file"] = str(scheduler_file)
-    if jobqueue is not None:
-        cluster_info.update(jobqueue=jobqueue.path, system=jobqueue.system, jobs=jobs,
-                            job_cores=jobqueue.options["cores"], job_processes=jobqueue.options["processes"],
-                            job_memory=jobqueue.options["memory"])
+    cluster_info = _cluster_info(scheduler, scheduler_file, jobqueue, jobs)
     cpu = 0.0
     client = cluster = None
     settings = contextlib.ExitStack()
@@ -159,27 +153,48 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
                 from distributed import Client
 
                 client = Client(cluster)
-            ws = _describe_cluster(client, cluster, preload, cluster_info)
-            rep.say(f"{name}: {len(ids)} cells, {len(resumed)} finished earlier, {len(todo)} to run on "
-                    f"{_where(jobqueue, jobs, scheduler, cluster_info)}"
-                    + (f"; dashboard {cluster_info['dashboard']}" if cluster_info["dashboard"] else ""))
-            asked = {} if (cluster is not None and jobqueue is None) else \
-                {i: r for i, r in enumerate(cell_res) if r and ids[i] not in records}
-            if asked and scheduler is not None:
-                _warn_unoffered(asked, ws, name, scheduler, warn)
-            if on_start is not None:
-                on_start(cluster_info)
-            # the local cluster: no more cells submitted than its threads, so that a worker that dies takes
-            # only the cell it was running (the scheduler hands a worker every task it is given, not one
-            # at a time, when a grid's first tasks arrive)
-            slots = (None if scheduler else jobs * jobqueue.threads if jobqueue is not None
-                     else max(1, cluster_info["threads"] or 1))
-            cpu = _run(client, cell, configs, todo, cells, records, rep, retries if scheduler else 0, name, version,
-                       slots, asked)
+            cpu = _announce_and_run(client, cluster, cell, configs, ids, todo, cells, records, resumed, rep, name,
+                                    version, scheduler, jobqueue, jobs, retries, preload, cell_res, cluster_info,
+                                    on_start, warn)
     finally:
         rep.close()
         _close(client, cluster, settings)
     return _write_tables(out, name, cell, version, ids, records, resumed, len(todo), cpu, cluster_info, t_start)
+
+
+def _cluster_info(scheduler, scheduler_file, jobqueue, jobs) -> dict:
+    """What ``sweep.json`` and ``on_start`` are told of the cluster before it is started."""
+    cluster_info: dict = {"scheduler": scheduler, "workers": None, "threads": None, "dashboard": None}
+    if scheduler_file is not None:
+        cluster_info["scheduler_file"] = str(scheduler_file)
+    if jobqueue is not None:
+        cluster_info.update(jobqueue=jobqueue.path, system=jobqueue.system, jobs=jobs,
+                            job_cores=jobqueue.options["cores"], job_processes=jobqueue.options["processes"],
+                            job_memory=jobqueue.options["memory"])
+    return cluster_info
+
+
+def _announce_and_run(client, cluster, cell, configs, ids, todo, cells, records, resumed, rep, name, version,
+                      scheduler, jobqueue, jobs, retries, preload, cell_res, cluster_info, on_start, warn) -> float:
+    """On a connected client: describe the cluster, say what runs where, warn of resources no worker
+    offers, call ``on_start``, and run the cells still to do; the CPU seconds they took."""
+    ws = _describe_cluster(client, cluster, preload, cluster_info)
+    rep.say(f"{name}: {len(ids)} cells, {len(resumed)} finished earlier, {len(todo)} to run on "
+            f"{_where(jobqueue, jobs, scheduler, cluster_info)}"
+            + (f"; dashboard {cluster_info['dashboard']}" if cluster_info["dashboard"] else ""))
+    asked = {} if (cluster is not None and jobqueue is None) else \
+        {i: r for i, r in enumerate(cell_res) if r and ids[i] not in records}
+    if asked and scheduler is not None:
+        _warn_unoffered(asked, ws, name, scheduler, warn)
+    if on_start is not None:
+        on_start(cluster_info)
+    # the local cluster: no more cells submitted than its threads, so that a worker that dies takes
+    # only the cell it was running (the scheduler hands a worker every task it is given, not one
+    # at a time, when a grid's first tasks arrive)
+    slots = (None if scheduler else jobs * jobqueue.threads if jobqueue is not None
+             else max(1, cluster_info["threads"] or 1))
+    return _run(client, cell, configs, todo, cells, records, rep, retries if scheduler else 0, name, version,
+                slots, asked)
 
 
 def _check_run_arguments(configs, workers, scheduler, retries, jobs, resources, scheduler_file, jobqueue,
