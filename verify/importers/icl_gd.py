@@ -100,19 +100,7 @@ def read(path, settings: dict) -> Imported:
         "weights": {"value": "haiku w (in x out); Q = W_K W_Q^T, P = dampening (W_V W_O)^T",
                     "from": "von Oswald et al. src/attn.py"}}
     T = Tensors(tensors, path)
-    mark_not_proved(T, OUTSIDE)
-    for k in list(T.outside):  # a module with a query/w is an attention module: its linear/w is W_O
-        m = _KEY.fullmatch(k)
-        if m and m[2] == "linear" and f"{m[1]}/query/w" in T:
-            del T.outside[k]
-    mods: dict[str, dict[str, str]] = {}
-    for k in T.keys():
-        m = _KEY.fullmatch(k)
-        if m and k not in T.outside:
-            mods.setdefault(m[1], {})[f"{m[2]}/{m[3]}"] = k
-    if not mods:
-        T.check_all_read()
-        raise ImportRefused(f"{path}: no attention parameters (.../query/w, key/w, value/w, linear/w)")
+    mods = _attention_modules(T, path)
     order = sorted(mods, key=_layer_index)
     shared = len(order) == 1 and _layer_index(order[0]) == -1
     reps = reps_cfg if shared and reps_cfg is not None else 1
@@ -126,62 +114,86 @@ def read(path, settings: dict) -> Imported:
         for need in _WEIGHTS:
             if need not in mods[mod]:
                 raise ImportRefused(f"{path}: module {mod} lacks {need}")
-    if H is None:  # the file shows the heads' total width only: H decides the verdict, so it must be given
-        widths = sorted({T.raw(mods[m][k]).shape[1] for m in order for k in ("query/w", "value/w")
-                         if k in mods[m] and T.raw(mods[m][k]).ndim == 2})
-        if math.gcd(*widths) != 1 if widths else True:
-            raise ImportRefused(f"{path}: the file does not show how many heads its attention has (query/w and "
-                               f"value/w are {' and '.join(map(str, widths))} columns wide: the heads' total width); "
-                               f"pass --config num_heads=H (von Oswald et al.'s transformer.py defaults to 2, its "
-                               f"train config src/config.py to 1)")
-        H = 1
-        conventions["num_heads"] = {"value": 1, "from": f"the file: widths {', '.join(map(str, widths))} have no "
-                                                         f"common factor, so 1 head"}
-    else:
-        conventions["num_heads"] = {"value": H, "from": src["num_heads"]}
+    H, conventions["num_heads"] = _num_heads(T, path, mods, order, H, src)
     layers = []
     D = None
     for mod in order:
-        p = mods[mod]
-        for need in _WEIGHTS:
-            if need not in p:
-                raise ImportRefused(f"{path}: module {mod} lacks {need}")
-        for need in _WEIGHTS:
-            if T.raw(p[need]).ndim != 2:
-                raise ImportRefused(f"{path}: {p[need]} has shape {tuple(T.raw(p[need]).shape)}: not a haiku Linear "
-                                   f"weight (in x out)")
-        Dm, HK = T.raw(p["query/w"]).shape
-        D = D or Dm
-        if Dm != D or HK % H:
-            raise ImportRefused(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of "
-                               f"num_heads = {H})")
-        if T.raw(p["value/w"]).shape[1] % H:
-            raise ImportRefused(f"{path}: {p['value/w']} has {T.raw(p['value/w']).shape[1]} columns, not a multiple "
-                               f"of num_heads = {H}")
-        K = HK // H
-        Wq = T.take(p["query/w"], "W_Q", (D, HK))
-        Wk = T.take(p["key/w"], "W_K", (D, HK))
-        Wv = T.take(p["value/w"], "W_V", (D, T.raw(p["value/w"]).shape[1]))
-        Vs = Wv.shape[1] // H
-        Wo = T.take(p["linear/w"], "W_O", (H * Vs, D))
-        for bname in ("query/b", "key/b", "value/b", "linear/b"):
-            if bname in p:
-                bias = T.take(p[bname], "bias (must be 0)")
-                if any(x != 0 for x in bias.flat):
-                    raise ImportRefused(f"{path}: {p[bname]} is nonzero: the token form has no bias")
-        heads = []
-        for h in range(H):
-            q, k = Wq[:, h * K:(h + 1) * K], Wk[:, h * K:(h + 1) * K]
-            v, o = Wv[:, h * Vs:(h + 1) * Vs], Wo[h * Vs:(h + 1) * Vs, :]
-            P, Q = head_matrices(q, k, v, o, damp)
-            if y_update:
-                P[:-1, :] = 0
-            heads.append(TokenLSAHead(_clean(P), _clean(Q)))
-        L = TokenLSA(heads, exclude_last=not include_query, residual=True)
+        L, D = _module_layer(T, path, mods[mod], H, D, damp, y_update, include_query)
         layers += [L] * reps
     T.check_all_read()
     return Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1},
                     not_proved=dict(T.outside), training_state=extra.get("training_state", {}))
+
+
+def _attention_modules(T: Tensors, path) -> dict[str, dict[str, str]]:
+    """Each attention module's parameters (``"query/w"`` ...) by module name; the file's other tensors
+    are marked not proved.  Refused: a file with no attention parameters."""
+    mark_not_proved(T, OUTSIDE)
+    for k in list(T.outside):  # a module with a query/w is an attention module: its linear/w is W_O
+        m = _KEY.fullmatch(k)
+        if m and m[2] == "linear" and f"{m[1]}/query/w" in T:
+            del T.outside[k]
+    mods: dict[str, dict[str, str]] = {}
+    for k in T.keys():
+        m = _KEY.fullmatch(k)
+        if m and k not in T.outside:
+            mods.setdefault(m[1], {})[f"{m[2]}/{m[3]}"] = k
+    if not mods:
+        T.check_all_read()
+        raise ImportRefused(f"{path}: no attention parameters (.../query/w, key/w, value/w, linear/w)")
+    return mods
+
+
+def _num_heads(T: Tensors, path, mods, order, H, src) -> tuple[int, dict]:
+    """The number of heads and its convention entry: the configured one, or 1 where the heads' total
+    widths have no common factor (H decides the verdict: otherwise it must be given)."""
+    if H is not None:
+        return H, {"value": H, "from": src["num_heads"]}
+    widths = sorted({T.raw(mods[m][k]).shape[1] for m in order for k in ("query/w", "value/w")
+                     if k in mods[m] and T.raw(mods[m][k]).ndim == 2})
+    if math.gcd(*widths) != 1 if widths else True:
+        raise ImportRefused(f"{path}: the file does not show how many heads its attention has (query/w and "
+                           f"value/w are {' and '.join(map(str, widths))} columns wide: the heads' total width); "
+                           f"pass --config num_heads=H (von Oswald et al.'s transformer.py defaults to 2, its "
+                           f"train config src/config.py to 1)")
+    return 1, {"value": 1, "from": f"the file: widths {', '.join(map(str, widths))} have no common factor, so 1 head"}
+
+
+def _module_layer(T: Tensors, path, p: dict[str, str], H: int, D, damp, y_update, include_query):
+    """One attention module's ``TokenLSA`` layer (its weights checked and read) and the token width ``D``
+    (``D``: the width of the modules before it, None for the first)."""
+    for need in _WEIGHTS:
+        if T.raw(p[need]).ndim != 2:
+            raise ImportRefused(f"{path}: {p[need]} has shape {tuple(T.raw(p[need]).shape)}: not a haiku Linear "
+                               f"weight (in x out)")
+    Dm, HK = T.raw(p["query/w"]).shape
+    D = D or Dm
+    if Dm != D or HK % H:
+        raise ImportRefused(f"{path}: {p['query/w']} has shape {(Dm, HK)}; expected ({D}, a multiple of "
+                           f"num_heads = {H})")
+    if T.raw(p["value/w"]).shape[1] % H:
+        raise ImportRefused(f"{path}: {p['value/w']} has {T.raw(p['value/w']).shape[1]} columns, not a multiple "
+                           f"of num_heads = {H}")
+    K = HK // H
+    Wq = T.take(p["query/w"], "W_Q", (D, HK))
+    Wk = T.take(p["key/w"], "W_K", (D, HK))
+    Wv = T.take(p["value/w"], "W_V", (D, T.raw(p["value/w"]).shape[1]))
+    Vs = Wv.shape[1] // H
+    Wo = T.take(p["linear/w"], "W_O", (H * Vs, D))
+    for bname in ("query/b", "key/b", "value/b", "linear/b"):
+        if bname in p:
+            bias = T.take(p[bname], "bias (must be 0)")
+            if any(x != 0 for x in bias.flat):
+                raise ImportRefused(f"{path}: {p[bname]} is nonzero: the token form has no bias")
+    heads = []
+    for h in range(H):
+        q, k = Wq[:, h * K:(h + 1) * K], Wk[:, h * K:(h + 1) * K]
+        v, o = Wv[:, h * Vs:(h + 1) * Vs], Wo[h * Vs:(h + 1) * Vs, :]
+        P, Q = head_matrices(q, k, v, o, damp)
+        if y_update:
+            P[:-1, :] = 0
+        heads.append(TokenLSAHead(_clean(P), _clean(Q)))
+    return TokenLSA(heads, exclude_last=not include_query, residual=True), D
 
 
 def _values(cfg: dict) -> tuple:
