@@ -24,6 +24,7 @@ from verify.comparison import (CompareError, Stack, build_construction, construc
 from verify.comparison.models import sizes
 from verify.comparison.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
                                          load_sequence_model)
+from verify.comparison.summary import summary_lines
 
 SECTIONS = ("functional", "sensitivities", "polynomial", "invariants", "implicit_w", "iterate")
 
@@ -81,124 +82,6 @@ def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0,
                  for i, s in enumerate(iter_sigmas)]
     return compare_sequence_model(m, con, sets, iter_sets, iters=iters, skip=skip, poly_timeout=poly_timeout,
                                   poly_memory_gb=poly_memory_gb)
-
-
-# ------------------------------------------------------------------ readable summary
-
-def _g(x):
-    return "n/a" if x is None else f"{x:.3g}"
-
-
-def _poly_header(p: dict) -> list[str]:
-    return ["", "## (3) polynomial view (exact)", ""] + ([] if p["supported"] else [f"not computed: {p['reason']}"])
-
-
-def _poly_lines(p: dict) -> list[str]:
-    t, s = p["true_monomials"], p["spurious_monomials"]
-    L = [f"constructed: {p['constructed']['terms']} monomials, degree {p['constructed']['degree']}, mass {_g(p['constructed']['mass'])}; "
-         f"learned: {p['learned']['terms']} monomials, degree {p['learned']['degree']}, mass {_g(p['learned']['mass'])}",
-         f"true monomials: error mass {_g(t['error_mass'])}, max error {_g(t['error_max'])}, missing in learned {t['missing_in_learned']}",
-         f"spurious monomials: {s['count']}, mass {_g(s['mass'])}, largest |coeff| {_g(s['max'])}",
-         "spurious mass by degree: " + (", ".join(f"{k}: {_g(v)}" for k, v in s["mass_by_degree"].items()) or "none"),
-         "true-monomial error mass by degree: " + (", ".join(f"{k}: {_g(v)}" for k, v in t["error_mass_by_degree"].items()) or "none"), ""]
-    L += [f"- spurious {r['monomial']}: {r['coefficient']['value']:.4g}" for r in s["largest"]]
-    L += [f"- true {r['monomial']}: constructed {r['constructed']:.4g}, learned {r['learned']:.4g}, error {r['error']['value']:.3g}"
-          for r in t["worst"]]
-    return L + [""]
-
-
-def summary_lines(rep: dict) -> list[str]:
-    L = [f"# {rep['construction']} (n={rep['n']}, d={rep['d']}, k={rep['k']}, {rep['layers']} layers): learned vs constructed", ""]
-    fn = rep.get("functional")
-    if fn:
-        L += ["## (1) predictions", "", "| set | max abs | rms | relative rms | learned vs lstsq | constructed vs lstsq |", "|---|---|---|---|---|---|"]
-        L += [f"| {r['set']} | {_g(r['max_abs'])} | {_g(r['rms'])} | {_g(r['relative_rms'])} | "
-              f"{_g(r.get('learned_vs_lstsq_rms'))} | {_g(r.get('constructed_vs_lstsq_rms'))} |" for r in fn["predictions"]]
-        if fn.get("per_layer") is None and "mse_learned_vs_exact" in fn["predictions"][0]:
-            L += ["", "MSE against the exact gradient (1/N) A^T (A x0 - b): "
-                  + ", ".join(f"{r['set']}: learned {_g(r['mse_learned_vs_exact'])} / constructed "
-                              f"{_g(r['mse_constructed_vs_exact'])}" for r in fn["predictions"])]
-        for pl in fn.get("per_layer") or []:
-            f = pl["first_difference"]
-            L += ["", f"Layer by layer ({pl['set']}): " + (
-                "no state entry differs at any layer" if f is None else
-                f"states first differ at layer {f['layer']} ({f['section']}), largest in region "
-                f"{f['region']!r}: {f['entry']}"), ""]
-            L += [f"- layer {r['layer']} {r['section']}: max {_g(r['max_abs'])} (worst region {r['worst_region']})"
-                  for r in pl["layers"]]
-    if rep.get("sensitivities"):
-        what = rep["sensitivities"][0].get("what", "d prediction / d query") if rep["sensitivities"] else ""
-        L += ["", f"## (2) sensitivities: {what}", "", "| set | mean cosine | min cosine | mean L2 | mean relative L2 |", "|---|---|---|---|---|"]
-        L += [f"| {r['set']} | {_g(r['cosine_mean'])} | {_g(r['cosine_min'])} | {_g(r['l2_mean'])} | {_g(r['relative_l2_mean'])} |"
-              for r in rep["sensitivities"]]
-    p = rep.get("polynomial")
-    if p:
-        L += _poly_header(p)
-        if p["supported"]:
-            L.append(f"{p['variables']} variables, {p['backend']}; limits {p['limits']}")
-            b = p.get("body")
-            if b:
-                L += ["", f"### one body copy: {b['what']}", ""]
-                if not b["finished"]:
-                    L.append(f"not finished ({len(b['entries'])} entries done): {b['reason']}")
-                for e in b["entries"]:
-                    L += [f"#### entry {e['entry']} (region {e['region']} {e['index']}, {e['seconds']:.1f} s)", ""]
-                    L += _poly_lines(e)
-            pr = p["prediction"]
-            L += ["", "### the prediction (whole stack)", ""]
-            L += _poly_lines(pr) if pr["finished"] else [f"not finished: {pr['reason']}"]
-    pm = rep.get("polynomial_model")
-    if pm:
-        L += _poly_header(pm)
-        if pm["supported"]:
-            L += [f"{pm['what']}; {pm['variables']} variables, {pm['backend']}; limits {pm['limits']}", ""]
-            if not pm["finished"]:
-                L.append(f"not finished ({len(pm['outputs'])} outputs done): {pm['reason']}")
-            for e in pm["outputs"]:
-                L += [f"### output {e['output']} ({e['seconds']:.1f} s)", ""] + _poly_lines(e)
-    if rep.get("not_applicable"):
-        L += ["", f"Not applicable to this model: {rep['not_applicable']}."]
-    inv = rep.get("invariants")
-    if inv:
-        L += ["", "## (4) invariants up to symmetry", ""]
-        for r in inv["layers"]:
-            if not r.get("supported", True):
-                L.append(f"- layer {r['layer']} ({r['kind']}): not supported")
-                continue
-            L.append(f"- layer {r['layer']} {r['section']} ({r['kind']}): {r['unit']}s differing {r['differing'][:12]}"
-                     f"{' ...' if len(r['differing']) > 12 else ''}; max relative distance {_g(r['max_relative_distance'])}")
-        ip = rep.get("interpolation")
-        if ip and ip.get("supported"):
-            L += ["", "interpolation (t=0 constructed, t=1 learned, symmetry-aligned), RMS vs constructed: "
-                  + ", ".join(f"{r['t']:.1f}:{_g(r['rms_vs_constructed'])}" for r in ip["curve"])
-                  + f"; monotone {ip['monotone']}"]
-    iw = rep.get("implicit_w")
-    if iw:
-        L += ["", "## (5) implicit weight vector w^l", "", iw["definition"], ""]
-        L += [f"- l={r['l']}: mean ||w_l - w_c|| {_g(r['l2_mean'])} (relative {_g(r['relative_l2_mean'])}); "
-              f"mean ||w_c|| {_g(r['norm_constructed_mean'])}, ||w_l|| {_g(r['norm_learned_mean'])}"
-              + (f"; recursion vs gradient {_g(r['recursion_vs_gradient_max'])}" if "recursion_vs_gradient_max" in r else "")
-              for r in iw["layers"]]
-    it = rep.get("iterate")
-    if it:
-        L += ["", "## (6) iterated as solvers", "", f"error: {it[0]['error']}", "",
-              "| set | learned best (iter) | learned stops improving | learned diverges | constructed best (iter) | constructed diverges |",
-              "|---|---|---|---|---|---|"]
-        L += [f"| {r['set']} | {_g(r['learned']['best'])} ({r['learned']['best_iter']}) | {r['learned']['stops_improving_at']} | "
-              f"{r['learned']['diverges_at']} | {_g(r['constructed']['best'])} ({r['constructed']['best_iter']}) | {r['constructed']['diverges_at']} |"
-              for r in it]
-    w = rep.get("weights")
-    if w:
-        L += ["", "## --weights: exact section identities", "", f"exact: {w['exact']}", ""]
-        if not w["complete"]:
-            L += [f"not complete: {w['reason']}" + ("" if w["sections"] else " (no row of the first section finished)"), ""]
-        L += [f"- {s['section']}" + ("" if s["complete"] else f" (rows {s['rows_checked']} of {s['rows']} checked)") + ": "
-              + ("exact" if s["exact"] else
-                 f"{s['failing_entries']} failing entries, residual mass {_g(s['residual_mass'])}, max |coeff| "
-                 f"{_g(s['residual_max_coeff'])}, regions {sorted(s['regions'])}") for s in w["sections"]]
-        if w["first_failure"]:
-            L += ["", "```", w["first_failure"], "```"]
-    return L
 
 
 def write_report(rep: dict, out: Path) -> list[str]:
