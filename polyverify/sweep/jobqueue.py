@@ -142,7 +142,21 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
     forever.  The job script is built by dask-jobqueue itself (its ``job_script``), so a value it
     refuses is refused here.  Any problem: a :class:`~polyverify.cli.UsageError` naming the file."""
     where = f"jobqueue config {path}"
-    spec = _load_table_file(path, "jobqueue config")
+    system, opts = _system_table(_load_table_file(path, "jobqueue config"), where)
+    where = f"{where}: jobqueue.{system}"
+    opts = _checked_keys(system, opts, where)
+    _check_job_size(opts, where)
+    _check_offered(opts, needs, where)
+    prologue = list(opts.get("job-script-prologue") or [])
+    if JOB_DAEMON_LINE not in prologue:
+        opts["job-script-prologue"] = [JOB_DAEMON_LINE, *prologue]
+    job = JobqueueSpec(path=str(path), system=system, options=opts, script="")
+    job.script = _job_script(job, where)
+    return job
+
+
+def _system_table(spec: dict, where: str) -> tuple[str, dict]:
+    """The one batch system named under ``jobqueue`` and its table of options."""
     if set(spec) != {"jobqueue"} or not isinstance(spec["jobqueue"], dict):
         raise UsageError(f"{where}: the top level must be one table 'jobqueue' holding one batch system's table "
                          f"(jobqueue.slurm or jobqueue.pbs, dask-jobqueue's config layout), got key(s) "
@@ -157,7 +171,12 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
                          f"clusters")
     if not isinstance(opts, dict):
         raise UsageError(f"{where}: jobqueue.{system} must be a table of options, got {opts!r:.80}")
-    where = f"{where}: jobqueue.{system}"
+    return system, opts
+
+
+def _checked_keys(system: str, opts: dict, where: str) -> dict:
+    """A copy of ``opts`` whose every key is one of dask-jobqueue's config keys for ``system``
+    (under its current name) with a value it takes."""
     try:
         import dask
 
@@ -176,6 +195,11 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
                     else f"the {system} keys are {', '.join(sorted(known))}")
             raise UsageError(f"{where}: unknown key {k!r}; {hint}")
         _check_jq_value(k, v, where)
+    return opts
+
+
+def _check_job_size(opts: dict, where: str) -> None:
+    """A job's cores and memory (required), processes (default: ``cores``; must divide them) and walltime."""
     for k in ("cores", "memory"):
         if opts.get(k) is None:
             raise UsageError(f"{where}: {k} is required (per job: cores = 8, memory = \"16GiB\")")
@@ -196,6 +220,10 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
     wt = opts.get("walltime")
     if wt is not None and not (isinstance(wt, str) and _WALLTIME.fullmatch(wt)):
         raise UsageError(f"{where}: walltime {wt!r:.40} is not a time such as 02:00:00 (hours:minutes:seconds)")
+
+
+def _check_offered(opts: dict, needs, where: str) -> None:
+    """Every worker resource the cells ask for is offered by the jobs' workers (``worker-extra-args``)."""
     try:
         offered = _worker_resources(opts.get("worker-extra-args"))
     except ValueError as e:
@@ -205,18 +233,20 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
             raise UsageError(f"{where}: cells ask for the worker resource {name} and the jobs' workers offer none; add "
                              f"worker-extra-args: [\"--resources\", \"{name}=1\"] and the batch system's request "
                              f"(job-extra-directives: [\"--gres=gpu:1\"] on SLURM)")
-    prologue = list(opts.get("job-script-prologue") or [])
-    if JOB_DAEMON_LINE not in prologue:
-        opts["job-script-prologue"] = [JOB_DAEMON_LINE, *prologue]
-    job = JobqueueSpec(path=str(path), system=system, options=opts, script="")
+
+
+def _job_script(job: JobqueueSpec, where: str) -> str:
+    """The job script dask-jobqueue builds for ``job`` (the scheduler's address a placeholder); what it
+    refuses is a bad config."""
+    import dask
+
     job_cls = getattr(_import_jobqueue(), job.cluster_class).job_cls
     try:
         with dask.config.set(job.dask_config()), _no_makedirs():
             # as the cluster's job_script() builds it: a job of this config, the scheduler's address a placeholder
-            job.script = job_cls(JOB_SCRIPT_ADDRESS, name="dummy-name").job_script()
+            return job_cls(JOB_SCRIPT_ADDRESS, name="dummy-name").job_script()
     except Exception as e:  # noqa: BLE001 -- whatever dask-jobqueue refuses is a bad config
         raise UsageError(f"{where}: dask-jobqueue refuses it ({type(e).__name__}: {one_line(e)[:200]})") from None
-    return job
 
 
 def check_submit_command(job: JobqueueSpec) -> None:
