@@ -7,7 +7,9 @@
   ``warmup`` steps, in which case it is divided by ``gamma``.  The metric is
   smoothed by an EMA ``m <- lam m + (1 - lam) sigma_g`` starting at 1.0
   (official code: lambda 0.9, threshold 0.9, step 3000, metric every 1000
-  steps from 64 fresh minibatches).
+  steps from 64 fresh minibatches).  ``anneal_from`` (default None: never):
+  from that step on every decision multiplies the LR by ``gamma``, the
+  metric and ``min_lr`` no longer counting (a final anneal after a floor).
 * :class:`StepLR` (``torch.optim.lr_scheduler.StepLR`` semantics): the
   standard baseline of App. B.2 Table 4.
 * Two different "EMA"s, named for what they do:
@@ -44,6 +46,7 @@ class RecipeConfig:
     gamma: float = 0.9
     min_lr: float = 1e-10
     max_lr: float | None = None  # optional cap for the adaptive increase (None: none, as official)
+    anneal_from: int | None = None  # adaptive: from this step, lr x gamma at every decision (None: never)
     threshold: float = 0.9  # sigma_th
     metric_lambda: float = 0.9  # EMA of the metric
     metric_every: int = 1000
@@ -117,7 +120,10 @@ class AdaptiveLR:
         """Called after optimiser step number ``step`` (1-based); returns the new LR."""
         c = self.cfg
         if step % c.step_size == 0:
-            if step > c.warmup and self.metric_ema < c.threshold:
+            if c.anneal_from is not None and step > c.anneal_from:
+                self.lr = self.lr * c.gamma
+                self.decreases += 1
+            elif step > c.warmup and self.metric_ema < c.threshold:
                 self.lr = self.lr / c.gamma
                 if c.max_lr is not None:
                     self.lr = min(self.lr, c.max_lr)
