@@ -209,26 +209,10 @@ def train(cfg: ConstructionTaskConfig, out: str | Path | None = None, *, progres
         opt.zero_grad(set_to_none=True)
         loss = loss_on(S, Y)
         loss.backward()
-        gn = grad_norm(params)
-        if math.isfinite(gn) and gn <= rc.skip_grad_norm:
-            for g in opt.param_groups:
-                g["lr"] = sched.lr
-            ema.before_step()
-            saved = ema.save_params()
-            opt.step()
-            ema.after_step(saved)
-        else:
-            skipped += 1
+        skipped += not _guarded_step(opt, params, ema, sched.lr, rc.skip_grad_norm)
         recent.append(float(loss.detach()))
         if rc.scheduler == "adaptive" and step % rc.metric_every == 0:
-            grads = []
-            for j in range(rc.metric_batches):
-                Sm, Ym = batch_of(2, step * 1000 + j, cfg.batch)
-                opt.zero_grad(set_to_none=True)
-                loss_on(Sm, Ym).backward()
-                grads.append(flat_grad(params).detach().clone())
-            opt.zero_grad(set_to_none=True)
-            sched.observe(cosine_metric(grads, rc.metric_pairs))
+            sched.observe(_gradient_metric(opt, params, rc, lambda j: loss_on(*batch_of(2, step * 1000 + j, cfg.batch))))
         sched.step(step)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
@@ -244,15 +228,47 @@ def train(cfg: ConstructionTaskConfig, out: str | Path | None = None, *, progres
            "eta": str(con.params["eta"] if "eta" in con.params else con.params["sqrt_eta"] ** 2)}
     res["model"], res["construction"], res["history"] = model, con, hist
     if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        export(con, model, out / "weights.safetensors", cfg.k)
-        atomic_write_text(out / "history.json", jsonio.dumps(hist, indent=1))  # NaN: null + note
-        plain = {k: v for k, v in res.items() if k not in ("model", "construction", "history")}
-        plain["weights"] = str(out / "weights.safetensors")
-        atomic_write_text(out / "result.json", jsonio.dumps(plain, indent=1))
-        plot_loss(hist, out / "loss.png", title=f"{cfg.construction} body, init={cfg.init}, loss={cfg.loss}")
+        _write_outputs(Path(out), cfg, res)
     return res
+
+
+def _guarded_step(opt, params, ema, lr: float, skip_grad_norm: float) -> bool:
+    """One optimiser step at ``lr`` (with the EMA's bookkeeping) on the gradients in ``params``,
+    unless their norm is not finite or above ``skip_grad_norm``; whether it was taken."""
+    gn = grad_norm(params)
+    if not (math.isfinite(gn) and gn <= skip_grad_norm):
+        return False
+    for g in opt.param_groups:
+        g["lr"] = lr
+    ema.before_step()
+    saved = ema.save_params()
+    opt.step()
+    ema.after_step(saved)
+    return True
+
+
+def _gradient_metric(opt, params, rc, loss_of) -> float:
+    """The adaptive schedule's metric: the cosine statistic of ``rc.metric_batches`` gradients
+    (``loss_of(j)``: the loss on metric batch ``j``); the gradients are cleared after."""
+    grads = []
+    for j in range(rc.metric_batches):
+        opt.zero_grad(set_to_none=True)
+        loss_of(j).backward()
+        grads.append(flat_grad(params).detach().clone())
+    opt.zero_grad(set_to_none=True)
+    return cosine_metric(grads, rc.metric_pairs)
+
+
+def _write_outputs(out: Path, cfg: ConstructionTaskConfig, res: dict) -> None:
+    """weights.safetensors, history.json, result.json and loss.png of a training run in ``out``."""
+    hist = res["history"]
+    out.mkdir(parents=True, exist_ok=True)
+    export(res["construction"], res["model"], out / "weights.safetensors", cfg.k)
+    atomic_write_text(out / "history.json", jsonio.dumps(hist, indent=1))  # NaN: null + note
+    plain = {k: v for k, v in res.items() if k not in ("model", "construction", "history")}
+    plain["weights"] = str(out / "weights.safetensors")
+    atomic_write_text(out / "result.json", jsonio.dumps(plain, indent=1))
+    plot_loss(hist, out / "loss.png", title=f"{cfg.construction} body, init={cfg.init}, loss={cfg.loss}")
 
 
 def plot_loss(hist, path, title=""):
