@@ -226,6 +226,19 @@ def _study_paragraph(s: dict) -> list[str]:
         L.append(f"| {lab} | {x['steps']} | {x['recipe']['batch']} | {fmt(x['recipe']['lr'])} | {fmt(x['adjusted'])} "
                  f"+- {fmt(x['se'], 2)} | {_pct(x['adjusted'] / ref['adjusted'] - 1)} | {_pct(x['adjusted'] / p - 1)} |")
     L.append("")
+    notes, others, beyond = _study_notes(ref, st, p)
+    if notes:
+        L.append(notes[0][0].upper() + "; ".join(notes)[1:] + ".")
+        L.append("")
+    L.append(_study_closing(ref, dg, p, b, others, beyond))
+    L.append("")
+    return L
+
+
+def _study_notes(ref: dict, st: list[dict], p: float) -> tuple[list[str], list[dict], list[str]]:
+    """What the study's runs say against the grid's run ``ref`` (paper: ``p``): the notes (the seeds'
+    spread, the largest training gain, more training, a larger evaluation set), the training changes
+    tried and those that gain more than the seeds' spread."""
     notes = []
     seeds = [ref] + [x for x in st if x["study"].startswith("seed")]
     if len(seeds) > 1:
@@ -237,6 +250,7 @@ def _study_paragraph(s: dict) -> list[str]:
     spread = hi / lo - 1
     evals = [x for x in st if x.get("eval") != ref.get("eval")]
     others = [x for x in st if not x["study"].startswith("seed") and x not in evals]
+    beyond: list[str] = []
     if others:
         best = min(others, key=lambda x: x["adjusted"])
         gain = 1 - best["adjusted"] / ref["adjusted"]
@@ -261,9 +275,12 @@ def _study_paragraph(s: dict) -> list[str]:
                      "comparison with the paper by that much"
                      + (f" (its largest 0.1% of sequences carry {fmt(100 * x['tail_share'], 2)}% of the loss)"
                         if x.get("tail_share") is not None else ""))
-    if notes:
-        L.append(notes[0][0].upper() + "; ".join(notes)[1:] + ".")
-        L.append("")
+    return notes, others, beyond
+
+
+def _study_closing(ref: dict, dg: dict | None, p: float, b: dict, others: list[dict], beyond: list[str]) -> str:
+    """The study's closing sentences: Full against Diag (ours and the paper's), what the training changes
+    tried show, and the parametrisation the paper may have used instead."""
     full_params = 2 * (D + 1) ** 2
     pd = _paper_model("diag", b["layers"], b["column"])
     closing = (f"Full has {full_params} parameters a layer where Diag has 4, and Diag's tied diagonal form is a subspace "
@@ -284,9 +301,7 @@ def _study_paragraph(s: dict) -> list[str]:
     closing += ("Its parametrisation is the paper's eq. (2) (P and Q, each a full (d+1) x (d+1) matrix; seed 004 Sec. 6: "
                 "'Full. Trains full parameter matrices'); the paper may have trained W_K, W_Q, W_V, W_P of eq. (1) "
                 "instead, which it does not say and which is not tried here.")
-    L.append(closing)
-    L.append("")
-    return L
+    return closing
 
 
 def _adarr_paragraph(s: dict, column: str = "5") -> list[str]:
