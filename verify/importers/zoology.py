@@ -98,52 +98,20 @@ def read(path, settings: dict) -> Imported:
     layers, tokens = [], None
     modes, wrapped, inert_taps = [], [], {}
     for i, b in enumerate(mixers):
-        if f"{PROJECTION[0]}.weight" not in b:
-            raise ImportRefused(f"{path}: mixer {i} lacks projection.weight")
-        if any(n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER) for n in b):
-            k = next(b[n] for n in b if n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS,
-                                                                           LONG_FILTER))
-            raise ImportRefused(f"{path}: {k}: an implicit long convolution (an MLP filter) cannot be read exactly")
+        _check_mixer(path, i, b)
         C = T.raw(b[f"{PROJECTION[0]}.weight"]).shape[0]
         long = LONG_FILTER in b
         if tokens is None:
-            if "tokens" in cfg:
-                tokens = as_count(cfg["tokens"], "tokens")
-                conventions["tokens"] = {"value": tokens, "from": src["tokens"]}
-            elif long:
-                tokens = T.raw(b[LONG_FILTER]).shape[-1]
-                conventions["tokens"] = {"value": tokens, "from": "the long filter's length (l_max)"}
-            else:
-                raise ImportRefused(f"{path}: a short convolution does not fix the sequence length; pass "
-                                   f"--config tokens=T")
+            tokens = _tokens(T, path, cfg, src, b, long, conventions)
         Tn = tokens
         mode = "causal"
         if long:
-            f = b[LONG_FILTER]
-            coef, inert, wraps = fft2t_taps(T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at "
-                                                      "lag 0", (C, T.raw(f).shape[-1])), Tn)
-            fit = fit_convention(coef, Tn)
-            if fit is None:
-                shown = ", ".join(f"{f}[{c}, {j}] (token t <- t + {2 * Tn - j})" for c, j in wraps[:3])
-                more = f" and {len(wraps) - 3} more" if len(wraps) > 3 else ""
-                raise ImportRefused(
-                    f"{path}: with {Tn} tokens zoology's fft_conv (an FFT of size 2T, the filter not cut to T) wraps "
-                    f"the taps at lags T+1..2T-1 round onto earlier tokens: {shown}{more}; with the causal taps "
-                    f"this is no causal, circular or 'same' convolution of {Tn} taps, so the file is refused "
-                    f"(--config tokens={T.raw(f).shape[-1]}, the filter's length, or zero those taps)")
-            h, mode = fit
+            h, b_conv, inert, mode, wraps = _long_convolution(T, path, b, Tn, C)
             if wraps:
                 wrapped.append(f"mixer {i}: {len(wraps)} taps at lags T+1..2T-1 wrap round; the mixer is read "
                                f"exactly as a {mode} convolution")
-            add_identity(h, same=mode == "same")
-            b_conv = zeros(Tn, C)
         else:
-            if SHORT_WEIGHT not in b:
-                raise ImportRefused(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
-            w = b[SHORT_WEIGHT]
-            h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
-                                   same=False, key=w)
-            b_conv = repeat_rows(T.take(b.get(SHORT_BIAS, w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)
+            h, b_conv, inert = _short_convolution(T, path, i, b, Tn, C)
         mod, (Wn, bn) = PROJECTION
         W_gate = transpose(T.take(b[f"{mod}.weight"], f"{Wn}^T", (C, C)))
         bias_key = b.get(f"{mod}.bias")
@@ -168,6 +136,62 @@ def read(path, settings: dict) -> Imported:
     return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(),
                     {"N": tokens, "d": C, "n": tokens}, not_proved=dict(T.outside),
                     training_state=extra.get("training_state", {}))
+
+
+def _check_mixer(path, i: int, b: dict) -> None:
+    """Mixer ``i`` has its projection weight and no implicit (MLP) long convolution."""
+    if f"{PROJECTION[0]}.weight" not in b:
+        raise ImportRefused(f"{path}: mixer {i} lacks projection.weight")
+    if any(n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS, LONG_FILTER) for n in b):
+        k = next(b[n] for n in b if n.startswith("conv.") and n not in (SHORT_WEIGHT, SHORT_BIAS,
+                                                                       LONG_FILTER))
+        raise ImportRefused(f"{path}: {k}: an implicit long convolution (an MLP filter) cannot be read exactly")
+
+
+def _tokens(T: Tensors, path, cfg: dict, src: dict, b: dict, long: bool, conventions: dict) -> int:
+    """The sequence length (``--config tokens``, else the first mixer's long filter's length), with its
+    convention entry; refused where only short convolutions leave it open."""
+    if "tokens" in cfg:
+        tokens = as_count(cfg["tokens"], "tokens")
+        conventions["tokens"] = {"value": tokens, "from": src["tokens"]}
+    elif long:
+        tokens = T.raw(b[LONG_FILTER]).shape[-1]
+        conventions["tokens"] = {"value": tokens, "from": "the long filter's length (l_max)"}
+    else:
+        raise ImportRefused(f"{path}: a short convolution does not fix the sequence length; pass "
+                           f"--config tokens=T")
+    return tokens
+
+
+def _long_convolution(T: Tensors, path, b: dict, Tn: int, C: int):
+    """A long filter's taps as zoology's FFT of size 2T applies them: ``(h, b_conv, inert taps, mode,
+    wrapped taps)``, ``mode`` the causal, circular or 'same' convolution they amount to (refused if none)."""
+    f = b[LONG_FILTER]
+    coef, inert, wraps = fft2t_taps(T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at "
+                                              "lag 0", (C, T.raw(f).shape[-1])), Tn)
+    fit = fit_convention(coef, Tn)
+    if fit is None:
+        shown = ", ".join(f"{f}[{c}, {j}] (token t <- t + {2 * Tn - j})" for c, j in wraps[:3])
+        more = f" and {len(wraps) - 3} more" if len(wraps) > 3 else ""
+        raise ImportRefused(
+            f"{path}: with {Tn} tokens zoology's fft_conv (an FFT of size 2T, the filter not cut to T) wraps "
+            f"the taps at lags T+1..2T-1 round onto earlier tokens: {shown}{more}; with the causal taps "
+            f"this is no causal, circular or 'same' convolution of {Tn} taps, so the file is refused "
+            f"(--config tokens={T.raw(f).shape[-1]}, the filter's length, or zero those taps)")
+    h, mode = fit
+    add_identity(h, same=mode == "same")
+    return h, zeros(Tn, C), inert, mode, wraps
+
+
+def _short_convolution(T: Tensors, path, i: int, b: dict, Tn: int, C: int):
+    """A short Conv1d's taps (reversed) and bias: ``(h, b_conv, inert taps)``."""
+    if SHORT_WEIGHT not in b:
+        raise ImportRefused(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
+    w = b[SHORT_WEIGHT]
+    h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
+                           same=False, key=w)
+    b_conv = repeat_rows(T.take(b.get(SHORT_BIAS, w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)
+    return h, b_conv, inert
 
 
 def _check_use_act(cfg: dict) -> None:
