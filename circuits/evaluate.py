@@ -218,19 +218,6 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
     atom_val: list = []  # atom index -> ring value
     forms: dict = {}  # node -> circuits.affine.Form over atom indices (immutable: shared freely)
     expanded: dict = {}  # node -> its form expanded (a factor of several products)
-
-    def expand(f):
-        acc, c0, den = None, 0, f.den
-        for a, c in f.numerators().items():
-            if a == A.CONST:
-                c0 = c
-                continue
-            t = atom_val[a] if c == den else atom_val[a] * const(Fraction(c, den))
-            acc = t if acc is None else acc + t
-        if acc is None:
-            return const(Fraction(c0, den))
-        return acc if not c0 else acc + const(Fraction(c0, den))
-
     for v in nx.topological_sort(g):
         d = g.nodes[v]
         op = d[K.OP]
@@ -243,31 +230,55 @@ def evaluate_affine(g: nx.DiGraph, inputs: Mapping[str, object], *,
         elif op == K.ADD:
             forms[v] = A.lincomb([(forms[u], m) for u, m in ops])
         else:
-            scale, factors = 1, []
-            for u, m in ops:
-                fu = forms[u]
-                if fu.is_const:  # zero or a constant
-                    scale = scale * fu.const_value() ** m
-                else:
-                    factors.append((u, m))
-            if scale == 0:
-                forms[v] = A.ZERO
-            elif not factors:
-                forms[v] = A.const(scale)
-            elif len(factors) == 1 and factors[0][1] == 1:
-                forms[v] = A.scale(forms[factors[0][0]], scale)
-            else:
-                p = None
-                for u, m in factors:
-                    if u not in expanded:
-                        expanded[u] = expand(forms[u])
-                    for _ in range(m):
-                        p = expanded[u] if p is None else p * expanded[u]
-                atom_val.append(p)
-                forms[v] = A.from_items([(len(atom_val) - 1, scale)])
+            forms[v] = _mul_form(ops, forms, expanded, atom_val, const)
         for u, _ in ops:
             uses[u] -= 1
             if not uses[u] and u not in keep:
                 del forms[u]
                 expanded.pop(u, None)
-    return {name: expand(forms[n]) for name, n in outs.items()}
+    return {name: _expand(forms[n], atom_val, const) for name, n in outs.items()}
+
+
+def _expand(f, atom_val: list, const):
+    """The ring value of the affine form ``f``: ``sum coef * atom`` over its atoms' values ``atom_val``."""
+    from .affine import CONST
+
+    acc, c0, den = None, 0, f.den
+    for a, c in f.numerators().items():
+        if a == CONST:
+            c0 = c
+            continue
+        t = atom_val[a] if c == den else atom_val[a] * const(Fraction(c, den))
+        acc = t if acc is None else acc + t
+    if acc is None:
+        return const(Fraction(c0, den))
+    return acc if not c0 else acc + const(Fraction(c0, den))
+
+
+def _mul_form(ops, forms: dict, expanded: dict, atom_val: list, const):
+    """A ``mul`` gate's affine form: its constant factors folded into a scale; two or more factors
+    left (or one taken more than once) are expanded (once each, kept in ``expanded``) and multiplied
+    into a new atom appended to ``atom_val``."""
+    from . import affine as A
+
+    scale, factors = 1, []
+    for u, m in ops:
+        fu = forms[u]
+        if fu.is_const:  # zero or a constant
+            scale = scale * fu.const_value() ** m
+        else:
+            factors.append((u, m))
+    if scale == 0:
+        return A.ZERO
+    if not factors:
+        return A.const(scale)
+    if len(factors) == 1 and factors[0][1] == 1:
+        return A.scale(forms[factors[0][0]], scale)
+    p = None
+    for u, m in factors:
+        if u not in expanded:
+            expanded[u] = _expand(forms[u], atom_val, const)
+        for _ in range(m):
+            p = expanded[u] if p is None else p * expanded[u]
+    atom_val.append(p)
+    return A.from_items([(len(atom_val) - 1, scale)])
