@@ -54,6 +54,51 @@ def _memory_message(memory_gb) -> str:
     return f"stopped at the memory limit ({_gib(memory_gb)})"
 
 
+def _child(body, q, memory_gb: float | None) -> None:
+    """The forked child: quiet, under the memory limit, runs ``body`` and reports through ``q``."""
+    _quiet_child()
+    if memory_gb:
+        try:
+            import resource
+
+            lim = _vm_bytes() + int(memory_gb * 2 ** 30)
+            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        except (ImportError, ValueError, OSError):  # pragma: no cover
+            pass
+    try:
+        body(lambda item: q.put(("item", item)))
+        q.put(("done", None))
+    except MemoryError:
+        q.put(("memory", None))
+    except BaseException as e:  # noqa: BLE001 - reported, not raised, across the process boundary
+        import traceback
+
+        try:
+            blob = pickle.dumps(e)
+            pickle.loads(blob)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle goes as text
+            blob = None
+        q.put(("raise", (blob, f"{type(e).__name__}: {e}", traceback.format_exc())))
+
+
+def _quiet_child() -> None:
+    """The child reports through the queue: Ctrl-C is the parent's; its stdout and stderr are silenced,
+    where FLINT prints before aborting on a failed allocation (the parent names the limit in one line);
+    the parent's buffered output was flushed before the fork (multiprocessing does that)."""
+    import os
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # pragma: no cover
+        pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.dup2(devnull, 1)  # FLINT prints its "Unable to allocate" exception to stdout
+    import faulthandler
+
+    faulthandler.disable()  # its own copy of the old stderr (pytest enables it) would print the abort
+
+
 def _run(body, timeout: float, memory_gb: float | None, on_item=None):
     """The child runs ``body(put)``, which sends ``("item", x)`` for each ``put(x)``; then the child
     sends ``("done", None)``,
@@ -62,46 +107,7 @@ def _run(body, timeout: float, memory_gb: float | None, on_item=None):
     ctx = mp.get_context("fork")
     q = ctx.Queue()
 
-    def child():
-        # the child reports through the queue; silence its stdout and stderr, where FLINT prints
-        # before aborting on a failed allocation (the parent names the limit in one line); the
-        # parent's buffered output was flushed before the fork (multiprocessing does that)
-        import os
-
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-        except (ValueError, OSError):  # pragma: no cover
-            pass
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.dup2(devnull, 1)  # FLINT prints its "Unable to allocate" exception to stdout
-        import faulthandler
-
-        faulthandler.disable()  # its own copy of the old stderr (pytest enables it) would print the abort
-        if memory_gb:
-            try:
-                import resource
-
-                lim = _vm_bytes() + int(memory_gb * 2 ** 30)
-                resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-            except (ImportError, ValueError, OSError):  # pragma: no cover
-                pass
-        try:
-            body(lambda item: q.put(("item", item)))
-            q.put(("done", None))
-        except MemoryError:
-            q.put(("memory", None))
-        except BaseException as e:  # noqa: BLE001 - reported, not raised, across the process boundary
-            import traceback
-
-            try:
-                blob = pickle.dumps(e)
-                pickle.loads(blob)
-            except Exception:  # noqa: BLE001 - an exception that does not pickle goes as text
-                blob = None
-            q.put(("raise", (blob, f"{type(e).__name__}: {e}", traceback.format_exc())))
-
-    p = ctx.Process(target=child, daemon=True)
+    p = ctx.Process(target=_child, args=(body, q, memory_gb), daemon=True)  # forked: nothing is pickled
     p.start()
     items, kind, detail = [], None, None
     deadline = time.monotonic() + timeout
