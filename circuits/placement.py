@@ -113,6 +113,49 @@ def placement(g: nx.DiGraph) -> Placement | None:
     calls this function.  Does not modify ``g``.
     """
     grid = {k: _grid_attr(g, k) for k in GRID_ATTRS}
+    ins, outs, node_of = _node_places(g)
+
+    def where(key: str) -> str:  # built only for a message
+        n = node_of[key]
+        return _who(n, g.nodes[n])
+
+    placed_in = sorted(k for k, p in ins.items() if p is not None)
+    unplaced_in = sorted(k for k, p in ins.items() if p is None)
+    placed_out = sorted(k for k, p in outs.items() if p is not None)
+    if placed_in and unplaced_in:
+        raise CircuitError(f"{where('in:' + unplaced_in[0])}: input has no place (token/channel) but "
+                           f"{where('in:' + placed_in[0])} has one; place every input or none")
+    if not placed_in and unplaced_in and placed_out:
+        raise CircuitError(f"{where('out:' + placed_out[0])}: output has a place but the inputs do not "
+                           f"(e.g. {where('in:' + unplaced_in[0])}); place the inputs too or no output")
+    if not placed_in and not placed_out:
+        for k in GRID_ATTRS:
+            if grid[k] is not None:
+                raise CircuitError(f"graph attribute {k} = {grid[k]} is set but no input or output has a place")
+        return None
+
+    size = {}
+    for k, axis in zip(GRID_ATTRS, (0, 1)):
+        far = max([(p[axis], "in:" + nm) for nm, p in ins.items()]
+                  + [(p[axis], "out:" + nm) for nm, p in outs.items() if p is not None],
+                  key=lambda t: t[0])
+        need = far[0] + 1
+        if grid[k] is not None and grid[k] < need:
+            raise CircuitError(f"{where(far[1])}: {k[:-1]} {far[0]} lies outside the grid (graph attribute "
+                               f"{k} = {grid[k]}, needs >= {need})")
+        size[k] = grid[k] if grid[k] is not None else need
+    return Placement(
+        tokens=size[K.TOKENS],
+        channels=size[K.CHANNELS],
+        inputs=dict(sorted(ins.items())),
+        outputs=dict(sorted(outs.items())),
+    )
+
+
+def _node_places(g: nx.DiGraph) -> tuple[dict, dict, dict]:
+    """Each input's and output's place (None: unplaced) by name, and each ``"in:name"`` /
+    ``"out:name"``'s node; raises on a place attribute where it does not belong and on two inputs
+    (or two outputs) at one place."""
     ins: dict[str, tuple[int, int] | None] = {}
     outs: dict[str, tuple[int, int] | None] = {}
     node_of: dict[str, object] = {}  # "in:name" / "out:name" -> its node id
@@ -151,41 +194,7 @@ def placement(g: nx.DiGraph) -> Placement | None:
                 if there in out_at:
                     raise CircuitError(f"{who(n)}: output place {there} is taken by {who(out_at[there])}")
                 out_at[there] = n
-
-    def where(key: str) -> str:
-        return who(node_of[key])
-
-    placed_in = sorted(k for k, p in ins.items() if p is not None)
-    unplaced_in = sorted(k for k, p in ins.items() if p is None)
-    placed_out = sorted(k for k, p in outs.items() if p is not None)
-    if placed_in and unplaced_in:
-        raise CircuitError(f"{where('in:' + unplaced_in[0])}: input has no place (token/channel) but "
-                           f"{where('in:' + placed_in[0])} has one; place every input or none")
-    if not placed_in and unplaced_in and placed_out:
-        raise CircuitError(f"{where('out:' + placed_out[0])}: output has a place but the inputs do not "
-                           f"(e.g. {where('in:' + unplaced_in[0])}); place the inputs too or no output")
-    if not placed_in and not placed_out:
-        for k in GRID_ATTRS:
-            if grid[k] is not None:
-                raise CircuitError(f"graph attribute {k} = {grid[k]} is set but no input or output has a place")
-        return None
-
-    size = {}
-    for k, axis in zip(GRID_ATTRS, (0, 1)):
-        far = max([(p[axis], "in:" + nm) for nm, p in ins.items()]
-                  + [(p[axis], "out:" + nm) for nm, p in outs.items() if p is not None],
-                  key=lambda t: t[0])
-        need = far[0] + 1
-        if grid[k] is not None and grid[k] < need:
-            raise CircuitError(f"{where(far[1])}: {k[:-1]} {far[0]} lies outside the grid (graph attribute "
-                               f"{k} = {grid[k]}, needs >= {need})")
-        size[k] = grid[k] if grid[k] is not None else need
-    return Placement(
-        tokens=size[K.TOKENS],
-        channels=size[K.CHANNELS],
-        inputs=dict(sorted(ins.items())),
-        outputs=dict(sorted(outs.items())),
-    )
+    return ins, outs, node_of
 
 
 def normalise_places(g: nx.DiGraph) -> None:
