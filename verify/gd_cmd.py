@@ -445,6 +445,51 @@ def _check_memory(a, layers: int, n: int, d: int, size: int, k: int, n_dtypes: i
                  _estimate_bytes(n, d, size, k, a.batch, n_dtypes, a.digits), override="--allow-large")
 
 
+def _gd_proof(a, con, k: int, source: dict, lw, out) -> tuple:
+    """``(proof, the weight file's summary or None)``: the gd command's check of the weight file's
+    layers (``--weights``; its line printed), randomized (``--check random``) or the bounded proof."""
+    if a.weights:
+        from constructions.weights_io import WeightFileError
+
+        try:
+            proof, user = _prove_weights(con, lw, a.weights, k, a, layers_from=source.get("layers", "command line"))
+        except WeightFileError as e:
+            raise UsageError(str(e)) from None
+        print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
+              f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
+        return proof, user
+    if a.check == "random":
+        from .catalogue_cmd import random_check
+        from .prover.randomized import check as check_randomized
+
+        return random_check(lambda: check_randomized(con, seed=a.random_seed), a, con.name), None
+    from . import bounded
+
+    return bounded.prove(con, a, con.name), None
+
+
+def _print_run(a, be, rep: dict, runs: list[dict], k: int, out) -> None:
+    """One numeric run's lines: its times, the first non-finite layer, a row per checkpoint step (from
+    ``runs``, the rows so far), and the prediction's MSE."""
+    t_ref, t_run = rep["seconds_reference"], rep["seconds_run"]
+    res_bad = rep["first_nonfinite_layer"]
+    print(f"\n{be.dtype} ({be.name}, {a.conv} conv), {a.batch} problems, reference {a.digits} digits "
+          f"({t_ref:.2f} s), run {t_run:.2f} s", file=out)
+    if res_bad is not None:
+        print(f"  first non-finite value after stack layer {res_bad}", file=out)
+    print(f"  {'step':>6} {'depth':>6} {'MSE vs exact GD':>16} {'MSE vs solution':>16} "
+          f"{'plain GD vs exact':>18} {'overhead':>9}", file=out)
+    by_step = {r["step"]: r for r in runs if r["dtype"] == be.dtype}
+    for j in _checkpoints(k):
+        r = by_step[j]
+        ov = r["construction_overhead"]
+        print(f"  {j:>6} {r['depth']:>6} {_fmt(r['mse_vs_exact_gd']):>16} {_fmt(r['mse_vs_solution']):>16} "
+              f"{_fmt(r['plain_gd_mse_vs_exact_gd']):>18} {('%.2f' % ov) if ov is not None else '-':>9}", file=out)
+    if rep["prediction_mse_vs_exact"] is not None:
+        print(f"  prediction q^T x after the epilogue: MSE vs exact {_fmt(rep['prediction_mse_vs_exact'])}",
+              file=out)
+
+
 def cmd_gd(a, out) -> int:
     st = gd_settings(a)
     from numerics.runner import gd_accuracy
@@ -462,25 +507,7 @@ def cmd_gd(a, out) -> int:
             by.setdefault(src, []).append(key)
         print("  parameters: " + "; ".join(f"{', '.join(keys)} from the {src}" if src != "default"
                                           else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
-    user = None
-    if a.weights:
-        from constructions.weights_io import WeightFileError
-
-        try:
-            proof, user = _prove_weights(con, lw, a.weights, k, a, layers_from=source.get("layers", "command line"))
-        except WeightFileError as e:
-            raise UsageError(str(e)) from None
-        print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
-              f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
-    elif a.check == "random":
-        from .catalogue_cmd import random_check
-        from .prover.randomized import check as check_randomized
-
-        proof = random_check(lambda: check_randomized(con, seed=a.random_seed), a, con.name)
-    else:
-        from . import bounded
-
-        proof = bounded.prove(con, a, con.name)
+    proof, user = _gd_proof(a, con, k, source, lw, out)
     print_proof(proof, out)
 
     if export_path:
@@ -497,23 +524,7 @@ def cmd_gd(a, out) -> int:
         bar.close()
         dtype_reports.append(rep)
         runs += rows
-        t_ref, t_run = rep["seconds_reference"], rep["seconds_run"]
-        res_bad = rep["first_nonfinite_layer"]
-        print(f"\n{be.dtype} ({be.name}, {a.conv} conv), {a.batch} problems, reference {a.digits} digits "
-              f"({t_ref:.2f} s), run {t_run:.2f} s", file=out)
-        if res_bad is not None:
-            print(f"  first non-finite value after stack layer {res_bad}", file=out)
-        print(f"  {'step':>6} {'depth':>6} {'MSE vs exact GD':>16} {'MSE vs solution':>16} "
-              f"{'plain GD vs exact':>18} {'overhead':>9}", file=out)
-        by_step = {r["step"]: r for r in runs if r["dtype"] == be.dtype}
-        for j in _checkpoints(k):
-            r = by_step[j]
-            ov = r["construction_overhead"]
-            print(f"  {j:>6} {r['depth']:>6} {_fmt(r['mse_vs_exact_gd']):>16} {_fmt(r['mse_vs_solution']):>16} "
-                  f"{_fmt(r['plain_gd_mse_vs_exact_gd']):>18} {('%.2f' % ov) if ov is not None else '-':>9}", file=out)
-        if rep["prediction_mse_vs_exact"] is not None:
-            print(f"  prediction q^T x after the epilogue: MSE vs exact {_fmt(rep['prediction_mse_vs_exact'])}",
-                  file=out)
+        _print_run(a, be, rep, runs, k, out)
 
     verdict, line = verdict_of(proof)
     report = {"command": "gd", "construction": con.summary(), "k": k, "depth": con.depth(k),
