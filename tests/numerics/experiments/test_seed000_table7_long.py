@@ -56,11 +56,11 @@ def test_report_names_the_floor_and_each_cells_own_limits():
     long = {"long-training-doc-k1": {**_long("training-doc", 2700.0, 8e-9, 90_000), "command": "A"},
             "long-paper-table5-k1": {**_long("paper-table5", 1500.0, 1e-3, 12_000), "command": "B"}}
     text = "\n".join(L.markdown_lines({"long": long}, "G"))
-    assert text.count(", LR floor 2.50e-06, from step 78,000 x0.9 at every decision") == 2  # header, training-doc row
+    assert text.count(", LR floor 2.50e-06, from step 68,000 x0.9 at every decision") == 2  # header, training-doc row
     assert "training-doc: at most 45.0 min of CPU time" in text and "paper-table5: at most 25.0 min" in text
     assert "Each with its own limits the docs' settings end" in text and "With the same limits" not in text
     crit = L.criterion(long)
-    assert crit["met"] and "settings, LR floor 2.50e-06, from step 78,000" in crit["text"]
+    assert crit["met"] and "settings, LR floor 2.50e-06, from step 68,000" in crit["text"]
     # equal limits: one statement of them, and the comparison says so
     long["long-paper-table5-k1"]["max_cpu_seconds"] = 2700.0
     text = "\n".join(L.markdown_lines({"long": long}, "G"))
