@@ -26,31 +26,17 @@ def _poly_lines(p: dict) -> list[str]:
 
 
 def summary_lines(rep: dict) -> list[str]:
-    """The comparison report's markdown, a section per analysis the report holds."""
+    """The comparison report's markdown, a section per analysis the report holds (:data:`_SECTIONS`)."""
     L = [f"# {rep['construction']} (n={rep['n']}, d={rep['d']}, k={rep['k']}, {rep['layers']} layers): learned vs constructed", ""]
-    if rep.get("functional"):
-        L += _functional_lines(rep["functional"])
-    if rep.get("sensitivities"):
-        L += _sensitivity_lines(rep["sensitivities"])
-    if rep.get("polynomial"):
-        L += _polynomial_section_lines(rep["polynomial"])
-    if rep.get("polynomial_model"):
-        L += _polynomial_model_lines(rep["polynomial_model"])
-    if rep.get("not_applicable"):
-        L += ["", f"Not applicable to this model: {rep['not_applicable']}."]
-    if rep.get("invariants"):
-        L += _invariant_lines(rep["invariants"], rep.get("interpolation"))
-    if rep.get("implicit_w"):
-        L += _implicit_w_lines(rep["implicit_w"])
-    if rep.get("iterate"):
-        L += _iterate_lines(rep["iterate"])
-    if rep.get("weights"):
-        L += _weights_lines(rep["weights"])
+    for key, lines in _SECTIONS:
+        if rep.get(key):
+            L += lines(rep)
     return L
 
 
-def _functional_lines(fn: dict) -> list[str]:
+def _functional_lines(rep: dict) -> list[str]:
     """(1) predictions: the table, the MSE against the exact gradient, the layer-by-layer states."""
+    fn = rep["functional"]
     L = ["## (1) predictions", "", "| set | max abs | rms | relative rms | learned vs lstsq | constructed vs lstsq |", "|---|---|---|---|---|---|"]
     L += [f"| {r['set']} | {_g(r['max_abs'])} | {_g(r['rms'])} | {_g(r['relative_rms'])} | "
           f"{_g(r.get('learned_vs_lstsq_rms'))} | {_g(r.get('constructed_vs_lstsq_rms'))} |" for r in fn["predictions"]]
@@ -69,16 +55,18 @@ def _functional_lines(fn: dict) -> list[str]:
     return L
 
 
-def _sensitivity_lines(sens: list) -> list[str]:
+def _sensitivity_lines(rep: dict) -> list[str]:
     """(2) sensitivities: a row per set."""
+    sens = rep["sensitivities"]
     what = sens[0].get("what", "d prediction / d query") if sens else ""
     L = ["", f"## (2) sensitivities: {what}", "", "| set | mean cosine | min cosine | mean L2 | mean relative L2 |", "|---|---|---|---|---|"]
     return L + [f"| {r['set']} | {_g(r['cosine_mean'])} | {_g(r['cosine_min'])} | {_g(r['l2_mean'])} | {_g(r['relative_l2_mean'])} |"
                 for r in sens]
 
 
-def _polynomial_section_lines(p: dict) -> list[str]:
+def _polynomial_section_lines(rep: dict) -> list[str]:
     """(3) polynomials of the construction's stack: one body copy's entries, then the prediction."""
+    p = rep["polynomial"]
     L = _poly_header(p)
     if p["supported"]:
         L.append(f"{p['variables']} variables, {p['backend']}; limits {p['limits']}")
@@ -96,8 +84,9 @@ def _polynomial_section_lines(p: dict) -> list[str]:
     return L
 
 
-def _polynomial_model_lines(pm: dict) -> list[str]:
+def _polynomial_model_lines(rep: dict) -> list[str]:
     """(3) polynomials of a model: an output each."""
+    pm = rep["polynomial_model"]
     L = _poly_header(pm)
     if pm["supported"]:
         L += [f"{pm['what']}; {pm['variables']} variables, {pm['backend']}; limits {pm['limits']}", ""]
@@ -108,8 +97,14 @@ def _polynomial_model_lines(pm: dict) -> list[str]:
     return L
 
 
-def _invariant_lines(inv: dict, ip: dict | None) -> list[str]:
+def _not_applicable_lines(rep: dict) -> list[str]:
+    """What does not apply to a sequence model."""
+    return ["", f"Not applicable to this model: {rep['not_applicable']}."]
+
+
+def _invariant_lines(rep: dict) -> list[str]:
     """(4) invariants up to symmetry: a line per layer, then the interpolation curve."""
+    inv, ip = rep["invariants"], rep.get("interpolation")
     L = ["", "## (4) invariants up to symmetry", ""]
     for r in inv["layers"]:
         if not r.get("supported", True):
@@ -124,8 +119,9 @@ def _invariant_lines(inv: dict, ip: dict | None) -> list[str]:
     return L
 
 
-def _implicit_w_lines(iw: dict) -> list[str]:
+def _implicit_w_lines(rep: dict) -> list[str]:
     """(5) the implicit weight vector: a line per layer."""
+    iw = rep["implicit_w"]
     L = ["", "## (5) implicit weight vector w^l", "", iw["definition"], ""]
     return L + [f"- l={r['l']}: mean ||w_l - w_c|| {_g(r['l2_mean'])} (relative {_g(r['relative_l2_mean'])}); "
                 f"mean ||w_c|| {_g(r['norm_constructed_mean'])}, ||w_l|| {_g(r['norm_learned_mean'])}"
@@ -133,8 +129,9 @@ def _implicit_w_lines(iw: dict) -> list[str]:
                 for r in iw["layers"]]
 
 
-def _iterate_lines(it: list) -> list[str]:
+def _iterate_lines(rep: dict) -> list[str]:
     """(6) iterated as solvers: a row per set."""
+    it = rep["iterate"]
     L = ["", "## (6) iterated as solvers", "", f"error: {it[0]['error']}", "",
          "| set | learned best (iter) | learned stops improving | learned diverges | constructed best (iter) | constructed diverges |",
          "|---|---|---|---|---|---|"]
@@ -143,8 +140,9 @@ def _iterate_lines(it: list) -> list[str]:
                 for r in it]
 
 
-def _weights_lines(w: dict) -> list[str]:
+def _weights_lines(rep: dict) -> list[str]:
     """--weights: the exact section identities, a line per section, then the first failure."""
+    w = rep["weights"]
     L = ["", "## --weights: exact section identities", "", f"exact: {w['exact']}", ""]
     if not w["complete"]:
         L += [f"not complete: {w['reason']}" + ("" if w["sections"] else " (no row of the first section finished)"), ""]
@@ -155,3 +153,10 @@ def _weights_lines(w: dict) -> list[str]:
     if w["first_failure"]:
         L += ["", "```", w["first_failure"], "```"]
     return L
+
+
+#: the summary's sections in order: the report's key (a section is written where it is set) and its lines
+_SECTIONS = (("functional", _functional_lines), ("sensitivities", _sensitivity_lines),
+             ("polynomial", _polynomial_section_lines), ("polynomial_model", _polynomial_model_lines),
+             ("not_applicable", _not_applicable_lines), ("invariants", _invariant_lines),
+             ("implicit_w", _implicit_w_lines), ("iterate", _iterate_lines), ("weights", _weights_lines))
