@@ -159,6 +159,31 @@ class MQARModel(nn.Module):
         return h @ self.embed.weight.T
 
 
+def warmup_cosine(lr: float, steps: int, warmup: float):
+    """The learning rate at step ``s`` (0-based) of ``steps``: linear warm-up over a ``warmup`` fraction of
+    the steps (at least one), then cosine decay to 0 (App. E.2 / the reference configs)."""
+    n_warm = max(1, int(round(warmup * steps)))
+
+    def lr_at(s: int) -> float:
+        if s < n_warm:
+            return lr * (s + 1) / n_warm
+        return 0.5 * lr * (1 + math.cos(math.pi * (s - n_warm) / max(1, steps - n_warm)))
+    return lr_at
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, lr: float) -> torch.Tensor:
+    """One optimiser step at rate ``lr`` on the cross-entropy at the labelled positions of ``(x, y)``
+    (``y != IGNORE``); returns the loss (a tensor, before the step)."""
+    m = y != IGNORE
+    for grp in opt.param_groups:
+        grp["lr"] = lr
+    loss = nn.functional.cross_entropy(model(x, m), y[m])
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def train(model: MQARModel, train_set, test_set, *, lr: float, steps: int, batch: int,
           weight_decay: float = 0.1, warmup: float = 0.1, eval_every: int = 50, stop_at: float | None = None,
           seed: int = 0) -> dict:
@@ -169,13 +194,7 @@ def train(model: MQARModel, train_set, test_set, *, lr: float, steps: int, batch
     X, Y = train_set
     gen = np.random.default_rng(seed + 1)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    n_warm = max(1, int(round(warmup * steps)))
-
-    def lr_at(s):
-        if s < n_warm:
-            return lr * (s + 1) / n_warm
-        return 0.5 * lr * (1 + math.cos(math.pi * (s - n_warm) / max(1, steps - n_warm)))
-
+    lr_at = warmup_cosine(lr, steps, warmup)
     order = gen.permutation(len(X))
     pos = 0
     hist = []
@@ -187,14 +206,7 @@ def train(model: MQARModel, train_set, test_set, *, lr: float, steps: int, batch
             order, pos = gen.permutation(len(X)), 0
         idx = order[pos:pos + batch]
         pos += batch
-        x, y = torch.as_tensor(X[idx]), torch.as_tensor(Y[idx])
-        m = y != IGNORE
-        for grp in opt.param_groups:
-            grp["lr"] = lr_at(step - 1)
-        loss = nn.functional.cross_entropy(model(x, m), y[m])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(model, opt, torch.as_tensor(X[idx]), torch.as_tensor(Y[idx]), lr_at(step - 1))
         loss_v = float(loss.detach())
         if not math.isfinite(loss_v):
             hist.append({"step": step, "train_loss": loss_v, "test_acc": None})
@@ -209,4 +221,4 @@ def train(model: MQARModel, train_set, test_set, *, lr: float, steps: int, batch
             "final_test_acc": next((h["test_acc"] for h in reversed(hist) if h["test_acc"] is not None), None)}
 
 
-__all__ = ["IGNORE", "MIXERS", "mqar", "MQARModel", "accuracy", "train"]
+__all__ = ["IGNORE", "MIXERS", "mqar", "MQARModel", "accuracy", "train", "train_step", "warmup_cosine"]

@@ -8,6 +8,7 @@ import torch
 
 from numerics.experiments import EXPERIMENTS
 from numerics.experiments import seed003_mqar as mq
+from numerics.experiments import seed003_mqar_report as mqr
 from numerics.training.mqar import IGNORE, MQARModel, accuracy, mqar
 
 
@@ -28,8 +29,12 @@ def answers_by_definition(x):
 
 @pytest.mark.parametrize("N,D,V", [(64, 4, 256), (128, 8, 256), (16, 4, 18)])
 def test_generator_against_the_definition(N, D, V):
-    X, Y = mqar(300, N, D, V, seed=3)
-    assert X.shape == Y.shape == (300, N) and X.dtype == Y.dtype == np.int64
+    check_against_the_definition(*mqar(300, N, D, V, seed=3), N, D, V)
+
+
+def check_against_the_definition(X, Y, N, D, V):
+    """Every example of ``(X, Y)`` is an MQAR example of Def. 3.1 as the reference generator makes it."""
+    assert X.shape == Y.shape == (len(X), N) and X.dtype == Y.dtype == np.int64
     for x, y in zip(X, Y):
         keys, vals = x[0:2 * D:2], x[1:2 * D:2]
         assert len(set(keys)) == D and len(set(vals)) == D
@@ -96,14 +101,19 @@ def test_model_shapes_and_causality(mixer, mlp_mult):
     mask = torch.as_tensor(Y != IGNORE)
     assert m(x, mask).shape == (int(mask.sum()), V)
     assert (m.pos is not None) == (mixer == "attention")
-    # causal: changing the tokens after position t leaves every output at or before t unchanged
-    h = m.features(x)
+    assert_causal(m, x, V)
+
+
+def assert_causal(m, x, V):
+    """Changing the tokens after position t leaves every output of ``m`` at or before t unchanged, and
+    later outputs do see them."""
+    h, (n, N) = m.features(x), x.shape
     for t in (0, 7, N - 2):
         x2 = x.clone()
-        x2[:, t + 1:] = torch.randint(0, V, (3, N - t - 1))
+        x2[:, t + 1:] = torch.randint(0, V, (n, N - t - 1))
         h2 = m.features(x2)
         torch.testing.assert_close(h2[:, :t + 1], h[:, :t + 1], rtol=1e-10, atol=1e-10)
-        assert (h2[:, t + 1:] - h[:, t + 1:]).abs().max() > 1e-6  # and later outputs do see them
+        assert (h2[:, t + 1:] - h[:, t + 1:]).abs().max() > 1e-6
 
 
 def test_baseconv_mixer_is_the_toolkits_layer():
@@ -161,17 +171,40 @@ def test_cell_trains_and_refuses_a_bad_mixer():
         mq.cell({**cfg, "mixer": "rwkv"})
 
 
+def test_cell_config_is_typed_and_refuses_bad_keys():
+    # every grid's config reads into MQARCell and gives back its dict unchanged (the committed records' ids)
+    for quick in (True, False):
+        for c in mq.configs(quick) + mq.gpu_configs(quick):
+            assert mq.config_of(c).to_mapping() == c
+    c = mq.configs(True)[0]
+    assert mq.config_of({k: v for k, v in c.items() if k != "power_a"}).power_a == 0.1  # the default, in one place
+    for bad, msg in (({"bogus": 1}, "unknown key"), ({"long_conv": "fft"}, "long_conv must be one of"),
+                     ({"lr": 0.0}, "lr must be > 0"), ({"steps": 2.5}, "steps must be an integer"),
+                     ({"part": "other"}, "part must be one of")):
+        with pytest.raises(ValueError, match=msg):
+            mq.config_of({**c, **bad})
+    with pytest.raises(ValueError, match="needs 'mixer'"):
+        mq.config_of({k: v for k, v in c.items() if k != "mixer"})
+
+
 def test_full_grid_tunes_per_mixer_with_three_seeds():
     every = mq.configs(False)
     cs = [c for c in every if not c.get("part")]
     tune = [c for c in every if c.get("part") == "tune"]
     long = [c for c in every if c.get("part") == "long"]
-    # the tuning: each mixer at one cell with the paper's four rates (np.logspace(-4, -2, 4))
+    # the tuning: each mixer at one cell of its own with the paper's four rates (np.logspace(-4, -2, 4)) and 3e-2
     assert sorted((c["mixer"], c["lr"]) for c in tune) == sorted((m, lr) for m in mq.MIXERS
-                                                                   for lr in np.logspace(-4, -2, 4))
-    assert all(c["d"] == mq.TUNE["d"] and c["N"] == mq.TUNE["N"] for c in tune)
-    # the longer run: the grid's settings but 4x the steps
-    assert len(long) == 1 and long[0]["steps"] == mq.LONG["steps"] >= 3 * mq.FULL["steps"]
+                                                                   for lr in [*np.logspace(-4, -2, 4), 3e-2])
+    assert all(c["d"] == mq.TUNE["d"][c["mixer"]] and c["N"] == mq.TUNE["N"] for c in tune)
+    # the longer run: the grid's settings but at least 2x the steps
+    assert len(long) == 1 and long[0]["steps"] == mq.LONG["steps"] >= 2 * mq.FULL["steps"]
+    # the reference configs' implicit filter beside the grid's (explicit) one: BaseConv at one cell, every seed
+    filt = [c for c in every if c.get("part") == "filter"]
+    assert sorted(c["seed"] for c in filt) == sorted(mq.FILTER["seeds"]) and set(mq.FILTER["seeds"]) <= set(mq.FULL["seeds"])
+    assert all(c["mixer"] == "baseconv" and c["long_conv"] == "implicit" != mq.FULL["long_conv"] for c in filt)
+    assert all({k: v for k, v in c.items() if k not in ("long_conv", "part", "seed")} ==
+               {k: v for k, v in filt[0].items() if k not in ("long_conv", "part", "seed")} for c in filt)
+    assert {c.get("part") for c in every} == {None, *mq.PARTS}
     assert {c["mixer"] for c in cs} == set(mq.MIXERS) and "seed003-mqar" in EXPERIMENTS
     assert len(mq.FULL["seeds"]) >= 3 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
     # every (mixer, N, d) at every learning rate of its mixer, once per seed
@@ -217,7 +250,8 @@ PAPER_LIKE = {("attention", 64): {16: 0.95, 32: 1.0, 64: 1.0}, ("attention", 128
 
 def test_criteria_paper_like_grid_meets_all():
     s = mq.summarise(grid(PAPER_LIKE), False)
-    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True}
+    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True,
+                                                          "baseconv-d-at-least-N": True}
     gap = s["criteria"][1]
     assert gap["smallest"] == {"64": {"attention": 16, "baseconv": 64}, "128": {"attention": 16, "baseconv": None}}
     assert mq.learn_steps(s, "baseconv") == 200 and mq.counts(s, "baseconv", 128, 64)
@@ -232,13 +266,16 @@ def test_criteria_each_failure():
     # the smallest d does not grow with N
     v = verdicts(grid(PAPER_LIKE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}}))
     assert v["grows-with-N"] is False and v["gap"] is True
+    # BaseConv reaches 0.9 below d = N (at N = 64 from d = 32): the gap holds, d >= N does not
+    v = verdicts(grid(PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.95, 64: 0.99}}))
+    assert v["baseconv-d-at-least-N"] is False and v["gap"] is True
 
 
 def test_criteria_count_only_where_the_mixer_learns():
     # BaseConv reaches 0.9 nowhere: the gap and the growth are not read (never met by default)
     flat = PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.2, 64: 0.3}}
     v = verdicts(grid(flat))
-    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None}
+    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None, "baseconv-d-at-least-N": None}
     assert any("reaches 0.9 nowhere" in n for n in mq.summarise(grid(flat), False)["criteria"][1]["notes"])
     # BaseConv learns at N = 64 only after its 1,000 steps (first at step 200); at N = 128 its runs stopped after
     # 150 steps (a GPU budget's share): their staying below counts for nothing
@@ -247,7 +284,7 @@ def test_criteria_count_only_where_the_mixer_learns():
     c = {x["id"]: x for x in s["criteria"]}
     assert c["gap"]["per_N"] == {"64": True, "128": None} and c["gap"]["met"] is True
     assert c["grows-with-N"]["met"] is None and "not read" in c["grows-with-N"]["notes"][0]
-    text = "\n".join(mq.criteria_lines(s))
+    text = "\n".join(mqr.criteria_lines(s))
     assert "**met** where read (not read at N = 128)" in text
 
 
@@ -263,7 +300,7 @@ def test_median_over_seeds_and_the_best_learning_rate():
 def test_plateau_and_memorisation_readings():
     rows = [row("baseconv", 64, 256, [0.3, 0.55], loss=0.03), row("attention", 64, 512, [0.2, 0.25], loss=7.0),
             row("attention", 64, 64, [0.5, 0.99])]
-    text = "\n".join(mq.plateau_lines(mq.summarise(rows, False)))
+    text = "\n".join(mqr.plateau_lines(mq.summarise(rows, False)))
     assert "attention: N = 64 (1/D = 0.25): 1 of 2 runs left the plateau, 1 reached 0.9" in text
     assert "Fitted the training set without learning the lookup" in text and "d = 256, seed 0: training loss 0.03" in text
     assert "nearer log V" in text and "d = 512, lr 0.01, seed 0: 7" in text
@@ -273,18 +310,7 @@ def test_plateau_and_memorisation_readings():
 
 @pytest.mark.parametrize("N,D,V", [(64, 4, 8192), (32, 8, 40)])
 def test_fast_generator_against_the_definition(N, D, V):
-    X, Y = mq.mqar_data(300, N, D, V, seed=5, power_a=0.1)
-    assert X.shape == Y.shape == (300, N) and X.dtype == Y.dtype == np.int64
-    for x, y in zip(X, Y):
-        keys, vals = x[0:2 * D:2], x[1:2 * D:2]
-        assert len(set(keys)) == D and len(set(vals)) == D
-        assert ((1 <= keys) & (keys < V // 2)).all() and ((V // 2 <= vals) & (vals < V)).all()
-        tail = x[2 * D:]
-        qpos = np.nonzero(tail)[0]
-        assert sorted(tail[qpos]) == sorted(keys) and (qpos % 2 == 0).all()
-        labelled = {int(i): int(y[i]) for i in np.nonzero(y != IGNORE)[0]}
-        want = {i: a for i, a in answers_by_definition(x).items() if i >= 2 * D}
-        assert labelled == want and len(labelled) == D
+    check_against_the_definition(*mq.mqar_data(300, N, D, V, seed=5, power_a=0.1), N, D, V)
     a = mq.mqar_data(20, N, D, V, seed=1)
     assert all(np.array_equal(p, q) for p, q in zip(a, mq.mqar_data(20, N, D, V, seed=1)))
 
@@ -314,13 +340,7 @@ def test_reference_models_are_causal(mixer, long_conv):
         # the reference kernel_size [3, -1]: a width-3 short convolution in layer 1, a long one in layer 2
         assert m.layers[0].sequence_mixer.conv.conv.kernel_size == (3,)
         assert not hasattr(m.layers[1].sequence_mixer.conv, "conv")
-    h = m.features(x)
-    for t in (0, 7, N - 2):
-        x2 = x.clone()
-        x2[:, t + 1:] = torch.randint(0, V, (3, N - t - 1))
-        h2 = m.features(x2)
-        torch.testing.assert_close(h2[:, :t + 1], h[:, :t + 1], rtol=1e-10, atol=1e-10)
-        assert (h2[:, t + 1:] - h[:, t + 1:]).abs().max() > 1e-6
+    assert_causal(m, x, V)
 
 
 def test_reference_long_convolution_is_the_causal_sum_plus_skip():
@@ -355,3 +375,24 @@ def test_committed_cpu_results_are_this_grid():
     rows = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines() if line.strip()]
     done = {json.dumps(r["config"], sort_keys=True) for r in rows if r["status"] == "ok"}
     assert {json.dumps(c, sort_keys=True) for c in mq.configs(False)} <= done
+
+
+def test_report_reads_the_parts_beside_the_grid():
+    """The implicit-filter runs and the tuning cells (parts the criteria do not read) in the report's words."""
+    def part(r, name, **kw):
+        r["config"] |= {"part": name, **kw}
+        return r
+    extra = [part(row("baseconv", 64, 64, [0.2, 0.3]), "filter", long_conv="implicit")]
+    extra += [part(row(m, 64, d, [a], lr=lr), "tune") for m, d in (("attention", 16), ("baseconv", 64))
+              for lr, a in ((1e-3, 0.3), (1e-2, 0.95), (3e-2, 0.5))]
+    s = mq.summarise(grid(PAPER_LIKE) + extra, False)
+    assert [x["seed"] for x in s["filter"]] == [0] and len(s["tune"]) == 6 and len(s["runs"]) == 12
+    text = "\n".join(mqr.filter_lines(s))
+    assert "0.3 (seed 0), 0 of 1 at or above 0.9" in text and "explicit filter at the same cell: median 0.92" in text
+    tune = mqr.tuning_lines(s)
+    assert "| attention | 16 | 0.3 (1,000) | 0.95 (1,000) | 0.5 (1,000) | 0.01 |" in tune
+    assert "| baseconv | 64 |" in "\n".join(tune) and "and 0.03;" in tune[0]
+    assert "Each mixer's grid rate is its tuned rate." in tune[-1]
+    # the difference that names the filter counts the implicit runs that reached the threshold
+    s["config"] = {**s["config"], "long_conv": "explicit"}
+    assert any("with it 0 of 1 runs at N = 64, d = 64 reached 0.9" in x for x in mqr.differences(s))
