@@ -233,8 +233,8 @@ def _level_example_text(le) -> str:
     if not le:
         return ""
     return (f"`{le['call']}` at its minimum {le['channels']} channels: {le['layers']} layers on {le['tokens']} tokens "
-            f"({le['scheme']}; bound {le['bound']}; the one-product-at-a-time bound at that budget: "
-            f"{le['one_at_a_time_bound']}).")
+            f"({le['scheme']}; bound {le['bound']}); one product at a time at that budget: {le['one_at_a_time']} "
+            f"layers (bound {le['one_at_a_time_bound']}).")
 
 
 def _causal_lower_bound() -> list[str]:

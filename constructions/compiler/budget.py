@@ -454,6 +454,13 @@ def layer_bound(g, channels: int) -> dict:
                     "ceil(moved / 2) moves: <= P (2 + 2 M) + O (M + 1) + ceil(O / 2) + 1"}
 
 
+def one_at_a_time_layers(g, causal: bool, channels: int) -> int:
+    """The layers of the one-product-at-a-time scheme on a validated placed circuit at budget
+    ``channels`` (what :func:`compile_budget` compares the level-parallel scheme with)."""
+    mach, inputs, _ = plan_budget(g, causal, channels)
+    return len(_emit(mach, inputs))
+
+
 def minimum_channels(g, causal: bool, limit: int | None = None) -> int:
     """The smallest budget this compiler accepts: the grid's channels + 2; for the causal target
     the smallest from there at which every product and output finds a slot (searched, up to
