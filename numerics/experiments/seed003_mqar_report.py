@@ -9,7 +9,7 @@ import json
 import math
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
-from .seed003_mqar import MIXERS, PARTS, configs, learn_steps, smallest_d
+from .seed003_mqar import MIXERS, PARTS, at_least_N, configs, learn_steps, smallest_d
 
 
 def blocks(*parts) -> list[str]:
@@ -385,7 +385,7 @@ def cpu_reading(s: dict) -> list[str]:
                   "sizes." if crit["gap"]["met"] else "The gap is not shown at every N (see the criteria above).")
                  + {True: " BaseConv reaches it only from d >= N, as the paper states.",
                     False: " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
-                    None: ""}[crit.get("baseconv-d-at-least-N", {}).get("met")])
+                    None: ""}[at_least_N(s)["met"]])
     return [" ".join(L)]
 
 

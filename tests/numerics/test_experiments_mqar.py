@@ -250,8 +250,9 @@ PAPER_LIKE = {("attention", 64): {16: 0.95, 32: 1.0, 64: 1.0}, ("attention", 128
 
 def test_criteria_paper_like_grid_meets_all():
     s = mq.summarise(grid(PAPER_LIKE), False)
-    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True,
-                                                          "baseconv-d-at-least-N": True}
+    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True}
+    assert mq.at_least_N(s) == {"met": True, "per_N": {"64": True, "128": None}, "notes": [
+        "N = 128: BaseConv reaches 0.9 at no d of the grid"]}
     gap = s["criteria"][1]
     assert gap["smallest"] == {"64": {"attention": 16, "baseconv": 64}, "128": {"attention": 16, "baseconv": None}}
     assert mq.learn_steps(s, "baseconv") == 200 and mq.counts(s, "baseconv", 128, 64)
@@ -267,15 +268,16 @@ def test_criteria_each_failure():
     v = verdicts(grid(PAPER_LIKE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}}))
     assert v["grows-with-N"] is False and v["gap"] is True
     # BaseConv reaches 0.9 below d = N (at N = 64 from d = 32): the gap holds, d >= N does not
-    v = verdicts(grid(PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.95, 64: 0.99}}))
-    assert v["baseconv-d-at-least-N"] is False and v["gap"] is True
+    s = mq.summarise(grid(PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.95, 64: 0.99}}), False)
+    assert mq.at_least_N(s)["met"] is False and {c["id"]: c["met"] for c in s["criteria"]}["gap"] is True
 
 
 def test_criteria_count_only_where_the_mixer_learns():
     # BaseConv reaches 0.9 nowhere: the gap and the growth are not read (never met by default)
     flat = PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.2, 64: 0.3}}
     v = verdicts(grid(flat))
-    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None, "baseconv-d-at-least-N": None}
+    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None}
+    assert mq.at_least_N(mq.summarise(grid(flat), False))["met"] is None
     assert any("reaches 0.9 nowhere" in n for n in mq.summarise(grid(flat), False)["criteria"][1]["notes"])
     # BaseConv learns at N = 64 only after its 1,000 steps (first at step 200); at N = 128 its runs stopped after
     # 150 steps (a GPU budget's share): their staying below counts for nothing
