@@ -98,6 +98,51 @@ def _figure_and_criteria(s: dict, alt: str, figure: str, heading: str) -> list[s
     return L
 
 
+def _baselines_lines(runs: dict) -> list[str]:
+    """Baselines and what each run learned (the best fit of x_k by k - 1 products)."""
+    L = []
+    L.append("**Baselines and what the models learn.** On the same fresh problems: predicting 0, predicting x_0, "
+             "and the best fit of x_k by sum over i <= j of (alpha_i M^i x_0 + beta_i M^i c), M = A^T A / N, "
+             "c = A^T b / N, with 2 (j + 1) scalar coefficients. x_k is exactly of that form with j = k, so the fit "
+             "with j = k - 1 is what a model that has not learned the k-th product with M can reach.")
+    L.append("")
+    L.append("| k | predicting 0 | predicting x_0 | " + " | ".join(f"best fit, j = {j}" for j in range(max(KS))) + " |")
+    L.append("|---|---|---|" + "---|" * max(KS))
+    for k in KS:
+        r = runs.get(f"paper-k{k}")
+        if r:
+            b = r["baselines"]
+            L.append(f"| {k} | {fmt(b['zero'])} | {fmt(b['x0'])} | "
+                     + " | ".join(fmt(b["poly"][j]) if j < len(b["poly"]) else "–" for j in range(max(KS))) + " |")
+    L.append("")
+    for name, r in sorted(runs.items(), key=_order):
+        best = min(r["history"], key=lambda h: h["test_mse"]) if r["history"] else None
+        L.append(f"* {_label(r)}, k = {r['k']}: {fmt(r['final_test_mse'])}, "
+                 + _learned(r)
+                 + (f"; best evaluation during the run {fmt(best['test_mse'])} at step {best['step']}, largest after it "
+                    f"{fmt(max(h['test_mse'] for h in r['history'] if h['step'] >= best['step']))}" if best else "")
+                 + ".")
+    L.append("")
+    return L
+
+
+def _cannot_show_lines(s: dict) -> list[str]:
+    """What the equal-steps setting cannot show, and how long k = 1 was trained."""
+    L = []
+    doc = (s.get("long") or {}).get("long-training-doc-k1")
+    L.append("**What this setting cannot show.** The paper's precision (Table 7: "
+             + ", ".join(f"{fmt(v)} at k = {k}" for k, v in PAPER.items())
+             + ") comes from its long GPU runs (millions of steps). At the equal-steps budget here the MSEs are "
+             "orders of magnitude above the paper's, and for k >= 2 this run does not show whether the k-th product "
+             "with M is learned at all given more steps: the equal-steps precision criterion cannot be met here, and "
+             "the ordering criteria compare runs at equal, short training"
+             + (f"; only k = 1 was trained longer ({fmt_seconds(doc['train_cpu_s'])} of CPU time, {doc['steps']:,} "
+                f"steps: {fmt(doc['final_test_mse'])}, above)." if doc else
+                "; no k was trained longer in these results."))
+    L.append("")
+    return L
+
+
 def markdown(s: dict, figure: str) -> str:
     L = []
     cfg = s["config"]
@@ -144,40 +189,9 @@ def markdown(s: dict, figure: str) -> str:
     from .seed000_table7_long import markdown_lines
 
     L.extend(markdown_lines(s, s["run"]["command"]))
-    L.append("**Baselines and what the models learn.** On the same fresh problems: predicting 0, predicting x_0, "
-             "and the best fit of x_k by sum over i <= j of (alpha_i M^i x_0 + beta_i M^i c), M = A^T A / N, "
-             "c = A^T b / N, with 2 (j + 1) scalar coefficients. x_k is exactly of that form with j = k, so the fit "
-             "with j = k - 1 is what a model that has not learned the k-th product with M can reach.")
-    L.append("")
-    L.append("| k | predicting 0 | predicting x_0 | " + " | ".join(f"best fit, j = {j}" for j in range(max(KS))) + " |")
-    L.append("|---|---|---|" + "---|" * max(KS))
-    for k in KS:
-        r = runs.get(f"paper-k{k}")
-        if r:
-            b = r["baselines"]
-            L.append(f"| {k} | {fmt(b['zero'])} | {fmt(b['x0'])} | "
-                     + " | ".join(fmt(b["poly"][j]) if j < len(b["poly"]) else "–" for j in range(max(KS))) + " |")
-    L.append("")
-    for name, r in sorted(runs.items(), key=_order):
-        best = min(r["history"], key=lambda h: h["test_mse"]) if r["history"] else None
-        L.append(f"* {_label(r)}, k = {r['k']}: {fmt(r['final_test_mse'])}, "
-                 + _learned(r)
-                 + (f"; best evaluation during the run {fmt(best['test_mse'])} at step {best['step']}, largest after it "
-                    f"{fmt(max(h['test_mse'] for h in r['history'] if h['step'] >= best['step']))}" if best else "")
-                 + ".")
-    L.append("")
+    L.extend(_baselines_lines(runs))
     L.extend(_plateau_lines(s))
-    doc = (s.get("long") or {}).get("long-training-doc-k1")
-    L.append("**What this setting cannot show.** The paper's precision (Table 7: "
-             + ", ".join(f"{fmt(v)} at k = {k}" for k, v in PAPER.items())
-             + ") comes from its long GPU runs (millions of steps). At the equal-steps budget here the MSEs are "
-             "orders of magnitude above the paper's, and for k >= 2 this run does not show whether the k-th product "
-             "with M is learned at all given more steps: the equal-steps precision criterion cannot be met here, and "
-             "the ordering criteria compare runs at equal, short training"
-             + (f"; only k = 1 was trained longer ({fmt_seconds(doc['train_cpu_s'])} of CPU time, {doc['steps']:,} "
-                f"steps: {fmt(doc['final_test_mse'])}, above)." if doc else
-                "; no k was trained longer in these results."))
-    L.append("")
+    L.extend(_cannot_show_lines(s))
     L.append(f"**Cost.** {timing_line(s)}.")
     return "\n".join(L)
 
