@@ -172,6 +172,9 @@ def main(argv=None) -> int:
     if (ROOT / "bench" / "bench_memory.py").exists():
         runs.append(("Peak memory of gd --layers at two depths",
                      run([py, "bench/bench_memory.py"] + (["--quick"] if a.quick else []), a.timeout)))
+    runs.append(("Sweep workers: the runner's allocator settings against Dask's default (torch cell CPU per step)",
+                 run([py, "bench/bench_sweep_worker.py", "--seconds", "2" if a.quick else "10", "--rounds",
+                      "1" if a.quick else "2"], a.timeout)))
     runs.append(("Start-up: --help and argument errors against import sympy",
                  run([py, "bench/bench_startup.py"] + (["--repeat", "3", "--only-light"] if a.quick else []),
                      a.timeout)))
