@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polyverify.cli import atomic_write_text, check_memory, check_range, output_file, progress
 from polyverify.rational import parse_rational
@@ -25,8 +26,12 @@ from polyverify.rational import parse_rational
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
                          print_proof, verdict_of)
 
-#: sizes ``gd`` accepts without --allow-large (the exact proof grows fast with N*D:
-#: 0.3 s at 20 x 5, 12 s at 40 x 10, 175 s at 64 x 16 for gd-baseconv on this CPU)
+if TYPE_CHECKING:  # annotations only: the command imports the constructions when it runs
+    from constructions.base import Construction
+    from constructions.claims import ProofResult
+
+#: sizes ``gd`` accepts without --allow-large (the exact proof grows faster than N*D: see
+#: docs/performance.md, "Exact proofs of the GD architectures", for its time and memory per size)
 GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof variables)": 1024,
              "--batch": 1 << 20, "--digits": 10_000, "--batch x --layers (problem-layers)": 1_000_000_000,
              "memory (estimate)": "16 GiB"}
