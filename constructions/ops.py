@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .running_sums import RunningSum, running_sums_made
+from .running_sums import truth_as_candidate
 
 if TYPE_CHECKING:  # constructions/sparse.py builds on this module; mm looks it up when called
     from .sparse import SparseMatrix
@@ -88,7 +88,7 @@ def nonzero_pattern(M: np.ndarray) -> np.ndarray:
     ring elements, mpmath, gmpy2) the truth value is "not zero"; a type without a truth test
     counts as nonzero, which only costs work (the exact operations never skip an entry the mask
     calls nonzero).  A :class:`~constructions.running_sums.RunningSum` (a prefix sum held as a
-    chain) counts as nonzero without forming its value.  Entry by entry ``!= 0`` for a type whose
+    chain) counts as nonzero without forming its value (``truth_as_candidate``).  Entry by entry ``!= 0`` for a type whose
     truth test raises."""
     M = np.asarray(M, dtype=object)
     flat = M.ravel()
@@ -96,13 +96,9 @@ def nonzero_pattern(M: np.ndarray) -> np.ndarray:
     out = np.zeros(flat.shape, dtype=bool)
     if cand.size:
         vals = flat[cand]
-        lazy = (np.fromiter((type(v) is RunningSum for v in vals), dtype=bool, count=vals.size)
-                if running_sums_made() else None)
-        if lazy is not None and lazy.any():  # a running sum is a candidate nonzero: its value is not formed for this
-            out[cand[lazy]] = True
-            cand, vals = cand[~lazy], vals[~lazy]
         try:
-            out[cand] = vals.astype(bool)
+            with truth_as_candidate():  # a running sum: a candidate nonzero, its value not formed
+                out[cand] = vals.astype(bool)
         except (TypeError, ValueError):  # e.g. a sympy relation: its truth value is undecided
             out[cand] = [not _is_zero(v) for v in vals]
     return out.reshape(M.shape)

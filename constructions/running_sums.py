@@ -20,9 +20,10 @@ Exactness.  Every operation is exact and on the value ``prev + term``:
   values are formed and compared, so ``==`` is the exact equality of the values either way.  A
   pair found equal is remembered on the left node (``_same``, one direction: no reference
   cycle), so comparing two states token by token walks each chain once;
-* the truth value is the value's (formed, compared with zero).  ``constructions.ops.nonzero_pattern``
-  does not ask it: it counts a running sum as a nonzero candidate, which only costs work (the
-  exact operations never skip an entry their mask calls nonzero).
+* the truth value is the value's (formed, compared with zero), except inside
+  :func:`truth_as_candidate`, where ``constructions.ops.nonzero_pattern`` reads it: there a running
+  sum is a nonzero candidate without its value formed, which only costs work (the exact
+  operations never skip an entry their mask calls nonzero).
 
 Which values.  :func:`prefix_sums` builds chains only for a column holding a scalar type registered with
 :func:`lazy_sums_for` (the prover registers python-flint's polynomials and its wrapper); for any
@@ -31,20 +32,30 @@ so nothing changes where the terms are small or where a caller reads entries' at
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
-__all__ = ["RunningSum", "prefix_sums", "lazy_sums_for", "running_sums_made"]
+__all__ = ["RunningSum", "prefix_sums", "lazy_sums_for", "truth_as_candidate"]
 
 #: the scalar types whose prefix sums are held as chains (registered by the arithmetic that
 #: has them, e.g. ``verify/prover/flint_backend.py``)
 _LAZY_TYPES: set = set()
-_MADE = [False]
+_CANDIDATES = threading.local()
 
 
-def running_sums_made() -> bool:
-    """Whether any chain was built in this process (``nonzero_pattern`` looks for running sums
-    only then: elsewhere it pays nothing for them)."""
-    return _MADE[0]
+@contextlib.contextmanager
+def truth_as_candidate():
+    """Within this block (in this thread), a running sum's truth value is True without its value
+    being formed: ``constructions.ops.nonzero_pattern`` reads truth values to find the candidate
+    nonzeros, and calling a zero sum nonzero there only costs work."""
+    before = getattr(_CANDIDATES, "on", False)
+    _CANDIDATES.on = True
+    try:
+        yield
+    finally:
+        _CANDIDATES.on = before
 
 
 def lazy_sums_for(*types) -> None:
@@ -124,6 +135,8 @@ class RunningSum:
         return self
 
     def __bool__(self):
+        if getattr(_CANDIDATES, "on", False):  # nonzero_pattern's candidates (truth_as_candidate)
+            return True
         return bool(self.value())
 
     # ---------------------------------------------------------------- exact comparison
@@ -175,7 +188,6 @@ def prefix_sums(col) -> np.ndarray:
     col = np.asarray(col)
     if col.dtype != object or not col.size or not any(type(x) in _LAZY_TYPES for x in col):
         return np.add.accumulate(col, axis=0)
-    _MADE[0] = True
     out = np.empty(col.shape, dtype=object)
     node = None
     for t, x in enumerate(col):
