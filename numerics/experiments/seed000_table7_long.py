@@ -233,19 +233,26 @@ def markdown_lines(s: dict, grid_command: str) -> list[str]:
 
 def plot_long(ax, s: dict) -> None:
     """Test MSE against step for the long cells (each at its own batch), with the bound and the paper's value."""
+    from numerics.training.recipe import RecipeConfig
+
     from .seed000_table7 import PAPER, PAPER_RECIPE
 
+    default_floor = RecipeConfig.min_lr
+
     for name, r in sorted((s.get("long") or {}).items()):
+        rc = r["recipe_config"]
+        extra = "".join([f", LR floor {fmt(rc['min_lr'])}" if rc.get("min_lr", default_floor) != default_floor else "",
+                         f", anneal from step {rc['anneal_from']:,}" if rc.get("anneal_from") is not None else ""])
         ax.semilogy([x["step"] for x in r["history"]], [x["test_mse"] for x in r["history"]], "o-", ms=2,
-                    color=COLORS.get(r["settings"], "C7"), label=f"k = 1, {r['settings']} (batch {r['batch']:,}"
-                                             f"{_floor_text(r)}; stopped by "
-                                             f"{_stopped(r)} at step {r['steps']:,})")
+                    color=COLORS.get(r["settings"], "C7"),
+                    label=f"k = 1, {r['settings']} (batch {r['batch']:,}{extra};\n"
+                          f"stopped by {_stopped(r)} at step {r['steps']:,})")
     ax.axhline(BOUND, color="k", ls="--", lw=1, label=f"bound {fmt(BOUND)}")
     ax.axhline(PAPER[1], color="C0", ls=":", lw=1.2,
                label=f"k = 1, paper (Table 7, {PAPER_RECIPE['steps']:,} steps on a GPU): {fmt(PAPER[1])}")
     ax.set_xlabel("step")
     ax.set_ylabel("test MSE (float32)")
-    ax.set_title("k = 1 trained long (CPU-time limit)", fontsize=9)
+    ax.set_title("k = 1 trained long (limits: CPU time, wall time, steps)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
 
