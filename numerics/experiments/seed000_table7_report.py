@@ -137,7 +137,7 @@ def _cannot_show_lines(s: dict) -> list[str]:
              "with M is learned at all given more steps: the equal-steps precision criterion cannot be met here, and "
              "the ordering criteria compare runs at equal, short training"
              + (f"; only k = 1 was trained longer ({fmt_seconds(doc['train_cpu_s'])} of CPU time, {doc['steps']:,} "
-                f"steps: {fmt(doc['final_test_mse'])}, above)." if doc else
+                f"steps: test MSE {fmt(doc['final_test_mse'])}; the long runs' section above)." if doc else
                 "; no k was trained longer in these results."))
     L.append("")
     return L

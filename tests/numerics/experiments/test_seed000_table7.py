@@ -194,7 +194,7 @@ def test_table7_long_report_lines_come_from_the_runs():
     assert "at most 8 learning-rate decisions (the paper's run: 833)" in text
     assert "end 750x below the truncated paper recipe" in text and "within the 1.00e-08 bound" in text
     assert "no long cell" in L.markdown_lines({"long": {}}, "x")[0]
-    assert "only k = 1 was trained longer (25.0 min of CPU time, 60,000 steps: 4.00e-09" in \
+    assert "only k = 1 was trained longer (25.0 min of CPU time, 60,000 steps: test MSE 4.00e-09" in \
         t7.markdown({**s, "run": {"command": "c", **_run_record()}}, "f.png")
 
 
