@@ -17,11 +17,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
 from constructions.gd_baseconv import gd_baseconv_causal
 from verify.prover.proof import display_name, entry_name, prove
+from tests.verify.prover.expressions import evaluate, expressions
 from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, max_arity
 
 N, D = 3, 2
@@ -46,19 +46,7 @@ def _full_ring():
 
 
 # an expression: a leaf name, a constant, or (op, left, right)
-LEAVES = st.sampled_from([entry_name(v, ix) for v, sh in VARS.items() for ix in np.ndindex(*sh)])
-EXPR = st.recursive(
-    st.one_of(LEAVES, st.integers(-2, 2)),
-    lambda kids: st.tuples(st.sampled_from(["+", "-", "*"]), kids, kids),
-    max_leaves=10)
-
-
-def _evaluate(e, leaf):
-    if isinstance(e, tuple):
-        op, a, b = e
-        x, y = _evaluate(a, leaf), _evaluate(b, leaf)
-        return x + y if op == "+" else (x - y if op == "-" else x * y)
-    return leaf(e) if isinstance(e, str) else e
+EXPR = expressions([entry_name(v, ix) for v, sh in VARS.items() for ix in np.ndindex(*sh)], max_leaves=10)
 
 
 @given(EXPR)
@@ -66,8 +54,8 @@ def test_the_abstract_bound_covers_every_monomial(expr):
     R, names, gen = _full_ring()
     av = abstract_variables(VARS, GROUPS)
     flat = {entry_name(v, ix): av[v][ix] for v, sh in VARS.items() for ix in np.ndindex(*sh)}
-    p = _evaluate(expr, lambda n: gen[n])
-    a = _evaluate(expr, lambda n: flat[n])
+    p = evaluate(expr, lambda n: gen[n])
+    a = evaluate(expr, lambda n: flat[n])
     p = R(p)
     for mono in p.monoms():
         groups = {_group_of(names[i]) for i, e in enumerate(mono) if e} - {None}

@@ -16,7 +16,6 @@ other tokens, so a context token's residual holds monomials from two groups: its
 from __future__ import annotations
 
 import copy
-import itertools
 import time
 
 import numpy as np
@@ -26,6 +25,7 @@ from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
 from verify.prover.proof import display_name, grouped_proof, entry_name, prove
+from tests.verify.prover.expressions import assert_injective_on_pivoted, evaluate, expressions
 from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, pivoted
 
 N, D = 4, 2
@@ -53,19 +53,7 @@ def _full_ring():
     return R, names, dict(zip(names, gens))
 
 
-LEAVES = st.sampled_from(_names())
-EXPR = st.recursive(
-    st.one_of(LEAVES, st.integers(-2, 2)),
-    lambda kids: st.tuples(st.sampled_from(["+", "-", "*"]), kids, kids),
-    max_leaves=12)
-
-
-def _evaluate(e, leaf):
-    if isinstance(e, tuple):
-        op, a, b = e
-        x, y = _evaluate(a, leaf), _evaluate(b, leaf)
-        return x + y if op == "+" else (x - y if op == "-" else x * y)
-    return leaf(e) if isinstance(e, str) else e
+EXPR = expressions(_names(), max_leaves=12)
 
 
 @settings(max_examples=300, deadline=None)
@@ -74,8 +62,8 @@ def test_the_pivot_rules_cover_every_monomial(expr):
     R, names, gen = _full_ring()
     av = abstract_variables(VARS, GROUPS)
     flat = {entry_name(v, ix): av[v][ix] for v, sh in VARS.items() for ix in np.ndindex(*sh)}
-    p = R(_evaluate(expr, lambda n: gen[n]))
-    a = _evaluate(expr, lambda n: flat[n])
+    p = R(evaluate(expr, lambda n: gen[n]))
+    a = evaluate(expr, lambda n: flat[n])
     for mono in p.monoms():
         groups = {_group_of(names[i]) for i, e in enumerate(mono) if e} - {None}
         if not isinstance(a, Support):  # an exact constant: no grouped variable left
@@ -110,17 +98,7 @@ def test_the_pair_encoding_is_injective_on_pivoted_monomials_and_not_on_three_gr
     gp = GroupedProblem(VARS, (), GROUPS, entry_name, display_name, encoding=2)
     assert len(gp.names) == 2 * (D + 1) + 1 + D  # alpha, beta per slot, sigma, the globals
     image = _images(gp)
-    for pivot in range(N):
-        seen: dict = {}
-        for deg in (1, 2, 3, 4):
-            for combo in itertools.combinations_with_replacement(names, deg):
-                groups = {_group_of(n) for n in combo} - {None}
-                if len(groups - {pivot}) > 1:
-                    continue
-                img = 1
-                for n in combo:
-                    img = img * image[n]
-                assert seen.setdefault(str(img), combo) == combo, (pivot, combo, seen[str(img)])
+    assert_injective_on_pivoted(names, image, _group_of, N, 4)
     # three groups of one slot: {1, 5, 6} and {2, 3, 7} have equal sums and sums of squares
     big = GroupedProblem({"A": (8, 1), "b": (8,)}, (), GROUPS, entry_name, display_name, encoding=2)
     A = big.v["A"]
@@ -141,17 +119,7 @@ def test_the_digit_codes_are_injective_on_pivoted_monomials():
     assert (gp.base, gp.digits) == (4, 2) and len(gp.names) == 3 * 2 + 2 + 1
     names = [entry_name(v, ix) for v, sh in variables.items() for ix in np.ndindex(*sh)]
     image = {entry_name(v, ix): gp.v[v][ix] for v, sh in variables.items() for ix in np.ndindex(*sh)}
-    for pivot in range(12):
-        seen: dict = {}
-        for deg in (1, 2, 3):
-            for combo in itertools.combinations_with_replacement(names, deg):
-                groups = {_group_of(n) for n in combo} - {None}
-                if len(groups - {pivot}) > 1:
-                    continue
-                img = 1
-                for n in combo:
-                    img = img * image[n]
-                assert seen.setdefault(str(img), combo) == combo, (pivot, combo, seen[str(img)])
+    assert_injective_on_pivoted(names, image, _group_of, 12, 3)
 
 
 @pytest.mark.parametrize("n,d", [(3, 2), (5, 3), (12, 2)])
