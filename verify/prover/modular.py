@@ -390,34 +390,6 @@ def _conv_wide(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool) -
     return out
 
 
-class ModVec:
-    """A vector of residues modulo ``p`` with ``+`` and ``*`` (for ``circuits.evaluate``)."""
-
-    __slots__ = ("a", "p")
-
-    def __init__(self, a, p: int):
-        self.a, self.p = a, p
-
-    def _val(self, o):
-        if isinstance(o, ModVec):
-            return o.a
-        if isinstance(o, (int, Fraction, np.integer)):
-            return residue(o, self.p)
-        return NotImplemented
-
-    def __add__(self, o):
-        v = self._val(o)
-        return NotImplemented if v is NotImplemented else ModVec((self.a + v) % self.p, self.p)
-
-    __radd__ = __add__
-
-    def __mul__(self, o):
-        v = self._val(o)
-        return NotImplemented if v is NotImplemented else ModVec(self.a * v % self.p, self.p)
-
-    __rmul__ = __mul__
-
-
 #: the forward the circuit command's trials run: ``"layer"``, each layer's own ``Layer.forward`` on
 #: residues (``verify/prover/modp.py``: the one definition of the math, no slower at 64 trials and faster
 #: at many, ``bench/results/modp/``), or ``"hand"``, this module's :func:`forward`
@@ -438,7 +410,7 @@ def trials(g, con, names, n: int, seed: int, *, validated: bool = False) -> dict
             layers = [modp.layer_mod(L, p) if TRIALS_FORWARD == "layer" else layer_residues(L, p)
                       for L in con.layers(0)]
             xs = {nm: rng.integers(0, p, size=n, dtype=np.int64) for nm in names}
-            want = C.evaluate(g, {nm: ModVec(x, p) for nm, x in xs.items()}, const=lambda c, p=p: residue(c, p),
+            want = C.evaluate(g, {nm: modp.Residues(x, p) for nm, x in xs.items()}, const=lambda c, p=p: residue(c, p),
                               validated=validated)
         except Unrepresentable as e:
             last = e
@@ -453,6 +425,6 @@ def trials(g, con, names, n: int, seed: int, *, validated: bool = False) -> dict
         ok = np.ones(n, dtype=bool)
         for nm, got in con.readout(S).items():
             w = want[nm]
-            ok &= got == (w.a if isinstance(w, ModVec) else residue(w, p))
+            ok &= got == (w.a if isinstance(w, modp.Residues) else residue(w, p))
         return {"prime": p, "n": n, "agree": int(ok.sum())}
     raise Unrepresentable(f"every prime of PRIMES divides a denominator ({last})")
