@@ -185,7 +185,7 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     err = None
     for route in (("grouped",) if con.token_groups else ()) + ("flint", "sympy"):
         try:
-            setup = _cover_ring(route, con, params, values)
+            setup = _cover_ring(route, con, params, values, memo[4] if memo is not None and len(memo) > 4 else None)
             if setup is None:
                 continue
             v, pgens, ar, sub = setup
@@ -204,32 +204,42 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     return f"the specification could not be compared ({type(err).__name__}: {_truncate(str(err), 200)})"
 
 
-def _cover_ring(route: str, con: Construction, params, values):
+def _cover_ring(route: str, con: Construction, params, values, floor=None):
     """``(variables, parameter symbols, arithmetic, substitution)`` of one route of
-    :func:`specification_cover`; None where the grouped ring does not apply."""
+    :func:`specification_cover`; None where the grouped ring does not apply.  ``floor``: the
+    degree bounds of the proof's power-sum ring, if it used one (the grouped route then builds
+    the same ring where its own bounds are within them, and reuses the proof's polynomials)."""
     import flint
 
     if route == "grouped":
         import itertools
 
         from .flint_backend import FlintRing, FPoly
-        from .token_groups import GroupedProblem, abstract_variables, max_arity, pivoted
+        from .proof import power_sum_problem
+        from .token_groups import GroupedProblem, abstract_variables, max_arity, max_degrees, pivoted
 
         groups = tuple(con.token_groups)
         av = abstract_variables(con.variables, groups)
         for encoding in (1, 2):  # the pair encoding where an entry needs a pivot group
             gp = GroupedProblem(con.variables, params, groups, entry_name, display_name, encoding=encoding)
             pgens = {p: FPoly(g) for p, g in gp.params.items()}
-            need = 1
+            need, degrees = 1, (0, 0)
             for a, b in itertools.zip_longest(_spec_outputs(con, av, con), _spec_outputs(con.rebuild(**pgens), av, con)):
                 sides = [x[2] if x[1] == "array" else x[2][1] for x in (a, b)
                          if x is not None and x[1] in ("array", "declared") and x[2] is not None]
+                if sides:
+                    degrees = tuple(None if u is None or w is None else max(u, w)
+                                    for u, w in zip(degrees, max_degrees(*sides)))
                 if any(max_arity(x) > 1 for x in sides):
                     if not pivoted(*sides):
                         return None
                     need = 2
             if need <= encoding:
                 break
+        compact = power_sum_problem(con, params, groups, degrees, floor) if encoding == 1 else None
+        if compact is not None:  # the same substitution with a few generators (verify/prover/power_sums.py)
+            gp = compact
+            pgens = {p: FPoly(g) for p, g in gp.params.items()}
         ar = FlintRing(None, gp.ctx)
         v = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         ngens = len(gp.names)

@@ -213,7 +213,7 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
     the groups are malformed) or a section differs: then the full proof runs, and makes the
     report (``keep["grouped"]`` says which)."""
     from .flint_backend import FlintRing, FPoly
-    from .token_groups import ENCODINGS, GroupedProblem, abstract_variables, max_arity, pivoted
+    from .token_groups import ENCODINGS, abstract_variables
 
     groups = tuple(con.token_groups)
     try:
@@ -221,33 +221,14 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
     except ValueError:
         return None
     try:
-        for encoding in (1, 2):
-            gp = GroupedProblem(con.variables, params, groups, entry_name, display_name, encoding=encoding)
-            ar = FlintRing(None, gp.ctx)
-            spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
-            own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
-            layers = sections if sections is not None else own
-            # 1. every entry of both sides, abstractly, through the layers proved below (the same
-            # weight objects): at most one group per monomial (encoding 1), else a pivot group and
-            # at most one other (encoding 2)
-            need = 1
-            for sec, start, target in section_claims(spec, av):
-                Ls = ar.layers(layers[sec])
-                if sec == "body" and not Ls:
-                    continue
-                want = target()
-                if encoding == 1 and max_arity(want) > 1:
-                    need = 2  # the specification alone rules encoding 1 out: no need to run the layers
-                    break
-                got = run_layers(Ls, start()) if Ls else start()
-                if max(max_arity(got), max_arity(want)) > 1:
-                    if not pivoted(got, want):
-                        if keep is not None:
-                            keep["grouped"] = f"not used: the {sec} has an entry beyond both encodings"
-                        return None
-                    need = 2
-            if need <= encoding:
-                break
+        chosen = _grouped_ring(con, params, groups, sections, av)
+        if isinstance(chosen, str):
+            if keep is not None:
+                keep["grouped"] = chosen
+            return None
+        gp, spec, own, layers, encoding = chosen
+        compact = gp if getattr(gp, "degrees", None) is not None else None
+        ar = FlintRing(None, gp.ctx)
         fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         if keep is not None:
             keep["layers"], keep["ngens"] = own, len(gp.names)
@@ -275,12 +256,100 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
             keep["grouped"] = f"not used: {type(e).__name__}"
         return None
     if keep is not None and params and sections is None:
-        keep["spec"] = (gp.ctx, encoding, record, fv)
+        keep["spec"] = (gp.ctx, encoding, record, fv, compact.degrees if compact is not None else None)
+    how = compact.describe() if compact is not None else "verify/prover/token_groups.py"
     result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
-                   f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; "
-                   f"verify/prover/token_groups.py)")
+                   f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; {how})")
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _abstract_pass(con, params, sections, av, gp, encoding: int):
+    """Every entry of both sides of every section, abstractly (:class:`Support`), through the
+    layers that the proof in ``gp``'s ring then runs (the same rebuild, the same weight objects):
+    ``(spec, own layers, layers, need, degrees)``, ``need`` the encoding the entries need (1: one
+    group per monomial; 2: a pivot group and at most one other; the name of the first section with
+    an entry beyond both) and ``degrees`` the bounds ``(dg, dx)`` over every entry."""
+    from .flint_backend import FlintRing, FPoly
+    from .token_groups import max_arity, max_degrees, pivoted
+
+    spec = con.rebuild(**{p: FPoly(g) for p, g in gp.params.items()}) if params else con
+    own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
+    layers = sections if sections is not None else own
+    need, degrees, ar = 1, (0, 0), FlintRing(None, gp.ctx)
+    for sec, start, target in section_claims(spec, av):
+        Ls = ar.layers(layers[sec])
+        if sec == "body" and not Ls:
+            continue
+        want = target()
+        if encoding == 1 and max_arity(want) > 1:
+            return spec, own, layers, 2, degrees  # the specification alone rules encoding 1 out
+        got = run_layers(Ls, start()) if Ls else start()
+        degrees = _most_degrees(degrees, max_degrees(got, want))
+        if max(max_arity(got), max_arity(want)) > 1:
+            if not pivoted(got, want):
+                return spec, own, layers, sec, degrees
+            need = 2
+    return spec, own, layers, need, degrees
+
+
+#: the power-sum ring tried first: a GD step's degrees (2 in a token's variables, 1 in x)
+FIRST_DEGREES = (2, 1)
+
+
+def _grouped_ring(con, params, groups, sections, av):
+    """``(problem, spec, own layers, layers, encoding)`` of the grouped proof, each ring's claim
+    checked by :func:`_abstract_pass` on the very layers and specification the proof runs in it;
+    a string saying why none applies.  Tried in order: the power-sum ring at
+    :data:`FIRST_DEGREES`, at the degrees found (when larger), one generator per slot
+    (encoding 1), the pair encoding (encoding 2)."""
+    from .token_groups import GroupedProblem
+
+    def grouped(encoding):
+        return GroupedProblem(con.variables, params, groups, entry_name, display_name, encoding=encoding)
+
+    gp = power_sum_problem(con, params, groups, FIRST_DEGREES) or grouped(1)
+    spec, own, layers, need, degrees = _abstract_pass(con, params, sections, av, gp, 1)
+    if need == 1 and (getattr(gp, "degrees", None) is None or _within(degrees, gp.degrees)):
+        return gp, spec, own, layers, 1
+    if need == 1:
+        for gp in (power_sum_problem(con, params, groups, degrees), grouped(1)):
+            if gp is None:
+                continue
+            spec, own, layers, need, found = _abstract_pass(con, params, sections, av, gp, 1)
+            if need == 1 and (getattr(gp, "degrees", None) is None or _within(found, gp.degrees)):
+                return gp, spec, own, layers, 1
+    if need == 2:
+        gp = grouped(2)
+        spec, own, layers, need, _ = _abstract_pass(con, params, sections, av, gp, 2)
+        if need == 2 or need == 1:
+            return gp, spec, own, layers, 2
+    return f"not used: the {need} has an entry beyond both encodings"
+
+
+def _within(found, bounds) -> bool:
+    return None not in found and all(f <= b for f, b in zip(found, bounds))
+
+
+def _most_degrees(a, b):
+    """The larger of two ``(dg, dx)`` degree bounds (None: unbounded)."""
+    return tuple(None if x is None or y is None else max(x, y) for x, y in zip(a, b))
+
+
+def power_sum_problem(con: Construction, params, groups, degrees, floor=None):
+    """The power-sum ring of ``verify/prover/power_sums.py`` for degree bounds ``degrees`` (each at
+    least ``floor``'s, when given: a proof's bounds, so that a later check builds the very same
+    ring), or None where a bound is unknown or too large for it."""
+    from .power_sums import PowerSumProblem
+
+    if floor is not None:
+        degrees = _most_degrees(degrees, floor)
+    if None in degrees:
+        return None
+    try:
+        return PowerSumProblem(con.variables, params, groups, entry_name, display_name, degrees)
+    except ValueError:
+        return None
 
 
 def _undeclared_slots(spec0, v) -> set[tuple[int, int]] | None:

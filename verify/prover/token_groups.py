@@ -68,24 +68,31 @@ class Support:
     variables from; ``g`` is that group when ``k == 1`` and all its grouped variables are known
     to come from group ``g`` (else -1); ``p``, when ``k == 2``, is a set of *pivot* groups: for
     each ``q`` in ``p``, every monomial draws from ``q`` and at most one group besides (empty:
-    no pivot known).  Any other operand is an exact constant (no grouped variables).  A Support
-    never compares equal to anything, so the exact operations never skip it as a structural zero
-    or one (they may only do more work, never less)."""
+    no pivot known).  ``dg`` and ``dx`` bound the total degree of any monomial in the grouped
+    variables and in the global ones (None: no bound known); the power-sum encoding
+    (:class:`GroupedProblem`, ``degrees``) is injective only within them.  Any other operand is
+    an exact constant (no variables but the parameters).  A Support never compares equal to
+    anything, so the exact operations never skip it as a structural zero or one (they may only
+    do more work, never less)."""
 
-    __slots__ = ("k", "g", "p")
+    __slots__ = ("k", "g", "p", "dg", "dx")
 
-    def __init__(self, k: int, g: int = -1, p: frozenset = frozenset()):
+    def __init__(self, k: int, g: int = -1, p: frozenset = frozenset(), dg: int | None = None,
+                 dx: int | None = None):
         self.k = k
         self.g = g if k == 1 else -1
         self.p = frozenset(p) if k == 2 else frozenset()
+        self.dg, self.dx = dg, dx
+        _MADE[id(self)] = self  # every Support, by address (kept alive: ids stay unique)
 
     @staticmethod
-    def of(k: int, g: int = -1, p: frozenset = frozenset()) -> "Support":
-        """The one Support with bound ``k`` (and group ``g``, pivots ``p``): values are
-        interned, so equal abstract values are the same object, and the exact operations' reuse
-        of a result for a pair of operands seen before (``constructions.ops``) applies across a
-        token's channels."""
-        key = (k, g if k == 1 else -1, frozenset(p) if k == 2 else frozenset())
+    def of(k: int, g: int = -1, p: frozenset = frozenset(), dg: int | None = None,
+           dx: int | None = None) -> "Support":
+        """The one Support with bound ``k`` (and group ``g``, pivots ``p``, degree bounds ``dg``,
+        ``dx``): values are interned, so equal abstract values are the same object, and the
+        exact operations' reuse of a result for a pair of operands seen before
+        (``constructions.ops``) applies across a token's channels."""
+        key = (k, g if k == 1 else -1, frozenset(p) if k == 2 else frozenset(), dg, dx)
         s = _INTERNED.get(key)
         if s is None:
             s = _INTERNED[key] = Support(*key)
@@ -99,48 +106,58 @@ class Support:
     def _join(self, o) -> "Support":
         """A sum's monomials are among its operands': the larger bound; one group if both
         operands have it; the pivots that both operands of bound 2 allow (an operand of bound
-        at most 1 allows every pivot: its monomials draw from one group besides any)."""
+        at most 1 allows every pivot: its monomials draw from one group besides any); the
+        larger degree bounds."""
         if o is self:
             return self
         if isinstance(o, np.ndarray):
             return NotImplemented  # numpy applies the rule entry by entry
         o = Support._of(o)
-        if o.k == 0:
+        if o is CONST:
             return self
-        if self.k == 0:
+        if self is CONST:
             return o
+        dg, dx = _most(self.dg, o.dg), _most(self.dx, o.dx)
+        if o.k == 0 or self.k == 0:
+            s = self if o.k == 0 else o
+            return Support.of(s.k, s.g, s.p, dg, dx)
         k = max(self.k, o.k)
         if k == 1:
-            return Support.of(1, self.g if self.g == o.g else -1)
+            return Support.of(1, self.g if self.g == o.g else -1, dg=dg, dx=dx)
         if k == 2:
             if self.k == o.k == 2:
-                return Support.of(2, p=self.p & o.p)
-            return self if self.k == 2 else o
-        return Support.of(k)
+                return Support.of(2, p=self.p & o.p, dg=dg, dx=dx)
+            s = self if self.k == 2 else o
+            return Support.of(2, p=s.p, dg=dg, dx=dx)
+        return Support.of(k, dg=dg, dx=dx)
 
     def _times(self, o):
         """A product's monomials are products of its operands': bounds add, except that a
         product within one known group stays in it, and a product of two one-group operands
         has the known group(s) among them as pivots; a bound-2 operand times its pivot's group
-        keeps that pivot."""
+        keeps that pivot.  Degree bounds add."""
         if isinstance(o, np.ndarray):
             return NotImplemented
         if _is_exact_zero(o):
             return 0
         o = Support._of(o)
-        if o.k == 0:
+        if o is CONST:
             return self
-        if self.k == 0:
+        if self is CONST:
             return o
+        dg, dx = _plus(self.dg, o.dg), _plus(self.dx, o.dx)
+        if o.k == 0 or self.k == 0:
+            s = self if o.k == 0 else o
+            return Support.of(s.k, s.g, s.p, dg, dx)
         if self.k == o.k == 1:
             if self.g == o.g and self.g >= 0:
-                return self
-            return Support.of(2, p=frozenset(x for x in (self.g, o.g) if x >= 0))
+                return Support.of(1, self.g, dg=dg, dx=dx)
+            return Support.of(2, p=frozenset(x for x in (self.g, o.g) if x >= 0), dg=dg, dx=dx)
         if {self.k, o.k} == {1, 2}:
             two, one = (self, o) if self.k == 2 else (o, self)
             if one.g >= 0 and one.g in two.p:
-                return Support.of(2, p=frozenset((one.g,)))
-        return Support.of(self.k + o.k)
+                return Support.of(2, p=frozenset((one.g,)), dg=dg, dx=dx)
+        return Support.of(self.k + o.k, dg=dg, dx=dx)
 
     __add__ = __radd__ = __sub__ = __rsub__ = _join
     __mul__ = __rmul__ = _times
@@ -153,9 +170,15 @@ class Support:
     def __pow__(self, e):
         if not isinstance(e, (int, np.integer)) or e < 0:
             return NotImplemented
+        e = int(e)
         if e == 0:
             return 1
-        return self if (e == 1 or (self.k == 1 and self.g >= 0) or self.k == 0) else Support.of(self.k * int(e))
+        if e == 1:
+            return self
+        dg, dx = _times_int(self.dg, e), _times_int(self.dx, e)
+        if (self.k == 1 and self.g >= 0) or self.k == 0:
+            return Support.of(self.k, self.g, self.p, dg, dx)
+        return Support.of(self.k * e, dg=dg, dx=dx)
 
     def __neg__(self):
         return self
@@ -172,20 +195,51 @@ class Support:
     __hash__ = None
 
     def __repr__(self):
-        return f"Support(k={self.k}, g={self.g}" + (f", p={sorted(self.p)})" if self.k == 2 else ")")
+        return (f"Support(k={self.k}, g={self.g}" + (f", p={sorted(self.p)}" if self.k == 2 else "")
+                + f", dg={self.dg}, dx={self.dx})")
+
+
+def _most(a, b):
+    return None if a is None or b is None else max(a, b)
+
+
+def _plus(a, b):
+    return None if a is None or b is None else a + b
+
+
+def _times_int(a, e: int):
+    return None if a is None else a * e
 
 
 _INTERNED: dict[tuple, Support] = {}
-CONST = Support.of(0)
+_MADE: dict[int, Support] = {}
+CONST = Support.of(0, dg=0, dx=0)
+#: a global variable (never substituted by a group's tag): degree 1 in the globals
+GLOBAL = Support.of(0, dg=0, dx=1)
+
+
+def _interned_in(arrays) -> list[Support]:
+    """The Supports among the entries of ``arrays``, each once: the distinct object addresses
+    (``constructions.ops.addresses``, numpy's loop) looked up among every Support made."""
+    from constructions.ops import addresses
+
+    arrays = [np.asarray(A, dtype=object) for A in arrays]
+    ids = np.unique(np.concatenate([addresses(A).ravel() for A in arrays] or [np.zeros(0, np.uintp)]))
+    return [_MADE[i] for i in ids.tolist() if i in _MADE]
+
+
+def max_degrees(*arrays) -> tuple[int | None, int | None]:
+    """The largest degree bounds ``(dg, dx)`` over arrays of Supports and exact constants
+    (constants: 0); None where some entry has no bound."""
+    dg = dx = 0
+    for x in _interned_in(arrays):
+        dg, dx = _most(dg, x.dg), _most(dx, x.dx)
+    return dg, dx
 
 
 def max_arity(A) -> int:
     """The largest bound over an array of Supports and exact constants (constants: 0)."""
-    best = 0
-    for x in np.asarray(A, dtype=object).ravel().tolist():
-        if isinstance(x, Support) and x.k > best:
-            best = x.k
-    return best
+    return max((x.k for x in _interned_in((A,))), default=0)
 
 
 def _grouped_shape(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> int:
@@ -212,7 +266,7 @@ def abstract_variables(variables: dict[str, tuple[int, ...]], groups: tuple[str,
     for var, shape in variables.items():
         arr = np.empty(shape, dtype=object)
         for ix in np.ndindex(*shape):
-            arr[ix] = Support.of(1, int(ix[0])) if var in groups else CONST
+            arr[ix] = Support.of(1, int(ix[0]), dg=1, dx=0) if var in groups else GLOBAL
         v[var] = arr
     return v
 
