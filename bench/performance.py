@@ -7,6 +7,8 @@ status, and the CPU (user + sys of the child) and wall time it took:
 
 * ``bench/bench_proof.py``: the exact proof of every GD architecture at N x D = 20x5, 64x16 and
   128x32, flint and sympy backends (sympy up to 20x5 with ``--quick``), plus the catalogue;
+  then every hand GD architecture at 256x64 against 64x16, and baseconv, lsa and elsa at 512x128
+  (seed 003's widths) against 64x16 under an 8 GiB cap, each beside the randomized check;
 * ``bench/bench_compiler.py``: compile + proof of a 1,000-gate placed circuit, ``baseconv`` vs
   ``baseconv-mlp``;
 * ``bench/bench_compiler.py --scale --million``: compile + proof CPU and peak RSS of placed random
@@ -158,6 +160,10 @@ def main(argv=None) -> int:
                      run([py, "bench/bench_proof.py", "--sizes", "64x16,256x64", "--archs",
                           "baseconv,baseconv-causal,lsa,elsa", "--paired-up-to", "0", "--sympy-up-to", "0",
                           "--full-up-to", "0"], a.timeout)))
+        runs.append(("Exact proofs at 512x128, the widths of seed 003's sweeps (against 64x16; at most 8 GiB each)",
+                     run([py, "bench/bench_proof.py", "--sizes", "64x16,512x128", "--archs", "baseconv,lsa,elsa",
+                          "--paired-up-to", "0", "--sympy-up-to", "0", "--full-up-to", "0", "--memory-gib", "8"],
+                         a.timeout)))
     runs.append(("Compiler: 1,000-gate placed circuit, baseconv vs baseconv-mlp",
                  run([py, "bench/bench_compiler.py"] + (["--gates", "200", "--repeat", "1"] if a.quick else []),
                      a.timeout)))

@@ -293,8 +293,10 @@ def _abstract_pass(con, params, sections, av, gp, encoding: int):
     return spec, own, layers, need, degrees
 
 
-#: the power-sum ring tried first: a GD step's degrees (2 in a token's variables, 1 in x)
-FIRST_DEGREES = (2, 1)
+#: the power-sum ring tried first (its claim checked by the abstract pass like any other): least
+#: squares' degrees, 2 in a token's variables (a_i a_i^T) and 2 in the globals (the prediction
+#: <x, query>), so that the GD constructions need one abstract pass
+FIRST_DEGREES = (2, 2)
 
 
 def _grouped_ring(con, params, groups, sections, av):
