@@ -3,6 +3,7 @@ a small constant, or ``(op, left, right)`` with op in + - *), and their evaluati
 arithmetic (the proof's ring, the abstract :class:`~verify.prover.token_groups.Support` values)."""
 from __future__ import annotations
 
+import copy
 import itertools
 
 from hypothesis import strategies as st
@@ -37,3 +38,26 @@ def assert_injective_on_pivoted(names, image, group_of, groups: int, max_degree:
                 for n in combo:
                     img = img * image[n]
                 assert seen.setdefault(str(img), combo) == combo, (pivot, combo, seen[str(img)])
+
+
+def prediction_entry(con) -> tuple[int, int]:
+    """The final state's prediction entry ``y`` (last token, the ``y`` column)."""
+    return con.layout.shape[0] - 1, con.layout["y"].cols[0]
+
+
+def with_final_extra(con, extra, at=prediction_entry):
+    """``con`` whose final state demands ``extra(A)`` more at the entry ``at(con)`` (the proof's
+    symbolic rebuild too): a claim its layers do not meet."""
+    base = type(con)
+
+    class Tampered(base):
+        def final_state(self, v):
+            S = base.final_state(self, v)
+            ix = at(self)
+            S[ix] = S[ix] + extra(v["A"])
+            return S
+
+    out = copy.copy(con)
+    out.__class__ = Tampered
+    out.rebuild = lambda **p: with_final_extra(con.rebuild(**p), extra, at)
+    return out

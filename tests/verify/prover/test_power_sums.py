@@ -7,20 +7,19 @@
 * a residual of degree 3 that the degree-2 ring maps to zero is refused: the degree bound the
   abstract evaluation finds is 3, the ring of degree 3 sees it, and the full proof reports it
   (with the bound forced down to 2, the proof would be blind to it);
-* the GD architectures take the power-sum ring and reach the full ring's verdict.
+* (tests/verify/prover/test_token_groups.py: the GD architectures take the power-sum ring and
+  reach the full ring's verdict.)
 """
 from __future__ import annotations
 
-import copy
 import itertools
 
 import numpy as np
 import pytest
 from hypothesis import given
 
-from constructions.catalogue import gd_architectures
 from constructions.gd_baseconv import gd_baseconv
-from tests.verify.prover.expressions import evaluate, expressions
+from tests.verify.prover.expressions import evaluate, expressions, with_final_extra
 from verify.prover.power_sums import PowerSumProblem, power_sums_fit
 from verify.prover.proof import display_name, entry_name, prove
 from verify.prover.token_groups import Support, abstract_variables
@@ -109,20 +108,7 @@ def test_bounds_that_do_not_fit_are_refused():
 def _with_cubic_epilogue(con):
     """``con`` whose final state demands y + a00 a03^2 - a01^2 a04 (one group, degree 3): the
     layers do not compute it, and the degree-2 power-sum ring maps it to zero."""
-    base = type(con)
-
-    class Tampered(base):
-        def final_state(self, v):
-            S = base.final_state(self, v)
-            A = v["A"]
-            row, col = self.layout.shape[0] - 1, self.layout["y"].cols[0]
-            S[row, col] = S[row, col] + A[0, 0] * A[0, 3] * A[0, 3] - A[0, 1] * A[0, 1] * A[0, 4]
-            return S
-
-    out = copy.copy(con)
-    out.__class__ = Tampered
-    out.rebuild = lambda **p: _with_cubic_epilogue(con.rebuild(**p))
-    return out
+    return with_final_extra(con, lambda A: A[0, 0] * A[0, 3] * A[0, 3] - A[0, 1] * A[0, 1] * A[0, 4])
 
 
 def test_a_residual_beyond_the_found_degree_is_not_proved(monkeypatch):
@@ -136,15 +122,3 @@ def test_a_residual_beyond_the_found_degree_is_not_proved(monkeypatch):
     assert not res.ok and res.ring == "full"
     assert res.failure.section == "epilogue"
     assert "A[0,3]" in res.failure.residual and "A[0,4]" in res.failure.residual
-
-
-@pytest.mark.parametrize("arch", ["baseconv", "baseconv-causal", "lsa", "elsa"])
-def test_gd_architectures_take_the_power_sum_ring_with_the_full_rings_verdict(arch):
-    con = gd_architectures()[arch].build(4, 3)
-    res = prove(con)
-    plain = copy.copy(con)
-    plain.token_groups = ()
-    full = prove(plain)
-    assert res.ok and full.ok and res.sections == full.sections
-    assert "power sums" in res.ring and "degree <= 2" in res.ring, res.ring
-    assert res.symbolic_cover and res.symbolic_cover.startswith("the layers rebuilt"), res.symbolic_cover

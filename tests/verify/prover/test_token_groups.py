@@ -21,7 +21,7 @@ from hypothesis import given
 from constructions.catalogue import gd_architectures
 from constructions.gd_baseconv import gd_baseconv_causal
 from verify.prover.proof import display_name, entry_name, prove
-from tests.verify.prover.expressions import evaluate, expressions
+from tests.verify.prover.expressions import evaluate, expressions, with_final_extra
 from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, max_arity
 
 N, D = 3, 2
@@ -111,20 +111,7 @@ def test_the_substitution_is_injective_on_one_group_monomials_and_not_on_two():
 def _with_det_epilogue(con):
     """``con`` whose final state demands y + det(A[:2, :2]) (monomials in two groups): the
     layers do not compute it, and the substituted ring could not see the difference."""
-    base = type(con)
-
-    class Tampered(base):
-        def final_state(self, v):
-            S = base.final_state(self, v)
-            A = v["A"]
-            row, col = self.layout.shape[0] - 1, self.layout["y"].cols[0]
-            S[row, col] = S[row, col] + A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]
-            return S
-
-    out = copy.copy(con)
-    out.__class__ = Tampered
-    out.rebuild = lambda **p: _with_det_epilogue(con.rebuild(**p))  # the proof's symbolic rebuild too
-    return out
+    return with_final_extra(con, lambda A: A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0])
 
 
 def test_a_residual_in_two_groups_is_not_proved(monkeypatch):
@@ -149,8 +136,10 @@ def test_every_gd_architecture_gets_the_full_rings_verdict(arch):
     full = prove(plain)
     assert grouped.ok and full.ok and full.ring == "full"
     assert grouped.sections == full.sections and grouped.entries_checked == full.entries_checked
-    if arch in ("baseconv", "baseconv-causal", "lsa", "elsa"):
+    if arch in ("baseconv", "baseconv-causal", "lsa", "elsa"):  # in the power-sum ring of power_sums.py
         assert grouped.ring.startswith("grouped substitution"), grouped.ring
+        assert "power sums" in grouped.ring and "degree <= 2" in grouped.ring, grouped.ring
+        assert grouped.symbolic_cover.startswith("the layers rebuilt"), grouped.symbolic_cover
 
 
 def test_a_tampered_weight_fails_with_a_report_in_the_constructions_variables():

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
 from verify.prover.proof import display_name, grouped_proof, entry_name, prove
-from tests.verify.prover.expressions import assert_injective_on_pivoted, evaluate, expressions
+from tests.verify.prover.expressions import assert_injective_on_pivoted, evaluate, expressions, with_final_extra
 from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, pivoted
 
 N, D = 4, 2
@@ -197,19 +197,7 @@ def test_a_wrong_weight_at_20x5_fails_in_the_grouped_ring():
 
 def _tampered(con, extra):
     """``con`` whose final state demands ``extra(A)`` more at context token 0's residual."""
-    base = type(con)
-
-    class Tampered(base):
-        def final_state(self, v):
-            S = base.final_state(self, v)
-            n, d = self.variables["A"]
-            S[0, d] = S[0, d] + extra(v["A"])
-            return S
-
-    out = copy.copy(con)
-    out.__class__ = Tampered
-    out.rebuild = lambda **p: _tampered(con.rebuild(**p), extra)
-    return out
+    return with_final_extra(con, extra, at=lambda c: (0, c.variables["A"][1]))
 
 
 @pytest.mark.parametrize("extra,why", [
