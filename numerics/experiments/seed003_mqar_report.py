@@ -212,6 +212,31 @@ def setup_line(s: dict) -> str:
             "highest median, the seeds' range beside it.")
 
 
+def why_line(s: dict) -> str:
+    """Why the grid is what it is: its sizes, widths, batch and steps, each with its reason (the widths' reasons
+    read from the grid's results where they can be)."""
+    c, th = s["config"], s["threshold"]
+    Ns, Ds = [N for N, _ in s["sizes"]], sorted({D for _, D in s["sizes"]})
+    att, bc = s["dims"].get("attention") or [], s["dims"].get("baseconv") or []
+    if not (att and bc):
+        return ""
+    small = sorted({x["d"] for x in s.get("small") or []})
+    top = [N for N in Ns if smallest_d(s, "baseconv", N) == max(bc)]
+    return (f"**Why this grid.** D = {', '.join(map(str, Ds))} at every N (App. F.1 varies N holding D constant) and "
+            f"N = {', '.join(map(str, Ns))}: two sequence lengths, so that the growth of BaseConv's width with N is "
+            "measured, at sizes one CPU core trains in about an hour for the whole grid. The widths start at "
+            f"d = {min(att)} for both mixers: the smallest width at which attention reached {th} in every seed at every "
+            "N in short exploratory runs"
+            + (f" (d = {', '.join(map(str, small))} beside the grid, below)" if small else "")
+            + f"; BaseConv's go up to d = {max(bc)}"
+            + (f", its smallest width reaching {th} at N = {', '.join(map(str, top))} (the grid's widest BaseConv cells "
+               "are where it demonstrably learns)" if top else "")
+            + f". Batch {c['batch']}"
+            + (" as App. E.2" if c["batch"] == 64 else "")
+            + f" and {c['steps']:,} steps: in exploratory runs attention left the plateau in more seeds at this batch "
+            "than at a larger batch with proportionally fewer steps (the same number of sequences).")
+
+
 def failure_lines(s: dict) -> list[str]:
     """The cells of this grid without a result, and the cells the run started that the grid no longer has."""
     miss = (s.get("run") or {}).get("failures") or []
@@ -244,7 +269,7 @@ CRITERIA_HEAD = "(a cell below the threshold counts only where that mixer {} it 
 
 def markdown(s: dict, figure: str) -> str:
     """The CPU grid's section of ``docs/experiments.md``."""
-    L = blocks(setup_line(s),
+    L = blocks(setup_line(s), why_line(s),
                "**Differences from the paper and its reference code** (everything else as they are): "
                + "; ".join(differences(s)) + ".",
                f"The paper (Sec. 4.3, Fig. 2 top, Claim 1): {s['paper_claim']}. The figure is an image; the text gives "
@@ -252,7 +277,7 @@ def markdown(s: dict, figure: str) -> str:
                "Test accuracy per cell: the median over seeds (their range) [the learning rate kept]:",
                results_table(s), f"![seed 003 MQAR]({figure})",
                "**Pass criteria** " + CRITERIA_HEAD.format("demonstrably reaches"), criteria_lines(s), cpu_reading(s),
-               plateau_lines(s), long_lines(s), filter_lines(s), tuning_lines(s), *failure_lines(s))
+               plateau_lines(s), small_lines(s), long_lines(s), filter_lines(s), tuning_lines(s), *failure_lines(s))
     return "\n".join(L + [cost_line(s)])
 
 
@@ -324,6 +349,27 @@ def long_lines(s: dict) -> list[str]:
                  + (f"; the same cell in the grid: {fmt(g[0]['best_test_acc'])} after {g[0]['steps_run']:,} steps"
                     if g else "") + ".")
     return L
+
+
+def small_lines(s: dict) -> list[str]:
+    """Attention below the grid's widths (``SMALL``): per N its runs' best test accuracies and how many reached
+    the threshold, beside the grid's smallest attention width."""
+    xs = sorted(s.get("small") or [], key=lambda x: (x["N"], x["seed"]))
+    if not xs:
+        return []
+    th, dmin = s["threshold"], min(s["dims"].get("attention") or [0])
+    per = []
+    for N in sorted({x["N"] for x in xs}):
+        mine = [x for x in xs if x["N"] == N]
+        per.append(f"N = {N}: " + ", ".join(f"{fmt(x['best_test_acc'])} (seed {x['seed']}"
+                                            + (f", from step {x['first_at']:,}" if x.get("first_at") else "") + ")"
+                                            for x in mine)
+                   + f", {sum(x['best_test_acc'] >= th for x in mine)} of {len(mine)} at or above {th}")
+    x0 = xs[0]
+    return [f"**Attention at d = {x0['d']}** (part of the grid, not read by the criteria; the grid's widths start at "
+            f"d = {dmin}): lr {fmt(x0['lr'])}, at most {x0['steps']:,} steps, best test accuracy " + "; ".join(per)
+            + ". The grid starts where attention reached the threshold in every seed at every N in short exploratory "
+            "runs; these cells show what it does one width below."]
 
 
 def filter_lines(s: dict) -> list[str]:
@@ -450,5 +496,5 @@ def gpu_markdown(s: dict, figure: str) -> str:
     return "\n".join(L + [gpu_cost_line(s)])
 
 
-__all__ = ["plot", "markdown", "gpu_markdown", "results_table", "criteria_lines", "plateau_lines", "differences",
-           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "cpu_reading", "gpu_reading", "blocks"]
+__all__ = ["plot", "markdown", "why_line", "gpu_markdown", "results_table", "criteria_lines", "plateau_lines", "differences",
+           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "cpu_reading", "gpu_reading", "blocks"]

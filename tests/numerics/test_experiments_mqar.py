@@ -204,6 +204,11 @@ def test_full_grid_tunes_per_mixer_with_three_seeds():
     assert all(c["mixer"] == "baseconv" and c["long_conv"] == "implicit" != mq.FULL["long_conv"] for c in filt)
     assert all({k: v for k, v in c.items() if k not in ("long_conv", "part", "seed")} ==
                {k: v for k, v in filt[0].items() if k not in ("long_conv", "part", "seed")} for c in filt)
+    # attention one width below the grid's at every N, every seed (the grid's widths start where it learns)
+    small = [c for c in every if c.get("part") == "small"]
+    assert sorted((c["N"], c["seed"]) for c in small) == sorted((N, sd) for N, _ in mq.FULL["sizes"]
+                                                                for sd in mq.FULL["seeds"])
+    assert all(c["mixer"] == "attention" and c["d"] < min(mq.FULL["dims"]["attention"]) for c in small)
     assert {c.get("part") for c in every} == {None, *mq.PARTS}
     assert {c["mixer"] for c in cs} == set(mq.MIXERS) and "seed003-mqar" in EXPERIMENTS
     assert len(mq.FULL["seeds"]) >= 3 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
@@ -387,8 +392,15 @@ def test_report_reads_the_parts_beside_the_grid():
     extra = [part(row("baseconv", 64, 64, [0.2, 0.3]), "filter", long_conv="implicit")]
     extra += [part(row(m, 64, d, [a], lr=lr), "tune") for m, d in (("attention", 16), ("baseconv", 64))
               for lr, a in ((1e-3, 0.3), (1e-2, 0.95), (3e-2, 0.5))]
+    extra += [part(row("attention", N, 8, [a], seed=sd), "small") for N in (64, 128) for sd, a in ((0, 0.95), (1, 0.3))]
     s = mq.summarise(grid(PAPER_LIKE) + extra, False)
     assert [x["seed"] for x in s["filter"]] == [0] and len(s["tune"]) == 6 and len(s["runs"]) == 12
+    why = mqr.why_line(s)
+    assert "The widths start at d = 16 for both mixers" in why and "(d = 8 beside the grid, below)" in why
+    assert "BaseConv's go up to d = 64, its smallest width reaching 0.9 at N = 64" in why
+    small = mqr.small_lines(s)[0]
+    assert "**Attention at d = 8**" in small and "the grid's widths start at d = 16" in small
+    assert "N = 64: 0.95 (seed 0, from step 100), 0.3 (seed 1), 1 of 2 at or above 0.9; N = 128:" in small
     text = "\n".join(mqr.filter_lines(s))
     assert "0.3 (seed 0), 0 of 1 at or above 0.9" in text and "explicit filter at the same cell: median 0.92" in text
     tune = mqr.tuning_lines(s)
