@@ -230,10 +230,11 @@ def _sum_terms(terms):
     return v if s > 0 else -v
 
 
-def _to_flint(xs: np.ndarray, scalar) -> np.ndarray:
+def _to_flint(xs: np.ndarray, scalar, chains=None) -> np.ndarray:
     """The entries of a 1-D object array in flint, one scalar type at a time: FLINT values and
     Python ints as they are (flint's operands), wrapped polynomials unwrapped (``map`` in C),
-    any other type (Fractions, sympy elements) through ``scalar``."""
+    running sums through ``chains`` (all of them at once) where given, any other type
+    (Fractions, sympy elements) through ``scalar``."""
     tlist = list(map(type, xs))
     kinds = set(tlist) - _AS_IS
     if not kinds:
@@ -245,6 +246,9 @@ def _to_flint(xs: np.ndarray, scalar) -> np.ndarray:
     codes = np.fromiter(map(code.__getitem__, tlist), dtype=np.intp, count=len(tlist))
     for k in kinds:
         sel = codes == code[k]
+        if k is RunningSum and chains is not None:
+            out[sel] = chains(xs[sel])
+            continue
         out[sel] = np.fromiter(map(_unwrap if k is FPoly else scalar, xs[sel]), dtype=object,
                                count=int(sel.sum()))  # fromiter: never read as sequences of terms
     return out
@@ -319,6 +323,16 @@ class FlintRing:
             return self.ctx.from_dict({m: fq(c) for m, c in x.items()})
         return fq(x)
 
+    def chains(self, nodes: np.ndarray) -> np.ndarray:
+        """:meth:`chain` of every node of a 1-D object array: the nodes converted before are
+        looked up in one pass (a state's chains are converted again and again: its start, its
+        target, each layer's input), the others converted."""
+        get = self._chains.get
+        done = [get(i) for i in map(id, nodes.tolist())]
+        out = np.empty(len(done), dtype=object)
+        out[:] = [c[1] if c is not None else self.chain(n) for n, c in zip(nodes.tolist(), done)]
+        return out
+
     def chain(self, node: RunningSum) -> RunningSum:
         """A prefix-sum chain with its terms in flint, node for node: a node converted before (in
         this ring) is reused, so the chains of a state's tokens stay one chain (N terms for N
@@ -329,7 +343,9 @@ class FlintRing:
             n = n.prev
         prev = None if n is None else self._chains[id(n)][1]
         for n in reversed(todo):
-            prev = RunningSum(prev, self.scalar(n.term))
+            t = self.scalar(n.term)
+            # a node whose term is in flint already and whose chain maps to itself: itself
+            prev = n if (t is n.term and prev is n.prev) else RunningSum(prev, t)
             self._chains[id(n)] = (n, prev)
         return self._chains[id(node)][1]
 
@@ -339,7 +355,7 @@ class FlintRing:
         A = np.asarray(A, dtype=object)
         nz = nonzero_pattern(A)
         vals = A[nz]
-        conv = _to_flint(vals, self.scalar) if vals.size else vals
+        conv = _to_flint(vals, self.scalar, self.chains) if vals.size else vals
         if conv is vals and bool((ops.addresses(A)[~nz] == _ZERO_ID).all()):
             out = A  # flint values, ints and the int 0 already: the array as it is (no copy)
         else:

@@ -159,8 +159,28 @@ class Support:
                 return Support.of(2, p=frozenset((one.g,)), dg=dg, dx=dx)
         return Support.of(self.k + o.k, dg=dg, dx=dx)
 
-    __add__ = __radd__ = __sub__ = __rsub__ = _join
-    __mul__ = __rmul__ = _times
+    def _join_memo(self, o):
+        """:meth:`_join`, remembered for each pair of Supports (immortal, so their ids are keys)."""
+        if type(o) is Support:
+            key = (id(self), id(o))
+            r = _JOINS.get(key)
+            if r is None:
+                r = _JOINS[key] = self._join(o)
+            return r
+        return self._join(o)
+
+    def _times_memo(self, o):
+        """:meth:`_times`, remembered for each pair of Supports."""
+        if type(o) is Support:
+            key = (id(self), id(o))
+            r = _TIMES.get(key)
+            if r is None:
+                r = _TIMES[key] = self._times(o)
+            return r
+        return self._times(o)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = _join_memo
+    __mul__ = __rmul__ = _times_memo
 
     def __truediv__(self, o):
         if isinstance(o, Support) or _is_exact_zero(o):
@@ -213,6 +233,8 @@ def _times_int(a, e: int):
 
 _INTERNED: dict[tuple, Support] = {}
 _MADE: dict[int, Support] = {}
+_JOINS: dict[tuple[int, int], Support] = {}  # the rules' results by the operands' ids (every Support is kept alive)
+_TIMES: dict[tuple[int, int], Support] = {}
 CONST = Support.of(0, dg=0, dx=0)
 #: a global variable (never substituted by a group's tag): degree 1 in the globals
 GLOBAL = Support.of(0, dg=0, dx=1)
