@@ -225,8 +225,8 @@ def why_line(s: dict) -> str:
     return (f"**Why this grid.** D = {', '.join(map(str, Ds))} at every N (App. F.1 varies N holding D constant) and "
             f"N = {', '.join(map(str, Ns))}: two sequence lengths, so that the growth of BaseConv's width with N is "
             "measured, at sizes one CPU core trains in about an hour for the whole grid. The widths start at "
-            f"d = {min(att)} for both mixers: the smallest width at which attention reached {th} in every seed at every "
-            "N in short exploratory runs"
+            f"d = {min(att)} for both mixers: the smallest width at which attention reached {th} at every N in short "
+            "exploratory runs"
             + (f" (d = {', '.join(map(str, small))} beside the grid, below)" if small else "")
             + f"; BaseConv's go up to d = {max(bc)}"
             + (f", its smallest width reaching {th} at N = {', '.join(map(str, top))} (the grid's widest BaseConv cells "
@@ -368,8 +368,8 @@ def small_lines(s: dict) -> list[str]:
     x0 = xs[0]
     return [f"**Attention at d = {x0['d']}** (part of the grid, not read by the criteria; the grid's widths start at "
             f"d = {dmin}): lr {fmt(x0['lr'])}, at most {x0['steps']:,} steps, best test accuracy " + "; ".join(per)
-            + ". The grid starts where attention reached the threshold in every seed at every N in short exploratory "
-            "runs; these cells show what it does one width below."]
+            + ". The grid starts at the smallest width at which attention reached the threshold at every N in short "
+            "exploratory runs; these cells show what it does one width below."]
 
 
 def filter_lines(s: dict) -> list[str]:
