@@ -5,9 +5,10 @@ generator per slot of the grouped variables and one per global variable: 2D + 3 
 squares with a symbolic step size (259 at N = 512, D = 128).  FLINT stores every term's
 exponent vector over all of them, so at the widths of seed 003's sweeps each term of the
 specification's x' (N D^2 of them: 8.4 million at 512x128) costs hundreds of bytes, and the
-proof ran out of memory.  Here a term costs a few words: the ring has ``hg + hx + 4`` generators
+proof ran out of memory.  Here a term costs a few words: the ring has ``hg + hx + 3`` generators
 (plus the parameters), where ``hg`` and ``hx`` bound the degree of any monomial in the grouped
-and in the global variables (2 and 1 for a GD step: 7 generators with the step size).
+and in the global variables (2 and 2 for a GD step with its prediction: 8 generators with the
+step size, at any N and D).
 
 The lemma (power sums).  Number the grouped slots ``s = 0 .. n-1`` (every slot of every grouped
 variable, e.g. ``A[g, 0..D-1]`` and ``b[g]``) and the global entries ``j = 0 .. m-1``.  Map
