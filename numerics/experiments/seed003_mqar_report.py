@@ -432,7 +432,23 @@ def cpu_reading(s: dict) -> list[str]:
                  + {True: " BaseConv reaches it only from d >= N, as the paper states.",
                     False: " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
                     None: ""}[at_least_N(s)["met"]])
+        L.append(bc_seeds(s))
     return [" ".join(L)]
+
+
+def bc_seeds(s: dict) -> str:
+    """Per N and BaseConv width, how many seeds reached the threshold, and the cells where the seeds split (the
+    median decides those cells, and with it the smallest d the criteria read)."""
+    th = s["threshold"]
+    bs = sorted((b for b in s["best"].values() if b["mixer"] == "baseconv"), key=lambda b: (b["N"], b["d"]))
+    per = "; ".join(f"N = {N}: " + ", ".join(f"d = {b['d']}: {b['reached']} of {len(b['accs'])}" for b in bs if b["N"] == N)
+                    for N in sorted({b["N"] for b in bs}))
+    split = [b for b in bs if 0 < b["reached"] < len(b["accs"])]
+    return (f"BaseConv's seeds reaching {th} per width: {per}."
+            + (" Where the seeds split the median decides the cell: " + "; ".join(
+                f"N = {b['N']}, d = {b['d']}: " + ", ".join(f"{fmt(a)} (seed {sd})" for sd, a in zip(b["seeds"], b["accs"]))
+                + f", median {fmt(b['acc'])}" for b in split)
+               + ", so the smallest d reaching the threshold there rests on the seeds' draw." if split else ""))
 
 
 def gpu_reading(s: dict) -> list[str]:
@@ -497,4 +513,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 
 __all__ = ["plot", "markdown", "why_line", "gpu_markdown", "results_table", "criteria_lines", "plateau_lines", "differences",
-           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "cpu_reading", "gpu_reading", "blocks"]
+           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "bc_seeds", "cpu_reading", "gpu_reading", "blocks"]

@@ -410,3 +410,13 @@ def test_report_reads_the_parts_beside_the_grid():
     # the difference that names the filter counts the implicit runs that reached the threshold
     s["config"] = {**s["config"], "long_conv": "explicit"}
     assert any("with it 0 of 1 runs at N = 64, d = 64 reached 0.9" in x for x in mqr.differences(s))
+
+
+def test_report_counts_baseconv_seeds_and_names_split_cells():
+    rows = [row("baseconv", 64, d, [a], seed=sd) for d, accs in ((32, (0.3, 0.95, 0.2)), (64, (0.95, 0.96, 0.97)))
+            for sd, a in enumerate(accs)]
+    text = mqr.bc_seeds(mq.summarise(rows, False))
+    assert "per width: N = 64: d = 32: 1 of 3, d = 64: 3 of 3." in text
+    assert "N = 64, d = 32: 0.3 (seed 0), 0.95 (seed 1), 0.2 (seed 2), median 0.3, so the smallest d" in text
+    rows = [row("baseconv", 64, 32, [a], seed=sd) for sd, a in enumerate((0.2, 0.3, 0.25))]
+    assert "split" not in mqr.bc_seeds(mq.summarise(rows, False))
