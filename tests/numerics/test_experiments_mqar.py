@@ -420,3 +420,9 @@ def test_report_counts_baseconv_seeds_and_names_split_cells():
     assert "N = 64, d = 32: 0.3 (seed 0), 0.95 (seed 1), 0.2 (seed 2), median 0.3, so the smallest d" in text
     rows = [row("baseconv", 64, 32, [a], seed=sd) for sd, a in enumerate((0.2, 0.3, 0.25))]
     assert "split" not in mqr.bc_seeds(mq.summarise(rows, False))
+
+
+def test_report_says_why_growth_is_not_met():
+    s = mq.summarise(grid(PAPER_LIKE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}}), False)
+    assert "is the same at every N of the grid (N = 64: d = 64, N = 128: d = 64)" in mqr.growth_text(s)
+    assert mqr.growth_text(mq.summarise(grid(PAPER_LIKE), False)) == ""
