@@ -159,25 +159,22 @@ class Support:
                 return Support.of(2, p=frozenset((one.g,)), dg=dg, dx=dx)
         return Support.of(self.k + o.k, dg=dg, dx=dx)
 
+    def _remembered(self, o, table: dict, rule):
+        """``rule(self, o)``, remembered in ``table`` for each pair of Supports (every Support
+        is kept alive, so their ids are keys)."""
+        if type(o) is not Support:
+            return rule(self, o)
+        key = (id(self), id(o))
+        r = table.get(key)
+        if r is None:
+            r = table[key] = rule(self, o)
+        return r
+
     def _join_memo(self, o):
-        """:meth:`_join`, remembered for each pair of Supports (immortal, so their ids are keys)."""
-        if type(o) is Support:
-            key = (id(self), id(o))
-            r = _JOINS.get(key)
-            if r is None:
-                r = _JOINS[key] = self._join(o)
-            return r
-        return self._join(o)
+        return self._remembered(o, _JOINS, Support._join)
 
     def _times_memo(self, o):
-        """:meth:`_times`, remembered for each pair of Supports."""
-        if type(o) is Support:
-            key = (id(self), id(o))
-            r = _TIMES.get(key)
-            if r is None:
-                r = _TIMES[key] = self._times(o)
-            return r
-        return self._times(o)
+        return self._remembered(o, _TIMES, Support._times)
 
     __add__ = __radd__ = __sub__ = __rsub__ = _join_memo
     __mul__ = __rmul__ = _times_memo
