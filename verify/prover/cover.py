@@ -215,7 +215,7 @@ def _cover_ring(route: str, con: Construction, params, values, floor=None):
         import itertools
 
         from .flint_backend import FlintRing, FPoly
-        from .proof import power_sum_problem
+        from .grouped import power_sum_problem
         from .token_groups import GroupedProblem, abstract_variables, max_arity, max_degrees, pivoted
 
         groups = tuple(con.token_groups)
