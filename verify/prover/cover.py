@@ -173,7 +173,7 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     specification none can compute is reported as differing (so the caller proves ``con`` at
     its concrete values).
 
-    ``memo``: ``(flint context, encoding, outputs[, variables])`` from the grouped proof just run
+    ``memo``: ``(flint context, encoding, outputs, variables, degree bounds)`` from the grouped proof just run
     (:func:`grouped_proof`: the symbolic build's ``input_state(v)``, ``state(v)``, ``step(v)``,
     ``state(step(v))``, ``final_state(v)``, computed by ``con.rebuild`` on the parameter
     generators and the grouped variables of that context); used for the symbolic side only in
@@ -185,14 +185,14 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     err = None
     for route in (("grouped",) if con.token_groups else ()) + ("flint", "sympy"):
         try:
-            setup = _cover_ring(route, con, params, values, memo[4] if memo is not None and len(memo) > 4 else None)
+            setup = _cover_ring(route, con, params, values, None if memo is None else memo[4])
             if setup is None:
                 continue
             v, pgens, ar, sub = setup
             same = route == "grouped" and memo is not None and memo[0] is ar.ctx
             reuse = memo[2] if same else None
-            if same and len(memo) > 3:  # the proof's own variables (the same generators, the same
-                v = memo[3]             # objects: what the two builds share is computed once)
+            if same:  # the proof's own variables (the same generators, the same objects: what the
+                v = memo[3]  # two builds share is computed once)
             d = _spec_compare(_spec_outputs(con, v, con), _spec_outputs(con.rebuild(**pgens), v, con, reuse), ar, sub)
             if d is None or route != "grouped":
                 return d
@@ -215,7 +215,7 @@ def _cover_ring(route: str, con: Construction, params, values, floor=None):
         import itertools
 
         from .flint_backend import FlintRing, FPoly
-        from .grouped import power_sum_problem
+        from .grouped import _most_degrees, power_sum_problem
         from .token_groups import GroupedProblem, abstract_variables, max_arity, max_degrees, pivoted
 
         groups = tuple(con.token_groups)
@@ -228,8 +228,7 @@ def _cover_ring(route: str, con: Construction, params, values, floor=None):
                 sides = [x[2] if x[1] == "array" else x[2][1] for x in (a, b)
                          if x is not None and x[1] in ("array", "declared") and x[2] is not None]
                 if sides:
-                    degrees = tuple(None if u is None or w is None else max(u, w)
-                                    for u, w in zip(degrees, max_degrees(*sides)))
+                    degrees = _most_degrees(degrees, max_degrees(*sides))
                 if any(max_arity(x) > 1 for x in sides):
                     if not pivoted(*sides):
                         return None

@@ -328,9 +328,9 @@ class FlintRing:
         looked up in one pass (a state's chains are converted again and again: its start, its
         target, each layer's input), the others converted."""
         get = self._chains.get
-        done = [get(i) for i in map(id, nodes.tolist())]
-        out = np.empty(len(done), dtype=object)
-        out[:] = [c[1] if c is not None else self.chain(n) for n, c in zip(nodes.tolist(), done)]
+        nodes = nodes.tolist()
+        out = np.empty(len(nodes), dtype=object)
+        out[:] = [c[1] if (c := get(id(n))) is not None else self.chain(n) for n in nodes]
         return out
 
     def chain(self, node: RunningSum) -> RunningSum:

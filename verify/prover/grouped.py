@@ -65,14 +65,14 @@ def grouped_ring(con, params, groups, sections, av):
 
     gp = power_sum_problem(con, params, groups, FIRST_DEGREES) or grouped(1)
     spec, own, layers, need, degrees = _abstract_pass(con, params, sections, av, gp, 1)
-    if need == 1 and (getattr(gp, "degrees", None) is None or _within(degrees, gp.degrees)):
+    if _fits(gp, need, degrees):
         return gp, spec, own, layers, 1
     if need == 1:
         for gp in (power_sum_problem(con, params, groups, degrees), grouped(1)):
             if gp is None:
                 continue
             spec, own, layers, need, found = _abstract_pass(con, params, sections, av, gp, 1)
-            if need == 1 and (getattr(gp, "degrees", None) is None or _within(found, gp.degrees)):
+            if _fits(gp, need, found):
                 return gp, spec, own, layers, 1
     if need == 2:
         gp = grouped(2)
@@ -82,13 +82,17 @@ def grouped_ring(con, params, groups, sections, av):
     return f"not used: the {need} has an entry beyond both encodings"
 
 
-def _within(found, bounds) -> bool:
-    return None not in found and all(f <= b for f, b in zip(found, bounds))
+def _fits(gp, need: int, found) -> bool:
+    """Encoding 1 suffices and the degrees found are within ``gp``'s bounds (if it has any)."""
+    return need == 1 and (gp.degrees is None or (None not in found and all(
+        f <= b for f, b in zip(found, gp.degrees))))
 
 
 def _most_degrees(a, b):
     """The larger of two ``(dg, dx)`` degree bounds (None: unbounded)."""
-    return tuple(None if x is None or y is None else max(x, y) for x, y in zip(a, b))
+    from .token_groups import _most
+
+    return tuple(_most(x, y) for x, y in zip(a, b))
 
 
 def power_sum_problem(con: Construction, params, groups, degrees, floor=None):

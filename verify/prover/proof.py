@@ -228,7 +228,6 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
                 keep["grouped"] = chosen
             return None
         gp, spec, own, layers, encoding = chosen
-        compact = gp if getattr(gp, "degrees", None) is not None else None
         ar = FlintRing(None, gp.ctx)
         fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         if keep is not None:
@@ -257,10 +256,9 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
             keep["grouped"] = f"not used: {type(e).__name__}"
         return None
     if keep is not None and params and sections is None:
-        keep["spec"] = (gp.ctx, encoding, record, fv, compact.degrees if compact is not None else None)
-    how = compact.describe() if compact is not None else "verify/prover/token_groups.py"
+        keep["spec"] = (gp.ctx, encoding, record, fv, gp.degrees)
     result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
-                   f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; {how})")
+                   f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; {gp.describe()})")
     result.seconds = time.perf_counter() - t0
     return result
 

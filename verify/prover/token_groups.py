@@ -69,8 +69,8 @@ class Support:
     to come from group ``g`` (else -1); ``p``, when ``k == 2``, is a set of *pivot* groups: for
     each ``q`` in ``p``, every monomial draws from ``q`` and at most one group besides (empty:
     no pivot known).  ``dg`` and ``dx`` bound the total degree of any monomial in the grouped
-    variables and in the global ones (None: no bound known); the power-sum encoding
-    (:class:`GroupedProblem`, ``degrees``) is injective only within them.  Any other operand is
+    variables and in the global ones (None: no bound known); the power-sum ring
+    (``verify/prover/power_sums.py``) is injective only within them.  Any other operand is
     an exact constant (no variables but the parameters).  A Support never compares equal to
     anything, so the exact operations never skip it as a structural zero or one (they may only
     do more work, never less)."""
@@ -237,7 +237,7 @@ CONST = Support.of(0, dg=0, dx=0)
 GLOBAL = Support.of(0, dg=0, dx=1)
 
 
-def _interned_in(arrays) -> list[Support]:
+def _supports_in(arrays) -> list[Support]:
     """The Supports among the entries of ``arrays``, each once: the distinct object addresses
     (``constructions.ops.addresses``, numpy's loop) looked up among every Support made."""
     from constructions.ops import addresses
@@ -251,14 +251,14 @@ def max_degrees(*arrays) -> tuple[int | None, int | None]:
     """The largest degree bounds ``(dg, dx)`` over arrays of Supports and exact constants
     (constants: 0); None where some entry has no bound."""
     dg = dx = 0
-    for x in _interned_in(arrays):
+    for x in _supports_in(arrays):
         dg, dx = _most(dg, x.dg), _most(dx, x.dx)
     return dg, dx
 
 
 def max_arity(A) -> int:
     """The largest bound over an array of Supports and exact constants (constants: 0)."""
-    return max((x.k for x in _interned_in((A,))), default=0)
+    return max((x.k for x in _supports_in((A,))), default=0)
 
 
 def _grouped_shape(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> int:
@@ -360,6 +360,10 @@ class GroupedProblem:
     Global variables and parameters: one generator per entry, with the same display names as
     :class:`verify.prover.proof.SymbolicProblem`."""
 
+    #: no degree bounds: injective on every monomial its encoding allows, whatever its degree
+    #: (``verify/prover/power_sums.py``'s ring has them)
+    degrees = None
+
     def __init__(self, variables: dict[str, tuple[int, ...]], params: tuple[str, ...],
                  groups: tuple[str, ...], entry_name, display, encoding: int = 1):
         import flint
@@ -394,6 +398,9 @@ class GroupedProblem:
         pos = sum(len(prefixes) * len(slots[var]) for var in slots) + len(tags)
         pos += sum(int(np.prod(shape)) for var, shape in variables.items() if var not in groups)
         self.params = {p: gens[names[pos + i]] for i, p in enumerate(params)}
+
+    def describe(self) -> str:
+        return "verify/prover/token_groups.py"
 
     def code(self, g: int) -> tuple[int, ...]:
         """Group ``g``'s digits, least significant first (encoding 2)."""
