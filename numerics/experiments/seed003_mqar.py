@@ -357,8 +357,22 @@ def summarise(rows, quick: bool) -> dict:
          "lrs": {m: sorted({x["lr"] for x in runs if x["mixer"] == m}) for m in MIXERS},
          "seeds": sorted({x["seed"] for x in runs}), "sizes": sorted({(x["N"], x["D"]) for x in runs}),
          "dims": {m: sorted({x["d"] for x in runs if x["mixer"] == m}) for m in MIXERS}, **extra}
+    s["carried"] = carried(every)
     s["criteria"] = criteria(s)
     return s
+
+
+def carried(rows) -> dict | None:
+    """The records an earlier code version made and this one carried over instead of training them again
+    (each marked ``made_by``: that version and the day it finished; the cell function, the models and the
+    data unchanged between them): how many, which versions and days, their CPU time; None where there are
+    none."""
+    xs = [r for r in rows if isinstance(r.get("made_by"), dict)]
+    if not xs:
+        return None
+    return {"cells": len(xs), "sources": sorted({str(r["made_by"].get("sources")) for r in xs}),
+            "finished": sorted({str(r["made_by"].get("finished")) for r in xs}),
+            "cpu_s": round(sum(r.get("cpu_s") or 0 for r in xs), 2)}
 
 
 def _run_record(r: dict) -> dict:
@@ -572,4 +586,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "gpu_configs", "summarise", "criteria",
            "table", "plot", "markdown", "gpu_markdown", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
-           "build_model", "MQARCell", "config_of", "at_least_N"]
+           "build_model", "MQARCell", "config_of", "at_least_N", "carried"]

@@ -230,13 +230,16 @@ def why_line(s: dict) -> str:
     words = {2: "two", 3: "three", 4: "four"}
     return (f"**Why this grid.** D = {', '.join(map(str, Ds))} at every N (App. F.1 varies N holding D constant) and "
             f"N = {', '.join(map(str, Ns))}: {words.get(len(Ns), len(Ns))} sequence lengths, so that the growth of "
-            f"BaseConv's width with N is measured; N goes up to {max(Ns)} because the generator needs a vocabulary "
-            f"larger than N (the reference generator's assertion) and V = {c['vocab']} is what a CPU affords here "
-            "(the section's last line gives the grid's cost). The widths start at "
+            f"BaseConv's width with N is measured, at sizes this CPU affords for the whole grid (its cost is the "
+            f"section's last line); the generator needs a vocabulary larger than N (the reference generator's "
+            f"assertion), so V = {c['vocab']} would admit N up to {c['vocab'] - 2}, and the GPU grid below runs the "
+            "paper's vocabulary and N. The widths start at "
             f"d = {min(att)} for both mixers: the smallest width at which attention reached {th} at every N in short "
             "exploratory runs"
             + (f" (d = {', '.join(map(str, small))} beside the grid, below)" if small else "")
             + f"; BaseConv's go up to d = {max(bc)}"
+            + (f", with d = {', '.join(map(str, odd))} between the powers of two, so that a growth with N of less than a "
+               "factor of two in width can show" if (odd := [w for w in bc if w & (w - 1)]) else "")
             + (f", its smallest width reaching {th} at N = {', '.join(map(str, top))} (the grid's widest BaseConv cells "
                "are where it demonstrably learns)" if top else "")
             + f". Batch {c['batch']}"
@@ -269,7 +272,15 @@ def failure_lines(s: dict) -> list[str]:
 def cost_line(s: dict) -> str:
     per = {f"{m} cells": sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
     per |= {f"{part} cells": sum(x["cpu_s"] or 0 for x in s.get(part) or []) for part in PARTS if s.get(part)}
-    return f"**Cost.** {timing_line(s)}. CPU: " + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in per.items()) + "."
+    c = s.get("carried")
+    kept = (f" {c['cells']} of the cells are records made by an earlier code version (sources "
+            f"{', '.join(c['sources'])}, finished {', '.join(c['finished'])}; {fmt_seconds(c['cpu_s'])} of CPU), whose "
+            "cell function, models and data this version leaves unchanged: carried over rather than trained again, "
+            "the others trained by the command above. A run is repeatable on one machine, not across machines (the "
+            "float kernels differ), so a carried record and one trained here are two draws of the same seed."
+            if c else "")
+    return (f"**Cost.** {timing_line(s)}. CPU: " + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in per.items()) + "."
+            + kept)
 
 
 CRITERIA_HEAD = "(a cell below the threshold counts only where that mixer {} it somewhere in the grid within as many steps)"
