@@ -448,9 +448,13 @@ THREE = {("attention", N): {16: 0.95, 32: 1.0, 64: 1.0} for N in (64, 128, 256)}
     ("baseconv", 256): {16: 0.05, 32: 0.1, 64: 0.5}}
 
 
+def growth(rows) -> dict:
+    return {c["id"]: c for c in mq.summarise(rows, False)["criteria"]}["grows-with-N"]
+
+
 def test_growth_reads_every_consecutive_pair_of_N():
     s = mq.summarise(grid(THREE), False)
-    g = {c["id"]: c for c in s["criteria"]}["grows-with-N"]
+    g = growth(grid(THREE))
     assert g["met"] is True and g["steps"] == {"64->128": ">", "128->256": ">"}
     assert g["smallest"] == {"64": 32, "128": 64, "256": None}
     line = "\n".join(mqr.criteria_lines(s))
@@ -458,20 +462,20 @@ def test_growth_reads_every_consecutive_pair_of_N():
     assert "from one N to the next: 64 to 128: larger, 128 to 256: larger." in line
     # the same width at a middle N and a larger one at the end: still growing (never smaller)
     same = THREE | {("baseconv", 128): {16: 0.05, 32: 0.91, 64: 0.95}}
-    g = {c["id"]: c for c in mq.summarise(grid(same), False)["criteria"]}["grows-with-N"]
+    g = growth(grid(same))
     assert g["met"] is True and g["steps"] == {"64->128": "=", "128->256": ">"}
     # smaller at a larger N than at the N before it: not met, though the ends grow
     dip = THREE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}, ("baseconv", 64): {16: 0.1, 32: 0.2, 64: 0.99},
                    ("baseconv", 256): {16: 0.05, 32: 0.95, 64: 0.99}}
-    g = {c["id"]: c for c in mq.summarise(grid(dip), False)["criteria"]}["grows-with-N"]
+    g = growth(grid(dip))
     assert g["steps"] == {"64->128": "=", "128->256": "<"} and g["met"] is False
     dip = THREE | {("baseconv", 128): {16: 0.95, 32: 0.96, 64: 0.99}}
-    g = {c["id"]: c for c in mq.summarise(grid(dip), False)["criteria"]}["grows-with-N"]
+    g = growth(grid(dip))
     assert g["steps"]["64->128"] == "<" and g["met"] is False
     # a middle N that cannot be read (its cells stopped before BaseConv learns anywhere): not read, never met
     short = {("baseconv", 128, d): 150 for d in (16, 32, 64)}
     mid = THREE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.3}}
-    g = {c["id"]: c for c in mq.summarise(grid(mid, short), False)["criteria"]}["grows-with-N"]
+    g = growth(grid(mid, short))
     assert g["met"] is None and g["steps"]["64->128"] is None and "not read" in g["notes"][0]
 
 
