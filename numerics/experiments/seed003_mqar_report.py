@@ -9,7 +9,7 @@ import json
 import math
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
-from .seed003_mqar import MIXERS, PARTS, at_least_N, configs, learn_steps, smallest_d
+from .seed003_mqar import MIXERS, PARTS, acc_at, at_least_N, configs, learn_steps, smallest_d
 
 
 def blocks(*parts) -> list[str]:
@@ -456,6 +456,7 @@ def cpu_reading(s: dict) -> list[str]:
                     None: ""}[at_least_N(s)["met"]])
         L.append(bc_seeds(s))
         L.append(growth_text(s))
+        L.append(equal_width_text(s))
     return [" ".join(x for x in L if x)]
 
 
@@ -478,6 +479,35 @@ def growth_text(s: dict) -> str:
                 f"The grid's widths are {step} apart, so the size of the growth is resolved only to that step.")
     return (f"BaseConv's smallest width reaching {th} per N ({per}): the growth with N that Claim 1 states is not shown "
             f"at these widths (a growth by less than the grid's step between widths, {step}, would not show here).")
+
+
+def equal_width_text(s: dict) -> str:
+    """BaseConv's median accuracy at each width the grid runs at every N, from one N to the next: a reading of
+    the growth with N that does not hinge on the threshold (widths where every N's median stopped the runs at
+    the early stop are named apart: they cannot differ)."""
+    Ns = sorted({b["N"] for b in s["best"].values() if b["mixer"] == "baseconv"})
+    if len(Ns) < 2:
+        return ""
+    stop = s["config"].get("stop_at")
+    lower, other, done = [], [], []
+    for d in sorted(s["dims"].get("baseconv") or []):
+        accs = [acc_at(s, "baseconv", N, d) for N in Ns]
+        if None in accs:
+            continue
+        text = f"d = {d} (" + " -> ".join(fmt(a) for a in accs) + ")"
+        if stop is not None and all(a >= stop for a in accs):
+            done.append(str(d))
+        elif all(b < a for a, b in zip(accs, accs[1:])):
+            lower.append(text)
+        else:
+            other.append(text)
+    if not (lower or other):
+        return ""
+    N_text = " -> ".join(f"N = {N}" for N in Ns)
+    return (f"At equal width BaseConv's median accuracy ({N_text}) "
+            + (f"falls with N at {', '.join(lower)}" if lower else "falls with N at no width")
+            + (f"; it does not at {', '.join(other)}" if other else "")
+            + (f"; at d = {', '.join(done)} every N's runs stopped at {stop} (the early stop)" if done else "") + ".")
 
 
 def bc_seeds(s: dict) -> str:
@@ -557,4 +587,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 
 __all__ = ["plot", "markdown", "why_line", "gpu_markdown", "results_table", "criteria_lines", "plateau_lines", "differences",
-           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "bc_seeds", "growth_text", "cpu_reading", "gpu_reading", "blocks"]
+           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "bc_seeds", "growth_text", "equal_width_text", "cpu_reading", "gpu_reading", "blocks"]

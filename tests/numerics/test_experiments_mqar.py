@@ -494,3 +494,16 @@ def test_carried_records_are_counted_and_named_in_the_cost():
     assert "carried over rather than trained again" in line
     s["carried"] = None
     assert "earlier code version" not in mqr.cost_line(s)
+
+
+def test_report_reads_baseconv_at_equal_width_across_N():
+    text = mqr.equal_width_text(mq.summarise(grid(PAPER_LIKE), False))
+    # (a run's best accuracy counts its first evaluation, 0.1, too: d = 16 reads 0.1 at both N)
+    assert text == ("At equal width BaseConv's median accuracy (N = 64 -> N = 128) falls with N at d = 32 (0.3 -> 0.1), "
+                    "d = 64 (0.92 -> 0.4); it does not at d = 16 (0.1 -> 0.1).")
+    mixed = PAPER_LIKE | {("baseconv", 64): {16: 0.3, 32: 0.2, 64: 0.995}, ("baseconv", 128): {16: 0.2, 32: 0.25, 64: 0.999}}
+    text = mqr.equal_width_text(mq.summarise(grid(mixed), False))
+    assert text.endswith("falls with N at d = 16 (0.3 -> 0.2); it does not at d = 32 (0.2 -> 0.25); at d = 64 every "
+                         "N's runs stopped at 0.99 (the early stop).")
+    one_N = {k: v for k, v in PAPER_LIKE.items() if k[1] == 64}
+    assert mqr.equal_width_text(mq.summarise(grid(one_N), False)) == ""
