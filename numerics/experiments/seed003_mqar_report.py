@@ -476,9 +476,49 @@ def growth_text(s: dict) -> str:
             "factors of " + ", ".join(fmt(r) for r in ratios)) if ratios else "one width"
     if cr["met"]:
         return (f"BaseConv's smallest width reaching {th} grows with N ({per}): the growth with N that Claim 1 states. "
-                f"The grid's widths are {step} apart, so the size of the growth is resolved only to that step.")
+                f"The grid's widths are {step} apart, so the size of the growth is resolved only to that step"
+                + "".join(f"; {x}" for x in (growth_factor(s, Ns), split_at_smallest(s, Ns)) if x) + ".")
     return (f"BaseConv's smallest width reaching {th} per N ({per}): the growth with N that Claim 1 states is not shown "
             f"at these widths (a growth by less than the grid's step between widths, {step}, would not show here).")
+
+
+def growth_factor(s: dict, Ns: list[int]) -> str:
+    """How much BaseConv's smallest width reaching the threshold grows from one N to the next, bounded by the
+    grid's widths (the smallest width lies above the next smaller width of the grid, at most at the one found),
+    against N's own factor (growth in proportion to N), and the smallest width as a multiple of N; "" where
+    a pair of N has no smallest width at both."""
+    bc = sorted(s["dims"].get("baseconv") or [])
+    span = {}
+    for N in Ns:
+        d = smallest_d(s, "baseconv", N)
+        if d is None:
+            return ""
+        span[N] = (max((w for w in bc if w < d), default=0), d)
+    parts = []
+    for n0, n1 in zip(Ns, Ns[1:]):
+        (lo0, hi0), (lo1, hi1) = span[n0], span[n1]
+        lo, hi, k = lo1 / hi0, (hi1 / lo0 if lo0 else math.inf), n1 / n0
+        where = ("less than in" if hi <= k else "more than in" if lo >= k else "consistent with growth in")
+        parts.append(f"from N = {n0} to {n1} (x{fmt(k)}) it grows by a factor in ({fmt(lo)}, "
+                     + ("inf" if math.isinf(hi) else fmt(hi))
+                     + f") (it lies in ({lo0}, {hi0}] at N = {n0} and in ({lo1}, {hi1}] at N = {n1}): {where} proportion "
+                     "to N at these sizes")
+    ratio = [span[N][1] / N for N in Ns]
+    return "; ".join(parts) + (f", where it is {fmt(min(ratio))} to {fmt(max(ratio))} times N" if len(set(ratio)) > 1
+                               else f", where it is {fmt(ratio[0])} times N") + " (the paper: d >= N)"
+
+
+def split_at_smallest(s: dict, Ns: list[int]) -> str:
+    """The N whose smallest BaseConv width reaching the threshold is a cell where the seeds split: there the
+    growth rests on the median of the seeds' draw."""
+    split = []
+    for N in Ns:
+        d = smallest_d(s, "baseconv", N)
+        b = s["best"].get(f"baseconv/{N}/{d}") if d else None
+        if b and 0 < b["reached"] < len(b["accs"]):
+            split.append(f"N = {N} (d = {d}: {b['reached']} of {len(b['accs'])} seeds)")
+    return ("the seeds split at the smallest width at " + " and ".join(split)
+            + ", so the growth rests on the medians there") if split else ""
 
 
 def equal_width_text(s: dict) -> str:
@@ -587,4 +627,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 
 __all__ = ["plot", "markdown", "why_line", "gpu_markdown", "results_table", "criteria_lines", "plateau_lines", "differences",
-           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "bc_seeds", "growth_text", "equal_width_text", "cpu_reading", "gpu_reading", "blocks"]
+           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "bc_seeds", "growth_text", "growth_factor", "split_at_smallest", "equal_width_text", "cpu_reading", "gpu_reading", "blocks"]

@@ -507,3 +507,24 @@ def test_report_reads_baseconv_at_equal_width_across_N():
                          "N's runs stopped at 0.99 (the early stop).")
     one_N = {k: v for k, v in PAPER_LIKE.items() if k[1] == 64}
     assert mqr.equal_width_text(mq.summarise(grid(one_N), False)) == ""
+
+
+def test_report_bounds_the_growth_factor_and_names_split_smallest_cells():
+    # THREE: smallest 32 at N = 64 (in (16, 32]), 64 at N = 128 (in (32, 64]), none at N = 256: no factor there
+    s = mq.summarise(grid(THREE), False)
+    assert mqr.growth_factor(s, [64, 128, 256]) == ""
+    text = mqr.growth_factor(s, [64, 128])
+    assert text == ("from N = 64 to 128 (x2) it grows by a factor in (1, 4) (it lies in (16, 32] at N = 64 and in "
+                    "(32, 64] at N = 128): consistent with growth in proportion to N at these sizes, where it is 0.5 "
+                    "times N (the paper: d >= N)")
+    # widths closer than the factor of N: less than in proportion (96 -> 128 while N doubles)
+    close = {("baseconv", 16): {64: 0.5, 96: 0.95, 128: 0.99}, ("baseconv", 32): {64: 0.3, 96: 0.3, 128: 0.95}}
+    text = mqr.growth_factor(mq.summarise(grid(close), False), [16, 32])
+    assert "grows by a factor in (1, 2) (it lies in (64, 96] at N = 16 and in (96, 128] at N = 32): less than in " \
+           "proportion to N at these sizes, where it is 4 to 6 times N" in text
+    # the smallest width's seeds split: named
+    rows = [row("baseconv", 64, d, [a], seed=sd) for d, accs in ((32, (0.3, 0.95, 0.92)), (64, (0.95, 0.96, 0.97)))
+            for sd, a in enumerate(accs)]
+    assert mqr.split_at_smallest(mq.summarise(rows, False), [64]) == (
+        "the seeds split at the smallest width at N = 64 (d = 32: 2 of 3 seeds), so the growth rests on the medians there")
+    assert mqr.split_at_smallest(mq.summarise(grid(THREE), False), [64, 128]) == ""
