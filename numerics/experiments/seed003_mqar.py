@@ -14,12 +14,13 @@ convolution in layer 2: the reference default's implicit filter or the paper's L
 argmax at the query positions, a run reports its best test accuracy over its evaluations.  A cell's
 config is :class:`MQARCell` (every key with its default in one place).
 
-Two grids.  The CPU grid (``FULL``, :func:`configs`): a vocabulary, N, widths, batch and steps one CPU
-core affords in about an hour for the whole grid, each mixer at its own learning rate(s), three
+Two grids.  The CPU grid (``FULL``, :func:`configs`): a vocabulary, N, widths, batch and steps a 2-core CPU
+affords for the whole grid, each mixer at its own learning rate(s), three
 seeds per cell (a cell's value: the median over seeds at the rate with the highest median); beside it,
 not read by the criteria (``PARTS``): each mixer at one cell with the paper's four rates and 3e-2
 (``TUNE``), one longer BaseConv run (``LONG``), BaseConv with the reference default's implicit
-filter at one cell (``FILTER``), and attention below the grid's widths (``SMALL``).  The GPU grid (``GPU``, :func:`gpu_configs`,
+filter at one cell (``FILTER``), attention below the grid's widths (``SMALL``), and two more seeds of
+BaseConv at the widths where it crosses the threshold (``MORE_SEEDS``).  The GPU grid (``GPU``, :func:`gpu_configs`,
 ``numerics/experiments/gpu.sh``): the paper's vocabulary, N and widths on a card within a time budget.
 The criteria (:func:`criteria`) count a cell below the threshold only where that mixer demonstrably
 reaches the threshold somewhere in the grid within as many steps.  The report
@@ -90,8 +91,12 @@ LONG = {"mixer": "baseconv", "N": 16, "D": 4, "d": 32, "steps": 24000, "seed": 0
 FILTER = {"N": 16, "D": 4, "d": 64, "long_conv": "implicit", "seeds": (0,)}
 #: attention below the grid's widths (part of the grid, not read by the criteria): d = 16 at every N, every seed
 SMALL = {"mixer": "attention", "d": 16}
+#: more seeds where BaseConv crosses the threshold (part of the grid, not read by the criteria): BaseConv at d = 96
+#: and 128 at every N with two seeds beyond the grid's, so that the report reads the smallest width reaching the
+#: threshold over five seeds beside the grid's three (the grid's crossing cells had their seeds split 2 of 3)
+MORE_SEEDS = {"mixer": "baseconv", "dims": (96, 128), "seeds": (3, 4)}
 #: the parts of the full grid that the criteria do not read
-PARTS = ("tune", "long", "filter", "small")
+PARTS = ("tune", "long", "filter", "small", "seeds")
 #: ``--quick``: the CI check of the pipeline (tiny cells, not the paper's numbers)
 QUICK = {**FULL, "sizes": ((32, 2),), "dims": {"attention": (16,), "baseconv": (16,)}, "seeds": (0,),
          "lrs": {"attention": (1e-2,), "baseconv": (1e-2,)}, "steps": 12, "batch": 16, "train_examples": 192,
@@ -250,7 +255,7 @@ def configs(quick: bool) -> list[dict]:
     of the mixer's learning rates, once per seed; the seed sets the model's initialisation and the data
     order, the data are the same for every run (``data_seed``; App. E.2 keeps the data order constant too).
     The full grid also runs the ``TUNE`` cells (part ``tune``), the ``LONG`` cell (part ``long``), the ``FILTER``
-    cells (part ``filter``) and the ``SMALL`` cells (part ``small``)."""
+    cells (part ``filter``), the ``SMALL`` cells (part ``small``) and the ``MORE_SEEDS`` cells (part ``seeds``)."""
     f = QUICK if quick else FULL
     out = []
     for sd in f["seeds"]:
@@ -269,7 +274,9 @@ def configs(quick: bool) -> list[dict]:
              "seed": sd, **_common(f), "long_conv": FILTER["long_conv"], "part": "filter"} for sd in FILTER["seeds"]]
     small = [{"mixer": SMALL["mixer"], "N": N, "D": D, "d": SMALL["d"], "lr": min(f["lrs"][SMALL["mixer"]]), "seed": sd,
               **_common(f), "part": "small"} for (N, D) in f["sizes"] for sd in f["seeds"]]
-    return tune + out + long + filt + small
+    more = [{"mixer": MORE_SEEDS["mixer"], "N": N, "D": D, "d": d, "lr": min(f["lrs"][MORE_SEEDS["mixer"]]), "seed": sd,
+             **_common(f), "part": "seeds"} for sd in MORE_SEEDS["seeds"] for (N, D) in f["sizes"] for d in MORE_SEEDS["dims"]]
+    return tune + out + long + filt + small + more
 
 
 #: the GPU grid (``--grid gpu``, ``numerics/experiments/gpu.sh``): the paper's widths (App. F.1: d 64 to 512)
