@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
 from .seed003_mqar import MIXERS, PARTS, acc_at, at_least_N, configs, learn_steps, smallest_d
@@ -299,7 +300,8 @@ def markdown(s: dict, figure: str) -> str:
                "Test accuracy per cell: the median over seeds (their range) [the learning rate kept]:",
                results_table(s), f"![seed 003 MQAR]({figure})",
                "**Pass criteria** " + CRITERIA_HEAD.format("demonstrably reaches"), criteria_lines(s), cpu_reading(s),
-               plateau_lines(s), small_lines(s), long_lines(s), filter_lines(s), tuning_lines(s), *failure_lines(s))
+               plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s), tuning_lines(s),
+               *failure_lines(s))
     return "\n".join(L + [cost_line(s)])
 
 
@@ -392,6 +394,52 @@ def small_lines(s: dict) -> list[str]:
             f"d = {dmin}): lr {fmt(x0['lr'])}, at most {x0['steps']:,} steps, best test accuracy " + "; ".join(per)
             + ". The grid starts at the smallest width at which attention reached the threshold at every N in short "
             "exploratory runs; these cells show what it does one width below."]
+
+
+def more_seeds_lines(s: dict) -> list[str]:
+    """The extra BaseConv seeds at the widths where it crosses the threshold (``MORE_SEEDS``): per N and d
+    their best test accuracies, and over the grid's seeds and these the median and how many reached the
+    threshold; then the smallest width reaching it over all those seeds at each N (read only where every seed
+    of the grid's smaller widths stayed below it) and whether it grows with N as the grid's three seeds say."""
+    xs = sorted(s.get("seeds") or [], key=lambda x: (x["N"], x["d"], x["seed"]))
+    if not xs:
+        return []
+    th = s["threshold"]
+    cells, smallest = [], {}
+    for N in sorted({x["N"] for x in xs}):
+        dims = sorted({x["d"] for x in xs if x["N"] == N})
+        below = [b for b in s["best"].values() if b["mixer"] == "baseconv" and b["N"] == N and b["d"] < dims[0]]
+        found = None
+        for d in dims:
+            extra = [x for x in xs if x["N"] == N and x["d"] == d]
+            b = s["best"].get(f"baseconv/{N}/{d}")
+            accs = (b["accs"] if b else []) + [x["best_test_acc"] for x in extra]
+            med, n_hit = statistics.median(accs), sum(a >= th for a in accs)
+            cells.append(f"N = {N}, d = {d}: " + ", ".join(f"{fmt(x['best_test_acc'])} (seed {x['seed']})" for x in extra)
+                         + f"; over seeds {', '.join(map(str, (b['seeds'] if b else []) + [x['seed'] for x in extra]))}: "
+                         f"median {fmt(med)}, {n_hit} of {len(accs)} at or above {th}")
+            if found is None and med >= th:
+                found = d
+        smallest[N] = found if all(b["reached"] == 0 for b in below) else "not read"
+    Ns = sorted(smallest)
+    vals = [smallest[N] for N in Ns]
+    if "not read" in vals or None in vals[:1]:
+        verdict_text = "so the growth is not read over these seeds"
+    else:
+        top = max(x["d"] for x in xs)
+        seq = [v if v is not None else top + 1 for v in vals]
+        grows = seq[-1] > seq[0] and all(b >= a for a, b in zip(seq, seq[1:]))
+        verdict_text = ("it grows with N over these seeds too" if grows else
+                        "over these seeds it does not grow with N, unlike the grid's three seeds")
+    per = ", ".join(f"N = {N}: " + (f"d = {v}" if isinstance(v, int) else
+                                    "above the widths with more seeds" if v is None else "not read")
+                    for N, v in zip(Ns, vals))
+    x0 = xs[0]
+    return [f"**More seeds where BaseConv crosses the threshold** (part of the grid, not read by the criteria): BaseConv "
+            f"at d = {', '.join(map(str, sorted({x['d'] for x in xs})))} with seeds "
+            f"{', '.join(map(str, sorted({x['seed'] for x in xs})))} beside the grid's, lr {fmt(x0['lr'])}, at most "
+            f"{x0['steps']:,} steps: " + "; ".join(cells) + f". Over all these seeds BaseConv's smallest width reaching "
+            f"{th} (the median; every seed of the grid's smaller widths below {th}) is {per}: {verdict_text}."]
 
 
 def filter_lines(s: dict) -> list[str]:
@@ -627,4 +675,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 
 __all__ = ["plot", "markdown", "why_line", "gpu_markdown", "results_table", "criteria_lines", "plateau_lines", "differences",
-           "tuning_lines", "tuned_lr", "long_lines", "filter_lines", "small_lines", "bc_seeds", "growth_text", "growth_factor", "split_at_smallest", "equal_width_text", "cpu_reading", "gpu_reading", "blocks"]
+           "tuning_lines", "tuned_lr", "long_lines", "more_seeds_lines", "filter_lines", "small_lines", "bc_seeds", "growth_text", "growth_factor", "split_at_smallest", "equal_width_text", "cpu_reading", "gpu_reading", "blocks"]

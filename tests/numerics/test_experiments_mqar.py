@@ -209,6 +209,13 @@ def test_full_grid_tunes_per_mixer_with_three_seeds():
     assert sorted((c["N"], c["seed"]) for c in small) == sorted((N, sd) for N, _ in mq.FULL["sizes"]
                                                                 for sd in mq.FULL["seeds"])
     assert all(c["mixer"] == "attention" and c["d"] < min(mq.FULL["dims"]["attention"]) for c in small)
+    # more seeds of BaseConv at the widths where it crosses the threshold: seeds beyond the grid's, at every N
+    more = [c for c in every if c.get("part") == "seeds"]
+    assert sorted((c["N"], c["d"], c["seed"]) for c in more) == sorted(
+        (N, d, sd) for N, _ in mq.FULL["sizes"] for d in mq.MORE_SEEDS["dims"] for sd in mq.MORE_SEEDS["seeds"])
+    assert not set(mq.MORE_SEEDS["seeds"]) & set(mq.FULL["seeds"]) and set(mq.MORE_SEEDS["dims"]) <= set(mq.FULL["dims"]["baseconv"])
+    assert all({k: v for k, v in c.items() if k not in ("seed", "part")} in
+               [{k: v for k, v in g.items() if k != "seed"} for g in cs] for c in more)
     assert {c.get("part") for c in every} == {None, *mq.PARTS}
     assert {c["mixer"] for c in cs} == set(mq.MIXERS) and "seed003-mqar" in EXPERIMENTS
     assert len(mq.FULL["seeds"]) >= 3 and {c["seed"] for c in cs} == set(mq.FULL["seeds"])
@@ -528,3 +535,33 @@ def test_report_bounds_the_growth_factor_and_names_split_smallest_cells():
     assert mqr.split_at_smallest(mq.summarise(rows, False), [64]) == (
         "the seeds split at the smallest width at N = 64 (d = 32: 2 of 3 seeds), so the growth rests on the medians there")
     assert mqr.split_at_smallest(mq.summarise(grid(THREE), False), [64, 128]) == ""
+
+
+def test_report_reads_more_seeds_where_baseconv_crosses():
+    def more(N, d, accs):
+        out = []
+        for sd, a in zip((3, 4), accs):
+            r = row("baseconv", N, d, [a], seed=sd)
+            r["config"]["part"] = "seeds"
+            out.append(r)
+        return out
+    base = {("attention", N): {16: 0.95} for N in (64, 128)} | {
+        ("baseconv", 64): {16: 0.3, 32: 0.95, 64: 0.99}, ("baseconv", 128): {16: 0.2, 32: 0.4, 64: 0.95}}
+    rows = grid(base) + more(64, 32, (0.95, 0.2)) + more(64, 64, (0.99, 0.99)) + more(128, 32, (0.3, 0.3)) \
+        + more(128, 64, (0.96, 0.5))
+    s = mq.summarise(rows, False)
+    assert len(s["seeds"]) == 8 and len(s["runs"]) == 8  # not read by the criteria
+    text = mqr.more_seeds_lines(s)[0]
+    assert "BaseConv at d = 32, 64 with seeds 3, 4 beside the grid's" in text
+    assert "N = 64, d = 32: 0.95 (seed 3), 0.2 (seed 4); over seeds 0, 3, 4: median 0.95, 2 of 3 at or above 0.9" in text
+    assert "N = 128, d = 64: 0.96 (seed 3), 0.5 (seed 4); over seeds 0, 3, 4: median 0.95, 2 of 3" in text
+    assert "is N = 64: d = 32, N = 128: d = 64: it grows with N over these seeds too." in text
+    # the extra seeds pull N = 128's crossing down to N = 64's: said so
+    rows = grid(base) + more(64, 32, (0.95, 0.96)) + more(128, 32, (0.95, 0.96)) + more(64, 64, (1, 1)) \
+        + more(128, 64, (1, 1))
+    text = mqr.more_seeds_lines(mq.summarise(rows, False))[0]
+    assert "is N = 64: d = 32, N = 128: d = 32: over these seeds it does not grow with N, unlike the grid's" in text
+    # a smaller width of the grid where a seed reached the threshold: not read
+    rows = grid(base | {("baseconv", 64): {16: 0.95, 32: 0.95, 64: 0.99}}) + more(64, 32, (0.95, 0.2))
+    assert "N = 64: not read: so the growth is not read over these seeds" in mqr.more_seeds_lines(mq.summarise(rows, False))[0]
+    assert mqr.more_seeds_lines(mq.summarise(grid(base), False)) == []
