@@ -405,7 +405,7 @@ def more_seeds_lines(s: dict) -> list[str]:
     if not xs:
         return []
     th = s["threshold"]
-    cells, smallest = [], {}
+    cells, smallest, above = [], {}, {}
     for N in sorted({x["N"] for x in xs}):
         dims = sorted({x["d"] for x in xs if x["N"] == N})
         below = [b for b in s["best"].values() if b["mixer"] == "baseconv" and b["N"] == N and b["d"] < dims[0]]
@@ -420,26 +420,33 @@ def more_seeds_lines(s: dict) -> list[str]:
                          f"median {fmt(med)}, {n_hit} of {len(accs)} at or above {th}")
             if found is None and med >= th:
                 found = d
+        if found is None:  # above the widths with more seeds: the grid's next width reaching it, if any
+            found = next((b["d"] for b in sorted(s["best"].values(), key=lambda b: b["d"]) if b["mixer"] == "baseconv"
+                          and b["N"] == N and b["d"] > dims[-1] and b["acc"] >= th), None)
+            above[N] = found
         smallest[N] = found if all(b["reached"] == 0 for b in below) else "not read"
     Ns = sorted(smallest)
     vals = [smallest[N] for N in Ns]
     if "not read" in vals or None in vals[:1]:
         verdict_text = "so the growth is not read over these seeds"
     else:
-        top = max(x["d"] for x in xs)
-        seq = [v if v is not None else top + 1 for v in vals]
+        seq = [v if v is not None else 10 ** 9 for v in vals]
         grows = seq[-1] > seq[0] and all(b >= a for a, b in zip(seq, seq[1:]))
         verdict_text = ("it grows with N over these seeds too" if grows else
                         "over these seeds it does not grow with N, unlike the grid's three seeds")
-    per = ", ".join(f"N = {N}: " + (f"d = {v}" if isinstance(v, int) else
-                                    "above the widths with more seeds" if v is None else "not read")
+    top = max(x["d"] for x in xs)
+    per = ", ".join(f"N = {N}: " + (("above the widths with more seeds" if v is None else
+                                     f"above d = {top}, so d = {v}, the grid's next width reaching it over its seeds")
+                                    if N in above else f"d = {v}" if isinstance(v, int) else "not read")
                     for N, v in zip(Ns, vals))
+    factor = growth_factor(s, Ns, smallest) if all(isinstance(v, int) for v in vals) else ""
     x0 = xs[0]
     return [f"**More seeds where BaseConv crosses the threshold** (part of the grid, not read by the criteria): BaseConv "
             f"at d = {', '.join(map(str, sorted({x['d'] for x in xs})))} with seeds "
             f"{', '.join(map(str, sorted({x['seed'] for x in xs})))} beside the grid's, lr {fmt(x0['lr'])}, at most "
             f"{x0['steps']:,} steps: " + "; ".join(cells) + f". Over all these seeds BaseConv's smallest width reaching "
-            f"{th} (the median; every seed of the grid's smaller widths below {th}) is {per}: {verdict_text}."]
+            f"{th} (the median; every seed of the grid's smaller widths below {th}) is {per}: {verdict_text}"
+            + (f"; {factor}" if factor else "") + "."]
 
 
 def filter_lines(s: dict) -> list[str]:
@@ -530,15 +537,15 @@ def growth_text(s: dict) -> str:
             f"at these widths (a growth by less than the grid's step between widths, {step}, would not show here).")
 
 
-def growth_factor(s: dict, Ns: list[int]) -> str:
-    """How much BaseConv's smallest width reaching the threshold grows from one N to the next, bounded by the
-    grid's widths (the smallest width lies above the next smaller width of the grid, at most at the one found),
-    against N's own factor (growth in proportion to N), and the smallest width as a multiple of N; "" where
-    a pair of N has no smallest width at both."""
+def growth_factor(s: dict, Ns: list[int], smallest: dict | None = None) -> str:
+    """How much BaseConv's smallest width reaching the threshold (``smallest``: per N; default the grid's,
+    :func:`smallest_d`) grows from one N to the next, bounded by the grid's widths (the smallest width lies
+    above the next smaller width of the grid, at most at the one found), against N's own factor (growth in
+    proportion to N), and the smallest width as a multiple of N; "" where an N has no smallest width."""
     bc = sorted(s["dims"].get("baseconv") or [])
     span = {}
     for N in Ns:
-        d = smallest_d(s, "baseconv", N)
+        d = smallest_d(s, "baseconv", N) if smallest is None else smallest.get(N)
         if d is None:
             return ""
         span[N] = (max((w for w in bc if w < d), default=0), d)

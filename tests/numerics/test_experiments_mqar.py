@@ -555,7 +555,15 @@ def test_report_reads_more_seeds_where_baseconv_crosses():
     assert "BaseConv at d = 32, 64 with seeds 3, 4 beside the grid's" in text
     assert "N = 64, d = 32: 0.95 (seed 3), 0.2 (seed 4); over seeds 0, 3, 4: median 0.95, 2 of 3 at or above 0.9" in text
     assert "N = 128, d = 64: 0.96 (seed 3), 0.5 (seed 4); over seeds 0, 3, 4: median 0.95, 2 of 3" in text
-    assert "is N = 64: d = 32, N = 128: d = 64: it grows with N over these seeds too." in text
+    assert "is N = 64: d = 32, N = 128: d = 64: it grows with N over these seeds too; from N = 64 to 128 (x2) it " \
+           "grows by a factor in (1, 4)" in text
+    # above the widths with more seeds at N = 128: the grid's next width reaching it there is read
+    rows = grid(base | {("baseconv", 128): {16: 0.2, 32: 0.4, 64: 0.5, 128: 0.95}}) + more(64, 32, (0.95, 0.2)) \
+        + more(128, 32, (0.3, 0.3)) + more(128, 64, (0.3, 0.5))
+    text = mqr.more_seeds_lines(mq.summarise(rows, False))[0]
+    assert "N = 128: above d = 64, so d = 128, the grid's next width reaching it over its seeds: it grows with N over " \
+           "these seeds too; from N = 64 to 128 (x2) it grows by a factor in (2, 8) (it lies in (16, 32] at N = 64 and " \
+           "in (64, 128] at N = 128)" in text
     # the extra seeds pull N = 128's crossing down to N = 64's: said so
     rows = grid(base) + more(64, 32, (0.95, 0.96)) + more(128, 32, (0.95, 0.96)) + more(64, 64, (1, 1)) \
         + more(128, 64, (1, 1))
