@@ -338,3 +338,22 @@ def test_sweep_extra_brings_bokeh():
     root = Path(__file__).resolve().parents[2]
     extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["sweep"]
     assert any(d.startswith("bokeh") for d in extra), extra
+
+
+def test_worker_preload_keeps_the_workers_sigint_disposition():
+    """A worker started with SIGINT ignored keeps ignoring it after the preload imports dask_jobqueue (whose
+    import sets SIGINT to sys.exit()): otherwise a Ctrl-C to the process group raises SystemExit in the
+    worker wherever it is, a garbage collector's callback included, and a traceback follows 'interrupted'."""
+    import subprocess
+    import sys
+
+    code = ("import signal, sys\n"
+            "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "from polyverify.sweep.worker import _preload\n"
+            "assert 'dask_jobqueue' not in sys.modules\n"
+            "_preload(['dask_jobqueue'])\n"
+            "assert 'dask_jobqueue' in sys.modules\n"
+            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0 and out.stdout.strip() == "True", (out.stdout, out.stderr)
