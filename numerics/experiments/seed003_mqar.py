@@ -97,6 +97,8 @@ SMALL = {"mixer": "attention", "d": 16}
 MORE_SEEDS = {"mixer": "baseconv", "dims": (96, 128), "seeds": (3, 4)}
 #: the parts of the full grid that the criteria do not read
 PARTS = ("tune", "long", "filter", "small", "seeds")
+#: the summary's key for each part's runs (``seeds`` is the summary's list of the grid's seed numbers)
+PART_KEY = {part: ("more_seeds" if part == "seeds" else part) for part in PARTS}
 #: ``--quick``: the CI check of the pipeline (tiny cells, not the paper's numbers)
 QUICK = {**FULL, "sizes": ((32, 2),), "dims": {"attention": (16,), "baseconv": (16,)}, "seeds": (0,),
          "lrs": {"attention": (1e-2,), "baseconv": (1e-2,)}, "steps": 12, "batch": 16, "train_examples": 192,
@@ -338,7 +340,7 @@ def summarise(rows, quick: bool) -> dict:
     every = rows_ok(rows)
     ok = [r for r in every if not r["config"].get("part")]
     key = lambda x: (x["N"], x["mixer"], x["d"], x["lr"], x["seed"])  # noqa: E731
-    extra = {part: sorted((_run_record(r) for r in every if r["config"].get("part") == part), key=key)
+    extra = {PART_KEY[part]: sorted((_run_record(r) for r in every if r["config"].get("part") == part), key=key)
              for part in PARTS}
     runs = sorted((_run_record(r) for r in ok), key=key)
     groups: dict = {}
@@ -593,4 +595,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "gpu_configs", "summarise", "criteria",
            "table", "plot", "markdown", "gpu_markdown", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
-           "build_model", "MQARCell", "config_of", "at_least_N", "carried"]
+           "build_model", "MQARCell", "config_of", "at_least_N", "carried", "PARTS", "PART_KEY"]

@@ -10,7 +10,7 @@ import math
 import statistics
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
-from .seed003_mqar import MIXERS, PARTS, acc_at, at_least_N, configs, learn_steps, smallest_d
+from .seed003_mqar import MIXERS, PART_KEY, acc_at, at_least_N, configs, learn_steps, smallest_d
 
 
 def blocks(*parts) -> list[str]:
@@ -275,7 +275,8 @@ def failure_lines(s: dict) -> list[str]:
 
 def cost_line(s: dict) -> str:
     per = {f"{m} cells": sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
-    per |= {f"{part} cells": sum(x["cpu_s"] or 0 for x in s.get(part) or []) for part in PARTS if s.get(part)}
+    per |= {f"{key.replace('_', ' ')} cells": sum(x["cpu_s"] or 0 for x in s.get(key) or [])
+            for key in PART_KEY.values() if s.get(key)}
     c = s.get("carried")
     kept = (f" {c['cells']} of the cells are records made by an earlier code version (sources "
             f"{', '.join(c['sources'])}, finished {', '.join(c['finished'])}; {fmt_seconds(c['cpu_s'])} of CPU), whose "
@@ -401,7 +402,7 @@ def more_seeds_lines(s: dict) -> list[str]:
     their best test accuracies, and over the grid's seeds and these the median and how many reached the
     threshold; then the smallest width reaching it over all those seeds at each N (read only where every seed
     of the grid's smaller widths stayed below it) and whether it grows with N as the grid's three seeds say."""
-    xs = sorted(s.get("seeds") or [], key=lambda x: (x["N"], x["d"], x["seed"]))
+    xs = sorted(s.get("more_seeds") or [], key=lambda x: (x["N"], x["d"], x["seed"]))
     if not xs:
         return []
     th = s["threshold"]

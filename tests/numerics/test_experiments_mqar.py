@@ -550,7 +550,15 @@ def test_report_reads_more_seeds_where_baseconv_crosses():
     rows = grid(base) + more(64, 32, (0.95, 0.2)) + more(64, 64, (0.99, 0.99)) + more(128, 32, (0.3, 0.3)) \
         + more(128, 64, (0.96, 0.5))
     s = mq.summarise(rows, False)
-    assert len(s["seeds"]) == 8 and len(s["runs"]) == 8  # not read by the criteria
+    assert len(s["more_seeds"]) == 8 and len(s["runs"]) == 8  # not read by the criteria
+    # the part's runs do not replace the summary's seed numbers, which the setup line and the differences read
+    assert s["seeds"] == [0] and "with seeds 0 (initialisation and data order)" in mqr.setup_line(s)
+    assert any(x.startswith("1 seed(s) per cell") for x in mqr.differences(s))
+    assert "more seeds cells" in mqr.cost_line(s | {"run": {"cells": 16, "failed": 0, "cpu_s": 16.0, "cell_wall_s": 16.0,
+                                                             "wall_s": 9.0, "resumed": 0, "workers": 2,
+                                                             "finished": "2026-12-02T03:00:00+00:00",
+                                                             "machine": {"cores": 2, "loadavg": [1.0],
+                                                                         "torch": "2.13.0+cpu"}}})
     text = mqr.more_seeds_lines(s)[0]
     assert "BaseConv at d = 32, 64 with seeds 3, 4 beside the grid's" in text
     assert "N = 64, d = 32: 0.95 (seed 3), 0.2 (seed 4); over seeds 0, 3, 4: median 0.95, 2 of 3 at or above 0.9" in text
