@@ -198,12 +198,19 @@ def test_a_run_needs_the_submit_command(tmp_path, capsys, monkeypatch):
 SBATCH = """#!{python}
 # a stand-in for SLURM's sbatch: keeps a copy of the job script, runs it in a session of its own
 # (the job id is that session's id), and answers as sbatch does
-import subprocess, sys
+import os, subprocess, sys
 from pathlib import Path
 d = Path(__file__).resolve().parent
-n = len(list(d.glob("job-*.sh")))
+n = 0
+while True:  # the next free job number, claimed atomically: dask-jobqueue may submit two jobs at once
+    try:
+        fd = os.open(d / f"job-{{n}}.sh", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        break
+    except FileExistsError:
+        n += 1
 script = d / f"job-{{n}}.sh"
-script.write_text(Path(sys.argv[-1]).read_text())
+with os.fdopen(fd, "w") as fh:
+    fh.write(Path(sys.argv[-1]).read_text())
 with open(d / f"job-{{n}}.log", "w") as log:
     p = subprocess.Popen(["sh", str(script)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                          start_new_session=True)
