@@ -487,7 +487,7 @@ def _gap(s: dict, Ns: list[int], th: float) -> dict:
                                       "baseconv": smallest_d(s, "baseconv", N)} for N in Ns}})
 
 
-def _step(s: dict, n0: int, n1: int, th: float) -> tuple[bool | None, str | None]:
+def _step(s: dict, n0: int, n1: int, th: float) -> tuple[str | None, str | None]:
     """BaseConv's smallest d reaching the threshold from N = ``n0`` to the larger ``n1``: ``">"`` where it is
     larger at ``n1`` (or where it reaches the threshold at no d at ``n1`` while every cell there up to ``n0``'s
     width trained long enough to count), ``"="`` where it is the same, ``"<"`` where it is smaller, None

@@ -431,7 +431,7 @@ def more_seeds_lines(s: dict) -> list[str]:
     if "not read" in vals or None in vals[:1]:
         verdict_text = "so the growth is not read over these seeds"
     else:
-        seq = [v if v is not None else 10 ** 9 for v in vals]
+        seq = [math.inf if v is None else v for v in vals]  # None: above every width read
         grows = seq[-1] > seq[0] and all(b >= a for a, b in zip(seq, seq[1:]))
         verdict_text = ("it grows with N over these seeds too" if grows else
                         "over these seeds it does not grow with N, unlike the grid's three seeds")

@@ -3,6 +3,7 @@ folder) and the table (``results.csv``).  Imports nothing beyond the standard li
 ``polyverify.cli``."""
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import csv
 import dataclasses
@@ -62,6 +63,23 @@ class SweepResult:
 
 
 # ------------------------------------------------------------------ cells
+
+def import_keeping_sigint(name: str):
+    """``importlib.import_module(name)`` with this process's SIGINT disposition kept: importing
+    ``dask_jobqueue`` sets SIGINT to ``sys.exit()`` (its runner module), which would end an
+    interrupted sweep's driver with exit status 0 instead of ``interrupted`` (130), and make a worker
+    started with SIGINT ignored raise SystemExit wherever a Ctrl-C to the process group finds it (a
+    garbage collector's callback included, printing a traceback after ``interrupted``)."""
+    import signal
+
+    prev = signal.getsignal(signal.SIGINT)
+    try:
+        return importlib.import_module(name)
+    finally:
+        if prev is not None and signal.getsignal(signal.SIGINT) is not prev:
+            with contextlib.suppress(ValueError, OSError, TypeError):  # ValueError: not the main thread
+                signal.signal(signal.SIGINT, prev)
+
 
 def canonical(config) -> str:
     """The canonical JSON text of a config (sorted keys, no spaces); ValueError if it is not JSON."""

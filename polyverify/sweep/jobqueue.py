@@ -8,7 +8,7 @@ import re
 
 from polyverify.cli import UsageError, one_line
 
-from .base import SweepInputError, _finite_number
+from .base import SweepInputError, _finite_number, import_keeping_sigint
 from .cluster import _worker_resources
 from .grid import _load_table_file
 
@@ -30,18 +30,8 @@ _WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 
 def _import_jobqueue():
-    """``dask_jobqueue``, imported with this process's SIGINT handler kept: importing it sets
-    SIGINT to ``sys.exit()`` (its runner module), which would end an interrupted sweep with exit
-    status 0, silently, instead of ``interrupted`` (130) after the jobs are cancelled."""
-    import signal
-
-    prev = signal.getsignal(signal.SIGINT)
-    import dask_jobqueue
-
-    if signal.getsignal(signal.SIGINT) is not prev and prev is not None:
-        with contextlib.suppress(ValueError, OSError, TypeError):  # ValueError: not the main thread
-            signal.signal(signal.SIGINT, prev)
-    return dask_jobqueue
+    """``dask_jobqueue``, imported with this process's SIGINT handler kept (:func:`import_keeping_sigint`)."""
+    return import_keeping_sigint("dask_jobqueue")
 
 
 @dataclasses.dataclass

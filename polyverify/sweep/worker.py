@@ -6,7 +6,6 @@ import contextlib
 import importlib
 import json
 import os
-import signal
 import socket
 import sys
 import time
@@ -14,7 +13,8 @@ import traceback
 
 from polyverify.cli import one_line
 
-from .base import _CELL_DIR, _WORKER_IMPORT_S, _jsonable, _now, _rusage, canonical, cell_id, load_cell
+from .base import (_CELL_DIR, _WORKER_IMPORT_S, _jsonable, _now, _rusage, canonical, cell_id, import_keeping_sigint,
+                   load_cell)
 from .versions import version_mismatch, worker_version
 
 def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: dict | None = None) -> dict:
@@ -72,22 +72,15 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
 def _preload(modules) -> None:
     """In a worker, as it starts: import the cells' modules once, so that no cell's wall time
     counts the project's import (torch, FLINT, sympy: seconds); a module that fails to import is
-    left for the cell to report.  The worker's SIGINT disposition is kept across the imports:
-    importing ``dask_jobqueue`` sets SIGINT to ``sys.exit()`` (its runner module), and a worker
-    started with SIGINT ignored (the local cluster, so that Ctrl-C reaches only the driver) would
-    then raise SystemExit wherever a Ctrl-C to the process group found it, a garbage collector's
-    callback included, printing a traceback after the driver's one line ``interrupted``."""
-    prev = signal.getsignal(signal.SIGINT)
+    left for the cell to report.  Each import keeps the worker's SIGINT disposition
+    (:func:`~polyverify.sweep.base.import_keeping_sigint`): the local cluster starts its workers with
+    SIGINT ignored, so that Ctrl-C reaches only the driver."""
     for m in modules:
         t0 = time.perf_counter()
         try:
-            importlib.import_module(m)
+            import_keeping_sigint(m)
         except Exception:  # noqa: BLE001 -- the cell's own import reports it as the cell's error
             continue
-        finally:
-            if prev is not None and signal.getsignal(signal.SIGINT) is not prev:
-                with contextlib.suppress(ValueError, OSError, TypeError):  # ValueError: not the main thread
-                    signal.signal(signal.SIGINT, prev)
         _WORKER_IMPORT_S[m] = time.perf_counter() - t0
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
