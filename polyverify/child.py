@@ -12,7 +12,9 @@ line, which limit stopped it.  Imports nothing of the project.
   parent (its child traceback attached as a note).
 
 The child ignores SIGINT (Ctrl-C reaches the whole process group): the parent, interrupted
-while it waits, kills the child and lets the :class:`KeyboardInterrupt` go on.
+while it waits (Ctrl-C, or SIGTERM / SIGHUP sent to the parent alone, which ``polyverify.cli`` turns
+into a :class:`KeyboardInterrupt` too), kills the child and lets the interrupt go on.  If the
+parent dies without a chance to (SIGKILL), the kernel kills the child (``PR_SET_PDEATHSIG``).
 """
 from __future__ import annotations
 
@@ -89,14 +91,36 @@ def _quiet_child() -> None:
 
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # sent to the child itself: it ends
+            if sig is not None:
+                signal.signal(sig, signal.SIG_DFL)
     except (ValueError, OSError):  # pragma: no cover
         pass
+    _die_with_parent()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     os.dup2(devnull, 1)  # FLINT prints its "Unable to allocate" exception to stdout
     import faulthandler
 
     faulthandler.disable()  # its own copy of the old stderr (pytest enables it) would print the abort
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends the child SIGKILL when the parent dies, however it dies (a
+    SIGKILL to the parent included, which no handler of the parent's can see), so no proof child
+    outlives its command.  If the parent is already gone, the child ends at once."""
+    import ctypes
+    import os
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent:  # the parent died before the prctl
+        os._exit(1)
 
 
 def _run(body, timeout: float, memory_gb: float | None, on_item=None):

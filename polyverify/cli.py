@@ -5,8 +5,12 @@
   ``EXIT_USAGE`` (2) bad input or a refused request (one line on stderr, no
   traceback, no output file touched), ``EXIT_INTERRUPTED`` (130, as a shell
   reports a process stopped by SIGINT) Ctrl-C: one line ``interrupted`` on
-  stderr, no traceback, no half-written file and no folder left that the run
-  created and did not fill.
+  stderr, no traceback, no half-written file, no child process left running
+  and no folder left that the run created and did not fill.  SIGTERM (``kill``,
+  ``timeout``, batch systems) and SIGHUP (a closed terminal) end a command the
+  same way, with ``terminated (SIGTERM)`` / exit 143 and ``hung up (SIGHUP)`` /
+  exit 129 (:class:`Terminated`, a :class:`KeyboardInterrupt`, so every cleanup
+  written for Ctrl-C runs for them too).
 * **Bad input is refused before any work**: :class:`Parser` turns argparse's
   errors into :class:`UsageError`; :func:`output_file` / :func:`output_dir`
   check every output path up front (the path is not a folder / not a file, the
@@ -22,7 +26,13 @@
 * **Outputs are written atomically** (:func:`atomic_write_text`,
   :func:`atomic_path`): a temporary file in the same folder, renamed over the
   target only when complete, so a failure never leaves half a file and never
-  clobbers an old one.
+  clobbers an old one.  An output path that is a symbolic link is followed (the
+  file it points to is replaced; a dangling link's target is created); one that
+  is a character device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe)
+  is written through, as ``cp`` and shells do, never replaced; any other kind of
+  file (a block device, a socket) is refused up front.  Two outputs of one
+  command on one path are refused up front (:func:`output_file`,
+  :func:`output_dir` compare the resolved paths).
 * **Progress only on a terminal** (:func:`progress`): a tqdm bar when stderr
   is a terminal, otherwise one plain line per stage (no carriage returns in
   logs).
@@ -40,7 +50,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from .startup import EXIT_INTERRUPTED, startup_interrupt, catch_startup_interrupts  # noqa: F401
+import stat
+
+from .startup import (EXIT_INTERRUPTED, ENDING_SIGNALS, catch_startup_interrupts,  # noqa: F401
+                      ending_line, exit_status, startup_interrupt)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -53,6 +66,24 @@ class UsageError(Exception):
     """Bad input or a refused request: printed as one line, exit status 2."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP inside a command: raised where Ctrl-C raises :class:`KeyboardInterrupt`
+    (it is one), so the same cleanup runs (children killed, temporary files removed, new empty
+    folders removed); :func:`interrupted` then prints its own line and returns 128 + ``signum``."""
+
+    def __init__(self, signum: int):
+        super().__init__(ending_line(signum))
+        self.signum = int(signum)
+
+
+#: the exit statuses of a command ended by a signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)
+INTERRUPT_STATUSES = frozenset(exit_status(s) for s in ENDING_SIGNALS)
+
+
+def _signal_exception(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (:class:`UsageError`) instead of a usage dump + exit."""
 
@@ -62,6 +93,9 @@ class Parser(argparse.ArgumentParser):
 
 #: the folders :func:`make_folder` created during the current :func:`run_main` call (None outside one)
 _created_folders: list[Path] | None = None
+
+#: the outputs the current :func:`run_main` call named: resolved path -> the option that named it
+_claimed_outputs: dict[str, str] | None = None
 
 
 def _importing(frame) -> bool:
@@ -74,19 +108,21 @@ def _importing(frame) -> bool:
 
 
 def _sigint_safe(signum, frame):
-    """The SIGINT handler inside :func:`run_main`: :class:`KeyboardInterrupt` as usual, except
+    """The handler of SIGINT (and SIGTERM, SIGHUP) inside :func:`run_main`:
+    :class:`KeyboardInterrupt` as usual (:class:`Terminated` for SIGTERM and SIGHUP), except
     while a module is being imported.  A compiled extension's import (torch's, through
     pybind11) that a KeyboardInterrupt crosses can abort the process (``terminate called after
     throwing ... KeyboardInterrupt``) or leave an exception that kills it with SIGINT at exit;
-    there the interrupt is held and sent again (:func:`_hold_interrupt`) until the import is over."""
+    there the signal is held and sent again (:func:`_hold_interrupt`) until the import is over."""
     if not _importing(frame):
-        raise KeyboardInterrupt
-    _hold_interrupt()
+        raise _signal_exception(signum)
+    _hold_interrupt(signum)
 
 
-def _hold_interrupt() -> None:
-    """Send SIGINT to the main thread again in 50 ms, from a short-lived thread (not a process-wide
-    timer, which other code may set or cancel): :func:`_sigint_safe` then raises or holds again."""
+def _hold_interrupt(signum: int = signal.SIGINT) -> None:
+    """Send ``signum`` to the main thread again in 50 ms, from a short-lived thread (not a
+    process-wide timer, which other code may set or cancel): :func:`_sigint_safe` then raises or
+    holds again."""
     import threading
 
     main = threading.main_thread().ident
@@ -94,42 +130,53 @@ def _hold_interrupt() -> None:
     def again():
         time.sleep(0.05)
         with contextlib.suppress(OSError, ValueError, ProcessLookupError):
-            signal.pthread_kill(main, signal.SIGINT)
+            signal.pthread_kill(main, signum)
 
     threading.Thread(target=again, name="polyverify-held-interrupt", daemon=True).start()
 
 
+def _default_handler(sig):
+    return signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+
+
 @contextlib.contextmanager
 def _import_safe_interrupts():
-    """:func:`_sigint_safe` as the SIGINT handler while the block runs (in the main thread,
-    where Python's default handler was set)."""
-    # the handler is set (or not) first, and the block runs outside that try: an error the block
+    """:func:`_sigint_safe` as the handler of SIGINT, SIGTERM and SIGHUP while the block runs (in
+    the main thread, for each signal that had its default handling: one set to be ignored, as
+    ``nohup`` does for SIGHUP, stays ignored); afterwards each gets its default back."""
+    # the handlers are set (or not) first, and the block runs outside that try: an error the block
     # raises (a UsageError is a ValueError) must reach the caller, not the "not the main thread" case
-    try:
-        installed = signal.getsignal(signal.SIGINT) in (signal.default_int_handler, startup_interrupt)
-        if installed:
-            signal.signal(signal.SIGINT, _sigint_safe)
-    except ValueError:  # not the main thread
-        installed = False
+    installed = []
+    for sig in ENDING_SIGNALS:
+        try:  # (already _sigint_safe: set by exit_with, or an outer run_main, which restores it)
+            if signal.getsignal(sig) in (_default_handler(sig), startup_interrupt):
+                signal.signal(sig, _sigint_safe)
+                installed.append(sig)
+        except ValueError:  # not the main thread
+            break
     if not installed:
         yield
         return
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError, OSError):
-            if signal.getsignal(signal.SIGINT) is _sigint_safe:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in installed:
+            with contextlib.suppress(ValueError, OSError):
+                if signal.getsignal(sig) is _sigint_safe:
+                    signal.signal(sig, _default_handler(sig))
 
 
 def run_main(fn, argv=None) -> int:
     """Call ``fn(argv)``; a :class:`UsageError` becomes one line on stderr and exit 2, Ctrl-C
-    (:class:`KeyboardInterrupt`) the line ``interrupted`` and exit 130 (an interrupt that
-    lands inside an import is raised when the import is over: :func:`_sigint_safe`).  When
-    the run does not succeed (refused, interrupted, an exception), the folders it created
-    (:func:`make_folder`) and left without a file are removed."""
-    global _created_folders
+    (:class:`KeyboardInterrupt`) the line ``interrupted`` and exit 130, SIGTERM / SIGHUP
+    (:class:`Terminated`) their line and exit 143 / 129 (a signal that lands inside an import is
+    raised when the import is over: :func:`_sigint_safe`).  When the run does not succeed
+    (refused, interrupted, an exception), the folders it created (:func:`make_folder`) and left
+    without a file are removed.  The outputs it names (:func:`output_file`, :func:`output_dir`)
+    must be distinct paths."""
+    global _created_folders, _claimed_outputs
     outer, _created_folders = _created_folders, []
+    outer_claims, _claimed_outputs = _claimed_outputs, {}
     rc = None
     try:
         with _import_safe_interrupts():
@@ -143,7 +190,8 @@ def run_main(fn, argv=None) -> int:
             rc = interrupted()
     finally:
         created, _created_folders = _created_folders, outer
-        if rc is None or rc in (EXIT_USAGE, EXIT_INTERRUPTED):
+        _claimed_outputs = outer_claims
+        if rc is None or rc == EXIT_USAGE or rc in INTERRUPT_STATUSES:
             _remove_unfilled(created)
         elif outer is not None:
             outer.extend(created)
@@ -152,23 +200,32 @@ def run_main(fn, argv=None) -> int:
 
 @contextlib.contextmanager
 def _sigint_ignored():
-    try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except (ValueError, OSError):  # not the main thread
-        old = None
+    """SIGINT, SIGTERM and SIGHUP ignored while the block runs (a cleanup that a second signal
+    must not cut short)."""
+    old = {}
+    for sig in ENDING_SIGNALS:
+        try:
+            old[sig] = signal.signal(sig, signal.SIG_IGN)
+        except (ValueError, OSError):  # not the main thread
+            break
     try:
         yield
     finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
+        for sig, h in old.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, h)
 
 
-def interrupted() -> int:
-    """After Ctrl-C: say ``interrupted`` in one line on stderr; return :data:`EXIT_INTERRUPTED`."""
+def interrupted(e: BaseException | None = None) -> int:
+    """After Ctrl-C (or SIGTERM, SIGHUP): say ``interrupted`` (``terminated (SIGTERM)``, ``hung up
+    (SIGHUP)``) in one line on stderr; return 130 (143, 129).  The signal is read from ``e``, or
+    from the exception being handled (a :class:`Terminated` names it; any other is Ctrl-C)."""
+    e = e if e is not None else sys.exc_info()[1]
+    signum = e.signum if isinstance(e, Terminated) else signal.SIGINT
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
-        print("interrupted", file=sys.stderr, flush=True)
-    return EXIT_INTERRUPTED
+        print(ending_line(signum), file=sys.stderr, flush=True)
+    return exit_status(signum)
 
 
 def one_line(e: BaseException | str) -> str:
@@ -218,20 +275,81 @@ def check_memory(what: str, nbytes: float, limit: float = DEFAULT_MEMORY_LIMIT, 
 
 # ------------------------------------------------------------------ output paths
 
+def file_kind(st_mode: int) -> str:
+    """What a file is, in words, for messages (``"a character device"``, ``"a FIFO"``, ...)."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                        (stat.S_ISLNK, "a symbolic link")):
+        if test(st_mode):
+            return words
+    return "a special file"  # pragma: no cover
+
+
+def _existing_mode(p: Path) -> int | None:
+    """``p``'s mode, symbolic links followed (None: nothing there, or a dangling link)."""
+    try:
+        return os.stat(p).st_mode
+    except (OSError, ValueError):  # missing, dangling, a file on the way, a NUL in the name
+        return None
+
+
+def _writes_through(p: Path) -> bool:
+    """Whether an output on ``p`` is written through (opened and written, never replaced): ``p``
+    (its links followed) is a character device or a FIFO, or it names an open file descriptor
+    (``/dev/stdout``, ``/dev/fd/N``, ``/proc/.../fd/N``: replacing the file behind one would
+    cut the stream the caller reads)."""
+    mode = _existing_mode(p)
+    if mode is None:
+        return False
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return True
+    if not stat.S_ISREG(mode):
+        return False
+    raw = os.path.abspath(p)
+    return raw.startswith(("/dev/fd/", "/dev/std", "/proc/")) or \
+        os.path.realpath(p).startswith("/proc/")
+
+
+def _claim(flag: str, p: Path) -> None:
+    """Inside :func:`run_main`: ``p`` (resolved) is ``flag``'s output; a second option naming the
+    same file or folder is refused (one output would overwrite the other).  A character device
+    (``/dev/null``) may take several outputs."""
+    if _claimed_outputs is None:
+        return
+    mode = _existing_mode(p)
+    if mode is not None and stat.S_ISCHR(mode):
+        return
+    key = os.path.realpath(p)
+    other = _claimed_outputs.setdefault(key, flag)
+    if other != flag:
+        raise UsageError(f"{other} and {flag} name the same output {p}: give each output its own path")
+
+
 def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
-    """Check an output file path before any work: not a folder, not read-only, and its
-    folder exists and is writable or can be created (see :func:`_check_folder`).  Creates
-    nothing: the folder is made when the file is written.  Returns the path (or None)."""
+    """Check an output file path before any work: a file name, not a folder, not read-only, not
+    another output of the same command (:func:`_claim`), and its folder exists and is writable or
+    can be created (see :func:`_check_folder`).  A symbolic link is followed; a character device
+    or a FIFO is accepted and will be written through (:func:`atomic_path`); any other existing
+    file that is not a regular file (a block device, a socket) is refused.  Creates nothing: the
+    folder is made when the file is written.  Returns the path (or None)."""
     if path is None:
         return None
     p = Path(path)
     if str(path) == "" or str(path).endswith(os.sep):
         raise UsageError(f"{flag} {str(path)!r}: not a file name")
-    if p.is_dir():
+    mode = _existing_mode(p)
+    if mode is not None and stat.S_ISDIR(mode):
         raise UsageError(f"{flag} {p}: is a folder, not a file")
-    if p.exists() and not os.access(p, os.W_OK):
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        raise UsageError(f"{flag} {p}: is {file_kind(mode)}, not a file to write")
+    if mode is not None and not os.access(p, os.W_OK):
         raise UsageError(f"{flag} {p}: file is not writable")
-    _check_folder(flag, p.parent if str(p.parent) else Path("."))
+    _claim(flag, p)
+    if _writes_through(p):
+        return p
+    real = Path(os.path.realpath(p))
+    _check_folder(flag, real.parent)
     return p
 
 
@@ -241,11 +359,15 @@ def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool =
     when the first file is written); ``must_be_new``: refuse a non-empty existing folder."""
     if path is None:
         return None
+    if str(path) == "":
+        raise UsageError(f"{flag} '': not a folder name")
     p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{flag} {p}: is a file, not a folder")
+    mode = _existing_mode(p)
+    if mode is not None and not stat.S_ISDIR(mode):
+        raise UsageError(f"{flag} {p}: is {file_kind(mode)}, not a folder")
     if must_be_new and p.is_dir() and any(p.iterdir()):
         raise UsageError(f"{flag} {p}: folder exists and is not empty")
+    _claim(flag, p)
     _check_folder(flag, p)
     return p
 
@@ -320,9 +442,23 @@ def _cannot_write(flag: str | None, path: Path, e: OSError):
 def atomic_path(path: str | os.PathLike, flag: str | None = None):
     """Yield a temporary path in ``path``'s folder (created if missing, :func:`make_folder`);
     on success it is renamed onto ``path`` (atomic on POSIX), on an exception (Ctrl-C included)
-    it is removed and ``path`` is untouched.
+    it is removed and ``path`` is untouched.  A symbolic link is followed: the file it points to
+    is the one replaced.  A ``path`` that is a character device or a FIFO (``/dev/null``, a named
+    pipe, ``/dev/stdout``) is never replaced: the complete temporary file (in the system's
+    temporary folder) is copied into it (:func:`_writes_through`); any other file that is not a
+    regular file (a block device, a socket) is refused.
     With ``flag`` (the option that named the path), an OSError is a UsageError naming it."""
     path = Path(path)
+    mode = _existing_mode(path)
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        e = IsADirectoryError if stat.S_ISDIR(mode) else OSError
+        _cannot_write(flag, path, e(0, f"is {file_kind(mode)}, not a file to write"))
+    if _writes_through(path):
+        with _written_through(path, flag) as tmp:
+            yield tmp
+        return
+    if os.path.islink(path):
+        path = Path(os.path.realpath(path))
     try:
         make_folder(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
@@ -342,6 +478,27 @@ def atomic_path(path: str | os.PathLike, flag: str | None = None):
         if isinstance(e, OSError):
             _cannot_write(flag, path, e)
         raise
+
+
+@contextlib.contextmanager
+def _written_through(path: Path, flag: str | None):
+    """:func:`atomic_path` for a character device or a FIFO: the writer fills a temporary file
+    (whole, so a failure writes nothing), then its bytes are written into ``path``, opened as it is
+    (never unlinked or replaced), for appending: ``/dev/stdout`` redirected to a file by the shell
+    keeps what the command printed before, the output follows it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stdout.flush()
+        with open(tmp, "rb") as src, open(path, "ab") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except OSError as e:
+        _cannot_write(flag, path, e)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, flag: str | None = None) -> Path:
@@ -446,9 +603,10 @@ def exit_with(main_fn, *args, **kwargs) -> None:
     inside it (``interrupted``, status 130).  From here on Ctrl-C is a KeyboardInterrupt again
     (not :func:`startup_interrupt`: the command may be writing), and once the command has
     returned, a late Ctrl-C while the interpreter shuts down is ignored: the verdict is out."""
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGINT) is startup_interrupt:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in ENDING_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(sig) is startup_interrupt:  # SIGTERM, SIGHUP: raise Terminated
+                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else _sigint_safe)
     try:
         rc = main_fn(*args, **kwargs)
         sys.stdout.flush()
@@ -456,19 +614,21 @@ def exit_with(main_fn, *args, **kwargs) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         rc = 141
-    except KeyboardInterrupt:
-        rc = interrupted()
-    if rc == EXIT_INTERRUPTED:
+    except KeyboardInterrupt as e:
+        rc = interrupted(e)
+    if rc in INTERRUPT_STATUSES:
         # what shuts down after this (a process pool, a cluster's workers, at exit) may still
         # write to stderr while it stops, and a second Ctrl-C would cut it short: the one
         # line said it all
         with contextlib.suppress(OSError, ValueError):
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            for sig in ENDING_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
             sys.stdout.flush()
             sys.stderr.flush()
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stderr.fileno())
     else:
         with contextlib.suppress(OSError, ValueError):
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            for sig in ENDING_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
     sys.exit(rc)

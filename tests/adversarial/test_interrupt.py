@@ -43,10 +43,10 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 def _circuit(tmp: Path) -> Path:
-    """(x0 + ... + x7)^16: its exact proof (in a child process) runs for seconds."""
+    """(x0 + ... + x7)^24: its exact proof (in a child process) runs for seconds (14 s here)."""
     nodes = [{"id": i, "op": "input", "name": f"x{i}"} for i in range(8)]
     nodes += [{"id": "s", "op": "add"}, {"id": "y", "op": "mul", "output": "y"}]
-    links = [{"source": i, "target": "s"} for i in range(8)] + [{"source": "s", "target": "y", "mult": 16}]
+    links = [{"source": i, "target": "s"} for i in range(8)] + [{"source": "s", "target": "y", "mult": 24}]
     path = tmp / "sum_power.json"
     path.write_text(json.dumps({"directed": True, "multigraph": False, "graph": {}, "nodes": nodes, "links": links}))
     return path
@@ -84,9 +84,21 @@ def _empty_folders(root: Path) -> list[str]:
     return [d for d, dns, fns in os.walk(root) if not dns and not fns and Path(d) != root]
 
 
+#: how each signal is sent: Ctrl-C to the whole process group, as a terminal does; SIGTERM (``kill``,
+#: ``timeout``, a batch system) and SIGHUP to the main process alone, which must end its children itself
+SIGNALS = [("INT", signal.SIGINT, True, 130, "interrupted"),
+           ("TERM", signal.SIGTERM, False, 143, "terminated (SIGTERM)"),
+           ("HUP", signal.SIGHUP, False, 129, "hung up (SIGHUP)")]
+SIGNAL_CASES = [pytest.param(*c, *s, id=f"{c[0]}-{s[0]}") for s in SIGNALS for c in CASES
+                if s[0] != "HUP" or c[0] in ("gd", "circuit", "train", "sweep")]
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the child processes in /proc")
-@pytest.mark.parametrize("name,argv,ready,absent", CASES, ids=[c[0] for c in CASES])
-def test_ctrl_c_ends_in_one_line(tmp_path, name, argv, ready, absent):
+@pytest.mark.parametrize("name,argv,ready,absent,sig_name,sig,to_group,status,line", SIGNAL_CASES)
+def test_ctrl_c_ends_in_one_line(tmp_path, name, argv, ready, absent, sig_name, sig, to_group, status, line):
+    """Ctrl-C, SIGTERM and SIGHUP each end the command with one line and its status, no traceback,
+    nothing half-written and no child process left running (SIGTERM and SIGHUP reach the main
+    process only: it must end its proof child or its cluster's workers itself)."""
     circuit = _circuit(tmp_path)
     before = {p for p in tmp_path.rglob("*")}
     args = [a.replace("{tmp}", str(tmp_path)).replace("{circuit}", str(circuit)) for a in argv]
@@ -114,7 +126,10 @@ def test_ctrl_c_ends_in_one_line(tmp_path, name, argv, ready, absent):
         time.sleep(0.3 if name != "sweep" else 2.0)  # inside the work (sweep: the worker on its cell)
         assert p.poll() is None, f"{name} finished before the interrupt: {''.join(err)!r}"
         kids = _children(p.pid)
-        os.killpg(p.pid, signal.SIGINT)
+        if to_group:
+            os.killpg(p.pid, sig)
+        else:
+            os.kill(p.pid, sig)
         out = p.stdout.read()
         rc = p.wait(60)
     finally:
@@ -123,8 +138,8 @@ def test_ctrl_c_ends_in_one_line(tmp_path, name, argv, ready, absent):
             p.wait()
     reader.join(10)
     text = "".join(line for line in err if READY not in line)
-    assert rc == 130, (rc, text)
-    assert text.endswith("interrupted\n") and text.count("interrupted") == 1, text
+    assert rc == status, (rc, text)
+    assert text.endswith(line + "\n") and text.count(line) == 1, text
     assert "Traceback" not in text and not re.search(r"\b\w*(Error|Exception)\b", text), text
     assert "Traceback" not in out
     for rel in absent:
