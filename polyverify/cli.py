@@ -45,12 +45,11 @@ import math
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-import stat
 
 from .startup import (EXIT_INTERRUPTED, ENDING_SIGNALS, catch_startup_interrupts,  # noqa: F401
                       ending_line, exit_status, startup_interrupt)
@@ -484,21 +483,43 @@ def atomic_path(path: str | os.PathLike, flag: str | None = None):
 def _written_through(path: Path, flag: str | None):
     """:func:`atomic_path` for a character device or a FIFO: the writer fills a temporary file
     (whole, so a failure writes nothing), then its bytes are written into ``path``, opened as it is
-    (never unlinked or replaced), for appending: ``/dev/stdout`` redirected to a file by the shell
-    keeps what the command printed before, the output follows it."""
+    (never unlinked or replaced), for appending.  A ``path`` that is this process's own standard
+    output or error (``/dev/stdout``, however it is redirected) is written through that stream, so
+    the output follows what the command printed before it and what it prints after follows it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(tmp)
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            sys.stdout.flush()
-        with open(tmp, "rb") as src, open(path, "ab") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        stream = _own_stream(path)
+        with open(tmp, "rb") as src:
+            if stream is not None:
+                stream.flush()
+                shutil.copyfileobj(src, stream.buffer, 1 << 20)
+                stream.buffer.flush()
+            else:
+                with open(path, "ab") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
     except OSError as e:
         _cannot_write(flag, path, e)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _own_stream(path: Path):
+    """``sys.stdout`` or ``sys.stderr`` when ``path`` is the very file it writes to, else None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            own = os.fstat(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is both
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino) and hasattr(stream, "buffer"):
+            return stream
+    return None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, flag: str | None = None) -> Path:
