@@ -141,11 +141,33 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def address_space_cap(gib: float) -> tuple[float, str | None]:
+    """The address-space limit (GiB) a run asked to stay under ``gib`` gets: ``gib``, or the limit this
+    process was given (RLIMIT_AS; its soft limit, at most the hard one) where that is lower -- a
+    process may lower its limits, never raise one above what it was given (``prlimit --as=10G`` on a
+    CI runner) -- and then one line saying so.  0: no limit of the bench's own."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if gib <= 0 or soft == resource.RLIM_INFINITY or soft >= gib * 2**30:
+        return gib, None
+    given = soft / 2**30
+    return given, (f"note: the address-space limit this bench was given ({given:.2f} GiB, ulimit -v / prlimit --as) "
+                   f"is below --max-rss-gib {gib:g}: each run is held to {given:.2f} GiB, and a size that needs "
+                   f"more is reported as over the limit")
+
+
+def _limit_address_space(gib: float) -> None:
+    """RLIMIT_AS of this process to ``gib`` GiB, never above the limit it was given."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    lim = int(gib * 2**30)
+    if soft != resource.RLIM_INFINITY:
+        lim = min(lim, soft)
+    resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+
 def child(family: str, gates: int, target: str, seed: int, max_rss_gib: float) -> int:
     """One measurement (run in its own process): one JSON line on stdout."""
     if max_rss_gib > 0:
-        lim = int(max_rss_gib * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        _limit_address_space(max_rss_gib)
     g = family_circuit(family, seed, gates, target != "baseconv-mlp")
     m = C.metrics(g)
     out = {"family": family, "gates": gates, "target": target, "metrics": m, "rss_generated_mib": _rss_mib()}
@@ -164,7 +186,7 @@ def child(family: str, gates: int, target: str, seed: int, max_rss_gib: float) -
 
 def _run_child(a, gates: int, target: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", a.family, str(gates), target, str(a.seed),
-           str(a.max_rss_gib)]
+           str(a.rss_cap_gib)]
     w0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
@@ -174,7 +196,7 @@ def _run_child(a, gates: int, target: str) -> dict:
     if not lines or "proved" not in lines[-1]:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         if "MemoryError" in p.stderr or p.returncode in (-6, -9):
-            tail = f"over --max-rss-gib {a.max_rss_gib:g} ({tail})"
+            tail = f"over the {a.rss_cap_gib:.3g} GiB address-space limit (--max-rss-gib) ({tail})"
         where = "while generating or compiling"
         if lines:  # compiled, then died in the proof
             c = lines[-1]
@@ -197,12 +219,15 @@ def slope(xs, ys) -> float | None:
 
 
 def scale(a) -> int:
+    a.rss_cap_gib, note = address_space_cap(a.max_rss_gib)
+    if note:
+        print(note, file=sys.stderr)
     sizes = [200, 1000] if a.quick else [int(s) for s in a.sizes.split(",") if s]
     if a.million and 1_000_000 not in sizes:
         sizes.append(1_000_000)
     print(f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; family {a.family}, "
           f"target {a.target}, seed {a.seed}; each run in its own process (limits {a.timeout:g} s, "
-          f"{a.max_rss_gib:g} GiB address space); CPU = user + sys; generation not counted")
+          f"{a.rss_cap_gib:.3g} GiB address space); CPU = user + sys; generation not counted")
     rows, base = [], {}
     for n in sizes:
         r = _run_child(a, n, a.target)
@@ -336,7 +361,8 @@ def main(argv=None) -> int:
                    help="measure the baseconv-mlp baseline up to this many gates (default 10000; 0: never)")
     s.add_argument("--timeout", type=float, default=1200, help="seconds per run (default 1200)")
     s.add_argument("--max-rss-gib", type=float, default=12,
-                   help="address-space limit of each run in GiB (default 12; 0: none)")
+                   help="address-space limit of each run in GiB (default 12; 0: none; never above the "
+                        "limit the bench was given, ulimit -v)")
     s.add_argument("--json", help="write the sweep's figures as JSON to this file")
     f = p.add_argument_group("frontier (--pareto: the GD step's layers/channels frontier, each point proved)")
     f.add_argument("--pareto", action="store_true", help="the channel-budget frontier instead of the comparison")

@@ -51,7 +51,9 @@ from polyverify.cli import Parser, UsageError, atomic_write_text, run_main  # no
 
 CHILD = r"""
 import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))  # a proof beyond the cap fails, the machine lives
+_soft = resource.getrlimit(resource.RLIMIT_AS)[0]  # never above the limit this process was given
+_cap = {cap} if _soft == resource.RLIM_INFINITY else min({cap}, _soft)
+resource.setrlimit(resource.RLIMIT_AS, (_cap, _cap))  # a proof beyond the cap fails, the machine lives
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
 from verify.prover.proof import prove
@@ -96,7 +98,9 @@ print(json.dumps({{"median": statistics.median(ratios), "min": min(ratios), "max
 
 RANDOM = r"""
 import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
+_soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+_cap = {cap} if _soft == resource.RLIM_INFINITY else min({cap}, _soft)
+resource.setrlimit(resource.RLIMIT_AS, (_cap, _cap))
 sys.path.insert(0, {root!r})
 from constructions.catalogue import gd_architectures
 from verify.prover.randomized import check
@@ -135,6 +139,21 @@ r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 print(json.dumps({{"ok": ok, "n": len(cons), "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
                   "wall": w1 - w0}}))
 """
+
+
+def address_space_cap(gib: float) -> tuple[int, str | None]:
+    """The address-space cap (bytes) of each proof's process for ``--memory-gib gib``: ``gib``, or the
+    limit this process was given (RLIMIT_AS; its soft limit, at most the hard one) where that is lower
+    -- a process may lower its limits, never raise one above what it was given (``prlimit --as=10G``
+    on a CI runner) -- and then one line saying so."""
+    import resource
+
+    want, soft = int(gib * 2**30), resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return want, None
+    return soft, (f"note: the address-space limit this bench was given ({soft / 2**30:.2f} GiB, ulimit -v / "
+                  f"prlimit --as) is below --memory-gib {gib:g}: each proof runs under {soft / 2**30:.2f} GiB, "
+                  f"and one that needs more is reported as out of memory")
 
 
 def run_child(code: str, timeout: float) -> dict:
@@ -190,7 +209,8 @@ def _main(argv=None) -> int:
                          "alternating (small, big, small) rounds: the ratio the targets are read from "
                          "(default 64)")
     ap.add_argument("--memory-gib", type=float, default=12.0,
-                    help="address-space cap of each proof's process, GiB (default 12)")
+                    help="address-space cap of each proof's process, GiB (default 12; never above the "
+                         "limit the bench was given, ulimit -v)")
     ap.add_argument("--catalogue", action="store_true", help="also time the catalogue's proofs per backend")
     ap.add_argument("--no-randomized", action="store_true",
                     help="leave out the randomized check (--check random) beside the exact proof")
@@ -219,6 +239,9 @@ def _main(argv=None) -> int:
             raise UsageError(f"--archs: unknown architecture {', '.join(map(repr, unknown)) or repr(a.archs)}; "
                            f"choose from {', '.join(archs)}")
         archs = [x for x in archs if x in asked]
+    cap, note = address_space_cap(a.memory_gib)
+    if note:
+        print(note, file=sys.stderr)
     load = os.getloadavg()
     head = (f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load average {load[0]:.2f} at start; "
             f"python {platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}")
@@ -230,13 +253,13 @@ def _main(argv=None) -> int:
                 if (backend == "sympy" and n > a.sympy_up_to) or (backend == "flint-full" and n > a.full_up_to):
                     continue
                 code = CHILD.format(root=str(ROOT), arch=arch, n=n, d=d, backend=backend.split("-")[0],
-                                    full=full, cap=int(a.memory_gib * 2**30))
+                                    full=full, cap=cap)
                 r = run_child(code, a.timeout)
                 res[f"{arch} {n}x{d} {backend}"] = r
                 ring = r.get("ring", "-").split(" (")[0]
                 print(f"{arch:26s} {n:4d}x{d:<3d} {backend:10s} CPU / wall s: {cell(r)}  [{ring}]", flush=True)
             if not a.no_randomized:
-                code = RANDOM.format(root=str(ROOT), arch=arch, n=n, d=d, cap=int(a.memory_gib * 2**30))
+                code = RANDOM.format(root=str(ROOT), arch=arch, n=n, d=d, cap=cap)
                 r = res[f"{arch} {n}x{d} random"] = run_child(code, a.timeout)
                 print(f"{arch:26s} {n:4d}x{d:<3d} {'random':10s} CPU / wall s: {cell(r, ' FAILED')}"
                       + (f"  [error probability <= {r['bound']}]" if "bound" in r else ""), flush=True)
