@@ -345,6 +345,9 @@ def _kappa_runs(c: RoundoffConfig, entry: CatalogueEntry, eta, lam: Fraction) ->
 def plan(c: RoundoffConfig, *, create_out: bool = True) -> RoundoffPlan:
     """Check every value of ``c`` before any work (sizes against ``LIMITS``, the estimated memory
     and mpfr work unless ``allow_large``, the output folder last) and resolve it."""
+    if c.out is not None and not str(c.out):  # Path('') is the current folder, not "the default folder"
+        raise UsageError("--out is empty; give the report's folder (or leave --out out for "
+                         "out/roundoff/<construction>)")
     entry = resolve(c.construction)
     _check_names(c)
     _check_sizes(c)
@@ -360,7 +363,7 @@ def plan(c: RoundoffConfig, *, create_out: bool = True) -> RoundoffPlan:
                              f"second), above the limit {LIMITS['reference_ops']:.0e} (pass {ALLOW} to allow it)")
     # the output folder last (checked here; created when the first file is written)
     if create_out:
-        p.outdir = output_dir("--out", c.out if c.out else Path("out") / "roundoff" / entry.name)
+        p.outdir = output_dir("--out", c.out if c.out is not None else Path("out") / "roundoff" / entry.name)
     return p
 
 

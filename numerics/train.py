@@ -22,6 +22,7 @@ CPU) must stay under {memory}.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
@@ -31,7 +32,8 @@ from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_wri
                             check_memory, check_range, human_bytes, output_dir, run_main)
 from polyverify.options import config_class
 
-from numerics.training.names import CKPT, MODELS, RUN_FILES, TASKS
+from numerics.training.names import (CKPT, MODEL_READS, MODELS, RUN_FILES, TASKS, foreign_entries,
+                                     stale_temporaries)
 
 #: the training classes, imported (torch with them) only once the command line has been parsed and
 #: checked: a usage error costs no torch import (:func:`_load_training`; as attributes of this
@@ -205,8 +207,34 @@ def _device(flag: str, device: str) -> str:
     return device
 
 
-def check_args(a) -> None:
-    """Every command-line value on its own (not the combination: :func:`check_config`)."""
+#: the command's model options (their ``dest``) and the ``ModelConfig`` field each sets; which
+#: architecture reads which field is ``numerics.training.names.MODEL_READS``
+MODEL_OPTIONS = {"width": "width", "layers": "layers", "heads": "heads", "head_dim": "head_dim", "mlp": "mlp",
+                 "layernorm": "layernorm", "causal": "causal", "conv": "conv_method", "init_scale": "init_scale",
+                 "bias": "bias"}
+
+
+def check_model_options(a, given=()) -> None:
+    """Refuse a model option that ``a.model`` does not read (``MODEL_READS``): one given on the
+    command line (``given``: the dests set explicitly) or set to other than its default (a sweep
+    cell's config) would start a run that silently ignores it."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainOptions)}
+    reads = MODEL_READS[a.model]
+    for dest, field in MODEL_OPTIONS.items():
+        value = getattr(a, dest)
+        if field in reads or (dest not in given and value == defaults[dest]):
+            continue
+        flag = "--" + dest.replace("_", "-")
+        shown = flag if isinstance(value, bool) else f"{flag} {value}"
+        readers = [m for m, fields in MODEL_READS.items() if field in fields]
+        raise UsageError(f"{shown}: --model {a.model} does not read {flag} (only {' and '.join(readers)} "
+                         f"{'does' if len(readers) == 1 else 'do'}); drop it")
+
+
+def check_args(a, given=()) -> None:
+    """Every command-line value on its own (not the combination: :func:`check_config`), and no
+    model option the model ignores (:func:`check_model_options`; ``given``: the dests the command
+    line sets explicitly)."""
     _size("--steps", a.steps, a)
     _size("--batch", a.batch, a)
     _size("--eval-batch", a.eval_batch, a)
@@ -254,6 +282,7 @@ def check_args(a) -> None:
     if a.warmup is not None:
         check_range("--warmup", a.warmup, 0)
     _size("--metric-batches", a.metric_batches, a, lo=2)
+    check_model_options(a, given)
 
 
 def check_config(cfg: "TrainConfig", *, allow_large: bool = False) -> None:
@@ -349,9 +378,7 @@ def config_from(a) -> "TrainConfig":
         "warmup", "ema", "ema-decay", "ema-lambda", "max-lr", "skip-grad-norm")}
     over = {k: v for k, v in over.items() if v is not None}
     rc = RecipeConfig.paper(**over) if a.recipe == "paper" else RecipeConfig.standard(**over)
-    mc = ModelConfig(model=a.model, width=a.width, layers=a.layers, heads=a.heads, head_dim=a.head_dim,
-                     mlp=a.mlp, layernorm=a.layernorm, causal=a.causal, conv_method=a.conv,
-                     init_scale=a.init_scale, bias=a.bias)
+    mc = ModelConfig(model=a.model, **{field: getattr(a, dest) for dest, field in MODEL_OPTIONS.items()})
     tc = TaskConfig(a.task, n=a.n, d=a.d, kappa=a.kappa, sigma=a.sigma, k=a.k, eta=a.eta)
     return TrainConfig(task=tc, model=mc, recipe=rc, steps=a.steps, batch=a.batch, eval_every=a.eval_every,
                        eval_batch=a.eval_batch, checkpoint_every=a.checkpoint_every, seed=a.seed,
@@ -359,8 +386,12 @@ def config_from(a) -> "TrainConfig":
 
 
 def resumed_config(a) -> "TrainConfig":
-    """The configuration stored in ``--out``'s checkpoint, with --steps / --device applied."""
+    """The configuration stored in ``--out``'s checkpoint, with --steps / --device applied; the
+    checkpoint's state and the history beside it checked first (``trainer.read_checkpoint``,
+    ``trainer.read_history``: sane counters, no evaluation record lost)."""
     _load_training()
+    from numerics.training.trainer import read_checkpoint, read_history
+
     out = Path(a.out)
     if not out.is_dir():
         raise UsageError(f"--resume: --out {out} is not a folder with a run")
@@ -368,14 +399,11 @@ def resumed_config(a) -> "TrainConfig":
     if not ckpt.is_file():
         raise UsageError(f"--resume: no {CKPT} in {out}")
     try:
-        from safetensors import safe_open
-
-        with safe_open(str(ckpt), framework="pt") as f:
-            meta = f.metadata() or {}
-        cfg = TrainConfig.from_json(json.loads(meta["config"]))
-        done = int(meta["step"])
-    except Exception as e:  # noqa: BLE001 -- a damaged checkpoint is bad input, reported in one line
-        raise UsageError(f"--resume: cannot read {ckpt} ({type(e).__name__}: {e})") from None
+        cfg, state = read_checkpoint(ckpt)
+        read_history(out, state["step"], cfg)
+    except ValueError as e:
+        raise UsageError(f"--resume: {e}") from None
+    done = state["step"]
     if a.steps < done:  # it would report a run of --steps steps that trained for more
         raise UsageError(f"--resume: --steps {a.steps} is below the {done} steps the checkpoint has trained; "
                          f"give --steps {done} or more (or start a new run with --overwrite)")
@@ -451,9 +479,16 @@ def main(argv=None) -> int:
 
 def _main(argv) -> int:
     a = TrainOptions.from_args(parser().parse_args(argv))
-    check_args(a)  # every value on its own, before torch is imported
+    if not a.out:  # Path('') is the current folder: a run's files would land wherever the command ran
+        raise UsageError("--out is empty; give the run's folder")
+    check_args(a, () if a.resume else given_options(argv))  # every value on its own, before torch is imported
     if a.resume and a.overwrite:
         raise UsageError("--resume continues the run in --out, --overwrite replaces it: give one")
+    foreign = foreign_entries(a.out)
+    if foreign:  # a run folder holds a run's files only: these belong to something else
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise UsageError(f"--out {a.out} holds files that are not a training run's ({shown}); a run folder holds "
+                         f"only {', '.join(RUN_FILES)}: give a new or empty folder")
     held = _run_files(Path(a.out))
     if held and not (a.resume or a.overwrite):
         raise UsageError(f"--out {a.out} holds a run ({', '.join(held)}); pass --resume to continue it or "
@@ -483,6 +518,8 @@ def _main(argv) -> int:
     if a.overwrite:  # every check passed and the new run is built: the old one's files go
         for f in held:
             (out / f).unlink(missing_ok=True)
+        for p in stale_temporaries(out):
+            p.unlink(missing_ok=True)
     res = tr.run(max_seconds=None if a.max_minutes is None else 60.0 * a.max_minutes)
     print(json.dumps({k: res[k] for k in ("steps", "final_test_mse", "final_test_mse_f64", "best_test_mse",
                                           "skipped", "wall_s", "loadavg_end", "params") if k in res}))

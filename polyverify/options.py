@@ -12,7 +12,8 @@ holds the options' defaults, help and checks in one place.  The class gets two c
   choices -- with no command line in between; a key the command does not have (or ``exclude``)
   and a bad value are one-line :class:`~polyverify.cli.UsageError`\\ s.
 
-:func:`split_list` reads a comma-separated list option (the grids' lists, roundoff's lists).
+:func:`split_list` reads a comma-separated list option (the grids' lists, roundoff's lists); a value
+given twice is refused, naming it.
 
 A sweep cell of an experiment has no command line: its config is a frozen dataclass of its own,
 a :class:`CellConfig` declared with :func:`cell_config` (keyword-only fields; :func:`option` gives a
@@ -118,7 +119,8 @@ def config_class(parser: argparse.ArgumentParser, name: str, *, module: str, doc
 
 
 def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int = 64) -> list:
-    """A comma-separated CLI list: non-empty items, converted, duplicates dropped, finite numbers."""
+    """A comma-separated CLI list: non-empty items, converted, finite numbers, no value twice (a
+    repeated value is refused, naming it: a list that silently shrinks is not the list asked for)."""
     items = [t.strip() for t in str(s).split(",")]
     if not any(items):
         raise UsageError(f"{flag} is empty")
@@ -130,7 +132,12 @@ def split_list(flag: str, s, conv=str, *, allow_large: bool = False, limit: int 
         raise UsageError(f"{flag}: not a list of {getattr(conv, '__name__', 'valid')} values: {s!r}") from None
     if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
         raise UsageError(f"{flag} must be finite numbers, got {s!r}")
-    vals = list(dict.fromkeys(vals))
+    seen: dict = {}
+    for item, v in zip(items, vals):
+        if v in seen:
+            same = f"{item!r}" if item == seen[v] else f"{item!r} (= {seen[v]!r})"
+            raise UsageError(f"{flag}: {same} is given twice in {s!r:.200}; give each value once")
+        seen[v] = item
     if not allow_large and len(vals) > limit:
         raise UsageError(f"{flag} has {len(vals)} values, above the limit {limit} (pass --allow-large to allow more)")
     return vals

@@ -7,12 +7,26 @@ average), ``checkpoint.safetensors`` (model, Adam and EMA state; the run's
 configuration and scheduler state in the metadata), ``weights.safetensors``
 (toolkit weight format, when the model has one), ``result.json`` and
 ``curves.png``.
+
+Resume (:meth:`Trainer.resume`) continues a run exactly: the checkpoint holds every piece of state
+the next steps and the next evaluation record read (weights, Adam, EMA, scheduler, the step and
+skipped counters, the training losses since the last evaluation), so the weights and
+``history.json`` of a run stopped anywhere (Ctrl-C, ``kill -9`` in the middle of a checkpoint) and
+resumed are those of the run left alone; ``history.json`` byte for byte, but for the two
+measurements of the machine in each record (``wall_s``, ``loadavg``).  Before it builds anything,
+resume checks the checkpoint (:func:`read_checkpoint`: its counters are non-negative integers within
+the run, its elapsed time a plausible number of seconds) and the history beside it
+(:func:`read_history`: a record for every evaluation up to the checkpoint's step, so that none is
+lost); then it removes the temporary files of the run's own names that a killed run left
+(:func:`remove_stale_temporaries`).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,7 +42,13 @@ from .modules import ModelConfig, SequenceModel, export_weights
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
 from .tasks import Task, make_task
 
-from .names import CKPT  # noqa: E402
+from .names import CKPT, stale_temporaries  # noqa: E402
+
+#: the most training time (seconds) a checkpoint may say its run has taken: ten years
+MAX_ELAPSED_S = 10 * 365.25 * 86400
+#: the checkpoint's tensor of the training losses since the last evaluation record (the next
+#: record's ``train_loss`` is their mean)
+RECENT = "run.recent_losses"
 
 
 @dataclass
@@ -105,6 +125,7 @@ class Trainer:
         self.skipped = 0
         self.elapsed = 0.0
         self.history: list[dict] = []
+        self.recent: list[float] = []  # the training losses since the last evaluation record
         self.stopped_by_time = False
         self.out_dir = Path(out_dir) if out_dir else None
         self.progress = progress
@@ -178,30 +199,30 @@ class Trainer:
     def run(self, steps: int | None = None, *, max_seconds: float | None = None) -> dict:
         """Train to ``steps`` (default the configuration's); with ``max_seconds``, stop earlier once
         that much wall time (this run plus any resumed time) has passed, after an evaluation."""
-        steps = self.cfg.steps if steps is None else steps
+        if steps is not None:
+            self.cfg.steps = steps  # the run's target, as its checkpoints and result.json state it
+        steps = self.cfg.steps
         cfg = self.cfg
         bar = None
         if self.progress and steps > self.step:
             bar = self._progress_bar(steps)
         t0 = time.perf_counter() - self.elapsed
-        recent = []
         if self.step == 0 and not self.history:
-            self._record(float("nan"), t0)
+            self._record(t0)
         while self.step < steps:
             if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
                 if self.history[-1]["step"] != self.step:
-                    self._record(float(np.mean(recent)) if recent else float("nan"), t0)
+                    self._record(t0)
                 self.stopped_by_time = True
                 break
             loss, _ = self.train_step()
-            recent.append(loss)
+            self.recent.append(loss)
             if bar is not None:
                 bar.update(1)
                 if self.step % 50 == 0:
                     bar.set_postfix(loss=f"{loss:.2e}", lr=f"{self.sched.lr:.1e}", refresh=False)
             if self.step % cfg.eval_every == 0 or self.step == steps:
-                self._record(float(np.mean(recent)) if recent else float("nan"), t0)
-                recent = []
+                self._record(t0)
                 if bar is not None:
                     bar.set_postfix(test=f"{self.history[-1]['test_mse']:.2e}", lr=f"{self.sched.lr:.1e}")
             if self.out_dir and (self.step % cfg.checkpoint_every == 0 or self.step == steps):
@@ -224,7 +245,11 @@ class Trainer:
             desc += f" (resumed at step {self.step} of {steps})"
         return progress_reporter(steps - self.step, desc)
 
-    def _record(self, train_loss, t0):
+    def _record(self, t0):
+        """The evaluation record of the current step; its train_loss is the mean of the training
+        losses since the last record (NaN if none), which it consumes."""
+        train_loss = float(np.mean(self.recent)) if self.recent else float("nan")
+        self.recent = []
         st = self.sched.state()
         rec = {"step": self.step, "test_mse": self.evaluate(), "train_loss": train_loss, "lr": st["lr"],
                **({"test_mse_f64": self.evaluate(float64=True)} if self.dtype != torch.float64 else {}),
@@ -269,6 +294,7 @@ class Trainer:
                 t[f"opt.{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().reshape(v.shape if torch.is_tensor(v) else ()).contiguous()
         for k, v in self.ema.state().items():
             t[k] = v.detach().contiguous()
+        t[RECENT] = torch.tensor(self.recent, dtype=torch.float64).reshape(-1)
         meta = {"config": json.dumps(self.cfg.to_json()), "step": str(self.step), "skipped": str(self.skipped),
                 "elapsed": str(self.elapsed), "sched": json.dumps(self.sched.state())}
         path = Path(path)
@@ -278,32 +304,131 @@ class Trainer:
 
     @classmethod
     def resume(cls, path, out_dir=None, *, steps: int | None = None, progress=True, device=None) -> "Trainer":
-        from safetensors import safe_open
+        """The run saved in the checkpoint ``path`` (or ``path/checkpoint.safetensors``), its history
+        read from ``out_dir`` (default: the checkpoint's folder), ready to continue to ``steps``.  A
+        checkpoint or a history that is not sane (:func:`read_checkpoint`, :func:`read_history`) is a
+        ValueError naming what; the stale temporary files a killed run left in ``out_dir`` are removed."""
         from safetensors.torch import load_file
 
         path = Path(path)
         if path.is_dir():
             path = path / CKPT
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata()
-        cfg = TrainConfig.from_json(json.loads(meta["config"]))
+        cfg, state = read_checkpoint(path)
         if steps is not None:
+            if steps < state["step"]:
+                raise ValueError(f"{path} has trained {state['step']} steps, more than the {steps} asked for")
             cfg.steps = steps
         if device is not None:
             cfg.device = device
-        tr = cls(cfg, out_dir or path.parent, progress=progress)
+        out = Path(out_dir) if out_dir else path.parent
+        history = read_history(out, state["step"], cfg)
+        tr = cls(cfg, out, progress=progress)
         t = load_file(str(path), device=cfg.device)
-        tr.model.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")})
-        for i, p in enumerate(tr.params):
-            st = {k.split(".", 2)[2]: v for k, v in t.items() if k.startswith(f"opt.{i}.")}
-            if st:
-                if "step" in st:
-                    st["step"] = st["step"].cpu()
-                tr.opt.state[p] = st
-        tr.ema.load(t)
-        tr.step, tr.skipped, tr.elapsed = int(meta["step"]), int(meta["skipped"]), float(meta["elapsed"])
-        tr.sched.load(json.loads(meta["sched"]))
-        hist = tr.out_dir / "history.json"
-        if hist.is_file():
-            tr.history = [jsonio.restore(h) for h in json.loads(hist.read_text()) if h["step"] <= tr.step]
+        try:
+            tr.model.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")})
+            for i, p in enumerate(tr.params):
+                st = {k.split(".", 2)[2]: v for k, v in t.items() if k.startswith(f"opt.{i}.")}
+                if st:
+                    if "step" in st:
+                        st["step"] = st["step"].cpu()
+                    tr.opt.state[p] = st
+            tr.ema.load(t)
+        except (RuntimeError, KeyError) as e:  # tensors that do not fit the model the config builds
+            raise ValueError(f"{path}: its tensors do not fit the run its config describes "
+                             f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        tr.step, tr.skipped, tr.elapsed = state["step"], state["skipped"], state["elapsed"]
+        tr.sched.load(state["sched"])
+        tr.recent = t[RECENT].tolist() if RECENT in t else []
+        tr.history = history
+        remove_stale_temporaries(out)
         return tr
+
+
+def _counter(meta: dict, key: str, path, hi: int, what: str) -> int:
+    text = meta[key]
+    if not re.fullmatch(r"[0-9]+", text):
+        raise ValueError(f"{path}: its metadata {key} = {text!r:.40} is not a non-negative integer")
+    if len(text.lstrip("0")) > len(str(hi)) or int(text) > hi:
+        raise ValueError(f"{path}: its metadata {key} = {text:.40} exceeds {what} ({hi})")
+    return int(text)
+
+
+def read_checkpoint(path) -> tuple[TrainConfig, dict]:
+    """The run configuration of the checkpoint ``path`` and its checked state: ``step`` (an integer,
+    0 .. the run's steps), ``skipped`` (0 .. step), ``elapsed`` (seconds, finite, 0 ..
+    ``MAX_ELAPSED_S``) and ``sched`` (the scheduler's state); anything else is a ValueError naming
+    the field."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+        missing = [k for k in ("config", "step", "skipped", "elapsed", "sched") if k not in meta]
+        if missing:
+            raise KeyError(f"its metadata has no {', '.join(missing)}")
+        cfg = TrainConfig.from_json(json.loads(meta["config"]))
+        sched = json.loads(meta["sched"])
+        if not isinstance(sched, dict):
+            raise TypeError(f"its metadata sched is not a JSON object: {meta['sched']!r:.60}")
+    except Exception as e:  # noqa: BLE001 -- a damaged checkpoint is bad input, reported in one line
+        raise ValueError(f"cannot read {path} ({type(e).__name__}: {str(e)[:300]})") from None
+    for key in ("steps", "batch", "eval_every", "eval_batch", "checkpoint_every"):
+        v = getattr(cfg, key)
+        if type(v) is not int or v < 1:
+            raise ValueError(f"{path}: its config's {key} = {v!r:.40} is not a positive integer")
+    step = _counter(meta, "step", path, cfg.steps, "the run's steps")
+    skipped = _counter(meta, "skipped", path, step, "its step")
+    try:
+        elapsed = float(meta["elapsed"])
+    except ValueError:
+        elapsed = math.nan
+    if not (math.isfinite(elapsed) and 0 <= elapsed <= MAX_ELAPSED_S):
+        raise ValueError(f"{path}: its metadata elapsed = {meta['elapsed']!r:.40} is not a number of seconds in "
+                         f"0 .. {MAX_ELAPSED_S:.3g}")
+    return cfg, {"step": step, "skipped": skipped, "elapsed": elapsed, "sched": sched}
+
+
+def read_history(out_dir, step: int, cfg: TrainConfig) -> list[dict]:
+    """The evaluation records of ``out_dir/history.json`` up to ``step`` (the checkpoint's), checked
+    against the checkpoint: a list of records with increasing integer steps holding one for every
+    evaluation the run made up to ``step`` (each multiple of ``eval_every``, and ``step`` itself
+    where the checkpoint was not a periodic one: the end of a run, a --max-minutes stop).  A history
+    that lacks one (``[]``, another run's, a missing file) would lose those records: a ValueError."""
+    hist = Path(out_dir) / "history.json"
+    if not hist.is_file():
+        if step == 0:
+            return []
+        raise ValueError(f"{out_dir} has no history.json, though the checkpoint is at step {step}: resuming would "
+                         f"lose the run's evaluation records")
+    try:
+        data = json.loads(hist.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{hist}: not a readable JSON history ({type(e).__name__}: {str(e)[:200]})") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) and type(r.get("step")) is int for r in data):
+        raise ValueError(f"{hist}: not a list of evaluation records with integer steps")
+    steps = [r["step"] for r in data]
+    if any(b <= a for a, b in zip(steps, steps[1:])) or (steps and steps[0] < 0):
+        raise ValueError(f"{hist}: its records' steps are not increasing from 0")
+    kept = [r for r in data if r["step"] <= step]
+    have = {r["step"] for r in kept}
+    due = itertools.chain(range(0, step + 1, cfg.eval_every), [step] if step % cfg.checkpoint_every else [])
+    lost = next((s for s in due if s not in have), None)
+    if lost is not None:
+        raise ValueError(f"{hist} has no record of step {lost} (the checkpoint is at step {step}, an evaluation every "
+                         f"{cfg.eval_every}): it is not this checkpoint's history, and resuming would lose the "
+                         f"records it lacks")
+    return [jsonio.restore(r) for r in kept]
+
+
+def remove_stale_temporaries(out_dir) -> list[Path]:
+    """Remove the temporary files of the run's own names (``names.stale_temporaries``) that a
+    killed run left in ``out_dir``; the paths removed."""
+    gone = []
+    for p in stale_temporaries(out_dir):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        gone.append(p)
+    return gone
