@@ -64,7 +64,10 @@ def _child(body, q, memory_gb: float | None) -> None:
             import resource
 
             lim = _vm_bytes() + int(memory_gb * 2 ** 30)
-            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            if hard != resource.RLIM_INFINITY:  # never above the limit this process was given
+                lim = min(lim, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (lim, hard if hard != resource.RLIM_INFINITY else lim))
         except (ImportError, ValueError, OSError):  # pragma: no cover
             pass
     try:

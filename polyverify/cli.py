@@ -363,7 +363,8 @@ def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool =
     p = Path(path)
     mode = _existing_mode(p)
     if mode is not None and not stat.S_ISDIR(mode):
-        raise UsageError(f"{flag} {p}: is {file_kind(mode)}, not a folder")
+        what = "a file" if stat.S_ISREG(mode) else file_kind(mode)
+        raise UsageError(f"{flag} {p}: is {what}, not a folder")
     if must_be_new and p.is_dir() and any(p.iterdir()):
         raise UsageError(f"{flag} {p}: folder exists and is not empty")
     _claim(flag, p)
