@@ -19,6 +19,10 @@ File format (a networkx node-link document)::
   grid of a placed circuit; other graph attributes are kept as they are.
 * edges under ``"links"`` (written by :func:`dump`, networkx < 3.6 default)
   or ``"edges"`` (networkx >= 3.6 default); optional integer ``mult``.
+* every number anywhere in the document is finite: a bare ``NaN``, ``Infinity``
+  or ``1e999`` (Python's JSON reader takes them) is refused naming where it is,
+  in any attribute, known or not (and a dict from Python holding a float nan or
+  inf likewise); :func:`dump` never writes one.
 
 Every problem raises :class:`~circuits.graph.CircuitError` with a one-line
 message.  :func:`load` takes optional ``limits`` (file bytes, nodes, wires,
@@ -54,6 +58,54 @@ class _LongInt:
 
     def __repr__(self):
         return f"<integer of {self.digits} digits>"
+
+
+class _NonFinite:
+    """A JSON number that is not finite (``NaN``, ``Infinity``, ``1e999``): never kept, refused naming where."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _key_text(where: str, k) -> str:
+    if isinstance(k, str) and k.isidentifier():
+        return f"{where}.{k}" if where else k
+    return f"{where}[{json.dumps(k) if isinstance(k, str) else repr(k)}]"
+
+
+def _non_finite_at(doc) -> tuple[str, str, object] | None:
+    """``(where, the number, node id or None)`` of the first non-finite number in a parsed document
+    (a :class:`_NonFinite` or a float nan / inf), ``where`` as ``nodes[3].weight``; None if none."""
+    stack = [(doc, "", None)]
+    seen: set = set()
+    while stack:
+        x, where, node = stack.pop()
+        if isinstance(x, _NonFinite):
+            return where, x.text, node
+        if isinstance(x, float) and not math.isfinite(x):
+            return where, repr(x), node
+        if isinstance(x, (dict, list, tuple)):
+            if id(x) in seen:  # a cycle in a Python dict
+                continue
+            seen.add(id(x))
+        if isinstance(x, dict):
+            if where.startswith("nodes[") and where.endswith("]") and "." not in where and "id" in x:
+                node = x["id"]
+            stack.extend((v, _key_text(where, k), node) for k, v in reversed(list(x.items())))
+        elif isinstance(x, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]", node) for i, v in reversed(list(enumerate(x))))
+    return None
+
+
+def _non_finite_message(doc) -> str | None:
+    """One line naming the first non-finite number of ``doc`` and where it is, or None if none."""
+    found = _non_finite_at(doc)
+    if found is None:
+        return None
+    where, text, node = found
+    return (f"non-finite number {text} at {where or 'the top level'}"
+            + (f" (node {one_line(node)})" if node is not None and not isinstance(node, _NonFinite) else "")
+            + ": a circuit file holds finite numbers only, in every attribute (JSON itself has no NaN or Infinity)")
 
 
 def _python_digit_limit() -> float:
@@ -123,7 +175,7 @@ def dump(g: nx.DiGraph, path: str | os.PathLike | None = None) -> dict:
         from polyverify.cli import atomic_write_text
 
         try:
-            text = json.dumps(data, indent=1) + "\n"
+            text = json.dumps(data, indent=1, allow_nan=False) + "\n"  # no NaN a load would refuse
             atomic_write_text(path, text)  # a failure never leaves half a file
         except (OSError, TypeError, ValueError) as e:
             raise CircuitError(f"cannot write {os.fspath(path)}: {' '.join(str(e).split())}") from None
@@ -146,6 +198,19 @@ def _read(path, limits) -> dict:
         digits = len(text.lstrip("-"))
         return _LongInt(digits) if digits > lim else int(text)
 
+    non_finite: list = []
+
+    def parse_constant(text: str):  # NaN, Infinity, -Infinity: JSON has none; Python's reader takes them
+        non_finite.append(text)
+        return _NonFinite(text)
+
+    def parse_float(text: str):
+        x = float(text)
+        if math.isfinite(x):
+            return x
+        non_finite.append(text)  # 1e999: read as inf
+        return _NonFinite(text)
+
     try:
         # the read itself is bounded (not only the size the file system reports: /dev/zero, a pipe
         # or a FIFO report 0); O_NONBLOCK: opening a FIFO without a writer does not wait forever
@@ -157,8 +222,12 @@ def _read(path, limits) -> dict:
         if max_bytes is not None and len(raw) > max_bytes:
             raise LimitError(f"{os.fspath(path)}: more than {max_bytes} bytes read, which exceeds the limit "
                              f"max_file_bytes = {max_bytes}", "max_file_bytes", len(raw), max_bytes)
-        return json.loads(raw.decode("utf-8"), parse_int=parse_int)
-    except LimitError:
+        data = json.loads(raw.decode("utf-8"), parse_int=parse_int, parse_constant=parse_constant,
+                          parse_float=parse_float)
+        if non_finite:
+            raise CircuitError(f"{os.fspath(path)}: {_non_finite_message(data) or 'a non-finite number'}")
+        return data
+    except (LimitError, CircuitError):
         raise
     except OSError as e:
         raise CircuitError(f"cannot read {os.fspath(path)}: {e.strerror or e}") from None
@@ -182,6 +251,14 @@ def load(src, limits=None) -> nx.DiGraph:
     data = src if isinstance(src, dict) else _read(src, limits)
     if not isinstance(data, dict):
         raise CircuitError(f"node-link JSON must be an object, got {type(data).__name__}")
+    if data is src:  # a dict from Python: a float nan / inf anywhere is refused as in a file
+        try:  # C speed where all is well; the walk only to say where
+            json.dumps(data, allow_nan=False, default=lambda o: None)
+            bad = None
+        except (ValueError, TypeError, RecursionError):  # out of range, a cycle, a key json does not take
+            bad = _non_finite_message(data)
+        if bad:
+            raise CircuitError(f"node-link JSON: {bad}")
     if data.get("directed", True) is not True:
         raise CircuitError("node-link JSON: circuits are directed ('directed' must be true)")
     if data.get("multigraph", False) is not False:

@@ -192,7 +192,7 @@ def build_parser():
 
     p = Parser(prog="python -m circuits.random", description=__doc__.splitlines()[0],
                epilog=f"Limits: {_limits_text()}. Exit status: 0 written, 2 bad input (one line on stderr).")
-    p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default 0)")
+    p.add_argument("--seed", type=int, default=0, help=f"random seed, an integer in 0..2^63-1 (default 0)")
     p.add_argument("--inputs", type=int, default=3, help="number of input variables x0, x1, ... (default 3)")
     p.add_argument("--gates", type=int, default=8, help="number of add/mul gates, >= 1 (default 8)")
     p.add_argument("--outputs", type=int, default=1, help="number of outputs y0, y1, ..., 1..GATES (default 1)")
@@ -211,12 +211,14 @@ def build_parser():
 def _main(argv) -> int:
     from polyverify.cli import UsageError, check_range, output_file
 
+    from .limits import MAX_SEED
+
     from .io import dump
 
     a = build_parser().parse_args(argv)
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     more = None if a.allow_large else "--allow-large"
-    check_range("--seed", a.seed, 0)
+    check_range("--seed", a.seed, 0, MAX_SEED)  # an int64, as every command's seed
     check_range("--inputs", a.inputs, 0, lim["max_inputs"], override=more)
     check_range("--gates", a.gates, 1, lim["max_gates"], override=more)
     check_range("--max-arity", a.max_arity, 2, lim["max_arity"], override=more)

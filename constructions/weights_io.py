@@ -180,10 +180,15 @@ def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
 
 def exact_tensor(t: np.ndarray, name: str, path) -> np.ndarray:
     """A tensor as an exact object array: integers as integers, floats as the
-    exact binary fractions they are; other dtypes are refused by name."""
+    exact binary fractions they are; other dtypes are refused by name, bool among them (a mask
+    or a flag, not weights: read as 0/1 it would be proved as a matrix nobody wrote).  The one
+    reading of a tensor's entries for ``gd --weights``, ``circuit --weights`` and every importer."""
     kind = t.dtype.kind
+    if kind == "b":
+        raise WeightFileError(f"{path}: tensor {name} has dtype bool, which is not a weight (a mask or flag; "
+                              f"integer and float tensors only)")
     a = np.empty(t.shape, dtype=object)
-    if kind in "iub":
+    if kind in "iu":
         for idx, val in np.ndenumerate(t):
             a[idx] = int(val)
         return a

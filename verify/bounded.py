@@ -107,6 +107,16 @@ def run_command(body, out, a, where: str = ""):
     """``body(out)`` (the proving part of a command: prints to ``out``, returns the exit status)
     in a child under the limits; what it prints reaches the parent's ``out`` (and its stderr the
     parent's stderr) line by line as it goes.  Past a limit: a UsageError naming it."""
+    try:
+        return run_streamed(body, out, timeout=a.proof_timeout, memory_gb=a.proof_memory_gib)
+    except Stopped as e:
+        raise UsageError(stopped_message(where, e)) from None
+
+
+def run_streamed(body, out, *, timeout: float, memory_gb: float | None):
+    """:func:`run_command` under the given limits, raising :class:`polyverify.child.Stopped` past
+    one (for a step after a verdict, which reports it in a line of its own: ``import``'s nearby
+    search); ``body``'s return value comes back (it must pickle)."""
     def child(send):
         o, e = _LineSender(send, "out"), _LineSender(send, "err")
         sys.stderr = e
@@ -120,7 +130,7 @@ def run_command(body, out, a, where: str = ""):
         tag, text = item
         (out if tag == "out" else sys.stderr).write(text)
 
-    return call(child, a, where, on_item=relay)
+    return call_limited(child, timeout=timeout, memory_gb=memory_gb, on_item=relay)
 
 
 # ------------------------------------------------------------------ the circuit proof's size

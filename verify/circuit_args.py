@@ -9,13 +9,13 @@ import errno
 import os
 from pathlib import Path
 
-from circuits.limits import LIMIT_DOC
+from circuits.limits import COMPILE_LIMITS, LIMIT_DOC, MAX_SEED
 from constructions.compiler.targets import (DEFAULT_PLACED, DEFAULT_UNPLACED, REASSOCIATE_MAX_GATES, TARGETS,
                                             accepting, names_text)
 from polyverify.cli import check_range, output_file
 
 from . import bounded
-from .cli_common import UsageError, add_export_arguments
+from .cli_common import UsageError, add_export_arguments, check_export_suffix, input_file
 
 #: the limits of ``python -m verify.construct circuit`` (measured: at these sizes a
 #: circuit compiles, proves and runs its default 64 trials in well under a minute)
@@ -37,9 +37,9 @@ LIMITS = {
 LARGE_LIMITS = {
     "max_file_bytes": 2**30,
     "max_nodes": 2_000_000,  # circuits.random --gates 1000000 makes about 1.35 million
-    "max_size": 10_000_000,
-    "max_fan_in": 16_384,
-    "max_mult": 16_384,
+    "max_size": COMPILE_LIMITS["max_size"],
+    "max_fan_in": COMPILE_LIMITS["max_fan_in"],  # compile_circuit's own ceilings: no more with --allow-large
+    "max_mult": COMPILE_LIMITS["max_mult"],
     "max_degree": 65_536,
     "max_grid": 10_000_000,
     "max_const_digits": 4_000,
@@ -51,6 +51,16 @@ _DOC = dict(LIMIT_DOC, max_file_bytes="bytes of the --graph file",
             max_const_digits="digits of a constant's numerator or denominator", max_trials="--trials",
             max_trial_nodes="--trials times the circuit's nodes",
             max_channels="--channels (a layer holds C x C weight arrays)")
+
+
+#: ``--float-trials`` when not given (or ``--trials`` where that is fewer)
+DEFAULT_FLOAT_TRIALS = 8
+
+
+def float_trials_of(a) -> int:
+    """How many of the ``--trials`` also run in float64: ``--float-trials`` (checked <= ``--trials``
+    by :func:`check_arguments`), or :data:`DEFAULT_FLOAT_TRIALS` capped at ``--trials``."""
+    return min(a.trials, DEFAULT_FLOAT_TRIALS) if a.float_trials is None else a.float_trials
 
 
 def limits_help() -> str:
@@ -81,9 +91,10 @@ def add_arguments(c) -> None:
     c.add_argument("--trials", type=int, default=64,
                    help=f"random inputs evaluated exactly modulo a prime (all at once), 1..{LIMITS['max_trials']} "
                         "(default 64)")
-    c.add_argument("--float-trials", type=int, default=8,
+    c.add_argument("--float-trials", type=int, default=None,
                    help="of those, how many also run in float64 against the exact value at the same float inputs "
-                        "(each costs an exact evaluation of the circuit in Fractions; default 8, 0: none)")
+                        f"(each costs an exact evaluation of the circuit in Fractions; at most --trials; default "
+                        f"{DEFAULT_FLOAT_TRIALS} or --trials if fewer, 0: none)")
     bounded.add_arguments(c)  # --proof-memory-gib, --proof-timeout
     c.add_argument("--heads", type=int, default=None,
                    help=f"targets {names_text(accepting('heads'))}: at most this many heads per layer (per stage "
@@ -129,11 +140,11 @@ def check_paths(a) -> None:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     except OSError as e:
         raise UsageError(f"cannot read {os.fspath(a.graph)}: {e.strerror or e}") from None
-    if a.weights is not None and not Path(a.weights).is_file():
-        what = "is a folder, not a file" if Path(a.weights).is_dir() else "file not found"
-        raise UsageError(f"--weights {a.weights}: {what}")
+    if a.weights is not None:
+        input_file("--weights", a.weights)  # missing, a folder, /dev/zero, a FIFO: said as what it is
     outs = [(flag, output_file(flag, p)) for flag, p in (("--json", a.json), ("--export", a.export),
                                                          ("--plot", getattr(a, "plot", None))) if p is not None]
+    check_export_suffix(a)  # --export keep.txt: refused before the compile, not written as safetensors
     if getattr(a, "plot", None) is not None and Path(a.plot).suffix.lower() != ".png":
         raise UsageError(f"--plot {a.plot}: not a .png file name")
     ins = [(flag, Path(p)) for flag, p in (("--graph", a.graph), ("--weights", a.weights)) if p is not None]
@@ -149,7 +160,9 @@ def check_arguments(a) -> None:
     """Every check the arguments alone decide, before the circuit is read: ranges, contradicting
     flags, options the chosen target does not take, and the paths (:func:`check_paths`)."""
     lim = LARGE_LIMITS if a.allow_large else LIMITS
-    check_range("--seed", a.seed, 0, 2**63 - 1)  # numpy's default_rng takes no negative seed
+    check_range("--seed", a.seed, 0, MAX_SEED)  # numpy's default_rng takes no negative seed
+    if getattr(a, "allow_metadata_mismatch", False) and a.weights is None:
+        raise UsageError("--allow-metadata-mismatch applies to a --weights file; none was given")
     if getattr(a, "as_written", False) and getattr(a, "reassociate", False):
         raise UsageError("--as-written and --reassociate contradict each other: give one")
     if getattr(a, "heads", None) is not None:
@@ -158,8 +171,12 @@ def check_arguments(a) -> None:
         if a.target is not None and not TARGETS[a.target].accepts("heads"):
             raise UsageError(f"--heads applies to --target {names_text(accepting('heads'))}, not {a.target}")
     check_range("--trials", a.trials, 1, lim["max_trials"], override=None if a.allow_large else "--allow-large")
-    check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
-                override=None if a.allow_large else "--allow-large")
+    if a.float_trials is not None:
+        check_range("--float-trials", a.float_trials, 0, lim["max_trials"],
+                    override=None if a.allow_large else "--allow-large")
+        if a.float_trials > a.trials:  # they are some of the --trials inputs: more would silently be --trials
+            raise UsageError(f"--float-trials {a.float_trials} exceeds --trials {a.trials}: the float64 trials are "
+                             f"some of the --trials random inputs; lower --float-trials or raise --trials")
     bounded.check(a)  # --proof-memory-gib, --proof-timeout
     if a.target is not None:
         for flag, v in (("--channels", getattr(a, "channels", None)), ("--pareto", getattr(a, "pareto", False) or None)):

@@ -38,7 +38,8 @@ from polyverify.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory
 from . import bounded
 from .prover import modular
 # the arguments, limits and argument checks live in the light verify/circuit_args.py (re-exported here)
-from .circuit_args import LARGE_LIMITS, LIMITS, add_arguments, check_arguments, limits_help  # noqa: F401
+from .circuit_args import (LARGE_LIMITS, LIMITS, add_arguments, check_arguments, float_trials_of,  # noqa: F401
+                           limits_help)
 from .cli_common import UsageError, print_proof
 from .export import check_export_arguments, write_export
 
@@ -279,7 +280,7 @@ def _random_trials(a, g, con, names, out) -> tuple[dict, dict]:
     t0 = time.perf_counter()
     mod = modular.trials(g, con, names, a.trials, a.seed, validated=True)  # g: C.load's validated circuit
     t_mod = time.perf_counter() - t0
-    n_float = min(a.trials, a.float_trials)
+    n_float = float_trials_of(a)
     max_rel, non_finite = float_trials(g, con, names, n_float, a.seed, show) if n_float else (0.0, 0)
     print(f"random inputs modulo the prime {mod['prime']}: {mod['agree']}/{a.trials} agree exactly with the "
           f"circuit ({t_mod:.2f} s; a stack that differs passes one with probability at most "

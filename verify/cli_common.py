@@ -10,6 +10,51 @@ if TYPE_CHECKING:  # pragma: no cover
     from .prover.proof import ProofResult
     from .prover.randomized import RandomizedResult
 
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, from its ``st_mode``: ``a folder``, ``a character
+    device`` (/dev/zero), ``a block device``, ``a FIFO`` (a named pipe), ``a socket``."""
+    import stat
+
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a file"
+
+
+def input_file_problem(path) -> str | None:
+    """What is wrong with ``path`` as an input file (a weight file, a --layout, a learned model),
+    or None for a regular file: ``file not found``, ``is a folder, not a regular file``, ``is not a regular
+    file (a character device)`` (/dev/zero), ``... (a FIFO)``, or why it cannot be
+    looked at.  The one check of the verify commands' input files (``input_file``)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except NotADirectoryError:
+        return "file not found (a part of its path is a file, not a folder)"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a regular file"
+    return f"is not a regular file ({file_kind(mode)})"
+
+
+def input_file(flag: str, path) -> str:
+    """``path`` if it is a regular file, else a UsageError ``FLAG PATH: what it is`` (checked before
+    any work; ``flag`` "" for a positional argument)."""
+    problem = input_file_problem(path)
+    if problem is not None:
+        raise UsageError(f"{flag + ' ' if flag else ''}{path}: {problem}")
+    return path
+
+
 #: ``--check``: the exact proof (the default, the only way to PROVED) or the randomized identity test
 CHECKS = ("exact", "random")
 #: ``--random-seed`` lies in [0, 2^128)
@@ -105,6 +150,38 @@ def markdown_table(header: list[str], rows) -> list[str]:
 #: importing the export (numpy, the constructions): ``--help`` and argument errors stay light
 FORMATS = ("polyverify", "precision-ls", "zoology", "icl-gd")
 DEFAULT_FORMAT = "polyverify"
+_TORCH = (".pt", ".pth", ".bin")
+#: the file names each format is written as (the importers and ``gd --weights`` read a file by its
+#: suffix): ``--export keep.txt`` is refused, never a safetensors file under a text file's name
+SUFFIXES: dict[str, tuple[str, ...]] = {
+    "polyverify": (".safetensors",), "precision-ls": _TORCH + (".safetensors",), "zoology": _TORCH + (".safetensors",),
+    "icl-gd": (".npz", ".safetensors")}
+
+
+def export_suffix_problem(path, fmt: str) -> str | None:
+    """Why ``path`` is no file name for the ``fmt`` layout (its suffix), or None."""
+    from pathlib import Path
+
+    ok = SUFFIXES.get(fmt)
+    if ok is not None and Path(path).suffix.lower() not in ok:
+        return (f"{fmt} files are {', '.join(ok)} (the importers read a file by its suffix); got "
+                f"{Path(path).name!r}")
+    return None
+
+
+def check_export_suffix(a) -> None:
+    """``--export FILE``'s suffix against ``--format`` (default polyverify), from the arguments alone
+    (light: before anything is built or read); ``--format`` without ``--export`` is refused too."""
+    fmt = getattr(a, "export_format", None)
+    if getattr(a, "export", None) is None:
+        if fmt is not None:
+            raise UsageError("--format needs --export FILE")
+        return
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: not a format ({', '.join(FORMATS)})")
+    problem = export_suffix_problem(a.export, fmt or DEFAULT_FORMAT)
+    if problem:
+        raise UsageError(f"--export: {problem}")
 
 
 def add_export_arguments(parser, what: str = "the weights") -> None:

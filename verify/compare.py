@@ -184,11 +184,9 @@ def _check_learned(path: str) -> None:
     """The learned file exists and is a safetensors file (before its contents are looked at)."""
     from polyverify.cli import UsageError, one_line
 
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"--learned {path}: file not found")
-    if not p.is_file():
-        raise UsageError(f"--learned {path}: is a folder, not a file")
+    from .cli_common import input_file
+
+    p = Path(input_file("--learned", path))  # missing, a folder, /dev/zero, a FIFO: said as what it is
     try:
         from safetensors import safe_open
 

@@ -11,7 +11,8 @@ construction's input map, not part of the file).  ``import(export(c))`` proves a
 format         holds                              written as
 =============  =================================  =====================================================
 polyverify     every stack                        this toolkit's safetensors (``constructions/
-                                                  weights_io.py``: float64 + the exact rationals)
+                                                  weights_io.py``: float64 + the exact rationals),
+                                                  ``.safetensors`` only
 precision-ls   BaseConv blocks (seed 000 eq. (2)) ``_backbone.transformer.h.{i}.seq_mixer.base_conv.*``:
                                                   ``nn.Linear`` weights ``W^T`` (out x in) and
                                                   per-channel biases; a short ``Conv1d`` of kernel T
@@ -51,6 +52,9 @@ the file where the container holds one (``.pt``: ``{"model_state_dict", "config"
 checkpoint layout; ``.safetensors``: JSON under ``config`` in the metadata); an ``.npz`` holds
 none, so the export names the ``--config KEY=VALUE`` an import needs.
 
+A file name's suffix must be one of its format's (:data:`SUFFIXES`; the importers read a file by
+its suffix): any other, ``keep.txt`` included, is refused before any work.
+
 The command-line part is :func:`add_export_arguments`, :func:`check_export_arguments` (before
 any work) and :func:`write_export` (atomic), one call each in a command.
 """
@@ -70,12 +74,9 @@ from constructions.layers import Layer
 from constructions.sparse import dense, is_sparse
 from polyverify.cli import UsageError, atomic_path, output_file
 
-from .cli_common import DEFAULT_FORMAT, FORMATS, add_export_arguments  # noqa: F401 (light: the parsers' part)
-_TORCH = (".pt", ".pth", ".bin")
-#: the file types each format is written as (the importers read them by suffix); None: any name
-SUFFIXES: dict[str, tuple[str, ...] | None] = {
-    "polyverify": None, "precision-ls": _TORCH + (".safetensors",), "zoology": _TORCH + (".safetensors",),
-    "icl-gd": (".npz", ".safetensors")}
+# light, the parsers' part: the formats, their file names (SUFFIXES: each format's suffixes) and the options
+from .cli_common import (DEFAULT_FORMAT, FORMATS, SUFFIXES, add_export_arguments,  # noqa: F401
+                         export_suffix_problem)
 
 
 class ExportError(ValueError):
@@ -499,10 +500,9 @@ def _write(tmp: Path, suffix: str, ex: Exported) -> None:
 
 
 def _check_suffix(path: Path, fmt: str) -> None:
-    ok = SUFFIXES.get(fmt)
-    if ok is not None and path.suffix.lower() not in ok:
-        raise ExportError(f"{fmt} files are {', '.join(ok)} (the importers read a file by its suffix); got "
-                          f"{path.name!r}")
+    problem = export_suffix_problem(path, fmt)
+    if problem:
+        raise ExportError(problem)
 
 
 # ------------------------------------------------------------------ the command line

@@ -20,11 +20,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from circuits.limits import MAX_SEED
 from polyverify.cli import atomic_write_text, check_memory, check_range, output_file, progress
 from polyverify.rational import parse_rational
 
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
-                         print_proof, verdict_of)
+                         check_export_suffix, input_file, print_proof, verdict_of)
 
 if TYPE_CHECKING:  # annotations only: the command imports the constructions when it runs
     from constructions.base import Construction
@@ -304,8 +305,9 @@ def _check_outputs(a) -> tuple[Path | None, Path | None]:
     check_check_arguments(a)  # --random-seed
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
-    if getattr(a, "export_format", None) is not None and a.export is None:
-        raise UsageError("--format needs --export FILE")
+    check_export_suffix(a)  # --export keep.txt: refused, not a safetensors file under a text file's name
+    if a.weights:
+        input_file("--weights", a.weights)  # missing, a folder, /dev/zero, a FIFO: said as what it is
     if a.weights and a.export:
         raise UsageError("--export writes the built construction's weights, not the --weights file that is "
                          "proved and run: give one of them")
@@ -332,7 +334,7 @@ def _check_options(a, vals: dict, source: dict) -> tuple:
     check_range("--n x --d", n * d, 1, lim("--n x --d (proof variables)"), override=big)
     check_range("--batch", a.batch, 1, lim("--batch"), override=big)
     check_range("--digits", a.digits, 16, lim("--digits"), override=big)
-    check_range("--seed", a.seed, 0, 2**63 - 1)
+    check_range("--seed", a.seed, 0, MAX_SEED)
     check_range("--kappa", a.kappa, 1.0)
     try:
         flag = lambda key: f"--{key}" if source[key] == "command line" else f"{key} (from the {source[key]})"  # noqa: E731
@@ -433,9 +435,16 @@ def _rounded_problems(a, n: int, d: int, backends: list) -> list:
 
 
 def _check_device(a) -> None:
+    """--device: only with --backend torch, and a device torch has here (``numerics.train``'s own
+    check, the one ``numerics.train --device`` runs: cpu or cuda[:index], the GPU present), before
+    any work; ``--device tpu`` was a RuntimeError from torch once the run started."""
     if a.device != "cpu" and a.backend != "torch":
         raise UsageError(f"--device {a.device} applies to --backend torch only (--backend {a.backend} "
                          f"{'runs on the CPU' if a.backend == 'numpy' else 'picks its own GPU'})")
+    if a.backend == "torch":
+        from numerics.train import _device  # light: imports torch only for a cuda device
+
+        _device("--device", a.device)
 
 
 def _check_work(a, layers: int) -> None:

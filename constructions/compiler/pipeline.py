@@ -27,8 +27,11 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
 
     The passes (each target's own, after ``reassociate``, are its :attr:`.targets.Target.passes`):
     validate -> resolve the :class:`.targets.Target` and the options it takes (:data:`TARGETS`
-    decides which; any other is a one-line ValueError) -> reassociate -> ``Target.compile``."""
+    decides which; any other is a one-line ValueError) -> reassociate -> ``Target.compile``.
+    A circuit beyond :data:`circuits.limits.COMPILE_LIMITS` (a wire's mult, a gate's operands, the
+    size, each counted with mult) is refused first, a one-line :class:`circuits.graph.LimitError`."""
     g = C.validate(g)  # validate: nx.DiGraph -> a checked copy
+    _check_compile_limits(g)
     tgt = resolve(target or default_target(g))  # resolve: name -> Target
     opts = target_options(tgt, min_width=min_width, heads=heads, channels=channels)
     gates = sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul"))
@@ -46,6 +49,35 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
     return con
 
 
+
+
+def _check_compile_limits(g: nx.DiGraph) -> None:
+    """A wire's multiplicity, a gate's operands and the circuit's size (each counted with mult) within
+    :data:`circuits.limits.COMPILE_LIMITS`, refused up front with a one-line :class:`circuits.graph.LimitError`
+    naming the node: the compile writes a wire of mult m as m operand slots, so its time grows with
+    them (``mult = 10**6`` took 30 s before this check).  One pass over the wires, no degrees."""
+    from circuits.graph import LimitError, one_line
+    from circuits.limits import COMPILE_LIMITS
+
+    why = "compile_circuit's ceiling (circuits.limits.COMPILE_LIMITS; a high power is written as repeated squaring)"
+    size = 0
+    for v, ops in g._pred.items():
+        fan_in = 0
+        for u, e in ops.items():
+            m = e.get("mult", 1)
+            if m > COMPILE_LIMITS["max_mult"]:
+                raise LimitError(f"node {one_line(v)}: operand {one_line(u)} has mult {m}, which exceeds the limit "
+                                 f"max_mult = {COMPILE_LIMITS['max_mult']}, {why}", "max_mult", m,
+                                 COMPILE_LIMITS["max_mult"])
+            fan_in += m
+        if fan_in > COMPILE_LIMITS["max_fan_in"]:
+            raise LimitError(f"node {one_line(v)}: {fan_in} operands (with mult), which exceeds the limit max_fan_in "
+                             f"= {COMPILE_LIMITS['max_fan_in']}, {why}", "max_fan_in", fan_in,
+                             COMPILE_LIMITS["max_fan_in"])
+        size += fan_in
+    if size > COMPILE_LIMITS["max_size"]:
+        raise LimitError(f"circuit has size {size} (wires counted with mult), which exceeds the limit max_size = "
+                         f"{COMPILE_LIMITS['max_size']}, {why}", "max_size", size, COMPILE_LIMITS["max_size"])
 
 
 #: above this many gates (add/mul nodes of the circuit as given) a re-associated circuit of lower

@@ -16,6 +16,9 @@ from tests.verify.import_files import icl_gd_create_weights, precision_ls_notebo
 torch = pytest.importorskip("torch", reason="precision-ls files are torch state_dicts")
 
 
+LAYOUT = {"format": "polyverify-layout/1"}  # every layout file names its format
+
+
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "afolder").mkdir()
@@ -48,11 +51,11 @@ def files(tmp_path):
     np.savez(tmp_path / "obj.npz", a=np.array([object()], dtype=object))
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1, 2]")
-    (tmp_path / "keys.json").write_text(json.dumps({"tokens": [0, 1, 2, 3], "colums": []}))
-    (tmp_path / "dup.json").write_text(json.dumps({"tokens": [0, 0, 1, 2]}))
-    (tmp_path / "reg.json").write_text(json.dumps({"tokens": [0, 1, 2, 3], "channels": {"nope": [0]}}))
-    (tmp_path / "wid.json").write_text(json.dumps({"tokens": [0, 1, 2, 3], "channels": {"a": [0]}}))
-    (tmp_path / "sec.json").write_text(json.dumps({"tokens": [0, 1, 2, 3], "channels": {"a": [0, 1]},
+    (tmp_path / "keys.json").write_text(json.dumps({**LAYOUT, "tokens": [0, 1, 2, 3], "colums": []}))
+    (tmp_path / "dup.json").write_text(json.dumps({**LAYOUT, "tokens": [0, 0, 1, 2]}))
+    (tmp_path / "reg.json").write_text(json.dumps({**LAYOUT, "tokens": [0, 1, 2, 3], "channels": {"nope": [0]}}))
+    (tmp_path / "wid.json").write_text(json.dumps({**LAYOUT, "tokens": [0, 1, 2, 3], "channels": {"a": [0]}}))
+    (tmp_path / "sec.json").write_text(json.dumps({**LAYOUT, "tokens": [0, 1, 2, 3], "channels": {"a": [0, 1]},
                                                    "sections": {"epilogue": 7}}))
     return tmp_path
 

@@ -60,7 +60,7 @@ COMPARE_CASES = [
     (_cmp("{in}/model.pkl"), ["model.pkl: not a safetensors file"]),
     (_cmp("{in}/notes.txt"), ["notes.txt: not a safetensors file"]),
     (_cmp("{in}/empty.safetensors"), ["empty.safetensors: not a safetensors file"]),
-    (_cmp("{tmp}/afolder"), ["--learned", "is a folder, not a file"]),
+    (_cmp("{tmp}/afolder"), ["--learned", "is a folder, not a regular file"]),
     (_cmp("{in}/bare.safetensors"), ["bare.safetensors: the file does not record N and D", "--n and --d"]),
     (_cmp("{in}/bare.safetensors", "--n", "4", "--d", "2"), ["no polyverify-weights/1 metadata"]),
     (_cmp("{in}/gd42.safetensors", "--n", "6", "--d", "3"), ["gd42.safetensors"]),

@@ -230,7 +230,8 @@ def test_layout_json_with_a_channel_permutation(tmp_path):
 
 
 def test_a_layout_that_drops_the_iterate_is_refused(tmp_path, capsys):
-    layout = {"tokens": list(range(N)), "columns": [None] * (4 * D + 1), "sections": {"epilogue": 0}}
+    layout = {"format": "polyverify-layout/1", "tokens": list(range(N)), "columns": [None] * (4 * D + 1),
+              "sections": {"epilogue": 0}}
     layout["columns"][0] = 0
     (tmp_path / "L.json").write_text(json.dumps(layout))
     rc = main(["import", str(pls_file(tmp_path, 1)), "--from", "precision-ls", "--spec", "prefix-coupled",

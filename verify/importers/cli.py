@@ -15,7 +15,10 @@ contradiction between the metadata and what is proved is refused (exit 2) unless
 ``--allow-metadata-mismatch``, as for ``gd --weights``.
 
 Exit status: 0 PROVED, 1 FAILED (the first layer whose output differs and a counterexample, then
-the nearby specifications tried), 2 bad input (one line, before any proof).
+the nearby specifications tried), 2 bad input (one line, before any proof) or a proof past
+``--proof-memory-gib`` / ``--proof-timeout`` before its verdict.  A printed verdict is final: a
+nearby search past a limit is one line of its own (``nearby search stopped: ...``) and the exit
+status stays the verdict's.
 
 This module holds the arguments and every check before the proof (:func:`settings`); the
 specification's builder and parameters are in ``verify/importers/specs.py``, the proof, the
@@ -24,10 +27,11 @@ verdict and the nearby search in ``verify/importers/prove.py``.
 from __future__ import annotations
 
 from polyverify.cli import UsageError, output_file
+from verify.cli_common import input_file
 
 from . import FORMATS, mapping
 from .common import ImportRefused, describe_not_proved, parse_settings
-from .prove import _prove_import, nearby_specifications  # noqa: F401 - nearby_specifications: named here too
+from .prove import nearby_specifications, prove_bounded  # noqa: F401 - nearby_specifications: named here too
 from .shapes import check_layer_shapes
 from .specs import (_accepted, _alias_of, _build, _builder_keywords, _parse_param, _size_keys, _takes,
                     _unknown_param, resolve_spec)
@@ -105,6 +109,7 @@ def settings(a) -> dict:
     mod = FORMATS[a.fmt]
     sizes, size_src, given_params = _given(entry, sets, size_keys)
     _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params)
+    input_file("", a.file)  # missing, a folder, /dev/zero, a FIFO: said as what it is, before any reading
     imp = _read(a, entry, mod, cfg, sizes, given_params)
     for k, v in imp.sizes.items():
         if k in size_keys and size_src.get(k) != "--set":
@@ -276,5 +281,7 @@ def cmd_import(a, out) -> int:
     bounded.check(a)  # --proof-memory-gib, --proof-timeout
     st = settings(a)
     # everything after the checks proves (parameters solved from the file, the proof, the nearby
-    # search): in a child under the proof limits, its output streamed back (verify/bounded.py)
-    return bounded.run_command(lambda o: _prove_import(a, st, o), out, a, a.file)
+    # search), its output streamed back (verify/bounded.py): the verdict in a child under the proof
+    # limits, then, after a FAILED, the nearby search in another; a search past a limit is reported
+    # in its own line after the verdict, which stands with its exit status (prove.prove_bounded)
+    return prove_bounded(a, st, out)

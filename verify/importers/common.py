@@ -16,6 +16,7 @@ what the importer read: a tensor no mapping consumes makes the import refuse, na
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -28,6 +29,7 @@ from constructions.layers import Layer
 from constructions.weights_io import MAX_ENTRIES, exact_tensor
 from polyverify.cli import one_line
 from polyverify.rational import parse_rational
+from verify.cli_common import input_file_problem
 
 
 class ImportRefused(ValueError):
@@ -63,9 +65,10 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
     arrays (bfloat16 widened to float32, exactly); ``extra`` holds non-tensor entries of a
     ``.pt`` file (a ``config`` dict) or a safetensors file's metadata."""
     path = Path(path)
-    if not path.is_file():  # a device (/dev/zero) or FIFO exists but is no file: say what it is
-        raise ImportRefused(f"{fmt} file not found: {path}" if not path.exists() else
-                           f"{path}: not a regular file ({file_kind(path)}): a {fmt} weight file is needed")
+    problem = input_file_problem(path)  # the verify commands' one input check: a device, a FIFO said as such
+    if problem is not None:
+        raise ImportRefused(f"{path}: {problem}" + ("" if problem.startswith("file not found") else
+                                                     f": a {fmt} weight file is needed"))
     suffix = path.suffix.lower()
     try:
         if suffix == ".safetensors":
@@ -79,24 +82,54 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
     except ImportRefused:
         raise
     except Exception as e:  # noqa: BLE001 - any reader's error is a one-line refusal naming the file
-        raise ImportRefused(f"{path}: not a readable {suffix.lstrip('.')} file ({one_line(e)})") from None
+        raise ImportRefused(f"{path}: not a readable {suffix.lstrip('.')} file ({unreadable_reason(path, e)})") from None
     raise ImportRefused(f"{path}: unknown file type {suffix!r} (.pt/.pth/.bin/.ckpt read with torch.load(weights_only=True), "
                        f".safetensors, .npz)")
 
 
-def file_kind(path) -> str:
-    """What a path that is not a regular file is (for the one-line refusal)."""
-    import stat
+#: a terminal's escape sequences (torch puts bold text in its weights_only message)
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
+
+def plain_text(e: BaseException | str) -> str:
+    """A reader's message as plain text: terminal escape sequences removed, the first line kept."""
+    return one_line(_ANSI.sub("", str(e)) if isinstance(e, BaseException) and str(e) else
+                    _ANSI.sub("", e) if isinstance(e, str) else e)
+
+
+def unreadable_reason(path: Path, e: BaseException) -> str:
+    """What was wrong with a file a reader failed on, for a user: an empty file, what a ``.pt``
+    file holds instead of torch.save's checkpoint (torch's own messages are an unpickler's opcode
+    as a bare ``KeyError: 101``, ``pop from empty list``, or a paragraph with escape sequences),
+    else the reader's message as plain text."""
     try:
-        m = Path(path).stat().st_mode
+        with open(path, "rb") as f:
+            head = f.read(8)
     except OSError:
-        return "unreadable"
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
-        if test(m):
-            return what
-    return "not a file"
+        head = b""
+    if not head:
+        return "the file is empty, 0 bytes"
+    text = _ANSI.sub("", str(e)).strip()
+    if path.suffix.lower() == ".npz" and not head.startswith(b"PK"):
+        return f"not a zip archive, which an .npz file is (the file starts with {head!r})"
+    if path.suffix.lower() not in _TORCH_SUFFIXES:
+        return plain_text(e)
+    if "Weights only load failed" in text:
+        glob = re.search(r"GLOBAL (\S+) was not an allowed global", text)
+        if glob:
+            return (f"it pickles a {glob[1]} object, which torch.load(weights_only=True) does not unpickle: a weight "
+                    f"file holds tensors, numbers, strings, lists and dicts only")
+        m = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\s*\n|\Z)", text, re.S)
+        detail = " ".join(m[1].split()) if m else ""
+        return ("its pickle is one torch.load(weights_only=True) does not read" + (f" ({detail})" if detail else "")
+                + ": not a file torch.save wrote, or it pickles Python objects other than tensors")
+    if head.startswith(b"PK\x03\x04"):
+        return f"a zip archive, but not a checkpoint torch.save wrote ({text.split('. ')[0] or type(e).__name__})"
+    if head[:1] == b"\x80":
+        return f"a pickle, but not a checkpoint torch.save wrote ({plain_text(e)})"
+    return (f"not a checkpoint torch.save wrote: neither its zip archive nor a pickle (the file starts with "
+            f"{head!r})")
 
 
 def _checked(tensors: dict, path) -> dict:
@@ -225,6 +258,20 @@ class Tensors:
 
     def raw(self, k: str) -> np.ndarray:
         return self.t[k]
+
+    def dims(self, k: str, ndim: int, what: str) -> tuple[int, ...]:
+        """Tensor ``k``'s shape, checked before a size is read off it: ``ndim`` dimensions, each at
+        least 1 (a 0-dim or empty tensor where a matrix or a filter belongs is refused naming it,
+        never an IndexError); ``what`` says what the tensor should be, e.g. ``"an nn.Linear weight
+        (out x in)"``."""
+        if k not in self.t:
+            raise ImportRefused(f"{self.path}: lacks tensor {k} ({what})")
+        shape = tuple(int(n) for n in self.t[k].shape)
+        if len(shape) != ndim or 0 in shape:
+            got = "is 0-dim (a scalar)" if not shape else f"has shape {shape}" + (" (empty)" if 0 in shape else "")
+            raise ImportRefused(f"{self.path}: tensor {k} {got}: {what} needs {ndim} dimension"
+                                f"{'s' if ndim != 1 else ''}, none of them 0")
+        return shape
 
     def take(self, k: str, what: str, shape: tuple | None = None) -> np.ndarray:
         if k not in self.t:

@@ -8,7 +8,8 @@ then proved against the projected states (``verify.prover.proof.prove`` with the
 sections), so the claim is exactly "the file's layers map the projected ``state(v)`` to the
 projected ``state(step(v))``" (and likewise for prologue and epilogue where the file has them).
 
-Layout JSON (``"format": "polyverify-layout/1"``)::
+Layout JSON (``"format": "polyverify-layout/1"``, required in a ``--layout`` file: ``{}`` is refused, not
+read as the identity)::
 
     {"tokens":   [spec row of file token 0, 1, ...],            # default: 0, 1, ..., T'-1
      "columns":  [spec column of file channel 0, 1, ... | null],  # or, by region:
@@ -38,6 +39,7 @@ import numpy as np
 from constructions.base import Construction, PartialState
 from constructions.layout import Layout
 from polyverify.cli import one_line
+from verify.cli_common import input_file_problem
 
 from .common import ImportRefused
 
@@ -47,8 +49,9 @@ MAX_LAYOUT_BYTES = 16 * 2**20
 
 def read_layout_file(path) -> dict:
     p = Path(path)
-    if not p.is_file():
-        raise ImportRefused(f"--layout {p}: file not found")
+    problem = input_file_problem(p)  # missing, a folder, /dev/zero, a FIFO: said as what it is
+    if problem is not None:
+        raise ImportRefused(f"--layout {p}: {problem}")
     if p.stat().st_size > MAX_LAYOUT_BYTES:
         raise ImportRefused(f"--layout {p}: larger than {MAX_LAYOUT_BYTES} bytes")
     try:
@@ -57,7 +60,19 @@ def read_layout_file(path) -> dict:
         raise ImportRefused(f"--layout {p}: not JSON ({one_line(e)})") from None
     if not isinstance(d, dict):
         raise ImportRefused(f"--layout {p}: must be a JSON object")
+    check_format(d, f"--layout {p}")  # before the weight file is read
     return d
+
+
+def check_format(d: dict, where: str) -> None:
+    """A layout file names its format: ``{}`` is refused, not read as the identity by omission (the
+    identity is ``{"format": "polyverify-layout/1"}`` alone).  (:func:`parse`, for a dict from Python,
+    takes one without the key as this format.)"""
+    if "format" not in d:
+        raise ImportRefused(f"{where}: no 'format' key; a layout is {{\"format\": \"{FORMAT}\", ...}} (that "
+                            f"alone is the identity layout; docs/interop.md)")
+    if d["format"] != FORMAT:
+        raise ImportRefused(f"{where}: format {d['format']!r}, expected {FORMAT!r}")
 
 
 class ProjectedLayout(Layout):
@@ -81,7 +96,7 @@ class ProjectedLayout(Layout):
 
 def parse(d: dict, spec: Construction, file_shape: tuple[int, int] | None, n_file_tokens: int | None = None):
     """Validate a layout dict against the specification: (rows, cols, sections, file shape)."""
-    if d.get("format", FORMAT) != FORMAT:
+    if d.get("format", FORMAT) != FORMAT:  # a layout file's format is required (read_layout_file)
         raise ImportRefused(f"layout: format {d.get('format')!r}, expected {FORMAT!r}")
     known = {"format", "tokens", "columns", "channels", "sections", "note"}
     extra = sorted(set(d) - known)

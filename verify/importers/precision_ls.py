@@ -102,13 +102,15 @@ def read(path, settings: dict) -> Imported:
             k = next(b[n] for n in b if n.startswith("conv."))
             raise ImportRefused(f"{path}: {k}: an implicit long convolution (its filter is an MLP of positional "
                                f"features with ReLU) cannot be read exactly; use conv_type short or long")
-        C = _shape(T, b, "in_proj.weight")[0]
+        if "in_proj.weight" not in b:
+            raise ImportRefused(f"{path}: block {i} lacks in_proj.weight")
+        C = T.dims(b["in_proj.weight"], 2, "an nn.Linear weight (out x in)")[0]
         if SHORT_WEIGHT in b:
             kind = "short"
-            K = T.raw(b[SHORT_WEIGHT]).shape[-1]
+            K = T.dims(b[SHORT_WEIGHT], 3, "a depthwise Conv1d weight (C, 1, K)")[-1]
         elif LONG_FILTER in b:
             kind = "long"
-            K = T.raw(b[LONG_FILTER]).shape[-1]
+            K = T.dims(b[LONG_FILTER], 2, "a long convolution's filter (C, L)")[-1]
         else:
             raise ImportRefused(f"{path}: block {i} has no convolution (conv.conv.weight or conv.filter)")
         if tokens is None:
@@ -171,12 +173,6 @@ def check_config(settings: dict) -> None:
         as_bool(settings["causal"], "causal")
     if "tokens" in settings:
         as_count(settings["tokens"], "tokens")
-
-
-def _shape(T: Tensors, b: dict, name: str):
-    if name not in b:
-        raise ImportRefused(f"{T.path}: a block lacks {name}")
-    return T.raw(b[name]).shape
 
 
 def _zero_vec(C):

@@ -1,8 +1,9 @@
 """The proving part of ``python -m verify.construct import``: after the command's checks
 (``verify/importers/cli.py``, :func:`~verify.importers.cli.settings`), the specification's
 parameters read from the file, the proof, the verdict and, on failure, the nearby variants and
-specifications tried (:func:`nearby_specifications`).  Runs in a child under the proof limits
-(``verify/bounded.py``)."""
+specifications tried (:func:`nearby_specifications`).  :func:`prove_bounded` runs the verdict in a
+child under the proof limits (``verify/bounded.py``), then the nearby search in another: a printed
+verdict is final, a search past a limit one line of its own."""
 from __future__ import annotations
 
 import json
@@ -185,9 +186,45 @@ def _verdict_line(res) -> str:
     return "PROVED" if res.ok else "FAILED"
 
 
-def _prove_import(a, st, out) -> int:
+def prove_bounded(a, st, out) -> int:
+    """The command's proving part, under ``--proof-memory-gib`` / ``--proof-timeout``
+    (``verify/bounded.py``): the parameters, the proof and the verdict in a child (past a limit:
+    one line, exit 2, and no verdict printed); after a FAILED, the nearby search in a second child
+    under the same memory limit and the rest of the time.  A printed verdict is final: a nearby
+    search that runs out of time or memory is reported in a line of its own (and in the JSON
+    report as ``nearby_stopped``) and the exit status stays the verdict's (1).  The report is
+    written last, here."""
+    from polyverify.child import Stopped
+    from polyverify.cli import one_line
+    from verify import bounded
+
+    t0 = time.monotonic()
+    part = bounded.run_command(lambda o: _verdict_part(a, st, o), out, a, a.file)
+    report = part["report"]
+    if part["search"]:
+        left = a.proof_timeout - (time.monotonic() - t0)
+        try:
+            if left < 1:
+                raise Stopped("time", f"no time left of --proof-timeout {a.proof_timeout:g} s")
+            report["nearby"] = bounded.run_streamed(
+                lambda o: _nearby_part(a, st, part["values"], part["pinfo"], o), out, timeout=left,
+                memory_gb=a.proof_memory_gib)
+        except Stopped as e:
+            flag = {"time": "--proof-timeout", "memory": "--proof-memory-gib"}.get(e.limit,
+                                                                                 "--proof-memory-gib or --proof-timeout")
+            msg = (f"nearby search stopped: {one_line(str(e))}; the verdict above stands (raise {flag} to search, "
+                   f"or --no-search to skip it)")
+            print(f"  {msg}", file=out)
+            report["nearby_stopped"] = msg
+    _write_report(report, st, time.monotonic() - t0, out)
+    return part["rc"]
+
+
+def _verdict_part(a, st, out) -> dict:
+    """The parameters, the proof and the verdict, printed; returns what the rest needs (it crosses
+    from the proof's child: plain data): ``rc``, the ``report`` so far, ``search`` (a FAILED to
+    search near), the parameter ``values`` and their ``pinfo``."""
     spec, imp = st["spec"], st["imported"]
-    t0 = time.perf_counter()
     outside = getattr(imp, "not_proved", None) or {}
     training = getattr(imp, "training_state", None) or {}
     dropped = _print_reading(st, outside, training, out)
@@ -210,24 +247,32 @@ def _prove_import(a, st, out) -> int:
     if getattr(imp, "declared_rationals", None) is not None:
         report["declared_rationals"] = {k: v for k, v in imp.declared_rationals.items() if k != "summary"}
     if res.ok:
-        verdict = _verdict_proved(st, values, pinfo, dropped, outside, out)
+        report["verdict"] = _verdict_proved(st, values, pinfo, dropped, outside, out)
     else:
-        verdict = _verdict_failed(a, st, res.failure, outside, out)
-        if not a.no_search:
-            report["nearby"] = tried = _nearby(a, st, values, pinfo, out)
-            if not any(t["ok"] for t in tried):
-                print("  no nearby specification holds either", file=out)
-    report["verdict"] = verdict
+        report["verdict"] = _verdict_failed(a, st, res.failure, outside, out)
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
-    for t in report.get("nearby", []):
+    return {"rc": 0 if res.ok else 1, "report": report, "search": not res.ok and not a.no_search,
+            "values": values, "pinfo": pinfo}
+
+
+def _nearby_part(a, st, values: dict, pinfo: dict, out) -> list[dict]:
+    """After a FAILED: the nearby search, printed; its report entries (plain data)."""
+    tried = _nearby(a, st, values, pinfo, out)
+    if not any(t["ok"] for t in tried):
+        print("  no nearby specification holds either", file=out)
+    for t in tried:
         for inf in (t.get("parameters") or {}).values():
             inf.pop("_fails_at", None)
-    report["seconds"] = time.perf_counter() - t0
+    return tried
+
+
+def _write_report(report: dict, st, seconds: float, out) -> None:
+    """``--json``: the report, written last (after the verdict and any search)."""
+    report["seconds"] = seconds
     if st["json_path"]:
         atomic_write_text(st["json_path"], json.dumps(report, indent=1, default=str), "--json")
         print(f"report written to {st['json_path']}", file=out)
-    return 0 if res.ok else 1
 
 
 def _print_reading(st, outside: dict, training: dict, out) -> dict:

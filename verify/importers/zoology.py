@@ -99,7 +99,7 @@ def read(path, settings: dict) -> Imported:
     modes, wrapped, inert_taps = [], [], {}
     for i, b in enumerate(mixers):
         _check_mixer(path, i, b)
-        C = T.raw(b[f"{PROJECTION[0]}.weight"]).shape[0]
+        C = T.dims(b[f"{PROJECTION[0]}.weight"], 2, "an nn.Linear weight (out x in)")[0]
         long = LONG_FILTER in b
         if tokens is None:
             tokens = _tokens(T, path, cfg, src, b, long, conventions)
@@ -155,7 +155,7 @@ def _tokens(T: Tensors, path, cfg: dict, src: dict, b: dict, long: bool, convent
         tokens = as_count(cfg["tokens"], "tokens")
         conventions["tokens"] = {"value": tokens, "from": src["tokens"]}
     elif long:
-        tokens = T.raw(b[LONG_FILTER]).shape[-1]
+        tokens = T.dims(b[LONG_FILTER], 2, "a long convolution's filter (C, L)")[-1]
         conventions["tokens"] = {"value": tokens, "from": "the long filter's length (l_max)"}
     else:
         raise ImportRefused(f"{path}: a short convolution does not fix the sequence length; pass "
@@ -167,6 +167,7 @@ def _long_convolution(T: Tensors, path, b: dict, Tn: int, C: int):
     """A long filter's taps as zoology's FFT of size 2T applies them: ``(h, b_conv, inert taps, mode,
     wrapped taps)``, ``mode`` the causal, circular or 'same' convolution they amount to (refused if none)."""
     f = b[LONG_FILTER]
+    T.dims(f, 2, "a long convolution's filter (C, L)")
     coef, inert, wraps = fft2t_taps(T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at "
                                               "lag 0", (C, T.raw(f).shape[-1])), Tn)
     fit = fit_convention(coef, Tn)
@@ -188,6 +189,7 @@ def _short_convolution(T: Tensors, path, i: int, b: dict, Tn: int, C: int):
     if SHORT_WEIGHT not in b:
         raise ImportRefused(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
     w = b[SHORT_WEIGHT]
+    T.dims(w, 3, "a depthwise Conv1d weight (C, 1, K)")
     h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
                            same=False, key=w)
     b_conv = repeat_rows(T.take(b.get(SHORT_BIAS, w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)

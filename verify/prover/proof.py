@@ -102,6 +102,7 @@ def prove(con: Construction, *, symbolic: bool = True,
     every construction that declares them), and a failure is blamed on them
     only where the construction's own layers reproduce them.
     """
+    _check_prove_arguments(con, sections, reference, backend)
     with _collector_paused():
         keep: dict = {}
         result = _prove(con, symbolic, sections, reference, backend, keep)
@@ -118,6 +119,32 @@ def prove(con: Construction, *, symbolic: bool = True,
                                    f"layers and specification were proved at the concrete parameters (for these "
                                    f"values only)")
         return concrete
+
+
+def _check_prove_arguments(con, sections, reference, backend) -> None:
+    """What :func:`prove` takes, checked before any work: a TypeError (ValueError for a backend name)
+    saying what was given and what is expected, not an AttributeError from deep inside."""
+    if not isinstance(con, Construction):
+        hint = (" (a catalogue entry's name? constructions.catalogue.entries()[name].build(**sizes) makes "
+                "it; verify.prover.proof.check proves any registry item)" if isinstance(con, str) else
+                "; an IdentityClaim or WitnessClaim is proved by check()" if isinstance(con, (IdentityClaim,
+                                                                                           WitnessClaim)) else "")
+        raise TypeError(f"prove takes a Construction (constructions.base.Construction: a layer stack with its "
+                        f"specification), got {type(con).__name__} {con!r:.60}{hint}")
+    if reference is not None and not isinstance(reference, Construction):
+        raise TypeError(f"prove's reference must be a Construction or None, got {type(reference).__name__}")
+    if sections is not None:
+        if not isinstance(sections, dict):
+            raise TypeError(f"prove's sections must be a dict of layer lists keyed prologue / body / epilogue, "
+                            f"got {type(sections).__name__}")
+        bad = [k for k in sections if k not in ("prologue", "body", "epilogue")]
+        if bad:
+            raise TypeError(f"prove's sections: unknown key {bad[0]!r} (prologue, body, epilogue)")
+        for k, Ls in sections.items():
+            if not isinstance(Ls, (list, tuple)):
+                raise TypeError(f"prove's sections[{k!r}] must be a list of layers, got {type(Ls).__name__}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown proof backend {backend!r} (one of {', '.join(BACKENDS)})")
 
 
 @contextlib.contextmanager
