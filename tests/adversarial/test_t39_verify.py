@@ -161,10 +161,12 @@ def test_the_device_check_is_numerics_trains_own(monkeypatch, capsys):
 
 @pytest.mark.parametrize("obj", ["gd-baseconv", 3, None])
 def test_prove_says_what_it_takes(obj):
-    from verify.prover.proof import prove
+    from verify.prover.proof import prove, prove_intermediate_states
 
     with pytest.raises(TypeError, match="prove takes a Construction"):
         prove(obj)
+    with pytest.raises(TypeError, match="prove_intermediate_states takes a Construction"):
+        prove_intermediate_states(obj)
 
 
 def test_prove_refuses_sections_that_are_not_a_dict_of_lists():

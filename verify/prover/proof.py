@@ -121,7 +121,7 @@ def prove(con: Construction, *, symbolic: bool = True,
         return concrete
 
 
-def _check_prove_arguments(con, sections, reference, backend) -> None:
+def _check_prove_arguments(con, sections, reference, backend, what: str = "prove") -> None:
     """What :func:`prove` takes, checked before any work: a TypeError (ValueError for a backend name)
     saying what was given and what is expected, not an AttributeError from deep inside."""
     if not isinstance(con, Construction):
@@ -129,7 +129,7 @@ def _check_prove_arguments(con, sections, reference, backend) -> None:
                 "it; verify.prover.proof.check proves any registry item)" if isinstance(con, str) else
                 "; an IdentityClaim or WitnessClaim is proved by check()" if isinstance(con, (IdentityClaim,
                                                                                            WitnessClaim)) else "")
-        raise TypeError(f"prove takes a Construction (constructions.base.Construction: a layer stack with its "
+        raise TypeError(f"{what} takes a Construction (constructions.base.Construction: a layer stack with its "
                         f"specification), got {type(con).__name__} {con!r:.60}{hint}")
     if reference is not None and not isinstance(reference, Construction):
         raise TypeError(f"prove's reference must be a Construction or None, got {type(reference).__name__}")
@@ -379,6 +379,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     a failure names the layer, the entry and a counterexample (which may
     assign undeclared entries).
     """
+    _check_prove_arguments(con, None, None, "flint", what="prove_intermediate_states")
     _load_sympy()
     t0 = time.perf_counter()
     params = _symbolic_spec(con, symbolic, None)
