@@ -322,7 +322,7 @@ def _claim(flag: str, p: Path) -> None:
     key = os.path.realpath(p)
     other = _claimed_outputs.setdefault(key, flag)
     if other != flag:
-        raise UsageError(f"{other} and {flag} name the same output {p}: give each output its own path")
+        raise UsageError(f"{flag} {p}: the same file as {other} (give each output its own path)")
 
 
 def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:

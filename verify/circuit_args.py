@@ -148,12 +148,11 @@ def check_paths(a) -> None:
     if getattr(a, "plot", None) is not None and Path(a.plot).suffix.lower() != ".png":
         raise UsageError(f"--plot {a.plot}: not a .png file name")
     ins = [(flag, Path(p)) for flag, p in (("--graph", a.graph), ("--weights", a.weights)) if p is not None]
-    seen = {}
-    for flag, p in ins + outs:
-        key = os.path.realpath(p)
-        if key in seen and (flag, p) in outs:
-            raise UsageError(f"{flag} {p}: the same file as {seen[key]}")
-        seen.setdefault(key, flag)
+    # two outputs on one path are refused by output_file itself; an output on an input is refused here
+    seen = {os.path.realpath(p): flag for flag, p in ins}
+    for flag, p in outs:
+        if os.path.realpath(p) in seen:
+            raise UsageError(f"{flag} {p}: the same file as {seen[os.path.realpath(p)]}")
 
 
 def check_arguments(a) -> None:

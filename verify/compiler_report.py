@@ -322,8 +322,6 @@ def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(argv)
     md, js = output_file("--out", a.out), output_file("--json", a.json)
-    if js is not None and md.resolve() == js.resolve():
-        raise UsageError(f"--json {a.json}: the same file as --out")
     mode = "quick" if a.quick else "default"
     res = run(mode, log=print)
     mach = machine()
