@@ -317,7 +317,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import UsageError, atomic_write_text, output_file
+    from polyverify.cli import atomic_write_text, output_file
 
     argv = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(argv)

@@ -77,7 +77,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import UsageError, atomic_write_text, output_file
+    from polyverify.cli import atomic_write_text, output_file
 
     a = build_parser().parse_args(argv)
     md, js = output_file("--markdown", a.markdown), output_file("--json", a.json)
