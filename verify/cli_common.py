@@ -159,14 +159,37 @@ SUFFIXES: dict[str, tuple[str, ...]] = {
 
 
 def export_suffix_problem(path, fmt: str) -> str | None:
-    """Why ``path`` is no file name for the ``fmt`` layout (its suffix), or None."""
+    """Why ``path`` is no file name for the ``fmt`` layout (its suffix), or None.  A character
+    device or a FIFO (``/dev/null``, a named pipe: written through, see polyverify.cli) has no
+    suffix to read: it gets the format's first suffix's encoding (:func:`export_suffix`)."""
     from pathlib import Path
 
     ok = SUFFIXES.get(fmt)
-    if ok is not None and Path(path).suffix.lower() not in ok:
+    if ok is not None and Path(path).suffix.lower() not in ok and not _stream_target(path):
         return (f"{fmt} files are {', '.join(ok)} (the importers read a file by its suffix); got "
                 f"{Path(path).name!r}")
     return None
+
+
+def _stream_target(path) -> bool:
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def export_suffix(path, fmt: str) -> str:
+    """The suffix whose encoding ``path`` gets in ``fmt``: its own, or (a device or FIFO with
+    another suffix) the format's first."""
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    ok = SUFFIXES.get(fmt)
+    return suffix if ok is None or suffix in ok else ok[0]
 
 
 def check_export_suffix(a) -> None:

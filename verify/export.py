@@ -76,7 +76,7 @@ from polyverify.cli import UsageError, atomic_path, output_file
 
 # light, the parsers' part: the formats, their file names (SUFFIXES: each format's suffixes) and the options
 from .cli_common import (DEFAULT_FORMAT, FORMATS, SUFFIXES, add_export_arguments,  # noqa: F401
-                         export_suffix_problem)
+                         export_suffix, export_suffix_problem)
 
 
 class ExportError(ValueError):
@@ -478,7 +478,7 @@ def export(path, construction: Construction, fmt: str = DEFAULT_FORMAT, *, k: in
     else:
         ex = plan(construction, fmt, k=k, sections=sections)
         with atomic_path(path) as tmp:
-            _write(tmp, path.suffix.lower(), ex)
+            _write(tmp, export_suffix(path, fmt), ex)
     ex.path = path
     return ex
 

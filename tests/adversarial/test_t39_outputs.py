@@ -222,3 +222,13 @@ def test_output_dir_refuses_an_empty_name():
 
     with pytest.raises(UsageError, match="not a folder name"):
         output_dir("--out", "")
+
+
+@pytest.mark.parametrize("fmt", [[], ["--format", "precision-ls"]])
+def test_export_into_a_device_without_a_suffix(tmp_path, capsys, fmt):
+    """``--export /dev/null``: a device has no suffix to read the format from, so the suffix check
+    (``--export keep.txt`` is refused) does not apply; the format's own encoding is written through."""
+    node = _char_device(tmp_path)
+    rc, _, err = _run("verify.construct", ["gd", "--layers", "4", "--batch", "8", "--export", str(node), *fmt], capsys)
+    assert rc == 0, err
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
