@@ -6,7 +6,7 @@
     python -m numerics.sweep compare --learned 'runs/*/weights.safetensors' --construction gd-baseconv --out DIR
     python -m numerics.sweep catalogue --out DIR                # one proof per catalogue entry
     common options: [--workers N | --scheduler ADDRESS | --scheduler-file FILE | --jobqueue FILE [--jobs N]]
-                    [--connect-timeout 5] [--print-job-script] [--retries 1]
+                    [--connect-timeout SECONDS] [--print-job-script] [--retries 1]
                     [--preload auto|none|MODULES] [--list] [--quiet] [--allow-large]
 
 The runner itself is the base package's ``polyverify.sweep`` (its docstring: cells, the output

@@ -61,8 +61,9 @@ project but ``polyverify.cli``; the commands it sweeps register themselves from 
 """
 from __future__ import annotations
 
-from .base import (ALLOW, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_CAP, LARGE_LIMITS, LIMITS,
-                   SweepInputError, SweepResult, canonical, cell_dir, cell_id, csv_text, flatten, load_cell, table_csv)
+from .base import (ALLOW, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_CAP, JOBQUEUE_CONNECT_TIMEOUT_S,
+                   LARGE_LIMITS, LIMITS, SweepInputError, SweepResult, canonical, cell_dir, cell_id, csv_text, flatten,
+                   load_cell, table_csv)
 from .cluster import (GPU_RESOURCE, cell_resources, check_out, check_resources, default_workers, local_cluster_config,
                       probe_scheduler, read_scheduler_file)
 from .grid import check_lifting_limits, grid_configs, product, read_grid_file, split_list
@@ -74,7 +75,8 @@ from .versions import (PROJECT_PACKAGES, check_record, check_worker_versions, co
 from .worker import execute_cell
 
 __all__ = ["ALLOW", "CONNECT_TIMEOUT_S", "EXIT_VERDICT", "FAILED_BASE", "FAILED_CAP", "GPU_RESOURCE", "JOB_DAEMON_LINE",
-           "JOB_SCRIPT_ADDRESS", "LARGE_LIMITS", "LIMITS", "PROJECT_PACKAGES", "JobqueueSpec", "SweepInputError",
+           "JOB_SCRIPT_ADDRESS", "JOBQUEUE_CONNECT_TIMEOUT_S", "LARGE_LIMITS", "LIMITS", "PROJECT_PACKAGES",
+           "JobqueueSpec", "SweepInputError",
            "SweepResult", "adapter", "canonical", "cell_dir", "cell_id", "cell_resources", "check_out",
            "check_record", "check_lifting_limits", "check_resources", "check_submit_command", "check_worker_versions", "code_version",
            "csv_text", "default_preload", "default_workers", "execute_cell", "flatten",

@@ -12,8 +12,10 @@ import importlib
 import io
 import json
 import math
+import os
 import re
 import resource
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,8 +33,12 @@ ALLOW = "--allow-large"
 _CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
 #: in a worker: seconds each module took to import when the worker started (:class:`_PreloadPlugin`)
 _WORKER_IMPORT_S: dict[str, float] = {}
-#: seconds to wait for a scheduler given by --scheduler to answer as a Dask scheduler
-CONNECT_TIMEOUT_S = 5.0
+#: seconds to wait for a scheduler given by --scheduler to answer as a Dask scheduler, and the most
+#: --connect-timeout may give it
+CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_MAX_S = 5.0, 600.0
+#: seconds to wait for a batch cluster's first worker (--jobqueue: the jobs submitted, queued, started
+#: and their first worker connected), and the most --connect-timeout may give it (a week)
+JOBQUEUE_CONNECT_TIMEOUT_S, JOBQUEUE_CONNECT_TIMEOUT_MAX_S = 3600.0, 7 * 24 * 3600.0
 
 
 class SweepInputError(UsageError, ValueError):
@@ -60,6 +66,44 @@ class SweepResult:
 
     def exit_status(self) -> int:
         return 0 if not self.failed else FAILED_BASE + min(self.failed, FAILED_CAP)
+
+
+# ------------------------------------------------------------------ input files
+
+def file_kind(mode: int) -> str:
+    """What a file of mode ``mode`` is, in words, for messages (``"a character device"``)."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "a special file"  # pragma: no cover
+
+
+def not_a_regular_file(mode: int) -> str:
+    """The message's end for an input path that exists and is not a regular file: a folder (``is
+    a folder, not a file``) or anything else (``is not a regular file (a FIFO)``) -- never
+    read: a FIFO would block the command and /dev/zero never end."""
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    return f"is not a regular file ({file_kind(mode)})"
+
+
+def input_file(path, where: str, missing: str = "not found") -> os.stat_result:
+    """``path``'s stat (symbolic links followed) when it is a regular file that exists, else a
+    :class:`SweepInputError` ``"<where>: <missing>"`` or ``"<where>: is not a regular file (a
+    character device)"`` (:func:`not_a_regular_file`)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SweepInputError(f"{where}: {missing}") from None
+    except NotADirectoryError:
+        raise SweepInputError(f"{where}: not found (a part of its path is a file, not a folder)") from None
+    except (OSError, ValueError) as e:  # a NUL in the name, no permission on the way, a loop of links
+        raise SweepInputError(f"{where}: cannot read ({getattr(e, 'strerror', None) or one_line(e)})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SweepInputError(f"{where}: {not_a_regular_file(st.st_mode)}")
+    return st
 
 
 # ------------------------------------------------------------------ cells

@@ -11,13 +11,14 @@ from pathlib import Path
 
 from polyverify.cli import Parser, UsageError, check_range
 
-from .base import (ALLOW, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_CAP, LARGE_LIMITS, LIMITS,
-                   SweepInputError, canonical, load_cell)
+from .base import (ALLOW, CONNECT_TIMEOUT_MAX_S, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_CAP,
+                   JOBQUEUE_CONNECT_TIMEOUT_MAX_S, JOBQUEUE_CONNECT_TIMEOUT_S, LARGE_LIMITS, LIMITS, SweepInputError,
+                   canonical, load_cell)
 from .cluster import _resource_rule, _check_scheduler, cell_resources, check_out, check_resources, default_workers, read_scheduler_file
 from .grid import grid_configs, read_grid_file
 from .jobqueue import check_submit_command, read_jobqueue_config
 from .registry import adapter, named_sweeps
-from .runner import _check_configs, run_grid
+from .runner import _check_configs, check_record_paths, run_grid
 from .versions import check_record, code_version
 
 def _common(p: Parser) -> None:
@@ -35,7 +36,12 @@ def _common(p: Parser) -> None:
                         "--scheduler-file FILE writes (instead of --scheduler)")
     g.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
                    help=f"with --scheduler or --scheduler-file: seconds for it to answer as a Dask scheduler, else "
-                        f"exit 2 (default {CONNECT_TIMEOUT_S:g}, at most 600)")
+                        f"exit 2 (default {CONNECT_TIMEOUT_S:g}, at most {CONNECT_TIMEOUT_MAX_S:g}); with --jobqueue: "
+                        f"seconds for the batch jobs to be submitted and their first worker to connect (the time "
+                        f"they wait in the queue included), else the jobs are cancelled and exit 2 (default "
+                        f"{JOBQUEUE_CONNECT_TIMEOUT_S:g}, one hour; at most {JOBQUEUE_CONNECT_TIMEOUT_MAX_S:g}, a "
+                        f"week); a failed submission (sbatch or qsub exits non-zero) exits 2 at once, with its "
+                        f"message")
     g.add_argument("--jobqueue", metavar="FILE",
                    help="run on a batch cluster (SLURM or PBS, through dask-jobqueue) described by FILE (YAML, TOML or "
                         "JSON in dask-jobqueue's config layout: jobqueue.slurm.cores, memory, walltime, ...; see "
@@ -136,11 +142,15 @@ def _check_where(a, lim: dict, big: bool) -> None:
             raise UsageError(f"--workers sizes the local cluster; it cannot be combined with {given[0]}")
     check_range("--retries", a.retries, 0, LIMITS["retries"])
     if a.connect_timeout is not None:
-        if not (a.scheduler or a.scheduler_file):
+        if not (a.scheduler or a.scheduler_file or a.jobqueue):
             raise UsageError("--connect-timeout applies to --scheduler only (an address given directly or by "
-                             "--scheduler-file; the local cluster and a batch cluster's scheduler are started here)")
-        if not (math.isfinite(a.connect_timeout) and 0 < a.connect_timeout <= 600):
-            raise UsageError(f"--connect-timeout must be a number of seconds in (0, 600], got {a.connect_timeout:g}")
+                             "--scheduler-file: seconds for it to answer) and --jobqueue (seconds for the first worker "
+                             "of the batch jobs); the local cluster is started here")
+        most, mode = ((JOBQUEUE_CONNECT_TIMEOUT_MAX_S, " with --jobqueue") if a.jobqueue
+                      else (CONNECT_TIMEOUT_MAX_S, ""))
+        if not (math.isfinite(a.connect_timeout) and 0 < a.connect_timeout <= most):
+            raise UsageError(f"--connect-timeout must be a number of seconds in (0, {most:g}]{mode}, got "
+                             f"{a.connect_timeout:g}")
     if a.jobqueue is None:
         for flag, v in (("--jobs", a.jobs), ("--print-job-script", a.print_job_script or None)):
             if v is not None:
@@ -269,10 +279,11 @@ def _main(argv) -> int:
         if not a.list:
             check_submit_command(jobqueue)
     if a.list:
+        check_record_paths(Path(a.out) / "cells", ids)
         return _list_cells(a, cell, ids, configs)
     res = run_grid(cell, configs, a.out, workers=a.workers, scheduler=a.scheduler, retries=a.retries,
                    progress=False if a.quiet else None, name=name,
-                   connect_timeout=CONNECT_TIMEOUT_S if a.connect_timeout is None else a.connect_timeout,
+                   connect_timeout=a.connect_timeout,
                    preload=preload, scheduler_file=a.scheduler_file, jobqueue=jobqueue, jobs=a.jobs or 1,
                    resources=resources)
     return _report(name, res, ad)

@@ -11,13 +11,14 @@ import math
 import os
 import re
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
 
 from polyverify.cli import one_line
 
-from .base import CONNECT_TIMEOUT_S, SweepInputError, _finite_number
+from .base import CONNECT_TIMEOUT_S, SweepInputError, _finite_number, file_kind, input_file, not_a_regular_file
 
 def _check_scheduler(address: str) -> str:
     if not re.fullmatch(r"[a-z]+://[^\s/][^\s]*|[\w.\-\[\]:]+:\d{1,5}", address or ""):
@@ -31,18 +32,44 @@ def check_out(path) -> Path:
     if str(path) == "":
         raise SweepInputError("--out: empty folder name")
     if out.exists() and not out.is_dir():
-        raise SweepInputError(f"--out {out}: is a file, not a folder")
+        raise SweepInputError(f"--out {out}: is {_kind(out)}, not a folder")
     cells = out / "cells"
     if cells.exists() and not cells.is_dir():
-        raise SweepInputError(f"--out {out}: {cells} is a file, not a folder")
+        raise SweepInputError(f"--out {out}: {cells} is {_kind(cells)}, not a folder")
+    for name in ("results.jsonl", "results.csv", "sweep.json"):  # written at the end, replacing what is there
+        check_written_file(out / name, f"--out {out}: {out / name}", "the sweep writes its table there")
     for anc in [out, *out.absolute().parents]:
         if anc.exists():
             if not anc.is_dir():
-                raise SweepInputError(f"--out {out}: {anc} is a file, not a folder")
+                raise SweepInputError(f"--out {out}: {anc} is {_kind(anc)}, not a folder")
             if not os.access(anc, os.W_OK | os.X_OK):
                 raise SweepInputError(f"--out {out}: folder {anc} is not writable")
             break
     return out
+
+
+def check_written_file(p: Path, where: str, why: str) -> None:
+    """A file the sweep writes (a record, the table) is a regular file where it exists, else a
+    :class:`SweepInputError` ``"<where> is not a regular file (a FIFO); <why> (remove it)"``: a
+    folder could not be replaced, and a FIFO or a device would be written through (a FIFO blocks
+    the run until something reads it, /dev/null keeps nothing) and never read back."""
+    try:
+        mode = os.stat(p).st_mode
+    except (OSError, ValueError):  # nothing there (a dangling link included: the record replaces it)
+        return
+    if not stat.S_ISREG(mode):
+        raise SweepInputError(f"{where} {not_a_regular_file(mode)}; {why} (remove it)")
+
+
+def _kind(p: Path) -> str:
+    """What ``p`` (which exists) is, in words: ``a file`` for a regular file, else its kind (``a
+    character device``, ``a FIFO``)."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:  # pragma: no cover -- gone since it was seen
+        return "not a folder"
+    kind = file_kind(mode)
+    return "a file" if kind == "a regular file" else kind
 
 
 def local_cluster_config(retries: int) -> dict:
@@ -192,13 +219,10 @@ def read_scheduler_file(path) -> str:
     if str(path) == "":
         raise SweepInputError("--scheduler-file: empty file name")
     p = Path(path)
-    if not p.exists():
-        raise SweepInputError(f"{where}: not found (dask scheduler --scheduler-file FILE writes it as the scheduler "
-                              f"starts)")
-    if not p.is_file():
-        raise SweepInputError(f"{where}: is a folder, not a file")
+    st = input_file(p, where, missing="not found (dask scheduler --scheduler-file FILE writes it as the scheduler "
+                                      "starts)")  # a FIFO or /dev/zero is refused, never read
     try:
-        if p.stat().st_size > SCHEDULER_FILE_BYTES:
+        if st.st_size > SCHEDULER_FILE_BYTES:
             raise SweepInputError(f"{where}: larger than {SCHEDULER_FILE_BYTES // 2**20} MiB, not a scheduler file")
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:

@@ -10,7 +10,7 @@ from polyverify.cli import UsageError, one_line
 
 from polyverify.options import split_list  # noqa: F401 -- the adapters' list helper, also here
 
-from .base import LIMITS
+from .base import LIMITS, input_file
 from .cluster import check_resources
 from .registry import named_sweeps
 
@@ -42,11 +42,10 @@ def grid_configs(spec: dict, where: str) -> list[dict]:
 def _load_table_file(path, label: str) -> dict:
     """A TOML, JSON or YAML file whose top level is a table; UsageError ``"<label> <path>: ..."``."""
     p = Path(path)
-    if not p.exists():
-        raise UsageError(f"{label} {path}: not found")
-    if not p.is_file():
-        raise UsageError(f"{label} {path}: is a folder, not a file")
-    if p.stat().st_size > LIMITS["grid_bytes"]:
+    if str(path) == "":
+        raise UsageError(f"{label}: empty file name")
+    st = input_file(p, f"{label} {path}")  # a FIFO or /dev/zero is refused, never read
+    if st.st_size > LIMITS["grid_bytes"]:
         raise UsageError(f"{label} {path}: larger than {LIMITS['grid_bytes'] // 2**20} MiB")
     suffix = p.suffix.lower()
     try:

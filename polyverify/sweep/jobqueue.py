@@ -2,9 +2,11 @@
 checked without submitting or writing anything, and the job script each job runs."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import re
+import time
 
 from polyverify.cli import UsageError, one_line
 
@@ -64,8 +66,142 @@ class JobqueueSpec:
 
     def make_cluster(self):
         """The dask-jobqueue cluster (its scheduler starts in this process; no job is submitted
-        before ``scale``).  Call it while :meth:`dask_config` is set: each job reads it as it is made."""
-        return getattr(_import_jobqueue(), self.cluster_class)()
+        before ``scale``).  Call it while :meth:`dask_config` is set: each job reads it as it is made.
+        Its jobs are of a subclass of the system's job class (dask-jobqueue's ``job_cls``) that
+        records what each submission gave in ``cluster.job_cls.submissions`` (a :class:`Submissions`),
+        which :func:`await_first_worker` reads."""
+        cls = getattr(_import_jobqueue(), self.cluster_class)
+        return cls(job_cls=_recording_job_cls(cls.job_cls, Submissions()))
+
+
+class Submissions:
+    """What the batch jobs' submissions gave, as the cluster's event loop made them: the job ids
+    of those submitted (``ids``) and the errors of those that failed (``failures``)."""
+
+    def __init__(self):
+        self.ids: list[str] = []
+        self.failures: list[BaseException] = []
+
+    @property
+    def done(self) -> int:
+        return len(self.ids) + len(self.failures)
+
+
+class _SubmissionFailed(asyncio.CancelledError):
+    """What a recording job raises in the cluster's loop when its submission failed: the failure
+    itself is recorded for the driver to report (one line, exit 2).  Raised into the loop as it
+    is (a RuntimeError in dask-jobqueue's ``_call``), it would end the cluster's ``_correct_state``
+    task with an exception that nobody awaits -- ``scale`` schedules that task with tornado's
+    ``add_callback`` -- which tornado logs as a traceback ("Exception in callback ...") while the
+    driver waits forever for a worker; a cancellation ends the task quietly (tornado logs no
+    CancelledError), after the cluster has taken the job into its state (it closes it with the
+    others: no job id, nothing to cancel)."""
+
+
+def _recording_job_cls(base, submissions: Submissions):
+    """A subclass of dask-jobqueue's job class ``base`` whose ``start`` (the submission: the
+    script written, ``sbatch``/``qsub`` run, the job id read from its answer) records its outcome
+    in ``submissions``."""
+
+    class RecordingJob(base):
+        async def start(self):
+            try:
+                await super().start()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 -- whatever the submission raised is its failure
+                from distributed.core import Status
+
+                # failed (not left "created"): the cluster's close requires each job it made to be
+                # closing, closed or failed, and would stop half-way (its loop left to the exit hooks)
+                self.status = Status.failed
+                submissions.failures.append(e)
+                raise _SubmissionFailed(one_line(e)) from e
+            submissions.ids.append(self.job_id)
+
+    RecordingJob.submissions = submissions
+    RecordingJob.__name__ = RecordingJob.__qualname__ = f"Recording{base.__name__}"
+    return RecordingJob
+
+
+def submission_error(job: JobqueueSpec, e: BaseException, failed: int = 1, jobs: int = 1) -> str:
+    """The one line that says a job's submission failed (``failed`` of ``jobs``; ``e`` the first
+    failure): the command, its exit status and what it wrote on stderr (its lines joined; stdout
+    when stderr is empty), as dask-jobqueue's error holds them (a RuntimeError: ``Command exited
+    with non-zero exit code.``, then lines ``Exit code: 1``, ``Command:``, ``stdout:`` and
+    ``stderr:``, each followed by its text)."""
+    cmd = job.submit_command.split()[0]
+    which = f" for {failed} of {jobs} jobs" if jobs > 1 else ""
+    text = str(e)
+    m = re.search(r"^Exit code: (-?\d+)$", text, re.M)
+    if isinstance(e, RuntimeError) and m:
+        out = re.search(r"^stdout:\n(.*?)^stderr:\n(.*)\Z", text, re.M | re.S)
+        said = ""
+        for part in (out.groups()[::-1] if out else ()):
+            lines = [ln.strip() for ln in part.splitlines() if ln.strip()]
+            if lines:
+                said = "; ".join(lines)
+                break
+        what = f"{cmd} failed{which} (exit status {m.group(1)}): {said[:400] or 'it wrote nothing'}"
+    elif isinstance(e, ValueError) and "job id" in text:
+        answer = text.split("output is:", 1)[-1].strip()
+        what = (f"{cmd} answered without a job id{which} ({one_line(answer)[:200] if answer else 'no output'}; "
+                f"the job may have been submitted: check the queue)")
+    else:
+        what = f"{cmd} could not submit the job{which} ({type(e).__name__}: {one_line(e)[:300]})"
+    return f"jobqueue config {job.path}: {what}"
+
+
+def await_first_worker(client, cluster, job: JobqueueSpec, jobs: int, timeout: float, say=None) -> list[str]:
+    """Wait, ``timeout`` seconds in all, until every one of the ``jobs`` submissions has been made
+    and the first worker of the jobs has connected; the job ids.  Polls the submissions
+    (:class:`Submissions`, filled in by the cluster's loop) between short waits for a worker
+    (``client.wait_for_workers``): a submission that failed is a :class:`SweepInputError`
+    (:func:`submission_error`) as soon as every submission has answered (a few seconds: they are
+    made at once), as is the time running out.  ``say``: called once with a line
+    when every job is submitted (the wait for their workers may be long: the jobs are queued)."""
+    from distributed import TimeoutError as DaskTimeoutError
+
+    subs: Submissions = cluster.job_cls.submissions
+    deadline = time.monotonic() + timeout
+    submitted = False
+    while True:
+        left = deadline - time.monotonic()
+        if subs.failures and (subs.done >= jobs or left <= 0):  # every submission's outcome, then the report
+            raise SweepInputError(submission_error(job, subs.failures[0], len(subs.failures), jobs))
+        if not submitted and subs.done >= jobs:
+            submitted = True
+            if say is not None:
+                say(f"submitted {jobs} {job.system} job(s) ({_id_list(subs.ids)}); waiting up to "
+                    f"{timeout:g} s for the first worker (--connect-timeout)")
+        if left <= 0:
+            raise SweepInputError(_no_worker(job, jobs, timeout, subs, submitted))
+        if not submitted:
+            time.sleep(min(0.05, left))
+            continue
+        try:
+            client.wait_for_workers(1, timeout=max(0.05, min(1.0, left)))
+        except (DaskTimeoutError, TimeoutError):
+            continue
+        if not subs.failures:
+            return list(subs.ids)
+
+
+def _id_list(ids) -> str:
+    """Job ids in order (numbers by value; the submissions answer in any order)."""
+    return ", ".join(sorted(map(str, ids), key=lambda s: (len(s), s)))
+
+
+def _no_worker(job: JobqueueSpec, jobs: int, timeout: float, subs: Submissions, submitted: bool) -> str:
+    where = f"jobqueue config {job.path}"
+    cmd = job.submit_command.split()[0]
+    if not submitted:
+        return (f"{where}: {cmd} did not answer for {jobs - subs.done} of {jobs} job(s) within {timeout:g} s "
+                f"(--connect-timeout)")
+    logs = job.options.get("log-directory")
+    return (f"{where}: no worker of the {jobs} {job.system} job(s) ({_id_list(subs.ids)}) connected within "
+            f"{timeout:g} s (--connect-timeout): still queued, or ended before their workers started (see the "
+            f"jobs' logs{' in ' + str(logs) if logs else ''}); the jobs are cancelled")
 
 
 @contextlib.contextmanager

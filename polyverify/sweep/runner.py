@@ -12,11 +12,12 @@ from pathlib import Path
 
 from polyverify.cli import atomic_write_text, interactive, one_line, output_dir
 
-from .base import CONNECT_TIMEOUT_S, SweepInputError, SweepResult, _finite_number, _now, canonical, cell_id, csv_text, load_cell
+from .base import (CONNECT_TIMEOUT_MAX_S, CONNECT_TIMEOUT_S, JOBQUEUE_CONNECT_TIMEOUT_MAX_S, JOBQUEUE_CONNECT_TIMEOUT_S,
+                   SweepInputError, SweepResult, _finite_number, _now, canonical, cell_id, csv_text, load_cell)
 from .cluster import (_check_scheduler, _dashboard, _local_cluster, _resource_rule, _warn_unoffered, _worker_resources,
-                      check_out, check_resources, default_workers, local_cluster_config, probe_scheduler,
-                      read_scheduler_file)
-from .jobqueue import JobqueueSpec, check_submit_command, read_jobqueue_config
+                      check_out, check_resources, check_written_file, default_workers, local_cluster_config,
+                      probe_scheduler, read_scheduler_file)
+from .jobqueue import JobqueueSpec, await_first_worker, check_submit_command, read_jobqueue_config
 from .versions import _write_record, check_record, check_worker_versions, code_version, default_preload, record_digest
 
 # ------------------------------------------------------------------ progress
@@ -87,7 +88,7 @@ def _check_configs(cell: str, configs) -> list[str]:
 
 def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = None, scheduler: str | None = None,
              retries: int = 1, progress: bool | None = None, name: str = "sweep",
-             on_start=None, connect_timeout: float = CONNECT_TIMEOUT_S, preload=None,
+             on_start=None, connect_timeout: float | None = None, preload=None,
              warn=None, scheduler_file=None, jobqueue=None, jobs: int = 1, resources=None) -> SweepResult:
     """Run ``cell`` (``"package.module:function"``, a top-level ``f(config: dict) -> dict``) on
     every config, one Dask task each, and write ``out_dir/cells/<id>.json`` as each finishes and
@@ -101,8 +102,11 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     was made by this code (:func:`code_version`) and is whole (:func:`check_record`); any other is
     computed again, with a warning line on stderr (``warn``: a function taking the line instead).
     Failed cells run again.  ``connect_timeout``: seconds for ``scheduler`` to answer as a Dask
-    scheduler (:func:`probe_scheduler`); ``preload``: the modules each worker imports as it starts
-    (default: :func:`default_preload`), so that no cell's time counts an import.  Bad arguments, and a
+    scheduler (:func:`probe_scheduler`; default :data:`CONNECT_TIMEOUT_S`, at most
+    :data:`CONNECT_TIMEOUT_MAX_S`), or for a batch cluster (``jobqueue``) to submit its jobs and give
+    its first worker (:func:`await_first_worker`; default :data:`JOBQUEUE_CONNECT_TIMEOUT_S`, at
+    most :data:`JOBQUEUE_CONNECT_TIMEOUT_MAX_S`); ``preload``: the modules each worker imports as
+    it starts (default: :func:`default_preload`), so that no cell's time counts an import.  Bad arguments, and a
     scheduler that cannot be reached, raise :class:`SweepInputError` (a ValueError) before anything
     is started or written.
 
@@ -111,7 +115,10 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     scheduler, every worker's code version must be this driver's (:func:`check_worker_versions`);
     a worker that joins later and differs fails each cell it is given (:func:`execute_cell`).
     ``jobqueue``: a batch cluster (a :class:`JobqueueSpec` or the path of its config file,
-    :func:`read_jobqueue_config`) started here with ``jobs`` jobs, instead of the local cluster.
+    :func:`read_jobqueue_config`) started here with ``jobs`` jobs, instead of the local cluster: a
+    submission that fails (``sbatch`` exits non-zero: its stderr in the message) or no worker within
+    ``connect_timeout`` is a :class:`SweepInputError`, raised before anything is written, the jobs
+    cancelled.
     ``resources``: the Dask worker resources each cell asks for -- None (:func:`cell_resources`:
     ``{"GPU": 1}`` for a cell on a GPU), one dict for every cell, or a function of the config;
     used on an existing scheduler and a batch cluster (on the local cluster every worker shares
@@ -120,7 +127,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     t_start = time.perf_counter()
     load_cell(cell)
     ids = _check_configs(cell, configs)
-    scheduler, where_scheduler, jobqueue, cell_res = _check_run_arguments(
+    scheduler, where_scheduler, jobqueue, cell_res, connect_timeout = _check_run_arguments(
         configs, workers, scheduler, retries, jobs, resources, scheduler_file, jobqueue, connect_timeout)
     preload = default_preload(cell) if preload is None else list(preload)
     out = check_out(out_dir)
@@ -142,17 +149,20 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
         if todo and scheduler is not None:
             client = _connect(scheduler, where_scheduler, connect_timeout, cell, version)
         out = output_dir("--out", out)
+        if todo and client is None:
+            cluster = _start_cluster(jobqueue, jobs, workers, retries, settings)
+            from distributed import Client
+
+            client = Client(cluster)
+            if jobqueue is not None:  # before anything is written: the jobs submitted, a worker there
+                await_first_worker(client, cluster, jobqueue, jobs, connect_timeout,
+                                   say=lambda line: rep.say(f"{name}: {line}"))
         from polyverify.cli import make_folder  # output_dir only checks; made here, removed on Ctrl-C if unfilled
 
         make_folder(cells)
         if not todo:
             rep.say(f"{name}: all {len(ids)} cells finished earlier in {out}; nothing to run")
         else:
-            if client is None:
-                cluster = _start_cluster(jobqueue, jobs, workers, retries, settings)
-                from distributed import Client
-
-                client = Client(cluster)
             cpu = _announce_and_run(client, cluster, cell, configs, ids, todo, cells, records, resumed, rep, name,
                                     version, scheduler, jobqueue, jobs, retries, preload, cell_res, cluster_info,
                                     on_start, warn)
@@ -200,7 +210,7 @@ def _announce_and_run(client, cluster, cell, configs, ids, todo, cells, records,
 def _check_run_arguments(configs, workers, scheduler, retries, jobs, resources, scheduler_file, jobqueue,
                          connect_timeout) -> tuple:
     """run_grid's arguments checked before anything is started or written: ``(scheduler, how the
-    errors name it, the JobqueueSpec or None, each cell's resources)``."""
+    errors name it, the JobqueueSpec or None, each cell's resources, the connect timeout)``."""
     given = [n for n, v in (("--scheduler", scheduler), ("--scheduler-file", scheduler_file),
                             ("--jobqueue", jobqueue)) if v is not None]
     if len(given) > 1:
@@ -232,14 +242,20 @@ def _check_run_arguments(configs, workers, scheduler, retries, jobs, resources, 
                 raise SweepInputError(f"jobqueue config {jobqueue.path}: cells ask for the worker resource(s) "
                                       f"{', '.join(sorted(needs - set(offered)))} and the jobs' workers offer none")
         check_submit_command(jobqueue)
-    if not _finite_number(connect_timeout) or not 0 < connect_timeout <= 600:
-        raise SweepInputError(f"--connect-timeout must be a number of seconds in (0, 600], got {connect_timeout!r}")
-    return scheduler, where_scheduler, jobqueue, cell_res
+    default, most = ((JOBQUEUE_CONNECT_TIMEOUT_S, JOBQUEUE_CONNECT_TIMEOUT_MAX_S) if jobqueue is not None
+                     else (CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_MAX_S))
+    if connect_timeout is None:
+        connect_timeout = default
+    if not _finite_number(connect_timeout) or not 0 < connect_timeout <= most:
+        raise SweepInputError(f"--connect-timeout must be a number of seconds in (0, {most:g}]"
+                              f"{' with --jobqueue' if jobqueue is not None else ''}, got {connect_timeout!r}")
+    return scheduler, where_scheduler, jobqueue, cell_res, connect_timeout
 
 
 def _finished_records(cell, ids, configs, cells: Path, version: dict, name: str, warn) -> dict[str, dict]:
     """The records of an earlier run that can be reused (:func:`check_record`); a warning line for
     each finished file that cannot (ten at the most, then their count)."""
+    check_record_paths(cells, ids)
     records: dict[str, dict] = {}
     stale: list[str] = []
     for cid, config in zip(ids, configs):
@@ -253,6 +269,16 @@ def _finished_records(cell, ids, configs, cells: Path, version: dict, name: str,
     if len(stale) > 10:
         warn(f"warning: {name}: {len(stale) - 10} more finished cell file(s) cannot be reused; computing them again")
     return records
+
+
+def check_record_paths(cells: Path, ids) -> None:
+    """Every cell's record path (``cells/<id>.json``) is a regular file or nothing, else a
+    :class:`SweepInputError` before any work (:func:`check_written_file`)."""
+    if not cells.is_dir():
+        return
+    for cid in ids:
+        check_written_file(cells / f"{cid}.json", f"--out {cells.parent}: cells/{cid}.json",
+                           "the cell's record is written there")
 
 
 def _connect(scheduler: str, where_scheduler, connect_timeout: float, cell: str, version: dict):
@@ -354,7 +380,8 @@ def _summary(path: Path, name, cell, version, rows, ran, skipped, failed, wall, 
     entry per run into this folder (the earlier ones read from the previous ``sweep.json``)."""
     runs = []
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        prev = json.loads(path.read_text())
+        # only a regular file is read (check_out refuses anything else there before the run; never a FIFO's wait)
+        prev = json.loads(path.read_text()) if path.is_file() else {}
         runs = [r for r in prev.get("runs", []) if isinstance(r, dict)]
     runs = (runs + [{"finished": _now(), "ran": ran, "failed": failed, "wall_s": wall, "cells_cpu_s": cpu,
                      "cluster": cluster_info, "argv": sys.argv[1:]}])[-100:]

@@ -10,12 +10,13 @@ import importlib
 import importlib.util
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
 from polyverify.cli import atomic_write_text, one_line
 
-from .base import SweepInputError, _finite_number, canonical
+from .base import SweepInputError, _finite_number, canonical, not_a_regular_file
 
 # ------------------------------------------------------------------ which code made a record
 
@@ -158,8 +159,13 @@ def record_digest(rec: dict) -> str:
 
 def check_record(path: Path, cell: str, cid: str, config: dict, version: dict) -> tuple[dict | None, str | None]:
     """A finished record that may be reused for this cell, or ``(None, why not)``; ``(None, None)``
-    when there is none (a missing file, a failed cell: run again, nothing to warn about)."""
+    when there is none (a missing file, a failed cell: run again, nothing to warn about).  Only a
+    regular file is read (a FIFO would block the run, /dev/zero never end); anything else there is
+    ``(None, why)`` (the command refuses it before any work: ``check_record_paths``)."""
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return None, not_a_regular_file(mode)
         text = path.read_text()
     except FileNotFoundError:
         return None, None

@@ -151,8 +151,8 @@ BAD = [
     (_cfg(SLURM_OK), ["--jobs", "257"], "--jobs = 257 exceeds the limit 256"),
     (_cfg(SLURM_OK), ["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler and --jobqueue: give one place"),
     (_cfg(SLURM_OK), ["--workers", "2"], "--workers sizes the local cluster; it cannot be combined with --jobqueue"),
-    (_cfg(SLURM_OK), ["--connect-timeout", "3"],
-     "--connect-timeout applies to --scheduler only (an address given directly or by --scheduler-file"),
+    (_cfg(SLURM_OK), ["--connect-timeout", "700000"],
+     "--connect-timeout must be a number of seconds in (0, 604800] with --jobqueue, got 700000"),
     (None, ["--jobs", "2"], "--jobs applies to --jobqueue only"),
     (None, ["--print-job-script"], "--print-job-script applies to --jobqueue only"),
 ]
