@@ -17,7 +17,7 @@ and ``verify.prover.proof`` proves them; neither imports the other's internals:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 RESIDUAL_CHARS = 300
 
@@ -145,9 +145,16 @@ class ProofResult:
     #: symbolic).  Where either differs the construction was proved at the concrete values
     #: instead (``symbolic_params`` empty) and this says why (``verify.prover.proof.prove``)
     symbolic_cover: str = ""
+    #: set by the prover's kernel only (``verify.prover.kernel.conclude``): a digest of what was proved;
+    #: a result whose seal is missing or no longer matches its fields is not PROVED (``kernel.verdict``)
+    seal: str = field(default="", repr=False, compare=False)
+    #: what kind of result this is: ``"proof"`` (an identity proved exactly), ``"witness"`` (a claim
+    #: certified on a witness: its verdict word is WITNESSED, never PROVED)
+    kind: ClassVar[str] = "proof"
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d.pop("seal", None)  # the kernel's token, not a finding
         return d
 
 

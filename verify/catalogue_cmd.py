@@ -9,7 +9,7 @@ from polyverify.cli import atomic_write_text, output_file
 
 from . import bounded
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
-                         print_proof, verdict_of)
+                         holds, print_proof, verdict_of)
 
 # Light at import (numpy, the proof and the catalogue's modules are imported where the work
 # starts): ``python -m verify.construct NAME --help`` and NAME's argument errors read the entry
@@ -151,4 +151,4 @@ def cmd_entry(entry, a, out) -> int:
                                                  ("randomized" if a.check == "random" else "proof"): res.to_json()},
                                                 indent=1, default=str))
         print(f"report written to {json_path}", file=out)
-    return 0 if res.ok else 1
+    return 0 if holds(res) else 1

@@ -40,7 +40,7 @@ from .prover import modular
 # the arguments, limits and argument checks live in the light verify/circuit_args.py (re-exported here)
 from .circuit_args import (LARGE_LIMITS, LIMITS, add_arguments, check_arguments, float_trials_of,  # noqa: F401
                            limits_help)
-from .cli_common import UsageError, print_proof
+from .cli_common import UsageError, holds, print_proof
 from .export import check_export_arguments, write_export
 
 def _load_circuit(a, lim: dict):
@@ -187,7 +187,7 @@ def cmd_circuit(a, out) -> int:
     if a.json:
         atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
         print(f"report written to {a.json}", file=out)
-    ok = proof.ok and mod["exact_agreement"] == a.trials
+    ok = holds(proof) and mod["exact_agreement"] == a.trials
     return EXIT_OK if ok else EXIT_FAILED
 
 

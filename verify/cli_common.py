@@ -100,20 +100,35 @@ def call_check(fn, a, where: str = ""):
 
 
 def verdict_of(res) -> tuple[str, str]:
-    """The JSON report's ``verdict`` (``proved``, ``passed-randomized`` or ``failed``) and the
-    verdict line of an exact proof's or a randomized check's result."""
+    """The JSON report's ``verdict`` (``proved``, ``witnessed``, ``passed-randomized`` or ``failed``)
+    and the verdict line of an exact proof's or a randomized check's result.  An exact result's word
+    is the prover kernel's (``verify.prover.kernel.verdict``): PROVED only for a result it sealed."""
     if getattr(res, "method", "") == "random":
         return res.verdict, res.verdict_line()
-    return ("proved", "PROVED") if res.ok else ("failed", "FAILED")
+    from .prover.kernel import verdict
+
+    v = verdict(res)
+    return v.word, v.value
+
+
+def holds(res) -> bool:
+    """Exit status 0 or 1: an exact result that the kernel calls PROVED (or WITNESSED), a randomized
+    check that passed."""
+    if getattr(res, "method", "") == "random":
+        return bool(res.ok)
+    from .prover.kernel import verdict
+
+    return verdict(res).holds
 
 
 def print_proof(res: "ProofResult", out) -> None:
     if getattr(res, "method", "") == "random":
         print_randomized(res, out)
         return
-    status = "PROVED" if res.ok else "FAILED"
+    status = verdict_of(res)[1]
+    what = "check" if getattr(res, "kind", "proof") == "witness" else "proof"  # a witness is certified, not proved
     sym = f" (symbolic in {', '.join(res.symbolic_params)})" if res.symbolic_params else ""
-    print(f"proof: {status} in {res.seconds:.3f} s{sym}; {res.entries_checked} state entries checked; "
+    print(f"{what}: {status} in {res.seconds:.3f} s{sym}; {res.entries_checked} state entries checked; "
           f"sections {', '.join(k + '=' + ('ok' if v else 'FAIL') for k, v in res.sections.items())}; "
           f"exact arithmetic: {res.backend}"
           + (f", {res.ring.split(' (')[0]} ring" if res.ring != "full" else ""), file=out)

@@ -29,6 +29,7 @@ from .compiler_report_sections import (ATTENTION, GD_SIZES, PLAN_ABBREV, SEQUENC
                                        _section_attention_gd, _section_b, _section_budget, _section_c,
                                        _section_trace, _state, _table_a, _table_b, _table_h21, _targets_table,
                                        markdown)
+from .prover.kernel import is_proved, verdict
 
 #: default and --quick sizes: builder name -> positional arguments (horner: its coefficients)
 SIZES = {
@@ -124,7 +125,7 @@ def compile_cell(builder: str, args: tuple, g, circuit: dict, target: str) -> di
         inner = [list(kh) for kh in zip(cm["plan"], cm["heads"])] if family == "attention" else \
             _inner_channels(g, target)
     cell.update(
-        status="PROVED" if r.ok else "FAILED", message=None if r.ok else r.failure.describe(),
+        status=verdict(r).value, message=None if is_proved(r) else r.failure.describe(),
         layers=len(layers), reported_layers=cm["layers"], tokens=tokens, channels=channels,
         params=cm.get("params") or param_counts(layers), plan=plan, inner_channels=inner,
         modules=cm.get("modules"),
@@ -183,11 +184,11 @@ def gd_rows(mode: str, log) -> list[dict]:
                "state": list(con.layout.shape),
                "params_body": param_counts(con.body),
                "params_all": param_counts(list(con.prologue) + list(con.body) + list(con.epilogue)),
-               "proved": r.ok, "symbolic_params": list(r.symbolic_params),
+               "proved": is_proved(r), "symbolic_params": list(r.symbolic_params),
                "fixed_params": {k: str(v) for k, v in con.params.items() if k not in r.symbolic_params},
                "build_cpu_s": bcpu, "build_wall_s": bwall, "proof_cpu_s": pcpu, "proof_wall_s": pwall}
         rows.append(row)
-        log(f"{'PROVED' if r.ok else 'FAILED'} gd --arch {arch} at N={n}, D={d}: "
+        log(f"{verdict(r).value} gd --arch {arch} at N={n}, D={d}: "
             f"{_n(row['layers_per_step'], 'layer')} per step + {row['fixed_layers']}, state "
             f"{con.layout.shape[0]} x {con.layout.shape[1]}; proof {pcpu:.3f} s CPU")
     return rows
@@ -245,7 +246,7 @@ def trace_example() -> dict:
     con = compile_circuit(g, name=builder, target=target)
     proof = prove(con)
     tr = trace(con, seed=0)
-    return {"call": call_text(builder, args), "target": target, "proved": bool(proof.ok),
+    return {"call": call_text(builder, args), "target": target, "proved": is_proved(proof),
             "layers": len(con.layers(0)), "state": list(con.layout.shape), "prime": tr.prime,
             "draws": tr.draws, "error_bound": tr.error_bound,
             "tables": [tr.markdown(i) for i in range(len(tr.layers))], "legend": tr.legend(),

@@ -14,6 +14,7 @@ import json
 from constructions.catalogue import errata
 
 from .cli_common import markdown_table
+from .prover.kernel import is_proved
 from .prover.proof import check
 
 
@@ -26,7 +27,7 @@ def run_all() -> list[dict]:
         ce = bad.failure.counterexample if bad.failure else None
         rows.append({
             "id": eid, "paper": e.paper, "location": e.location, "as_printed": e.as_printed,
-            "correction": e.correction, "as_printed_rejected": not bad.ok, "corrected_proved": good.ok,
+            "correction": e.correction, "as_printed_rejected": not is_proved(bad), "corrected_proved": is_proved(good),
             "failure": bad.failure.describe() if bad.failure else None,
             "residual": bad.failure.residual if bad.failure else None,
             "counterexample": None if ce is None else

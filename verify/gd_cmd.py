@@ -25,7 +25,7 @@ from polyverify.cli import atomic_write_text, check_memory, check_range, output_
 from polyverify.rational import parse_rational
 
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
-                         check_export_suffix, input_file, print_proof, verdict_of)
+                         check_export_suffix, holds, input_file, print_proof, verdict_of)
 
 if TYPE_CHECKING:  # annotations only: the command imports the constructions when it runs
     from constructions.base import Construction
@@ -550,4 +550,4 @@ def cmd_gd(a, out) -> int:
     if json_path:
         atomic_write_text(json_path, json.dumps(report, indent=1, default=str), "--json")
         print(f"\nreport written to {json_path}", file=out)
-    return 0 if proof.ok else 1
+    return 0 if holds(proof) else 1

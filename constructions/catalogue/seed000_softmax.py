@@ -37,6 +37,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import ClassVar
 
 import mpmath
 import numpy as np
@@ -235,9 +236,12 @@ def _ends(x) -> tuple[str, str]:
 @dataclass
 class WitnessResult(ProofResult):
     """A ``ProofResult`` for a claim checked on a witness: ``ok`` is True when the
-    witness was found and certified; ``witness`` says which input and entry."""
+    witness was found and certified; ``witness`` says which input and entry.  Its verdict word is
+    WITNESSED (``verify.prover.kernel.verdict``): an inequality certified at one input, not an
+    identity proved."""
 
     witness: dict = field(default_factory=dict)
+    kind: ClassVar[str] = "witness"
 
 
 def check_softmax_square(weights: dict, n: int, d: int, *, digits: int = 50,

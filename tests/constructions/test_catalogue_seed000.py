@@ -109,7 +109,10 @@ def test_cli_json(tmp_path, name):
     assert main([name, "--json", str(path)], out=out) == 0
     rep = json.loads(path.read_text())
     assert rep["command"] == name and rep["proof"]["ok"] is True and rep["proof"]["failure"] is None
-    assert "proof: PROVED" in out.getvalue()
+    # a certified witness (seed 000 Thm. D.31) is WITNESSED, never PROVED; everything else is PROVED
+    witness = rep["proof"].get("witness") is not None
+    assert ("check: WITNESSED" if witness else "proof: PROVED") in out.getvalue()
+    assert rep["verdict"] == ("witnessed" if witness else "proved")
     if name in CONSTRUCTION_NAMES:
         assert rep["built"]["kind"] == "construction" and rep["built"]["state_size"] > 0
     else:

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from polyverify.cli import UsageError, atomic_write_text
 from polyverify.rational import parse_rational
+from verify.prover.kernel import is_proved, verdict
 
 from . import FORMATS, mapping, search
 from .common import ImportRefused, describe_not_proved
@@ -183,7 +184,7 @@ def _training_text(v: dict) -> str:
 
 
 def _verdict_line(res) -> str:
-    return "PROVED" if res.ok else "FAILED"
+    return verdict(res).value
 
 
 def prove_bounded(a, st, out) -> int:
@@ -246,13 +247,13 @@ def _verdict_part(a, st, out) -> dict:
               "training_state": training}
     if getattr(imp, "declared_rationals", None) is not None:
         report["declared_rationals"] = {k: v for k, v in imp.declared_rationals.items() if k != "summary"}
-    if res.ok:
+    if is_proved(res):
         report["verdict"] = _verdict_proved(st, values, pinfo, dropped, outside, out)
     else:
         report["verdict"] = _verdict_failed(a, st, res.failure, outside, out)
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
-    return {"rc": 0 if res.ok else 1, "report": report, "search": not res.ok and not a.no_search,
+    return {"rc": 0 if is_proved(res) else 1, "report": report, "search": not is_proved(res) and not a.no_search,
             "values": values, "pinfo": pinfo}
 
 

@@ -1,8 +1,10 @@
 """What a proof of weights covers: whether concrete weights are an instance of the symbolic
 construction (:func:`symbolic_cover`), and whether a specification with concrete parameters is the
-symbolic one's at those values (:func:`specification_cover`); :func:`_cover_text` words the verdict."""
+symbolic one's at those values (:func:`specification_cover`); :func:`proof_cover` says whether a
+proof in fresh symbols covers the construction (a :class:`Cover`, read by the proof, not its text)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -11,23 +13,34 @@ from constructions import ops
 from constructions.base import Construction
 from .rings import (FloatRefused, SymbolicProblem, _SympyArith, _declared_states, _truncate, display_name,
                     entry_name, exact_float)
-from .locate import _entry_differs
+from .kernel import differing as _differing, is_zero as _is_zero
 
 
-def _cover_text(con: Construction, params, layers_differ: str | None, memo=None) -> str:
-    """What the symbolic proof covers: "the layers rebuilt on symbolic ... equal the
-    construction's own ... and so does the specification ..." when both checks pass
-    (:func:`symbolic_cover`, :func:`specification_cover`), else the first difference, starting
-    "the layers ..., differ" or "the specification ..., differs"."""
+@dataclass(frozen=True)
+class Cover:
+    """Whether a proof in fresh symbols stands for the construction at its parameters (``covers``):
+    its layers and its specification, rebuilt on the symbols and evaluated at the parameters, are
+    exactly the construction's own; ``text`` says so, or names the first difference."""
+
+    covers: bool
+    text: str
+
+
+def proof_cover(con: Construction, params, layers_differ: str | None, memo=None) -> Cover:
+    """What the symbolic proof covers (:func:`symbolic_cover` found ``layers_differ``; then
+    :func:`specification_cover`): covered, with "the layers rebuilt on symbolic ... equal the
+    construction's own ... and so does the specification ...", or not, with the first difference
+    ("the symbolic build's layers ..., differ" or "... specification ..., differs")."""
     names, at = ", ".join(params), _param_text(con, params)
     if layers_differ is not None:
-        return f"the symbolic build's layers (on {names}), at {at}, differ from the construction's own ({layers_differ})"
+        return Cover(False, f"the symbolic build's layers (on {names}), at {at}, differ from the construction's own "
+                            f"({layers_differ})")
     spec_differ = specification_cover(con, params, memo)
     if spec_differ is not None:
-        return (f"the symbolic build's specification (on {names}), at {at}, differs from the construction's own "
-                f"({spec_differ})")
-    return (f"the layers rebuilt on symbolic {names} equal the construction's own at {at}, and so does the "
-            f"specification ({', '.join(SPEC_OUTPUTS)}, compared as polynomials)")
+        return Cover(False, f"the symbolic build's specification (on {names}), at {at}, differs from the "
+                            f"construction's own ({spec_differ})")
+    return Cover(True, f"the layers rebuilt on symbolic {names} equal the construction's own at {at}, and so does the "
+                       f"specification ({', '.join(SPEC_OUTPUTS)}, compared as polynomials)")
 
 
 def _param_text(con: Construction, params) -> str:
@@ -315,4 +328,35 @@ def _spec_compare(mine, theirs, ar, sub) -> str | None:
         d = _entry_differs(what, ar.array(y), ar.array(x), sub)
         if d:
             return d
+    return None
+
+
+def _entry_differs(what: str, a, b, sub) -> str | None:
+    """The first entry where ``b`` at the concrete parameters differs from ``a``.  An entry equal
+    as a polynomial before the substitution holds no parameter generator (``a`` holds none), so
+    only the others are substituted (the substitution is most of the cost)."""
+    if a.shape != b.shape:
+        return f"{what}: shape {b.shape} against the construction's own {a.shape}"
+    af, bf = a.reshape(-1), b.reshape(-1)
+    try:
+        differ = np.flatnonzero(_differing(af, bf)).tolist()
+    except (TypeError, ValueError):
+        differ = range(af.size)
+    seen: set = set()  # (b's entry, a's entry) pairs found equal: the same objects, the same verdict
+    subbed: dict = {}  # b's entries substituted, by object (a value replicated over tokens: once)
+    for h in differ:
+        bx, y = bf[h], af[h]  # both alive in bf, af: their ids are unique while the loop runs
+        key = (id(bx), id(y))
+        if key in seen:
+            continue
+        x = subbed.get(id(bx))
+        if x is None:
+            x = subbed[id(bx)] = sub(bx)
+        if x is y or _is_zero(x - y):
+            seen.add(key)
+            continue
+        ix = np.unravel_index(h, a.shape) if a.shape else ()
+        entry = ",".join(str(int(i)) for i in ix)
+        return (f"{what}[{entry}]: {_truncate(str(x), 120)} at the concrete parameters, the construction's "
+                f"own {_truncate(str(y), 120)}")
     return None

@@ -7,37 +7,10 @@ import random
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
-from constructions.base import PartialState
 from constructions.claims import LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES, Counterexample, LayerMismatch
 from constructions.weights_io import same_layer
-from .rings import _as_poly, _declared_in, _declared_states, _differing, _is_zero, _run, _truncate
-
-
-def _first_mismatch(got, expected):
-    """The first entry (in row-major order) where the two states differ, and the difference;
-    the comparison runs entry by entry in numpy's loop (each entry's own ``!=``; each distinct
-    pair of objects once, :func:`_differing`)."""
-    try:
-        differ = _differing(got, expected)
-    except (TypeError, ValueError):  # an entry whose != is not a bool: one by one below
-        differ = None
-    if differ is not None:
-        # a flagged entry is a mismatch only if the difference is nonzero: ``!=`` between exact
-        # types of different kinds (a sympy ring constant, whose coefficients are FLINT fmpq, and
-        # a Fraction) says "differ" for equal values
-        for h in np.flatnonzero(differ).tolist():
-            idx = tuple(int(i) for i in np.unravel_index(h, expected.shape))
-            diff = got[idx] - expected[idx]
-            if not _is_zero(diff):
-                return idx, diff
-        return None, None
-    for idx in np.ndindex(expected.shape):
-        g, e = got[idx], expected[idx]
-        if g is not e and not (g == e) and not _is_zero(g - e):
-            return idx, g - e
-    return None, None
+from .kernel import first_masked_mismatch as _first_masked_mismatch, first_mismatch as _first_mismatch
+from .rings import _as_poly, _declared_in, _declared_states, _run, _truncate
 
 
 def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: int = 0) -> Counterexample | None:
@@ -58,14 +31,6 @@ def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: in
                                   str(Fraction(int(got(*vals).numerator), int(got(*vals).denominator))),
                                   str(Fraction(int(expected(*vals).numerator), int(expected(*vals).denominator))))
     return None  # pragma: no cover - unreachable for a nonzero polynomial
-
-
-def _first_masked_mismatch(got, want: PartialState):
-    for idx in zip(*np.nonzero(want.mask)):
-        diff = got[idx] - want.expected[idx]
-        if not (diff == 0):
-            return tuple(int(i) for i in idx), diff
-    return None, None
 
 
 def _first_off_declared(states, declared, target):
@@ -151,34 +116,3 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
     return _Location(n - 1, LOCATED_LAST,
                      f"{why_not}: located where the residual appears ({sec} layer {n - 1}, the section's last "
                      f"layer), not necessarily the culprit layer")
-
-
-def _entry_differs(what: str, a, b, sub) -> str | None:
-    """The first entry where ``b`` at the concrete parameters differs from ``a``.  An entry equal
-    as a polynomial before the substitution holds no parameter generator (``a`` holds none), so
-    only the others are substituted (the substitution is most of the cost)."""
-    if a.shape != b.shape:
-        return f"{what}: shape {b.shape} against the construction's own {a.shape}"
-    af, bf = a.reshape(-1), b.reshape(-1)
-    try:
-        differ = np.flatnonzero(_differing(af, bf)).tolist()
-    except (TypeError, ValueError):
-        differ = range(af.size)
-    seen: set = set()  # (b's entry, a's entry) pairs found equal: the same objects, the same verdict
-    subbed: dict = {}  # b's entries substituted, by object (a value replicated over tokens: once)
-    for h in differ:
-        bx, y = bf[h], af[h]  # both alive in bf, af: their ids are unique while the loop runs
-        key = (id(bx), id(y))
-        if key in seen:
-            continue
-        x = subbed.get(id(bx))
-        if x is None:
-            x = subbed[id(bx)] = sub(bx)
-        if x is y or _is_zero(x - y):
-            seen.add(key)
-            continue
-        ix = np.unravel_index(h, a.shape) if a.shape else ()
-        entry = ",".join(str(int(i)) for i in ix)
-        return (f"{what}[{entry}]: {_truncate(str(x), 120)} at the concrete parameters, the construction's "
-                f"own {_truncate(str(y), 120)}")
-    return None

@@ -51,20 +51,17 @@ import numpy as np
 
 from constructions.base import Construction, run_layers
 from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES,  # noqa: F401
-                                  RESIDUAL_CHARS, Counterexample, Failure, IdentityClaim, LayerMismatch,
-                                  ProofResult, WitnessClaim)
+                                  RESIDUAL_CHARS, Failure, IdentityClaim, ProofResult, WitnessClaim)
 from constructions.layers import Layer
 
-# the prover's names in one place: the rings and specification, the failure location and the covers are
-# their own modules (verify/prover/rings.py, locate.py, cover.py); verify.prover.proof re-exports them
-from .rings import (BACKENDS, FloatRefused, SymbolicProblem, _FLOATISH, _SympyArith, _as_poly, _declared_in,
-                    _declared_states, _differing, _is_floatish_type, _is_zero, _load_sympy, _ring, _run,
-                    _same_stack, _symbolic_spec, _truncate, display_name, entry_name, exact_float, exact_floats,
-                    exact_layer, proof_arithmetic, proof_specification, section_claims)  # noqa: F401
-from .locate import (_Location, _entry_differs, _first_masked_mismatch, _first_mismatch, _first_off_declared,
-                     _locate, find_counterexample)  # noqa: F401
-from .cover import (SPEC_OUTPUTS, _cover_ring, _cover_text, _exact_value, _param_text, _param_values, _spec_compare,
-                    _spec_outputs, specification_cover, symbolic_cover)  # noqa: F401
+# the steps of a proof: choose the ring and build the specification (rings.py, grouped.py), check every
+# section and conclude (kernel.py), cover (cover.py); failure diagnosis (locate.py) is imported only where a
+# section failed.  verify.prover.proof re-exports the public names of the steps.
+from .rings import (BACKENDS, FloatRefused, SymbolicProblem, _as_poly, _declared_states, _load_sympy,  # noqa: F401
+                    _ring, _run, _symbolic_spec, _truncate, display_name, entry_name, exact_float, exact_floats,
+                    exact_layer, proof_arithmetic, proof_specification, section_claims)
+from .kernel import ShapeMismatch, check_sections, conclude, first_masked_mismatch, first_mismatch
+from .cover import Cover, proof_cover, specification_cover, symbolic_cover  # noqa: F401
 
 
 def prove(con: Construction, *, symbolic: bool = True,
@@ -107,18 +104,18 @@ def prove(con: Construction, *, symbolic: bool = True,
         keep: dict = {}
         result = _prove(con, symbolic, sections, reference, backend, keep)
         if not result.symbolic_params:
-            return result
+            return conclude(result)
         params = tuple(result.symbolic_params)
-        differ = _cover_text(con, params, symbolic_cover(con, keep["layers"], params, keep["ngens"]),
-                             keep.pop("spec", None))
-        if differ.startswith("the layers rebuilt"):
-            result.symbolic_cover = differ
-            return result
+        cover = proof_cover(con, params, symbolic_cover(con, keep["layers"], params, keep["ngens"]),
+                            keep.pop("spec", None))
+        if cover.covers:
+            result.symbolic_cover = cover.text
+            return conclude(result)
         concrete = _prove(con, False, sections, reference, backend, {})
-        concrete.symbolic_cover = (f"{differ}: the symbolic proof does not cover the construction, so its own "
+        concrete.symbolic_cover = (f"{cover.text}: the symbolic proof does not cover the construction, so its own "
                                    f"layers and specification were proved at the concrete parameters (for these "
                                    f"values only)")
-        return concrete
+        return conclude(concrete)
 
 
 def _check_prove_arguments(con, sections, reference, backend, what: str = "prove") -> None:
@@ -194,41 +191,42 @@ def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResu
         return cache["p"]
 
     result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
-    for sec, start, target in claims:
-        Ls = layers[sec]
-        if sec == "body" and not Ls:
-            result.sections[sec] = True
-            continue
-        S0 = start()
-        # only the section's output is kept: the states between its layers (as large as the
-        # output, and one per layer) are recomputed when a failure has to be located
-        got = run_layers(ar.layers(Ls), S0) if Ls else S0
-        expected = target()
-        if got.shape != expected.shape:
-            raise ValueError(f"{sec}: layers produce a state of shape {got.shape}, "
-                             f"the specification {expected.shape}")
-        result.entries_checked += int(np.prod(expected.shape))
-        idx, diff = _first_mismatch(got, expected)
-        result.sections[sec] = idx is None
-        if idx is None:
-            S0 = got = expected = None  # the next section's states are built without these
-            continue
+    # only each section's output is kept: the states between its layers (as large as the output,
+    # and one per layer) are recomputed when a failure has to be located
+    checks = check_sections(claims, layers, lambda Ls, S0: run_layers(ar.layers(Ls), S0))
+    result.sections, result.entries_checked = checks.sections, checks.entries_checked
+    if checks.mismatch is not None:
         result.ok = False
-        loc = (_locate(con, spec, sec, Ls, S0, _run(ar.layers(Ls), S0), expected, v, R, sp.names, ref_layers,
-                       pristine, ar)
-               if Ls else _Location(0, LOCATED_ONLY))
-        region, entry = con.layout.locate(*idx)
-        sdiff = ar.to_sympy(diff)
-        result.failure = Failure(
-            section=sec, layer=offsets[sec] + loc.layer, layer_in_section=loc.layer,
-            region=region, entry=entry, state_index=tuple(int(i) for i in idx),
-            residual=_truncate(str(_as_poly(R, sdiff).as_expr())),
-            counterexample=find_counterexample(R, sdiff, ar.to_sympy(got[idx]), ar.to_sympy(expected[idx]),
-                                               sp.names),
-            note=loc.note, located_by=loc.by, culprit=loc.culprit)
-        break
+        result.failure = _section_failure(con, spec, checks.mismatch, layers, offsets, v, R, sp.names, ref_layers,
+                                          pristine, ar)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _counterexample(*args):
+    """Diagnosis (``locate.find_counterexample``), imported only when a claim failed."""
+    from .locate import find_counterexample
+
+    return find_counterexample(*args)
+
+
+def _section_failure(con, spec, m, layers, offsets, v, R, names, ref_layers, pristine, ar) -> Failure:
+    """Diagnosis of the kernel's first mismatch ``m`` (after the verdict, never part of it): the
+    layer to blame (``locate.py``), the region and entry, the residual and a counterexample."""
+    from .locate import _Location, _locate, find_counterexample
+
+    sec, S0, idx = m.section, m.start, m.index
+    Ls = layers[sec]
+    loc = (_locate(con, spec, sec, Ls, S0, _run(ar.layers(Ls), S0), m.expected, v, R, names, ref_layers, pristine, ar)
+           if Ls else _Location(0, LOCATED_ONLY))
+    region, entry = con.layout.locate(*idx)
+    sdiff = ar.to_sympy(m.difference)
+    return Failure(
+        section=sec, layer=offsets[sec] + loc.layer, layer_in_section=loc.layer,
+        region=region, entry=entry, state_index=tuple(int(i) for i in idx),
+        residual=_truncate(str(_as_poly(R, sdiff).as_expr())),
+        counterexample=find_counterexample(R, sdiff, ar.to_sympy(m.got[idx]), ar.to_sympy(m.expected[idx]), names),
+        note=loc.note, located_by=loc.by, culprit=loc.culprit)
 
 
 def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
@@ -264,20 +262,16 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
         # this ring, on these symbols, by the same code)
         result = ProofResult(con.name, True, 0.0, symbolic_params=list(params), backend=ar.name)
         record: dict = {}
-        for sec, start, target in section_claims(spec, fv, record):
-            Ls = ar.layers(layers[sec])
-            if sec == "body" and not Ls:
-                result.sections[sec] = True
-                continue
-            S0 = ar.array(start())
-            got = run_layers(Ls, S0) if Ls else S0
-            expected = ar.array(target())
-            if got.shape != expected.shape or _first_mismatch(got, expected)[0] is not None:
-                if keep is not None:
-                    keep["grouped"] = f"differs: {sec} (encoding {encoding})"
-                return None
-            result.sections[sec] = True
-            result.entries_checked += int(np.prod(expected.shape))
+        try:
+            checks = check_sections(section_claims(spec, fv, record), layers,
+                                    lambda Ls, S0: run_layers(ar.layers(Ls), S0), convert=ar.array)
+        except ShapeMismatch as e:
+            checks, shape = None, str(e).split(":")[0]
+        if checks is None or checks.mismatch is not None:
+            if keep is not None:
+                keep["grouped"] = f"differs: {shape if checks is None else checks.mismatch.section} (encoding {encoding})"
+            return None
+        result.sections, result.entries_checked = checks.sections, checks.entries_checked
     except Exception as e:  # noqa: BLE001 - anything the substituted route cannot do, the full proof does
         if keep is not None:
             keep["grouped"] = f"not used: {type(e).__name__}"
@@ -333,7 +327,7 @@ def _state_failure(con, R, names, free, sec, offset, p, q, dp, dq, S, want, j, d
     return Failure(
         section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
         residual=_truncate(str(_as_poly(R, diff).as_expr())),
-        counterexample=find_counterexample(R, diff, S[j], want[j], names),
+        counterexample=_counterexample(R, diff, S[j], want[j], names),
         note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
               f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
               f"or its layers are wrong"),
@@ -351,11 +345,11 @@ def _check_section_states(con, result: ProofResult, R, names, free, U, sec, offs
         if dq is None:
             want = exact_floats(target())
             result.entries_checked += int(np.prod(want.shape))
-            j, diff = _first_mismatch(S, want)
+            j, diff = first_mismatch(S, want)
         else:
             want = dq.expected
             result.entries_checked += int(dq.mask.sum())
-            j, diff = _first_masked_mismatch(S, dq)
+            j, diff = first_masked_mismatch(S, dq)
         if j is None:
             continue
         result.ok = False
@@ -390,7 +384,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     slots = _undeclared_slots(spec0, base.v)
     if slots is None:
         result.seconds = time.perf_counter() - t0
-        return result
+        return conclude(result)
     free = _free_name(con, params)
     slots_sorted = sorted(slots)
     names = base.names + [entry_name(free, ij) for ij in slots_sorted]
@@ -399,14 +393,14 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     v = _moved_inputs(base, to_new)
     spec = con.rebuild(**{p: to_new[g] for p, g in base.params.items()}) if params else con
     if params:  # the symbolic layers must be the construction's own at its parameters (as in prove)
-        differ = _cover_text(con, params, symbolic_cover(
+        cover = proof_cover(con, params, symbolic_cover(
             con, {sec: getattr(spec, sec) for sec in ("prologue", "body", "epilogue")}, params, len(base.names)))
-        if not differ.startswith("the layers rebuilt"):
+        if not cover.covers:
             concrete = prove_intermediate_states(con, symbolic=False)
-            concrete.symbolic_cover = (f"{differ}: its own layers and intermediate states were proved at the "
+            concrete.symbolic_cover = (f"{cover.text}: its own layers and intermediate states were proved at the "
                                        f"concrete parameters")
-            return concrete
-        result.symbolic_cover = differ
+            return conclude(concrete)
+        result.symbolic_cover = cover.text
     U = np.zeros(con.layout.shape, dtype=object)
     for (i, j), g in zip(slots_sorted, gens[len(base.names):]):
         U[i, j] = g
@@ -421,7 +415,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
                 break
         offset += len(Ls)
     result.seconds = time.perf_counter() - t0
-    return result
+    return conclude(result)
 
 
 def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callable[[dict], np.ndarray],
@@ -449,7 +443,7 @@ def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callab
                          entries_checked=int(np.prod(got.shape)) if got.shape else 1)
     g2 = got.reshape(-1) if got.shape else got.reshape(1)
     e2 = expected.reshape(-1) if expected.shape else expected.reshape(1)
-    idx, diff = _first_mismatch(g2, e2)
+    idx, diff = first_mismatch(g2, e2)
     if idx is not None:
         full = np.unravel_index(idx[0], got.shape) if got.shape else ()
         full = tuple(int(i) for i in full)
@@ -459,9 +453,9 @@ def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callab
             section="identity", layer=-1, layer_in_section=-1,
             region=locate(full) if locate else name, entry=full, state_index=full,
             residual=_truncate(str(_as_poly(sp.R, diff).as_expr())),
-            counterexample=find_counterexample(sp.R, diff, g2[idx], e2[idx], sp.names))
+            counterexample=_counterexample(sp.R, diff, g2[idx], e2[idx], sp.names))
     result.seconds = time.perf_counter() - t0
-    return result
+    return conclude(result)
 
 
 def problem_from_assignment(variables: dict[str, tuple[int, ...]], assignment: dict[str, str]) -> dict:

@@ -15,6 +15,7 @@ from constructions.base import Construction, PartialState, run_layers
 from constructions.claims import RESIDUAL_CHARS
 from constructions.layers import Layer
 from constructions.weights_io import same_layer
+from .kernel import differing as _differing, is_zero as _is_zero  # noqa: F401 - the kernel decides equality
 
 
 def display_name(name: str) -> str:
@@ -297,36 +298,6 @@ def _as_poly(R, x):
 
 def _run(layers: list[Layer], S):
     return run_layers(layers, S, keep=True)
-
-
-def _differing(got, expected) -> np.ndarray:
-    """``got != expected`` entry by entry (each entry's own ``!=``, in numpy's loop), with each
-    distinct pair of objects compared once: a state holds a polynomial replicated over tokens as
-    the same object (the exact operations reuse a result for operands seen before), and the
-    comparison of two polynomials costs their sizes.  Two entries that are the same object are
-    equal (every exact scalar a proof holds, int, Fraction, fmpq, a FLINT or sympy polynomial,
-    equals itself; floats are read as Fractions before).  Arrays that are not two object arrays
-    of one shape are compared by numpy as they are."""
-    if not (isinstance(got, np.ndarray) and isinstance(expected, np.ndarray) and got.dtype == object
-            and expected.dtype == object and got.shape == expected.shape):
-        return np.not_equal(got, expected, dtype=bool)
-    g, e = got.reshape(-1), expected.reshape(-1)
-    pg, pe = ops.addresses(g), ops.addresses(e)  # both arrays hold their entries alive: ids unique
-    out = np.zeros(g.shape, dtype=bool)
-    cand = np.flatnonzero(pg != pe)
-    if cand.size:
-        pairs = np.empty(cand.size, dtype=[("g", np.uintp), ("e", np.uintp)])
-        pairs["g"], pairs["e"] = pg[cand], pe[cand]
-        _, first, inv = np.unique(pairs, return_index=True, return_inverse=True)
-        rep = cand[first]
-        out[cand] = np.not_equal(g[rep], e[rep], dtype=bool)[np.asarray(inv).reshape(-1)]
-    return out.reshape(got.shape)
-
-
-def _is_zero(x) -> bool:
-    """An exact difference is zero (polynomial, fmpq, Fraction, int: each one's own ``== 0``)."""
-    r = x == 0
-    return r is True or (isinstance(r, (bool, np.bool_)) and bool(r))
 
 
 def _same_stack(a: Construction, b: Construction) -> bool:

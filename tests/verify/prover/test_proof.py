@@ -15,7 +15,8 @@ from sympy.polys.rings import ring
 
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import gd_baseconv, gd_baseconv_causal
-from verify.prover.proof import (RESIDUAL_CHARS, ProofResult, SymbolicProblem, entry_name, find_counterexample, prove,
+from verify.prover.locate import find_counterexample
+from verify.prover.proof import (RESIDUAL_CHARS, ProofResult, SymbolicProblem, entry_name, prove,
                           replay_counterexample)
 
 EPS = Fraction(1, 1024)

@@ -2,9 +2,9 @@
 
 * ``constructions.ops.mm`` on exact arrays runs column by column in numpy's loops, rows with the
   same operand objects computed once (``_mm_columns``), terms summed in a balanced tree;
-* ``verify.prover.proof._differing`` compares each distinct pair of objects once (identical objects
-  equal), which ``_first_mismatch`` and the specification cover use;
-* ``verify.prover.proof._entry_differs`` substitutes each distinct entry once;
+* ``verify.prover.kernel.differing`` compares each distinct pair of objects once (identical objects
+  equal), which ``kernel.first_mismatch`` and the specification cover use;
+* ``verify.prover.cover._entry_differs`` substitutes each distinct entry once;
 * a circular filter's column total is a balanced-tree sum (``ops.tree_sum``).
 
 Each is checked against a plain reference, and a proof through it with a single wrong weight
@@ -20,7 +20,9 @@ import pytest
 from constructions import ops
 from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import GDBaseConv, gd_baseconv, gd_baseconv_causal
-from verify.prover.proof import _differing, _entry_differs, _first_mismatch, prove
+from verify.prover.cover import _entry_differs
+from verify.prover.kernel import differing as _differing, first_mismatch as _first_mismatch
+from verify.prover.proof import prove
 
 EPS = Fraction(1, 1024)
 
