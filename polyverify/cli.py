@@ -277,12 +277,41 @@ def check_memory(what: str, nbytes: float, limit: float = DEFAULT_MEMORY_LIMIT, 
 def file_kind(st_mode: int) -> str:
     """What a file is, in words, for messages (``"a character device"``, ``"a FIFO"``, ...)."""
     for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
-                        (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO"),
                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
                         (stat.S_ISLNK, "a symbolic link")):
         if test(st_mode):
             return words
     return "a special file"  # pragma: no cover
+
+
+def input_file_problem(path) -> str | None:
+    """What is wrong with ``path`` as an input file, or None for a regular file (symbolic links
+    followed): ``file not found``, ``is a folder, not a regular file``, ``is not a regular file (a
+    character device)`` (/dev/zero: never read, it would not end), ``... (a FIFO)`` (it would block),
+    or why it cannot be looked at.  The one check of the commands' input files."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except NotADirectoryError:
+        return "file not found (a part of its path is a file, not a folder)"
+    except (OSError, ValueError) as e:  # no permission on the way, a loop of links, a NUL in the name
+        return f"cannot be read ({getattr(e, 'strerror', None) or one_line(e)})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a regular file"
+    return f"is not a regular file ({file_kind(mode)})"
+
+
+def input_file(flag: str, path):
+    """``path`` if it is a regular file, else a UsageError ``FLAG PATH: what it is`` (checked before
+    any work; ``flag`` "" for a positional argument)."""
+    problem = input_file_problem(path)
+    if problem is not None:
+        raise UsageError(f"{flag + ' ' if flag else ''}{path}: {problem}")
+    return path
 
 
 def _existing_mode(p: Path) -> int | None:

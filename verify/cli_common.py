@@ -4,55 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from polyverify.cli import UsageError  # noqa: F401  (re-exported: one UsageError everywhere)
+# re-exported: one UsageError everywhere, one check of an input file (polyverify/cli.py)
+from polyverify.cli import UsageError, file_kind, input_file, input_file_problem  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prover.proof import ProofResult
     from .prover.randomized import RandomizedResult
-
-def file_kind(mode: int) -> str:
-    """What a path that is not a regular file is, from its ``st_mode``: ``a folder``, ``a character
-    device`` (/dev/zero), ``a block device``, ``a FIFO`` (a named pipe), ``a socket``."""
-    import stat
-
-    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "not a file"
-
-
-def input_file_problem(path) -> str | None:
-    """What is wrong with ``path`` as an input file (a weight file, a --layout, a learned model),
-    or None for a regular file: ``file not found``, ``is a folder, not a regular file``, ``is not a regular
-    file (a character device)`` (/dev/zero), ``... (a FIFO)``, or why it cannot be
-    looked at.  The one check of the verify commands' input files (``input_file``)."""
-    import os
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "file not found"
-    except NotADirectoryError:
-        return "file not found (a part of its path is a file, not a folder)"
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "is a folder, not a regular file"
-    return f"is not a regular file ({file_kind(mode)})"
-
-
-def input_file(flag: str, path) -> str:
-    """``path`` if it is a regular file, else a UsageError ``FLAG PATH: what it is`` (checked before
-    any work; ``flag`` "" for a positional argument)."""
-    problem = input_file_problem(path)
-    if problem is not None:
-        raise UsageError(f"{flag + ' ' if flag else ''}{path}: {problem}")
-    return path
 
 
 #: ``--check``: the exact proof (the default, the only way to PROVED) or the randomized identity test

@@ -19,7 +19,7 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from polyverify.cli import UsageError, one_line
+from polyverify.cli import UsageError, file_kind, one_line  # noqa: F401 (file_kind: re-exported)
 
 #: exit status when F cells failed: FAILED_BASE + min(F, FAILED_CAP)
 FAILED_BASE, FAILED_CAP = 10, 100
@@ -69,16 +69,6 @@ class SweepResult:
 
 
 # ------------------------------------------------------------------ input files
-
-def file_kind(mode: int) -> str:
-    """What a file of mode ``mode`` is, in words, for messages (``"a character device"``)."""
-    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
-                        (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO"),
-                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return words
-    return "a special file"  # pragma: no cover
-
 
 def not_a_regular_file(mode: int) -> str:
     """The message's end for an input path that exists and is not a regular file: a folder (``is

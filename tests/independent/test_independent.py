@@ -20,6 +20,7 @@ from constructions.compiler import TARGETS, compile_circuit
 from tests.independent.evaluator import (Poly, as_state, baseconv, convolve, differences, forward, from_sympy_ring,
                                          matrix)
 from tests.independent.harness import Verdict, circuit_values, gd_iterates, reprove, symbols
+from verify.prover.kernel import is_proved
 from verify.prover.proof import check, prove
 
 ETA, LAM = Fraction(1, 16), Fraction(1, 16)  # dyadic, and perfect squares (LSA/ELSA store the roots)
@@ -48,9 +49,9 @@ LAYER_IDENTITIES = ("s003-baseconv-as-hyena", "s004-diag-update", "s004-full-vs-
 
 def _agree(name: str, mine, kernel) -> None:
     """Both PROVED; a disagreement names both sides."""
-    if mine.ok != kernel.ok:
+    if mine.ok != is_proved(kernel):
         pytest.fail(f"DISAGREEMENT on {name}: independent checker {'PROVED' if mine.ok else 'FAILED'}, kernel "
-                    f"{'PROVED' if kernel.ok else 'FAILED'}; checker: {mine.mismatches[:3]}; kernel: "
+                    f"{'PROVED' if is_proved(kernel) else 'FAILED'}; checker: {mine.mismatches[:3]}; kernel: "
                     f"{kernel.failure and kernel.failure.describe()}")
     assert mine.ok, f"{name}: both checkers reject it: {mine.mismatches[:3]}"
 
@@ -300,9 +301,9 @@ def test_perturbed_weight_is_rejected_by_both(name):
     bad, where = _perturbed(con, "body")
     mine = reprove(bad, k=1)
     kernel = prove(bad)
-    assert not mine.ok and not kernel.ok, (
+    assert not mine.ok and not is_proved(kernel), (
         f"{name}, {where} + 1/1024: independent checker {'PROVED' if mine.ok else 'FAILED'}, kernel "
-        f"{'PROVED' if kernel.ok else 'FAILED'} (both must reject it)")
+        f"{'PROVED' if is_proved(kernel) else 'FAILED'} (both must reject it)")
 
 
 def _every_perturbation(con):
@@ -340,9 +341,9 @@ def test_every_perturbation_same_verdict(name):
     seen = rejected = 0
     for where, bad in _every_perturbation(con):
         mine, kernel = reprove(bad, k=1), prove(bad)
-        assert mine.ok == kernel.ok, (
+        assert mine.ok == is_proved(kernel), (
             f"DISAGREEMENT on {name}, {where} + 1/1024: independent checker {'PROVED' if mine.ok else 'FAILED'} "
-            f"{mine.mismatches[:2]}, kernel {'PROVED' if kernel.ok else 'FAILED'}")
+            f"{mine.mismatches[:2]}, kernel {'PROVED' if is_proved(kernel) else 'FAILED'}")
         seen += 1
-        rejected += not kernel.ok
+        rejected += not is_proved(kernel)
     assert seen and rejected, f"{name}: {seen} perturbations, {rejected} rejected"
