@@ -60,7 +60,7 @@ from polyverify.cli import atomic_path, atomic_write_text, run_main
 from polyverify.cli import progress as progress_reporter
 
 from .roundoff_config import (ALLOW, CONV_METHODS, DIGITS_RANGE, LIMITS, MAX_SEED, MEMORY_LIMIT,  # noqa: F401
-                              RoundoffConfig, RoundoffPlan, build_parser, estimate_cost, plan)
+                              RoundoffConfig, RoundoffPlan, build_parser, estimate_cost, given_fields, plan)
 from .roundoff_run import (auto_eta, build, clean, data_regions, print_record, reference, resolve,  # noqa: F401
                            run_config, stream)
 
@@ -85,7 +85,8 @@ def main(argv=None, out=None) -> int:
 
 def parse(argv, *, create_out: bool = True) -> RoundoffPlan:
     """The command line as a typed config, checked and resolved before any work."""
-    return plan(RoundoffConfig.from_args(build_parser().parse_args(argv)), create_out=create_out)
+    return plan(RoundoffConfig.from_args(build_parser().parse_args(argv)), create_out=create_out,
+                given=given_fields(argv))
 
 
 def _main(argv, out) -> int:

@@ -139,6 +139,20 @@ def _dest(f) -> str:
                                                    "sigmas": "sigma"}.get(f.name, f.name)
 
 
+def _flag(name: str) -> str:
+    return next(f.metadata["flag"] for f in dataclasses.fields(RoundoffConfig) if f.name == name)
+
+
+def given_fields(argv) -> frozenset[str]:
+    """The :class:`RoundoffConfig` fields the command line ``argv`` sets explicitly (not by default)."""
+    p = build_parser()
+    for act in p._actions:
+        if act.dest != "help":
+            act.default = argparse.SUPPRESS
+    given = vars(p.parse_args(argv))
+    return frozenset(f.name for f in dataclasses.fields(RoundoffConfig) if _dest(f) in given)
+
+
 def _default_text(f) -> object:
     if f.default is dataclasses.MISSING:
         return None
@@ -334,17 +348,65 @@ def _kappa_runs(c: RoundoffConfig, entry: CatalogueEntry, eta, lam: Fraction) ->
         except ValueError as err:
             raise UsageError(str(err)) from None
         runs[kappa] = KappaRun(con, e, ks)
-    if list(c.convs) != ["direct"] and not any(L.kind == "baseconv" for r in runs.values()
-                                               for L in (*r.con.prologue, *r.con.body, *r.con.epilogue)):
-        # the convolution method only changes BaseConv layers: the runs would repeat, not compare
-        raise UsageError(f"--conv {','.join(c.convs)}: the convolution method applies to BaseConv layers; "
-                         f"{entry.arch} has none (leave --conv at direct)")
     return runs
 
 
-def plan(c: RoundoffConfig, *, create_out: bool = True) -> RoundoffPlan:
-    """Check every value of ``c`` before any work (sizes against ``LIMITS``, the estimated memory
-    and mpfr work unless ``allow_large``, the output folder last) and resolve it."""
+def _has_baseconv(p: RoundoffPlan) -> bool:
+    return any(L.kind == "baseconv" for r in p.runs.values() for L in (*r.con.prologue, *r.con.body, *r.con.epilogue))
+
+
+def _ridge_archs() -> str:
+    return ", ".join(e.arch for e in gd_architectures().values() if e.ridge)
+
+
+#: the options only some runs read, by field: (whether the planned run reads it, why not).  One the
+#: run does not read is refused (:func:`_check_read`): given on the command line, or a sweep cell's
+#: value off its default (``tests/adversarial/test_t39_ignored_options.py`` checks the table
+#: against the runs)
+READ_BY = {
+    # a plain least-squares construction is built without a ridge parameter
+    "lam": (lambda p: p.entry.ridge,
+            lambda p: f"{p.entry.arch} is plain least squares and does not read --lam (only the ridge "
+                      f"architectures {_ridge_archs()} do)"),
+    # the convolution method only changes BaseConv layers: the runs would repeat, not compare
+    "convs": (_has_baseconv,
+              lambda p: f"the convolution method applies to BaseConv layers; {p.entry.arch} has none, so the run "
+                        f"does not read --conv"),
+    # numpy runs on the CPU, cupy on the GPU
+    "device": (lambda p: "torch" in p.config.backends,
+               lambda p: f"--backend {','.join(p.config.backends)} does not read --device (only --backend torch "
+                         f"does)"),
+    "layer_ref_layers": (lambda p: p.config.layer_ref > 0,
+                         lambda p: "--layer-ref 0 runs no layer-level reference, the only reader of "
+                                   "--layer-ref-layers"),
+}
+#: each field's default
+_DEFAULT = {f.name: f.default for f in dataclasses.fields(RoundoffConfig)}
+
+
+def _check_read(p: RoundoffPlan, given) -> None:
+    """Refuse an option the planned run would not read (``READ_BY``), and a ``--layer-ref``
+    above ``--batch`` (it takes its problems from the batch), each one set: in ``given`` (the
+    fields the command line sets) or off its default."""
+    c = p.config
+
+    def is_set(name):
+        return name in given or getattr(c, name) != _DEFAULT[name]
+
+    for name, (reads, why) in READ_BY.items():
+        if not reads(p) and is_set(name):
+            v = getattr(c, name)
+            raise UsageError(f"{_flag(name)} {','.join(map(_num, v)) if isinstance(v, tuple) else v}: {why(p)}; "
+                             f"drop it")
+    if is_set("layer_ref") and c.layer_ref > c.batch:
+        raise UsageError(f"--layer-ref {c.layer_ref} exceeds --batch {c.batch}: the layer-level reference takes its "
+                         f"problems from the batch; give at most {c.batch}")
+
+
+def plan(c: RoundoffConfig, *, create_out: bool = True, given=frozenset()) -> RoundoffPlan:
+    """Check every value of ``c`` before any work (sizes against ``LIMITS``, no option the run
+    would not read -- ``given``: the fields the command line sets; otherwise one off its default --,
+    the estimated memory and mpfr work unless ``allow_large``, the output folder last) and resolve it."""
     if c.out is not None and not str(c.out):  # Path('') is the current folder, not "the default folder"
         raise UsageError("--out is empty; give the report's folder (or leave --out out for "
                          "out/roundoff/<construction>)")
@@ -355,6 +417,7 @@ def plan(c: RoundoffConfig, *, create_out: bool = True) -> RoundoffPlan:
     pairs, skipped = _pairs(c)
     p = RoundoffPlan(config=c, entry=entry, pairs=pairs, skipped=skipped, lam=lam,
                      runs=_kappa_runs(c, entry, eta, lam))
+    _check_read(p, given)
     if not c.allow_large:
         nbytes, ops = estimate_cost(p)
         check_memory("this run", nbytes, MEMORY_LIMIT, override=ALLOW)

@@ -27,13 +27,15 @@ import json
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
                             check_memory, check_range, human_bytes, output_dir, run_main)
 from polyverify.options import config_class
 
-from numerics.training.names import (CKPT, MODEL_READS, MODELS, RUN_FILES, TASKS, foreign_entries,
-                                     stale_temporaries)
+from numerics.training.names import (CKPT, EMA_READS, ITERATE_READS, MODEL_READS, MODELS, RECIPE_OPTIONS,
+                                     RECIPE_PRESETS, RUN_FILES, SCHEDULER_READS, TASK_OPTIONS, TASK_READS, TASKS,
+                                     and_list, foreign_entries, not_read, recipe_reads, stale_temporaries)
 
 #: the training classes, imported (torch with them) only once the command line has been parsed and
 #: checked: a usage error costs no torch import (:func:`_load_training`; as attributes of this
@@ -214,27 +216,82 @@ MODEL_OPTIONS = {"width": "width", "layers": "layers", "heads": "heads", "head_d
                  "bias": "bias"}
 
 
-def check_model_options(a, given=()) -> None:
-    """Refuse a model option that ``a.model`` does not read (``MODEL_READS``): one given on the
-    command line (``given``: the dests set explicitly) or set to other than its default (a sweep
-    cell's config) would start a run that silently ignores it."""
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainOptions)}
-    reads = MODEL_READS[a.model]
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _shown(dest: str, value) -> str:
+    return _flag(dest) if isinstance(value, bool) else f"{_flag(dest)} {value}"
+
+
+def _only(readers) -> str:
+    readers = list(readers)
+    return f"only {and_list(readers)} {'does' if len(readers) == 1 else 'do'}"
+
+
+def check_unread(a, is_set, *, task: str, model: str, scheduler: str, ema: str, iterate: bool,
+                 whose: str = "", scheduler_from: str = "", ema_from: str = "") -> None:
+    """Refuse an option the run would not read, naming it and what would: a model option
+    ``model`` does not read (``MODEL_READS``), a task option ``task`` does not read (``TASK_READS``,
+    with ``ITERATE_READS`` under ``--iterate``), a recipe option neither ``scheduler``
+    (``SCHEDULER_READS``) nor ``ema`` (``EMA_READS``) reads.  ``is_set(dest)``: whether the run
+    sets the option (given on the command line, or a sweep cell's value off its default);
+    ``whose`` / ``scheduler_from`` / ``ema_from``: where the run's model, task, scheduler and EMA
+    come from, for the message (a checkpoint, a --recipe preset)."""
     for dest, field in MODEL_OPTIONS.items():
-        value = getattr(a, dest)
-        if field in reads or (dest not in given and value == defaults[dest]):
+        if field not in MODEL_READS[model] and is_set(dest):
+            raise UsageError(not_read(_shown(dest, getattr(a, dest)), _flag(dest), f"{whose}--model {model}",
+                                      _only(m for m, fields in MODEL_READS.items() if field in fields)))
+    reads = TASK_READS[task] + (ITERATE_READS if iterate and task == "gradient" else ())
+    for field in TASK_OPTIONS:
+        if field not in reads and is_set(field):
+            tasks = [t for t, fields in TASK_READS.items() if field in fields]
+            only = f"only the {and_list(tasks)} task{'s do' if len(tasks) > 1 else ' does'}"
+            if field in ITERATE_READS:
+                only += ", and the gradient task with --iterate"
+            raise UsageError(not_read(_shown(field, getattr(a, field)), _flag(field),
+                                      f"{whose or 'the '}{task} task", only))
+    for field in RECIPE_OPTIONS:
+        if field in recipe_reads(scheduler, ema) or not is_set(field):
             continue
-        flag = "--" + dest.replace("_", "-")
-        shown = flag if isinstance(value, bool) else f"{flag} {value}"
-        readers = [m for m, fields in MODEL_READS.items() if field in fields]
-        raise UsageError(f"{shown}: --model {a.model} does not read {flag} (only {' and '.join(readers)} "
-                         f"{'does' if len(readers) == 1 else 'do'}); drop it")
+        if any(field in fields for fields in SCHEDULER_READS.values()):
+            by, readers = f"{whose}--scheduler {scheduler}{scheduler_from}", (
+                f"--scheduler {s}" for s, fields in SCHEDULER_READS.items() if field in fields)
+        else:
+            by, readers = f"{whose}--ema {ema}{ema_from}", (f"--ema {e}" for e, fields in EMA_READS.items()
+                                                             if field in fields)
+        raise UsageError(not_read(_shown(field, getattr(a, field)), _flag(field), by, _only(readers)))
+
+
+def check_options_read(a, given=()) -> None:
+    """Refuse an option that the run ``a`` describes would not read (:func:`check_unread`), one
+    given on the command line (``given``: the dests set explicitly) or set to other than its
+    default (a sweep cell's config): it would start a run that silently ignores it.  So is a
+    ``--recipe`` preset the run takes nothing from (every setting of it the run reads given by its
+    own flag or the same in every preset)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainOptions)}
+
+    def is_set(dest):
+        return dest in given or getattr(a, dest) != defaults[dest]
+
+    preset = RECIPE_PRESETS[a.recipe]
+    scheduler, ema = a.scheduler or preset["scheduler"], a.ema or preset["ema"]
+    check_unread(a, is_set, task=a.task, model=a.model, scheduler=scheduler, ema=ema, iterate=a.iterate,
+                 scheduler_from="" if a.scheduler else f" (the --recipe {a.recipe} preset's)",
+                 ema_from="" if a.ema else f" (the --recipe {a.recipe} preset's)")
+    if is_set("recipe"):  # a preset the run takes nothing from that another preset would not give it
+        reads = [k for k in preset if k in recipe_reads(scheduler, ema)]
+        taken = [k for k in reads if getattr(a, k) is None]
+        if all(other[k] == preset[k] for other in RECIPE_PRESETS.values() for k in taken):
+            same = f" or the same in every preset ({', '.join(f'{_flag(k)} {preset[k]}' for k in taken)})" * bool(taken)
+            raise UsageError(f"--recipe {a.recipe}: each setting it presets that this run reads "
+                             f"({and_list(map(_flag, reads))}) is given by its own flag{same}; drop it")
 
 
 def check_args(a, given=()) -> None:
     """Every command-line value on its own (not the combination: :func:`check_config`), and no
-    model option the model ignores (:func:`check_model_options`; ``given``: the dests the command
-    line sets explicitly)."""
+    option the run ignores (:func:`check_options_read`; ``given``: the dests the command line sets
+    explicitly)."""
     _size("--steps", a.steps, a)
     _size("--batch", a.batch, a)
     _size("--eval-batch", a.eval_batch, a)
@@ -282,7 +339,7 @@ def check_args(a, given=()) -> None:
     if a.warmup is not None:
         check_range("--warmup", a.warmup, 0)
     _size("--metric-batches", a.metric_batches, a, lo=2)
-    check_model_options(a, given)
+    check_options_read(a, given)
 
 
 def check_config(cfg: "TrainConfig", *, allow_large: bool = False) -> None:
@@ -373,22 +430,21 @@ def estimate_memory(cfg: "TrainConfig") -> float:
 
 def config_from(a) -> "TrainConfig":
     _load_training()
-    over = {k.replace("-", "_"): getattr(a, k.replace("-", "_")) for k in (
-        "lr", "scheduler", "step-size", "gamma", "threshold", "metric-every", "metric-batches", "metric-pairs",
-        "warmup", "ema", "ema-decay", "ema-lambda", "max-lr", "skip-grad-norm")}
-    over = {k: v for k, v in over.items() if v is not None}
+    over = {k: getattr(a, k) for k in RECIPE_OPTIONS if getattr(a, k) is not None}
     rc = RecipeConfig.paper(**over) if a.recipe == "paper" else RecipeConfig.standard(**over)
     mc = ModelConfig(model=a.model, **{field: getattr(a, dest) for dest, field in MODEL_OPTIONS.items()})
-    tc = TaskConfig(a.task, n=a.n, d=a.d, kappa=a.kappa, sigma=a.sigma, k=a.k, eta=a.eta)
+    tc = TaskConfig(a.task, **{field: getattr(a, field) for field in TASK_OPTIONS})
     return TrainConfig(task=tc, model=mc, recipe=rc, steps=a.steps, batch=a.batch, eval_every=a.eval_every,
                        eval_batch=a.eval_batch, checkpoint_every=a.checkpoint_every, seed=a.seed,
                        dtype=a.dtype, device=a.device, threads=a.threads)
 
 
-def resumed_config(a) -> "TrainConfig":
-    """The configuration stored in ``--out``'s checkpoint, with --steps / --device applied; the
-    checkpoint's state and the history beside it checked first (``trainer.read_checkpoint``,
-    ``trainer.read_history``: sane counters, no evaluation record lost)."""
+def resumed_config(a, given=None) -> "TrainConfig":
+    """The configuration stored in ``--out``'s checkpoint, with --steps / --device applied (a
+    --device given, ``given`` holding the dests the command line sets: ``--device cpu`` moves a
+    cuda run to the CPU; without ``given`` a device other than cpu); the checkpoint's state and the
+    history beside it checked first (``trainer.read_checkpoint``, ``trainer.read_history``: sane
+    counters, no evaluation record lost)."""
     _load_training()
     from numerics.training.trainer import read_checkpoint, read_history
 
@@ -408,7 +464,7 @@ def resumed_config(a) -> "TrainConfig":
         raise UsageError(f"--resume: --steps {a.steps} is below the {done} steps the checkpoint has trained; "
                          f"give --steps {done} or more (or start a new run with --overwrite)")
     cfg.steps = a.steps
-    if a.device != "cpu":
+    if ("device" in given) if given is not None else a.device != "cpu":
         cfg.device = a.device
     return cfg
 
@@ -418,8 +474,7 @@ def resumed_config(a) -> "TrainConfig":
 _RESUME_APPLIES = {"out", "resume", "overwrite", "steps", "device", "threads", "max_minutes", "no_progress",
                    "iterate", "allow_large", "help"}
 #: options of the recipe (stored in the checkpoint's recipe under the same name)
-_RECIPE_KEYS = ("lr", "scheduler", "step_size", "gamma", "threshold", "metric_every", "metric_batches",
-                "metric_pairs", "warmup", "ema", "ema_decay", "ema_lambda", "max_lr", "skip_grad_norm")
+_RECIPE_KEYS = RECIPE_OPTIONS
 
 
 def given_options(argv) -> dict:
@@ -447,17 +502,20 @@ def _stored(cfg, dest: str):
     return getattr(cfg, dest)
 
 
-def check_resume(cfg, given: dict, ckpt) -> None:
-    """``--resume``: every option given that the checkpoint fixes agrees with it (a run continued
-    with another --n would not be the run it claims to be); else one line naming both values."""
+def check_resume(cfg, given: dict, ckpt, iterate: bool = False) -> None:
+    """``--resume``: every option given that the checkpoint fixes is one its run reads
+    (:func:`check_unread`) and agrees with it (a run continued with another --n would not be the
+    run it claims to be); else one line naming the option and what it contradicts."""
     _load_training()
+    check_unread(SimpleNamespace(**given), given.__contains__, task=cfg.task.name, model=cfg.model.model,
+                 scheduler=cfg.recipe.scheduler, ema=cfg.recipe.ema, iterate=iterate, whose="the checkpoint's ")
     for dest, value in given.items():
         if dest in _RESUME_APPLIES:
             continue
         flag = "TASK" if dest == "task" else "--" + dest.replace("_", "-")
         if dest == "recipe":  # a preset: the fields it sets, where no flag of its own overrides them
             preset = RecipeConfig.paper() if value == "paper" else RecipeConfig.standard()
-            for key in ("lr", "scheduler", "step_size", "gamma", "ema"):
+            for key in RECIPE_PRESETS[value]:
                 if key not in given and getattr(preset, key) != getattr(cfg.recipe, key):
                     raise UsageError(f"--resume: --recipe {value} ({key} {getattr(preset, key)}) contradicts the "
                                      f"checkpoint's {key} {getattr(cfg.recipe, key)} ({ckpt}); drop the flag, or "
@@ -481,7 +539,8 @@ def _main(argv) -> int:
     a = TrainOptions.from_args(parser().parse_args(argv))
     if not a.out:  # Path('') is the current folder: a run's files would land wherever the command ran
         raise UsageError("--out is empty; give the run's folder")
-    check_args(a, () if a.resume else given_options(argv))  # every value on its own, before torch is imported
+    given = given_options(argv)
+    check_args(a, () if a.resume else given)  # every value on its own, before torch is imported
     if a.resume and a.overwrite:
         raise UsageError("--resume continues the run in --out, --overwrite replaces it: give one")
     foreign = foreign_entries(a.out)
@@ -493,9 +552,9 @@ def _main(argv) -> int:
     if held and not (a.resume or a.overwrite):
         raise UsageError(f"--out {a.out} holds a run ({', '.join(held)}); pass --resume to continue it or "
                          f"--overwrite to replace it")
-    cfg = resumed_config(a) if a.resume else config_from(a)
+    cfg = resumed_config(a, given) if a.resume else config_from(a)
     if a.resume:
-        check_resume(cfg, given_options(argv), Path(a.out) / CKPT)
+        check_resume(cfg, given, Path(a.out) / CKPT, iterate=a.iterate)
     try:
         check_config(cfg, allow_large=a.allow_large)
     except ValueError as e:  # a task / model the builders refuse
@@ -506,7 +565,7 @@ def _main(argv) -> int:
     try:
         if a.resume:
             tr = Trainer.resume(out, out, steps=a.steps, progress=not a.no_progress,
-                                device=a.device if a.device != "cpu" else None)
+                                device=a.device if "device" in given else None)
             if a.threads:
                 import torch
 

@@ -24,6 +24,7 @@ binary fractions of the float64 values) with ``constructions.weights_io.save``, 
 """
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -37,9 +38,13 @@ from polyverify.cli import atomic_path, atomic_write_text
 
 from . import jsonio
 from .modules import LayerStack, stack_from_layers
+from .names import SCHEDULER_READS, and_list, not_read
 from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
 
 SUPPORTED = ("gd-baseconv", "gd-lsa")
+#: the settings each ``init`` reads (:func:`init_body`); the command refuses the other one
+#: (``tests/adversarial/test_t39_ignored_options.py`` checks this against :func:`init_body`)
+INIT_READS = {"random": ("init_scale",), "construction": ("noise",)}
 
 
 @dataclass
@@ -292,6 +297,25 @@ def plot_loss(hist, path, title=""):
 LIMITS = {"n": 256, "d": 64, "steps": 10_000_000, "batch": 65_536, "k": 10_000}
 
 
+def _check_read(a, given) -> None:
+    """Refuse an option given on the command line that the run does not read: ``--noise`` with
+    ``--init random`` and ``--init-scale`` with ``--init construction`` (``INIT_READS``),
+    ``--step-size`` / ``--gamma`` with ``--scheduler constant`` (``names.SCHEDULER_READS``)."""
+    from polyverify.cli import UsageError
+
+    for field in ("init_scale", "noise"):
+        if field in given and field not in INIT_READS[a.init]:
+            flag = "--" + field.replace("_", "-")
+            raise UsageError(not_read(f"{flag} {getattr(a, field)}", flag, f"--init {a.init}",
+                                      f"only --init {and_list([i for i, f in INIT_READS.items() if field in f])} does"))
+    for field in ("step_size", "gamma"):
+        if field in given and field not in SCHEDULER_READS[a.scheduler]:
+            flag = "--" + field.replace("_", "-")
+            readers = [f"--scheduler {s}" for s, fields in SCHEDULER_READS.items() if field in fields]
+            raise UsageError(not_read(f"{flag} {getattr(a, field)}", flag, f"--scheduler {a.scheduler}",
+                                      f"only {and_list(readers)} {'does' if len(readers) == 1 else 'do'}"))
+
+
 def _main(argv) -> int:
     from polyverify.cli import Parser, check_finite, check_range, output_dir
 
@@ -322,6 +346,10 @@ def _main(argv) -> int:
     ap.add_argument("--out", required=True, help="output folder (weights, history, result, loss plot)")
     ap.add_argument("--allow-large", action="store_true", help="lift the size limits")
     a = ap.parse_args(argv)
+    for act in ap._actions:  # the options the command line sets explicitly
+        if act.dest != "help":
+            act.default = argparse.SUPPRESS
+    _check_read(a, vars(ap.parse_args(argv)))
     lim = (lambda key: None) if a.allow_large else LIMITS.get
     big = None if a.allow_large else "--allow-large"
     for key, lo in (("n", 1), ("d", 1), ("steps", 1), ("batch", 1), ("k", 1)):

@@ -17,6 +17,66 @@ MODEL_READS = {
 }
 #: tasks of :func:`numerics.training.tasks.make_task`
 TASKS = ("gradient", "iterate", "icls", "read", "linear", "multiply")
+#: the task settings (``TaskConfig`` fields, each set by the command's option of the same name) each
+#: task's training reads; every other one it ignores, so ``python -m numerics.train`` refuses it
+#: (``tests/adversarial/test_t39_ignored_options.py`` checks this table against the tasks
+#: :func:`numerics.training.tasks.make_task` builds: an ignored setting changes none of its samples)
+TASK_READS = {
+    "gradient": ("n", "d", "kappa", "sigma"),
+    "iterate": ("n", "d", "kappa", "sigma", "k", "eta"),
+    "icls": ("n", "d", "kappa", "sigma"),
+    "read": ("n", "d"),
+    "linear": ("n", "d"),
+    "multiply": ("n", "d"),
+}
+#: the command's task options (the ``TaskConfig`` fields they set, in order)
+TASK_OPTIONS = ("n", "d", "kappa", "sigma", "k", "eta")
+#: the task settings ``--iterate`` (gradient task only) reads on top of the training's: it iterates
+#: x <- x - eta T(A, b, x) with the task's eta
+ITERATE_READS = ("eta",)
+
+#: the recipe settings (``RecipeConfig`` fields, each set by the option of the same name) every run
+#: reads, whatever its scheduler and EMA
+RECIPE_ALWAYS = ("lr", "scheduler", "ema", "skip_grad_norm")
+#: the ones each learning-rate scheduler reads (``recipe.make_scheduler``; the cosine metric of the
+#: adaptive one is computed by the training loops for it alone); every other one it ignores
+SCHEDULER_READS = {
+    "adaptive": ("step_size", "gamma", "threshold", "metric_every", "metric_batches", "metric_pairs", "warmup",
+                 "max_lr"),
+    "steplr": ("step_size", "gamma"),
+    "constant": (),
+}
+#: the ones each EMA reads (``recipe.make_ema``); every other one it ignores
+EMA_READS = {"grad-filter": ("ema_decay", "ema_lambda"), "update": ("ema_decay",), "none": ()}
+#: the command's recipe options (the ``RecipeConfig`` fields they set; ``tests/adversarial/
+#: test_t39_ignored_options.py`` checks the three tables above against the training runs)
+RECIPE_OPTIONS = RECIPE_ALWAYS + tuple(dict.fromkeys(
+    f for table in (SCHEDULER_READS, EMA_READS) for fields in table.values() for f in fields))
+#: what ``--recipe NAME`` presets (``RecipeConfig.paper`` / ``.standard``; every other setting is the
+#: ``RecipeConfig`` default in both); a flag of its own overrides each
+RECIPE_PRESETS = {
+    "paper": {"lr": 1e-2, "scheduler": "adaptive", "step_size": 3000, "gamma": 0.9, "ema": "grad-filter"},
+    "standard": {"lr": 1e-3, "scheduler": "steplr", "step_size": 10_000, "gamma": 0.9, "ema": "none"},
+}
+
+
+def recipe_reads(scheduler: str, ema: str) -> tuple[str, ...]:
+    """The recipe settings a run with this scheduler and EMA reads."""
+    return RECIPE_ALWAYS + SCHEDULER_READS[scheduler] + EMA_READS[ema]
+
+
+def and_list(items) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def not_read(shown: str, flag: str, by: str, only: str) -> str:
+    """The refusal of an option nothing in the run reads: ``SHOWN: BY does not read FLAG (ONLY);
+    drop it`` (``only``: what would read it, e.g. ``only --ema update does``)."""
+    return f"{shown}: {by} does not read {flag} ({only}); drop it"
+
+
 #: the checkpoint file of a run folder
 CKPT = "checkpoint.safetensors"
 #: the files a training run writes into its folder (``python -m numerics.train --overwrite`` removes

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .names import EMA_READS, RECIPE_PRESETS, SCHEDULER_READS
+
 
 @dataclass
 class RecipeConfig:
@@ -62,14 +64,13 @@ class RecipeConfig:
 
     @classmethod
     def paper(cls, **kw) -> "RecipeConfig":
-        return cls(**kw)
+        """App. B.2 Table 5 (``names.RECIPE_PRESETS['paper']``: the defaults)."""
+        return cls(**{**RECIPE_PRESETS["paper"], **kw})
 
     @classmethod
     def standard(cls, **kw) -> "RecipeConfig":
-        """App. B.2 Table 4: Adam lr 1e-3, StepLR step 1e4 gamma 0.9, no EMA."""
-        base = dict(lr=1e-3, scheduler="steplr", step_size=10_000, gamma=0.9, ema="none")
-        base.update(kw)
-        return cls(**base)
+        """App. B.2 Table 4: Adam lr 1e-3, StepLR step 1e4 gamma 0.9, no EMA (``names.RECIPE_PRESETS``)."""
+        return cls(**{**RECIPE_PRESETS["standard"], **kw})
 
     def to_json(self):
         d = asdict(self)
@@ -155,11 +156,11 @@ class StepLR(AdaptiveLR):
 
 
 def make_scheduler(cfg: RecipeConfig):
-    if cfg.scheduler == "adaptive":
-        return AdaptiveLR(cfg)
-    if cfg.scheduler in ("steplr", "constant"):
-        return StepLR(cfg)
-    raise ValueError(f"unknown scheduler {cfg.scheduler!r} (adaptive | steplr | constant)")
+    """The scheduler ``cfg.scheduler`` names; it reads the settings ``names.SCHEDULER_READS`` lists
+    for it (and ``lr``), no other."""
+    if cfg.scheduler not in SCHEDULER_READS:
+        raise ValueError(f"unknown scheduler {cfg.scheduler!r} ({' | '.join(SCHEDULER_READS)})")
+    return AdaptiveLR(cfg) if cfg.scheduler == "adaptive" else StepLR(cfg)
 
 
 # --------------------------------------------------------------------------- EMAs
@@ -249,13 +250,14 @@ class NoEMA:
 
 
 def make_ema(cfg: RecipeConfig, params):
+    """The EMA ``cfg.ema`` names; it reads the settings ``names.EMA_READS`` lists for it, no other."""
+    if cfg.ema not in EMA_READS:
+        raise ValueError(f"unknown ema {cfg.ema!r} ({' | '.join(EMA_READS)})")
     if cfg.ema == "grad-filter":
         return GradFilterEMA(params, cfg.ema_decay, cfg.ema_lambda)
     if cfg.ema == "update":
         return UpdateEMA(params, cfg.ema_decay)
-    if cfg.ema == "none":
-        return NoEMA()
-    raise ValueError(f"unknown ema {cfg.ema!r} (grad-filter | update | none)")
+    return NoEMA()
 
 
 def grad_norm(params) -> float:
