@@ -361,7 +361,7 @@ def _ridge_archs() -> str:
 
 #: the options only some runs read, by field: (whether the planned run reads it, why not).  One the
 #: run does not read is refused (:func:`_check_read`): given on the command line, or a sweep cell's
-#: value off its default (``tests/adversarial/test_t39_ignored_options.py`` checks the table
+#: value off its default (``tests/adversarial/test_ignored_options.py`` checks the table
 #: against the runs)
 READ_BY = {
     # a plain least-squares construction is built without a ridge parameter

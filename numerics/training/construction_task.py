@@ -43,7 +43,7 @@ from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema,
 
 SUPPORTED = ("gd-baseconv", "gd-lsa")
 #: the settings each ``init`` reads (:func:`init_body`); the command refuses the other one
-#: (``tests/adversarial/test_t39_ignored_options.py`` checks this against :func:`init_body`)
+#: (``tests/adversarial/test_ignored_options.py`` checks this against :func:`init_body`)
 INIT_READS = {"random": ("init_scale",), "construction": ("noise",)}
 
 

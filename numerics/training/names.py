@@ -8,7 +8,7 @@ from pathlib import Path
 #: architectures of :class:`numerics.training.modules.SequenceModel`
 MODELS = ("baseconv", "lsa", "transformer")
 #: the model settings (``ModelConfig`` fields) each architecture reads; every other one is ignored by
-#: it, so ``python -m numerics.train`` refuses it (``tests/adversarial/test_t39_numerics.py`` checks
+#: it, so ``python -m numerics.train`` refuses it (``tests/adversarial/test_train_resume_checkpoints_and_limits.py`` checks
 #: this table against the models :class:`numerics.training.modules.SequenceModel` builds)
 MODEL_READS = {
     "baseconv": ("width", "layers", "mlp", "layernorm", "causal", "conv_method", "init_scale", "bias"),
@@ -19,7 +19,7 @@ MODEL_READS = {
 TASKS = ("gradient", "iterate", "icls", "read", "linear", "multiply")
 #: the task settings (``TaskConfig`` fields, each set by the command's option of the same name) each
 #: task's training reads; every other one it ignores, so ``python -m numerics.train`` refuses it
-#: (``tests/adversarial/test_t39_ignored_options.py`` checks this table against the tasks
+#: (``tests/adversarial/test_ignored_options.py`` checks this table against the tasks
 #: :func:`numerics.training.tasks.make_task` builds: an ignored setting changes none of its samples)
 TASK_READS = {
     "gradient": ("n", "d", "kappa", "sigma"),
@@ -49,7 +49,7 @@ SCHEDULER_READS = {
 #: the ones each EMA reads (``recipe.make_ema``); every other one it ignores
 EMA_READS = {"grad-filter": ("ema_decay", "ema_lambda"), "update": ("ema_decay",), "none": ()}
 #: the command's recipe options (the ``RecipeConfig`` fields they set; ``tests/adversarial/
-#: test_t39_ignored_options.py`` checks the three tables above against the training runs)
+#: test_ignored_options.py`` checks the three tables above against the training runs)
 RECIPE_OPTIONS = RECIPE_ALWAYS + tuple(dict.fromkeys(
     f for table in (SCHEDULER_READS, EMA_READS) for fields in table.values() for f in fields))
 #: what ``--recipe NAME`` presets (``RecipeConfig.paper`` / ``.standard``; every other setting is the
