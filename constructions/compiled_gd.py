@@ -22,6 +22,8 @@ the given exact ``eta`` and ``lam`` (the hand architectures are proved for a sym
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import circuits as C
@@ -280,7 +282,7 @@ def compiled_gram_gd(n: int, d: int, eta, lam) -> CompiledGramGD:
         prologue=list(parts["prologue"].epilogue), body=list(parts["body"].epilogue),
         epilogue=list(parts["epilogue"].epilogue), params=params, variables=LS_VARIABLES(n, d),
         token_groups=LS_GROUPS, carried=("x",),
-        rebuild=lambda **p: compiled_gd(n, d, **{"eta": eta, "lam": lam, **p}, target="baseconv-causal"),
+        rebuild=functools.partial(compiled_gd, n, d, eta=eta, lam=lam, target="baseconv-causal"),
         notes=f"compiled (baseconv-causal), A^T A and A^T b hoisted into the prologue: prologue {plans['prologue']}, "
               f"body {plans['body']}, epilogue {plans['epilogue']}")
     con.compiled = {k: p.info["compiled"] for k, p in parts.items()}
@@ -314,7 +316,7 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
     con = CompiledGD(
         name=name, reference=REFERENCE, layout=lay, prologue=[], body=list(body.epilogue),
         epilogue=list(epi.epilogue), params=params, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
-        rebuild=lambda **p: compiled_gd(n, d, **{"eta": eta, "lam": lam, **p}, target=target),
+        rebuild=functools.partial(compiled_gd, n, d, eta=eta, lam=lam, target=target),
         notes=f"compiled ({target}): body {body.info['compiled']['plan']}, epilogue {epi.info['compiled']['plan']}")
     con.compiled = {"body": body.info["compiled"], "epilogue": epi.info["compiled"]}
     assert body.constants == epi.constants  # one input map for both stacks

@@ -26,6 +26,8 @@ heads (stage 2 heads 2-4) are omitted; they add nothing.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import ops
@@ -136,7 +138,7 @@ def gd_lsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None, sqrt_l
     return GDLSA(
         name="gd-lsa", reference=REFERENCE_LSA, layout=lay, prologue=[], body=[body], epilogue=[out],
         params={"sqrt_eta": r, "sqrt_lam": l}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
-        rebuild=lambda **p: gd_lsa(n, d, **p), symbolic_params=("sqrt_eta", "sqrt_lam"),
+        rebuild=functools.partial(gd_lsa, n, d), symbolic_params=("sqrt_eta", "sqrt_lam"),
         notes="state (d+1) x (2n+d+3); 3 heads per step")
 
 
@@ -204,5 +206,5 @@ def gd_elsa(n: int = 20, d: int = 5, *, eta=None, lam=None, sqrt_eta=None) -> GD
     return GDELSA(
         name="gd-elsa", reference=REFERENCE_ELSA, layout=lay, prologue=[], body=[body], epilogue=[out],
         params={"sqrt_eta": r, "lam": lam}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
-        rebuild=lambda **p: gd_elsa(n, d, **p), symbolic_params=("sqrt_eta", "lam"),
+        rebuild=functools.partial(gd_elsa, n, d), symbolic_params=("sqrt_eta", "lam"),
         notes="state d x (2n+2d+3); module = stage of 4 heads, stage of 1 head, skip")

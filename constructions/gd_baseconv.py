@@ -36,6 +36,8 @@ region except the scratch ones a layer writes and the next drops:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .base import Construction, PartialState, batch_ndim, exact, new_state
@@ -165,7 +167,7 @@ def gd_baseconv(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConv:
         name="gd-baseconv", reference=REFERENCE_NC, layout=lay,
         prologue=[], body=[L1.build(), L2.build(), L3.build()], epilogue=[E.build()],
         params={"eta": eta}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
-        rebuild=lambda **p: gd_baseconv(n, d, **p), symbolic_params=("eta",),
+        rebuild=functools.partial(gd_baseconv, n, d), symbolic_params=("eta",),
         notes="O(D) state (5D+2 channels x (N+1) tokens); circular convolution")
 
 
@@ -314,5 +316,5 @@ def gd_baseconv_causal(n: int = 20, d: int = 5, *, eta=None) -> GDBaseConvCausal
         name="gd-baseconv-causal", reference=REFERENCE_C, layout=lay,
         prologue=[P1.build(), P2.build()], body=[B.build()], epilogue=[E.build()],
         params={"eta": eta}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
-        rebuild=lambda **p: gd_baseconv_causal(n, d, **p), symbolic_params=("eta",),
+        rebuild=functools.partial(gd_baseconv_causal, n, d), symbolic_params=("eta",),
         notes="O(D^2) state (2D^2+5D+2 channels x (N+1) tokens); causal convolution")

@@ -23,6 +23,8 @@ epilogue writes ``q^T X[N]`` at the query token).  Intermediate states after bod
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import replace
 
 import numpy as np
@@ -106,7 +108,7 @@ def prefix_coupled(n: int = 20, d: int = 5, *, eta=None) -> PrefixCoupled:
         name="prefix-coupled", reference=REFERENCE, layout=base.layout, prologue=[],
         body=[causal(L) for L in base.body], epilogue=[causal(L) for L in base.epilogue], params={"eta": eta},
         variables={"A": (n, d), "b": (n,), "X": (n + 1, d), "q": (d,)}, carried=("X",),
-        rebuild=lambda **p: prefix_coupled(n, d, **p), symbolic_params=("eta",),
+        rebuild=functools.partial(prefix_coupled, n, d), symbolic_params=("eta",),
         notes="gd-baseconv's weights with causal convolutions; one iterate per token")
 
 

@@ -28,6 +28,8 @@ proof of Property 1 calls the column selector ``V_K`` where eq. (4) defines
 """
 from __future__ import annotations
 
+import functools
+
 from fractions import Fraction
 
 import numpy as np
@@ -211,7 +213,7 @@ def elsa_constant(m: int = 4, n: int = 3, C=None, **cparams) -> FunctionConstruc
     params = {f"c_{r}_{c}": C[r, c] for r in range(m) for c in range(n)}
     con = FunctionConstruction(
         name="s001-elsa-constant", reference=REF_P2, layout=lay, prologue=[], body=[], epilogue=[layer],
-        params=params, variables={"H": (m, n)}, rebuild=lambda **p: elsa_constant(m, n, **p),
+        params=params, variables={"H": (m, n)}, rebuild=functools.partial(elsa_constant, m, n),
         symbolic_params=tuple(params), notes=f"case {case}",
         make_input=lambda v: np.array(v["H"], dtype=object, copy=True),
         make_final=lambda v: np.array([[con.params[f"c_{r}_{c}"] for c in range(n)] for r in range(m)], dtype=object))

@@ -40,6 +40,8 @@ For exact ``sqrt(n)`` the hidden size is padded with inert states (zero rows/col
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from fractions import Fraction
 
@@ -172,7 +174,7 @@ def lrnn_conv(n: int = 4, n_x: int = 2, n_y: int = 2, T: int = 6, seed: int = 1,
             B.w_out(ch, ("y", o))
     con = LRNNConv(name="s002-lrnn-conv", reference=REF_A, layout=lay, prologue=[], body=[], epilogue=[B.build()],
                    params={"r": r}, variables={"x": (T, n_x)},
-                   rebuild=lambda **p: lrnn_conv(n, n_x, n_y, T, seed, rnn=rnn, **p), symbolic_params=("r",),
+                   rebuild=functools.partial(lrnn_conv, n, n_x, n_y, T, seed, rnn=rnn), symbolic_params=("r",),
                    notes=f"1 causal layer, state T x (n_x + n_y + n_x n_y) = {T} x {n_x + n_y + n_x * n_y}")
     con.rnn = (W, F, C)
     return con

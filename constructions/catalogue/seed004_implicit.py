@@ -51,6 +51,8 @@ Errata registered here (``python -m verify.errata``):
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from constructions.claims import IdentityClaim
@@ -160,7 +162,7 @@ def implicit_w(n: int = 3, d: int = 2, heads: int = 2, *, symbolic: bool = True,
         epilogue=[], params=params,
         variables={"X": (n, d), "y": (n,), "xt": (d,), "M": (d, d), "u": (d,), "a": (1,), "w": (d,)},
         carried=("M", "u", "a", "w"),
-        rebuild=lambda **p: implicit_w(n, d, heads, symbolic=symbolic, sign=sign, **p),
+        rebuild=functools.partial(implicit_w, n, d, heads, symbolic=symbolic, sign=sign),
         symbolic_params=tuple(params) if symbolic else (),
         notes=("weights symbolic (any weights)" if symbolic else "fixed rational weights")
         + ("" if sign == -1 else "; Lemma 4.3 AS PRINTED (+ b w^T)"))

@@ -62,6 +62,8 @@ Erratum ``S004-E5-thm5.2-sign``: the proof of Theorem 5.2 prints ``w^1 = omega_y
 """
 from __future__ import annotations
 
+import functools
+
 from fractions import Fraction
 
 import numpy as np
@@ -123,7 +125,7 @@ def precond(n: int = 3, d: int = 2, *, gamma="1/16", s="1/4") -> Precond:
     return Precond(name="s004-precond", reference=REF_51, layout=token_layout(n, d), prologue=[], body=[pre],
                    epilogue=[gd1], params={"gamma": gamma, "s": s},
                    variables={"X": (n, d), "y": (n,), "xt": (d,), "M": (d, d)}, carried=("M",),
-                   rebuild=lambda **p: precond(n, d, **p), symbolic_params=("gamma", "s"),
+                   rebuild=functools.partial(precond, n, d), symbolic_params=("gamma", "s"),
                    notes="body: x <- (I - gamma Sigma^l) x; epilogue: one GD step with step s (= 1/mu')")
 
 
@@ -251,7 +253,7 @@ def ridge2(n: int = 4, d: int = 2, sigma1: int = 1, sigma2: int = 3, *, omega_yx
     return Ridge2(name="s004-ridge2", reference=REF_52, layout=token_layout(n, d), prologue=[L1], body=[],
                   epilogue=[L2], params={"omega_yx": oyx, "omega_yy": oyy},
                   variables={"X": (n, d), "y": (n,), "xt": (d,)},
-                  rebuild=lambda **p: ridge2(n, d, sigma1, sigma2, **p), symbolic_params=("omega_yx", "omega_yy"),
+                  rebuild=functools.partial(ridge2, n, d, sigma1, sigma2), symbolic_params=("omega_yx", "omega_yy"),
                   notes=f"sigma in {{{sigma1}, {sigma2}}}; exact for finite n, ridge only as n -> infinity")
 
 

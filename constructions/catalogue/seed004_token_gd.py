@@ -44,6 +44,8 @@ Registered entries
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from constructions.claims import IdentityClaim
@@ -148,7 +150,7 @@ def gd(n: int = 4, d: int = 2, full: int = 0, *, eta="1/8") -> TokenGD:
     layer = token_layer(gd_heads(d, eta, bool(full)))
     return TokenGD(name="s004-gd", reference=REF_GD, layout=token_layout(n, d), prologue=[], body=[layer],
                    epilogue=[], params={"eta": eta}, variables={"X": (n, d), "y": (n,), "xt": (d,), "w": (d,)},
-                   carried=("w",), rebuild=lambda **p: gd(n, d, full, **p), symbolic_params=("eta",),
+                   carried=("w",), rebuild=functools.partial(gd, n, d, full), symbolic_params=("eta",),
                    notes="Full weights" if full else "Diag weights (p_x, p_y, q_x, q_y) = (0, -eta, 1, 0)")
 
 
@@ -212,7 +214,7 @@ def gdpp(n: int = 3, d: int = 2, full: int = 0, *, gamma="1/16", eta="1/8") -> T
     return TokenGDpp(name="s004-gdpp", reference=REF_GDPP, layout=token_layout(n, d), prologue=[], body=[layer],
                      epilogue=[], params={"gamma": gamma, "eta": eta},
                      variables={"X": (n, d), "y": (n,), "xt": (d,), "M": (d, d), "w": (d,)},
-                     carried=("M", "w"), rebuild=lambda **p: gdpp(n, d, full, **p),
+                     carried=("M", "w"), rebuild=functools.partial(gdpp, n, d, full),
                      symbolic_params=("gamma", "eta"),
                      notes="Full weights" if full else "Diag weights (-gamma, -eta, 1, 0)")
 
@@ -353,7 +355,7 @@ def gd_token_lsa(n: int = 20, d: int = 5, *, eta=None) -> TokenLSAGD:
     layer = token_layer(token_lsa_gd_heads(d, eta))
     return TokenLSAGD(name="gd-token-lsa", reference=REF_TOKEN_LSA, layout=token_lsa_layout(n, d), prologue=[],
                       body=[layer], epilogue=[], params={"eta": eta}, variables=LS_VARIABLES(n, d), token_groups=LS_GROUPS, carried=("x",),
-                      rebuild=lambda **p: gd_token_lsa(n, d, **p), symbolic_params=("eta",),
+                      rebuild=functools.partial(gd_token_lsa, n, d), symbolic_params=("eta",),
                       notes="(N+2) x (2D+2) tokens; two heads per step (GD, carrier of x)")
 
 

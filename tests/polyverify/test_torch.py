@@ -156,3 +156,15 @@ def test_import_polyverify_does_not_import_torch():
     code = "import sys, polyverify, polyverify.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("arch", sorted(gd_architectures()))
+def test_torch_save_of_a_module_round_trips(arch, tmp_path):
+    """``torch.save(module)`` works (a construction's ``rebuild`` was a local lambda, which pickle refuses)
+    and the module loaded back computes what the saved one does."""
+    con = gd_architectures()[arch].build(n=4, d=2)
+    m = load_module(con, k=2)
+    torch.save(m, tmp_path / "m.pt")
+    m2 = torch.load(tmp_path / "m.pt", weights_only=False)
+    S = torch.randn(3, *con.layout.shape, dtype=torch.float64)
+    assert torch.equal(m(S), m2(S))
