@@ -16,10 +16,12 @@ from .cli_common import (UsageError, add_check_arguments, add_export_arguments, 
 # from the catalogue's manifest (constructions.catalogue.EntryInfo).
 
 def check(obj):
-    """``verify.prover.proof.check`` (imported when called: this module stays light to import)."""
+    """``verify.prover.proof.check`` (imported when called: this module stays light to import), refuting
+    first (``verify/prover/refute.py``: a wrong entry is FAILED with an exact counterexample at an integer
+    point before any ring is built)."""
     from .prover.proof import check as prove_item
 
-    return prove_item(obj)
+    return prove_item(obj, refute=True)
 
 
 #: the largest value ``--set`` accepts for a size without --allow-large (the exact proofs

@@ -122,8 +122,9 @@ def float_trials(g, con, names, trials: int, seed: int, show: bool) -> tuple[flo
 
 def _prove_limited(con, sections, a):
     """The exact proof in a forked child under ``--proof-memory-gib`` and ``--proof-timeout``
-    (``verify/bounded.py``)."""
-    return bounded.prove(con, a, a.graph, sections=sections)
+    (``verify/bounded.py``), refuting first (``verify/prover/refute.py``: wrong weights are FAILED with an
+    exact counterexample at an integer point, never a residual polynomial)."""
+    return bounded.prove(con, a, a.graph, sections=sections, refute=True)
 
 
 def _trace(con, a, report: dict, out) -> None:

@@ -68,8 +68,35 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
                                   sample(con, problems, sigma=s, seed=seed + 7 + i, label=f"sigma={s:g}"), iters)
                           for i, s in enumerate(iter_sigmas)]
     if weights:
+        refuted = refute_learned(con, learned)  # refute first: an exact counterexample at an integer point
         rep["weights"] = weights_check(con, learned, timeout=2 * poly_timeout, memory_gb=poly_memory_gb)
+        rep["weights"]["refutation"] = refuted
+        if refuted is not None:  # the failure is the refutation's, never a residual's
+            rep["weights"]["exact"] = False
+            rep["weights"]["first_residual_failure"] = rep["weights"]["first_failure"]
+            rep["weights"]["first_failure"] = refuted["failure"]
     return rep
+
+
+def refute_learned(con, learned: Stack) -> dict | None:
+    """``--weights``, first: each section of the learned stack (prologue, each distinct body copy, epilogue)
+    refuted at integer points (``verify.prover.refute``: a definite failure with an exact counterexample,
+    before any residual polynomial is formed); None where nothing is refuted."""
+    from constructions.weights_io import same_layer
+    from verify.prover.refute import refute
+
+    seen: list[list] = []
+    for j in range(max(len(learned.bodies), 1)):
+        body = learned.bodies[j] if learned.bodies else []
+        if any(len(b) == len(body) and all(same_layer(x, y) for x, y in zip(b, body)) for b in seen):
+            continue
+        seen.append(body)
+        r = refute(con, learned.sections(j))
+        if r is not None:
+            text = r.failure.describe()
+            return {"body_copy": j, "section": r.failure.section, "ring": r.ring, "seconds": r.seconds,
+                    "failure": (f"body copy {j}: " if j and r.failure.section == "body" else "") + text}
+    return None
 
 
 def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0, 20.0), scales=(1.0, 2.0),

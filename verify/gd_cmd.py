@@ -117,7 +117,9 @@ def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command li
     def prove_variants():
         result = None
         for j, body in variants or [(0, [])]:
-            r = prove(con, sections={"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]})
+            # refuting first (verify/prover/refute.py): a wrong file is FAILED at an integer point, exactly
+            r = prove(con, sections={"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]},
+                      refute=True)
             if result is None or not r.ok:
                 result = r
             if not r.ok:
@@ -479,7 +481,7 @@ def _gd_proof(a, con, k: int, source: dict, lw, out) -> tuple:
         return random_check(lambda: check_randomized(con, seed=a.random_seed), a, con.name), None
     from . import bounded
 
-    return bounded.prove(con, a, con.name), None
+    return bounded.prove(con, a, con.name, refute=True), None
 
 
 def _print_run(a, be, rep: dict, runs: list[dict], k: int, out) -> None:

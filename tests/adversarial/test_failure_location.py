@@ -9,6 +9,11 @@ The declared states are proved for the construction's own layers, with the undec
 entries as free symbols, so the blame is sound: the named layer got an input correct
 wherever a later layer reads it, and returned a wrong output.  Without declared states the
 report says that it is located where the residual appears.
+
+Each failing case runs twice (the ``refute`` fixture): refuting first (``prove``'s default,
+``verify/prover/refute.py``: the layer blamed at an integer point, ``located_by`` ending in
+``REFUTED``) and the exact proof alone (``refute=False``: the blame from the ring's residual,
+``verify/prover/locate.py``); both must name the same layer.
 """
 from __future__ import annotations
 
@@ -24,9 +29,24 @@ from constructions.gd_attention import gd_elsa, gd_lsa
 from constructions.gd_baseconv import GDBaseConv, gd_baseconv, gd_baseconv_causal
 from verify.prover.proof import (LOCATED_LAST, LOCATED_OWN, LOCATED_STATES, entry_name, prove,
                           prove_intermediate_states, replay_counterexample, replay_culprit)
+from verify.prover.refute import REFUTED
 
 N, D = 4, 2
 EPS = Fraction(1, 1024)
+
+
+@pytest.fixture(params=[True, False], ids=["refute-first", "exact-proof"])
+def refute(request):
+    """``prove``'s ``refute``: the refutation at an integer point first, or the exact proof alone."""
+    return request.param
+
+
+def by(f, refute: bool) -> str:
+    """How the failure's layer was found (``located_by`` without the refutation's suffix, which a
+    refutation has and the exact proof's report has not)."""
+    suffix = f" ({REFUTED})"
+    assert f.located_by.endswith(suffix) == refute, f.located_by
+    return f.located_by[:-len(suffix)] if refute else f.located_by
 
 
 def own_sections(con):
@@ -106,11 +126,11 @@ BODY_CASES = [  # (id, layer in body, corruption)
 ]
 
 
-def check_blame(con, secs, res, section, li, offset=0):
+def check_blame(con, secs, res, section, li, refute, offset=0):
     assert not res.ok and res.sections[section] is False
     f = res.failure
     assert (f.section, f.layer_in_section, f.layer) == (section, li, offset + li), f.describe()
-    assert f.located_by == LOCATED_STATES and f.culprit is not None
+    assert by(f, refute) == LOCATED_STATES and f.culprit is not None
     # the culprit entry is a declared entry of a region of the layout
     c = f.culprit
     assert con.layout.locate(*c.state_index) == (c.region, c.entry)
@@ -126,33 +146,33 @@ def check_blame(con, secs, res, section, li, offset=0):
 
 
 @pytest.mark.parametrize("li,corrupt", [(li, c) for _, li, c in BODY_CASES], ids=[i for i, _, _ in BODY_CASES])
-def test_corrupted_body_layer_is_named(li, corrupt):
-    check_corruption_named(gd_baseconv, "body", li, corrupt)
+def test_corrupted_body_layer_is_named(li, corrupt, refute):
+    check_corruption_named(gd_baseconv, "body", li, corrupt, refute)
 
 
-def check_corruption_named(build, section, li, corrupt):
+def check_corruption_named(build, section, li, corrupt, refute):
     """One layer corrupted, proved as a weight file's sections against the construction and as an
     edited construction (no reference stack): both name that layer."""
     con = build(N, D)
     secs = own_sections(con)
     secs[section][li] = corrupt(con, secs[section][li])
-    check_blame(con, secs, prove(con, sections=secs), section, li)
+    check_blame(con, secs, prove(con, sections=secs, refute=refute), section, li, refute)
     edited = build(N, D)
     getattr(edited, section)[li] = secs[section][li]
-    check_blame(build(N, D), secs, prove(edited), section, li)
+    check_blame(build(N, D), secs, prove(edited, refute=refute), section, li, refute)
 
 
-def test_wrong_convention_everywhere_names_the_first_layer():
+def test_wrong_convention_everywhere_names_the_first_layer(refute):
     """Every filter of the stack reversed (lag order read the other way round): the first
     layer whose output is wrong is body layer 0, at the residual channel s2 (not scratch)."""
     con = gd_baseconv(N, D)
     secs = own_sections(con)
     secs["body"] = [reverse_filter()(con, L) for L in secs["body"]]
-    res = prove(con, sections=secs)
-    check_blame(con, secs, res, "body", 0)
+    res = prove(con, sections=secs, refute=refute)
+    check_blame(con, secs, res, "body", 0, refute)
 
 
-def test_scratch_difference_is_not_blamed():
+def test_scratch_difference_is_not_blamed(refute):
     """Layer 0 writes junk into the scratch channel s1 (harmless: layer 1 drops it) and layer 1
     is wrong.  The construction's own layers first differ at layer 0 (s1); the declared states
     blame layer 1, and the note says the layer-0 difference is on an undeclared entry."""
@@ -163,8 +183,8 @@ def test_scratch_difference_is_not_blamed():
     secs["body"][0] = L0
     assert prove(con, sections=secs).ok  # junk in scratch alone is fine
     secs["body"][1] = bump("W_out", ("s2", 0), ("s2", 0), 1)(con, secs["body"][1])
-    res = prove(con, sections=secs)
-    check_blame(con, secs, res, "body", 1)
+    res = prove(con, sections=secs, refute=refute)
+    check_blame(con, secs, res, "body", 1, refute)
     assert "body layer 0" in res.failure.note and "undeclared entry" in res.failure.note
     assert res.failure.culprit.region == "s2"
 
@@ -174,8 +194,8 @@ def test_scratch_difference_is_not_blamed():
                                         (1, drop_last_tap("Saa")),
                                         (1, flip_causal)],
                          ids=["W_gate-P0", "W_out-P0", "short-conv-P1", "causal-P1"])
-def test_corrupted_causal_prologue_layer_is_named(li, corrupt):
-    check_corruption_named(gd_baseconv_causal, "prologue", li, corrupt)
+def test_corrupted_causal_prologue_layer_is_named(li, corrupt, refute):
+    check_corruption_named(gd_baseconv_causal, "prologue", li, corrupt, refute)
 
 
 # ---- the declared states are themselves proved
@@ -250,7 +270,7 @@ def _as(cls, con, **kw):
     return cls(**{**{f.name: getattr(con, f.name) for f in fields(con)}, **kw})
 
 
-def test_a_wrong_declaration_is_caught():
+def test_a_wrong_declaration_is_caught(refute):
     good = gd_baseconv(N, D)
     con = _as(_WrongS2, good, rebuild=lambda **p: _as(_WrongS2, gd_baseconv(N, D, **p)))
     res = prove_intermediate_states(con)
@@ -264,8 +284,8 @@ def test_a_wrong_declaration_is_caught():
     # and a wrong declaration is not used to blame a layer of some weights
     secs = own_sections(con)
     secs["body"][2] = bump("W_out", ("s2", 0), ("x", 0))(con, secs["body"][2])
-    f = prove(con, sections=secs).failure
-    assert f.located_by != LOCATED_STATES and f.culprit is None
+    f = prove(con, sections=secs, refute=refute).failure
+    assert by(f, refute) != LOCATED_STATES and f.culprit is None
     assert "declared intermediate states not used" in f.note and "body layer 0" in f.note
 
 
@@ -286,38 +306,39 @@ class _NoStates(GDBaseConv):
     intermediate_states = Construction.intermediate_states
 
 
-def test_without_declared_states_the_note_is_explicit():
+def test_without_declared_states_the_note_is_explicit(refute):
     con = _as(_NoStates, gd_baseconv(N, D), rebuild=None)
     con.body[0] = bump("W_out", ("s1", 1), ("s2", 0))(con, con.body[0])
-    res = prove(con)
+    res = prove(con, refute=refute)
     f = res.failure
     assert not res.ok and res.intermediate_states == {}
-    assert (f.section, f.layer_in_section, f.located_by, f.culprit) == ("body", 2, LOCATED_LAST, None)
-    assert "no intermediate states declared" in f.note and "where the residual appears" in f.note
+    assert (f.section, f.layer_in_section, by(f, refute), f.culprit) == ("body", 2, LOCATED_LAST, None)
+    assert "no intermediate states declared" in f.note
+    assert f"where the {'difference' if refute else 'residual'} appears" in f.note
     assert "not necessarily the culprit" in f.note and f.note in f.describe()
     # with the construction's own layers at hand: the first difference, with the same caveat
     ref = _as(_NoStates, gd_baseconv(N, D), rebuild=None)
-    f = prove(ref, sections=own_sections(con)).failure
-    assert (f.layer_in_section, f.located_by) == (0, LOCATED_OWN)
+    f = prove(ref, sections=own_sections(con), refute=refute).failure
+    assert (f.layer_in_section, by(f, refute)) == (0, LOCATED_OWN)
     assert "body layer 0" in f.note and "no intermediate states declared" in f.note
 
 
-def test_catalogue_section_without_declared_states_gets_the_note():
+def test_catalogue_section_without_declared_states_gets_the_note(refute):
     e = entries()["s000-poly"]  # a 4-layer epilogue, no intermediate states
     con = e.build(**e.sizes)
     L = _copy(con.epilogue[0])
     idx = next(i for i, z in np.ndenumerate(L.W_out) if z != 0)
     L.W_out[idx] += EPS
     con.epilogue[0] = L
-    f = prove(con, symbolic=False).failure
-    assert f.section == "epilogue" and f.layer_in_section == 3 and f.located_by == LOCATED_LAST
-    assert "no intermediate states declared: located where the residual appears" in f.note
+    f = prove(con, symbolic=False, refute=refute).failure
+    assert f.section == "epilogue" and f.layer_in_section == 3 and by(f, refute) == LOCATED_LAST
+    assert f"no intermediate states declared: located where the {'difference' if refute else 'residual'} appears" in f.note
 
 
-def test_counterexample_names_are_variables():
+def test_counterexample_names_are_variables(refute):
     con = gd_baseconv(N, D)
     secs = own_sections(con)
     secs["body"][1] = roll_filter("s2", 1)(con, secs["body"][1])
-    f = prove(con, sections=secs).failure
+    f = prove(con, sections=secs, refute=refute).failure
     names = {entry_name(var, ix) for var, shape in con.variables.items() for ix in np.ndindex(*shape)}
     assert set(f.culprit.counterexample.assignment) <= names

@@ -5,6 +5,10 @@
 abort the process with SIGABRT, exit 134, at 4.9 GB); past a limit: exit 2, one line naming it.
 The circuit command estimates its proof's work from the circuit and refuses, up front, one that
 cannot finish within ``--proof-timeout``.
+
+The all-ones file is refuted at once since the proof refutes first (``verify/prover/refute.py``:
+FAILED, exit 1, within these limits; ``tests/verify/prover/test_refute.py``); the tests of the limits
+themselves run the exact proof alone (``exact_only``).
 """
 from __future__ import annotations
 
@@ -41,6 +45,14 @@ def ones_file(tmp_path_factory):
     return good, ones
 
 
+@pytest.fixture
+def exact_only(monkeypatch):
+    """The exact proof without the refutation first (the child is forked: it sees the patch)."""
+    import verify.prover.proof as proof
+
+    monkeypatch.setattr(proof, "_refutation", lambda *a, **k: None)
+
+
 def _run(argv, capsys):
     t0 = time.perf_counter()
     rc = construct_main(argv, out=io.StringIO())
@@ -48,7 +60,7 @@ def _run(argv, capsys):
     return rc, err, time.perf_counter() - t0
 
 
-def test_gd_weights_past_the_memory_limit_is_one_line(ones_file, capsys):
+def test_gd_weights_past_the_memory_limit_is_one_line(ones_file, capsys, exact_only):
     _, ones = ones_file
     rc, err, dt = _run(["gd", "--weights", str(ones), "--batch", "2", "--quiet", "--proof-memory-gib", "0.25"],
                        capsys)
@@ -57,7 +69,7 @@ def test_gd_weights_past_the_memory_limit_is_one_line(ones_file, capsys):
     assert dt < 60
 
 
-def test_gd_weights_past_the_time_limit_is_one_line(ones_file, capsys):
+def test_gd_weights_past_the_time_limit_is_one_line(ones_file, capsys, exact_only):
     _, ones = ones_file
     rc, err, dt = _run(["gd", "--weights", str(ones), "--batch", "2", "--quiet", "--proof-timeout", "1"], capsys)
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
@@ -65,7 +77,7 @@ def test_gd_weights_past_the_time_limit_is_one_line(ones_file, capsys):
     assert dt < 30
 
 
-def test_import_past_the_memory_limit_is_one_line(ones_file, capsys):
+def test_import_past_the_memory_limit_is_one_line(ones_file, capsys, exact_only):
     _, ones = ones_file
     rc, err, dt = _run(["import", str(ones), "--from", "polyverify", "--spec", "gd-baseconv",
                         "--proof-memory-gib", "0.25"], capsys)

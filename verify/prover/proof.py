@@ -38,6 +38,19 @@ Which layer a failure blames (``Failure.located_by``):
 The region, entry, residual and counterexample of a section failure are
 always about the section's final state (what :func:`replay_counterexample`
 replays); ``culprit`` is about the blamed layer's own output.
+
+Refute first (``prove(..., refute=True)``, the default; ``verify/prover/refute.py``):
+before any ring is built, each section is tested at points with small integer
+coordinates modulo a 61-bit prime (the layers' own forward on residues, as
+``--check random``); a mismatch there is a definite one, and the result is FAILED
+at once with an exact counterexample (both sides evaluated in rationals at that
+integer point, the layer blamed as above but at the point, ``located_by`` ending
+in ``refute.REFUTED``), never a residual polynomial: a wrong weight file fails
+in seconds instead of filling the memory with the full ring's residual.  Where a
+smaller injective ring (``grouped_proof``) finds a difference that those points
+missed, more points are tried before the full ring is.  A refutation is never
+sealed (``kernel.verdict`` reads it FAILED); where nothing is refuted the proof
+runs as described above and alone decides PROVED.
 """
 from __future__ import annotations
 
@@ -66,7 +79,7 @@ from .cover import Cover, proof_cover, specification_cover, symbolic_cover  # no
 
 def prove(con: Construction, *, symbolic: bool = True,
           sections: dict[str, list[Layer]] | None = None,
-          reference: Construction | None = None, backend: str = "flint") -> ProofResult:
+          reference: Construction | None = None, backend: str = "flint", refute: bool = True) -> ProofResult:
     """Prove ``con`` exactly (see the module docstring).
 
     ``backend``: the arithmetic of the layers' symbolic forward, ``"flint"`` (python-flint's
@@ -98,11 +111,22 @@ def prove(con: Construction, *, symbolic: bool = True,
     proof): :func:`prove_intermediate_states` proves them (the tests do, for
     every construction that declares them), and a failure is blamed on them
     only where the construction's own layers reproduce them.
+
+    ``refute`` (default True): refute first (the module docstring, ``verify/prover/refute.py``): a
+    section that differs at an integer point is FAILED at once with an exact counterexample there,
+    without building a ring; ``refute=False`` runs the exact proof alone (its failure report names
+    the residual polynomial).  A refutation only ever makes a FAILED result.
     """
     _check_prove_arguments(con, sections, reference, backend)
     with _collector_paused():
-        keep: dict = {}
+        if refute:
+            refuted = _refutation(con, sections, reference)
+            if refuted is not None:
+                return refuted  # FAILED, never sealed
+        keep: dict = {"refute": refute}
         result = _prove(con, symbolic, sections, reference, backend, keep)
+        if keep.get("refuted"):
+            return result  # refuted after a smaller ring found a difference: FAILED, never sealed
         if not result.symbolic_params:
             return conclude(result)
         params = tuple(result.symbolic_params)
@@ -116,6 +140,15 @@ def prove(con: Construction, *, symbolic: bool = True,
                                    f"layers and specification were proved at the concrete parameters (for these "
                                    f"values only)")
         return conclude(concrete)
+
+
+def _refutation(con, sections, reference, bounds=None) -> ProofResult | None:
+    """``refute.refute`` (a FAILED result with an exact counterexample at an integer point, or None):
+    it never makes a proved verdict, so the proof may run it before its own work."""
+    from .refute import POINT_BOUNDS, refute
+
+    return refute(con, sections, bounds=bounds or POINT_BOUNDS,
+                  compare_own=reference is not None or sections is not None)
 
 
 def _check_prove_arguments(con, sections, reference, backend, what: str = "prove") -> None:
@@ -169,6 +202,14 @@ def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResu
         grouped = grouped_proof(con, params, sections, t0, keep)
         if grouped is not None:
             return grouped
+        if keep.get("refute") and str(keep.get("grouped", "")).startswith("differs"):
+            # the grouped ring is injective where it was used: the claim is false; find the point
+            from .refute import MORE_BOUNDS
+
+            refuted = _refutation(con, sections, reference, MORE_BOUNDS)
+            if refuted is not None:
+                keep["refuted"] = True
+                return refuted
     sp = SymbolicProblem(con.variables, params)
     ar = proof_arithmetic(backend, sp.R)
     spec, v, claims = proof_specification(con, sp, ar, params)
@@ -501,12 +542,12 @@ def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure:
     return Fraction(S[c.state_index]), Fraction(want[c.state_index])
 
 
-def check(obj) -> ProofResult:
+def check(obj, *, refute: bool = True) -> ProofResult:
     """Prove a catalogue item, whatever it claims: a Construction (its section
-    identities, every depth), an IdentityClaim, or a WitnessClaim (its own
-    certified computation)."""
+    identities, every depth; ``refute``: refute first, as :func:`prove`), an
+    IdentityClaim, or a WitnessClaim (its own certified computation)."""
     if isinstance(obj, Construction):
-        return prove(obj)
+        return prove(obj, refute=refute)
     if not isinstance(obj, (IdentityClaim, WitnessClaim)) and callable(getattr(obj, "claim", None)):
         obj = obj.claim()
     if isinstance(obj, IdentityClaim):
