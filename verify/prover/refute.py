@@ -34,9 +34,14 @@ proof takes as a symbol is the construction's here: a mismatch there refutes the
    ``Failure.culprit`` holds the blamed layer's entry and both exact values there.
 
 Where the exact evaluation would be too large (a state of more than :data:`EXACT_ENTRIES` entries,
-or a layer whose matrix products are estimated past :data:`EXACT_SECONDS`: dense float weights), or the specification
-computes in floats (inexact in ``Fraction`` arithmetic), the failure reports the integer point, the
-entry and the two values modulo ``p``, and says so.
+or a layer whose matrix products are estimated past :data:`EXACT_SECONDS`: large dense float
+weights), or the specification computes in floats (inexact in ``Fraction`` arithmetic), or it
+cannot run, the failure reports the integer point (made sparse modulo ``p``), the entry and the two
+values modulo ``p``, and says so.
+
+The layers are read once (:func:`prepared`): floats as their exact binary values, zeros as the
+structural int 0 and equal values as one object (a weight file's entries are one object each),
+which changes no value.
 
 What it returns: None where every section agrees at every point (nothing refuted: the exact proof
 decides), or a :class:`~constructions.claims.ProofResult` with ``ok=False`` and a
@@ -78,7 +83,8 @@ MORE_BOUNDS = (8, 8, 1 << 10, 1 << 16, 1 << 32)
 EXACT_ENTRIES = 1_000_000
 #: ... and its estimated time (each layer's, before it runs: :func:`_run_bounded`) is at most this (s)
 EXACT_SECONDS = 20.0
-#: the sparsification of the counterexample stops after this many seconds or evaluations
+#: the sparsification of the counterexample stops after this many evaluations, or seconds (at least
+#: SHRINK_SECONDS; up to twice the first exact evaluation's time, at most 3 x SHRINK_SECONDS)
 SHRINK_SECONDS = 4.0
 SHRINK_EVALS = 400
 #: ``Failure.located_by`` of a refutation ends with this
@@ -178,8 +184,67 @@ def assignment(point: dict) -> dict[str, str]:
 # ------------------------------------------------------------------ the modular test
 
 def _plan(con: Construction, sections) -> list[tuple[str, list]]:
+    """(section, its layers as :func:`prepared`) of every section tested; an empty body is not (as the proof)."""
     src = sections if sections is not None else {sec: getattr(con, sec) for sec in _SECTIONS}
-    return [(sec, list(src[sec])) for sec in _SECTIONS if not (sec == "body" and not src[sec])]
+    memo: dict = {}
+    return [(sec, [prepared(L, memo) for L in src[sec]]) for sec in _SECTIONS if not (sec == "body" and not src[sec])]
+
+
+def _structural_zeros(A):
+    """An exact weight array with every zero entry the int 0 object the exact operations skip, and equal
+    values one shared object (a weight file's entries are read one object each: the modular forward reduces
+    each distinct object once, the exact one computes a row once per distinct operand objects); the same
+    array where neither changes anything (a builder's arrays: zeros the int 0, values shared)."""
+    if not (isinstance(A, np.ndarray) and A.dtype == object and A.size):
+        return A
+    flat = A.reshape(-1)
+    addr = ops.addresses(flat)
+    cand = np.flatnonzero(addr != id(0))
+    if not cand.size:
+        return A
+    objs, first = np.unique(addr[cand], return_index=True)
+    if objs.size <= _FEW:  # few objects (a builder's array): only a zero among them to replace
+        zeros = [a for a, x in zip(objs.tolist(), flat[cand[first]].tolist()) if x == 0]
+        if not zeros:
+            return A
+        B = flat.copy()
+        B[cand[np.isin(addr[cand], np.asarray(zeros, dtype=addr.dtype))]] = 0
+        return B.reshape(A.shape)
+    pos = cand[ops.nonzero_pattern(flat[cand])]  # many objects (a weight file's): zeros structural, values shared
+    vals = flat[pos].tolist()
+    try:  # keyed by (numerator, denominator): ints' hashes, not Fractions'
+        table: dict = {}
+        shared = [table.setdefault((v.numerator, v.denominator), v) for v in vals]
+    except (AttributeError, TypeError):  # an entry that is not a rational: zeros only
+        shared = vals
+    B = np.zeros(flat.shape, dtype=object)
+    if len(pos):
+        B[pos] = np.asarray(shared + [None], dtype=object)[:-1]  # (the None: never a 2-D array of objects)
+    return B.reshape(A.shape)
+
+
+#: an array with at most this many distinct entry objects is left as it is unless one of them is a zero
+_FEW = 256
+
+
+def prepared(L, memo: dict | None = None):
+    """``L`` with its floats read as their exact binary values (``rings.exact_layer``) and its zeros
+    structural (:func:`_structural_zeros`): the same values, the same layer where nothing changes."""
+    if memo is not None and id(L) in memo and memo[id(L)][0] is L:
+        return memo[id(L)][1]
+    E = exact_layer(L)
+    changed = [False]
+
+    def f(A):
+        B = _structural_zeros(A)
+        changed[0] = changed[0] or B is not A
+        return B
+
+    M = E.map(f)
+    out = M if changed[0] else E
+    if memo is not None:
+        memo[id(L)] = (L, out)  # L kept alive: its id stays its own
+    return out
 
 
 def _modular_mismatch(con, plan, point, p, cache) -> _Found | None:
@@ -268,7 +333,7 @@ def _matrices(L, cache: dict) -> list[tuple[int, int, int]]:
 _SECONDS_PER_BIT = 1e-7
 
 
-def _run_bounded(Ls, S, limit: list, cache: dict, keep: bool = True):
+def _run_bounded(Ls, S, limit: list, cache: dict):
     """``run_layers(Ls, S, keep=True)``, with the cost of each layer's matrix products estimated before
     it runs (the state's nonzero entries times each weight matrix's nonzeros per row, times the weights'
     bits, :data:`_SECONDS_PER_BIT`) and taken from ``limit[0]`` (seconds): past it, :class:`_TooLarge`."""
@@ -284,7 +349,7 @@ def _run_bounded(Ls, S, limit: list, cache: dict, keep: bool = True):
                             f"nonzeros and sizes; more than {EXACT_SECONDS:g} s in all)")
         S = L.forward(S)
         states.append(S)
-    return states if keep else S
+    return states
 
 
 def exact_feasible(con: Construction) -> str:
@@ -297,6 +362,7 @@ def exact_feasible(con: Construction) -> str:
 
 
 def _has_float(A) -> bool:
+    """``A`` holds a float (a specification computing in floats: not exact in Fraction arithmetic)."""
     A = np.asarray(A) if not isinstance(A, np.ndarray) else A
     return exact_floats(A) is not A
 
@@ -307,17 +373,18 @@ class _Exact:
 
     def __init__(self, con, sec: str, Ls, compare_own: bool):
         self.con, self.sec = con, sec
-        self.Ls = [exact_layer(L) for L in Ls]
+        memo: dict = {}
+        self.Ls = [prepared(L, memo) for L in Ls]
         self.n = len(Ls)
         own = list(getattr(con, sec))
         self.own = own
-        self.ref = [exact_layer(L) for L in own] if compare_own and own and len(own) == self.n else None
+        self.ref = [prepared(L, memo) for L in own] if compare_own and own and len(own) == self.n else None
         try:
             pristine = con.rebuild(**con.params) if con.rebuild else None
         except Exception:  # noqa: BLE001 - only a guard; without it the location falls back
             pristine = None
         P = getattr(pristine, sec) if pristine is not None else None
-        self.pristine = ([exact_layer(L) for L in P] if P is not None and len(P) == self.n
+        self.pristine = ([prepared(L, memo) for L in P] if P is not None and len(P) == self.n
                          and not all(same_layer(a, b) for a, b in zip(P, Ls)) else None)
         self.use_declared: bool | None = None  # decided at the first point (:meth:`at` with decide)
         self.why_not = "no intermediate states declared"
@@ -325,7 +392,10 @@ class _Exact:
         self.stats: dict = {}
 
     def run(self, Ls, S0):
-        return _run_bounded(Ls, S0, self.limit, self.stats) if self.limit is not None else run_layers(Ls, S0, keep=True)
+        """The states after each layer: the first evaluation bounded (:func:`_run_bounded`), the others not."""
+        if self.limit is None:
+            return run_layers(Ls, S0, keep=True)
+        return _run_bounded(Ls, S0, self.limit, self.stats)
 
     def _states(self, v, decide: bool):
         start, target = next((s, t) for sec, s, t in section_claims(self.con, v) if sec == self.sec)
@@ -348,7 +418,7 @@ class _Exact:
         if idx is None:
             return None
         idx = tuple(int(i) for i in idx)
-        loc, ref = self._locate(v, S0, states, want, point, decide)
+        loc, ref = self._locate(v, S0, states, want, decide)
         # what the report names: the blamed layer and how, its entry, the first difference from the own
         # layers, the output's first differing entry (at a random point, the exact proof's, w.h.p.)
         sig = (loc.layer, loc.by, None if loc.culprit is None else loc.culprit.index, ref, idx)
@@ -376,7 +446,7 @@ class _Exact:
             raise _Inexact("the declared intermediate states compute in floats at the point")
         return declared
 
-    def _locate(self, v, S0, states, want, point, decide: bool):
+    def _locate(self, v, S0, states, want, decide: bool):
         n, lay, sec = self.n, self.con.layout, self.sec
         if not n:
             return _Location(0, LOCATED_ONLY), None
@@ -553,10 +623,15 @@ def refute(con: Construction, sections: dict | None = None, *, seed: int = 0, bo
         return None
     Ls = dict(plan)[found.section]
     own = sections is not None if compare_own is None else compare_own
+    offsets = _offsets(sections, con)
     try:
-        return _exact_failure(con, found, Ls, _offsets(sections, con), own, seed, t0, shrink_seconds)
-    except _Inexact as e:
-        return _modular_failure(con, found, Ls, _offsets(sections, con), seed, t0, shrink_seconds, str(e))
+        return _exact_failure(con, found, Ls, offsets, own, seed, t0, shrink_seconds)
+    except Exception as e:  # noqa: BLE001 - floats in the specification (_Inexact), or anything else the exact
+        why = str(e) if isinstance(e, _Inexact) else f"it raised {type(e).__name__}"  # evaluation cannot do
+    try:
+        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, why)
+    except Exception:  # noqa: BLE001 - the refutation is a shortcut: where it cannot report, the exact proof does
+        return None
 
 
 def _result(con, found: _Found, failure: Failure, t0: float, backend: str, exact: bool) -> ProofResult:
@@ -571,8 +646,8 @@ def _result(con, found: _Found, failure: Failure, t0: float, backend: str, exact
 
 def _refutation_note(found: _Found, seed: int, exact: bool) -> str:
     head = (f"refuted by a randomized identity test (verify/prover/refute.py, seed {seed}): the {found.section} "
-            f"differs modulo p = {found.prime} at a point with integer coordinates in [-{found.bound}, {found.bound}], a "
-            f"definite failure; ")
+            f"differs modulo p = {found.prime} at a point with integer coordinates in [-{found.bound}, "
+            f"{found.bound}], a definite failure; ")
     if exact:
         return head + ("both sides evaluated exactly in rationals at the counterexample (made sparse: every variable "
                        "not named is 0); the residual polynomial was not formed")
@@ -598,7 +673,7 @@ def _exact_failure(con, found: _Found, Ls, offsets, compare_own, seed, t0, shrin
         r = ev.at(cand)
         return r if r is not None and r.signature == first.signature else None
 
-    deadline = time.perf_counter() + max(shrink_seconds, min(4 * one, 6 * shrink_seconds))
+    deadline = time.perf_counter() + max(shrink_seconds, min(2 * one, 3 * shrink_seconds))
     point, best = _shrink(found.point, holds, deadline, SHRINK_EVALS)
     at = best or first
     sec, idx = found.section, at.index

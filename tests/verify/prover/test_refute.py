@@ -247,6 +247,18 @@ def test_too_large_an_exact_evaluation_reports_residues_modulo_p(monkeypatch):
     assert (mod(got), mod(want)) == (int(f.counterexample.got.split()[0]), int(f.counterexample.expected.split()[0]))
 
 
+def test_an_exact_evaluation_that_fails_falls_back_to_residues(monkeypatch):
+    """Whatever the exact evaluation at the point cannot do, the failure is still reported (modulo p)."""
+    con = gd_baseconv(4, 2)
+
+    def broken(self, *a, **k):
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(R._Exact, "at", broken)
+    res = R.refute(con, _tampered(con))
+    assert verdict(res) is Verdict.FAILED and "it raised RuntimeError" in res.failure.note
+
+
 def test_the_counterexample_is_sparse():
     """At 24 x 6 the point has 174 coordinates; the counterexample names a handful."""
     con = gd_baseconv(24, 6)
