@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from collections import Counter
 from fractions import Fraction
@@ -213,9 +214,11 @@ def _read(path, limits) -> dict:
 
     try:
         # the read itself is bounded (not only the size the file system reports: /dev/zero, a pipe
-        # or a FIFO report 0); O_NONBLOCK: opening a FIFO without a writer does not wait forever
-        # (its read then ends at once, empty)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        # or a FIFO report 0).  A FIFO (a named pipe, bash's <(...)) is opened as cat opens it: the
+        # open waits for its writer (a non-blocking open raced the writer and read an empty file);
+        # Ctrl-C, SIGTERM end the wait as any other
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | (0 if fifo else getattr(os, "O_NONBLOCK", 0)))
         with os.fdopen(fd, "rb") as f:
             os.set_blocking(fd, True)
             raw = f.read() if max_bytes is None else f.read(max_bytes + 1)

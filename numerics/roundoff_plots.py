@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from polyverify.cli import save_figure  # noqa: E402
+from polyverify.cli import make_folder, save_figure  # noqa: E402
 
 COLORS = {"float64": "tab:blue", "float32": "tab:orange", "bfloat16": "tab:green", "float16": "tab:red"}
 ORDER = ("float64", "float32", "bfloat16", "float16")
@@ -106,7 +106,7 @@ def error_vs_depth(records: list[dict], path, *, title: str = "") -> None:
     axes[1].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    make_folder(Path(path).parent)
     save_figure(fig, path, dpi=110)
     plt.close(fig)
 
@@ -132,7 +132,7 @@ def layer_errors(layer_runs: list[dict], path, *, title: str = "") -> None:
     ax.legend(fontsize=7, ncol=2)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    make_folder(Path(path).parent)
     save_figure(fig, path, dpi=110)
     plt.close(fig)
 
@@ -179,7 +179,7 @@ def compare_constructions(reports: list[dict], path, *, backend=None, conv="dire
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    make_folder(Path(path).parent)
     save_figure(fig, path, dpi=90)
     plt.close(fig)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from constructions.catalogue import gd_architectures
-from polyverify.cli import UsageError
+from polyverify.cli import UsageError, make_folder
 from polyverify.cli import progress as progress_reporter
 
 from .backends import DTYPES
@@ -168,7 +168,7 @@ def _sweep_finish(res, out: Path) -> tuple[list[str], bool]:
         title = (f"{c0['arch']}: N={c0['n']}, D={c0['d']}, {c0['backend']}, {c0['conv']} conv, kappa={c0['kappa']:g}, "
                  f"sigma={c0['sigma']:g}, eta={c0['eta']}, batch {c0['batch']}, seed {c0['seed']}")
         path = out / "plots" / f"mse_{tag}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         roundoff_plots.error_vs_depth([r["result"] for r in by_dtype.values()], path, title=title)
         files.append(str(path))
     return files, True

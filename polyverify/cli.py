@@ -93,8 +93,8 @@ class Parser(argparse.ArgumentParser):
 #: the folders :func:`make_folder` created during the current :func:`run_main` call (None outside one)
 _created_folders: list[Path] | None = None
 
-#: the outputs the current :func:`run_main` call named: resolved path -> the option that named it
-_claimed_outputs: dict[str, str] | None = None
+#: the files the current :func:`run_main` call named: resolved path -> (the option, whether it is read)
+_claimed_outputs: dict[str, tuple[str, bool]] | None = None
 
 
 def _importing(frame) -> bool:
@@ -307,11 +307,19 @@ def input_file_problem(path) -> str | None:
 
 def input_file(flag: str, path):
     """``path`` if it is a regular file, else a UsageError ``FLAG PATH: what it is`` (checked before
-    any work; ``flag`` "" for a positional argument)."""
+    any work; ``flag`` "" for a positional argument).  Inside :func:`run_main` the file is claimed as
+    an input: an output of the same command on it is refused (:func:`_claim`)."""
     problem = input_file_problem(path)
     if problem is not None:
         raise UsageError(f"{flag + ' ' if flag else ''}{path}: {problem}")
+    claim_input(flag or "the input file", path)
     return path
+
+
+def claim_input(flag: str, path) -> None:
+    """Inside :func:`run_main`: ``path`` is read by the command (``flag`` names it); an output option
+    naming the same file, before or after, is refused: the command would overwrite what it reads."""
+    _claim(flag, Path(path), reads=True)
 
 
 def _existing_mode(p: Path) -> int | None:
@@ -339,19 +347,28 @@ def _writes_through(p: Path) -> bool:
         os.path.realpath(p).startswith("/proc/")
 
 
-def _claim(flag: str, p: Path) -> None:
-    """Inside :func:`run_main`: ``p`` (resolved) is ``flag``'s output; a second option naming the
-    same file or folder is refused (one output would overwrite the other).  A character device
-    (``/dev/null``) may take several outputs."""
+def _claim(flag: str, p: Path, *, reads: bool = False) -> None:
+    """Inside :func:`run_main`: ``p`` (resolved) is ``flag``'s output (``reads``: its input); a
+    second option naming the same file or folder is refused when either writes it (one output would
+    overwrite the other, or the input it reads).  A character device (``/dev/null``) may take several."""
     if _claimed_outputs is None:
         return
     mode = _existing_mode(p)
     if mode is not None and stat.S_ISCHR(mode):
         return
     key = os.path.realpath(p)
-    other = _claimed_outputs.setdefault(key, flag)
-    if other != flag:
-        raise UsageError(f"{flag} {p}: the same file as {other} (give each output its own path)")
+    other = _claimed_outputs.get(key)
+    if other is None:
+        _claimed_outputs[key] = (flag, reads)
+        return
+    other_flag, other_reads = other
+    if other_flag == flag or (reads and other_reads):
+        return
+    if reads or other_reads:
+        out_flag, in_flag = (other_flag, flag) if reads else (flag, other_flag)
+        raise UsageError(f"{out_flag} {p}: the same file as {in_flag}, which the command reads (give the output "
+                         f"another path)")
+    raise UsageError(f"{flag} {p}: the same file as {other_flag} (give each output its own path)")
 
 
 def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
@@ -397,7 +414,7 @@ def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool =
     if must_be_new and p.is_dir() and any(p.iterdir()):
         raise UsageError(f"{flag} {p}: folder exists and is not empty")
     _claim(flag, p)
-    _check_folder(flag, p)
+    _check_folder(flag, Path(os.path.realpath(p)))  # a dangling link: its target is the folder made
     return p
 
 
@@ -432,8 +449,11 @@ def make_folder(d: str | os.PathLike, flag: str | None = None) -> Path:
     """Create folder ``d`` (and its missing parents) right before a file is written into it.
     Inside :func:`run_main` the folders made are remembered, and removed again if the run
     fails or is interrupted before it puts a file in them.  With ``flag``, an OSError is a
-    :class:`UsageError` naming the option."""
+    :class:`UsageError` naming the option.  A symbolic link on the way is followed (a dangling link's
+    target is created, as for an output file)."""
     d = Path(d) if str(d) else Path(".")
+    if not d.is_dir() and any(os.path.islink(a) for a in [d, *d.parents]):
+        d = Path(os.path.realpath(d))
     missing = []
     for anc in [d, *d.parents]:
         if anc.is_dir():

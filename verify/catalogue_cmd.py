@@ -34,10 +34,14 @@ def parse_sets(pairs: list[str] | None, entry, allow_large: bool = False) -> dic
     """The sizes of ``entry`` (a CatalogueEntry or its EntryInfo) with ``--set KEY=VALUE`` applied,
     each checked."""
     sizes = dict(entry.sizes)
+    given: set = set()
     for p in pairs or []:
         if "=" not in p:
             raise UsageError(f"--set expects key=value, got {p!r}")
         k, val = p.split("=", 1)
+        if k in given:  # the last would win silently (import refuses it too)
+            raise UsageError(f"--set {k} given twice; give each size once")
+        given.add(k)
         if k not in sizes:
             raise UsageError(f"{entry.name} has no size {k!r}; sizes are {', '.join(sorted(sizes)) or 'none'}")
         try:

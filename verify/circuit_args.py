@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from circuits.limits import COMPILE_LIMITS, LIMIT_DOC, MAX_SEED
 from constructions.compiler.targets import (DEFAULT_PLACED, DEFAULT_UNPLACED, REASSOCIATE_MAX_GATES, TARGETS,
                                             accepting, names_text)
-from polyverify.cli import check_range, output_file
+from polyverify.cli import check_range, claim_input, output_file
 
 from . import bounded
-from .cli_common import UsageError, add_export_arguments, check_export_suffix, input_file
+from .cli_common import UsageError, add_export_arguments, check_export_suffix, input_file, stream_target
 
 #: the limits of ``python -m verify.construct circuit`` (measured: at these sizes a
 #: circuit compiles, proves and runs its default 64 trials in well under a minute)
@@ -133,26 +134,23 @@ def add_arguments(c) -> None:
 
 def check_paths(a) -> None:
     """Inputs exist; outputs are writable files, distinct from each other and from the inputs."""
-    try:  # the --graph file can be opened (the same words as circuits.io.load's refusal; O_NONBLOCK as
-        # there: a FIFO without a writer opens at once, and load then reads it)
-        os.close(os.open(a.graph, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
+    try:  # the --graph file can be opened (the same words as circuits.io.load's refusal); a FIFO (a
+        # named pipe, bash's <(...)) is not opened here: load waits for its writer and reads it once
+        if not stat.S_ISFIFO(os.stat(a.graph).st_mode):
+            os.close(os.open(a.graph, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
         if os.path.isdir(a.graph):  # a folder opens read-only; its read is what fails
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     except OSError as e:
         raise UsageError(f"cannot read {os.fspath(a.graph)}: {e.strerror or e}") from None
+    claim_input("--graph", a.graph)  # an output on it is refused (output_file): it would overwrite the circuit
     if a.weights is not None:
         input_file("--weights", a.weights)  # missing, a folder, /dev/zero, a FIFO: said as what it is
-    outs = [(flag, output_file(flag, p)) for flag, p in (("--json", a.json), ("--export", a.export),
-                                                         ("--plot", getattr(a, "plot", None))) if p is not None]
+    for flag, p in (("--json", a.json), ("--export", a.export), ("--plot", getattr(a, "plot", None))):
+        output_file(flag, p)  # two outputs on one path, or an output on an input, are refused there
     check_export_suffix(a)  # --export keep.txt: refused before the compile, not written as safetensors
-    if getattr(a, "plot", None) is not None and Path(a.plot).suffix.lower() != ".png":
-        raise UsageError(f"--plot {a.plot}: not a .png file name")
-    ins = [(flag, Path(p)) for flag, p in (("--graph", a.graph), ("--weights", a.weights)) if p is not None]
-    # two outputs on one path are refused by output_file itself; an output on an input is refused here
-    seen = {os.path.realpath(p): flag for flag, p in ins}
-    for flag, p in outs:
-        if os.path.realpath(p) in seen:
-            raise UsageError(f"{flag} {p}: the same file as {seen[os.path.realpath(p)]}")
+    plot = getattr(a, "plot", None)
+    if plot is not None and Path(plot).suffix.lower() != ".png" and not stream_target(plot):
+        raise UsageError(f"--plot {plot}: not a .png file name")
 
 
 def check_arguments(a) -> None:

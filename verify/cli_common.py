@@ -137,13 +137,14 @@ def export_suffix_problem(path, fmt: str) -> str | None:
     from pathlib import Path
 
     ok = SUFFIXES.get(fmt)
-    if ok is not None and Path(path).suffix.lower() not in ok and not _stream_target(path):
+    if ok is not None and Path(path).suffix.lower() not in ok and not stream_target(path):
         return (f"{fmt} files are {', '.join(ok)} (the importers read a file by its suffix); got "
                 f"{Path(path).name!r}")
     return None
 
 
-def _stream_target(path) -> bool:
+def stream_target(path) -> bool:
+    """``path`` is an existing character device or FIFO (written through: it has no suffix to read)."""
     import os
     import stat
 

@@ -27,6 +27,8 @@ from verify.comparison.seqmodel import (NOT_APPLICABLE, compare_sequence_model, 
 from verify.comparison.summary import summary_lines
 
 SECTIONS = ("functional", "sensitivities", "polynomial", "invariants", "implicit_w", "iterate")
+#: the report's own files in --out (plots beside them: write_plots)
+REPORT_FILES = ("report.json", "report.md")
 
 
 def problem_sets(con, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0, 20.0), scales=(1.0, 2.0),
@@ -114,12 +116,12 @@ def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0,
 def write_report(rep: dict, out: Path) -> list[str]:
     from verify.comparison.figures import write_plots
 
-    from polyverify.cli import atomic_write_text
+    from polyverify.cli import atomic_write_text, make_folder
 
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     atomic_write_text(out / "report.json", json.dumps(rep, indent=1, default=str))
     atomic_write_text(out / "report.md", "\n".join(summary_lines(rep)) + "\n")
-    return ["report.json", "report.md"] + write_plots(rep, out)
+    return list(REPORT_FILES) + write_plots(rep, out)
 
 
 # ------------------------------------------------------------------ CLI
@@ -140,9 +142,13 @@ _LIMIT_FLAGS = {"max_n": "--n", "max_d": "--d", "max_problems": "--problems", "m
 
 def _floats(s: str):
     try:
-        return tuple(float(x) for x in s.split(",") if x.strip())
+        vals = tuple(float(x) for x in s.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {s!r}") from None
+    twice = next((v for i, v in enumerate(vals) if v in vals[:i]), None)
+    if twice is not None:  # a list that silently shrinks (or runs one cell twice) is not the list asked for
+        raise argparse.ArgumentTypeError(f"{twice:g} is given twice in {s!r}; give each value once")
+    return vals
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -254,6 +260,17 @@ def _check_args(a, n, d) -> None:
     check_range("--seed", a.seed, 0)
 
 
+def _report_folder(path):
+    """``--out``, checked before the work (polyverify.cli.output_dir), and the report's own files in
+    it claimed as outputs: a --learned file there (``--out d --learned d/report.json``) is refused."""
+    from polyverify.cli import output_dir, output_file
+
+    out = output_dir("--out", path)
+    for name in REPORT_FILES:
+        output_file("--out", out / name)
+    return out
+
+
 def _check_memory(a, n: int, d: int, state_size: int = 0, layers: int = 0) -> None:
     """Refuse a comparison whose problems (and, once the construction is known, kept states)
     would not fit in memory: an estimate, before the work."""
@@ -299,7 +316,7 @@ def run(a: CompareOptions) -> int:
             _check_args(a, m.n, m.d)
             con = build_construction(a.construction, m.n, m.d, **eta)
             _check_memory(a, m.n, m.d, con.state_size, len(m.layers))
-            out = output_dir("--out", a.out)  # refused before the work; created when the report is written
+            out = _report_folder(a.out)  # refused before the work; created when the report is written
             rep = compare_model(con, m, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                                 iters=a.iters, iter_sigmas=a.iter_sigmas, skip=skip, seed=a.seed,
                                 poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
@@ -309,7 +326,7 @@ def run(a: CompareOptions) -> int:
             con = build_construction(a.construction, n, d, **eta)
             learned = load_learned(a.learned, con)
             _check_memory(a, n, d, con.state_size, len(learned.layers))
-            out = output_dir("--out", a.out)  # refused before the work; created when the report is written
+            out = _report_folder(a.out)  # refused before the work; created when the report is written
             rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                           iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
                           poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)

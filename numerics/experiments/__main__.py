@@ -50,7 +50,7 @@ import re
 import sys
 from pathlib import Path
 
-from polyverify.cli import EXIT_OK, Parser, UsageError, exit_with, output_dir, output_file, run_main
+from polyverify.cli import EXIT_OK, Parser, UsageError, claim_input, exit_with, output_dir, output_file, run_main
 from polyverify.options import config_class
 
 from . import EXPERIMENTS, load
@@ -130,11 +130,20 @@ def _refuse(a, flags, what: str) -> None:
 
 def _report(a) -> int:
     _refuse(a, [*RUN_FLAGS, "--resummarise"], "'report'")
+    if not a.results:
+        raise UsageError("--results '': not a folder name")
     results = Path(a.results)
     if not results.is_dir():
         raise UsageError(f"--results {results}: not a folder")
+    from .report import summary_paths, write_report
+
+    found = summary_paths(results)
+    if not found:  # a report of no experiment would say it was made from these results
+        raise UsageError(f"--results {results}: holds no experiment's summary ({', '.join(EXPERIMENTS)}: "
+                         f"python -m numerics.experiments NAME --out {results}/NAME writes one)")
+    for p in found:
+        claim_input("--results", p)  # an --out onto one of them is refused: the report would replace it
     out = output_file("--out", a.out or DEFAULT_REPORT)
-    from .report import write_report
 
     write_report(results, out)
     print(f"wrote {out}")

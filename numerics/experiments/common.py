@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 import numpy as np
 from pathlib import Path
 
-from polyverify.cli import atomic_write_text, save_figure
+from polyverify.cli import atomic_write_text, make_folder, save_figure
 from polyverify.options import CellConfig, ConfigError, cell_config, non_negative, option, positive
 
 SUMMARY, TABLE, FIGURE = "summary.json", "table.csv", "figure.png"
@@ -259,7 +259,7 @@ def machine() -> dict:
 def write_outputs(module, summary: dict, out: Path) -> None:
     from polyverify.sweep import table_csv
 
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, allow_nan=False) + "\n")
     atomic_write_text(out / TABLE, table_csv(module.table(summary)))
     import matplotlib

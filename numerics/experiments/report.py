@@ -81,6 +81,12 @@ def gpu_section(name: str, m, s: dict | None, figure: str | None) -> str:
     return f"### On a GPU: {card(s)}\n\n`{s['run']['command']}`\n\n{m.gpu_markdown(s, figure)}\n"
 
 
+def summary_paths(results: Path) -> list[Path]:
+    """The summaries a report reads from ``results`` (each experiment's, CPU and GPU), those present."""
+    paths = [Path(results) / d / name / SUMMARY for name in EXPERIMENTS for d in (".", GPU_DIR)]
+    return [p for p in paths if p.is_file()]
+
+
 def build_report(results: Path, rel_to: Path | None = None) -> str:
     parts = [HEADER]
     index = []

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyverify.cli import atomic_path, atomic_write_text
+from polyverify.cli import atomic_path, atomic_write_text, make_folder
 
 from . import jsonio
 from .modules import LayerStack, stack_from_layers
@@ -156,7 +156,7 @@ def export(con, model: LayerStack, path, k: int) -> Path:
     from constructions import weights_io
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     with atomic_path(path) as tmp:
         weights_io.save(tmp, learned_construction(con, model), k)
     return path
@@ -267,7 +267,7 @@ def _gradient_metric(opt, params, rc, loss_of) -> float:
 def _write_outputs(out: Path, cfg: ConstructionTaskConfig, res: dict) -> None:
     """weights.safetensors, history.json, result.json and loss.png of a training run in ``out``."""
     hist = res["history"]
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     export(res["construction"], res["model"], out / "weights.safetensors", cfg.k)
     atomic_write_text(out / "history.json", jsonio.dumps(hist, indent=1))  # NaN: null + note
     plain = {k: v for k, v in res.items() if k not in ("model", "construction", "history")}

@@ -375,8 +375,10 @@ def export_weights(model: nn.Module, path, *, name: str = "trained", notes: dict
         "exact": json.dumps({}),
     }
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata=meta)
+    from polyverify.cli import atomic_path
+
+    with atomic_path(path) as tmp:  # the folder made if missing; never half a file
+        save_file(tensors, str(tmp), metadata=meta)
     return path
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyverify.cli import atomic_path, atomic_write_text, interactive
+from polyverify.cli import atomic_path, atomic_write_text, interactive, make_folder
 from polyverify.cli import progress as progress_reporter
 
 from . import jsonio
@@ -257,7 +257,7 @@ class Trainer:
                "wall_s": round(time.perf_counter() - t0, 2), "loadavg": list(os.getloadavg())}
         self.history.append(rec)
         if self.out_dir:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out_dir)
             atomic_write_text(self.out_dir / "history.json", jsonio.dumps(self.history, indent=1))  # NaN: null + note
 
     def finish(self) -> dict:
@@ -269,7 +269,7 @@ class Trainer:
                "skipped": self.skipped, "wall_s": round(self.elapsed, 1), "stopped_by_time": self.stopped_by_time, "loadavg_end": list(os.getloadavg()),
                "params": sum(p.numel() for p in self.params)}
         if self.out_dir:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out_dir)
             if self.model.exportable():
                 tinfo = {**self.task.describe(), **{k: getattr(self.task, k) for k in ("kappa", "sigma", "eta", "k")
                                                      if isinstance(getattr(self.task, k, None), (int, float))}}
@@ -298,7 +298,7 @@ class Trainer:
         meta = {"config": json.dumps(self.cfg.to_json()), "step": str(self.step), "skipped": str(self.skipped),
                 "elapsed": str(self.elapsed), "sched": json.dumps(self.sched.state())}
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         with atomic_path(path) as tmp:
             save_file({k: v.cpu() for k, v in t.items()}, str(tmp), metadata=meta)
 

@@ -19,7 +19,7 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from polyverify.cli import UsageError, file_kind, one_line  # noqa: F401 (file_kind: re-exported)
+from polyverify.cli import UsageError, file_kind, make_folder, one_line  # noqa: F401 (file_kind: re-exported)
 
 #: exit status when F cells failed: FAILED_BASE + min(F, FAILED_CAP)
 FAILED_BASE, FAILED_CAP = 10, 100
@@ -152,7 +152,7 @@ def cell_dir() -> Path | None:
     if d is None:
         return None
     p = Path(d)
-    p.mkdir(parents=True, exist_ok=True)
+    make_folder(p)
     return p
 
 

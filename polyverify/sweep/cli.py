@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -183,6 +184,11 @@ def _check_preload(text: str) -> list[str] | None:
 
 def _grid_file_cells(a, lim: dict, big: bool):
     """``run GRID``: ``(name, cell, configs, resources, the named sweep's adapter or None)``."""
+    if getattr(a, "out", None):  # the grid is read, then the table files in --out are replaced
+        written = {os.path.realpath(Path(a.out) / n): n for n in ("results.jsonl", "results.csv", "sweep.json")}
+        if os.path.realpath(a.grid) in written:
+            raise UsageError(f"grid file {a.grid}: the sweep writes {written[os.path.realpath(a.grid)]} in --out "
+                             f"{a.out} there, over the grid it reads; copy the grid elsewhere first")
     spec = read_grid_file(a.grid)
     name = str(spec.get("name") or Path(a.grid).stem)
     if not re.fullmatch(r"[\w.\-]{1,64}", name):

@@ -37,7 +37,8 @@ def _graph(tmp: Path) -> str:
 def _main(module: str):
     import importlib
 
-    return importlib.import_module(module).main
+    mod = importlib.import_module(module)
+    return getattr(mod, "main", None) or importlib.import_module(module + ".__main__").main
 
 
 # (id, module, argv before the output option, the output option, a file name with the right suffix)
@@ -232,3 +233,143 @@ def test_export_into_a_device_without_a_suffix(tmp_path, capsys, fmt):
     rc, _, err = _run("verify.construct", ["gd", "--layers", "4", "--batch", "8", "--export", str(node), *fmt], capsys)
     assert rc == 0, err
     assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+# ------------------------------------------------------------------ an attack run's findings (issue 39)
+
+def _export(tmp: Path, name: str = "w.safetensors") -> Path:
+    from constructions.gd_baseconv import gd_baseconv
+    from verify.export import export
+
+    path = tmp / name
+    export(path, gd_baseconv(20, 5))
+    return path
+
+
+def _results_copy(tmp: Path) -> Path:
+    import shutil
+
+    repo = Path(__file__).resolve().parents[2]
+    dst = tmp / "results"
+    shutil.copytree(repo / "docs" / "experiments", dst)
+    return dst
+
+
+# (id, module, argv with {tmp}, {w} (a gd-baseconv weight file), {results} (a copy of the committed
+#  experiment results); the file that must stay as it was)
+OUTPUT_ON_INPUT = [
+    ("gd-weights", "verify.construct", ["gd", "--layers", "4", "--batch", "8", "--weights", "{w}", "--json", "{w}"],
+     "{w}", "--weights"),
+    ("gd-weights-resolved", "verify.construct", ["gd", "--layers", "4", "--batch", "8", "--weights",
+                                                 "{tmp}/sub/../w.safetensors", "--json", "{w}"], "{w}", "--weights"),
+    ("import-file", "verify.construct", ["import", "{w}", "--from", "polyverify", "--spec", "gd-baseconv", "--json",
+                                         "{w}"], "{w}", "input"),
+    ("import-layout", "verify.construct", ["import", "{w}", "--from", "polyverify", "--spec", "gd-baseconv",
+                                           "--layout", "{tmp}/lay.json", "--json", "{tmp}/lay.json"],
+     "{tmp}/lay.json", "--layout"),
+    ("circuit-graph", "verify.construct", ["circuit", "--graph", "{graph}", "--json", "{graph}"], "{graph}", "--graph"),
+    ("compare-learned", "verify.compare", ["--learned", "{tmp}/cmp/report.json", "--construction", "gd-baseconv",
+                                           "--out", "{tmp}/cmp"], "{tmp}/cmp/report.json", "--learned"),
+    ("experiments-report", "numerics.experiments", ["report", "--results", "{results}", "--out",
+                                                    "{results}/seed000-table7/summary.json"],
+     "{results}/seed000-table7/summary.json", "--results"),
+    ("sweep-grid", "numerics.sweep", ["run", "{tmp}/sw/sweep.json", "--out", "{tmp}/sw", "--workers", "1"],
+     "{tmp}/sw/sweep.json", "sweep.json"),
+]
+
+
+@pytest.mark.parametrize("name,module,argv,keep,words", OUTPUT_ON_INPUT, ids=[c[0] for c in OUTPUT_ON_INPUT])
+def test_an_output_on_an_input_is_refused_before_any_work(tmp_path, capsys, name, module, argv, keep, words):
+    (tmp_path / "sub").mkdir()
+    w = _export(tmp_path)
+    (tmp_path / "lay.json").write_text('{"format": "polyverify-layout/1"}')
+    (tmp_path / "cmp").mkdir()
+    (tmp_path / "cmp" / "report.json").write_bytes(w.read_bytes())
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "sweep.json").write_text(json.dumps({"sweep": "roundoff", "fixed": {"n": 4, "d": 2, "batch": 4},
+                                                            "grid": {"arch": ["baseconv"], "layers": [4]}}))
+    results = _results_copy(tmp_path) if "{results}" in " ".join(argv) else tmp_path
+
+    def fill(s: str) -> str:
+        return (s.replace("{tmp}", str(tmp_path)).replace("{w}", str(w)).replace("{results}", str(results))
+                .replace("{graph}", str(tmp_path / "g.json")))
+
+    _graph(tmp_path)
+    kept = Path(fill(keep))
+    before = kept.read_bytes()
+    rc, out, err = _run(module, [fill(a) for a in argv], capsys)
+    assert rc == EXIT_USAGE, (rc, err)
+    assert err.count("\n") == 1 and words in err, err
+    assert "PROVED" not in out
+    assert kept.read_bytes() == before, "the input was overwritten"
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("numerics.roundoff", ["baseconv", "--layers", "4", "--dtypes", "float64", "--batch", "8", "--backend", "numpy"]),
+    ("numerics.train", ["gradient", "--steps", "2", "--batch", "8", "--width", "8", "--eval-every", "2"]),
+], ids=["roundoff", "train"])
+def test_an_output_folder_that_is_a_dangling_link_is_followed(tmp_path, capsys, module, argv):
+    """``--out LINK`` where LINK points at a folder not made yet: the folder it names is made and
+    written (was a FileExistsError traceback after the work)."""
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "target")
+    rc, _, err = _run(module, [*argv, "--out", str(link)], capsys)
+    assert rc == 0, err
+    assert os.path.islink(link) and (tmp_path / "target").is_dir() and any((tmp_path / "target").iterdir())
+
+
+def test_a_plot_into_a_fifo_needs_no_png_suffix(tmp_path, capsys):
+    """``--plot`` onto a FIFO is written through, as ``--export`` and ``--json`` are (it was refused for
+    its missing .png suffix)."""
+    fifo = tmp_path / "plot"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    rc, _, err = _run("verify.construct", ["circuit", "--graph", _graph(tmp_path), "--float-trials", "4",
+                                           "--plot", str(fifo)], capsys)
+    if reader.is_alive():
+        with open(fifo, "wb"):
+            pass
+    reader.join(10)
+    assert rc == 0, err
+    assert got and got[0].startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("module,argv,words", [
+    ("verify.construct", ["gd", "--layers", "4", "--batch", "8", "--dtype", "float32,float32"], "given twice"),
+    ("verify.construct", ["s000-read", "--set", "n=3", "--set", "n=4"], "given twice"),
+    ("verify.compare", ["--learned", "{w}", "--construction", "gd-baseconv", "--out", "{tmp}/c", "--sigmas", "1,1"],
+     "given twice"),
+    ("numerics.experiments", ["report", "--results", "", "--out", "{tmp}/r.md"], "--results"),
+    ("numerics.experiments", ["report", "--results", "{tmp}/empty", "--out", "{tmp}/r.md"], "no experiment"),
+], ids=["gd-dtype-twice", "set-twice", "compare-sigmas-twice", "results-empty-name", "results-empty-folder"])
+def test_a_repeated_or_empty_value_is_refused(tmp_path, capsys, module, argv, words):
+    (tmp_path / "empty").mkdir()
+    w = _export(tmp_path)
+    rc, out, err = _run(module, [a.replace("{tmp}", str(tmp_path)).replace("{w}", str(w)) for a in argv], capsys)
+    assert rc == EXIT_USAGE, (rc, err)
+    assert err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_a_graph_from_a_fifo_whose_writer_comes_late_is_read(tmp_path, capsys):
+    """``--graph FIFO``: the command waits for the writer, as ``cat`` does (a non-blocking open raced the
+    writer and read an empty file: 'invalid JSON')."""
+    import time
+
+    src = Path(_graph(tmp_path)).read_bytes()
+    fifo = tmp_path / "gfifo"
+    os.mkfifo(fifo)
+
+    def write():
+        time.sleep(0.5)
+        with open(fifo, "wb") as f:
+            f.write(src)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    rc, out, err = _run("verify.construct", ["circuit", "--graph", str(fifo), "--float-trials", "4"], capsys)
+    writer.join(10)
+    assert rc == 0, err
+    assert "PROVED" in out

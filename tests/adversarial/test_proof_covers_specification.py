@@ -106,7 +106,8 @@ def test_value_branching_step_is_not_proved(backend):
     """The red team's repro (/tmp/attack/cover.py): FAILED concretely, PROVED symbolically before."""
     con = sneaky(SneakyStep)
     assert not prove(con, symbolic=False, backend=backend).ok
-    r = prove(con, backend=backend)
+    assert not prove(con, backend=backend).ok  # refuted first, at the concrete value
+    r = prove(con, backend=backend, refute=False)  # the exact proof alone: what its cover says
     assert not r.ok
     assert r.symbolic_params == []  # proved at the concrete value
     assert "specification" in r.symbolic_cover and "step(v)['x']" in r.symbolic_cover
@@ -122,7 +123,8 @@ def test_value_branching_step_intermediate_states():
 def test_value_branching_final_state_is_not_proved():
     con = sneaky(SneakyFinal)
     assert not prove(con, symbolic=False).ok
-    r = prove(con)
+    assert not prove(con).ok  # refuted first, at the concrete value
+    r = prove(con, refute=False)  # the exact proof alone: what its cover says
     assert not r.ok and r.symbolic_params == [] and "final_state(v)" in r.symbolic_cover
 
 
@@ -142,7 +144,8 @@ def test_grouped_ring_difference_reported_in_the_problems_variables():
     assert con.params["sqrt_eta"] == Fraction(1, 4)
     d = specification_cover(con, tuple(con.symbolic_params))
     assert d is not None and d.startswith("step(v)['x']") and "A[" in d and "alpha" not in d
-    r = prove(con)
+    assert not prove(con).ok  # refuted first, at the concrete value
+    r = prove(con, refute=False)  # the exact proof alone: what its cover says
     assert not r.ok and r.symbolic_params == []
 
 

@@ -32,7 +32,8 @@ def test_branching_builder_is_not_proved(backend):
     con = sneaky(eta=Fraction(1, 16))
     assert con.symbolic_params == ("eta",)
     assert not prove(con, symbolic=False, backend=backend).ok
-    r = prove(con, backend=backend)
+    assert not prove(con, backend=backend).ok  # refuted first, at the concrete value
+    r = prove(con, backend=backend, refute=False)  # the exact proof alone: what its cover says
     assert not r.ok  # PROVED before the fix
     assert r.symbolic_params == []  # proved at the concrete value
     assert "differ from the construction's own" in r.symbolic_cover and "body layer 2" in r.symbolic_cover

@@ -26,7 +26,7 @@ verdict and the nearby search in ``verify/importers/prove.py``.
 """
 from __future__ import annotations
 
-from polyverify.cli import UsageError, output_file
+from polyverify.cli import UsageError, claim_input, output_file
 from verify.cli_common import input_file
 
 from . import FORMATS, mapping
@@ -102,6 +102,8 @@ def settings(a) -> dict:
         sets = parse_settings(a.set, "--set")
         cfg = parse_settings(a.config, "--config")
         layout_d = mapping.read_layout_file(a.layout) if a.layout else None
+        if a.layout:
+            claim_input("--layout", a.layout)  # --json on it is refused: it would overwrite the layout
     except ImportRefused as e:
         raise UsageError(str(e)) from None
     entry = resolve_spec(a.spec)
