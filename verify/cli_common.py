@@ -87,8 +87,9 @@ def print_proof(res: "ProofResult", out) -> None:
     sym = f" (symbolic in {', '.join(res.symbolic_params)})" if res.symbolic_params else ""
     print(f"{what}: {status} in {res.seconds:.3f} s{sym}; {res.entries_checked} state entries checked; "
           f"sections {', '.join(k + '=' + ('ok' if v else 'FAIL') for k, v in res.sections.items())}; "
-          f"exact arithmetic: {res.backend}"
-          + (f", {res.ring.split(' (')[0]} ring" if res.ring != "full" else ""), file=out)
+          + (f"found at an {res.ring}" if res.ring.startswith("integer point")  # verify/prover/refute.py
+             else f"exact arithmetic: {res.backend}" + (f", {res.ring.split(' (')[0]} ring" if res.ring != "full"
+                                                         else "")), file=out)
     if res.failure:
         print("  " + res.failure.describe().replace("\n", "\n  "), file=out)
 
