@@ -157,3 +157,10 @@ def test_a_certified_witness_reads_witnessed_never_proved():
     assert res.ok and verdict(res) is Verdict.WITNESSED and not is_proved(res)
     assert verdict_of(res) == ("witnessed", "WITNESSED") and holds(res)
     assert conclude(res).seal == "" and verdict(res) is Verdict.WITNESSED  # a witness is never sealed
+
+
+def test_design_doc_line_counts_are_the_files():
+    """The table's line counts are the files' (a change to a file a PROVED trusts shows in the doc)."""
+    text = (REPO / "docs" / "design.md").read_text()
+    for name, n in re.findall(r"^\| `verify/prover/(\w+\.py)` \| (\d+) \|", text, flags=re.M):
+        assert int(n) == len((PROVER / name).read_text().splitlines()), name
