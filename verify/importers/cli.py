@@ -30,7 +30,7 @@ from polyverify.cli import UsageError, claim_input, output_file
 from verify.cli_common import input_file
 
 from . import FORMATS, mapping
-from .common import ImportRefused, describe_not_proved, parse_settings
+from .common import ImportRefused, ParamSource, describe_not_proved, parse_settings
 from .prove import nearby_specifications, prove_bounded  # noqa: F401 - nearby_specifications: named here too
 from .shapes import check_layer_shapes
 from .specs import (_accepted, _alias_of, _build, _builder_keywords, _parse_param, _size_keys, _takes,
@@ -120,7 +120,7 @@ def settings(a) -> dict:
     # specification (docs/interop.md); --set wins where given (a contradiction is refused below)
     lw = getattr(imp, "loaded", None)
     declares_spec = bool(lw is not None and lw.declared and lw.declared.get("name") == entry.name)
-    param_src = {k: "--set" for k in given_params}
+    param_src = {k: ParamSource.SET_FLAG for k in given_params}
     declared_used = _declared_params(a, entry, imp, given_params, param_src) if declares_spec else {}
     spec, params = _specification(entry, sizes, size_keys, given_params, declared_used, param_src)
     kinds = {L.kind for L in imp.layers}
@@ -208,7 +208,7 @@ def _declared_params(a, entry, imp, given_params: dict, param_src: dict) -> dict
         # parsed as the builder takes it (a bool, else bounded: '1e999999999' is refused before
         # 10**999999999 is built)
         declared_used[k] = _parse_param(entry, k, v, f"{a.file}: its metadata's parameter {k}")
-        param_src[k] = "the file's metadata"
+        param_src[k] = ParamSource.METADATA
     return declared_used
 
 

@@ -15,6 +15,7 @@ what the importer read: a tensor no mapping consumes makes the import refuse, na
 """
 from __future__ import annotations
 
+import enum
 import json
 import re
 import warnings
@@ -30,6 +31,18 @@ from constructions.weights_io import MAX_ENTRIES, exact_tensor
 from polyverify.cli import one_line
 from polyverify.rational import parse_rational
 from verify.cli_common import input_file_problem
+
+
+class ParamSource(enum.Enum):
+    """Where a specification parameter's value came from, carried beside the English text
+    (``"from"`` in the report) and branched on instead of it; ``value``: the text that names it
+    where the text is just that (--set, the metadata, the entry's default)."""
+
+    SET_FLAG = "--set"  # given on the command line
+    METADATA = "the file's metadata"  # declared by the file (a polyverify file naming the construction)
+    FILE = "the file"  # read from the file's weights (solved)
+    OWN_VALUE = "the entry's own value"  # the specification fixes it (its builder does not take it)
+    DEFAULT = "the entry's default"  # nothing determines it
 
 
 class ImportRefused(ValueError):

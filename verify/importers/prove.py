@@ -15,7 +15,7 @@ from polyverify.rational import parse_rational
 from verify.prover.kernel import is_proved, verdict
 
 from . import FORMATS, mapping, search
-from .common import ImportRefused, describe_not_proved
+from .common import ImportRefused, ParamSource, describe_not_proved
 from .shapes import check_layer_shapes
 from .specs import _alias_of, _build, _builder_keywords, _size_keys, _takes
 
@@ -85,14 +85,14 @@ def nearby_specifications(a, st, out) -> list[dict]:
         if c is None or c["spec"].name in seen:
             continue
         seen.add(c["spec"].name)
-        vals, vinfo = _params_for(c, imp.layers, out)
+        vals, vinfo, vsrc = _params_for(c, imp.layers, out)
         r = search.prove_stack(c["build"](**vals) if vals else c["con"], imp.layers)
         label = f"specification {c['spec'].name} (the {a.fmt} importer's default layout)"
         tried.append({"variant": label, "specification": c["spec"].name, "ok": r.ok, "parameters": vinfo,
                       "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
                                                    f"{list(r.failure.entry)}"})
         print(f"  nearby: {label}: {_verdict_line(r)}"
-              + "".join(f", {n} = {_shown(vinfo[n])}" for n in vals)
+              + "".join(f", {n} = {_shown(vinfo[n], vsrc[n])}" for n in vals)
               + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
     return tried
 
@@ -107,33 +107,37 @@ def _declared_note(imp) -> str:
             f"float64 is exactly float64 of its rational), largest gap {dr['largest_gap_float']:.2g}")
 
 
-def _shown(inf: dict) -> str:
-    """A parameter's value as printed next to where it came from."""
-    return inf["value"] if inf["from"].startswith("the file's metadata") else inf.get("described", inf["value"])
+def _shown(inf: dict, source: ParamSource) -> str:
+    """A parameter's value as printed next to where it came from (``source``)."""
+    return inf["value"] if source is ParamSource.METADATA else inf.get("described", inf["value"])
 
 
-def _params_for(st, layers, out) -> tuple[dict, dict]:
+def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
     """The specification's parameters: --set or the file's metadata (a polyverify file declaring
     the construction proved), else read from the file (solve), else the file's declared value,
     else the entry's default; with where each came from.  ``values`` holds the symbolic
-    parameters (passed to ``build``); ``info`` every parameter of the specification."""
+    parameters (passed to ``build``); ``info`` every parameter of the specification (its ``"from"``:
+    the English text); ``sources`` the :class:`ParamSource` of each."""
     spec, imp = st["spec"], st["imported"]
-    fixed, src = st.get("fixed", st["given"]), st.get("param_src", {k: "--set" for k in st["given"]})
+    fixed = st.get("fixed", st["given"])
+    src = st.get("param_src", {k: ParamSource.SET_FLAG for k in st["given"]})
     declared = bool(getattr(imp, "declared_rationals", None) and imp.declared_rationals.get("entries"))
-    values, info = {}, {}
+    values, info, sources = {}, {}, {}
     for name in spec.symbolic_params:
         alias = _alias_of(name, fixed) if name not in fixed else None
         if name in fixed or alias:
             values[name] = fixed[name] if name in fixed else Fraction(spec.params[name])
-            how = src.get(name if name in fixed else alias, "--set")
+            sources[name] = src.get(name if name in fixed else alias, ParamSource.SET_FLAG)
+            how = sources[name].value
             if alias:
                 how += f" {alias} = {fixed[alias]}"
             info[name] = {"value": str(values[name]), "from": how}
-            if how.startswith("the file's metadata"):
+            if sources[name] is ParamSource.METADATA:
                 info[name]["described"] = f"{values[name]} (declared in the file's metadata)"
             continue
         if not _takes(st["entry"], name):  # s000-linear's H_i_j: the entry's own matrix, not a builder argument
             values_fixed = Fraction(spec.params[name])
+            sources[name] = ParamSource.OWN_VALUE
             info[name] = {"value": str(values_fixed), "from": "the entry's own value (its builder does not take "
                                                                f"{name}: the specification fixes it)", "constant": True}
             continue
@@ -142,6 +146,7 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
         dt = time.perf_counter() - t0
         if sol and sol["value"] is not None:
             values[name] = sol["value"]
+            sources[name] = ParamSource.FILE
             how = ("the one value at which the file's layers can meet the specification" if sol["consistent"] else
                    f"the value most of the file's coefficients carry ({sol['agree']} of {sol['of']} residual "
                    f"coefficients vanish there; no value makes them all vanish)")
@@ -151,20 +156,23 @@ def _params_for(st, layers, out) -> tuple[dict, dict]:
                           "_fails_at": sol["fails_at"]}
         elif name in imp.declared_params:
             values[name] = parse_rational(str(imp.declared_params[name]), f"{name} (the file's metadata)")
+            sources[name] = ParamSource.METADATA
             info[name] = {"value": str(values[name]), "from": "the file's metadata"}
         else:
             values[name] = Fraction(spec.params[name])
+            sources[name] = ParamSource.DEFAULT
             info[name] = {"value": str(values[name]), "from": "the entry's default (the file does not determine it)"}
     for name, v in spec.params.items():  # constants of the specification (a compiled stack's eta, lam)
         if name in info:
             continue
         alias = _alias_of(name, fixed) if name not in fixed else None
-        how = src.get(name if name in fixed else alias, "the entry's default") if (name in fixed or alias) else \
-            "the entry's default"
+        sources[name] = src.get(name if name in fixed else alias, ParamSource.DEFAULT) if (name in fixed or alias) \
+            else ParamSource.DEFAULT
+        how = sources[name].value
         info[name] = {"value": str(v), "from": how + (f" {alias} = {fixed[alias]}" if alias else ""), "constant": True}
-        if how.startswith("the file's metadata"):
+        if sources[name] is ParamSource.METADATA:
             info[name]["described"] = f"{v} (declared in the file's metadata)"
-    return values, info
+    return values, info, sources
 
 
 def _not_in_file(dropped: dict) -> str:
@@ -208,7 +216,7 @@ def prove_bounded(a, st, out) -> int:
             if left < 1:
                 raise Stopped("time", f"no time left of --proof-timeout {a.proof_timeout:g} s")
             report["nearby"] = bounded.run_streamed(
-                lambda o: _nearby_part(a, st, part["values"], part["pinfo"], o), out, timeout=left,
+                lambda o: _nearby_part(a, st, part["values"], part["pinfo"], part["psrc"], o), out, timeout=left,
                 memory_gb=a.proof_memory_gib)
         except Stopped as e:
             flag = {"time": "--proof-timeout", "memory": "--proof-memory-gib"}.get(e.limit,
@@ -229,9 +237,9 @@ def _verdict_part(a, st, out) -> dict:
     outside = getattr(imp, "not_proved", None) or {}
     training = getattr(imp, "training_state", None) or {}
     dropped = _print_reading(st, outside, training, out)
-    values, pinfo = _params_for(st, imp.layers, out)
+    values, pinfo, psrc = _params_for(st, imp.layers, out)
     for name, inf in pinfo.items():
-        print(f"  {name} = {_shown(inf)} (from {inf['from']})", file=out)
+        print(f"  {name} = {_shown(inf, psrc[name])} (from {inf['from']})", file=out)
     if _declared_note(imp):
         print(f"  declared rationals: {_declared_note(imp)}", file=out)
     con = st["build"](**values) if values else st["con"]
@@ -254,12 +262,12 @@ def _verdict_part(a, st, out) -> dict:
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
     return {"rc": 0 if is_proved(res) else 1, "report": report, "search": not is_proved(res) and not a.no_search,
-            "values": values, "pinfo": pinfo}
+            "values": values, "pinfo": pinfo, "psrc": psrc}
 
 
-def _nearby_part(a, st, values: dict, pinfo: dict, out) -> list[dict]:
+def _nearby_part(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
     """After a FAILED: the nearby search, printed; its report entries (plain data)."""
-    tried = _nearby(a, st, values, pinfo, out)
+    tried = _nearby(a, st, values, pinfo, psrc, out)
     if not any(t["ok"] for t in tried):
         print("  no nearby specification holds either", file=out)
     for t in tried:
@@ -353,27 +361,26 @@ def _verdict_failed(a, st, f, outside: dict, out) -> dict:
     return verdict
 
 
-def _nearby(a, st, values: dict, pinfo: dict, out) -> list[dict]:
+def _nearby(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
     """After a failure: the file's variants (``search.variants``), each parameter given by --set or
     the metadata at the value the weights carry, and the nearby specifications; printed, and
     returned as the report's ``nearby``."""
     spec, imp = st["spec"], st["imported"]
     tried = []
     for label, layers in search.variants(imp.layers):
-        vals, vinfo = _params_for(st, layers, out)
+        vals, vinfo, vsrc = _params_for(st, layers, out)
         r = search.prove_stack(st["build"](**vals) if vals else st["con"], layers)
         tried.append({"variant": label, "ok": r.ok, "parameters": vinfo,
                       "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
                                                    f"{list(r.failure.entry)}"})
         print(f"  nearby: {label}: {_verdict_line(r)}"
-              + "".join(f", {n} = {_shown(vinfo[n])}"
-                        + ("" if vinfo[n]["from"].startswith("the file:") else
+              + "".join(f", {n} = {_shown(vinfo[n], vsrc[n])}"
+                        + ("" if vsrc[n] is ParamSource.FILE else
                            " (" + vinfo[n]["from"].split(";")[0] + ")")
                         for n in vals)
               + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
     given_differs = [n for n in spec.symbolic_params if n in values and n in pinfo
-                     and not pinfo[n]["from"].startswith("the file:")
-                     and not pinfo[n]["from"].startswith("the entry's default")]
+                     and psrc[n] not in (ParamSource.FILE, ParamSource.DEFAULT)]
     for name in given_differs:  # --set or the metadata gave it: the value the weights carry
         sol = search.solve_param(lambda **kw: st["build"](**kw), name, imp.layers)
         if sol and sol["value"] is not None and sol["value"] != values[name]:

@@ -26,7 +26,20 @@ class Cover:
     text: str
 
 
-def proof_cover(con: Construction, params, layers_differ: str | None, memo=None) -> Cover:
+@dataclass(frozen=True)
+class SpecMemo:
+    """What the grouped proof just run leaves for :func:`specification_cover`: its flint context
+    (``ctx``), its ``encoding``, the symbolic build's outputs it computed (``outputs``, by label),
+    its grouped ``variables`` and its ``degrees`` (degree bounds)."""
+
+    ctx: object
+    encoding: int
+    outputs: dict
+    variables: dict
+    degrees: object
+
+
+def proof_cover(con: Construction, params, layers_differ: str | None, memo: SpecMemo | None = None) -> Cover:
     """What the symbolic proof covers (:func:`symbolic_cover` found ``layers_differ``; then
     :func:`specification_cover`): covered, with "the layers rebuilt on symbolic ... equal the
     construction's own ... and so does the specification ...", or not, with the first difference
@@ -167,7 +180,7 @@ SPEC_OUTPUTS = ("input_state(v)", "state(v)", "step(v)", "state(step(v))", "fina
                 "intermediate_states(v, section)")
 
 
-def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -> str | None:
+def specification_cover(con: Construction, params: tuple[str, ...], memo: SpecMemo | None = None) -> str | None:
     """Where the specification rebuilt on symbolic ``params`` (``con.rebuild(**symbols)``),
     with the symbols then set to ``con``'s concrete parameters, differs from ``con``'s own
     specification ("state(step(v))[3,1]: ... against ..."); None when every output the proofs
@@ -186,7 +199,8 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     specification none can compute is reported as differing (so the caller proves ``con`` at
     its concrete values).
 
-    ``memo``: ``(flint context, encoding, outputs, variables, degree bounds)`` from the grouped proof just run
+    ``memo``: a :class:`SpecMemo` (flint context, encoding, outputs, variables, degree bounds) from
+    the grouped proof just run
     (:func:`grouped_proof`: the symbolic build's ``input_state(v)``, ``state(v)``, ``step(v)``,
     ``state(step(v))``, ``final_state(v)``, computed by ``con.rebuild`` on the parameter
     generators and the grouped variables of that context); used for the symbolic side only in
@@ -198,14 +212,14 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo=None) -
     err = None
     for route in (("grouped",) if con.token_groups else ()) + ("flint", "sympy"):
         try:
-            setup = _cover_ring(route, con, params, values, None if memo is None else memo[4])
+            setup = _cover_ring(route, con, params, values, None if memo is None else memo.degrees)
             if setup is None:
                 continue
             v, pgens, ar, sub = setup
-            same = route == "grouped" and memo is not None and memo[0] is ar.ctx
-            reuse = memo[2] if same else None
+            same = route == "grouped" and memo is not None and memo.ctx is ar.ctx
+            reuse = memo.outputs if same else None
             if same:  # the proof's own variables (the same generators, the same objects: what the
-                v = memo[3]  # two builds share is computed once)
+                v = memo.variables  # two builds share is computed once)
             d = _spec_compare(_spec_outputs(con, v, con), _spec_outputs(con.rebuild(**pgens), v, con, reuse), ar, sub)
             if d is None or route != "grouped":
                 return d

@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
@@ -74,7 +75,7 @@ from .rings import (BACKENDS, FloatRefused, SymbolicProblem, _as_poly, _declared
                     _ring, _run, _symbolic_spec, _truncate, display_name, entry_name, exact_float, exact_floats,
                     exact_layer, proof_arithmetic, proof_specification, section_claims)
 from .kernel import ShapeMismatch, check_sections, conclude, first_masked_mismatch, first_mismatch
-from .cover import Cover, proof_cover, specification_cover, symbolic_cover  # noqa: F401
+from .cover import Cover, SpecMemo, proof_cover, specification_cover, symbolic_cover  # noqa: F401
 
 
 def prove(con: Construction, *, symbolic: bool = True,
@@ -123,19 +124,19 @@ def prove(con: Construction, *, symbolic: bool = True,
             refuted = _refutation(con, sections, reference)
             if refuted is not None:
                 return refuted  # FAILED, never sealed
-        keep: dict = {"refute": refute}
+        keep = ProofKeep(refute=refute)
         result = _prove(con, symbolic, sections, reference, backend, keep)
-        if keep.get("refuted"):
+        if keep.refuted:
             return result  # refuted after a smaller ring found a difference: FAILED, never sealed
         if not result.symbolic_params:
             return conclude(result)
         params = tuple(result.symbolic_params)
-        cover = proof_cover(con, params, symbolic_cover(con, keep["layers"], params, keep["ngens"]),
-                            keep.pop("spec", None))
+        memo, keep.spec = keep.spec, None
+        cover = proof_cover(con, params, symbolic_cover(con, keep.layers, params, keep.ngens), memo)
         if cover.covers:
             result.symbolic_cover = cover.text
             return conclude(result)
-        concrete = _prove(con, False, sections, reference, backend, {})
+        concrete = _prove(con, False, sections, reference, backend, ProofKeep())
         concrete.symbolic_cover = (f"{cover.text}: the symbolic proof does not cover the construction, so its own "
                                    f"layers and specification were proved at the concrete parameters (for these "
                                    f"values only)")
@@ -192,7 +193,23 @@ def _collector_paused():
             gc.enable()
 
 
-def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResult:
+@dataclass
+class ProofKeep:
+    """What :func:`_prove` (and :func:`grouped_proof`) leave for :func:`prove`: whether to refute
+    first (``refute``) and whether it did (``refuted``), the layers proved (``layers``, by section)
+    and the number of generators of their ring (``ngens``), for :func:`symbolic_cover`; why the
+    grouped ring was not used (``grouped``), and what it computed for the specification cover
+    (``spec``)."""
+
+    refute: bool = False
+    refuted: bool = False
+    layers: dict | None = None
+    ngens: int = 0
+    grouped: str = ""
+    spec: SpecMemo | None = None
+
+
+def _prove(con, symbolic, sections, reference, backend, keep: ProofKeep) -> ProofResult:
     """The proof; ``keep`` gets the layers proved (``layers``, by section) and the number of
     generators of their ring (``ngens``), for :func:`symbolic_cover`."""
     _load_sympy()
@@ -202,19 +219,19 @@ def _prove(con, symbolic, sections, reference, backend, keep: dict) -> ProofResu
         grouped = grouped_proof(con, params, sections, t0, keep)
         if grouped is not None:
             return grouped
-        if keep.get("refute") and str(keep.get("grouped", "")).startswith("differs"):
+        if keep.refute and keep.grouped.startswith("differs"):
             # the grouped ring is injective where it was used: the claim is false; find the point
             from .refute import MORE_BOUNDS
 
             refuted = _refutation(con, sections, reference, MORE_BOUNDS)
             if refuted is not None:
-                keep["refuted"] = True
+                keep.refuted = True
                 return refuted
     sp = SymbolicProblem(con.variables, params)
     ar = proof_arithmetic(backend, sp.R)
     spec, v, claims = proof_specification(con, sp, ar, params)
     own = {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue}
-    keep["layers"], keep["ngens"] = own, len(sp.names)
+    keep.layers, keep.ngens = own, len(sp.names)
     layers = sections if sections is not None else own
     ref_layers = own if reference is not None or sections is not None else None
     R = sp.R
@@ -271,13 +288,13 @@ def _section_failure(con, spec, m, layers, offsets, v, R, names, ref_layers, pri
 
 
 def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: float,
-                   keep: dict | None = None) -> ProofResult | None:
+                   keep: ProofKeep | None = None) -> ProofResult | None:
     """The proof in the substituted ring of ``verify.prover.token_groups`` (grouped variables, one
     generator per slot, or two and a pivot tag: ``GroupedProblem``'s encodings): a ProofResult
     when every section is proved there, None when the substitution does not apply (an entry of
     some section may have monomials beyond both encodings, the abstract evaluation cannot run,
     the groups are malformed) or a section differs: then the full proof runs, and makes the
-    report (``keep["grouped"]`` says which)."""
+    report (``keep.grouped`` says which)."""
     from .flint_backend import FlintRing, FPoly
     from .grouped import grouped_ring
     from .token_groups import ENCODINGS, abstract_variables
@@ -291,13 +308,13 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
         chosen = grouped_ring(con, params, groups, sections, av)
         if isinstance(chosen, str):
             if keep is not None:
-                keep["grouped"] = chosen
+                keep.grouped = chosen
             return None
         gp, spec, own, layers, encoding = chosen
         ar = FlintRing(None, gp.ctx)
         fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         if keep is not None:
-            keep["layers"], keep["ngens"] = own, len(gp.names)
+            keep.layers, keep.ngens = own, len(gp.names)
         # 2. the identities in the substituted ring
         # (the specification's outputs recorded: the specification cover reuses them, computed in
         # this ring, on these symbols, by the same code)
@@ -310,15 +327,15 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
             checks, shape = None, str(e).split(":")[0]
         if checks is None or checks.mismatch is not None:
             if keep is not None:
-                keep["grouped"] = f"differs: {shape if checks is None else checks.mismatch.section} (encoding {encoding})"
+                keep.grouped = f"differs: {shape if checks is None else checks.mismatch.section} (encoding {encoding})"
             return None
         result.sections, result.entries_checked = checks.sections, checks.entries_checked
     except Exception as e:  # noqa: BLE001 - anything the substituted route cannot do, the full proof does
         if keep is not None:
-            keep["grouped"] = f"not used: {type(e).__name__}"
+            keep.grouped = f"not used: {type(e).__name__}"
         return None
     if keep is not None and params and sections is None:
-        keep["spec"] = (gp.ctx, encoding, record, fv, gp.degrees)
+        keep.spec = SpecMemo(gp.ctx, encoding, record, fv, gp.degrees)
     result.ring = (f"grouped substitution ({', '.join(groups)} by leading index: {gp.n_groups} groups, "
                    f"{len(gp.names)} generators, encoding {encoding}: {ENCODINGS[encoding]}; {gp.describe()})")
     result.seconds = time.perf_counter() - t0

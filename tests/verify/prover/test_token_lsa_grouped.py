@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constructions.catalogue import gd_architectures
-from verify.prover.proof import display_name, grouped_proof, entry_name, prove
+from verify.prover.proof import ProofKeep, display_name, grouped_proof, entry_name, prove
 from tests.verify.prover.expressions import assert_injective_on_pivoted, evaluate, expressions, with_final_extra
 from verify.prover.token_groups import CONST, GroupedProblem, Support, abstract_variables, pivoted
 
@@ -164,7 +164,7 @@ def test_a_wrong_weight_fails_in_the_grouped_ring():
     wrong = 0
     for h, w, ix in _weights(con):
         secs = _changed(con, h, w, ix, Fraction(1, 3))
-        keep: dict = {}
+        keep = ProofKeep()
         grouped = grouped_proof(con, (), secs, time.perf_counter(), keep)
         full = prove(plain, sections=secs, refute=False)  # the full ring's verdict itself
         assert full.ring == "full"
@@ -173,7 +173,7 @@ def test_a_wrong_weight_fails_in_the_grouped_ring():
             continue
         wrong += 1
         assert grouped is None, (h, w, ix)
-        assert keep["grouped"] == "differs: body (encoding 2)", (h, w, ix, keep)
+        assert keep.grouped == "differs: body (encoding 2)", (h, w, ix, keep)
     assert wrong >= 40, wrong  # most single-entry changes do change the map
     # one of them through prove(): the report, from the full ring, in A, b, x, q and eta
     res = prove(con, sections=_changed(con, 0, "P", (2, 2), Fraction(1, 3)), refute=False)
@@ -189,10 +189,10 @@ def test_a_wrong_weight_at_20x5_fails_in_the_grouped_ring():
     con = BUILD(20, 5)
     from fractions import Fraction
 
-    keep: dict = {}
+    keep = ProofKeep()
     secs = _changed(con, 1, "P", (5 + 2 + 4, 4), Fraction(-1, 7))  # the carrier's last w coordinate
     assert grouped_proof(con, (), secs, time.perf_counter(), keep) is None
-    assert keep["grouped"] == "differs: body (encoding 2)"
+    assert keep.grouped == "differs: body (encoding 2)"
 
 
 def _tampered(con, extra):
@@ -206,9 +206,9 @@ def _tampered(con, extra):
 ])
 def test_a_residual_beyond_the_pair_encoding_is_not_proved_there(extra, why):
     con = _tampered(BUILD(8, 1), extra)
-    keep: dict = {}
+    keep = ProofKeep()
     assert grouped_proof(con, ("eta",), None, time.perf_counter(), keep) is None, why
-    assert keep["grouped"].startswith("not used: the epilogue"), keep
+    assert keep.grouped.startswith("not used: the epilogue"), keep
     res = prove(con, refute=False)  # the full ring's verdict itself (refuting first would not reach it)
     assert not res.ok and res.ring == "full" and res.failure.section == "epilogue"
 
