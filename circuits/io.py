@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import select
 import stat
 import sys
 from collections import Counter
@@ -183,6 +184,10 @@ def dump(g: nx.DiGraph, path: str | os.PathLike | None = None) -> dict:
     return data
 
 
+#: how long the first data of a FIFO given as a circuit file is awaited (seconds)
+FIFO_WAIT_S = 30.0
+
+
 def _read(path, limits) -> dict:
     max_bytes = limits.get("max_file_bytes")
     if max_bytes is not None:
@@ -214,11 +219,13 @@ def _read(path, limits) -> dict:
 
     try:
         # the read itself is bounded (not only the size the file system reports: /dev/zero, a pipe
-        # or a FIFO report 0).  A FIFO (a named pipe, bash's <(...)) is opened as cat opens it: the
-        # open waits for its writer (a non-blocking open raced the writer and read an empty file);
-        # Ctrl-C, SIGTERM end the wait as any other
-        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
-        fd = os.open(path, os.O_RDONLY | (0 if fifo else getattr(os, "O_NONBLOCK", 0)))
+        # or a FIFO report 0).  O_NONBLOCK: opening a FIFO (a named pipe, bash's <(...)) without a
+        # writer does not wait; then its first data is awaited for at most FIFO_WAIT_S (a writer that
+        # starts late is read, as cat reads it; none at all is refused in one line, not a hang)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) and not select.select([fd], [], [], FIFO_WAIT_S)[0]:
+            os.close(fd)
+            raise CircuitError(f"{os.fspath(path)}: a FIFO that no writer wrote to within {FIFO_WAIT_S:g} s")
         with os.fdopen(fd, "rb") as f:
             os.set_blocking(fd, True)
             raw = f.read() if max_bytes is None else f.read(max_bytes + 1)
