@@ -13,8 +13,10 @@ def run_cpu_limited(tr, cpu_limit: float, max_s: float | None):
 
     c0 = time.process_time()
     res = None
-    while res is None or (tr.step < tr.cfg.steps and time.process_time() - c0 < cpu_limit and not tr.stopped_by_time):
-        res = tr.run(min(tr.cfg.steps, tr.step + tr.cfg.eval_every), max_seconds=max_s)
+    total = tr.cfg.steps  # Trainer.run(steps) makes each chunk's end the run's target: the cell's is kept
+    while res is None or (tr.step < total and time.process_time() - c0 < cpu_limit and not tr.stopped_by_time):
+        res = tr.run(min(total, tr.step + tr.cfg.eval_every), max_seconds=max_s)
+        tr.cfg.steps = total
     return res, round(time.process_time() - c0, 1)
 
 

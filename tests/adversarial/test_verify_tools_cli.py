@@ -82,7 +82,7 @@ COMPARE_CASES = [
     (_cmp("{in}/gd42.safetensors", "--n", "4", "--d", "100000"), ["--d", f"limit {L['max_d']}", AL]),
     (_cmp("{in}/gd42.safetensors", "--n", "0", "--d", "2"), ["--n must be >= 1"]),
     (_cmp("{in}/gd42.safetensors", "--n", "1024", "--d", "256", "--problems", "4096"), ["memory", "16.0 GiB"]),
-    (_cmp("{in}/gd42.safetensors", "--sigmas", ",".join(["1"] * 100)), ["--sigmas", f"limit {L['max_values']}"]),
+    (_cmp("{in}/gd42.safetensors", "--sigmas", ",".join(str(i) for i in range(1, 101))), ["--sigmas", f"limit {L['max_values']}"]),
     (_cmp("{in}/gd42.safetensors", "--sigmas", "nan"), ["--sigmas", "finite"]),
     (_cmp("{in}/gd42.safetensors", "--sigmas", "-1"), ["--sigmas must be >= 0"]),
     (_cmp("{in}/gd42.safetensors", "--sigmas", "a,b"), ["--sigmas", "not a comma-separated list"]),
