@@ -528,6 +528,13 @@ def cmd_gd(a, out) -> int:
                                           else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
     proof, user = _gd_proof(a, con, k, source, lw, out)
     print_proof(proof, out)
+    distance = None
+    if lw is not None and not holds(proof) and getattr(proof, "method", "") != "random":
+        from .weight_distance import weight_distance  # diagnosis of a FAILED file: how far, and where
+
+        distance = weight_distance(con.layers(k), lw.layers)
+        at = ", ".join(f"{p} = {v}" for p, v in con.params.items())
+        print("  " + distance.line(f"{con.name} at {at}" if at else con.name), file=out)
 
     if export_path:
         from .export import write_export
@@ -552,6 +559,8 @@ def cmd_gd(a, out) -> int:
               ("randomized" if a.check == "random" else "proof"): proof.to_json(), "runs": runs, "dtypes": dtype_reports}
     if user is not None:
         report["weights"] = user["weights"]
+        if distance is not None:
+            report["weights"]["distance"] = distance.to_json()
     if json_path:
         atomic_write_text(json_path, json.dumps(report, indent=1, default=str), "--json")
         print(f"\nreport written to {json_path}", file=out)
