@@ -330,7 +330,7 @@ def _existing_mode(p: Path) -> int | None:
         return None
 
 
-def _writes_through(p: Path) -> bool:
+def writes_through(p: Path) -> bool:
     """Whether an output on ``p`` is written through (opened and written, never replaced): ``p``
     (its links followed) is a character device or a FIFO, or it names an open file descriptor
     (``/dev/stdout``, ``/dev/fd/N``, ``/proc/.../fd/N``: replacing the file behind one would
@@ -391,7 +391,7 @@ def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
     if mode is not None and not os.access(p, os.W_OK):
         raise UsageError(f"{flag} {p}: file is not writable")
     _claim(flag, p)
-    if _writes_through(p):
+    if writes_through(p):
         return p
     real = Path(os.path.realpath(p))
     _check_folder(flag, real.parent)
@@ -494,7 +494,7 @@ def atomic_path(path: str | os.PathLike, flag: str | None = None):
     it is removed and ``path`` is untouched.  A symbolic link is followed: the file it points to
     is the one replaced.  A ``path`` that is a character device or a FIFO (``/dev/null``, a named
     pipe, ``/dev/stdout``) is never replaced: the complete temporary file (in the system's
-    temporary folder) is copied into it (:func:`_writes_through`); any other file that is not a
+    temporary folder) is copied into it (:func:`writes_through`); any other file that is not a
     regular file (a block device, a socket) is refused.
     With ``flag`` (the option that named the path), an OSError is a UsageError naming it."""
     path = Path(path)
@@ -502,7 +502,7 @@ def atomic_path(path: str | os.PathLike, flag: str | None = None):
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
         e = IsADirectoryError if stat.S_ISDIR(mode) else OSError
         _cannot_write(flag, path, e(0, f"is {file_kind(mode)}, not a file to write"))
-    if _writes_through(path):
+    if writes_through(path):
         with _written_through(path, flag) as tmp:
             yield tmp
         return

@@ -55,3 +55,21 @@ def perturbed_copies(con):
                 layers[li] = new
                 setattr(bad, sec, layers)
                 yield f"{sec}[{li}].{name}", bad
+
+
+
+def tripwire(*a, **kw):
+    """Stands in for a step of the work (monkeypatched): bad input must be refused before it runs."""
+    raise AssertionError("validation let a bad command line through to the work")
+
+
+class NoTrainer:
+    """A stand-in for ``numerics.training.Trainer`` that trips (:func:`tripwire`) if the command gets as
+    far as building or resuming one."""
+
+    def __init__(self, *a, **kw):
+        tripwire()
+
+    @classmethod
+    def resume(cls, *a, **kw):
+        tripwire()

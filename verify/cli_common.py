@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 # re-exported: one UsageError everywhere, one check of an input file (polyverify/cli.py)
 from polyverify.cli import UsageError, file_kind, input_file, input_file_problem  # noqa: F401
+# an output that is written through (a device, a FIFO, /dev/stdout) has no suffix to read
+from polyverify.cli import writes_through as stream_target  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prover.proof import ProofResult
@@ -142,18 +144,6 @@ def export_suffix_problem(path, fmt: str) -> str | None:
         return (f"{fmt} files are {', '.join(ok)} (the importers read a file by its suffix); got "
                 f"{Path(path).name!r}")
     return None
-
-
-def stream_target(path) -> bool:
-    """``path`` is an existing character device or FIFO (written through: it has no suffix to read)."""
-    import os
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def export_suffix(path, fmt: str) -> str:

@@ -356,9 +356,9 @@ def _check_options(a, vals: dict, source: dict) -> tuple:
     dtypes = [t.strip() for t in a.dtype.split(",")]
     if not all(dtypes):
         raise UsageError(f"--dtype {a.dtype!r}: an empty name in the list; choose from {', '.join(DTYPES)}")
-    twice = next((t for i, t in enumerate(dtypes) if t in dtypes[:i]), None)
-    if twice is not None:  # the run would go twice: refused as every list option of the toolkit refuses it
-        raise UsageError(f"--dtype: {twice!r} is given twice in {a.dtype!r}; give each value once")
+    from polyverify.options import split_list
+
+    split_list("--dtype", a.dtype)  # a repeated dtype refused as by every list option (the run would go twice)
     # what the manifest knows, refused before anything is built (the same checks run again on the
     # built construction, for an architecture the manifest does not cover)
     if info.gd_layers is not None:

@@ -156,8 +156,7 @@ def export(con, model: LayerStack, path, k: int) -> Path:
     from constructions import weights_io
 
     path = Path(path)
-    make_folder(path.parent)
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:  # the folder made if missing
         weights_io.save(tmp, learned_construction(con, model), k)
     return path
 

@@ -257,7 +257,6 @@ class Trainer:
                "wall_s": round(time.perf_counter() - t0, 2), "loadavg": list(os.getloadavg())}
         self.history.append(rec)
         if self.out_dir:
-            make_folder(self.out_dir)
             atomic_write_text(self.out_dir / "history.json", jsonio.dumps(self.history, indent=1))  # NaN: null + note
 
     def finish(self) -> dict:
@@ -298,8 +297,7 @@ class Trainer:
         meta = {"config": json.dumps(self.cfg.to_json()), "step": str(self.step), "skipped": str(self.skipped),
                 "elapsed": str(self.elapsed), "sched": json.dumps(self.sched.state())}
         path = Path(path)
-        make_folder(path.parent)
-        with atomic_path(path) as tmp:
+        with atomic_path(path) as tmp:  # the folder made if missing
             save_file({k: v.cpu() for k, v in t.items()}, str(tmp), metadata=meta)
 
     @classmethod

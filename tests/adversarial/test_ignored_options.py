@@ -22,6 +22,7 @@ from numerics.training import construction_task as ct
 from numerics.training.names import (EMA_READS, ITERATE_READS, RECIPE_OPTIONS, RECIPE_PRESETS, SCHEDULER_READS,
                                      TASK_OPTIONS, TASK_READS, TASKS, recipe_reads)
 from polyverify.cli import UsageError
+from tests.support import NoTrainer, tripwire
 
 SMALL = ["--n", "3", "--d", "2", "--width", "4", "--layers", "1", "--batch", "4", "--eval-batch", "8",
          "--eval-every", "1", "--no-progress"]
@@ -90,20 +91,9 @@ TRAIN_ACCEPTED = [
 ]
 
 
-def _tripwire(*a, **kw):
-    raise AssertionError("validation let a bad command line through to the work")
-
-
-class _NoTrainer:
-    def __init__(self, *a, **kw):
-        _tripwire()
-
-    resume = classmethod(lambda cls, *a, **kw: _tripwire())
-
-
 @pytest.mark.parametrize("argv,needles", TRAIN_CASES, ids=[" ".join(c[0][:1] + c[0][3:]) for c in TRAIN_CASES])
 def test_train_refuses_an_option_the_run_does_not_read(argv, needles, tmp_path, monkeypatch, refused):
-    monkeypatch.setattr(train, "Trainer", _NoTrainer)
+    monkeypatch.setattr(train, "Trainer", NoTrainer)
     refused(train.main, [a.format(out=tmp_path / "out") for a in argv], tmp_path, needles)
     assert not (tmp_path / "out").exists()
 
@@ -152,7 +142,7 @@ def test_resume_refuses_an_option_the_checkpoints_run_does_not_read(extra, needl
     import shutil
 
     shutil.copytree(read_run, tmp_path / "run")
-    monkeypatch.setattr(train, "Trainer", _NoTrainer)
+    monkeypatch.setattr(train, "Trainer", NoTrainer)
     refused(train.main, ["read", "--out", str(tmp_path / "run"), "--resume", "--steps", "3", "--no-progress", *extra],
             tmp_path, needles)
 
@@ -203,8 +193,8 @@ ROUNDOFF_ACCEPTED = [
 
 @pytest.mark.parametrize("argv,needles", ROUNDOFF_CASES, ids=[" ".join(c[0][3:5]) for c in ROUNDOFF_CASES])
 def test_roundoff_refuses_an_option_the_run_does_not_read(argv, needles, tmp_path, monkeypatch, refused):
-    monkeypatch.setattr(roundoff, "run_config", _tripwire)
-    monkeypatch.setattr(roundoff, "reference", _tripwire)
+    monkeypatch.setattr(roundoff, "run_config", tripwire)
+    monkeypatch.setattr(roundoff, "reference", tripwire)
     refused(roundoff.main, [*argv, "--out", str(tmp_path / "out")], tmp_path, needles)
     assert not (tmp_path / "out").exists()
 
@@ -243,7 +233,7 @@ CT_CASES = [
 
 @pytest.mark.parametrize("extra,needles", CT_CASES, ids=[" ".join(c[0]) for c in CT_CASES])
 def test_construction_task_refuses_an_option_the_run_does_not_read(extra, needles, tmp_path, monkeypatch, refused):
-    monkeypatch.setattr(ct, "train", _tripwire)
+    monkeypatch.setattr(ct, "train", tripwire)
     refused(ct.main, ["gd-baseconv", "--out", str(tmp_path / "run"), *extra], tmp_path, needles)
     assert not (tmp_path / "run").exists()
 

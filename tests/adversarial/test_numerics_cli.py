@@ -24,6 +24,7 @@ import torch
 
 from numerics import roundoff, train
 from numerics.training import report
+from tests.support import NoTrainer, tripwire
 
 REPO = Path(__file__).resolve().parents[2]
 NO_CUDA = not torch.cuda.is_available()
@@ -251,36 +252,25 @@ def fill(argv, root: Path) -> list[str]:
     return [a.format(out=root / "out", file=root / "existing.txt", tmp=root) for a in argv]
 
 
-def _tripwire(*a, **kw):
-    raise AssertionError("validation let a bad command line through to the work")
-
-
-class _NoTrainer:
-    def __init__(self, *a, **kw):
-        _tripwire()
-
-    resume = classmethod(lambda cls, *a, **kw: _tripwire())
-
-
 @pytest.mark.parametrize("argv,msg", TRAIN_CASES)
 def test_train_refuses(argv, msg, arena, monkeypatch, refused):
-    monkeypatch.setattr(train, "Trainer", _NoTrainer)
+    monkeypatch.setattr(train, "Trainer", NoTrainer)
     refused(train.main, fill(argv, arena), arena, [msg])
     assert not (arena / "out").exists()
 
 
 @pytest.mark.parametrize("argv,msg", ROUNDOFF_CASES)
 def test_roundoff_refuses(argv, msg, arena, monkeypatch, refused):
-    monkeypatch.setattr(roundoff, "run_config", _tripwire)
-    monkeypatch.setattr(roundoff, "reference", _tripwire)
+    monkeypatch.setattr(roundoff, "run_config", tripwire)
+    monkeypatch.setattr(roundoff, "reference", tripwire)
     refused(roundoff.main, fill(argv, arena), arena, [msg])
     assert not (arena / "out").exists()
 
 
 @pytest.mark.parametrize("argv,msg", REPORT_CASES)
 def test_report_refuses(argv, msg, arena, monkeypatch, refused):
-    monkeypatch.setattr(report, "plot_compare", _tripwire)
-    monkeypatch.setattr(report, "save_closed", _tripwire)
+    monkeypatch.setattr(report, "plot_compare", tripwire)
+    monkeypatch.setattr(report, "save_closed", tripwire)
     refused(report.main, fill(argv, arena), arena, [msg])
     assert not (arena / "out").exists()
 

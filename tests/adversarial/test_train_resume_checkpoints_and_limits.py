@@ -25,6 +25,7 @@ from numerics import roundoff, train
 from numerics.training.names import MODEL_READS, MODELS
 from polyverify.cli import UsageError
 from polyverify.options import split_list
+from tests.support import NoTrainer, tripwire
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -157,20 +158,9 @@ def fill(argv, root: Path) -> list[str]:
     return [a.format(out=root / "out", tmp=root) for a in argv]
 
 
-def _tripwire(*a, **kw):
-    raise AssertionError("validation let a bad command line through to the work")
-
-
-class _NoTrainer:
-    def __init__(self, *a, **kw):
-        _tripwire()
-
-    resume = classmethod(lambda cls, *a, **kw: _tripwire())
-
-
 @pytest.mark.parametrize("argv,needles", TRAIN_CASES)
 def test_train_refuses(argv, needles, arena, monkeypatch, refused):
-    monkeypatch.setattr(train, "Trainer", _NoTrainer)
+    monkeypatch.setattr(train, "Trainer", NoTrainer)
     monkeypatch.chdir(arena)  # an empty --out must not mean this folder
     refused(train.main, fill(argv, arena), arena, needles)
     assert not (arena / "out").exists()
@@ -178,8 +168,8 @@ def test_train_refuses(argv, needles, arena, monkeypatch, refused):
 
 @pytest.mark.parametrize("argv,needles", ROUNDOFF_CASES)
 def test_roundoff_refuses(argv, needles, arena, monkeypatch, refused):
-    monkeypatch.setattr(roundoff, "run_config", _tripwire)
-    monkeypatch.setattr(roundoff, "reference", _tripwire)
+    monkeypatch.setattr(roundoff, "run_config", tripwire)
+    monkeypatch.setattr(roundoff, "reference", tripwire)
     monkeypatch.chdir(arena)  # an empty --out must not mean the default folder (out/roundoff/...) here
     refused(roundoff.main, fill(argv, arena), arena, needles)
     assert not (arena / "out").exists()

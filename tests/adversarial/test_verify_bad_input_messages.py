@@ -136,7 +136,7 @@ CASES = [
 @pytest.mark.parametrize("fn,argv,needles", CASES, ids=[" ".join(c[1])[:70] for c in CASES])
 def test_bad_input_is_refused_up_front(files, tmp_path, fn, argv, needles, refused):
     if "/dev/zero" in argv and not os.path.exists("/dev/zero"):
-        pytest.skip("no /dev/zero here")
+        pytest.skip("this system has no /dev/zero, the character device the test reads as an input")
     (tmp_path / "keep.txt").write_text("the user's file\n")
     kw = {"out": io.StringIO()} if fn is main else {}
     err = refused(fn, _fill(argv, files, tmp_path), tmp_path, needles, **kw)

@@ -33,10 +33,11 @@ def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: in
     return None  # pragma: no cover - unreachable for a nonzero polynomial
 
 
-def _first_off_declared(states, declared, target):
+def _first_off_declared(states, declared, target, masked=_first_masked_mismatch):
     """The first layer whose output differs from the state declared after it (the
     last layer: from the target): ``(layer, index, diff, declared value, previous
-    declared layer)``, or None."""
+    declared layer)``, or None.  ``masked`` compares a state with a declared one on its
+    declared entries (``verify/prover/refute.py`` passes its own, on exact rationals)."""
     prev = -1
     last = len(states) - 1
     for i, S in enumerate(states):
@@ -46,7 +47,7 @@ def _first_off_declared(states, declared, target):
         elif declared[i] is None:
             continue
         else:
-            j, diff = _first_masked_mismatch(S, declared[i])
+            j, diff = masked(S, declared[i])
             want = declared[i].expected
         if j is not None:
             return i, j, diff, want[j], prev

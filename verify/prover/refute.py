@@ -68,7 +68,7 @@ from constructions.weights_io import same_layer
 
 from . import modular
 from .kernel import differing, first_mismatch, is_zero
-from .locate import _Location
+from .locate import _Location, _first_off_declared
 from .randomized import draw_prime
 from .randomized_bounds import ModP, evaluated, to_residues
 from .rings import _declared_states, entry_name, exact_floats, exact_layer, section_claims
@@ -459,7 +459,7 @@ class _Exact:
                     ref = (li, tuple(int(t) for t in j))
                     break
         if declared is not None:
-            i, j, diff, wval, prev = _first_off_declared(states, declared, want)
+            i, j, diff, wval, prev = _first_off_declared(states, declared, want, masked=_first_masked)
             j = tuple(int(t) for t in j)
             region, entry = lay.locate(*j)
             culprit = _Culprit(region, entry, j, Fraction(states[i][j]), Fraction(wval))
@@ -515,26 +515,6 @@ def _first_masked(S, want):
         if not is_zero(diff):
             return idx, diff
     return None, None
-
-
-def _first_off_declared(states, declared, target):
-    """``locate._first_off_declared`` with the declared entries compared in numpy's loops
-    (:func:`_first_masked`): ``(layer, index, diff, declared value, previous declared layer)``."""
-    prev = -1
-    last = len(states) - 1
-    for i, S in enumerate(states):
-        if i == last:
-            j, diff = first_mismatch(S, target)
-            want = target
-        elif declared[i] is None:
-            continue
-        else:
-            j, diff = _first_masked(S, declared[i])
-            want = declared[i].expected
-        if j is not None:
-            return i, j, diff, want[j], prev
-        prev = i
-    return None
 
 
 def _residual_text(diff: Fraction, what: str = "layers - spec") -> str:
