@@ -282,7 +282,7 @@ def scale(a) -> int:
         got = r.get("error") or f"{r['total_cpu']:.1f} s CPU, {r['peak_rss_mib'] / 1024:.2f} GiB"
         print(f"target at {n:,} gates: <= {cpu_t:g} s CPU and <= {rss_t:g} GiB: {got}: {'met' if met else 'MISSED'}")
     if a.json:
-        from polyverify.cli import atomic_write_text
+        from polyverify.plumbing.cli import atomic_write_text
 
         atomic_write_text(a.json, json.dumps({"family": a.family, "target": a.target, "seed": a.seed,
                                               "runs": rows, "baseline": list(base.values()), "fit": fit,
@@ -321,7 +321,7 @@ def pareto_table(a) -> int:
         print(f"{budget:>9} {cm['state_width']:>8} {cm['tokens']:>6} {cm['layers']:>6} {c1 - c0:>11.2f} "
               f"{c2 - c1:>9.2f} {'PROVED' if r.ok else 'FAILED'}")
     if a.json:
-        from polyverify.cli import atomic_write_text
+        from polyverify.plumbing.cli import atomic_write_text
 
         atomic_write_text(a.json, json.dumps({"circuit": f"gd_step({n}, {d}, 1/16)", "target": a.target,
                                               "frontier": rows}, indent=1) + "\n")

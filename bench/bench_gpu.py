@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from polyverify.cli import EXIT_USAGE, UsageError, atomic_write_text, output_dir, save_figure  # noqa: E402
+from polyverify.plumbing.cli import EXIT_USAGE, UsageError, atomic_write_text, output_dir, save_figure  # noqa: E402
 
 ARCHS = ("baseconv", "baseconv-causal", "lsa", "elsa")
 BACKENDS = ("torch", "cupy")
@@ -65,7 +65,7 @@ KAPPA = 5.0
 # ------------------------------------------------------------------ arguments
 
 def parse(argv) -> argparse.Namespace:
-    from polyverify.cli import Parser
+    from polyverify.plumbing.cli import Parser
 
     p = Parser(prog="bench/bench_gpu.py", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", help="cpu or cuda[:i] (default cuda)")

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.cli import Parser, run_main  # noqa: E402 (one-line errors, exit 2)
+from polyverify.plumbing.cli import Parser, run_main  # noqa: E402 (one-line errors, exit 2)
 
 #: runs verify.construct with the modular path chosen by argv[1]: "hand" (verify.prover.modular's forward
 #: everywhere), "layer" (Layer.forward on verify.prover.modp's Residues everywhere), "nmod" (one point:
@@ -57,7 +57,7 @@ if sys.argv[1] == "nmod":
         X = np.asarray(layer.forward(S), dtype=object)
         return np.array([[int(x) % p for x in row] for row in X], dtype=np.int64)[None]
     modp.forward_trials = one_point
-from polyverify.cli import run_main
+from polyverify.plumbing.cli import run_main
 from verify.construct import main
 sys.exit(run_main(main, sys.argv[2:]))
 """

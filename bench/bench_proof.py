@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.cli import Parser, UsageError, atomic_write_text, run_main  # noqa: E402 (one-line errors, exit 2)
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, run_main  # noqa: E402 (one-line errors, exit 2)
 
 CHILD = r"""
 import json, resource, sys, time

@@ -134,7 +134,7 @@ def main(argv=None) -> int:
         print("error: --batch must be in 1..65536 and --dense-proof-up-to >= 0", file=sys.stderr)
         return 2
     if a.json:
-        from polyverify.cli import output_file, UsageError
+        from polyverify.plumbing.cli import output_file, UsageError
 
         try:
             output_file("--json", a.json)
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     print("ratios: dense / sparse (above 1: the sparse form holds fewer entries / runs faster); float outputs of "
           f"the two forms agree within {max(r['float64']['rel_diff'] for r in rows):.1e} relative (float64)")
     if a.json:
-        from polyverify.cli import atomic_write_text
+        from polyverify.plumbing.cli import atomic_write_text
 
         atomic_write_text(a.json, json.dumps({"batch": a.batch, "rows": rows}, indent=1) + "\n")
     return 0 if good else 1

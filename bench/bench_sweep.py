@@ -133,7 +133,7 @@ def markdown(s: dict, argv: list[str], runs: list[dict]) -> str:
 
 
 def write_md(path: Path, text: str) -> None:
-    from polyverify.cli import atomic_write_text
+    from polyverify.plumbing.cli import atomic_write_text
 
     doc = path.read_text()
     if BEGIN not in doc or END not in doc:

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polyverify.cli import Parser, UsageError, atomic_write_text, run_main  # noqa: E402
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, run_main  # noqa: E402
 
 
 def work(seconds: float) -> dict:

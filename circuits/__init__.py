@@ -88,7 +88,7 @@ No function mutates its argument.
 import sys
 import types
 
-from polyverify.startup import catch_startup_interrupts as _catch
+from polyverify.plumbing.startup import catch_startup_interrupts as _catch
 
 _catch()  # python -m circuits.random: Ctrl-C while the command starts is one line, exit 130
 

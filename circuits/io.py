@@ -174,7 +174,7 @@ def dump(g: nx.DiGraph, path: str | os.PathLike | None = None) -> dict:
         h.add_edge(u, v, **d)
     data = nx.node_link_data(h, edges="links")
     if path is not None:
-        from polyverify.cli import atomic_write_text
+        from polyverify.plumbing.cli import atomic_write_text
 
         try:
             text = json.dumps(data, indent=1, allow_nan=False) + "\n"  # no NaN a load would refuse

@@ -188,7 +188,7 @@ def _limits_text() -> str:
 
 
 def build_parser():
-    from polyverify.cli import Parser
+    from polyverify.plumbing.cli import Parser
 
     p = Parser(prog="python -m circuits.random", description=__doc__.splitlines()[0],
                epilog=f"Limits: {_limits_text()}. Exit status: 0 written, 2 bad input (one line on stderr).")
@@ -209,7 +209,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import UsageError, check_range, output_file
+    from polyverify.plumbing.cli import UsageError, check_range, output_file
 
     from .limits import MAX_SEED
 
@@ -255,12 +255,12 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -295,7 +295,7 @@ def exact(x) -> Fraction:
     if isinstance(x, (int, np.integer)):
         return Fraction(int(x))
     if isinstance(x, str):
-        from polyverify.rational import parse_rational  # digits and exponent bounded before parsing
+        from polyverify.plumbing.rational import parse_rational  # digits and exponent bounded before parsing
 
         return parse_rational(x.strip(), "value")  # a RationalError is a ValueError
     if isinstance(x, (float, np.floating)):

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from polyverify.cli import one_line
-from polyverify.rational import RationalError, parse_rational
+from polyverify.plumbing.cli import one_line
+from polyverify.plumbing.rational import RationalError, parse_rational
 
 from . import ops
 from .base import Construction, to_float_array

@@ -56,8 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from polyverify.cli import atomic_path, atomic_write_text, run_main
-from polyverify.cli import progress as progress_reporter
+from polyverify.plumbing.cli import atomic_path, atomic_write_text, run_main
+from polyverify.plumbing.cli import progress as progress_reporter
 
 from .roundoff_config import (ALLOW, CONV_METHODS, DIGITS_RANGE, LIMITS, MAX_SEED, MEMORY_LIMIT,  # noqa: F401
                               RoundoffConfig, RoundoffPlan, build_parser, estimate_cost, given_fields, plan)
@@ -68,7 +68,7 @@ from .roundoff_run import (auto_eta, build, clean, data_regions, print_record, r
 @contextlib.contextmanager
 def _atomic_figure(path: Path):
     """A temporary path with ``path``'s suffix (matplotlib reads the format from it) in its folder,
-    renamed over ``path`` once the figure is complete (``polyverify.cli.atomic_path``)."""
+    renamed over ``path`` once the figure is complete (``polyverify.plumbing.cli.atomic_path``)."""
     with atomic_path(path) as tmp:
         fig = tmp.with_name(tmp.name + path.suffix)
         try:
@@ -221,6 +221,6 @@ def make_report(p: RoundoffPlan, runs, layer_runs, plots, argv, seconds) -> dict
 from .roundoff_sweep import SWEEP, sweep_cell, sweep_check  # noqa: E402, F401
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -1,7 +1,7 @@
 """The typed config of ``python -m numerics.roundoff``: one :class:`RoundoffConfig`, built by the
 command line (:func:`build_parser` + :meth:`RoundoffConfig.from_args`) and by a sweep cell
 (:meth:`RoundoffConfig.from_cell`) alike, its defaults in one place (the dataclass fields); and
-:func:`plan`, which checks it before any work (a :class:`~polyverify.cli.UsageError`, one line,
+:func:`plan`, which checks it before any work (a :class:`~polyverify.plumbing.cli.UsageError`, one line,
 otherwise) and resolves it into what the run needs (:class:`RoundoffPlan`).
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import numpy as np
 
 from constructions.base import Construction, DepthError
 from constructions.catalogue import CatalogueEntry, gd_architectures
-from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, check_memory, check_range, human_bytes,
+from polyverify.plumbing.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, check_memory, check_range, human_bytes,
                             output_dir)
-from polyverify.options import split_list
+from polyverify.plumbing.options import split_list
 
 from .backends import BACKENDS, DTYPES, Backend, BackendError
 from .roundoff_run import auto_eta, build, resolve
@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_list(s: str, what: str, conv=str, *, allow_large: bool = False) -> list:
-    """A comma-separated list of ``conv`` values (``polyverify.options.split_list``), at most
+    """A comma-separated list of ``conv`` values (``polyverify.plumbing.options.split_list``), at most
     ``LIMITS["list"]`` of them unless ``allow_large``."""
     return split_list(what, s, conv, allow_large=allow_large, limit=LIMITS["list"])
 
@@ -293,7 +293,7 @@ def _check_sizes(c: RoundoffConfig) -> None:
 
 def _step_sizes(c: RoundoffConfig, entry: CatalogueEntry) -> tuple[Fraction | None, Fraction]:
     """``(eta or None for auto, lam)``, exact."""
-    from polyverify.rational import parse_rational
+    from polyverify.plumbing.rational import parse_rational
 
     try:
         lam = parse_rational(c.lam, "--lam")

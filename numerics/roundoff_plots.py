@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from polyverify.cli import make_folder, save_figure  # noqa: E402
+from polyverify.plumbing.cli import make_folder, save_figure  # noqa: E402
 
 COLORS = {"float64": "tab:blue", "float32": "tab:orange", "bfloat16": "tab:green", "float16": "tab:red"}
 ORDER = ("float64", "float32", "bfloat16", "float16")
@@ -185,7 +185,7 @@ def compare_constructions(reports: list[dict], path, *, backend=None, conv="dire
 
 
 def _main(argv) -> int:
-    from polyverify.cli import Parser, UsageError, one_line, output_file
+    from polyverify.plumbing.cli import Parser, UsageError, one_line, output_file
 
     ap = Parser(prog="python -m numerics.roundoff_plots", description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", help="roundoff.json files (python -m numerics.roundoff --out DIR)")
@@ -211,12 +211,12 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -22,7 +22,7 @@ import numpy as np
 from constructions.base import Construction, run_layers
 from constructions.catalogue import CatalogueEntry
 from constructions.catalogue import gd_architectures
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 
 from . import error_measures
 from .backends import Backend

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from constructions.catalogue import gd_architectures
-from polyverify.cli import UsageError, make_folder
-from polyverify.cli import progress as progress_reporter
+from polyverify.plumbing.cli import UsageError, make_folder
+from polyverify.plumbing.cli import progress as progress_reporter
 
 from .backends import DTYPES
 from .roundoff_config import DEFAULTS, LIMITS, RoundoffConfig, RoundoffPlan, plan

@@ -21,7 +21,7 @@ import sys
 import types
 
 import polyverify.sweep as _sweep
-from polyverify.cli import run_main
+from polyverify.plumbing.cli import run_main
 from polyverify.sweep import *  # noqa: F401,F403 -- the runner's API, by the names it had here
 from polyverify.sweep import base as _base
 from polyverify.sweep import cli as _cli
@@ -78,6 +78,6 @@ class _Module(types.ModuleType):
 sys.modules[__name__].__class__ = _Module
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

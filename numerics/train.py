@@ -29,9 +29,9 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from polyverify.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
+from polyverify.plumbing.cli import (DEFAULT_MEMORY_LIMIT, Parser, UsageError, atomic_write_text, check_finite,
                             check_memory, check_range, human_bytes, output_dir, run_main)
-from polyverify.options import config_class
+from polyverify.plumbing.options import config_class
 
 from numerics.training.names import (CKPT, EMA_READS, ITERATE_READS, MODEL_READS, MODELS, RECIPE_OPTIONS,
                                      RECIPE_PRESETS, RUN_FILES, SCHEDULER_READS, TASK_OPTIONS, TASK_READS, TASKS,
@@ -598,6 +598,6 @@ def _main(argv) -> int:
 from numerics.train_sweep import SWEEP, sweep_cell, sweep_check  # noqa: E402, F401
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from polyverify.cli import UsageError, atomic_write_text
+from polyverify.plumbing.cli import UsageError, atomic_write_text
 
 from numerics.training.names import MODELS, TASKS
 
@@ -127,7 +127,7 @@ def _sweep_finish(res, out: Path) -> tuple[list[str], bool]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from polyverify.cli import save_figure
+    from polyverify.plumbing.cli import save_figure
 
     lines: dict[str, list] = {}
     for r in rows:

@@ -1,4 +1,4 @@
 """Exact proofs of the constructions, the CLIs and the generated documents."""
-from polyverify.startup import catch_startup_interrupts as _catch
+from polyverify.plumbing.startup import catch_startup_interrupts as _catch
 
 _catch()  # python -m verify...: Ctrl-C while the command starts is one line, exit 130

@@ -1,5 +1,5 @@
 """Every exact proof of the command-line tools runs bounded: in a forked child under
-``--proof-memory-gib`` and ``--proof-timeout`` (:mod:`polyverify.child`).
+``--proof-memory-gib`` and ``--proof-timeout`` (:mod:`polyverify.plumbing.child`).
 
 An exact proof can need far more than the machine has: a wrong weight file (N=20, D=5, every
 entry 1) makes the layers' polynomials explode, and FLINT aborts the whole process (SIGABRT,
@@ -29,8 +29,8 @@ import io
 import math
 import sys
 
-from polyverify.child import Stopped, call_limited
-from polyverify.cli import UsageError, check_range, human_bytes, one_line
+from polyverify.plumbing.child import Stopped, call_limited
+from polyverify.plumbing.cli import UsageError, check_range, human_bytes, one_line
 
 #: memory (GiB) the proof's child may add to what it shares with the parent
 DEFAULT_MEMORY_GIB = 8.0
@@ -114,7 +114,7 @@ def run_command(body, out, a, where: str = ""):
 
 
 def run_streamed(body, out, *, timeout: float, memory_gb: float | None):
-    """:func:`run_command` under the given limits, raising :class:`polyverify.child.Stopped` past
+    """:func:`run_command` under the given limits, raising :class:`polyverify.plumbing.child.Stopped` past
     one (for a step after a verdict, which reports it in a line of its own: ``import``'s nearby
     search); ``body``'s return value comes back (it must pickle)."""
     def child(send):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from polyverify.cli import atomic_write_text, output_file
+from polyverify.plumbing.cli import atomic_write_text, output_file
 
 from . import bounded
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,

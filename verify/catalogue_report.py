@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from constructions.catalogue import entries
-from polyverify.options import CellConfig, ConfigError, cell_config, config_class
+from polyverify.plumbing.options import CellConfig, ConfigError, cell_config, config_class
 
 from .catalogue_cmd import describe_built
 from .cli_common import markdown_table
@@ -64,7 +64,7 @@ def markdown(rs: list[dict]) -> str:
 
 
 def build_parser():
-    from polyverify.cli import Parser
+    from polyverify.plumbing.cli import Parser
 
     p = Parser(prog="python -m verify.catalogue_report", description=" ".join(__doc__.split()),
                epilog="Exit status: 0 every entry proved, 1 one did not, 2 bad input.")
@@ -75,13 +75,13 @@ def build_parser():
 
 
 #: the command's options, typed: one frozen dataclass built by the command line (``from_args``), its
-#: fields and defaults those of :func:`build_parser` (polyverify.options.config_class)
+#: fields and defaults those of :func:`build_parser` (polyverify.plumbing.options.config_class)
 CatalogueReportOptions = config_class(build_parser(), "CatalogueReportOptions", module=__name__,
                                       doc="The options of python -m verify.catalogue_report, typed.")
 
 
 def _main(argv) -> int:
-    from polyverify.cli import atomic_write_text, output_file
+    from polyverify.plumbing.cli import atomic_write_text, output_file
 
     a = CatalogueReportOptions.from_args(build_parser().parse_args(argv))
     md = output_file("--markdown", a.markdown)
@@ -96,7 +96,7 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
@@ -129,7 +129,7 @@ def _sweep_arguments(g) -> None:
 
 
 def _sweep_configs(a) -> list[dict]:
-    from polyverify.options import split_list
+    from polyverify.plumbing.options import split_list
 
     names = list(entries()) if a.entries is None else split_list("--entries", a.entries, limit=len(entries()))
     return [{"entry": n} for n in names]
@@ -138,7 +138,7 @@ def _sweep_configs(a) -> list[dict]:
 def _sweep_finish(res, out) -> tuple[list[str], bool]:
     """catalogue.md (the table of ``python -m verify.catalogue_report``) of the entries that ran;
     the verdict fails when an entry is not proved."""
-    from polyverify.cli import atomic_write_text
+    from polyverify.plumbing.cli import atomic_write_text
 
     rs = [r["result"] for r in res.rows if r["status"] == "ok"]
     path = out / "catalogue.md"
@@ -154,6 +154,6 @@ SWEEP = SimpleNamespace(
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

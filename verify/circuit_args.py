@@ -13,7 +13,7 @@ from pathlib import Path
 from circuits.limits import COMPILE_LIMITS, LIMIT_DOC, MAX_SEED
 from constructions.compiler.targets import (DEFAULT_PLACED, DEFAULT_UNPLACED, REASSOCIATE_MAX_GATES, TARGETS,
                                             accepting, names_text)
-from polyverify.cli import check_range, claim_input, output_file
+from polyverify.plumbing.cli import check_range, claim_input, output_file
 
 from . import bounded
 from .cli_common import UsageError, add_export_arguments, check_export_suffix, input_file, stream_target

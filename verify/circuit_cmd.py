@@ -33,7 +33,7 @@ from constructions.compiler import TARGETS, CompileError, compile_circuit, defau
 from constructions.compiler.targets import accepting, names_text
 from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
-from polyverify.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, interactive, one_line, progress
+from polyverify.plumbing.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, interactive, one_line, progress
 
 from . import bounded
 from .prover import modular

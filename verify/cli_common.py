@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-# re-exported: one UsageError everywhere, one check of an input file (polyverify/cli.py)
-from polyverify.cli import UsageError, file_kind, input_file, input_file_problem  # noqa: F401
+# re-exported: one UsageError everywhere, one check of an input file (polyverify/plumbing/cli.py)
+from polyverify.plumbing.cli import UsageError, file_kind, input_file, input_file_problem  # noqa: F401
 # an output that is written through (a device, a FIFO, /dev/stdout) has no suffix to read
-from polyverify.cli import writes_through as stream_target  # noqa: F401
+from polyverify.plumbing.cli import writes_through as stream_target  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prover.proof import ProofResult
@@ -46,8 +46,8 @@ def call_check(fn, a, where: str = ""):
     """``fn()`` (a randomized check) in a child under ``--proof-memory-gib`` and
     ``--proof-timeout``, as every exact proof (``verify.bounded.call``); its result, or a
     UsageError naming the limit that stopped it."""
-    from polyverify.child import Stopped, call_limited
-    from polyverify.cli import one_line
+    from polyverify.plumbing.child import Stopped, call_limited
+    from polyverify.plumbing.cli import one_line
 
     try:
         return call_limited(fn, timeout=a.proof_timeout, memory_gb=a.proof_memory_gib)
@@ -135,7 +135,7 @@ SUFFIXES: dict[str, tuple[str, ...]] = {
 
 def export_suffix_problem(path, fmt: str) -> str | None:
     """Why ``path`` is no file name for the ``fmt`` layout (its suffix), or None.  A character
-    device or a FIFO (``/dev/null``, a named pipe: written through, see polyverify.cli) has no
+    device or a FIFO (``/dev/null``, a named pipe: written through, see polyverify.plumbing.cli) has no
     suffix to read: it gets the format's first suffix's encoding (:func:`export_suffix`)."""
     from pathlib import Path
 

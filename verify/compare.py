@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from constructions.catalogue import gd_architectures
-from polyverify.options import config_class
+from polyverify.plumbing.options import config_class
 from verify.comparison import (CompareError, Stack, build_construction, constructed_stack, functional,
                                 implicit_w, interpolation, invariants, iterate, load_learned,
                                 polynomial_view, sample, sensitivities, weights_check)
@@ -116,7 +116,7 @@ def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0,
 def write_report(rep: dict, out: Path) -> list[str]:
     from verify.comparison.figures import write_plots
 
-    from polyverify.cli import atomic_write_text, make_folder
+    from polyverify.plumbing.cli import atomic_write_text, make_folder
 
     make_folder(out)
     atomic_write_text(out / "report.json", json.dumps(rep, indent=1, default=str))
@@ -167,7 +167,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser():
-    from polyverify.cli import Parser
+    from polyverify.plumbing.cli import Parser
 
     lims = "; ".join(f"{_LIMIT_FLAGS[k]} <= {LIMITS[k]} ({LARGE_LIMITS[k]} with --allow-large)" for k in LIMITS)
     ap = Parser(prog="python -m verify.compare", description=__doc__.splitlines()[0], formatter_class=_HelpFormatter,
@@ -215,7 +215,7 @@ CompareOptions = config_class(build_parser(), "CompareOptions", module=__name__,
 
 def _check_learned(path: str) -> None:
     """The learned file exists and is a safetensors file (before its contents are looked at)."""
-    from polyverify.cli import UsageError, one_line
+    from polyverify.plumbing.cli import UsageError, one_line
 
     from .cli_common import input_file
 
@@ -230,7 +230,7 @@ def _check_learned(path: str) -> None:
 
 
 def _check_args(a, n, d) -> None:
-    from polyverify.cli import UsageError, check_range
+    from polyverify.plumbing.cli import UsageError, check_range
 
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     more = None if a.allow_large else "--allow-large"
@@ -261,9 +261,9 @@ def _check_args(a, n, d) -> None:
 
 
 def _report_folder(path):
-    """``--out``, checked before the work (polyverify.cli.output_dir), and the report's own files in
+    """``--out``, checked before the work (polyverify.plumbing.cli.output_dir), and the report's own files in
     it claimed as outputs: a --learned file there (``--out d --learned d/report.json``) is refused."""
-    from polyverify.cli import output_dir, output_file
+    from polyverify.plumbing.cli import output_dir, output_file
 
     out = output_dir("--out", path)
     for name in REPORT_FILES:
@@ -274,7 +274,7 @@ def _report_folder(path):
 def _check_memory(a, n: int, d: int, state_size: int = 0, layers: int = 0) -> None:
     """Refuse a comparison whose problems (and, once the construction is known, kept states)
     would not fit in memory: an estimate, before the work."""
-    from polyverify.cli import check_memory
+    from polyverify.plumbing.cli import check_memory
 
     n_sets = (1 + sum(s != 1.0 for s in a.sigmas) + sum(k != 5.0 for k in a.kappas)
               + sum(c != 1.0 for c in a.scales) + len(a.iter_sigmas))
@@ -289,7 +289,7 @@ def _main(argv) -> int:
 
 def run(a: CompareOptions) -> int:
     """One comparison from the command's typed options: checked before any work, then the report."""
-    from polyverify.cli import UsageError, output_dir
+    from polyverify.plumbing.cli import UsageError, output_dir
 
     _check_args(a, a.n, a.d)
     _check_learned(a.learned)
@@ -306,7 +306,7 @@ def run(a: CompareOptions) -> int:
         _check_memory(a, n, d)
     skip = tuple(s for s in a.skip.split(",") if s)
     try:
-        from polyverify.rational import parse_rational
+        from polyverify.plumbing.rational import parse_rational
 
         eta = {"eta": parse_rational(a.eta, "--eta")} if a.eta else {}  # bounded: a RationalError is a ValueError
         if seq:
@@ -343,7 +343,7 @@ def run(a: CompareOptions) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
@@ -376,7 +376,7 @@ def cell_keys() -> list[str]:
 def _cell_args(config: dict, where: str) -> CompareOptions:
     """A cell's config as the command's typed options, checked as the command line is (the learned
     file exists and is a safetensors file; the deeper checks run in the cell)."""
-    from polyverify.cli import UsageError
+    from polyverify.plumbing.cli import UsageError
 
     for k in ("learned", "construction"):
         if k not in config:
@@ -452,7 +452,7 @@ def _sweep_arguments(g) -> None:
 def _learned_files(spec: str) -> list[str]:
     import glob
 
-    from polyverify.cli import UsageError
+    from polyverify.plumbing.cli import UsageError
 
     files: list[str] = []
     for item in (t.strip() for t in spec.split(",")):
@@ -474,7 +474,7 @@ def _learned_files(spec: str) -> list[str]:
 def _sweep_configs(a) -> list[dict]:
     from polyverify.sweep import product, split_list
 
-    from polyverify.cli import UsageError
+    from polyverify.plumbing.cli import UsageError
 
     keys = cell_keys()
     fixed: dict = {}
@@ -496,6 +496,6 @@ SWEEP = SimpleNamespace(
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -303,7 +303,7 @@ def level_example() -> dict:
 # ------------------------------------------------------------------ CLI
 
 def build_parser():
-    from polyverify.cli import Parser
+    from polyverify.plumbing.cli import Parser
 
     p = Parser(prog="python -m verify.compiler_report", description=" ".join(__doc__.split("\n\n")[0].split()),
                epilog="Exit status: 0 every cell proved (or refused by the compiler with a message) within "
@@ -318,7 +318,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import atomic_write_text, output_file
+    from polyverify.plumbing.cli import atomic_write_text, output_file
 
     argv = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(argv)
@@ -343,12 +343,12 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

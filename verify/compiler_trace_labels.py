@@ -262,7 +262,7 @@ class Trace:
     def plot(self, path, *, annotate_below: int = 160, dpi: int = 90):
         """One panel per state (the input state, then after each layer), cells coloured by what
         they hold (:data:`KINDS`), annotated with node names where a panel has at most
-        ``annotate_below`` cells; written atomically (``polyverify.cli.save_figure``;
+        ``annotate_below`` cells; written atomically (``polyverify.plumbing.cli.save_figure``;
         ``verify/compiler_trace_plot.py``)."""
         from .compiler_trace_plot import plot_trace
 

@@ -10,7 +10,7 @@ import numpy as np
 def plot_trace(tr, path, *, annotate_below: int = 160, dpi: int = 90):
     """One panel per state of ``tr`` (the input state, then after each layer), cells coloured by what
     they hold (``verify.compiler_trace_labels.KINDS``), annotated with node names where a panel has at
-    most ``annotate_below`` cells; written atomically (``polyverify.cli.save_figure``)."""
+    most ``annotate_below`` cells; written atomically (``polyverify.plumbing.cli.save_figure``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +19,7 @@ def plot_trace(tr, path, *, annotate_below: int = 160, dpi: int = 90):
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
-    from polyverify.cli import save_figure
+    from polyverify.plumbing.cli import save_figure
 
     colours = {"empty": "#ffffff", "input": "#4c78a8", "sum": "#54a24b", "product": "#f58518",
                "output": "#e45756", "constant": "#bab0ac", "other": "#79706e"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from polyverify.cli import Parser, exit_with, run_main
+from polyverify.plumbing.cli import Parser, exit_with, run_main
 
 from .cli_common import UsageError
 # the gd command (verify/gd_cmd.py); its limits, dtypes and manifest checks by the names they had here

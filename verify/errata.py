@@ -65,7 +65,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def build_parser():
-    from polyverify.cli import Parser
+    from polyverify.plumbing.cli import Parser
 
     p = Parser(prog="python -m verify.errata", description=__doc__.splitlines()[0],
                epilog="Exit status: 0 every erratum behaves as documented, 1 one does not, 2 bad input.")
@@ -78,7 +78,7 @@ def build_parser():
 
 
 def _main(argv) -> int:
-    from polyverify.cli import atomic_write_text, output_file
+    from polyverify.plumbing.cli import atomic_write_text, output_file
 
     a = build_parser().parse_args(argv)
     md, js = output_file("--markdown", a.markdown), output_file("--json", a.json)
@@ -96,12 +96,12 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

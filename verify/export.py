@@ -72,7 +72,7 @@ from constructions import ops
 from constructions.base import Construction, Sections, round_exact
 from constructions.layers import Layer
 from constructions.sparse import dense, is_sparse
-from polyverify.cli import UsageError, atomic_path, output_file
+from polyverify.plumbing.cli import UsageError, atomic_path, output_file
 
 # light, the parsers' part: the formats, their file names (SUFFIXES: each format's suffixes) and the options
 from .cli_common import (DEFAULT_FORMAT, FORMATS, SUFFIXES, add_export_arguments,  # noqa: F401
@@ -509,7 +509,7 @@ def _check_suffix(path: Path, fmt: str) -> None:
 
 def check_export_arguments(args, construction, *, k: int | None = None, sections=None) -> Path | None:
     """Validate ``--export`` / ``--format`` before any work (a UsageError, one line): the format,
-    the file's suffix, the output path (``polyverify.cli.output_file``) and whether the format
+    the file's suffix, the output path (``polyverify.plumbing.cli.output_file``) and whether the format
     holds the construction.  Returns the path (None without ``--export``)."""
     fmt = getattr(args, "export_format", None)
     if fmt is not None and fmt not in FORMATS:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from circuits.limits import MAX_SEED
-from polyverify.cli import atomic_write_text, check_memory, check_range, output_file, progress
-from polyverify.rational import parse_rational
+from polyverify.plumbing.cli import atomic_write_text, check_memory, check_range, output_file, progress
+from polyverify.plumbing.rational import parse_rational
 
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
                          check_export_suffix, holds, input_file, print_proof, verdict_of)
@@ -356,7 +356,7 @@ def _check_options(a, vals: dict, source: dict) -> tuple:
     dtypes = [t.strip() for t in a.dtype.split(",")]
     if not all(dtypes):
         raise UsageError(f"--dtype {a.dtype!r}: an empty name in the list; choose from {', '.join(DTYPES)}")
-    from polyverify.options import split_list
+    from polyverify.plumbing.options import split_list
 
     split_list("--dtype", a.dtype)  # a repeated dtype refused as by every list option (the run would go twice)
     # what the manifest knows, refused before anything is built (the same checks run again on the

@@ -50,8 +50,8 @@ import re
 import sys
 from pathlib import Path
 
-from polyverify.cli import EXIT_OK, Parser, UsageError, claim_input, exit_with, output_dir, output_file, run_main
-from polyverify.options import config_class
+from polyverify.plumbing.cli import EXIT_OK, Parser, UsageError, claim_input, exit_with, output_dir, output_file, run_main
+from polyverify.plumbing.options import config_class
 
 from . import EXPERIMENTS, load
 
@@ -89,7 +89,7 @@ def parser() -> Parser:
 
 
 #: the command's options, typed: one frozen dataclass built by the command line (``from_args``), its
-#: fields and defaults those of :func:`parser` (polyverify.options.config_class)
+#: fields and defaults those of :func:`parser` (polyverify.plumbing.options.config_class)
 ExperimentsOptions = config_class(parser(), "ExperimentsOptions", module=__name__,
                                   doc="The options of python -m numerics.experiments, typed.")
 #: the options that run cells, each with the value that means "not given"

@@ -8,7 +8,7 @@ An experiment is a module of this package with
 * ``configs(quick: bool) -> list[dict]``: the grid (``--quick``: a few small cells that check the
   pipeline in CI, not the paper's numbers);
 * ``config_of(config: dict, where) -> CellConfig``: a grid's dict (or a record's ``config``) as the
-  cell's typed config (:class:`polyverify.options.CellConfig`: every key the cell reads with its
+  cell's typed config (:class:`polyverify.plumbing.options.CellConfig`: every key the cell reads with its
   default in one place; an unknown key or a bad value is one line); cells that run on a device and
   under a global deadline derive theirs from :class:`OnDevice`;
 * ``cell(config: dict) -> dict``: one cell, a pure function of its config (fixed seeds), run by
@@ -37,8 +37,8 @@ from datetime import datetime, timezone
 import numpy as np
 from pathlib import Path
 
-from polyverify.cli import atomic_write_text, make_folder, save_figure
-from polyverify.options import CellConfig, ConfigError, cell_config, non_negative, option, positive
+from polyverify.plumbing.cli import atomic_write_text, make_folder, save_figure
+from polyverify.plumbing.options import CellConfig, ConfigError, cell_config, non_negative, option, positive
 
 SUMMARY, TABLE, FIGURE = "summary.json", "table.csv", "figure.png"
 #: the sweep runner's per-cell records (one JSON line per cell), what :func:`resummarise` reads

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from polyverify.cli import UsageError, atomic_write_text, one_line
+from polyverify.plumbing.cli import UsageError, atomic_write_text, one_line
 
 from . import EXPERIMENTS, load
 from .common import FIGURE, GPU_DIR, SUMMARY

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from polyverify.options import ConfigError, cell_config, non_negative, option, positive
+from polyverify.plumbing.options import ConfigError, cell_config, non_negative, option, positive
 
 from .common import OnDevice, fmt, rows_ok
 

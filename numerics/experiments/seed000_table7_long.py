@@ -260,7 +260,7 @@ def plot_long(ax, s: dict) -> None:
 def merge(out: Path, rows: list[dict], command: str) -> int:
     """Put the finished ``rows`` (tagged with ``command``) into ``out/results.jsonl`` in place of the
     records of the same cells and of long cells of the same settings; returns how many were merged."""
-    from polyverify.cli import atomic_write_text
+    from polyverify.plumbing.cli import atomic_write_text
 
     path = out / RESULTS
     old = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
@@ -273,7 +273,7 @@ def merge(out: Path, rows: list[dict], command: str) -> int:
 
 
 def _check_out(out: Path, quick: bool) -> None:
-    from polyverify.cli import UsageError
+    from polyverify.plumbing.cli import UsageError
 
     try:
         old = json.loads((out / SUMMARY).read_text())
@@ -291,13 +291,13 @@ def _check_out(out: Path, quick: bool) -> None:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
 
 def _main(argv) -> int:
-    from polyverify.cli import EXIT_OK, Parser, UsageError
+    from polyverify.plumbing.cli import EXIT_OK, Parser, UsageError
 
     p = Parser(prog="python -m numerics.experiments.seed000_table7_long", description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -333,6 +333,6 @@ def _main(argv) -> int:
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

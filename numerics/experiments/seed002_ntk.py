@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from polyverify.options import CellConfig, ConfigError, cell_config, non_negative, one_of, option, positive
+from polyverify.plumbing.options import CellConfig, ConfigError, cell_config, non_negative, one_of, option, positive
 
 from .common import fmt, rows_ok, std_err, timing_line, verdict
 

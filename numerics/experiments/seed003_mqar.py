@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import statistics
 
-from polyverify.options import cell_config, non_negative, option, positive
+from polyverify.plumbing.options import cell_config, non_negative, option, positive
 
 from .common import OnDevice, fmt, rows_ok
 

@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from polyverify.options import CellConfig, cell_config, non_negative, one_of, option, positive
+from polyverify.plumbing.options import CellConfig, cell_config, non_negative, one_of, option, positive
 
 from .common import fmt, rows_ok
 from .seed004_table1_baselines import (  # noqa: F401 - also the baselines' names, re-exported

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyverify.cli import atomic_path, atomic_write_text, make_folder
+from polyverify.plumbing.cli import atomic_path, atomic_write_text, make_folder
 
 from . import jsonio
 from .modules import LayerStack, stack_from_layers
@@ -300,7 +300,7 @@ def _check_read(a, given) -> None:
     """Refuse an option given on the command line that the run does not read: ``--noise`` with
     ``--init random`` and ``--init-scale`` with ``--init construction`` (``INIT_READS``),
     ``--step-size`` / ``--gamma`` with ``--scheduler constant`` (``names.SCHEDULER_READS``)."""
-    from polyverify.cli import UsageError
+    from polyverify.plumbing.cli import UsageError
 
     for field in ("init_scale", "noise"):
         if field in given and field not in INIT_READS[a.init]:
@@ -316,7 +316,7 @@ def _check_read(a, given) -> None:
 
 
 def _main(argv) -> int:
-    from polyverify.cli import Parser, check_finite, check_range, output_dir
+    from polyverify.plumbing.cli import Parser, check_finite, check_range, output_dir
 
     ap = Parser(prog="python -m numerics.training.construction_task", description=__doc__.splitlines()[0],
                 epilog="Limits (--allow-large lifts them): " + ", ".join(f"--{k} <= {v}" for k, v in LIMITS.items())
@@ -375,12 +375,12 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(_main, argv)
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from polyverify.cli import save_figure  # noqa: E402
+from polyverify.plumbing.cli import save_figure  # noqa: E402
 
 
 def _finite(xs, ys):

@@ -375,7 +375,7 @@ def export_weights(model: nn.Module, path, *, name: str = "trained", notes: dict
         "exact": json.dumps({}),
     }
     path = Path(path)
-    from polyverify.cli import atomic_path
+    from polyverify.plumbing.cli import atomic_path
 
     with atomic_path(path) as tmp:  # the folder made if missing; never half a file
         save_file(tensors, str(tmp), metadata=meta)

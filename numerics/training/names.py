@@ -82,7 +82,7 @@ CKPT = "checkpoint.safetensors"
 #: the files a training run writes into its folder (``python -m numerics.train --overwrite`` removes
 #: the earlier run's before training)
 RUN_FILES = (CKPT, "history.json", "result.json", "weights.safetensors", "curves.png", "iterate.json", "iterate.png")
-#: the temporary file a run file is written through (``polyverify.cli.atomic_path``: ``.NAME.XXXXXXXX.tmp``,
+#: the temporary file a run file is written through (``polyverify.plumbing.cli.atomic_path``: ``.NAME.XXXXXXXX.tmp``,
 #: renamed onto NAME when complete); one that a killed run left is stale
 _TEMPORARY = re.compile(r"\.(?:" + "|".join(map(re.escape, RUN_FILES)) + r")\.[A-Za-z0-9_]+\.tmp")
 

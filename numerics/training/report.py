@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 
 from numerics.training import jsonio
-from polyverify.cli import Parser, UsageError, output_dir, run_main
+from polyverify.plumbing.cli import Parser, UsageError, output_dir, run_main
 
 from .figures import finish_axes, plot_compare, save_closed
 
@@ -187,6 +187,6 @@ def _main(argv) -> int:
 
 
 if __name__ == "__main__":
-    from polyverify.cli import exit_with
+    from polyverify.plumbing.cli import exit_with
 
     exit_with(main)

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyverify.cli import atomic_path, atomic_write_text, interactive, make_folder
-from polyverify.cli import progress as progress_reporter
+from polyverify.plumbing.cli import atomic_path, atomic_write_text, interactive, make_folder
+from polyverify.plumbing.cli import progress as progress_reporter
 
 from . import jsonio
 from .modules import ModelConfig, SequenceModel, export_weights
@@ -237,7 +237,7 @@ class Trainer:
 
     def _progress_bar(self, steps: int):
         """Steps ``self.step .. steps``: a tqdm bar on a terminal (loss, LR, last test MSE), plain
-        lines in a log (``polyverify.cli.progress``: no carriage returns)."""
+        lines in a log (``polyverify.plumbing.cli.progress``: no carriage returns)."""
         desc = f"{self.cfg.model.model}/{self.task.name}"
         if interactive():
             return progress_reporter(steps, desc, initial=self.step, dynamic_ncols=True, mininterval=1.0)

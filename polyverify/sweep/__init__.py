@@ -57,7 +57,7 @@ records), :mod:`.worker` (one cell on a worker, the preload), :mod:`.cluster` (l
 scheduler, resources), :mod:`.jobqueue` (batch clusters), :mod:`.runner` (:func:`run_grid`),
 :mod:`.grid` (grid files, the adapters' helpers), :mod:`.registry` (the named sweeps, registered
 by the commands' packages), :mod:`.cli` (the command line).  This package imports nothing of the
-project but ``polyverify.cli``; the commands it sweeps register themselves from above.
+project but ``polyverify.plumbing.cli``; the commands it sweeps register themselves from above.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The sweep runner's vocabulary: limits, errors, the result, a cell (its id, its function, its
 folder) and the table (``results.csv``).  Imports nothing beyond the standard library and
-``polyverify.cli``."""
+``polyverify.plumbing.cli``."""
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +19,7 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from polyverify.cli import UsageError, file_kind, make_folder, one_line  # noqa: F401 (file_kind: re-exported)
+from polyverify.plumbing.cli import UsageError, file_kind, make_folder, one_line  # noqa: F401 (file_kind: re-exported)
 
 #: exit status when F cells failed: FAILED_BASE + min(F, FAILED_CAP)
 FAILED_BASE, FAILED_CAP = 10, 100

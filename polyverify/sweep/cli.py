@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from polyverify.cli import Parser, UsageError, check_range
+from polyverify.plumbing.cli import Parser, UsageError, check_range
 
 from .base import (ALLOW, CONNECT_TIMEOUT_MAX_S, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_CAP,
                    JOBQUEUE_CONNECT_TIMEOUT_MAX_S, JOBQUEUE_CONNECT_TIMEOUT_S, LARGE_LIMITS, LIMITS, SweepInputError,
@@ -113,7 +113,7 @@ def command_parser(command: str) -> tuple[Parser, object | None]:
 
 
 def main(argv=None) -> int:
-    from polyverify.cli import run_main
+    from polyverify.plumbing.cli import run_main
 
     return run_main(main_usage, argv)
 

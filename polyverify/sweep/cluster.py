@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from polyverify.cli import one_line
+from polyverify.plumbing.cli import one_line
 
 from .base import CONNECT_TIMEOUT_S, SweepInputError, _finite_number, file_kind, input_file, not_a_regular_file
 

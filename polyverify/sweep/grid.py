@@ -6,9 +6,9 @@ import itertools
 import json
 from pathlib import Path
 
-from polyverify.cli import UsageError, one_line
+from polyverify.plumbing.cli import UsageError, one_line
 
-from polyverify.options import split_list  # noqa: F401 -- the adapters' list helper, also here
+from polyverify.plumbing.options import split_list  # noqa: F401 -- the adapters' list helper, also here
 
 from .base import LIMITS, input_file
 from .cluster import check_resources

@@ -8,7 +8,7 @@ import dataclasses
 import re
 import time
 
-from polyverify.cli import UsageError, one_line
+from polyverify.plumbing.cli import UsageError, one_line
 
 from .base import SweepInputError, _finite_number, import_keeping_sigint
 from .cluster import _worker_resources
@@ -266,7 +266,7 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
     :data:`JOB_DAEMON_LINE`.  ``needs``: the worker resources the cells ask for (GPU): each must be
     declared by ``worker-extra-args`` (``["--resources", "GPU=1"]``), else the cells would wait
     forever.  The job script is built by dask-jobqueue itself (its ``job_script``), so a value it
-    refuses is refused here.  Any problem: a :class:`~polyverify.cli.UsageError` naming the file."""
+    refuses is refused here.  Any problem: a :class:`~polyverify.plumbing.cli.UsageError` naming the file."""
     where = f"jobqueue config {path}"
     system, opts = _system_table(_load_table_file(path, "jobqueue config"), where)
     where = f"{where}: jobqueue.{system}"

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from polyverify.cli import atomic_write_text, interactive, one_line, output_dir
+from polyverify.plumbing.cli import atomic_write_text, interactive, one_line, output_dir
 
 from .base import (CONNECT_TIMEOUT_MAX_S, CONNECT_TIMEOUT_S, JOBQUEUE_CONNECT_TIMEOUT_MAX_S, JOBQUEUE_CONNECT_TIMEOUT_S,
                    SweepInputError, SweepResult, _finite_number, _now, canonical, cell_id, csv_text, load_cell)
@@ -157,7 +157,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
             if jobqueue is not None:  # before anything is written: the jobs submitted, a worker there
                 await_first_worker(client, cluster, jobqueue, jobs, connect_timeout,
                                    say=lambda line: rep.say(f"{name}: {line}"))
-        from polyverify.cli import make_folder  # output_dir only checks; made here, removed on Ctrl-C if unfilled
+        from polyverify.plumbing.cli import make_folder  # output_dir only checks; made here, removed on Ctrl-C if unfilled
 
         make_folder(cells)
         if not todo:

@@ -14,7 +14,7 @@ import stat
 import sys
 from pathlib import Path
 
-from polyverify.cli import atomic_write_text, one_line
+from polyverify.plumbing.cli import atomic_write_text, one_line
 
 from .base import SweepInputError, _finite_number, canonical, not_a_regular_file
 

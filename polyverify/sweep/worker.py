@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 
-from polyverify.cli import one_line
+from polyverify.plumbing.cli import one_line
 
 from .base import (_CELL_DIR, _WORKER_IMPORT_S, _jsonable, _now, _rusage, canonical, cell_id, import_keeping_sigint,
                    load_cell)

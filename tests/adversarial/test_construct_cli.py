@@ -81,7 +81,7 @@ def test_failed_write_leaves_the_old_file(tmp_path, monkeypatch, capsys):
     and is one line (exit 2)."""
     rep = tmp_path / "r.json"
     rep.write_text("old report")
-    import polyverify.cli as cli
+    import polyverify.plumbing.cli as cli
 
     def boom(*a, **kw):
         raise OSError("disk full")
@@ -105,7 +105,7 @@ def test_written_files_get_the_usual_mode(tmp_path):
 def test_interrupted_write_leaves_no_folder(tmp_path, monkeypatch, capsys):
     """Ctrl-C while the report is written: exit 130, one line, neither the file nor the folder made
     for it remains (the subprocess version: tests/adversarial/test_interrupt.py)."""
-    import polyverify.cli as cli
+    import polyverify.plumbing.cli as cli
 
     def ctrl_c(*a, **kw):
         raise KeyboardInterrupt

@@ -21,7 +21,7 @@ from numerics import roundoff, roundoff_config, train
 from numerics.training import construction_task as ct
 from numerics.training.names import (EMA_READS, ITERATE_READS, RECIPE_OPTIONS, RECIPE_PRESETS, SCHEDULER_READS,
                                      TASK_OPTIONS, TASK_READS, TASKS, recipe_reads)
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 from tests.support import NoTrainer, tripwire
 
 SMALL = ["--n", "3", "--d", "2", "--width", "4", "--layers", "1", "--batch", "4", "--eval-batch", "8",
@@ -370,7 +370,7 @@ def test_init_reads_table_is_what_init_body_reads(init, field):
 
 def _roundoff_run(monkeypatch, **kw):
     """The run records of a tiny roundoff config, the option checks bypassed (to run what they refuse)."""
-    from polyverify.cli import progress
+    from polyverify.plumbing.cli import progress
 
     monkeypatch.setattr(roundoff_config, "_check_read", lambda p, given: None)
     c = roundoff_config.RoundoffConfig(**{**dict(layers=(4,), dtypes=("float32",), backends=("numpy",), batch=2,

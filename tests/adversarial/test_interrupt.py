@@ -174,7 +174,7 @@ ENTRY_POINTS = ["verify/construct.py", "verify/errata.py", "verify/catalogue_rep
 
 
 def test_every_entry_point_ends_through_exit_with():
-    """Every ``python -m`` module of the project ends through polyverify.cli.exit_with (Ctrl-C, a closed
+    """Every ``python -m`` module of the project ends through polyverify.plumbing.cli.exit_with (Ctrl-C, a closed
     pipe) and its main through run_main (bad input, Ctrl-C): none is left out, none is new and unlisted."""
     found = set()
     for root in ("verify", "numerics", "circuits", "polyverify", "constructions"):
@@ -191,7 +191,7 @@ def test_every_entry_point_ends_through_exit_with():
 def test_ctrl_c_inside_an_import_is_held_until_the_import_is_over(tmp_path, monkeypatch, capsys):
     """A KeyboardInterrupt that crosses a compiled extension's import (torch's, through pybind11)
     can abort the process; inside ``run_main`` the interrupt is raised once the import is over."""
-    from polyverify.cli import EXIT_INTERRUPTED, run_main
+    from polyverify.plumbing.cli import EXIT_INTERRUPTED, run_main
 
     (tmp_path / "slow_import_mod.py").write_text(
         "import os, signal, time\n"
@@ -225,7 +225,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(package):
     code = ("import os, signal, sys, time\n"
             "sys.argv = ['-m']\n"
             f"import {package}\n"
-            "from polyverify.cli import exit_with\n"
+            "from polyverify.plumbing.cli import exit_with\n"
             "assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
             "if os.environ.get('T25_STEP') == 'run':\n"
             "    exit_with(lambda: 0 if signal.getsignal(signal.SIGINT) is signal.default_int_handler else 3)\n"

@@ -7,7 +7,7 @@
 * two outputs of one command on one path (compared resolved) are refused, before any work.
 
 Table-driven over every command and output option that writes a file; each command is called
-in-process through its ``main`` (``polyverify.cli.run_main``), as ``python -m`` would run it.
+in-process through its ``main`` (``polyverify.plumbing.cli.run_main``), as ``python -m`` would run it.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from polyverify.cli import EXIT_USAGE
+from polyverify.plumbing.cli import EXIT_USAGE
 
 
 def _graph(tmp: Path) -> str:
@@ -199,7 +199,7 @@ def test_dev_stdout_redirected_to_a_file_keeps_what_was_printed_before(tmp_path)
 
 @pytest.mark.parametrize("flag", ["--json", "--export"])
 def test_output_file_refuses_a_socket_and_accepts_a_fifo(tmp_path, flag):
-    from polyverify.cli import UsageError, output_file, run_main
+    from polyverify.plumbing.cli import UsageError, output_file, run_main
 
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
@@ -219,7 +219,7 @@ def test_output_file_refuses_a_socket_and_accepts_a_fifo(tmp_path, flag):
 
 
 def test_output_dir_refuses_an_empty_name():
-    from polyverify.cli import UsageError, output_dir
+    from polyverify.plumbing.cli import UsageError, output_dir
 
     with pytest.raises(UsageError, match="not a folder name"):
         output_dir("--out", "")

@@ -11,7 +11,7 @@
 2. Rationals written with a huge exponent (``1e999999999``) made ``Fraction`` build a
    billion-digit integer: ``gd --eta``, ``import --set``, and a weight file's ``exact``
    metadata ran until killed.  Every such string now goes through the bounded
-   ``polyverify.rational.parse_rational``: refused at once, exit 2, one line.
+   ``polyverify.plumbing.rational.parse_rational``: refused at once, exit 2, one line.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import pytest
 from constructions.gd_attention import GDLSA, gd_lsa
 from constructions.gd_baseconv import GDBaseConv, gd_baseconv
 from constructions.weights_io import WeightFileError, load
-from polyverify.rational import MAX_DIGITS, RationalError, parse_rational
+from polyverify.plumbing.rational import MAX_DIGITS, RationalError, parse_rational
 from verify.construct import main
 from verify.prover.proof import prove, prove_intermediate_states, specification_cover
 

@@ -23,8 +23,8 @@ import torch
 
 from numerics import roundoff, train
 from numerics.training.names import MODEL_READS, MODELS
-from polyverify.cli import UsageError
-from polyverify.options import split_list
+from polyverify.plumbing.cli import UsageError
+from polyverify.plumbing.options import split_list
 from tests.support import NoTrainer, tripwire
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""numerics/experiments: each experiment's typed cell configs (polyverify.options.CellConfig): every
+"""numerics/experiments: each experiment's typed cell configs (polyverify.plumbing.options.CellConfig): every
 grid's dicts and every committed record's ``config`` read through ``config_of`` and given back key
 for key (so the sweep runner's cell ids and the records stay what they were), defaults in one place,
 bad configs refused in one line before any cell runs."""
@@ -12,7 +12,7 @@ from numerics.experiments import seed000_table7 as t7
 from numerics.experiments import seed002_ntk as s2
 from numerics.experiments import seed004_table1 as s4
 from numerics.experiments.common import OnDevice, cell_budget, grid_configs
-from polyverify.options import ConfigError
+from polyverify.plumbing.options import ConfigError
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "experiments"
 TYPED = [m for m in (load(n) for n in EXPERIMENTS) if hasattr(m, "config_of")]

@@ -7,7 +7,7 @@ import pytest
 
 from numerics.roundoff_config import DEFAULTS, RoundoffConfig, build_parser, plan
 from numerics.roundoff_sweep import CELL_KEYS
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 
 
 def _from_argv(argv):

@@ -1,4 +1,4 @@
-"""polyverify.options: a sweep cell's typed config (CellConfig): defaults in one place, every value
+"""polyverify.plumbing.options: a sweep cell's typed config (CellConfig): defaults in one place, every value
 checked however the config is made, one-line errors, and the grid's dict given back key for key."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pickle
 
 import pytest
 
-from polyverify.cli import UsageError
-from polyverify.options import CellConfig, ConfigError, cell_config, one_of, option, positive
+from polyverify.plumbing.cli import UsageError
+from polyverify.plumbing.options import CellConfig, ConfigError, cell_config, one_of, option, positive
 
 
 @cell_config

@@ -153,7 +153,7 @@ def test_bad_input_is_one_line():
 
 
 def test_import_polyverify_does_not_import_torch():
-    code = "import sys, polyverify, polyverify.cli; print('torch' in sys.modules)"
+    code = "import sys, polyverify, polyverify.plumbing.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 from verify import catalogue_report as cr
 
 

@@ -25,7 +25,7 @@ import pytest
 from constructions.base import Construction, to_float_array
 from constructions.catalogue import entries
 from constructions.layers import BaseConv, TokenLSA, TokenLSAHead
-from polyverify.cli import Parser, UsageError
+from polyverify.plumbing.cli import Parser, UsageError
 from verify import export as E
 from verify.construct import main
 from verify.importers import FORMATS as IMPORTERS

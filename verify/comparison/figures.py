@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyverify.cli import save_figure
+from polyverify.plumbing.cli import save_figure
 
 
 def _save(fig, out, name: str, files: list) -> None:

@@ -37,7 +37,7 @@ from constructions import ops
 from constructions.base import Construction, run_layers
 from verify.prover.proof import SymbolicProblem
 
-from polyverify.child import run_limited  # noqa: F401 - also this module's public name (tests, seqmodel)
+from polyverify.plumbing.child import run_limited  # noqa: F401 - also this module's public name (tests, seqmodel)
 from verify.prover.flint_backend import fq  # the exact scalar conversion, shared with the prover
 
 from .models import Stack, TOKEN_NAMES, var_names

@@ -26,7 +26,7 @@ verdict and the nearby search in ``verify/importers/prove.py``.
 """
 from __future__ import annotations
 
-from polyverify.cli import UsageError, claim_input, output_file
+from polyverify.plumbing.cli import UsageError, claim_input, output_file
 from verify.cli_common import input_file
 
 from . import FORMATS, mapping

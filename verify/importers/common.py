@@ -28,8 +28,8 @@ import numpy as np
 from constructions import ops
 from constructions.layers import Layer
 from constructions.weights_io import MAX_ENTRIES, exact_tensor
-from polyverify.cli import one_line
-from polyverify.rational import parse_rational
+from polyverify.plumbing.cli import one_line
+from polyverify.plumbing.rational import parse_rational
 from verify.cli_common import input_file_problem
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from constructions.base import Construction, PartialState
 from constructions.layout import Layout
-from polyverify.cli import one_line
+from polyverify.plumbing.cli import one_line
 from verify.cli_common import input_file_problem
 
 from .common import ImportRefused

@@ -10,8 +10,8 @@ import json
 import time
 from fractions import Fraction
 
-from polyverify.cli import UsageError, atomic_write_text
-from polyverify.rational import parse_rational
+from polyverify.plumbing.cli import UsageError, atomic_write_text
+from polyverify.plumbing.rational import parse_rational
 from verify.prover.kernel import is_proved, verdict
 
 from . import FORMATS, mapping, search
@@ -203,8 +203,8 @@ def prove_bounded(a, st, out) -> int:
     search that runs out of time or memory is reported in a line of its own (and in the JSON
     report as ``nearby_stopped``) and the exit status stays the verdict's (1).  The report is
     written last, here."""
-    from polyverify.child import Stopped
-    from polyverify.cli import one_line
+    from polyverify.plumbing.child import Stopped
+    from polyverify.plumbing.cli import one_line
     from verify import bounded
 
     t0 = time.monotonic()

@@ -7,7 +7,7 @@ is refused too, before the proof, never checked by a guess.
 from __future__ import annotations
 
 from constructions import kinds
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 
 
 def check_layer_shapes(layers, shape, what: str, path) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from constructions.base import Construction
-from polyverify.cli import UsageError, one_line
-from polyverify.rational import parse_rational
+from polyverify.plumbing.cli import UsageError, one_line
+from polyverify.plumbing.rational import parse_rational
 
 
 def resolve_spec(name: str):
@@ -94,7 +94,7 @@ def _parse_param(entry, name: str, value, what: str):
         if s in ("false", "0"):
             return False
         raise UsageError(f"{what}: {value!r} is not true or false")
-    try:  # bounded (polyverify/rational.py): 1e-999999999 is refused at once
+    try:  # bounded (polyverify/plumbing/rational.py): 1e-999999999 is refused at once
         return parse_rational(value if isinstance(value, (int, Fraction)) else str(value), what)
     except ValueError as e:
         raise UsageError(str(e)) from None

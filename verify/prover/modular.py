@@ -37,7 +37,7 @@ import numpy as np
 from constructions import kinds
 from constructions.layers import sparse_head
 from constructions.ops import addresses, lag_index
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 
 #: primes below 2^31 (products of two residues fit in int64)
 PRIMES = (2_147_483_647, 2_147_483_629, 2_147_483_587, 2_147_483_579)

@@ -48,7 +48,7 @@ def test_a_diverged_run_writes_strict_json_and_resumes(tmp_path):
 def test_a_null_loss_without_a_note_is_still_refused_by_the_report(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "history.json").write_text('[{"step": 0, "test_mse": null}]')
-    from polyverify.cli import UsageError
+    from polyverify.plumbing.cli import UsageError
 
     with pytest.raises(UsageError, match="test_mse a number"):
         check_runs(tmp_path)

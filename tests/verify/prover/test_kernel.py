@@ -36,7 +36,7 @@ TRUSTED = ["kernel.py", "proof.py", "rings.py", "cover.py", "grouped.py", "token
 UNTRUSTED = ("verify.prover.locate", "verify.prover.randomized", "verify.prover.randomized_bounds",
              "verify.prover.modular", "verify.prover.modp", "verify.cli_common", "verify.importers", "verify.gd_cmd",
              "verify.circuit_cmd", "verify.catalogue_cmd", "verify.construct", "verify.compare", "verify.comparison",
-             "verify.export", "verify.errata", "verify.catalogue_report", "verify.compiler_report", "polyverify.cli",
+             "verify.export", "verify.errata", "verify.catalogue_report", "verify.compiler_report", "polyverify.plumbing.cli",
              "numerics")
 #: the functions of proof.py that run only after a section failed, and may import diagnosis
 DIAGNOSIS_FUNCTIONS = {"_section_failure", "_counterexample"}

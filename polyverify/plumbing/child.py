@@ -12,7 +12,7 @@ line, which limit stopped it.  Imports nothing of the project.
   parent (its child traceback attached as a note).
 
 The child ignores SIGINT (Ctrl-C reaches the whole process group): the parent, interrupted
-while it waits (Ctrl-C, or SIGTERM / SIGHUP sent to the parent alone, which ``polyverify.cli`` turns
+while it waits (Ctrl-C, or SIGTERM / SIGHUP sent to the parent alone, which ``polyverify.plumbing.cli`` turns
 into a :class:`KeyboardInterrupt` too), kills the child and lets the interrupt go on.  If the
 parent dies without a chance to (SIGKILL), the kernel kills the child (``PR_SET_PDEATHSIG``).
 """

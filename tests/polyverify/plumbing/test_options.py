@@ -1,4 +1,4 @@
-"""polyverify.options: a command's typed options, built by its parser and by a sweep cell alike."""
+"""polyverify.plumbing.options: a command's typed options, built by its parser and by a sweep cell alike."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from polyverify.cli import Parser, UsageError
-from polyverify.options import config_class
+from polyverify.plumbing.cli import Parser, UsageError
+from polyverify.plumbing.options import config_class
 
 
 def _floats(s: str):

@@ -1,9 +1,9 @@
-"""polyverify.cli.run_main: a usage error is one line and exit 2 whatever SIGINT handler is set."""
+"""polyverify.plumbing.cli.run_main: a usage error is one line and exit 2 whatever SIGINT handler is set."""
 from __future__ import annotations
 
 import signal
 
-from polyverify.cli import EXIT_USAGE, UsageError, run_main
+from polyverify.plumbing.cli import EXIT_USAGE, UsageError, run_main
 
 
 class _BadValue(UsageError, ValueError):

@@ -10,7 +10,7 @@ holds the options' defaults, help and checks in one place.  The class gets two c
   ``dest``), each value converted and checked as the command line would read it -- ``True`` a
   flag, a list a comma-separated value, anything else its text through the option's converter and
   choices -- with no command line in between; a key the command does not have (or ``exclude``)
-  and a bad value are one-line :class:`~polyverify.cli.UsageError`\\ s.
+  and a bad value are one-line :class:`~polyverify.plumbing.cli.UsageError`\\ s.
 
 :func:`split_list` reads a comma-separated list option (the grids' lists, roundoff's lists); a value
 given twice is refused, naming it.
@@ -34,7 +34,7 @@ import types
 import typing
 from typing import Any
 
-from polyverify.cli import UsageError
+from polyverify.plumbing.cli import UsageError
 
 
 def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -89,7 +89,7 @@ def config_class(parser: argparse.ArgumentParser, name: str, *, module: str, doc
     actions = _options(parser)
     fields = [(a.dest, _field_type(a), dataclasses.field(default=a.default)) for a in actions]
     cls = dataclasses.make_dataclass(name, fields, frozen=True)
-    cls.__doc__ = doc or f"The options of {parser.prog}, typed (polyverify.options.config_class)."
+    cls.__doc__ = doc or f"The options of {parser.prog}, typed (polyverify.plumbing.options.config_class)."
 
     def from_args(klass, namespace: argparse.Namespace):
         return klass(**{a.dest: getattr(namespace, a.dest) for a in actions})

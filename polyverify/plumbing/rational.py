@@ -27,7 +27,7 @@ Refused, with a one-line :class:`RationalError` naming ``what`` (the flag or fie
 Non-strings: an ``int`` or ``Fraction`` is returned as it is (``bool`` is refused); a finite
 float is its exact binary value (``Fraction(0.1)`` is not 1/10).
 
-This module imports nothing of the project (``polyverify/cli.py`` and the loaders use it).
+This module imports nothing of the project (``polyverify/plumbing/cli.py`` and the loaders use it).
 """
 from __future__ import annotations
 
