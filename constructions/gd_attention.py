@@ -27,6 +27,7 @@ heads (stage 2 heads 2-4) are omitted; they add nothing.
 from __future__ import annotations
 
 import functools
+from fractions import Fraction
 
 import numpy as np
 
@@ -53,7 +54,13 @@ def _bias(m, n, entries):
 
 
 def _params(eta, lam, sqrt_eta, sqrt_lam, need_sqrt_lam):
-    """User-facing (eta, lam) or internal square roots -> internal parameters."""
+    """User-facing (eta, lam) or internal square roots -> internal parameters (both given: they
+    must agree exactly, else a ValueError rather than one of them silently ignored)."""
+    for name, v, root in (("eta", eta, sqrt_eta), ("lam", lam, sqrt_lam)):
+        numbers = (int, str, Fraction)
+        if isinstance(v, numbers) and isinstance(root, numbers) and exact(root) * exact(root) != exact(v):
+            raise ValueError(f"{name} = {v} and sqrt_{name} = {root} disagree ({root}^2 = {exact(root) ** 2}); "
+                             f"give one of them")
     if sqrt_eta is None:
         sqrt_eta = exact_sqrt(exact("1/16") if eta is None else exact(eta), "eta")
     if need_sqrt_lam:

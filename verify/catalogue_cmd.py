@@ -32,8 +32,21 @@ MAX_SEED = 2**32 - 1
 
 def parse_sets(pairs: list[str] | None, entry, allow_large: bool = False) -> dict:
     """The sizes of ``entry`` (a CatalogueEntry or its EntryInfo) with ``--set KEY=VALUE`` applied,
-    each checked."""
+    each checked; see :func:`parse_settings` for the parameters too."""
+    return parse_settings(pairs, entry, allow_large)[0]
+
+
+def parse_settings(pairs: list[str] | None, entry, allow_large: bool = False) -> tuple[dict, dict]:
+    """``(sizes, params)`` of ``entry`` with ``--set KEY=VALUE`` applied: a size is an integer in
+    ``0..MAX_SIZE`` (more with ``allow_large``), a parameter (``entry.params``: the builder's exact
+    scalars, eta, lam, gamma, ...) an exact rational (``1/64``, ``0.25``, ``3``; digits and exponent
+    bounded before parsing).  Only the parameters given are returned: the others keep the builder's
+    defaults."""
+    from polyverify.plumbing.rational import RationalError, parse_rational
+
     sizes = dict(entry.sizes)
+    params_known = dict(getattr(entry, "params", {}) or {})
+    params: dict = {}
     given: set = set()
     for p in pairs or []:
         if "=" not in p:
@@ -42,8 +55,16 @@ def parse_sets(pairs: list[str] | None, entry, allow_large: bool = False) -> dic
         if k in given:  # the last would win silently (import refuses it too)
             raise UsageError(f"--set {k} given twice; give each size once")
         given.add(k)
+        if k in params_known:
+            try:
+                params[k] = parse_rational(val, f"--set {k}=")
+            except RationalError as e:
+                raise UsageError(str(e)) from None
+            continue
         if k not in sizes:
-            raise UsageError(f"{entry.name} has no size {k!r}; sizes are {', '.join(sorted(sizes)) or 'none'}")
+            known = sorted(sizes) + sorted(params_known)
+            raise UsageError(f"{entry.name} has no size or parameter {k!r}; it takes "
+                             f"{', '.join(known) or 'none'}")
         try:
             sizes[k] = int(val)
         except ValueError:
@@ -54,7 +75,7 @@ def parse_sets(pairs: list[str] | None, entry, allow_large: bool = False) -> dic
         if sizes[k] > hi and not (allow_large and k != "seed"):
             raise UsageError(f"--set {k}={sizes[k]} exceeds the limit {hi}"
                              + (" (pass --allow-large to allow more)" if k != "seed" else ""))
-    return sizes
+    return sizes, params
 
 
 def describe_built(obj) -> dict:
@@ -81,9 +102,12 @@ def random_check(run, a, name: str):
 
 def add_arguments(s, entry) -> None:
     """The options of ``python -m verify.construct NAME`` for a catalogue entry."""
+    params = getattr(entry, "params", {}) or {}
     s.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help=f"sizes, each <= {MAX_SIZE} unless --allow-large (defaults: "
-                        f"{', '.join(f'{k}={v}' for k, v in entry.sizes.items()) or 'none'})")
+                        f"{', '.join(f'{k}={v}' for k, v in entry.sizes.items()) or 'none'})"
+                        + (f"; exact parameters, e.g. eta=1/64 (defaults: "
+                           f"{', '.join(f'{k}={v}' for k, v in params.items())})" if params else ""))
     s.add_argument("--json", help="write the report as JSON (folder created if missing)")
     s.add_argument("--allow-large", action="store_true", help=f"allow sizes above {MAX_SIZE}")
     bounded.add_arguments(s)
@@ -97,7 +121,7 @@ def cmd_entry(entry, a, out) -> int:
     bounded.check(a)
     check_check_arguments(a)
     json_path = output_file("--json", a.json)
-    sizes = parse_sets(a.set, entry, a.allow_large)
+    sizes, params = parse_settings(a.set, entry, a.allow_large)
     if not callable(getattr(entry, "build", None)):
         from constructions.catalogue import by_name
 
@@ -105,8 +129,8 @@ def cmd_entry(entry, a, out) -> int:
     from constructions.base import Construction
 
     try:
-        obj = entry.build(**sizes)
-    except (ValueError, IndexError) as e:
+        obj = entry.build(**sizes, **params)
+    except (ValueError, IndexError, ZeroDivisionError) as e:
         raise UsageError(f"{entry.name}: {e}") from None
     if getattr(a, "export", None) is not None or getattr(a, "export_format", None) is not None:
         from .export import check_export_arguments
@@ -121,7 +145,8 @@ def cmd_entry(entry, a, out) -> int:
             raise UsageError(f"{entry.name} is {e}") from None
     info = describe_built(obj)
     print(f"{entry.name}: {entry.summary}", file=out)
-    print(f"  {entry.paper}; sizes {', '.join(f'{k}={v}' for k, v in sizes.items()) or '-'}", file=out)
+    print(f"  {entry.paper}; sizes {', '.join(f'{k}={v}' for k, v in sizes.items()) or '-'}"
+          + (f"; parameters {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""), file=out)
     if info["kind"] == "construction":
         print(f"  layers {info['depth_formula']} (prologue {info['layers']['prologue']}, body "
               f"{info['layers']['body']}, epilogue {info['layers']['epilogue']}); state "
@@ -152,6 +177,7 @@ def cmd_entry(entry, a, out) -> int:
     if json_path:
         verdict, line = verdict_of(res)
         atomic_write_text(json_path, json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,
+                                                 "params": {k: str(v) for k, v in params.items()},
                                                  "built": info, "claim": entry.claim, "check": a.check,
                                                  "verdict": verdict, "verdict_line": line,
                                                  ("randomized" if a.check == "random" else "proof"): res.to_json()},

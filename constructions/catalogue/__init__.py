@@ -56,6 +56,42 @@ class CatalogueEntry:
     state: str = ""  # state shape formula, e.g. "(N+1) x (5D+2)"
     ridge: bool = False  # a gd builder that also takes the ridge parameter ``lam``
 
+    @property
+    def params(self) -> dict[str, str]:
+        """The entry's exact scalar parameters (``--set eta=1/64``): :func:`scalar_params` of ``build``."""
+        return scalar_params(self.build)
+
+
+#: keyword-only builder arguments whose default ``None`` stands for a computed exact scalar (the gd
+#: builders' step size and ridge parameter, and the square roots the LSA/ELSA ones store)
+SCALAR_PARAMS = ("eta", "lam", "sqrt_eta", "sqrt_lam", "gamma", "s", "omega_yx", "omega_yy")
+
+
+def scalar_params(build: Callable) -> dict[str, str]:
+    """``name -> default`` (text; ``"builder's default"`` where it is computed) for the keyword-only
+    arguments of ``build`` that are exact scalars: a default that is a rational number or its text
+    (``"1/8"``), or ``None`` for a name of :data:`SCALAR_PARAMS`.  Flags, strings that are not numbers,
+    arrays and seeds are not parameters the command line sets."""
+    import inspect
+    from fractions import Fraction
+
+    out = {}
+    for prm in inspect.signature(build).parameters.values():
+        if prm.kind is not prm.KEYWORD_ONLY or isinstance(prm.default, bool) or prm.name == "seed":
+            continue
+        d = prm.default
+        if d is None and prm.name in SCALAR_PARAMS:
+            out[prm.name] = "builder's default"
+        elif isinstance(d, (int, Fraction)):
+            out[prm.name] = str(d)
+        elif isinstance(d, str):
+            try:
+                Fraction(d)
+            except ValueError:
+                continue
+            out[prm.name] = d
+    return out
+
 
 @dataclass(frozen=True)
 class Erratum:
@@ -144,6 +180,7 @@ class EntryInfo:
     ridge: bool = False
     gd_layers: tuple | None = None
     gd_baseconv: bool | None = None
+    params: dict = field(default_factory=dict)  # :func:`scalar_params` of the entry's builder
 
 
 def sources_digest() -> str:
@@ -174,7 +211,7 @@ def build_manifest() -> dict:
     out = {}
     for name, e in entries().items():
         d = {"paper": e.paper, "summary": e.summary, "sizes": dict(e.sizes), "claim": e.claim,
-             "roles": sorted(e.roles), "arch": e.arch, "depth": e.depth, "state": e.state, "ridge": e.ridge}
+             "roles": sorted(e.roles), "arch": e.arch, "depth": e.depth, "state": e.state, "ridge": e.ridge, "params": e.params}
         if "gd" in e.roles:
             d["gd_layers"], d["gd_baseconv"] = _gd_layers(e)
         out[name] = d
@@ -199,7 +236,7 @@ def _info(name: str, d: dict) -> EntryInfo:
     gl = d.get("gd_layers")
     return EntryInfo(name, d["paper"], d["summary"], dict(d["sizes"]), d.get("claim", ""), frozenset(d["roles"]),
                      d.get("arch", ""), d.get("depth", ""), d.get("state", ""), bool(d.get("ridge", False)),
-                     tuple(gl) if gl is not None else None, d.get("gd_baseconv"))
+                     tuple(gl) if gl is not None else None, d.get("gd_baseconv"), dict(d.get("params", {})))
 
 
 _LIGHT: dict = {}
@@ -228,7 +265,7 @@ def _light() -> dict:
     else:
         def info(e):
             return EntryInfo(e.name, e.paper, e.summary, dict(e.sizes), e.claim, frozenset(e.roles), e.arch, e.depth,
-                             e.state, e.ridge)
+                             e.state, e.ridge, params=e.params)
         _LIGHT.update(entries={n: info(e) for n, e in entries().items()},
                       gd={a: info(e) for a, e in gd_architectures().items()}, errata=list(errata()),
                       source="registry")

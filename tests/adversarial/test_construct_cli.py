@@ -53,7 +53,7 @@ CASES = [
     (["gd", "--layers", "7", *SMALL, "--device", "cuda:99"], ["--device cuda:99", "--backend torch only"]),
     (["gd", "--layers", "7", *SMALL, "--json", "/proc/polyverify-r.json"], ["--json", "/proc", "not writable"]),
     (["s003-add", "--set", "N=100000"], ["N=100000", "limit 64", "--allow-large"]),
-    (["s003-add", "--set", "seed=5"], ["no size 'seed'"]),
+    (["s003-add", "--set", "seed=5"], ["no size or parameter 'seed'"]),
     (["s003-add", "--json", "{tmp}/afolder"], ["--json", "is a folder"]),
     (["no-such-entry"], ["invalid choice"]),
     ([], ["choose a command"]),
