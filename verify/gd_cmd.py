@@ -64,6 +64,9 @@ def add_arguments(g, archs: list[str]) -> None:
     g.add_argument("--json", help="write the whole report as JSON (folder created if missing)")
     add_export_arguments(g, "the built weights")
     g.add_argument("--weights", help="prove (and run) this weight file instead of the built weights")
+    g.add_argument("--box", default=None, metavar="R[,NAME=R]",
+                   help="a FAILED --weights file: the certified bound of its functional distance holds for every "
+                        "input with |entries| <= R (a positive rational, default 1; NAME=R for one input, e.g. A=2)")
     g.add_argument("--allow-metadata-mismatch", action="store_true",
                    help="prove --weights even where its metadata declares another construction, size, "
                         "parameter, depth or layer setting than the command line")
@@ -294,6 +297,10 @@ def gd_settings(a) -> GDSettings:
     vals, source, lw = _resolve(a)
     arch, n, d, layers, eta, lam, dtypes = _check_options(a, vals, source)
     con, k, backends = _build(a, arch, n, d, layers, eta, lam, dtypes)
+    if a.box is not None:
+        from .functional_distance import parse_box
+
+        parse_box(a.box).check_names(con.variables)
     lw = _check_weights(a, con, k, lw)
     inputs = _rounded_problems(a, n, d, backends)
     return GDSettings(con, k, n, d, eta, lam, source, lw, inputs, json_path, export_path)
@@ -315,6 +322,13 @@ def _check_outputs(a) -> tuple[Path | None, Path | None]:
                          "proved and run: give one of them")
     if a.allow_metadata_mismatch and not a.weights:
         raise UsageError("--allow-metadata-mismatch applies to a --weights file; none was given")
+    if a.box is not None:  # the functional distance's box (verify/functional_distance.py)
+        from .functional_distance import parse_box
+
+        parse_box(a.box)
+        if not a.weights:
+            raise UsageError("--box bounds the functional distance of a --weights file to the construction; no "
+                             "--weights file was given")
     return json_path, export_path
 
 
@@ -536,6 +550,13 @@ def cmd_gd(a, out) -> int:
         at = ", ".join(f"{p} = {v}" for p, v in con.params.items())
         print("  " + distance.line(f"{con.name} at {at}" if at else con.name), file=out)
 
+    functional = None
+    if lw is not None and not holds(proof):  # diagnosis of a FAILED file: how far apart the functions are
+        from .functional_distance import for_gd, parse_box
+
+        functional = for_gd(con, k, lw.layers, batch=a.batch, seed=a.seed, kappa=a.kappa, box=parse_box(a.box))
+        print("  " + functional.line(), file=out)
+
     if export_path:
         from .export import write_export
 
@@ -561,6 +582,8 @@ def cmd_gd(a, out) -> int:
         report["weights"] = user["weights"]
         if distance is not None:
             report["weights"]["distance"] = distance.to_json()
+    if functional is not None:
+        report["functional_distance"] = functional.to_json()
     if json_path:
         atomic_write_text(json_path, json.dumps(report, indent=1, default=str), "--json")
         print(f"\nreport written to {json_path}", file=out)

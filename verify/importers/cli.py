@@ -56,6 +56,9 @@ def add_arguments(p) -> None:
                    help="a setting of the peer's model that the file does not hold (causal=true, dampening=1)")
     p.add_argument("--json", help="write the report as JSON")
     p.add_argument("--no-search", action="store_true", help="on failure, do not try the nearby specifications")
+    p.add_argument("--box", default=None, metavar="R[,NAME=R]",
+                   help="on failure, the certified bound of the functional distance holds for every input with "
+                        "|entries| <= R (a positive rational, default 1; NAME=R for one input, e.g. A=2)")
     p.add_argument("--blocks-only", action="store_true",
                    help="a whole model's checkpoint (embedding, read-out, LayerNorms, MLPs): prove the blocks and "
                         "name every tensor not proved in the verdict and the JSON (without it such a file is "
@@ -98,6 +101,9 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
 def settings(a) -> dict:
     """Everything validated and read before any proof (a UsageError names the first problem)."""
     json_path = output_file("--json", a.json)
+    from verify.functional_distance import parse_box
+
+    box = parse_box(a.box)  # the functional distance's box: a positive finite rational, or one line now
     try:
         sets = parse_settings(a.set, "--set")
         cfg = parse_settings(a.config, "--config")
@@ -150,10 +156,11 @@ def settings(a) -> dict:
         mapping.check_carried(con)
     except ImportRefused as e2:
         raise UsageError(str(e2)) from None
+    box.check_names(spec.variables)
     return {"entry": entry, "spec": spec, "imported": imp, "sizes": sizes, "size_src": size_src,
             "given": given_params, "fixed": {k: params[k] for k in param_src}, "param_src": param_src,
             "declares_spec": declares_spec, "build": build, "con": con, "layout": layout_d, "layout_src": layout_src,
-            "json_path": json_path, "k": k_file}
+            "json_path": json_path, "k": k_file, "box": box}
 
 
 def _given(entry, sets: dict, size_keys: set) -> tuple[dict, dict, dict]:

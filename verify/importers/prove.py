@@ -210,6 +210,13 @@ def prove_bounded(a, st, out) -> int:
     t0 = time.monotonic()
     part = bounded.run_command(lambda o: _verdict_part(a, st, o), out, a, a.file)
     report = part["report"]
+    if part["rc"] == 1:  # FAILED: how far apart the functions are (diagnosis; its certified part in a child)
+        from verify.functional_distance import for_import
+
+        con = st["build"](**part["values"]) if part["values"] else st["con"]
+        functional = for_import(con, st["k"], st["imported"].layers, box=st["box"])
+        print(f"  {functional.line()}", file=out)
+        report["functional_distance"] = functional.to_json()
     if part["search"]:
         left = a.proof_timeout - (time.monotonic() - t0)
         try:
