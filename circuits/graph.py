@@ -270,6 +270,10 @@ class CircuitBuilder:
         return self._new(**{K.OP: K.CONST, K.VALUE: exact_constant(value, "const")})
 
     def _gate(self, op: str, nodes) -> int:
+        if len(nodes) < 2:  # refused at the call, naming the caller's line (not later at graph())
+            from .callsite import call_site
+
+            raise CircuitError(f"{op} needs at least 2 operands, got {len(nodes)}, at {call_site((__file__,))}")
         for u in nodes:
             if u not in self._g:
                 raise CircuitError(f"node {one_line(u)}: unknown operand for {op}")
