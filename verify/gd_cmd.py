@@ -541,14 +541,19 @@ def cmd_gd(a, out) -> int:
         print("  parameters: " + "; ".join(f"{', '.join(keys)} from the {src}" if src != "default"
                                           else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
     proof, user = _gd_proof(a, con, k, source, lw, out)
-    print_proof(proof, out)
-    distance = None
+    distance = near = None
     if lw is not None and not holds(proof) and getattr(proof, "method", "") != "random":
-        from .weight_distance import weight_distance  # diagnosis of a FAILED file: how far, and where
+        from . import bounded
+        from .nearest import gd_nearest, guarded, print_failed  # diagnosis of a FAILED file: how far, from what
+        from .weight_distance import weight_distance
 
         distance = weight_distance(con.layers(k), lw.layers)
         at = ", ".join(f"{p} = {v}" for p, v in con.params.items())
-        print("  " + distance.line(f"{con.name} at {at}" if at else con.name), file=out)
+        near = guarded(lambda: gd_nearest(con, n, d, k, eta, lam, lw.layers,
+                                          prove=lambda c: bounded.prove(c, a, f"the nearest {c.name}")), con.name)
+        print_failed(proof, near, out, distance.line(f"{con.name} at {at} (the parameters used)" if at else con.name))
+    else:
+        print_proof(proof, out)
 
     functional = None
     if lw is not None and not holds(proof):  # diagnosis of a FAILED file: how far apart the functions are
@@ -582,6 +587,9 @@ def cmd_gd(a, out) -> int:
         report["weights"] = user["weights"]
         if distance is not None:
             report["weights"]["distance"] = distance.to_json()
+    if near is not None:  # the nearest construction of the family: its own block, never the file's verdict
+        report["nearest"] = near.to_json()
+        report["verdict_line"] = f"{line}; {near.summary()}"
     if functional is not None:
         report["functional_distance"] = functional.to_json()
     if json_path:

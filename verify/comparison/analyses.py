@@ -280,6 +280,10 @@ def _align_baseconv(a: BaseConv, b: BaseConv) -> BaseConv:
                     residual=a.residual, same=a.same)
 
 
+#: public names of the alignment and the head matching (verify/nearest.py fits the nearest construction with them)
+align_baseconv, match_heads = _align_baseconv, _match_heads
+
+
 def _lerp_baseconv(a, b, t):
     A = _align_baseconv(a, b)
     return b.map(lambda x: x) if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)

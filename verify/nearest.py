@@ -1,0 +1,602 @@
+"""Did a learned model learn the construction, and how close is it?  The nearest construction of a
+family to a weight file (issue 41, item 2).  Diagnosis only: it reads layers, fits numbers and hands the
+snapped construction to the ordinary prover; it never decides the file's verdict.
+
+For a file whose exact proof FAILED (``gd --weights``, ``import``), the construction's family is the
+builder of the specification with its parameters (``eta``, and ``lam`` for the ridge architectures;
+whatever the builder takes, ``verify/importers/specs.py``).  The fit, in float64 (floats are the subject
+here: a trained file is floats, and so is the distance):
+
+1. **How the parameters enter the weights.**  The family is built at ``2^P`` corners (each fitted
+   parameter at the value used and at 4 times it, or 1/16 where it was 0: squares stay squares, as
+   ``gd-lsa`` needs) and each weight entry is interpolated multilinearly between them (every GD
+   architecture's weights are multilinear in ``eta`` and ``lam``: ``-eta``, ``-eta lam``,
+   ``1 - eta lam``).  A parameter on which no weight depends (``gd-lsa``'s and ``gd-elsa``'s: their
+   ``eta`` and ``lam`` live in the input embedding, seed 001 eq. (37), (56)) is kept at the value used,
+   and the report says so.  The multilinear model is checked against the exact build at the snapped
+   parameters; a mismatch is reported.
+2. **The model's symmetries divided out**, per layer kind, with the invariants the comparison already
+   uses (``verify/comparison/analyses.py``, registered in ``constructions/kinds.py``):
+
+   * BaseConv (seed 000 eq. (2)/(19)): per inner channel ``c`` the scalings and sign flips
+     ``W_in[:, c], b_in[:, c]`` times ``s``, ``h[:, c]`` times ``t``, ``b_conv[:, c]`` times ``s t``,
+     ``W_gate[:, c], b_gate[:, c]`` times ``u``, ``W_out[c, :]`` divided by ``s t u``; the learned layer
+     is rescaled to the construction's factor norms and signs (``align_baseconv``);
+   * LSA (seed 001 eq. (8)): each head compared as ``W3 W1^T`` and ``W2`` (the product is invariant
+     under the gauge ``W3 R``, ``W1 R^-T``), heads matched (``match_heads``, up to 6 heads), the
+     scale (and sign) exchanged between the two factors fixed to the construction's;
+   * token-form LSA (seed 004 eq. (2)-(3)): ``Q`` and ``P`` per head, matched, scale exchanged;
+   * ELSA (seed 001 eq. (16)): no invariant is derived (its bias matrices enter each head's cubic
+     product), so its arrays are compared as stored.
+3. **The fit**: least squares in the parameters (``scipy.optimize.least_squares``, Levenberg-Marquardt)
+   of the residual "learned layer aligned to the construction at ``p``, minus the construction at ``p``",
+   over every entry of the layers that move with the parameters (the alignment is redone at each ``p``:
+   a head's scale moves ``eta`` between ``W3 W1^T`` and ``W2``).
+4. **The distance** per layer and array (max ``|w - w*|``, where, relative ``|w - w*| / max(|w*|, 1)``,
+   spurious entries: nonzero where the construction has a structural zero, i.e. a zero at every corner),
+   to the fitted construction after alignment.
+5. **The snapped construction**: each fitted parameter as the nearest rational of denominator at most
+   :data:`MAX_DENOMINATOR` (``Fraction.limit_denominator``), built exactly and proved by the ordinary
+   prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
+   word for *that construction*, never for the file.
+
+Bounded: a stack of more than :data:`MAX_ENTRIES` weight entries, or more than :data:`MAX_FIT_PARAMS`
+parameters to fit, is skipped with one line naming the bound.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from constructions.layers import BaseConv, layer_from_arrays
+from constructions.sparse import dense, is_sparse
+
+#: snapped parameters are the nearest rationals with a denominator at most this
+MAX_DENOMINATOR = 1024
+#: at most this many parameters are fitted (2^P builds)
+MAX_FIT_PARAMS = 3
+#: a learned stack of more weight entries than this is not fitted (one line says so)
+MAX_ENTRIES = 20_000_000
+#: evaluations of the aligned residual at most (scipy.optimize.least_squares's max_nfev)
+MAX_EVALS = 200
+
+
+class NearestSkipped(Exception):
+    """The nearest construction is not computed here (the one-line reason)."""
+
+
+def _f64(a) -> np.ndarray:
+    a = dense(a) if is_sparse(a) else a
+    return np.asarray(a, dtype=np.float64)
+
+
+def float_layer(L):
+    """The layer with dense float64 weights (an exact entry as its nearest float)."""
+    return layer_from_arrays(L.kind, L.config(), {k: _f64(v) for k, v in L.arrays().items()})
+
+
+def entries(layers) -> int:
+    return sum(int(np.prod(getattr(a, "shape", ()))) for L in layers for a in L.arrays().values())
+
+
+# ------------------------------------------------------------------ per kind: canonical forms and alignment
+
+#: what is divided out, per layer kind (printed and in the JSON)
+SYMMETRIES = {
+    "baseconv": "per-channel scalings and sign flips of the gate, filter and input projection (W_out row "
+                "divided by their product)",
+    "lsa": "heads matched; per head W3 W1^T and W2 (gauge W3 R, W1 R^-T), scale and sign exchanged between them",
+    "token_lsa": "heads matched; per head Q and P, scale and sign exchanged between them",
+    "elsa": "none (no invariant is derived for ELSA: its bias matrices enter each head's cubic product)",
+}
+
+_HEAD_FACTORS = {"lsa": (("W3W1^T", lambda h: h.W3 @ h.W1.T), ("W2", lambda h: h.W2)),
+                 "token_lsa": (("Q", lambda h: h.Q), ("P", lambda h: h.P))}
+
+
+def canonical(L) -> dict[str, np.ndarray]:
+    """A float layer's arrays in the form compared: BaseConv and ELSA as stored, an attention head as
+    its invariant factors."""
+    if L.kind in _HEAD_FACTORS:
+        (fn, f), (gn, g) = _HEAD_FACTORS[L.kind]
+        out = {}
+        for i, h in enumerate(L.heads):
+            out[f"head{i}.{fn}"], out[f"head{i}.{gn}"] = f(h), g(h)
+        return out
+    return dict(L.arrays())
+
+
+def _heads(canon: dict, kind: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    (fn, _), (gn, _) = _HEAD_FACTORS[kind]
+    n = len(canon) // 2
+    return [(canon[f"head{i}.{fn}"], canon[f"head{i}.{gn}"]) for i in range(n)]
+
+
+def head_order(learned, ref_canon: dict) -> list[int] | None:
+    """The learned head matched to each constructed head (attention kinds), None otherwise."""
+    if learned.kind not in _HEAD_FACTORS:
+        return None
+    from verify.comparison.analyses import match_heads
+
+    return match_heads(_heads(canonical(learned), learned.kind), _heads(ref_canon, learned.kind))
+
+
+def aligned(learned, ref_canon: dict, ref_config: dict, order: list[int] | None) -> dict[str, np.ndarray]:
+    """The learned float layer's canonical arrays after its symmetries are fitted to the reference's."""
+    kind = learned.kind
+    if kind == "baseconv":
+        from verify.comparison.analyses import align_baseconv
+
+        ref = BaseConv(**ref_canon, causal=ref_config["causal"], residual=ref_config["residual"],
+                       same=bool(ref_config.get("same", False)))
+        return dict(align_baseconv(learned, ref).arrays())
+    if kind in _HEAD_FACTORS:
+        (fn, _), (gn, _) = _HEAD_FACTORS[kind]
+        fl, fc = _heads(canonical(learned), kind), _heads(ref_canon, kind)
+        out = {}
+        for u, (Fc, _) in enumerate(fc):
+            Fl, Gl = fl[order[u]]
+            nl, nc = float(np.linalg.norm(Fl)), float(np.linalg.norm(Fc))
+            s = 1.0
+            if nl > 0 and nc > 0:
+                s = (nc / nl) * (-1.0 if float(np.vdot(Fl, Fc)) < 0 else 1.0)
+            out[f"head{u}.{fn}"], out[f"head{u}.{gn}"] = Fl * s, Gl / s
+        return out
+    return dict(learned.arrays())
+
+
+# ------------------------------------------------------------------ the multilinear family
+
+class _Family:
+    """The reference stack's canonical arrays as multilinear functions of the fitted parameters
+    (entries that vary between the corners; the rest constant)."""
+
+    def __init__(self, stacks: dict[tuple, list], names: list[str], nodes: dict[str, tuple[float, float]]):
+        self.names, self.nodes = names, nodes
+        corners = list(stacks)
+        first = stacks[corners[0]]
+        ids, self.slot, at = {}, [], []
+        self.configs, self.kinds, base_layers = [], [], []
+        for i, L in enumerate(first):  # a repeated layer object (a body copy) is one slot
+            if id(L) not in ids:
+                ids[id(L)] = len(base_layers)
+                base_layers.append(L)
+                at.append(i)
+            self.slot.append(ids[id(L)])
+        self.pos = {c: [stacks[c][i] for i in at] for c in corners}
+        self.corners = corners
+        self.base, self.var, self.vals, self.zero = [], [], [], []
+        for j, L in enumerate(base_layers):
+            cans = {c: canonical(float_layer(self.pos[c][j])) for c in corners}
+            base = cans[corners[0]]
+            self.configs.append(L.config())
+            self.kinds.append(L.kind)
+            var, vals, zero = {}, {}, {}
+            for name, a in base.items():
+                stackd = np.stack([cans[c][name] for c in corners])
+                m = np.any(stackd != stackd[0], axis=0)
+                zero[name] = np.all(stackd == 0, axis=0)
+                if m.any():
+                    var[name] = m
+                    vals[name] = stackd[:, m]  # (corners, varying entries)
+            self.base.append(base)
+            self.var.append(var)
+            self.vals.append(vals)
+            self.zero.append(zero)
+        self.depends = {n: False for n in names}
+        for i, n in enumerate(names):
+            for c in corners:
+                other = tuple(1 - x if k == i else x for k, x in enumerate(c))
+                for vals in self.vals:
+                    for v in vals.values():
+                        if not np.array_equal(v[corners.index(c)], v[corners.index(other)]):
+                            self.depends[n] = True
+
+    def weights(self, p) -> np.ndarray:
+        """The corners' multilinear interpolation weights at ``p``."""
+        w = []
+        for c in self.corners:
+            x = 1.0
+            for i, n in enumerate(self.names):
+                a, b = self.nodes[n]
+                t = (p[i] - a) / (b - a)
+                x *= t if c[i] else 1.0 - t
+            w.append(x)
+        return np.array(w)
+
+    def at(self, p, slots=None) -> list[dict]:
+        """Every slot's canonical arrays at ``p`` (``slots``: only those; the others None)."""
+        w = self.weights(p)
+        out = []
+        for j, (base, var, vals) in enumerate(zip(self.base, self.var, self.vals)):
+            if slots is not None and j not in slots:
+                out.append(None)
+                continue
+            d = dict(base)
+            for name, m in var.items():
+                a = base[name].copy()
+                a[m] = w @ vals[name]
+                d[name] = a
+            out.append(d)
+        return out
+
+
+# ------------------------------------------------------------------ the report
+
+@dataclass
+class ArrayFit:
+    """One layer's array after alignment against the fitted construction (float64)."""
+
+    layer: int
+    array: str
+    max_abs: float
+    index: tuple[int, ...]
+    where: str
+    max_rel: float
+    spurious: int
+    spurious_max: float
+
+    def to_json(self) -> dict:
+        return {"layer": self.layer, "array": self.array, "max_abs": self.max_abs, "index": list(self.index),
+                "where": self.where, "max_rel": self.max_rel, "spurious": self.spurious,
+                "spurious_max": self.spurious_max}
+
+
+@dataclass
+class Nearest:
+    """The nearest construction of the family, the distance to it, and its snapped proof."""
+
+    construction: str
+    used: dict[str, Fraction]
+    fitted: dict[str, float] = field(default_factory=dict)
+    rational: dict[str, Fraction] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    arrays: list[ArrayFit] = field(default_factory=list)
+    symmetries: dict[str, str] = field(default_factory=dict)
+    snapped_verdict: str = ""
+    snapped_reason: str = ""
+    snapped_distance: float | None = None
+    model_note: str = ""
+    iterations: int = 0
+    seconds: float = 0.0
+    skipped: str = ""
+
+    @property
+    def distance(self) -> float:
+        return max((a.max_abs for a in self.arrays), default=0.0)
+
+    @property
+    def worst(self) -> ArrayFit | None:
+        """The array farthest from the construction (None where every compared entry is equal)."""
+        w = max(self.arrays, key=lambda a: a.max_abs, default=None)
+        return w if w is not None and w.max_abs > 0 else None
+
+    @property
+    def spurious(self) -> int:
+        return sum(a.spurious for a in self.arrays)
+
+    def params_text(self, exact: bool = True) -> str:
+        parts = []
+        for n in self.used:
+            if n in self.fitted:
+                q = self.rational[n]
+                parts.append(f"{n} = {q}" if exact else f"{n} = {self.fitted[n]:.6g}")
+            else:
+                parts.append(f"{n} = {self.used[n]}")
+        return ", ".join(parts) or "no parameters"
+
+    def summary(self) -> str:
+        """A few words for the verdict line."""
+        if self.skipped:
+            return f"nearest {self.construction}: not fitted ({self.skipped})"
+        return (f"distance {self.distance:.3g} to the nearest {self.construction} ({self.params_text()}) after its "
+                f"symmetries are divided out")
+
+    def lines(self) -> list[str]:
+        """The report's lines (printed after the verdict; the verdict stays the file's)."""
+        if self.skipped:
+            return [f"nearest construction: not fitted: {self.skipped}"]
+        out = []
+        fit = "; ".join(f"{n} fitted {self.fitted[n]:.9g}, snapped to {self.rational[n]} (denominator <= "
+                        f"{MAX_DENOMINATOR})" for n in self.fitted)
+        kept = "; ".join(f"{n} = {self.used[n]} kept ({why})" for n, why in self.kept.items())
+        out.append(f"nearest {self.construction}: " + "; ".join(x for x in (fit, kept) if x)
+                   + f" ({self.iterations} residual evaluations, {self.seconds:.2f} s)")
+        w = self.worst
+        if w is None:
+            out.append("  weight distance to it after alignment (float64): 0 (every compared entry equal)")
+        else:
+            out.append(f"  weight distance to it after alignment (float64): max |w - w*| = {w.max_abs:.3g} at layer "
+                       f"{w.layer} {w.array}[{','.join(map(str, w.index))}] {w.where} (relative {w.max_rel:.3g}); "
+                       f"{sum(1 for a in self.arrays if a.max_abs > 0)} array(s) differ, {self.spurious} spurious "
+                       f"entr{'y' if self.spurious == 1 else 'ies'} (nonzero where the construction has a structural zero)")
+        out.append("  symmetries divided out: " + "; ".join(f"{k}: {v}" for k, v in self.symmetries.items()))
+        if self.model_note:
+            out.append(f"  note: {self.model_note}")
+        dist = f", distance {self.snapped_distance:.3g}" if self.snapped_distance is not None else ""
+        if self.snapped_verdict == "PROVED":
+            out.append(f"  the nearest construction ({self.params_text()}{dist}) is PROVED (that construction, "
+                       f"by the exact prover; the file's verdict above is unchanged)")
+        else:
+            out.append(f"  the nearest construction ({self.params_text()}{dist}) is not PROVED: {self.snapped_reason}")
+        return out
+
+    def to_json(self) -> dict:
+        if self.skipped:
+            return {"construction": self.construction, "skipped": self.skipped}
+        return {"construction": self.construction, "parameters": dict(self.fitted),
+                "rational": {n: str(q) for n, q in self.rational.items()},
+                "used": {n: str(q) for n, q in self.used.items()}, "kept": dict(self.kept),
+                "max_denominator": MAX_DENOMINATOR,
+                "distance": {"max_abs": self.distance, "spurious": self.spurious, "arithmetic": "float64",
+                             "arrays": [a.to_json() for a in self.arrays if a.max_abs > 0 or a.spurious]},
+                "symmetries": dict(self.symmetries), "snapped_verdict": self.snapped_verdict,
+                "snapped_reason": self.snapped_reason, "snapped_distance": self.snapped_distance,
+                "model_note": self.model_note, "iterations": self.iterations, "seconds": self.seconds}
+
+    def markdown(self, title: str = "Did the model learn it? The nearest construction") -> str:
+        lines = [f"# {title}", ""]
+        if self.skipped:
+            return "\n".join(lines + [f"Not fitted: {self.skipped}", ""])
+        lines += [f"Family: `{self.construction}`.", ""]
+        lines += ["| parameter | used | fitted (float64) | snapped |", "|---|---|---|---|"]
+        for n in self.used:
+            if n in self.fitted:
+                lines.append(f"| {n} | {self.used[n]} | {self.fitted[n]:.9g} | {self.rational[n]} |")
+            else:
+                lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | {self.used[n]} |")
+        lines += ["", f"Snapped construction ({self.params_text()}): **{self.snapped_verdict or 'not PROVED'}**"
+                  + (f" ({self.snapped_reason})" if self.snapped_reason else "") + ". This is the verdict of that "
+                  "construction, not of the file.", ""]
+        lines += ["Symmetries divided out: " + "; ".join(f"{k}: {v}" for k, v in self.symmetries.items()) + ".", ""]
+        if self.model_note:
+            lines += [f"Note: {self.model_note}", ""]
+        lines += ["| layer | array | max abs | where | relative | spurious | largest spurious |",
+                  "|---|---|---|---|---|---|---|"]
+        for a in self.arrays:
+            if a.max_abs > 0 or a.spurious:
+                lines.append(f"| {a.layer} | {a.array} | {a.max_abs:.3g} | {a.where.replace('|', '/')} | "
+                             f"{a.max_rel:.3g} | {a.spurious} | {a.spurious_max:.3g} |")
+        return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ naming entries
+
+def channel_namer(layout, cols: list | None = None) -> Callable[[int], str]:
+    """``c -> "x[2]"``: the region of state column ``c`` (``cols`` maps a file channel to the layout's
+    column, None where the file's channel is its own)."""
+    def name(c: int) -> str:
+        cc = c if cols is None else (cols[c] if c < len(cols) else None)
+        if cc is None:
+            return f"file channel {c}"
+        for r in layout.regions.values():
+            if r.cols[0] <= cc < r.cols[1]:
+                return f"{r.name}[{cc - r.cols[0]}]"
+        return f"column {cc}"
+    return name
+
+
+def _where(kind: str, array: str, idx: tuple, chan: Callable[[int], str]) -> str:
+    if len(idx) != 2:
+        return ""
+    i, j = idx
+    leaf = array.split(".")[-1]
+    square = leaf in ("W_in", "W_gate", "W_out", "W1", "W2", "W3", "W3W1^T", "P", "Q")
+    if square:
+        return f"({chan(i)} -> {chan(j)})"
+    return f"(row {i}, {chan(j)})"
+
+
+# ------------------------------------------------------------------ the fit
+
+def _nodes(v: Fraction) -> tuple[Fraction, Fraction]:
+    return (v, 4 * v) if v != 0 else (Fraction(0), Fraction(1, 16))
+
+
+def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: list, *, name: str,
+            prove: Callable | None = None, chan: Callable[[int], str] | None = None,
+            built: tuple | None = None) -> Nearest:
+    """The nearest construction of ``build``'s family to the ``learned`` layers (module docstring).
+
+    ``build(**params) -> (construction, reference layers)``: the construction (proved when snapped) and
+    its layers in the learned stack's coordinates, as many as ``learned`` has; a ValueError means the
+    builder refuses the values.  ``used``: every parameter at the value the command used.  ``prove``:
+    ``construction -> ProofResult`` (default ``verify.prover.proof.prove``).  ``built``: the build at
+    ``used``, when the caller has it."""
+    t0 = time.perf_counter()
+    res = Nearest(name, dict(used))
+    n_entries = entries(learned)
+    if n_entries > MAX_ENTRIES:
+        res.skipped = (f"the stack holds {n_entries} weight entries, more than the bound {MAX_ENTRIES} "
+                       f"(verify/nearest.py MAX_ENTRIES)")
+        return res
+    names = list(used)
+    if len(names) > MAX_FIT_PARAMS:
+        res.skipped = (f"{len(names)} parameters, more than the {MAX_FIT_PARAMS} fitted at most "
+                       f"(verify/nearest.py MAX_FIT_PARAMS)")
+        return res
+    nodes = {n: _nodes(Fraction(used[n])) for n in names}
+    cache: dict[tuple, tuple] = {}
+    if built is not None:
+        cache[tuple(Fraction(used[n]) for n in names)] = built
+
+    def build_at(vals: dict):
+        key = tuple(Fraction(vals[n]) for n in names)
+        if key not in cache:
+            cache[key] = build(**{n: Fraction(vals[n]) for n in names})
+        return cache[key]
+
+    # which parameters can be moved (a builder refusing the second node keeps the parameter)
+    fit = []
+    for n in names:
+        try:
+            build_at({**used, n: nodes[n][1]})
+            fit.append(n)
+        except ValueError as e:
+            res.kept[n] = f"the builder refuses {n} = {nodes[n][1]}: {str(e).splitlines()[0]}"
+    stacks = {}
+    for c in itertools.product((0, 1), repeat=len(fit)):
+        vals = {**used, **{n: nodes[n][c[i]] for i, n in enumerate(fit)}}
+        layers = build_at(vals)[1]
+        if len(layers) != len(learned):
+            raise ValueError(f"the construction has {len(layers)} layers, the file {len(learned)}")
+        stacks[c] = layers
+    fam = _Family(stacks, fit, {n: (float(nodes[n][0]), float(nodes[n][1])) for n in fit})
+    for n in fit:
+        if not fam.depends[n]:
+            res.kept[n] = "no weight depends on it: it lives in the input embedding"
+    moving = [n for n in fit if fam.depends[n]]
+    idx = [fit.index(n) for n in moving]
+    Lf = [float_layer(L) for L in learned]
+    p = np.array([float(used[n]) for n in fit])
+    refs = fam.at(p)
+    orders = [head_order(Lf[i], refs[s]) for i, s in enumerate(fam.slot)]
+
+    # the layers whose construction moves with the parameters: their alignment, and so their whole
+    # residual, depends on the parameters (a head's scale moves eta between W3 W1^T and W2)
+    active = [i for i, s in enumerate(fam.slot) if fam.var[s]]
+
+    def resid(q):
+        pp = p.copy()
+        pp[idx] = q
+        refs = fam.at(pp, {fam.slot[i] for i in active})
+        out = []
+        for i in active:
+            s = fam.slot[i]
+            X = aligned(Lf[i], refs[s], fam.configs[s], orders[i])
+            out += [(X[k] - refs[s][k]).ravel() for k in refs[s] if X[k].shape == refs[s][k].shape]
+        return np.concatenate(out) if out else np.zeros(1)
+
+    its = 0
+    if moving:
+        from scipy.optimize import least_squares
+
+        sol = least_squares(resid, p[idx], method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=MAX_EVALS)
+        p[idx] = sol.x
+        its = int(sol.nfev)
+    refs = fam.at(p)
+    X = [aligned(Lf[i], refs[s], fam.configs[s], orders[i]) for i, s in enumerate(fam.slot)]
+    res.iterations = its
+    for i, n in enumerate(fit):
+        if n in moving:
+            res.fitted[n] = float(p[i])
+            res.rational[n] = Fraction(float(p[i])).limit_denominator(MAX_DENOMINATOR)
+    kinds_seen = dict.fromkeys(L.kind for L in Lf)
+    res.symmetries = {k: SYMMETRIES[k] for k in kinds_seen}
+    chan = chan or (lambda c: f"channel {c}")
+    for i, s in enumerate(fam.slot):
+        zero = fam.zero[s]
+        for a_name, want in refs[s].items():
+            got = X[i][a_name]
+            if got.shape != want.shape or not want.size:
+                continue
+            d = np.abs(got - want)
+            flat = int(np.argmax(d))
+            ix = tuple(int(t) for t in np.unravel_index(flat, d.shape))
+            rel = float(np.max(d / np.maximum(np.abs(want), 1.0)))
+            sp = zero[a_name] & (got != 0)
+            res.arrays.append(ArrayFit(i, a_name, float(d[ix]), ix, _where(Lf[i].kind, a_name, ix, chan), rel,
+                                       int(sp.sum()), float(np.max(np.abs(got[sp]))) if sp.any() else 0.0))
+    _snap(res, build_at, used, Lf, fam, orders, prove)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _snap(res: Nearest, build_at, used, Lf, fam: _Family, orders, prove) -> None:
+    """Build the construction at the snapped parameters, compare it with the model there, and prove it."""
+    from verify.prover.kernel import verdict
+
+    vals = {**used, **res.rational}
+    try:
+        con, layers = build_at(vals)
+    except ValueError as e:
+        res.snapped_verdict = "not built"
+        res.snapped_reason = f"the builder refuses the snapped parameters: {str(e).splitlines()[0]}"
+        return
+    exact = [canonical(float_layer(layers[fam.slot.index(s)])) for s in range(len(fam.base))]
+    q = np.array([float(vals[n]) for n in fam.names])
+    model = fam.at(q)
+    worst = max((float(np.max(np.abs(exact[s][k] - model[s][k]))) for s in range(len(exact)) for k in exact[s]
+                 if exact[s][k].shape == model[s][k].shape and exact[s][k].size), default=0.0)
+    if worst > 1e-9:
+        res.model_note = (f"the weights at the snapped parameters differ from the multilinear model by {worst:.3g}: "
+                          f"the parameters do not enter this family's weights multilinearly; the fit is approximate")
+    X = [aligned(Lf[i], exact[s], fam.configs[s], orders[i]) for i, s in enumerate(fam.slot)]
+    res.snapped_distance = max((float(np.max(np.abs(X[i][k] - exact[s][k]))) for i, s in enumerate(fam.slot)
+                                for k in exact[s] if X[i][k].shape == exact[s][k].shape and exact[s][k].size),
+                               default=0.0)
+    if prove is None:
+        from verify.prover.proof import prove as prove_
+        prove = prove_
+    from polyverify.plumbing.cli import UsageError, one_line
+
+    try:
+        r = prove(con)
+    except UsageError as e:  # the command's proof limits (verify/bounded.py)
+        res.snapped_verdict, res.snapped_reason = "not proved", one_line(e)
+        return
+    res.snapped_verdict = verdict(r).value
+    if res.snapped_verdict != "PROVED":
+        f = getattr(r, "failure", None)
+        res.snapped_reason = (f.describe().splitlines()[0] if f is not None else
+                              f"the prover's verdict is {res.snapped_verdict}")
+
+
+
+# ------------------------------------------------------------------ the commands' use
+
+def gd_nearest(con, n: int, d: int, k: int, eta, lam, layers, *, prove: Callable | None = None) -> Nearest:
+    """The nearest construction of ``gd --arch``'s family (``con``'s builder: ``build(n, d, eta=...[,
+    lam=...])``) to a weight file's ``layers`` (the construction's own layout, as ``gd --weights``
+    reads them), ``eta`` and ``lam`` at the values the command used."""
+    from constructions.catalogue import gd_architectures
+
+    entry = next(e for e in gd_architectures().values() if e.name == con.name)
+    used = {"eta": Fraction(eta), **({"lam": Fraction(lam or 0)} if entry.ridge else {})}
+
+    def build(**p):
+        c = entry.build(n, d, **p)
+        return c, c.layers(k)
+
+    return nearest(build, used, layers, name=con.name, prove=prove, chan=channel_namer(con.layout),
+                   built=(con, con.layers(k)))
+
+
+def guarded(fn: Callable[[], Nearest], name: str) -> Nearest:
+    """``fn()``, or a skipped :class:`Nearest` naming why it could not be fitted (a limit of the snapped
+    proof, a builder that refuses the sizes): the diagnosis never stops the command."""
+    from polyverify.plumbing.cli import UsageError, one_line
+
+    try:
+        return fn()
+    except (UsageError, ValueError, np.linalg.LinAlgError) as e:
+        out = Nearest(name, {})
+        out.skipped = one_line(e)
+        return out
+
+
+def print_failed(proof, near: Nearest | None, out, distance_line: str | None = None) -> None:
+    """The proof's lines as ``print_proof`` prints them, the verdict line (the first) followed by the
+    distance (the verdict itself is the file's, unchanged); then the distance at the parameters used
+    (``distance_line``) and the nearest construction's lines."""
+    import io
+
+    from verify.cli_common import print_proof
+
+    buf = io.StringIO()
+    print_proof(proof, buf)
+    first, _, rest = buf.getvalue().partition("\n")
+    if near is not None:
+        first += f"; {near.summary()}"
+    print(first, file=out)
+    out.write(rest)
+    if distance_line:
+        print("  " + distance_line, file=out)
+    if near is not None:
+        for line in near.lines():
+            print("  " + line, file=out)
