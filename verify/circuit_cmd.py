@@ -170,9 +170,21 @@ def cmd_circuit(a, out) -> int:
     _print_compiled(a, con, target, t_compile, out)
     sections = {"prologue": [], "body": [], "epilogue": lw.layers} if lw is not None else None
     proof = _prove_limited(con, sections, a)
+    compiled_layers = con.epilogue
     if lw is not None:
         con.epilogue = lw.layers
-    print_proof(proof, out)
+    distance = None
+    if lw is not None and not holds(proof):  # diagnosis of a FAILED file: how far from the compiled stack
+        from .nearest import print_failed
+        from .weight_distance import weight_distance
+
+        distance = weight_distance(compiled_layers, lw.layers)
+        w = distance.worst
+        print_failed(proof, None, out, distance.line(f"the compiled stack of {a.graph} (a compiled circuit has no "
+                                                      f"parameters: no family to fit, the entry-wise distance only)"),
+                     summary=f"weight distance {float(w.max_abs) if w else 0.0:.3g} to the compiled stack")
+    else:
+        print_proof(proof, out)
     write_export(a, con, out=out)
     mod, floats = _random_trials(a, g, con, names, out)
     info = con.info
@@ -181,6 +193,8 @@ def cmd_circuit(a, out) -> int:
               "float64_trials": floats}
     if lw is not None:
         report["weights"] = {"file": a.weights, "layers": len(lw.layers)}
+        if distance is not None:
+            report["weights"]["distance"] = distance.to_json()
     if getattr(a, "pareto", False):
         _pareto(a, g, target, report, out)
     if a.trace or a.plot:  # the labels are read after the proof, from the proved layers

@@ -299,14 +299,14 @@ class Nearest:
 
     def lines(self) -> list[str]:
         """The report's lines (printed after the verdict; the verdict stays the file's)."""
-        if self.skipped:
-            return [f"nearest construction: not fitted: {self.skipped}"]
+        if self.skipped:  # the verdict line says it (summary)
+            return []
         out = []
         fit = "; ".join(f"{n} fitted {self.fitted[n]:.9g}, snapped to {self.rational[n]} (denominator <= "
                         f"{MAX_DENOMINATOR})" for n in self.fitted)
         kept = "; ".join(f"{n} = {self.used[n]} kept ({why})" for n, why in self.kept.items())
         out.append(f"nearest {self.construction}: " + "; ".join(x for x in (fit, kept) if x)
-                   + f" ({self.iterations} residual evaluations, {self.seconds:.2f} s)")
+                   + f" ({self.iterations} least-squares evaluations, {self.seconds:.2f} s)")
         w = self.worst
         if w is None:
             out.append("  weight distance to it after alignment (float64): 0 (every compared entry equal)")
@@ -580,10 +580,11 @@ def guarded(fn: Callable[[], Nearest], name: str) -> Nearest:
         return out
 
 
-def print_failed(proof, near: Nearest | None, out, distance_line: str | None = None) -> None:
+def print_failed(proof, near: Nearest | None, out, distance_line: str | None = None,
+                 summary: str | None = None) -> None:
     """The proof's lines as ``print_proof`` prints them, the verdict line (the first) followed by the
-    distance (the verdict itself is the file's, unchanged); then the distance at the parameters used
-    (``distance_line``) and the nearest construction's lines."""
+    distance (``near``'s summary, or ``summary``; the verdict itself is the file's, unchanged); then the
+    distance at the parameters used (``distance_line``) and the nearest construction's lines."""
     import io
 
     from verify.cli_common import print_proof
@@ -591,8 +592,8 @@ def print_failed(proof, near: Nearest | None, out, distance_line: str | None = N
     buf = io.StringIO()
     print_proof(proof, buf)
     first, _, rest = buf.getvalue().partition("\n")
-    if near is not None:
-        first += f"; {near.summary()}"
+    if near is not None or summary:
+        first += f"; {near.summary() if near is not None else summary}"
     print(first, file=out)
     out.write(rest)
     if distance_line:
@@ -600,3 +601,88 @@ def print_failed(proof, near: Nearest | None, out, distance_line: str | None = N
     if near is not None:
         for line in near.lines():
             print("  " + line, file=out)
+
+
+def project_layers(layers, rows: list[int], cols: list, n_spec_rows: int) -> list:
+    """A specification's layers on a file's state (``verify/importers/mapping.py``'s ``rows``: file token
+    -> specification row, ``cols``: file channel -> specification column or None): each weight restricted
+    to the mapped channels (a file-only channel's weights 0), bias matrices also to the mapped rows.  A
+    BaseConv's filter mixes tokens, so its file tokens must be the specification's first ones, in order
+    (the filter is cut to them); otherwise a ValueError says so.  A repeated layer stays one object."""
+    cidx = [c if c is not None else -1 for c in cols]
+
+    def take_cols(a, both: bool):
+        a = dense(a) if is_sparse(a) else np.asarray(a, dtype=object)
+        out = np.zeros((len(cidx) if both else a.shape[0], len(cidx)), dtype=object)
+        for j, c in enumerate(cidx):
+            if c < 0:
+                continue
+            if both:
+                for i, r in enumerate(cidx):
+                    if r >= 0:
+                        out[i, j] = a[r, c]
+            else:
+                out[:, j] = a[:, c]
+        return out
+
+    def proj(L):
+        arr = {}
+        for name, a in L.arrays().items():
+            leaf = name.split(".")[-1]
+            if leaf in ("W_in", "W_gate", "W_out", "W1", "W2", "W3", "P", "Q"):
+                arr[name] = take_cols(a, True)
+            else:  # (rows, channels): BaseConv's filter and biases, ELSA's bias matrices
+                arr[name] = take_cols(a, False)[list(rows)]
+        return layer_from_arrays(L.kind, L.config(), arr)
+
+    if any(L.kind == "baseconv" for L in layers) and list(rows) != list(range(len(rows))):
+        raise ValueError("the file's tokens are not the specification's first tokens in order: a filter cannot "
+                         "be compared tap by tap")
+    cache: dict = {}
+    return [cache.setdefault(id(L), proj(L)) if id(L) not in cache else cache[id(L)] for L in layers]
+
+
+def import_family(st, values: dict) -> tuple[Callable, dict]:
+    """``(build, used)`` for :func:`nearest` from the import command's settings (``verify/importers/cli.py``):
+    the entry's builder at the file's sizes, its layers projected onto the file's state; the parameters
+    ``--set`` may give (a ``sqrt_x`` left out where ``x`` is one), at the values the proof used."""
+    from polyverify.plumbing.cli import UsageError
+
+    from verify.importers.specs import _accepted, _build
+
+    entry, spec, con, k = st["entry"], st["spec"], st["con"], st["k"]
+    acc = _accepted(entry, spec)
+    acc = [x for x in acc if not (x.startswith("sqrt_") and x[5:] in acc)]
+    known = {}
+    for n, v in [*spec.params.items(), *values.items()]:
+        if not isinstance(v, bool):
+            try:
+                known[n] = Fraction(v)
+            except (TypeError, ValueError):  # not a number (a matrix, a symbol): not fitted
+                pass
+    used = {}
+    for x in acc:
+        if x in known:
+            used[x] = known[x]
+        elif f"sqrt_{x}" in known:
+            used[x] = known[f"sqrt_{x}"] ** 2
+    base = {n: v for n, v in st.get("fixed", st.get("given", {})).items() if n not in used}
+    R = spec.layout.shape[0]
+
+    def build(**p):
+        try:
+            s = _build(entry, st["sizes"], {**base, **p})
+        except UsageError as e:
+            raise ValueError(str(e)) from None
+        layers = [*(s.prologue if con.has["prologue"] else []), *(list(s.body) * k),
+                  *(s.epilogue if con.has["epilogue"] else [])]  # the sections the file holds
+        return s, project_layers(layers, con.rows, con.cols, R)
+
+    return build, used
+
+
+def import_nearest(st, values: dict, layers) -> Nearest:
+    """The nearest construction of an import's specification family to the file's ``layers``."""
+    build, used = import_family(st, values)
+    return nearest(build, used, layers, name=st["spec"].name,
+                   chan=channel_namer(st["spec"].layout, st["con"].cols))

@@ -265,7 +265,11 @@ def _verdict_part(a, st, out) -> dict:
     if is_proved(res):
         report["verdict"] = _verdict_proved(st, values, pinfo, dropped, outside, out)
     else:
-        report["verdict"] = _verdict_failed(a, st, res.failure, outside, out)
+        from verify.nearest import guarded, import_nearest  # diagnosis of a FAILED file: how far, from what
+
+        near = guarded(lambda: import_nearest(st, values, imp.layers), spec.name)
+        report["verdict"] = _verdict_failed(a, st, res.failure, outside, out, near)
+        report["nearest"] = near.to_json()
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
     return {"rc": 0 if is_proved(res) else 1, "report": report, "search": not is_proved(res) and not a.no_search,
@@ -347,15 +351,19 @@ def _verdict_proved(st, values: dict, pinfo: dict, dropped: dict, outside: dict,
     return verdict
 
 
-def _verdict_failed(a, st, f, outside: dict, out) -> dict:
-    """The FAILED verdict, printed: the first wrong layer, and a hint where it is the first."""
+def _verdict_failed(a, st, f, outside: dict, out, near=None) -> dict:
+    """The FAILED verdict, printed: the first wrong layer, the distance to the nearest construction of
+    the specification's family (``verify/nearest.py``: its own lines, the verdict stays the file's),
+    and a hint where the first layer is wrong."""
     spec, imp = st["spec"], st["imported"]
     verdict = {"ok": False}
     print(f"verdict: FAILED: the file is not {spec.name}; first wrong layer: stack layer {f.layer} "
           f"({f.section} layer {f.layer_in_section}, located by {f.located_by})"
           + (f"; {imp.declared_rationals['summary']}" if getattr(imp, "declared_rationals", None) else "")
-          + (f"; not proved (--blocks-only): {describe_not_proved(outside)}" if outside else ""),
-          file=out)
+          + (f"; not proved (--blocks-only): {describe_not_proved(outside)}" if outside else "")
+          + (f"; {near.summary()}" if near is not None else ""), file=out)
+    for line in near.lines() if near is not None else []:
+        print(f"  {line}", file=out)
     if outside:
         verdict["not_proved"] = list(outside)
     if f.layer == 0:
