@@ -83,6 +83,16 @@ What each function needs / adds
                             ``load`` returns a validated graph.
 ``random.random_circuit``   random validated circuits; CLI
                             ``python -m circuits.random``.
+``frontend.from_function``  a numpy-style function traced on symbolic arrays
+                            (``fn, A=(n, d), x=(d,)``: inputs ``A_i_j``,
+                            ``x_j``) -> validated circuit (outputs ``y_i``,
+                            a tuple's ``y0, y1``, a dict's names); refused
+                            operations one line naming the user's line;
+                            ``token_sum`` / ``prefix_sum`` / ``shift`` the
+                            sequence helpers.
+``frontend_sympy.from_sympy``  ``{output: polynomial sympy expression}`` ->
+                            validated circuit (symbols are the inputs,
+                            ``sympy.cse`` shared).
 No function mutates its argument.
 """
 import sys
@@ -103,6 +113,8 @@ _NAMES = {
     **dict.fromkeys(("dump", "load"), "io"),
     **dict.fromkeys(("formal_degrees", "levels", "metrics"), "metrics"),
     **dict.fromkeys(("Placement", "placement", "place_inputs"), "placement"),
+    **dict.fromkeys(("UnsupportedOperation", "from_function", "prefix_sum", "shift", "token_sum"), "frontend"),
+    "from_sympy": "frontend_sympy",
     # not imported with the package: ``python -m circuits.random`` would find the module pre-imported
     # (runpy RuntimeWarning)
     "random_circuit": "random",
@@ -116,6 +128,7 @@ __all__ = [
     "dot", "matvec", "gd_step", "ridge_gd_step", "newton_schulz_step", "horner",
     "dump", "load", "random_circuit",
     "Placement", "placement", "place_inputs",
+    "from_function", "from_sympy", "UnsupportedOperation", "token_sum", "prefix_sum", "shift",
 ]
 
 

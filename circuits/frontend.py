@@ -86,7 +86,7 @@ def _refuse(what: str, why: str = _WHY) -> NoReturn:
 # --------------------------------------------------------------------------- the expression DAG
 
 
-class _Tracer:
+class Tracer:
     """The nodes of one trace: inputs in declaration order, hash-consed constants and gates."""
 
     def __init__(self) -> None:
@@ -177,7 +177,7 @@ class Var:
     __slots__ = ("tracer", "id", "op", "args", "label")
     __hash__ = object.__hash__  # by identity (== is refused: it is a comparison)
 
-    def __init__(self, tracer: _Tracer, id_: int, op: str, args: tuple, label) -> None:
+    def __init__(self, tracer: Tracer, id_: int, op: str, args: tuple, label) -> None:
         self.tracer, self.id, self.op, self.args, self.label = tracer, id_, op, args, label
 
     def __repr__(self) -> str:
@@ -325,6 +325,11 @@ class SymArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return _ufunc(ufunc, method, inputs, kwargs)
+
+    def __getitem__(self, key):  # numpy turns a failed __index__ into its own IndexError: refuse first
+        if isinstance(key, Var) or (isinstance(key, tuple) and any(isinstance(k, Var) for k in key)):
+            _refuse("a variable used as an index", "indices must be ints")
+        return super().__getitem__(key)
 
     def __array_function__(self, func, types, args, kwargs):
         return _function(func, args, kwargs)
@@ -568,7 +573,7 @@ def places_for(placed, args: dict[str, tuple], entries, what: str = "an argument
 # --------------------------------------------------------------------------- outputs and the circuit
 
 
-def _element(name: str, v, tracer: _Tracer):
+def _element(name: str, v, tracer: Tracer):
     if isinstance(v, Var):
         if v.tracer is not tracer:
             raise CircuitError(f"from_function: output {name!r} is a value of another trace")
@@ -583,7 +588,7 @@ def _element(name: str, v, tracer: _Tracer):
                            "traced value or an exact constant") from None
 
 
-def _flatten(name: str, value, tracer: _Tracer) -> list[tuple[str, object]]:
+def _flatten(name: str, value, tracer: Tracer) -> list[tuple[str, object]]:
     if isinstance(value, (np.ndarray, list)):
         arr = np.asarray(value, dtype=object) if isinstance(value, list) else value
         if arr.dtype.kind in "fc":
@@ -596,7 +601,7 @@ def _flatten(name: str, value, tracer: _Tracer) -> list[tuple[str, object]]:
     return [(name, _element(name, value, tracer))]
 
 
-def collect_outputs(result, tracer: _Tracer) -> list[tuple[str, object]]:
+def collect_outputs(result, tracer: Tracer) -> list[tuple[str, object]]:
     """``fn``'s return value as ``[(output name, Var or Fraction)]`` (the module docstring's rule)."""
     if isinstance(result, dict):
         groups = []
@@ -620,7 +625,7 @@ def collect_outputs(result, tracer: _Tracer) -> list[tuple[str, object]]:
     return outs
 
 
-def emit(tracer: _Tracer, outs: list[tuple[str, object]], places: dict | None) -> nx.DiGraph:
+def emit(tracer: Tracer, outs: list[tuple[str, object]], places: dict | None) -> nx.DiGraph:
     """The validated circuit of ``outs`` (``[(name, Var or Fraction)]``): every input of the trace
     (at its place), the gates the outputs reach, each sum (product) used only by another sum
     (product) merged into it, each gate's constants folded into one; an output named like an input
@@ -709,7 +714,7 @@ def from_function(fn, /, *, placed=False, **shapes) -> nx.DiGraph:
     args = {name: _shape(name, s) for name, s in shapes.items()}
     entries = _entries(args)
     places = places_for(placed, args, entries)
-    tracer = _Tracer()
+    tracer = Tracer()
     arrays = {}
     for name, s in args.items():
         if not s:
