@@ -2,7 +2,8 @@
 and the prose of its sections of ``docs/experiments.md``, the CPU grid's (:func:`markdown`) and the GPU
 grid's (:func:`gpu_markdown`), every number read from the summary that
 :func:`numerics.experiments.seed003_mqar.summarise` makes of the committed records; :func:`differences`
-states every remaining difference from the paper and its reference code, read from the grid's settings."""
+states every remaining difference from the paper and its reference code, read from the grid's settings.
+The prose is data: the named templates of :mod:`.seed003_mqar_text`, filled here with the computed numbers."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ import statistics
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
 from .seed003_mqar import MIXERS, PART_KEY, acc_at, at_least_N, configs, learn_steps, smallest_d
+from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, TEXT, say
 
 
 def blocks(*parts) -> list[str]:
@@ -87,27 +89,43 @@ def results_table(s: dict, *, steps: bool = False) -> list[str]:
     return L
 
 
+def _ints(xs) -> str:
+    return ", ".join(map(str, xs))
+
+
+def _sizes(s: dict) -> str:
+    return ", ".join(f"({N}, {D})" for N, D in s["sizes"])
+
+
+def _yes_no(v) -> str:
+    return "–" if v is None else say("yes" if v else "no")
+
+
+def _run_seed(acc, seed, first_at=None) -> str:
+    """One run's accuracy and seed, and the step at which it first reached the threshold where given."""
+    return say("run.seed", acc=fmt(acc), seed=seed, first=say("run.from_step", step=first_at) if first_at else "")
+
+
 def criteria_lines(s: dict) -> list[str]:
     L = []
     for cr in s["criteria"]:
         unread = [N for N, v in (cr.get("per_N") or {}).items() if v is None]
-        L.append(f"* {cr['text']}: {verdict(cr['met'])}"
-                 + (f" where read (not read at N = {', '.join(unread)})" if cr["met"] is not None and unread else "")
-                 + ".")
+        L.append(say("crit", text=cr["text"], verdict=verdict(cr["met"]),
+                     unread=say("crit.unread", Ns=", ".join(unread)) if cr["met"] is not None and unread else ""))
         if cr.get("per_N"):
-            L.append("  Per N: " + ", ".join(f"N = {N}: " + ("–" if v is None else ("yes" if v else "no"))
-                                          for N, v in cr["per_N"].items()) + ".")
+            L.append(say("crit.per_N", per=", ".join(say("crit.per_N.item", N=N, said=_yes_no(v))
+                                                    for N, v in cr["per_N"].items())))
         if cr["id"] == "gap":
-            L.append("  Smallest d reaching the threshold: " + "; ".join(
-                f"N = {N}: attention {v['attention'] or 'none'}, BaseConv {v['baseconv'] or 'none'}"
-                for N, v in cr["smallest"].items()) + ".")
+            L.append(say("crit.gap", per="; ".join(
+                say("crit.gap.item", N=N, attention=v["attention"] or say("none"), baseconv=v["baseconv"] or say("none"))
+                for N, v in cr["smallest"].items())))
         if cr["id"] == "grows-with-N" and cr.get("steps"):
-            said = {">": "larger", "=": "the same", "<": "smaller", None: "not read"}
-            L.append("  BaseConv's smallest d reaching the threshold: " + ", ".join(
-                f"N = {N}: {d or 'none'}" for N, d in cr["smallest"].items()) + "; from one N to the next: "
-                + ", ".join(f"{k.replace('->', ' to ')}: {said[v]}" for k, v in cr["steps"].items()) + ".")
+            L.append(say("crit.growth",
+                         per=", ".join(say("crit.growth.item", N=N, d=d or say("none")) for N, d in cr["smallest"].items()),
+                         steps=", ".join(say("crit.growth.step", pair=k.replace("->", " to "), said=GROWTH_SAID[v])
+                                         for k, v in cr["steps"].items())))
         for n in cr.get("notes", []):
-            L.append(f"  {n[0].upper() + n[1:]}.")
+            L.append(say("crit.note", note=n[0].upper() + n[1:]))
     return L
 
 
@@ -122,30 +140,30 @@ def plateau_lines(s: dict) -> list[str]:
         for N, D in s["sizes"]:
             rs = [x for x in s["runs"] if x["mixer"] == m and x["N"] == N]
             if rs:
-                parts.append(f"N = {N} (1/D = {fmt(1 / D)}): {sum(x['best_test_acc'] > 1.5 / D for x in rs)} of "
-                             f"{len(rs)} runs left the plateau, {sum(x['best_test_acc'] >= th for x in rs)} reached {th}")
+                parts.append(say("plateau.N", N=N, inv_D=fmt(1 / D), left=sum(x["best_test_acc"] > 1.5 / D for x in rs),
+                                 n=len(rs), hit=sum(x["best_test_acc"] >= th for x in rs), th=th))
         if parts:
-            L.append(f"* {m}: " + "; ".join(parts) + ".")
+            L.append(say("plateau", mixer=m, parts="; ".join(parts)))
     memo = [x for x in s["runs"] if x["final_train_loss"] is not None and math.isfinite(x["final_train_loss"])
             and x["final_train_loss"] < 0.25 * math.log(x["D"]) and x["best_test_acc"] < 0.75]
     if memo:
-        L.append("* Fitted the training set without learning the lookup (final training loss below a quarter of "
-                 "log D, best test accuracy below 0.75): " + "; ".join(
-                     f"{x['mixer']}, N = {x['N']}, d = {x['d']}, seed {x['seed']}: training loss "
-                     f"{fmt(x['final_train_loss'])}, test {fmt(x['best_test_acc'])}" for x in memo)
-                 + f". With {s['config']['train_examples']:,} training examples a wide model can memorise them: "
-                 "these cells say nothing about the width the lookup needs.")
+        L.append(say("plateau.memorised", train_examples=s["config"]["train_examples"], runs="; ".join(
+            say("plateau.memorised.run", mixer=x["mixer"], N=x["N"], d=x["d"], seed=x["seed"],
+                loss=fmt(x["final_train_loss"]), acc=fmt(x["best_test_acc"])) for x in memo)))
     logv = math.log(s["config"]["vocab"] or 2)
     high = [x for x in s["runs"] if x["final_train_loss"] is not None and math.isfinite(x["final_train_loss"])
             and x["final_train_loss"] > (logv + math.log(x["D"])) / 2 and x["best_test_acc"] < 1.5 / x["D"]]
     if high:
-        L.append("* Training loss at the end nearer log V (a uniform guess over the vocabulary) than log D (the plateau "
-                 "of the D context values): " + "; ".join(
-                     f"{x['mixer']}, N = {x['N']}, d = {x['d']}, lr {fmt(x['lr'])}, seed {x['seed']}: "
-                     f"{fmt(x['final_train_loss'])}" for x in high)
-                 + f" (log V = {fmt(logv)}): an optimisation that had not even reached the plateau at this learning "
-                 "rate and width (the paper sweeps four rates per cell and keeps the best).")
+        L.append(say("plateau.high", log_V=fmt(logv), runs="; ".join(
+            say("plateau.high.run", mixer=x["mixer"], N=x["N"], d=x["d"], lr=fmt(x["lr"]), seed=x["seed"],
+                loss=fmt(x["final_train_loss"])) for x in high)))
     return L
+
+
+#: the paper's settings that the differences are read against (App. E.2, F.1): vocabulary, sequence
+#: lengths N, widths d, test examples and the power law's alpha
+PAPER = {"vocab": 8192, "Ns": (64, 128, 256, 512), "dims": (64, 128, 256, 512), "test_examples": 3000,
+         "power_a": 0.1}
 
 
 def differences(s: dict) -> list[str]:
@@ -153,72 +171,50 @@ def differences(s: dict) -> list[str]:
     (the Fig. 2 configs), read from the grid's settings."""
     c = s["config"]
     dims = sorted({b["d"] for b in s["best"].values()})
-    sizes = ", ".join(f"({N}, {D})" for N, D in s["sizes"])
     L = []
 
     def add(same, text):
         if not same:
             L.append(text)
-    add(c["vocab"] == 8192, f"vocabulary {c['vocab']:,} (App. F.1: 8,192)")
-    add(set(N for N, _ in s["sizes"]) >= {64, 128, 256, 512},
-        f"(N, D) = {sizes} (App. F.1: N = 64 to 512; the reference configs: D = N/16, (64, 4), (128, 8), (256, 16))")
-    add(set(dims) >= {64, 128, 256, 512}, f"d = {', '.join(map(str, dims))} (App. F.1: 64, 128, 256, 512)")
+    add(c["vocab"] == PAPER["vocab"], say("diff.vocab", vocab=c["vocab"], paper=PAPER["vocab"]))
+    add(set(N for N, _ in s["sizes"]) >= set(PAPER["Ns"]), say("diff.sizes", sizes=_sizes(s)))
+    add(set(dims) >= set(PAPER["dims"]), say("diff.dims", dims=_ints(dims), paper=_ints(PAPER["dims"])))
     paper_lrs = [10 ** (-4 + 2 * i / 3) for i in range(4)]
     off = sorted({x for v in s["lrs"].values() for x in v if not any(math.isclose(x, p) for p in paper_lrs)})
-    L.append("learning rates per mixer " + "; ".join(f"{m} {', '.join(fmt(x) for x in v)}" for m, v in s["lrs"].items())
-             + " (App. E.2: the four of np.logspace(-4, -2, 4) for every cell, the best kept"
-             + (f"; {', '.join(map(fmt, off))} is above that range" if off else "") + ")"
+    L.append(say("diff.lrs", per="; ".join(say("diff.lrs.mixer", mixer=m, lrs=", ".join(fmt(x) for x in v))
+                                           for m, v in s["lrs"].items()),
+                 off=say("diff.lrs.off", lrs=", ".join(map(fmt, off))) if off else "")
              if off or any(len(v) < 4 for v in s["lrs"].values()) else "")
-    L.append(f"{len(s['seeds'])} seed(s) per cell, the median over them kept at each learning rate (the paper: one "
-             "run per cell and learning rate)" + ("; the seed sets the initialisation and the order in which the "
-                                                   "training set is visited (App. E.2 keeps the data order constant; "
-                                                   "the data here are the same for every run)"
-                                                   if len(s["seeds"]) > 1 else ""))
+    L.append(say("diff.seeds", n=len(s["seeds"]), more=say("diff.seeds.more") if len(s["seeds"]) > 1 else ""))
     epochs = c["steps"] * c["batch"] / c["train_examples"]
-    add(False, f"at most {c['steps']:,} steps of batch {c['batch']} ({c['steps'] * c['batch']:,} sequences, "
-               f"{fmt(epochs)} epochs of {c['train_examples']:,} training examples; App. E.2: 64 epochs of 100,000, "
-               "batch 64; the reference configs: batch 512 at N <= 128), a warm-up of "
-               f"{int(100 * c['warmup'])}% and the cosine decay laid over those steps")
-    add(c["test_examples"] == 3000, f"{c['test_examples']:,} test examples (App. E.2: 3,000)")
-    add(c["power_a"] == 0.1, f"alpha = {c['power_a']} (App. F.1: 0.1; the reference configs 0.01)")
-    if c["power_a"] == 0.1:
-        L.append("alpha = 0.1 as App. F.1 (the reference configs use 0.01)")
-    L.append("no MLP after each mixer, as the reference configs (state mixer Identity); App. E.2's text says one "
-             "sequence mixer and one MLP per layer")
+    add(False, say("diff.steps", steps=c["steps"], batch=c["batch"], sequences=c["steps"] * c["batch"],
+                   epochs=fmt(epochs), train_examples=c["train_examples"], warmup_pct=int(100 * c["warmup"])))
+    add(c["test_examples"] == PAPER["test_examples"],
+        say("diff.test", test_examples=c["test_examples"], paper=PAPER["test_examples"]))
+    add(c["power_a"] == PAPER["power_a"], say("diff.alpha", power_a=c["power_a"], paper=PAPER["power_a"]))
+    if c["power_a"] == PAPER["power_a"]:
+        L.append(say("diff.alpha.paper", paper=PAPER["power_a"]))
+    L.append(say("diff.mlp"))
     if c.get("stop_at"):
-        L.append(f"a run stops once its test accuracy reaches {c['stop_at']}, and a cell reports the best test "
-                 "accuracy over its evaluations (every "
-                 f"{c['eval_every']} steps)")
-    add((c.get("long_conv") or "implicit") == "implicit",
-        "BaseConv's long filter explicit, one learned filter of length N per channel as the paper's Listing 1 and "
-        "the reference code's LongConvolution (`implicit_long_conv=False`); the reference configs use its default, "
-        "the implicit filter (an MLP of the positions)" + "".join(
-            f": with it {sum(x['best_test_acc'] >= s['threshold'] for x in fl)} of {len(fl)} runs at N = {fl[0]['N']}, "
-            f"d = {fl[0]['d']} reached {s['threshold']} (below)" for fl in [s.get("filter") or []] if fl))
+        L.append(say("diff.stop", stop_at=c["stop_at"], eval_every=c["eval_every"]))
+    add((c.get("long_conv") or "implicit") == "implicit", say("diff.filter", implicit="".join(
+        say("diff.filter.implicit", hit=sum(x["best_test_acc"] >= s["threshold"] for x in fl), n=len(fl),
+            N=fl[0]["N"], d=fl[0]["d"], th=s["threshold"]) for fl in [s.get("filter") or []] if fl)))
     return [x for x in L if x]
 
 
-LONG_CONV_TEXT = {"implicit": "the implicit long convolution (the reference default, ImplicitLongConvolution)",
-                  "explicit": "the explicit long convolution (one learned filter per channel: the paper's Listing 1, "
-                              "the reference's LongConvolution)"}
+#: the long convolution each ``long_conv`` setting names, as the sections describe it
+LONG_CONV_TEXT = {k: TEXT[f"long_conv.{k}"] for k in ("implicit", "explicit")}
 
 
 def setup_line(s: dict) -> str:
     """What ran: the data, the models, the training and how a cell's value is formed."""
     c = s["config"]
-    return (f"MQAR as Zoology App. E.1 (Algorithm 1 and the reference generator, `random_non_queries=False`): "
-            f"vocabulary {c['vocab']:,}, (N, D) = " + ", ".join(f"({N}, {D})" for N, D in s["sizes"])
-            + f", power law alpha = {c['power_a']} on the query gaps, the same data for every run. Models as the "
-            "reference code's Fig. 2 configs (`build_model`): two layers, each a sequence mixer with pre-LayerNorm "
-            "residuals, tied read-out, the reference init and dropout; attention: one causal softmax head with "
-            "learned positions; BaseConv: the reference BaseConv with a width-3 short convolution in layer 1 and "
-            f"{LONG_CONV_TEXT[c.get('long_conv') or 'implicit']} in layer 2, no positions. AdamW (weight decay "
-            f"{c['weight_decay']}), {int(100 * c['warmup'])}% linear warm-up then cosine decay, batch {c['batch']}, "
-            f"at most {c['steps']:,} steps on {c['train_examples']:,} training examples, test accuracy on "
-            f"{c['test_examples']:,} examples every {c['eval_every']} steps. Learning rates per mixer: each "
-            "(mixer, N, d) runs every rate of its mixer with seeds " + ", ".join(map(str, s["seeds"]))
-            + " (initialisation and data order); a cell's value is the median over the seeds at the rate with the "
-            "highest median, the seeds' range beside it.")
+    return say("setup", vocab=c["vocab"], sizes=_sizes(s), power_a=c["power_a"],
+               long_conv=LONG_CONV_TEXT[c.get("long_conv") or "implicit"], weight_decay=c["weight_decay"],
+               warmup_pct=int(100 * c["warmup"]), batch=c["batch"], steps=c["steps"],
+               train_examples=c["train_examples"], test_examples=c["test_examples"], eval_every=c["eval_every"],
+               seeds=_ints(s["seeds"]))
 
 
 def why_line(s: dict) -> str:
@@ -231,25 +227,13 @@ def why_line(s: dict) -> str:
         return ""
     small = sorted({x["d"] for x in s.get("small") or []})
     top = [N for N in Ns if smallest_d(s, "baseconv", N) == max(bc)]
-    words = {2: "two", 3: "three", 4: "four"}
-    return (f"**Why this grid.** D = {', '.join(map(str, Ds))} at every N (App. F.1 varies N holding D constant) and "
-            f"N = {', '.join(map(str, Ns))}: {words.get(len(Ns), len(Ns))} sequence lengths, so that the growth of "
-            f"BaseConv's width with N is measured, at sizes this CPU affords for the whole grid (its cost is the "
-            f"section's last line); the generator needs a vocabulary larger than N (the reference generator's "
-            f"assertion), so V = {c['vocab']} would admit N up to {c['vocab'] - 2}, and the GPU grid below runs the "
-            "paper's vocabulary and N. The widths start at "
-            f"d = {min(att)} for both mixers: the smallest width at which attention reached {th} at every N in short "
-            "exploratory runs"
-            + (f" (d = {', '.join(map(str, small))} beside the grid, below)" if small else "")
-            + f"; BaseConv's go up to d = {max(bc)}"
-            + (f", with d = {', '.join(map(str, odd))} between the powers of two, so that a growth with N of less than a "
-               "factor of two in width can show" if (odd := [w for w in bc if w & (w - 1)]) else "")
-            + (f", its smallest width reaching {th} at N = {', '.join(map(str, top))} (the grid's widest BaseConv cells "
-               "are where it demonstrably learns)" if top else "")
-            + f". Batch {c['batch']}"
-            + (" as App. E.2" if c["batch"] == 64 else "")
-            + f" and {c['steps']:,} steps: in exploratory runs attention left the plateau in more seeds at this batch "
-            "than at a larger batch with proportionally fewer steps (the same number of sequences).")
+    odd = [w for w in bc if w & (w - 1)]  # widths between the powers of two
+    return say("why", Ds=_ints(Ds), Ns=_ints(Ns), n_Ns=COUNT_WORDS.get(len(Ns), len(Ns)), vocab=c["vocab"],
+               largest_N=c["vocab"] - 2, d_min=min(att), th=th,
+               small=say("why.small", ds=_ints(small)) if small else "", d_max=max(bc),
+               odd=say("why.odd", ds=_ints(odd)) if odd else "",
+               top=say("why.top", th=th, Ns=_ints(top)) if top else "", batch=c["batch"],
+               paper_batch=say("why.paper_batch") if c["batch"] == 64 else "", steps=c["steps"])
 
 
 def failure_lines(s: dict) -> list[str]:
@@ -260,49 +244,40 @@ def failure_lines(s: dict) -> list[str]:
     miss = [f for f in miss if f not in gone]
     L = []
     if miss:
-        L.append("**Cells without a result** (the table uses the other runs only): "
-                 + "; ".join(f"{f['config'].get('mixer')}, N = {f['config'].get('N')}, d = {f['config'].get('d')}, "
-                             f"lr {fmt(f['config'].get('lr'))}, seed {f['config'].get('seed', 0)} "
-                             f"({f.get('error') or 'failed'})" for f in miss) + ".")
+        L.append(say("failed", cells="; ".join(
+            say("failed.cell", mixer=f["config"].get("mixer"), N=f["config"].get("N"), d=f["config"].get("d"),
+                lr=fmt(f["config"].get("lr")), seed=f["config"].get("seed", 0),
+                error=f.get("error") or say("failed.error")) for f in miss)))
     if gone:
-        errors = sorted({f.get("error") or "failed" for f in gone})
-        L.append(f"**Cells the grid no longer has.** The run's command also started {len(gone)} cells that the grid "
-                 "as committed does not contain (" + ", ".join(sorted({f"N = {f['config'].get('N')}" for f in gone}))
-                 + "); each failed at once, before training: " + "; ".join(errors) + ". They are counted in the cost "
-                 "line's cells and failures, and in no result.")
+        errors = sorted({f.get("error") or say("failed.error") for f in gone})
+        L.append(say("gone", n=len(gone), Ns=", ".join(sorted({say("gone.N", N=f["config"].get("N")) for f in gone})),
+                     errors="; ".join(errors)))
     return L
 
 
 def cost_line(s: dict) -> str:
-    per = {f"{m} cells": sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
-    per |= {f"{key.replace('_', ' ')} cells": sum(x["cpu_s"] or 0 for x in s.get(key) or [])
+    per = {m: sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
+    per |= {key.replace("_", " "): sum(x["cpu_s"] or 0 for x in s.get(key) or [])
             for key in PART_KEY.values() if s.get(key)}
     c = s.get("carried")
-    kept = (f" {c['cells']} of the cells are records made by an earlier code version (sources "
-            f"{', '.join(c['sources'])}, finished {', '.join(c['finished'])}; {fmt_seconds(c['cpu_s'])} of CPU), whose "
-            "cell function, models and data this version leaves unchanged: carried over rather than trained again, "
-            "the others trained by the command above. A run is repeatable on one machine, not across machines (the "
-            "float kernels differ), so a carried record and one trained here are two draws of the same seed."
-            if c else "")
-    return (f"**Cost.** {timing_line(s)}. CPU: " + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in per.items()) + "."
-            + kept)
+    kept = (say("cost.carried", cells=c["cells"], sources=", ".join(c["sources"]), finished=", ".join(c["finished"]),
+                cpu=fmt_seconds(c["cpu_s"])) if c else "")
+    return say("cost", timing=timing_line(s), carried=kept,
+               per=", ".join(say("cost.part", what=k, cpu=fmt_seconds(v)) for k, v in per.items()))
 
 
-CRITERIA_HEAD = "(a cell below the threshold counts only where that mixer {} it somewhere in the grid within as many steps)"
+#: the criteria's heading, with the verb of its reading (the CPU grid: "demonstrably reaches"; the GPU grid: "reached")
+CRITERIA_HEAD = TEXT["criteria.head"].replace("{verb}", "{}")
 
 
 def markdown(s: dict, figure: str) -> str:
     """The CPU grid's section of ``docs/experiments.md``."""
-    L = blocks(setup_line(s), why_line(s),
-               "**Differences from the paper and its reference code** (everything else as they are): "
-               + "; ".join(differences(s)) + ".",
-               f"The paper (Sec. 4.3, Fig. 2 top, Claim 1): {s['paper_claim']}. The figure is an image; the text gives "
-               "no per-point accuracies, so the comparison is with these statements.",
-               "Test accuracy per cell: the median over seeds (their range) [the learning rate kept]:",
-               results_table(s), f"![seed 003 MQAR]({figure})",
-               "**Pass criteria** " + CRITERIA_HEAD.format("demonstrably reaches"), criteria_lines(s), cpu_reading(s),
-               plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s), tuning_lines(s),
-               *failure_lines(s))
+    L = blocks(setup_line(s), why_line(s), say("differences", items="; ".join(differences(s))),
+               say("paper", claim=s["paper_claim"]), say("table"),
+               results_table(s), say("figure", figure=figure),
+               say("criteria", head=say("criteria.head", verb=say("criteria.verb.cpu"))), criteria_lines(s),
+               cpu_reading(s), plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s),
+               tuning_lines(s), *failure_lines(s))
     return "\n".join(L + [cost_line(s)])
 
 
@@ -314,10 +289,9 @@ def tuning_lines(s: dict) -> list[str]:
         return []
     lrs = sorted({x["lr"] for x in tune})
     x0 = tune[0]
-    L = [f"**Learning rates, tuned per mixer** (part of the grid, not read by the criteria): N = {x0['N']}, "
-         f"seed {x0['seed']}, each mixer at one width with the paper's rates (App. E.2: np.logspace(-4, -2, 4))"
-         + "".join(f" and {', '.join(fmt(lr) for lr in extra)}" for extra in [[lr for lr in lrs if lr > 0.0100001]]
-                   if extra) + "; best test accuracy (steps run):", "",
+    extra = [lr for lr in lrs if lr > 0.0100001]  # above the paper's rates
+    L = [say("tune", N=x0["N"], seed=x0["seed"], extra=say("tune.extra", lrs=", ".join(fmt(lr) for lr in extra))
+             if extra else ""), "",
          "| mixer | d | " + " | ".join(f"lr {fmt(lr)}" for lr in lrs) + " | kept for the grid |",
          "|---|---|" + "---|" * (len(lrs) + 1)]
     notes = []
@@ -327,21 +301,17 @@ def tuning_lines(s: dict) -> list[str]:
             continue
         top = tuned_lr(list(mine.values()), s["config"]["test_examples"], s["threshold"])
         grid_lrs = (s.get("lrs") or {}).get(m, [])
-        L.append(f"| {m} | {next(iter(mine.values()))['d']} | " + " | ".join(f"{fmt(mine[lr]['best_test_acc'])} ({mine[lr]['steps_run']:,})" if lr in mine
-                                          else "–" for lr in lrs)
+        L.append(f"| {m} | {next(iter(mine.values()))['d']} | "
+                 + " | ".join(say("tune.cell", acc=fmt(mine[lr]["best_test_acc"]), steps=mine[lr]["steps_run"])
+                              if lr in mine else "–" for lr in lrs)
                  + f" | {', '.join(fmt(v) for v in grid_lrs)} |")
         if top not in grid_lrs:
-            notes.append(f"{m}: the rule picks {fmt(top)}, the grid ran {', '.join(map(fmt, grid_lrs))} (here: "
-                         + ", ".join(f"lr {fmt(lr)}: accuracy {fmt(mine[lr]['best_test_acc'])}, final training loss "
-                                     f"{fmt(mine[lr]['final_train_loss'])}"
-                                     for lr in sorted(set(grid_lrs) | {top}) if lr in mine)
-                         + "); the grid's rate was fixed before these cells ran")
+            notes.append(say("tune.note", mixer=m, top=fmt(top), grid=", ".join(map(fmt, grid_lrs)), runs=", ".join(
+                say("tune.note.run", lr=fmt(lr), acc=fmt(mine[lr]["best_test_acc"]),
+                    loss=fmt(mine[lr]["final_train_loss"])) for lr in sorted(set(grid_lrs) | {top}) if lr in mine)))
     L.append("")
-    L.append("The rule (`tuned_lr`): the run that reached the threshold in the fewest steps; if none did, the highest "
-             "best test accuracy, where accuracies within two standard errors of it (sqrt(p (1 - p) / (test "
-             "examples x D)) count as a tie, broken by the lowest final training loss. "
-             + ("Each mixer's grid rate is its tuned rate." if not notes else
-                "**Not the tuned rate:** " + "; ".join(notes) + "."))
+    L.append(say("tune.rule", verdict=say("tune.rule.not_kept", notes="; ".join(notes)) if notes
+                 else say("tune.rule.kept")))
     return L
 
 
@@ -365,14 +335,12 @@ def long_lines(s: dict) -> list[str]:
     for x in s.get("long") or []:
         g = [r for r in s["runs"] if (r["mixer"], r["N"], r["d"], r["seed"], r["lr"]) ==
              (x["mixer"], x["N"], x["d"], x["seed"], x["lr"])]
-        L.append(f"**A longer run** (part of the grid, not read by the criteria): {x['mixer']}, N = {x['N']}, "
-                 f"d = {x['d']}, lr {fmt(x['lr'])}, seed {x['seed']}, {x['steps']:,} steps (the grid's cells: at most "
-                 f"{s['config']['steps']:,}): best test accuracy {fmt(x['best_test_acc'])} (1/D = {fmt(1 / x['D'])})"
-                 + (f", first at or above {s['threshold']} at step {x['first_at']:,}" if x.get("first_at") else
-                    f", never {s['threshold']}")
-                 + f", final training loss {fmt(x['final_train_loss'])} (log D = {fmt(math.log(x['D']))})"
-                 + (f"; the same cell in the grid: {fmt(g[0]['best_test_acc'])} after {g[0]['steps_run']:,} steps"
-                    if g else "") + ".")
+        L.append(say("long", mixer=x["mixer"], N=x["N"], d=x["d"], lr=fmt(x["lr"]), seed=x["seed"], steps=x["steps"],
+                     grid_steps=s["config"]["steps"], acc=fmt(x["best_test_acc"]), inv_D=fmt(1 / x["D"]),
+                     first=say("long.first", th=s["threshold"], step=x["first_at"]) if x.get("first_at")
+                     else say("long.never", th=s["threshold"]),
+                     loss=fmt(x["final_train_loss"]), log_D=fmt(math.log(x["D"])),
+                     grid=say("long.grid", acc=fmt(g[0]["best_test_acc"]), steps=g[0]["steps_run"]) if g else ""))
     return L
 
 
@@ -386,15 +354,11 @@ def small_lines(s: dict) -> list[str]:
     per = []
     for N in sorted({x["N"] for x in xs}):
         mine = [x for x in xs if x["N"] == N]
-        per.append(f"N = {N}: " + ", ".join(f"{fmt(x['best_test_acc'])} (seed {x['seed']}"
-                                            + (f", from step {x['first_at']:,}" if x.get("first_at") else "") + ")"
-                                            for x in mine)
-                   + f", {sum(x['best_test_acc'] >= th for x in mine)} of {len(mine)} at or above {th}")
+        per.append(say("small.N", N=N, runs=", ".join(_run_seed(x["best_test_acc"], x["seed"], x.get("first_at"))
+                                                      for x in mine),
+                       hit=sum(x["best_test_acc"] >= th for x in mine), n=len(mine), th=th))
     x0 = xs[0]
-    return [f"**Attention at d = {x0['d']}** (part of the grid, not read by the criteria; the grid's widths start at "
-            f"d = {dmin}): lr {fmt(x0['lr'])}, at most {x0['steps']:,} steps, best test accuracy " + "; ".join(per)
-            + ". The grid starts at the smallest width at which attention reached the threshold at every N in short "
-            "exploratory runs; these cells show what it does one width below."]
+    return [say("small", d=x0["d"], d_min=dmin, lr=fmt(x0["lr"]), steps=x0["steps"], per="; ".join(per))]
 
 
 def more_seeds_lines(s: dict) -> list[str]:
@@ -416,9 +380,9 @@ def more_seeds_lines(s: dict) -> list[str]:
             b = s["best"].get(f"baseconv/{N}/{d}")
             accs = (b["accs"] if b else []) + [x["best_test_acc"] for x in extra]
             med, n_hit = statistics.median(accs), sum(a >= th for a in accs)
-            cells.append(f"N = {N}, d = {d}: " + ", ".join(f"{fmt(x['best_test_acc'])} (seed {x['seed']})" for x in extra)
-                         + f"; over seeds {', '.join(map(str, (b['seeds'] if b else []) + [x['seed'] for x in extra]))}: "
-                         f"median {fmt(med)}, {n_hit} of {len(accs)} at or above {th}")
+            cells.append(say("more.cell", N=N, d=d, runs=", ".join(_run_seed(x["best_test_acc"], x["seed"]) for x in extra),
+                             seeds=_ints((b["seeds"] if b else []) + [x["seed"] for x in extra]), median=fmt(med),
+                             hit=n_hit, n=len(accs), th=th))
             if found is None and med >= th:
                 found = d
         if found is None:  # above the widths with more seeds: the grid's next width reaching it, if any
@@ -429,25 +393,20 @@ def more_seeds_lines(s: dict) -> list[str]:
     Ns = sorted(smallest)
     vals = [smallest[N] for N in Ns]
     if "not read" in vals or None in vals[:1]:
-        verdict_text = "so the growth is not read over these seeds"
+        verdict_text = say("more.verdict.unread")
     else:
         seq = [math.inf if v is None else v for v in vals]  # None: above every width read
         grows = seq[-1] > seq[0] and all(b >= a for a, b in zip(seq, seq[1:]))
-        verdict_text = ("it grows with N over these seeds too" if grows else
-                        "over these seeds it does not grow with N, unlike the grid's three seeds")
+        verdict_text = say("more.verdict.grows" if grows else "more.verdict.flat")
     top = max(x["d"] for x in xs)
-    per = ", ".join(f"N = {N}: " + (("above the widths with more seeds" if v is None else
-                                     f"above d = {top}, so d = {v}, the grid's next width reaching it over its seeds")
-                                    if N in above else f"d = {v}" if isinstance(v, int) else "not read")
+    per = ", ".join(say("more.N", N=N, d=(say("more.N.beyond") if v is None else say("more.N.next", top=top, d=v))
+                        if N in above else say("more.N.d", d=v) if isinstance(v, int) else say("more.N.unread"))
                     for N, v in zip(Ns, vals))
     factor = growth_factor(s, Ns, smallest) if all(isinstance(v, int) for v in vals) else ""
     x0 = xs[0]
-    return [f"**More seeds where BaseConv crosses the threshold** (part of the grid, not read by the criteria): BaseConv "
-            f"at d = {', '.join(map(str, sorted({x['d'] for x in xs})))} with seeds "
-            f"{', '.join(map(str, sorted({x['seed'] for x in xs})))} beside the grid's, lr {fmt(x0['lr'])}, at most "
-            f"{x0['steps']:,} steps: " + "; ".join(cells) + f". Over all these seeds BaseConv's smallest width reaching "
-            f"{th} (the median; every seed of the grid's smaller widths below {th}) is {per}: {verdict_text}"
-            + (f"; {factor}" if factor else "") + "."]
+    return [say("more", ds=_ints(sorted({x["d"] for x in xs})), seeds=_ints(sorted({x["seed"] for x in xs})),
+                lr=fmt(x0["lr"]), steps=x0["steps"], cells="; ".join(cells), th=th, per=per, verdict=verdict_text,
+                factor=f"; {factor}" if factor else "")]
 
 
 def filter_lines(s: dict) -> list[str]:
@@ -458,14 +417,11 @@ def filter_lines(s: dict) -> list[str]:
         return []
     x0, th = xs[0], s["threshold"]
     b = s["best"].get(f"baseconv/{x0['N']}/{x0['d']}")
-    return [f"**The reference's implicit long filter** (part of the grid, not read by the criteria): BaseConv with "
-            f"the implicit filter (an MLP of (t, cos, sin), the reference default), N = {x0['N']}, d = {x0['d']}, "
-            f"lr {fmt(x0['lr'])}, {x0['steps']:,} steps: best test accuracy "
-            + ", ".join(f"{fmt(x['best_test_acc'])} (seed {x['seed']})" for x in xs)
-            + f", {sum(x['best_test_acc'] >= th for x in xs)} of {len(xs)} at or above {th}"
-            + (f"; the grid's explicit filter at the same cell: median {fmt(b['acc'])} over seeds "
-               f"{', '.join(map(str, b['seeds']))} ({', '.join(fmt(a) for a in b['accs'])}), at lr {fmt(b['lr'])}"
-               if b else "") + "."]
+    return [say("filter", N=x0["N"], d=x0["d"], lr=fmt(x0["lr"]), steps=x0["steps"],
+                runs=", ".join(_run_seed(x["best_test_acc"], x["seed"]) for x in xs),
+                hit=sum(x["best_test_acc"] >= th for x in xs), n=len(xs), th=th,
+                grid=say("filter.grid", acc=fmt(b["acc"]), seeds=_ints(b["seeds"]),
+                         accs=", ".join(fmt(a) for a in b["accs"]), lr=fmt(b["lr"])) if b else "")]
 
 
 def cpu_reading(s: dict) -> list[str]:
@@ -478,38 +434,29 @@ def cpu_reading(s: dict) -> list[str]:
     def runs_line(m):
         rs = [x for x in s["runs"] if x["mixer"] == m]
         hit = sorted((x for x in rs if x["best_test_acc"] >= th), key=lambda x: (x["N"], x["d"], x["seed"]))
-        return (f"{len(hit)} of {len(rs)} runs reached it"
-                + (" (" + ", ".join(f"N = {x['N']}, d = {x['d']}, seed {x['seed']}: {fmt(x['best_test_acc'])}"
-                                   + (f" from step {x['first_at']:,}" if x.get("first_at") else "") for x in hit) + ")"
-                   if hit else ""))
-    att = "; ".join(f"N = {N}: " + (f"from d = {v['attention']}" if v["attention"] else "at no d of the grid")
-                    for N, v in sm.items())
+        return say("reading.runs", hit=len(hit), n=len(rs), which=" (" + ", ".join(
+            say("reading.run", N=x["N"], d=x["d"], seed=x["seed"], acc=fmt(x["best_test_acc"]),
+                first=say("reading.run.from", step=x["first_at"]) if x.get("first_at") else "") for x in hit) + ")"
+            if hit else "")
+    att = "; ".join(say("reading.attention", N=N, where=say("reading.attention.from", d=v["attention"])
+                        if v["attention"] else say("reading.attention.none")) for N, v in sm.items())
     bc_best = {N: max((b for b in s["best"].values() if b["mixer"] == "baseconv" and b["N"] == N),
                       key=lambda b: b["acc"], default=None) for N in D}
-    L = [f"**What this grid shows.** Attention reaches {th} (median over seeds) {att}; {runs_line('attention')}. "
-         f"BaseConv: {runs_line('baseconv')}"
-         + ("; its best cell " + "; ".join(f"N = {N}: {fmt(b['acc'])} at d = {b['d']} (1/D = {fmt(1 / D[N])})"
-                                          for N, b in bc_best.items() if b)
-            if not any(v["baseconv"] for v in sm.values()) else "") + "."]
+    L = [say("reading", th=th, attention=att, attention_runs=runs_line("attention"), baseconv_runs=runs_line("baseconv"),
+             best=say("reading.best", cells="; ".join(
+                 say("reading.best.cell", N=N, acc=fmt(b["acc"]), d=b["d"], inv_D=fmt(1 / D[N]))
+                 for N, b in bc_best.items() if b))
+             if not any(v["baseconv"] for v in sm.values()) else "")]
     att_ok, bc_any = crit["attention-small-d"]["met"], any(v["baseconv"] for v in sm.values())
-    steps = f"{s['config']['steps']:,} steps of batch {s['config']['batch']}"
+    steps = say("reading.steps", steps=s["config"]["steps"], batch=s["config"]["batch"])
     if not bc_any and not att_ok:
-        L.append(f"At this budget ({steps} per run) neither side of Claim 1 shows: the step at which a run leaves the "
-                 "1/D plateau varies with the seed, and most runs of either mixer had not left it when their steps ran "
-                 "out, so the criteria are not met or not read, and this grid is no evidence about the width either "
-                 "mixer needs. The GPU section below tests the claim at the paper's sizes with up to the paper's "
-                 "training.")
+        L.append(say("reading.neither", steps=steps))
     elif not bc_any:
-        L.append(f"Within the CPU budget ({steps} per run) BaseConv reaches {th} at no width (its best cell above), so "
-                 "this grid cannot show the width BaseConv needs, the BaseConv side of Claim 1: the gap, the growth with "
-                 "N and d >= N are not read here, never met by default. The GPU section below shows what more training "
-                 "gives BaseConv.")
+        L.append(say("reading.no_baseconv", steps=steps, th=th))
     else:
-        L.append(("BaseConv needs a larger d than attention at every N of the grid, the ordering of Claim 1 at these "
-                  "sizes." if crit["gap"]["met"] else "The gap is not shown at every N (see the criteria above).")
-                 + {True: " BaseConv reaches it only from d >= N, as the paper states.",
-                    False: " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
-                    None: ""}[at_least_N(s)["met"]])
+        met = at_least_N(s)["met"]
+        L.append(say("reading.gap.met" if crit["gap"]["met"] else "reading.gap.not_met")
+                 + ("" if met is None else say("reading.at_least_N.met" if met else "reading.at_least_N.not_met")))
         L.append(bc_seeds(s))
         L.append(growth_text(s))
         L.append(equal_width_text(s))
@@ -524,18 +471,16 @@ def growth_text(s: dict) -> str:
         return ""
     th, top = s["threshold"], max(s["dims"].get("baseconv") or [0])
     Ns = sorted({b["N"] for b in s["best"].values()})
-    per = ", ".join(f"N = {N}: " + (f"d = {d}" if (d := smallest_d(s, "baseconv", N)) else f"above d = {top}")
-                    for N in Ns)
+    per = ", ".join(say("growth.N", N=N, d=say("growth.N.d", d=d) if (d := smallest_d(s, "baseconv", N))
+                        else say("growth.N.above", top=top)) for N in Ns)
     bc = sorted(s["dims"].get("baseconv") or [])
     ratios = sorted({b / a for a, b in zip(bc, bc[1:])})
-    step = ("a factor of two" if ratios == [2.0] else
-            "factors of " + ", ".join(fmt(r) for r in ratios)) if ratios else "one width"
+    step = (say("growth.step.two") if ratios == [2.0] else
+            say("growth.step.factors", factors=", ".join(fmt(r) for r in ratios))) if ratios else say("growth.step.one")
     if cr["met"]:
-        return (f"BaseConv's smallest width reaching {th} grows with N ({per}): the growth with N that Claim 1 states. "
-                f"The grid's widths are {step} apart, so the size of the growth is resolved only to that step"
-                + "".join(f"; {x}" for x in (growth_factor(s, Ns), split_at_smallest(s, Ns)) if x) + ".")
-    return (f"BaseConv's smallest width reaching {th} per N ({per}): the growth with N that Claim 1 states is not shown "
-            f"at these widths (a growth by less than the grid's step between widths, {step}, would not show here).")
+        return say("growth.met", th=th, per=per, step=step,
+                   more="".join(f"; {x}" for x in (growth_factor(s, Ns), split_at_smallest(s, Ns)) if x))
+    return say("growth.not_met", th=th, per=per, step=step)
 
 
 def growth_factor(s: dict, Ns: list[int], smallest: dict | None = None) -> str:
@@ -554,14 +499,13 @@ def growth_factor(s: dict, Ns: list[int], smallest: dict | None = None) -> str:
     for n0, n1 in zip(Ns, Ns[1:]):
         (lo0, hi0), (lo1, hi1) = span[n0], span[n1]
         lo, hi, k = lo1 / hi0, (hi1 / lo0 if lo0 else math.inf), n1 / n0
-        where = ("less than in" if hi <= k else "more than in" if lo >= k else "consistent with growth in")
-        parts.append(f"from N = {n0} to {n1} (x{fmt(k)}) it grows by a factor in ({fmt(lo)}, "
-                     + ("inf" if math.isinf(hi) else fmt(hi))
-                     + f") (it lies in ({lo0}, {hi0}] at N = {n0} and in ({lo1}, {hi1}] at N = {n1}): {where} proportion "
-                     "to N at these sizes")
+        where = say("factor.less" if hi <= k else "factor.more" if lo >= k else "factor.same")
+        parts.append(say("factor", N0=n0, N1=n1, k=fmt(k), lo=fmt(lo),
+                         hi=say("factor.inf") if math.isinf(hi) else fmt(hi),
+                         lo0=lo0, hi0=hi0, lo1=lo1, hi1=hi1, where=where))
     ratio = [span[N][1] / N for N in Ns]
-    return "; ".join(parts) + (f", where it is {fmt(min(ratio))} to {fmt(max(ratio))} times N" if len(set(ratio)) > 1
-                               else f", where it is {fmt(ratio[0])} times N") + " (the paper: d >= N)"
+    return (say("factor.ratios", factors="; ".join(parts), lo=fmt(min(ratio)), hi=fmt(max(ratio))) if len(set(ratio)) > 1
+            else say("factor.ratio", factors="; ".join(parts), ratio=fmt(ratio[0])))
 
 
 def split_at_smallest(s: dict, Ns: list[int]) -> str:
@@ -572,9 +516,8 @@ def split_at_smallest(s: dict, Ns: list[int]) -> str:
         d = smallest_d(s, "baseconv", N)
         b = s["best"].get(f"baseconv/{N}/{d}") if d else None
         if b and 0 < b["reached"] < len(b["accs"]):
-            split.append(f"N = {N} (d = {d}: {b['reached']} of {len(b['accs'])} seeds)")
-    return ("the seeds split at the smallest width at " + " and ".join(split)
-            + ", so the growth rests on the medians there") if split else ""
+            split.append(say("split.N", N=N, d=d, hit=b["reached"], n=len(b["accs"])))
+    return say("split", Ns=" and ".join(split)) if split else ""
 
 
 def equal_width_text(s: dict) -> str:
@@ -590,7 +533,7 @@ def equal_width_text(s: dict) -> str:
         accs = [acc_at(s, "baseconv", N, d) for N in Ns]
         if None in accs:
             continue
-        text = f"d = {d} (" + " -> ".join(fmt(a) for a in accs) + ")"
+        text = say("equal.d", d=d, accs=" -> ".join(fmt(a) for a in accs))
         if stop is not None and all(a >= stop for a in accs):
             done.append(str(d))
         elif all(b < a for a, b in zip(accs, accs[1:])):
@@ -599,11 +542,10 @@ def equal_width_text(s: dict) -> str:
             other.append(text)
     if not (lower or other):
         return ""
-    N_text = " -> ".join(f"N = {N}" for N in Ns)
-    return (f"At equal width BaseConv's median accuracy ({N_text}) "
-            + (f"falls with N at {', '.join(lower)}" if lower else "falls with N at no width")
-            + (f"; it does not at {', '.join(other)}" if other else "")
-            + (f"; at d = {', '.join(done)} every N's runs stopped at {stop} (the early stop)" if done else "") + ".")
+    return say("equal", Ns=" -> ".join(say("gone.N", N=N) for N in Ns),
+               falls=say("equal.falls", ds=", ".join(lower)) if lower else say("equal.falls.none"),
+               other=say("equal.other", ds=", ".join(other)) if other else "",
+               stopped=say("equal.stopped", ds=", ".join(done), stop=stop) if done else "")
 
 
 def bc_seeds(s: dict) -> str:
@@ -611,14 +553,13 @@ def bc_seeds(s: dict) -> str:
     median decides those cells, and with it the smallest d the criteria read)."""
     th = s["threshold"]
     bs = sorted((b for b in s["best"].values() if b["mixer"] == "baseconv"), key=lambda b: (b["N"], b["d"]))
-    per = "; ".join(f"N = {N}: " + ", ".join(f"d = {b['d']}: {b['reached']} of {len(b['accs'])}" for b in bs if b["N"] == N)
+    per = "; ".join(say("seeds.N", N=N, cells=", ".join(say("seeds.cell", d=b["d"], hit=b["reached"], n=len(b["accs"]))
+                                                        for b in bs if b["N"] == N))
                     for N in sorted({b["N"] for b in bs}))
     split = [b for b in bs if 0 < b["reached"] < len(b["accs"])]
-    return (f"BaseConv's seeds reaching {th} per width: {per}."
-            + (" Where the seeds split the median decides the cell: " + "; ".join(
-                f"N = {b['N']}, d = {b['d']}: " + ", ".join(f"{fmt(a)} (seed {sd})" for sd, a in zip(b["seeds"], b["accs"]))
-                + f", median {fmt(b['acc'])}" for b in split)
-               + ", so the smallest d reaching the threshold there rests on the seeds' draw." if split else ""))
+    return say("seeds", th=th, per=per, split=say("seeds.split", cells="; ".join(
+        say("seeds.split.cell", N=b["N"], d=b["d"], median=fmt(b["acc"]),
+            runs=", ".join(_run_seed(a, sd) for sd, a in zip(b["seeds"], b["accs"]))) for b in split)) if split else "")
 
 
 def gpu_reading(s: dict) -> list[str]:
@@ -630,27 +571,25 @@ def gpu_reading(s: dict) -> list[str]:
     for N, _ in s["sizes"]:
         a, b = smallest_d(s, "attention", N), smallest_d(s, "baseconv", N)
         bs = sorted((x for x in s["best"].values() if x["mixer"] == "baseconv" and x["N"] == N), key=lambda x: x["d"])
-        text = f"N = {N}: attention from d = {a}" if a else f"N = {N}: attention at no d"
+        text = say("gpu.N.attention", N=N, d=a) if a else say("gpu.N.attention.none", N=N)
         if b:
             below = [x for x in bs if x["d"] < b]
-            text += (f", BaseConv from d = {b} ({fmt(b / N)} N)"
-                     + ("; below it " + ", ".join(f"d = {x['d']}: {fmt(x['acc'])} after {x['ran']:,} steps" for x in below)
-                        if below else ""))
+            text += say("gpu.N.baseconv", d=b, ratio=fmt(b / N), below=say("gpu.N.below", cells=", ".join(
+                say("gpu.N.below.cell", d=x["d"], acc=fmt(x["acc"]), steps=x["ran"]) for x in below)) if below else "")
         elif bs:
             ran = [x["ran"] for x in bs]
-            text += (f", BaseConv at no d (best {fmt(max(x['acc'] for x in bs))}); its cells ran {min(ran):,} to "
-                     f"{max(ran):,} steps" + (f", fewer than the {need:,} after which BaseConv reached {th} elsewhere in "
-                                             "the grid: not read" if need and max(ran) < need else ""))
+            text += say("gpu.N.baseconv.none", acc=fmt(max(x["acc"] for x in bs)), low=min(ran), high=max(ran),
+                        unread=say("gpu.N.unread", need=need, th=th) if need and max(ran) < need else "")
         parts.append(text)
     gap = next(c for c in s["criteria"] if c["id"] == "gap")
     read = [N for N, v in gap["per_N"].items() if v is not None]
     tail = ""
     if gap["met"] and read:
         sm = gap["smallest"]
-        at_least_N = [N for N in read if sm[N]["baseconv"] and sm[N]["baseconv"] >= int(N)]
-        tail = (f" Where read (N = {', '.join(read)}), BaseConv needs a larger d than attention, the ordering of Claim 1"
-                + (f", and at least d = N (N = {', '.join(at_least_N)}), as the paper states" if at_least_N else "") + ".")
-    return ["**What the GPU run shows.** " + "; ".join(parts) + "." + tail]
+        at_least = [N for N in read if sm[N]["baseconv"] and sm[N]["baseconv"] >= int(N)]
+        tail = say("gpu.tail", Ns=", ".join(read),
+                   at_least=say("gpu.tail.at_least_N", Ns=", ".join(at_least)) if at_least else "")
+    return [say("gpu.reading", parts="; ".join(parts), tail=tail)]
 
 
 def gpu_markdown(s: dict, figure: str) -> str:
@@ -659,25 +598,18 @@ def gpu_markdown(s: dict, figure: str) -> str:
     c = s["config"]
     run = s["run"]
     th = s["threshold"]
-    L = []
-    L.append(f"The GPU grid (`--grid gpu`): the paper's sizes, vocabulary {c['vocab']:,} and alpha = {c['power_a']} "
-             f"(App. F.1), (N, D) = " + ", ".join(f"({N}, {D})" for N, D in s["sizes"])
-             + f" (the reference configs' D = N/16), d = {', '.join(map(str, sorted({b['d'] for b in s['best'].values()})))}, "
-             f"{c['train_examples']:,} training and {c['test_examples']:,} test examples (App. E.2), batch {c['batch']} "
-             f"(the reference configs'), learning rate "
-             + ", ".join(fmt(x) for x in sorted({x['lr'] for x in s['runs']}))
-             + f" only (the largest of the paper's four), seed(s) {', '.join(map(str, s['seeds']))}, at most 64 epochs "
-             f"({c['steps']:,} steps), a run stopping at {c['stop_at']}; the models as the CPU grid's, BaseConv with "
-             f"{LONG_CONV_TEXT[c.get('long_conv') or 'implicit']}. The cells shared "
-             f"one wall-clock budget of {fmt(run.get('budget_s'))} s on the card ({run['workers']} at a time): each "
-             "measured its step time and ran the steps that fitted (the warm-up and cosine schedule laid over them), "
-             "so the cells ran different numbers of steps: in brackets below.")
+    L = [say("gpu.setup", vocab=c["vocab"], power_a=c["power_a"], sizes=_sizes(s),
+             dims=_ints(sorted({b["d"] for b in s["best"].values()})), train_examples=c["train_examples"],
+             test_examples=c["test_examples"], batch=c["batch"],
+             lrs=", ".join(fmt(x) for x in sorted({x["lr"] for x in s["runs"]})), seeds=_ints(s["seeds"]),
+             steps=c["steps"], stop_at=c["stop_at"], long_conv=LONG_CONV_TEXT[c.get("long_conv") or "implicit"],
+             budget=fmt(run.get("budget_s")), workers=run["workers"])]
     first = sorted((x for x in s["runs"] if x.get("first_at") is not None), key=lambda x: (x["mixer"], x["N"], x["d"]))
-    L = blocks(L, "Test accuracy [learning rate, steps run]:", results_table(s, steps=True),
-               first and f"Step at which a run first reached {th}: " + "; ".join(
-                   f"{x['mixer']}, N = {x['N']}, d = {x['d']}: {x['first_at']:,}" for x in first) + ".",
-               f"![seed 003 MQAR on {s['device'].get('name') if s.get('device') else 'a GPU'}]({figure})",
-               gpu_reading(s), "**Criteria, on what ran** " + CRITERIA_HEAD.format("reached"),
+    L = blocks(L, say("gpu.table"), results_table(s, steps=True),
+               first and say("gpu.first", th=th, runs="; ".join(
+                   say("gpu.first.run", mixer=x["mixer"], N=x["N"], d=x["d"], step=x["first_at"]) for x in first)),
+               say("gpu.figure", card=s["device"].get("name") if s.get("device") else say("gpu.card"), figure=figure),
+               gpu_reading(s), say("gpu.criteria", head=say("criteria.head", verb=say("criteria.verb.gpu"))),
                criteria_lines(s), plateau_lines(s))
     return "\n".join(L + [gpu_cost_line(s)])
 
