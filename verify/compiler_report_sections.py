@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from constructions.compiler.targets import TARGETS
+from verify.compiler_report_frontend import section as frontend_section
 
 #: (N, D) of the GD architectures in section (b)
 GD_SIZES = {"default": (20, 5), "quick": (3, 2)}
@@ -171,6 +172,7 @@ def markdown(res: dict, command: str, mach: dict) -> str:
     L += _section_c(cells, gd, n, d)
     L += _section_trace(res.get("trace_example"))
     L += _section_budget(res.get("budget"))
+    L += frontend_section()  # text only (circuits.from_function / from_sympy and docs/frontend_example.py)
     return "\n".join(L) + "\n"
 
 
