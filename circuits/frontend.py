@@ -43,9 +43,9 @@ one extra token ``T`` (the hand constructions' query token), in channels of its 
 (``gd_step``'s layout: ``A_i_j`` at ``(i, j)``, ``b_i`` at ``(i, d)``, ``x_j`` at ``(n, d+1+j)``;
 with ``x`` in ``A``'s channels the GD step at N=6, D=2 compiled to one more layer on ``baseconv``,
 ``lsa`` and ``elsa``).  A dict gives every argument's places: a callable ``index -> (token,
-channel)`` for an array, a pair for a scalar.  An output named like an input (``x_j`` for the new iterate, ``A_i_j`` passed through)
-is placed at that input's place, so a step compiles to a repeatable body; other outputs are left
-for the compiler to place.
+channel)`` for an array, a pair for a scalar.  An output named like an input (``x_j`` for the new
+iterate, ``A_i_j`` passed through) is placed at that input's place, so a step compiles to a
+repeatable body; other outputs are left for the compiler to place.
 
 Sequence helpers (rows are tokens): :func:`token_sum` (the sum over tokens), :func:`prefix_sum`
 (the causal prefix sum, a chain of N sums) and :func:`shift` (row t takes row t - k).  They are
@@ -391,7 +391,8 @@ def _plain(x, what: str):
     if isinstance(x, (list, tuple)):
         return type(x)(_plain(e, what) for e in x)
     if _is_floatlike(x):
-        _refuse(f"the float constant {one_line(x)} in {what}", "floats are not exact; write an int or fractions.Fraction")
+        _refuse(f"the float constant {one_line(x)} in {what}",
+                "floats are not exact; write an int or fractions.Fraction")
     return x
 
 

@@ -49,8 +49,13 @@ def _short(text: str, width: int = 80) -> str:
 def _expression(key: str, value):
     import sympy
 
+    if isinstance(value, sympy.MatrixExpr):
+        raise CircuitError(f"from_sympy: output {key!r} is a matrix expression ({type(value).__name__}); its "
+                           "entries are not symbols: build explicit matrices, sympy.Matrix(n, d, lambda i, j: "
+                           "sympy.Symbol(f'A_{i}_{j}'))")
     if isinstance(value, (bool, str)) or not isinstance(value, (sympy.Basic, numbers.Number)):
-        hint = " (sympy parses strings with eval: build the expression from sympy.symbols)" if isinstance(value, str) else ""
+        hint = (" (sympy parses strings with eval: build the expression from sympy.symbols)"
+                if isinstance(value, str) else "")
         raise CircuitError(f"from_sympy: output {key!r} is a {type(value).__name__}, not a sympy expression{hint}")
     if isinstance(value, numbers.Number) and not isinstance(value, sympy.Basic):
         if not isinstance(value, numbers.Rational):
@@ -78,8 +83,9 @@ def check_polynomial(name: str, expr) -> None:
             continue
         if isinstance(e, sympy.Float):
             where = f" in {_short(sympy.sstr(parent))}" if parent is not None else ""
-            raise CircuitError(f"from_sympy: output {name!r}: the float coefficient {sympy.sstr(e, full_prec=False)}{where} is refused (floats are "
-                               "not exact): write sympy.Rational, or sympy.nsimplify it")
+            raise CircuitError(f"from_sympy: output {name!r}: the float coefficient {sympy.sstr(e, full_prec=False)}"
+                               f"{where} is refused (floats are not exact): write sympy.Rational, or sympy.nsimplify "
+                               "it")
         if isinstance(e, (sympy.Add, sympy.Mul)):
             stack.extend((a, e) for a in reversed(e.args))
             continue
@@ -139,8 +145,9 @@ def arrays_from_names(names: list[str]) -> tuple[dict, dict]:
         shape = tuple(max(i[a] for i in g) + 1 for a in range(dims.pop())) if len(dims) == 1 else None
         if shape is None or len(g) != functools.reduce(lambda p, s: p * s, shape, 1) or any(
                 entry_name(base, i) != n for i, n in g.items()):
-            raise CircuitError(f"from_sympy: placed=True reads the inputs as arrays name_i_j, and {', '.join(sorted(g.values())[:4])}"
-                               f"{' ...' if len(g) > 4 else ''} do not fill an array {base} (give a dict of places)")
+            shown = ", ".join(sorted(g.values())[:4]) + (" ..." if len(g) > 4 else "")
+            raise CircuitError(f"from_sympy: placed=True reads the inputs as arrays name_i_j, and {shown} do not "
+                               f"fill an array {base} (give a dict of places)")
         shapes[base] = shape
         entries[base] = sorted(g.items())
     return shapes, entries

@@ -153,6 +153,8 @@ def test_explicit_places():
     ({}, "give a non-empty dict {output name: expression}, got dict (empty)"),
     ([X], "give a non-empty dict {output name: expression}, got list"),
     ({"m": sp.zeros(0, 2)}, "no output values (empty matrices)"),
+    ({"y": sp.MatrixSymbol("A", 2, 2) * sp.MatrixSymbol("x", 2, 1)},
+     "output 'y' is a matrix expression (MatMul); its entries are not symbols: build explicit matrices"),
 ])
 def test_refusals_name_the_offending_subexpression_in_one_line(outputs, words):
     with pytest.raises(C.CircuitError) as e:
