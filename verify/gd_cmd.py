@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from circuits.limits import MAX_SEED
-from polyverify.plumbing.cli import atomic_write_text, check_memory, check_range, output_file, progress
+from polyverify.plumbing.cli import (DEFAULT_MEMORY_LIMIT, atomic_write_text, check_memory, check_range, output_file,
+                                     progress)
 from polyverify.plumbing.rational import parse_rational
 
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
@@ -35,7 +36,9 @@ if TYPE_CHECKING:  # annotations only: the command imports the constructions whe
 #: docs/performance.md, "Exact proofs of the GD architectures", for its time and memory per size)
 GD_LIMITS = {"--layers": 100_000, "--n": 4096, "--d": 1024, "--n x --d (proof variables)": 1024,
              "--batch": 1 << 20, "--digits": 10_000, "--batch x --layers (problem-layers)": 1_000_000_000,
-             "memory (estimate)": "16 GiB"}
+             "memory (estimate)": f"{DEFAULT_MEMORY_LIMIT // 2**30} GiB"}  # check_memory's default limit
+#: the fewest --digits of the reference (float64 needs 16)
+GD_MIN_DIGITS = 16
 DEFAULTS = {"arch": "baseconv", "n": 20, "d": 5, "eta": "1/16", "lam": "0"}
 #: numerics.backends' dtypes and array libraries, named here so that --help and argument errors do
 #: not import numpy (a test checks they are the same)
@@ -349,7 +352,7 @@ def _check_options(a, vals: dict, source: dict) -> tuple:
         raise UsageError(f"--n ({n}) must be >= --d ({d}) for a least-squares problem")
     check_range("--n x --d", n * d, 1, lim("--n x --d (proof variables)"), override=big)
     check_range("--batch", a.batch, 1, lim("--batch"), override=big)
-    check_range("--digits", a.digits, 16, lim("--digits"), override=big)
+    check_range("--digits", a.digits, GD_MIN_DIGITS, lim("--digits"), override=big)
     check_range("--seed", a.seed, 0, MAX_SEED)
     check_range("--kappa", a.kappa, 1.0)
     try:
