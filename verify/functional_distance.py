@@ -334,9 +334,12 @@ class _FlintInputs:
             self.scaled = [g * flint.fmpq(r.numerator, r.denominator) for g, r in zip(gens, radii)]
 
     def poly(self, x):
+        from constructions.running_sums import RunningSum
         from verify.prover.flint_backend import fq
 
         n = len(self.names)
+        if isinstance(x, RunningSum):
+            x = x.value()
         if hasattr(x, "terms") and hasattr(x, "ring"):  # a sympy ring element
             p = self.ctx.from_dict({tuple(int(e) for e in m): fq(c) for m, c in x.terms()})
         elif hasattr(x, "terms"):
@@ -356,7 +359,93 @@ class _FlintInputs:
 
 
 def _terms(x) -> int:
+    """The terms of an exact entry; of a running sum (a causal prefix-sum chain,
+    ``constructions/running_sums.py``), its terms' terms (an upper bound, the value not formed)."""
+    from constructions.running_sums import RunningSum
+
+    if isinstance(x, RunningSum):
+        return sum(_terms(t) for t in x.terms())
     return len(x) if hasattr(x, "terms") else (0 if x == 0 else 1)
+
+
+def _degree(x) -> int:
+    from constructions.running_sums import RunningSum
+
+    if isinstance(x, RunningSum):
+        return max((_degree(t) for t in x.terms()), default=0)
+    return int(x.total_degree()) if hasattr(x, "total_degree") else 0
+
+
+def _term_counter(nvars: int):
+    """The pre-count's scalar: an upper bound ``n`` of a polynomial's number of terms and its degree
+    ``deg`` (a sum: at most the sum of the terms; a product: at most their product; never more than
+    the monomials of degree <= deg in ``nvars`` variables).  A layer's own ``forward`` run on these
+    (structural zeros stay the int 0, as in every exact forward) bounds every entry of its output
+    before the polynomials are expanded."""
+    cache: dict[int, int] = {}
+
+    def cap(n: int, deg: int) -> int:
+        if deg not in cache:
+            cache[deg] = math.comb(nvars + deg, deg)
+        return min(n, cache[deg])
+
+    class Terms:
+        __slots__ = ("n", "deg")
+
+        def __init__(self, n: int, deg: int):
+            self.n, self.deg = n, deg
+
+        def __add__(self, o):
+            if isinstance(o, Terms):
+                d = max(self.deg, o.deg)
+                return Terms(cap(self.n + o.n, d), d)
+            return self if o == 0 else Terms(cap(self.n + 1, self.deg), self.deg)
+
+        __radd__ = __add__
+
+        def __sub__(self, o):
+            return self.__add__(o)
+
+        __rsub__ = __sub__
+
+        def __neg__(self):
+            return self
+
+        def __mul__(self, o):
+            if isinstance(o, Terms):
+                d = self.deg + o.deg
+                return Terms(cap(self.n * o.n, d), d)
+            return 0 if o == 0 else self
+
+        __rmul__ = __mul__
+
+        def __eq__(self, o):
+            return self is o  # never equal to 0 or 1: a bound stands for a nonzero polynomial
+
+        def __hash__(self):
+            return id(self)
+
+    return Terms
+
+
+def _counted(Terms, S):
+    """A state of polynomials as its pre-count (exact entries: their terms and degree)."""
+    import numpy as np
+
+    out = np.empty(np.shape(S), dtype=object)
+    for idx in np.ndindex(out.shape):
+        x = S[idx]
+        n = _terms(x)
+        out[idx] = 0 if n == 0 else Terms(n, _degree(x))
+    return out
+
+
+def _count_layer(L, Terms):
+    import numpy as np
+
+    one = Terms(1, 0)
+    f = np.vectorize(lambda x: 0 if x == 0 else one, otypes=[object])
+    return L.map(lambda a: f(np.asarray(a, dtype=object)) if np.size(a) else a)
 
 
 def _certified_items(reference: Stack, learned: Stack, variables: dict, box: Box, max_terms: int,
@@ -369,13 +458,22 @@ def _certified_items(reference: Stack, learned: Stack, variables: dict, box: Box
 
     t0 = time.perf_counter()
     fp = _FlintInputs(variables, box)
+    Terms = _term_counter(len(fp.names))
     outs = {}
     for side, stack in (("construction", reference), ("learned", learned)):
         S = fp.array(stack.start(fp.v))
         cache: dict[int, object] = {}
+        counters: dict[int, object] = {}
         for i, L in enumerate(stack.layers):
             if id(L) not in cache:
                 cache[id(L)] = flint_layers([L])[0]
+                counters[id(L)] = _count_layer(L, Terms)
+            # counted before expanding: an upper bound of every entry's terms after this layer
+            bound = [x.n if isinstance(x, Terms) else 0 for x in counters[id(L)].forward(_counted(Terms, S)).flat]
+            if max(bound, default=0) > max_terms or sum(bound) > max_state_terms:
+                raise OverflowError(f"the {side} stack's state after layer {i} could have {sum(bound)} terms, "
+                                    f"{max(bound)} in one entry (an upper bound counted before expanding; limits "
+                                    f"{max_terms} terms in an entry, {max_state_terms} in a state)")
             S = cache[id(L)].forward(S)
             counts = [_terms(x) for x in S.flat]
             if max(counts, default=0) > max_terms:

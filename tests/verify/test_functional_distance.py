@@ -157,7 +157,9 @@ def test_limits_skip_the_certified_bound_with_the_limit_named():
     con, k, layers = _perturbed("baseconv", 0, "W_out", (0, 0), Fraction(1, 4))
     ref, learned, _ = F.gd_stacks(con, k, layers)
     c = F.certified_bound(ref, learned, con.variables, child=False, max_terms=3)
-    assert "certified_bound" not in c and "(> 3)" in c["certified_skipped"]
+    assert "certified_bound" not in c and "counted before expanding; limits 3 terms in an entry" in c["certified_skipped"]
+    c = F.certified_bound(ref, learned, con.variables, child=False, max_state_terms=100)
+    assert "certified_bound" not in c and "100 in a state" in c["certified_skipped"]
     c = F.certified_bound(ref, learned, con.variables, max_variables=10)
     assert c["certified_skipped"] == "16 input variables (> 10, the limit of the exact polynomial view)"
     fd = F.FunctionalDistance("the prediction", "x", F.sampled_distance(ref, learned, F.command_problems(4, 2, 8, 0, 5.0)), c)
@@ -277,3 +279,32 @@ def test_box_argument_errors_import_nothing_heavy():
         rc, mods, err = _imports(argv)
         assert rc == 2 and err.startswith("error: ") and "--box" in err, (argv, err)
         assert not [m for m in HEAVY if m in mods], argv
+
+
+@pytest.mark.parametrize("arch", sorted(gd_architectures()))
+def test_every_gd_architecture_bound_holds_and_the_precount_bounds_every_entry(arch):
+    """One random entry of each GD architecture (4 x 2, k = 2) moved: the certified bound holds at
+    random points of the box, and the pre-count (the layers' own forward on term-count bounds) is at
+    least every state entry's terms after every layer."""
+    con = gd_architectures()[arch].build(4, 2)
+    k = 2
+    rng = random.Random(arch)
+    layers = _copy(con.layers(k))
+    L = rng.choice([L for L in layers if any(getattr(a, "size", 0) for a in L.arrays().values())])
+    name, a = rng.choice([(n, a) for n, a in sorted(L.arrays().items()) if getattr(a, "size", 0)])
+    idx = tuple(rng.randrange(s) for s in a.shape)
+    a[idx] = Fraction(a[idx]) + Fraction(rng.choice([-3, 1, 5]), 8)
+    box = F.parse_box("3/2")
+    ref, learned, _ = F.gd_stacks(con, k, layers)
+    B = F.certified_bound(ref, learned, con.variables, box, child=False)["certified_bound"]
+    for _ in range(3):
+        v = _point(con, box, rng)
+        assert all(abs(g - w) <= B for g, w in zip(F.run_exact(learned, v), F.run_exact(ref, v)))
+    fp = F._FlintInputs(con.variables, F.Box())
+    Terms = F._term_counter(len(fp.names))
+    S = fp.array(con.input_state(fp.v))
+    for L in layers:
+        bound = F._count_layer(L, Terms).forward(F._counted(Terms, S))
+        S = flint_layers([L])[0].forward(S)
+        for b, x in zip(bound.flat, S.flat):
+            assert F._terms(x) <= (b.n if isinstance(b, Terms) else 0)
