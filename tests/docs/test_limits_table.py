@@ -40,6 +40,7 @@ def declared() -> dict[str, Used]:
     from polyverify.plumbing.cli import DEFAULT_MEMORY_LIMIT
     from polyverify.sweep import base as sweep
     from verify import bounded, catalogue_cmd, circuit_args, compare, gd_cmd
+    from verify.importers import cli as import_cli
     from circuits.limits import MAX_SEED as GD_MAX_SEED
 
     from constructions import weights_io
@@ -49,6 +50,8 @@ def declared() -> dict[str, Used]:
         "gd": dict(gd_cmd.GD_LIMITS),
         "gd_other": {"min_digits": gd_cmd.GD_MIN_DIGITS, "max_seed": GD_MAX_SEED},
         "catalogue": {"size": catalogue_cmd.MAX_SIZE, "seed": catalogue_cmd.MAX_SEED},
+        "import": {"size": import_cli.MAX_SIZE, "variables": import_cli.MAX_PROOF_VARIABLES,
+                   "layers": import_cli.MAX_LAYERS},
         "proof": {"memory": bounded.DEFAULT_MEMORY_GIB, "memory_range": bounded.MEMORY_RANGE,
                   "timeout": bounded.DEFAULT_TIMEOUT_S, "timeout_range": bounded.TIMEOUT_RANGE,
                   "terms_per_s": bounded.TERM_PRODUCTS_PER_S},
@@ -118,6 +121,9 @@ ROWS = [
     ("", "`--seed`, `--kappa`", "0 to {gd_other[max_seed]:p2m1}; finite, >= 1", "-"),
     ("`verify.construct NAME`", "each `--set` size", "{catalogue[size]} (seeds {catalogue[seed]:p2m1})",
      "`--allow-large` (sizes)"),
+    ("`verify.construct import`", "each size of the specification (`--set`, the file's metadata); n x d of a `gd` "
+     "specification (variables of the exact proof); layers in the file",
+     "{import[size]:,}; {import[variables]:,}; {import[layers]:,}", "-"),
     ("`gd`, `import`, `circuit`, `NAME` (every exact proof of the CLIs)", "memory of the proof (it runs in a forked "
      "child; past the limit: exit 2, one line naming it, never a FLINT abort)", "{proof[memory]:g} GiB",
      "`--proof-memory-gib` ({proof[memory_range][0]:g} to {proof[memory_range][1]:,})"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from polyverify.plumbing.cli import UsageError, claim_input, output_file
 from verify.cli_common import input_file
+from verify.gd_cmd import GD_LIMITS
 
 from . import FORMATS, mapping
 from .common import ImportRefused, ParamSource, describe_not_proved, parse_settings
@@ -38,6 +39,10 @@ from .specs import (_accepted, _alias_of, _build, _builder_keywords, _parse_para
 
 #: the most body copies the import proves (each distinct copy is one proof)
 MAX_LAYERS = 100_000
+#: the largest size (n, d, ...) of the specification a file is proved against
+MAX_SIZE = 4096
+#: the most variables (n x d) of a gd specification's exact proof: gd's own limit
+MAX_PROOF_VARIABLES = GD_LIMITS["--n x --d (proof variables)"]
 
 
 def add_arguments(p) -> None:
@@ -84,10 +89,12 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
     except ImportRefused as e:
         raise UsageError(str(e)) from None
     for k, v in sizes.items():
-        if size_src.get(k) == "--set" and not (0 <= v <= 4096):
-            raise UsageError(f"size {k}={v} outside 0..4096")
-    if "gd" in entry.roles and size_src.get("n") == size_src.get("d") == "--set" and sizes["n"] * sizes["d"] > 1024:
-        raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
+        if size_src.get(k) == "--set" and not (0 <= v <= MAX_SIZE):
+            raise UsageError(f"size {k}={v} outside 0..{MAX_SIZE}")
+    if ("gd" in entry.roles and size_src.get("n") == size_src.get("d") == "--set"
+            and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES):
+        raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit {MAX_PROOF_VARIABLES} of the "
+                         "exact proof")
     try:  # the entry at small / default sizes (cheap): a layer stack, and its parameters
         spec_d = _build(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes or {}), {})
     except UsageError as e:
@@ -224,10 +231,11 @@ def _specification(entry, sizes: dict, size_keys: set, given_params: dict, decla
     """The specification at the sizes (checked against the exact proof's limits) and its parameters:
     (spec, params); ``param_src`` keeps the parameters used."""
     for k, v in sizes.items():
-        if isinstance(v, int) and not (0 <= v <= 4096):
-            raise UsageError(f"size {k}={v} outside 0..4096")
-    if "gd" in entry.roles and sizes["n"] * sizes["d"] > 1024:
-        raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit 1024 of the exact proof")
+        if isinstance(v, int) and not (0 <= v <= MAX_SIZE):
+            raise UsageError(f"size {k}={v} outside 0..{MAX_SIZE}")
+    if "gd" in entry.roles and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES:
+        raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit {MAX_PROOF_VARIABLES} of the "
+                         "exact proof")
     spec0 = _build(entry, sizes, {})
     _unknown_param(given_params, entry, spec0, size_keys)
     declared_used = {k: v for k, v in declared_used.items() if k in _accepted(entry, spec0)}
