@@ -190,9 +190,12 @@ def _limits_text() -> str:
 def build_parser():
     from polyverify.plumbing.cli import Parser
 
+    from .limits import MAX_SEED
+
     p = Parser(prog="python -m circuits.random", description=__doc__.splitlines()[0],
                epilog=f"Limits: {_limits_text()}. Exit status: 0 written, 2 bad input (one line on stderr).")
-    p.add_argument("--seed", type=int, default=0, help=f"random seed, an integer in 0..2^63-1 (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help=f"random seed, an integer in 0..2^{MAX_SEED.bit_length()}-1 (default 0)")
     p.add_argument("--inputs", type=int, default=3, help="number of input variables x0, x1, ... (default 3)")
     p.add_argument("--gates", type=int, default=8, help="number of add/mul gates, >= 1 (default 8)")
     p.add_argument("--outputs", type=int, default=1, help="number of outputs y0, y1, ..., 1..GATES (default 1)")

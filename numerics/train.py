@@ -159,7 +159,8 @@ def parser() -> Parser:
                    help=f"fresh problems per evaluation (default 2048; <= {LIMITS['eval_batch']:,})")
     g.add_argument("--checkpoint-every", type=int, default=10_000,
                    help="steps between checkpoints, >= 1 (default 10000)")
-    g.add_argument("--seed", type=int, default=0, help="random seed, 0 .. 2^63-1 (default 0)")
+    g.add_argument("--seed", type=int, default=0,
+                   help=f"random seed, 0 .. 2^{MAX_SEED.bit_length()}-1 (default 0)")
     g.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="training dtype (default float64)")
     g.add_argument("--device", default="cpu", help="cpu or cuda[:index] (default cpu)")
