@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .running_sums import prefix_sums
-from .ops import (_array_module, _is_one, _is_zero, _pattern_of, is_object, is_torch, nonzero_pattern, torch,
+from .ops import (array_module, is_one, is_zero, pattern_of, is_object, is_torch, nonzero_pattern, torch,
                   tree_sum, zeros_like_object)
 
 
@@ -72,7 +72,7 @@ def conv(v, h, *, causal: bool, method: str = "direct", need=None, same: bool = 
         mask_t = torch.as_tensor(mask, device=v.device)
         K = h[idx_t] * mask_t[..., None].to(h.dtype)  # (T, T, C)
         return torch.einsum("trc,...rc->...tc", K, v)
-    xp = _array_module(v)
+    xp = array_module(v)
     K = h[xp.asarray(idx)] * xp.asarray(mask)[..., None]
     return xp.einsum("trc,...rc->...tc", K, v)
 
@@ -113,7 +113,7 @@ class ConvPlan:
             idx = lambda a: torch.as_tensor(a, device=h.device, dtype=torch.long)  # noqa: E731
             self._lag0, self._uni, self._gen = idx(self.lag0), idx(self.uniform), idx(self.general)
         else:
-            xp = _array_module(h)
+            xp = array_module(h)
             self._lag0, self._uni, self._gen = (xp.asarray(a) for a in (self.lag0, self.uniform, self.general))
         # per-channel coefficient vectors, zero outside their class: whole-array products, no scatter
         zeros = h[0] * 0
@@ -129,7 +129,7 @@ class ConvPlan:
                 self.K = hg[torch.as_tensor(idx_np, device=h.device)] * torch.as_tensor(
                     mask_np, device=h.device)[..., None].to(h.dtype)
             else:
-                xp = _array_module(h)
+                xp = array_module(h)
                 self.K = hg[xp.asarray(idx_np)] * xp.asarray(mask_np)[..., None]
 
     def __call__(self, v):
@@ -143,11 +143,11 @@ class ConvPlan:
             if out is not None:
                 out = out + term
             else:  # a circular sum has one row: laid out on every token (general channels are written in)
-                out = term.expand(v.shape).clone() if self.torch else _array_module(v).broadcast_to(term, v.shape).copy()
+                out = term.expand(v.shape).clone() if self.torch else array_module(v).broadcast_to(term, v.shape).copy()
         if out is None:
             out = v * 0
         if self.K is not None:
-            ein = torch.einsum if self.torch else _array_module(v).einsum
+            ein = torch.einsum if self.torch else array_module(v).einsum
             out[..., self._gen] = ein("trc,...rc->...tc", self.K, v[..., self._gen])
         return out
 
@@ -164,7 +164,7 @@ def _conv_fft(v, h, causal, same=False):
         Hf = torch.fft.rfft(hw, n=n, dim=-2)
         y = torch.fft.irfft(Vf * Hf, n=n, dim=-2)[..., lo:lo + T, :]
         return y.to(ctype)
-    xp = _array_module(v)
+    xp = array_module(v)
     dt = v.dtype
     work = v if dt in (np.float32, np.float64) else v.astype(np.float32)
     Vf = xp.fft.rfft(work, n=n, axis=-2)
@@ -182,7 +182,7 @@ def _conv_exact(v, h, causal, need=None, same=False, nonzero_h=None):
         raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
     T, C = v.shape
     out = zeros_like_object((T, C))
-    NH = nonzero_pattern(h) if nonzero_h is None else _pattern_of(nonzero_h, h)
+    NH = nonzero_pattern(h) if nonzero_h is None else pattern_of(nonzero_h, h)
     NV = nonzero_pattern(v)
     todo = NH.any(axis=0) & NV.any(axis=0)
     if need is not None:
@@ -215,11 +215,11 @@ def _conv_channel(v, h, out, c, causal, same, need_c) -> None:
     if not wanted:
         return
     wanted_set = set(wanted)
-    taps = [(s, h[s, c]) for s in range(T) if not _is_zero(h[s, c])]
+    taps = [(s, h[s, c]) for s in range(T) if not is_zero(h[s, c])]
     if not taps:
         return
     col = [v[t, c] for t in range(T)]
-    nz = [t for t in range(T) if not _is_zero(col[t])]
+    nz = [t for t in range(T) if not is_zero(col[t])]
     if not nz:
         return
     acc = {}
@@ -231,7 +231,7 @@ def _conv_channel(v, h, out, c, causal, same, need_c) -> None:
     if same:
         pass  # the plain tap loop below
     elif causal and len(taps) == T and all(w == taps[0][1] for _, w in taps[1:]):
-        w, one = taps[0][1], _is_one(taps[0][1])
+        w, one = taps[0][1], is_one(taps[0][1])
         run, nzs = None, set(nz)
         for t in range(T):
             if t in nzs:
@@ -243,7 +243,7 @@ def _conv_channel(v, h, out, c, causal, same, need_c) -> None:
         taps = _circular_groups(taps, col, nz, wanted, put)
     shift = (T - 1) // 2 if same else 0
     for s, w in taps:
-        one = _is_one(w)
+        one = is_one(w)
         for r in nz:
             t = r + s - shift
             if same:
@@ -280,7 +280,7 @@ def _circular_groups(taps, col, nz, wanted, put) -> list:
         total = tree_sum([col[r] for r in nz])
         mine = set(shifts)
         others = [s for s in range(T) if s not in mine]
-        one = _is_one(w)
+        one = is_one(w)
         if not others:  # every shift: the same value at every token, formed once
             val = total if one else w * total
             for t in wanted:
@@ -290,9 +290,9 @@ def _circular_groups(taps, col, nz, wanted, put) -> list:
             part = total
             for s in others:
                 x = col[(t - s) % T]
-                if not _is_zero(x):
+                if not is_zero(x):
                     part = part - x
-            if not _is_zero(part):
+            if not is_zero(part):
                 put(t, part if one else w * part)
     return rest
 
@@ -316,7 +316,7 @@ def _conv_lag0(v, h, out, cols, NV, need):
     try:
         ones = np.equal(w, 1, dtype=bool)
     except (TypeError, ValueError):  # pragma: no cover - exotic scalar types
-        ones = np.array([_is_one(x) for x in w], dtype=bool)
+        ones = np.array([is_one(x) for x in w], dtype=bool)
     res = zeros_like_object(sub.shape)
     np.copyto(res, sub, where=mask & ones)
     np.multiply(np.broadcast_to(w, sub.shape), sub, out=res, where=mask & ~ones)  # tap on the left
@@ -330,7 +330,7 @@ def _conv_prefix(v, w, out, c, nz, need):
     the previous token's value."""
     rows = np.flatnonzero(nz)
     terms = v[rows, c]
-    if not _is_one(w):  # w (x_0 + ... + x_t) as w x_0 + ... + w x_t: the sums of a chain stay shared
+    if not is_one(w):  # w (x_0 + ... + x_t) as w x_0 + ... + w x_t: the sums of a chain stay shared
         terms = np.multiply(w, terms)
     run = prefix_sums(terms)
     T = v.shape[0]

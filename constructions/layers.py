@@ -22,7 +22,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from . import ops
-from .plans import LivePlan, _sparse_heads_forward, sparse_head  # noqa: F401 (sparse_head: the heads' plan)
+from .plans import LivePlan, sparse_heads_forward, sparse_head  # noqa: F401 (sparse_head: the heads' plan)
 from .sparse import SparseMatrix, map_weight
 
 
@@ -271,7 +271,7 @@ class LSA(Layer):
     def forward(self, H, *, conv_method: str = "direct"):
         fast = self.__dict__.get("_plan")  # set by prepare() on float weights
         if fast is not None:
-            return _sparse_heads_forward(H, fast, self.residual)
+            return sparse_heads_forward(H, fast, self.residual)
         out = None
         for hd in self.heads:
             K = ops.mm(H, hd.W1)
@@ -424,7 +424,7 @@ class ELSA(Layer):
     def forward(self, H, *, conv_method: str = "direct"):
         fast = self.__dict__.get("_plan")
         if fast is not None:
-            return _sparse_heads_forward(H, fast, self.residual)
+            return sparse_heads_forward(H, fast, self.residual)
         P = H
         for stage in self.stages:
             acc = None

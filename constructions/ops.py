@@ -52,14 +52,16 @@ def is_torch(x) -> bool:
     return t is not None and isinstance(x, t.Tensor)
 
 
-def _is_zero(v) -> bool:
+def is_zero(v) -> bool:
+    """``v == 0``, False for a scalar type whose comparison raises (a structural-zero test)."""
     try:
         return v == 0
     except Exception:  # pragma: no cover - exotic scalar types
         return False
 
 
-def _is_one(v) -> bool:
+def is_one(v) -> bool:
+    """``v == 1``, False for a scalar type whose comparison raises (a structural-one test)."""
     try:
         return v == 1
     except Exception:  # pragma: no cover
@@ -100,7 +102,7 @@ def nonzero_pattern(M: np.ndarray) -> np.ndarray:
             with truth_as_candidate():  # a running sum: a candidate nonzero, its value not formed
                 out[cand] = vals.astype(bool)
         except (TypeError, ValueError):  # e.g. a sympy relation: its truth value is undecided
-            out[cand] = [not _is_zero(v) for v in vals]
+            out[cand] = [not is_zero(v) for v in vals]
     return out.reshape(M.shape)
 
 
@@ -142,8 +144,8 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
         k2, n = Y.shape
         if k != k2:
             raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
-        NX = nonzero_pattern(X) if nonzero_x is None else _pattern_of(nonzero_x, X)  # numpy's loop
-        NY = nonzero_pattern(Y) if nonzero_y is None else _pattern_of(nonzero_y, Y)
+        NX = nonzero_pattern(X) if nonzero_x is None else pattern_of(nonzero_x, X)  # numpy's loop
+        NY = nonzero_pattern(Y) if nonzero_y is None else pattern_of(nonzero_y, Y)
         try:
             return _mm_columns(X, NX, n, _dense_columns(Y, NY))
         except (TypeError, ValueError):  # an entry whose == 1 is not a plain bool: one by one below
@@ -152,7 +154,7 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
         for j in np.nonzero(NY.any(axis=0))[0].tolist():
             rs = np.nonzero(NY[:, j])[0]
             ys = [Y[r, j] for r in rs.tolist()]
-            y_one = [_is_one(y) for y in ys]
+            y_one = [is_one(y) for y in ys]
             if len(rs) == 1 and y_one[0]:  # a copy of one column: the same objects, no arithmetic
                 out[:, j] = X[:, rs[0]]
                 continue
@@ -168,7 +170,7 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
                 terms = []
                 for x, y, y1, nz in zip(xs, ys, y_one, live[i].tolist()):
                     if nz:
-                        terms.append(y if _is_one(x) else (x if y1 else x * y))
+                        terms.append(y if is_one(x) else (x if y1 else x * y))
                 seen[key] = out[i, j] = 0 if not terms else tree_sum(terms)
         return out
     return X @ Y
@@ -195,7 +197,7 @@ def _mm_sparse(X, S: SparseMatrix, nonzero_x=None):
         raise ValueError("exact (object) arrays must be 2-D; loop over the batch")
     if X.shape[1] != S.shape[0]:
         raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {S.shape}")
-    NX = nonzero_pattern(X) if nonzero_x is None else _pattern_of(nonzero_x, X)
+    NX = nonzero_pattern(X) if nonzero_x is None else pattern_of(nonzero_x, X)
     try:
         return _mm_columns(X, NX, S.shape[1], S.columns())
     except (TypeError, ValueError):  # an entry whose == 1 is not a plain bool: mm's entry-by-entry loop
@@ -226,7 +228,7 @@ def _mm_columns(X, NX, n, columns):
         return hit
 
     for j, rs, ys in columns:
-        y_one = [_is_one(y) for y in ys]
+        y_one = [is_one(y) for y in ys]
         if len(rs) == 1 and y_one[0]:  # a copy of one column: the same objects, no arithmetic
             out[:, j] = X[:, rs[0]]
             continue
@@ -286,7 +288,8 @@ def transpose(X):
     return X.swapaxes(-1, -2)
 
 
-def _array_module(v):
+def array_module(v):
+    """The array module of ``v``: cupy for a cupy array (imported only then), else numpy."""
     if type(v).__module__.startswith("cupy"):
         import cupy  # noqa: PLC0415 - only when a cupy array is passed
 
@@ -320,8 +323,8 @@ def _entrywise_exact(X, Y, ufunc, *, keep_single: bool, nx=None, ny=None):
     computed, and stored, once.  ``nx`` / ``ny``: the operands' nonzero patterns where the
     caller has them."""
     X, Y = np.asarray(X, dtype=object), np.asarray(Y, dtype=object)
-    NX = nonzero_pattern(X) if nx is None else _pattern_of(nx, X)
-    NY = nonzero_pattern(Y) if ny is None else _pattern_of(ny, Y)
+    NX = nonzero_pattern(X) if nx is None else pattern_of(nx, X)
+    NY = nonzero_pattern(Y) if ny is None else pattern_of(ny, Y)
     X, Y, NX, NY = np.broadcast_arrays(X, Y, NX, NY)
     shape = X.shape
     X, Y, NX, NY = X.reshape(-1), Y.reshape(-1), NX.reshape(-1), NY.reshape(-1)  # flat: every rank, 0-d too
@@ -354,7 +357,8 @@ def _entrywise_exact(X, Y, ufunc, *, keep_single: bool, nx=None, ny=None):
     return out.reshape(shape)
 
 
-def _pattern_of(nz, A) -> np.ndarray:
+def pattern_of(nz, A) -> np.ndarray:
+    """A caller's nonzero pattern ``nz`` of ``A`` as a boolean array, checked to have ``A``'s shape."""
     nz = np.asarray(nz, dtype=bool)
     if nz.shape != A.shape:
         raise ValueError(f"nonzero pattern of shape {nz.shape} for an array of shape {A.shape}")

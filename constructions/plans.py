@@ -111,7 +111,7 @@ class _Mix:
         if into:
             out = bias
         else:
-            out = ops._array_module(u).zeros(shape, dtype=u.dtype)
+            out = ops.array_module(u).zeros(shape, dtype=u.dtype)
             if bias is not None:
                 out[...] = bias
         out[..., cols] += x  # distinct columns here (numpy adds a repeated one once)
@@ -139,7 +139,7 @@ def _library_vector(like, values: np.ndarray):
         import torch
 
         return torch.as_tensor(values, device=like.device).to(like.dtype)
-    return ops._array_module(like).asarray(values).astype(like.dtype)
+    return ops.array_module(like).asarray(values).astype(like.dtype)
 
 
 class LivePlan:
@@ -179,7 +179,7 @@ class LivePlan:
                 import torch
 
                 return torch.as_tensor(a, device=lib.device, dtype=torch.long)
-            return ops._array_module(lib).asarray(a)
+            return ops.array_module(lib).asarray(a)
 
         def bias(B):
             return None if not _nonzero(B).any() else B[:, index(K)]
@@ -210,7 +210,7 @@ class LivePlan:
 
     def _zeros(self, u):
         shape = tuple(u.shape[:-1]) + (self.C_out,)
-        return u.new_zeros(shape) if self.torch else ops._array_module(u).zeros(shape, dtype=u.dtype)
+        return u.new_zeros(shape) if self.torch else ops.array_module(u).zeros(shape, dtype=u.dtype)
 
     def __call__(self, u):
         if len(self.kept):  # the carried values: the output starts as the input, the other channels zero
@@ -343,7 +343,7 @@ def sparse_head(W1, B1, W2, B2, W3, B3, *, nonzero=None):
             "vcols": vcols}
 
 
-def _sparse_heads_forward(H, plan, residual: bool):
+def sparse_heads_forward(H, plan, residual: bool):
     """Stages of summed sparse heads (:func:`sparse_head`), then the skip."""
     P = H
     for stage in plan:

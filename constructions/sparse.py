@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .ops import _array_module, mm, nonzero_pattern
+from .ops import array_module, mm, nonzero_pattern
 from .ops import is_torch as _is_torch
 
 #: a torch product is done in chunks of entries so that the gathered operand ``X[..., rows]``
@@ -125,7 +125,7 @@ class SparseMatrix:
             out = torch.zeros(self.shape, dtype=v.dtype, device=v.device)
             out[torch.as_tensor(self.rows, device=v.device), torch.as_tensor(self.cols, device=v.device)] = v
             return out
-        xp = _array_module(v)  # cupy
+        xp = array_module(v)  # cupy
         out = xp.zeros(self.shape, dtype=v.dtype)
         out[xp.asarray(self.rows), xp.asarray(self.cols)] = v
         return out
@@ -329,7 +329,7 @@ def index_like(v, idx):
         import torch
 
         return torch.as_tensor(idx, device=v.device)
-    return _array_module(v).asarray(idx)
+    return array_module(v).asarray(idx)
 
 
 def map_weight(f, A):

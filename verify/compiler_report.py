@@ -23,12 +23,10 @@ from fractions import Fraction
 from constructions.compiler.circuit import param_counts
 from constructions.compiler.targets import TARGETS, accepting
 
-# the markdown is its own module (verify/compiler_report_sections.py); verify.compiler_report re-exports its names
-from .compiler_report_sections import (ATTENTION, GD_SIZES, PLAN_ABBREV, SEQUENCE, TRACE_PNG, _cell,  # noqa: F401
-                                       _find, _layers, _modules, _n, _plan, _s, _section_attention,
-                                       _section_attention_gd, _section_b, _section_budget, _section_c,
-                                       _section_trace, _state, _table_a, _table_b, _table_h21, _targets_table,
-                                       markdown)
+# the markdown is its own module (verify/compiler_report_sections.py); verify.compiler_report re-exports its
+# public names (its private helpers stay there)
+from .compiler_report_sections import (ATTENTION, GD_SIZES, PLAN_ABBREV, SEQUENCE, TRACE_PNG,  # noqa: F401
+                                       markdown, plural)
 from .prover.kernel import is_proved, verdict
 
 #: default and --quick sizes: builder name -> positional arguments (horner: its coefficients)
@@ -162,7 +160,7 @@ def _cell_line(c: dict) -> str:
     head = f"{c['call']} -> {c['target']}"
     if c["status"] == "refused":
         return f"refused {head}: {c['message']}"
-    return (f"{c['status']} {head}: {_n(c['layers'], 'layer')} (bound {c['bound']['layers']}), state "
+    return (f"{c['status']} {head}: {plural(c['layers'], 'layer')} (bound {c['bound']['layers']}), state "
             f"{c['tokens']} x {c['channels']}; compile {c['compile_cpu_s']:.3f} s CPU, proof "
             f"{c['proof_cpu_s']:.3f} s CPU")
 
@@ -189,7 +187,7 @@ def gd_rows(mode: str, log) -> list[dict]:
                "build_cpu_s": bcpu, "build_wall_s": bwall, "proof_cpu_s": pcpu, "proof_wall_s": pwall}
         rows.append(row)
         log(f"{verdict(r).value} gd --arch {arch} at N={n}, D={d}: "
-            f"{_n(row['layers_per_step'], 'layer')} per step + {row['fixed_layers']}, state "
+            f"{plural(row['layers_per_step'], 'layer')} per step + {row['fixed_layers']}, state "
             f"{con.layout.shape[0]} x {con.layout.shape[1]}; proof {pcpu:.3f} s CPU")
     return rows
 

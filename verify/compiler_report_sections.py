@@ -22,7 +22,8 @@ SEQUENCE = tuple(n for n, t in TARGETS.items() if t.family == "sequence")
 TRACE_PNG = "compiler_trace.png"
 
 
-def _n(k: int, what: str) -> str:
+def plural(k: int, what: str) -> str:
+    """``k`` and ``what``, plural unless ``k`` is 1 (``3 layers``)."""
     return f"{k} {what}{'' if k == 1 else 's'}"
 
 
@@ -43,7 +44,7 @@ def _find(cells, builder, target):
 
 
 def _layers(c) -> str:
-    return _n(c["layers"], "layer") if c and c["status"] != "refused" else "refused"
+    return plural(c["layers"], "layer") if c and c["status"] != "refused" else "refused"
 
 
 def _state(c) -> str:
@@ -65,7 +66,7 @@ def _table_a(cells) -> list[str]:
         ok = "yes" if c["within_bound"] else "NO"
         rows.append((c["call"], c["target"], circ, c["layers"], _plan(c) + _modules(c), f"{c['tokens']} x {c['channels']}",
                      f"{c['params']['nonzero']} / {c['params']['total']}",
-                     f"{_n(b['layers'], 'layer')}, {_n(b['tokens'], 'token')} ({ok})", c["status"],
+                     f"{plural(b['layers'], 'layer')}, {plural(b['tokens'], 'token')} ({ok})", c["status"],
                      f"{_s(c['compile_cpu_s'])} / {_s(c['compile_wall_s'])}",
                      f"{_s(c['proof_cpu_s'])} / {_s(c['proof_wall_s'])}"))
     return markdown_table(["circuit (placed)", "target", "size / depth / width / md", "layers", "plan",
@@ -344,8 +345,8 @@ def _section_attention(cells, gd) -> list[str]:
     gl, ge = _find(cells, "gd_step", "lsa"), _find(cells, "gd_step", "elsa")
     if gl and ge and gl["status"] != "refused" and ge["status"] != "refused":
         hl, he = hand.get("lsa"), hand.get("elsa")
-        L += ["", f"The GD step `{gl['call']}`: `lsa` {_n(gl['layers'], 'layer')} ({_plan(gl)}), state "
-              f"{gl['tokens']} x {gl['channels']}; `elsa` {_n(ge['layers'], 'module')}{_modules(ge)}, state "
+        L += ["", f"The GD step `{gl['call']}`: `lsa` {plural(gl['layers'], 'layer')} ({_plan(gl)}), state "
+              f"{gl['tokens']} x {gl['channels']}; `elsa` {plural(ge['layers'], 'module')}{_modules(ge)}, state "
               f"{ge['tokens']} x {ge['channels']}"
               + (f"; the hand constructions of table (b): `lsa` {hl['layers_per_step']} layer per step on "
                  f"{hl['state'][0]} x {hl['state'][1]}, `elsa` {he['layers_per_step']} on "
@@ -365,9 +366,9 @@ def _section_attention_gd(gd) -> list[str]:
     def cells(r):
         return r["state"][0] * r["state"][1]
     return ["", "#### Compiled GD on `lsa` / `elsa`: one layer per step, and the state", "",
-            f"Measured at N={n}, D={d}: `compiled-lsa` {_n(cl['layers_per_step'], 'layer')} per step on "
+            f"Measured at N={n}, D={d}: `compiled-lsa` {plural(cl['layers_per_step'], 'layer')} per step on "
             f"{cl['state'][0]} x {cl['state'][1]} ({cells(cl) / cells(hl):.2f}x the hand `lsa` "
-            f"{hl['state'][0]} x {hl['state'][1]}), `compiled-elsa` {_n(ce['layers_per_step'], 'module')} on "
+            f"{hl['state'][0]} x {hl['state'][1]}), `compiled-elsa` {plural(ce['layers_per_step'], 'module')} on "
             f"{ce['state'][0]} x {ce['state'][1]} ({cells(ce) / cells(he):.2f}x the hand `elsa` "
             f"{he['state'][0]} x {he['state'][1]}).",
             "",
@@ -511,7 +512,7 @@ def _section_c_not_done(cells, gd, n, d) -> list[str]:
     dot_l = by.get(("dot", "lsa"))
     if dot_l is not None and dot_l["status"] != "refused" and "gather" in (dot_l["plan"] or []):
         L += [f"* **Row-uniform Gram sums on the attention targets.** `{dot_l['call']}` on `lsa` is "
-              f"{_n(dot_l['layers'], 'layer')} (plan {_plan(dot_l)}): its products u_t v_t have both factors "
+              f"{plural(dot_l['layers'], 'layer')} (plan {_plan(dot_l)}): its products u_t v_t have both factors "
               "on token t, so one factor is gathered to the work token first. One head could form the "
               "whole sum as a Gram entry `sum_s m(H[s]) n(H[s])` with `m`, `n` reading the u and v "
               "channels (a row-uniform bilinear form); the pass does not recognise that shape."]
@@ -528,7 +529,7 @@ def _section_c_not_done(cells, gd, n, d) -> list[str]:
               "causal construction, seed 000 eq. (47)) has its first-level products a_ij a_ik, a_ij b_i "
               "within each data token, and the token sums reach the query token through causal prefix-sum "
               "filters"
-              + (f": `{gram_c['call']}` compiles to {_n(gram_c['layers'], 'layer')} on {gram_c['tokens']} x "
+              + (f": `{gram_c['call']}` compiles to {plural(gram_c['layers'], 'layer')} on {gram_c['tokens']} x "
                  f"{gram_c['channels']} (plan {_plan(gram_c)}); `compiled-baseconv-causal` instead computes A^T A "
                  "and A^T b once, in its prologue, and its body reads them: 1 layer per step "
                  + (f"(hand `baseconv-causal`: {hand_c['state'][0]} x {hand_c['state'][1]}, "

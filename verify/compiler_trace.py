@@ -61,11 +61,11 @@ from circuits import keys as K
 # the labels, the arithmetic modulo p, the degree bounds and the figure are their own modules
 # (verify/compiler_trace_labels.py, compiler_trace_modp.py, compiler_trace_degrees.py,
 # compiler_trace_plot.py); verify.compiler_trace re-exports their names
-from .compiler_trace_degrees import (_NEG, _attention_degrees, _baseconv_degrees, _bound,  # noqa: F401
-                                     _choose_draws, _layer_degrees, _lin_deg, _max_deg)
-from .compiler_trace_labels import (KINDS, OTHER, Label, LayerTrace, Trace, _display, _is_product,  # noqa: F401
-                                    _jid, _jids, _kind)
-from .compiler_trace_modp import _Index, _inv, _node_values, _rational  # noqa: F401
+from .compiler_trace_degrees import (NEG, attention_degrees, baseconv_degrees, error_bound,  # noqa: F401
+                                     choose_draws, layer_degrees, lin_deg, max_deg)
+from .compiler_trace_labels import (KINDS, OTHER, Label, LayerTrace, Trace, display, is_product,  # noqa: F401
+                                    jid, jids, node_kind)
+from .compiler_trace_modp import Index, inv, node_values, rational  # noqa: F401
 
 
 # --------------------------------------------------------------------------- the trace
@@ -130,20 +130,20 @@ def _index_and_names(g, h, xs: dict, p: int, cres_of: dict, draws: int, names) -
     """``(index, names, kinds, aliases)``: the index of every node's values at the points ``xs``
     (``g``'s, then those of ``h``'s that no node of ``g`` has), the display names and kinds of the
     nodes, and ``h``'s nodes' keys (:attr:`Trace.compiled`)."""
-    index = _Index(p)
-    index.add(_node_values(g, xs, p, lambda c: cres_of[c], draws)[0])
+    index = Index(p)
+    index.add(node_values(g, xs, p, lambda c: cres_of[c], draws)[0])
     ins = frozenset(names)
-    names_, kinds_ = {v: _display(g, v, ins) for v in nx.topological_sort(g)}, {v: _kind(g, v) for v in g}
+    names_, kinds_ = {v: display(g, v, ins) for v in nx.topological_sort(g)}, {v: node_kind(g, v) for v in g}
     aliases: dict = {}
     if h is not None:
-        hv = _node_values(h, xs, p, lambda c: cres_of[c], draws)[0]
+        hv = node_values(h, xs, p, lambda c: cres_of[c], draws)[0]
         aliases = index.add({("compiled", v): x for v, x in hv.items()}, new_only=True)
         aliases = {k[1]: a for k, a in aliases.items()}
         for v in nx.topological_sort(h):
             key = ("compiled", v)
             if v not in aliases:
                 aliases[v] = key
-                names_[key], kinds_[key] = "c:" + _display(h, v, ins), _kind(h, v)
+                names_[key], kinds_[key] = "c:" + display(h, v, ins), node_kind(h, v)
     return index, names_, kinds_, aliases
 
 
@@ -201,8 +201,8 @@ def trace(con, *, seed: int = 0, draws: int | None = None, error_target: float =
     layers_all = con.layers(0)
     p, res, consts, cres_of = _residues(con, graphs, layers_all)
     # degree bounds per layer (from the weights' nonzero patterns) and the circuit's node degrees
-    degs = _layer_degrees(graphs, names, [res[id(L)] for L in layers_all], p, con.layout.shape)
-    draws, bound = _choose_draws(degs, graphs, p, draws, error_target, max_draws)
+    degs = layer_degrees(graphs, names, [res[id(L)] for L in layers_all], p, con.layout.shape)
+    draws, bound = choose_draws(degs, graphs, p, draws, error_target, max_draws)
 
     rng = np.random.default_rng(seed)
     xs = {nm: rng.integers(0, p, size=draws, dtype=np.int64) for nm in names}

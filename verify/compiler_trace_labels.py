@@ -29,9 +29,9 @@ class Label:
     def to_json(self):
         """``[ids]`` for a node, ``{"times": c, "of": [ids]}``, ``{"const": c}``, or None (other)."""
         if self.kind == "node":
-            return _jids(self.nodes)
+            return jids(self.nodes)
         if self.kind == "scaled":
-            return {"times": None if self.coef is None else str(self.coef), "of": _jids(self.nodes)}
+            return {"times": None if self.coef is None else str(self.coef), "of": jids(self.nodes)}
         if self.kind == "const":
             return {"const": str(self.coef)}
         return None
@@ -40,16 +40,17 @@ class Label:
 OTHER = Label("other")
 
 
-def _jid(n):
+def jid(n):
     """A node key in JSON: the node id, or ``["compiled", id]`` for a node of ``compiled_graph``."""
     return list(n) if isinstance(n, tuple) else n
 
 
-def _jids(nodes) -> list:
-    return [_jid(n) for n in nodes]
+def jids(nodes) -> list:
+    """Each node key of ``nodes`` in JSON (:func:`jid`)."""
+    return [jid(n) for n in nodes]
 
 
-def _is_product(gate: Label, conv: Label) -> bool:
+def is_product(gate: Label, conv: Label) -> bool:
     """An inner channel whose gate and convolution sides are both non-constant (a product, not
     a copy or a multiple by a constant)."""
     return gate.kind != "const" and conv.kind != "const"
@@ -126,7 +127,7 @@ class Trace:
         out = set()
         for lt in self.layers:
             for gate, conv, prod in (lt.inner or {}).values():
-                if prod.kind in ("node", "scaled") and _is_product(gate, conv):
+                if prod.kind in ("node", "scaled") and is_product(gate, conv):
                     out.update(prod.nodes)
         return out
 
@@ -153,7 +154,7 @@ class Trace:
             sym = " * " if d[K.OP] == K.MUL else " + "
             ops = []
             for u, m in C.operands(self.graph, k):
-                nm = self.names.get(u, _display(self.graph, u))
+                nm = self.names.get(u, display(self.graph, u))
                 ops += [f"({nm})" if nm.startswith("-") else nm] * m
             out.append(f"{self.names[k]} = {sym.join(ops)}")
         return out
@@ -181,9 +182,9 @@ class Trace:
             cells, scaled, consts, other = [], [], [], []
             for (t, c), lab in sorted(lt.cells.items()):
                 if lab.kind == "node":
-                    cells.append([t, c, _jids(lab.nodes)])
+                    cells.append([t, c, jids(lab.nodes)])
                 elif lab.kind == "scaled":
-                    scaled.append([t, c, None if lab.coef is None else str(lab.coef), _jids(lab.nodes)])
+                    scaled.append([t, c, None if lab.coef is None else str(lab.coef), jids(lab.nodes)])
                 elif lab.kind == "const":
                     consts.append([t, c, str(lab.coef)])
                 else:
@@ -196,7 +197,7 @@ class Trace:
                           "(Schwartz-Zippel); labels for reading, the proof is exact and separate",
                 "prime": self.prime, "draws": self.draws, "seed": self.seed, "error_bound": self.error_bound,
                 "truncated": truncated, "max_cells": max_cells,
-                "nodes": [[_jid(n), self.names[n], self.kinds[n]] for n in self.names],
+                "nodes": [[jid(n), self.names[n], self.kinds[n]] for n in self.names],
                 "layers": layers}
 
     # ------------------------------------------------------------- text
@@ -225,7 +226,7 @@ class Trace:
                      "channels; the JSON report (--json with --trace) holds every cell)")
         if lt.inner:
             items = self.inner_items(i)
-            prods = sum(1 for _, (gl, zl, _p) in items if _is_product(gl, zl))
+            prods = sum(1 for _, (gl, zl, _p) in items if is_product(gl, zl))
             L.append(f"  inner channels: {len(items)} nonzero (token, channel) products, {prods} of two "
                      "non-constant sides, the others a copy or a multiple by a constant")
             for (t, c), (gl, zl, pl) in items[:max_inner]:
@@ -236,7 +237,7 @@ class Trace:
 
     def inner_items(self, i: int) -> list:
         """Layer ``i``'s nonzero inner channels, the products of two non-constant sides first."""
-        return sorted((self.layers[i].inner or {}).items(), key=lambda kv: (not _is_product(*kv[1][:2]), kv[0]))
+        return sorted((self.layers[i].inner or {}).items(), key=lambda kv: (not is_product(*kv[1][:2]), kv[0]))
 
     def markdown(self, i: int) -> list[str]:
         """Layer ``i``'s state as a markdown table (every token and channel) and its inner channels."""
@@ -249,7 +250,7 @@ class Trace:
                                              for c in range(Cn)) + " |")
         if lt.inner:
             items = self.inner_items(i)
-            prods = [it for it in items if _is_product(*it[1][:2])]
+            prods = [it for it in items if is_product(*it[1][:2])]
             rest = len(items) - len(prods)
             L += ["", "Inner channels (token, channel): gate x convolution = product: "
                   + ("; ".join(f"({t}, {c}) {esc(self.name(gl))} x {esc(self.name(zl))} = {esc(self.name(pl))}"
@@ -271,7 +272,8 @@ class Trace:
 
 # --------------------------------------------------------------------------- names
 
-def _kind(g: nx.DiGraph, v) -> str:
+def node_kind(g: nx.DiGraph, v) -> str:
+    """What node ``v`` of ``g`` is: ``input``, ``output``, ``product``, ``sum`` or ``constant``."""
     d = g.nodes[v]
     if d[K.OP] == K.INPUT:
         return "input"
@@ -280,7 +282,7 @@ def _kind(g: nx.DiGraph, v) -> str:
     return {K.MUL: "product", K.ADD: "sum"}.get(d[K.OP], "constant")
 
 
-def _display(g: nx.DiGraph, v, inputs=frozenset()) -> str:
+def display(g: nx.DiGraph, v, inputs=frozenset()) -> str:
     """A node's short name (the module docstring of ``verify.compiler_trace``); ``inputs``: the
     circuit's input names."""
     d = g.nodes[v]

@@ -14,7 +14,7 @@ from circuits import keys as K
 from .compiler_trace_labels import OTHER, Label
 
 
-def _inv(a: np.ndarray, p: int) -> np.ndarray:
+def inv(a: np.ndarray, p: int) -> np.ndarray:
     """Elementwise inverse of nonzero residues (Fermat), exactly in int64 (``p < 2^31``)."""
     r = np.ones_like(a)
     b = a % p
@@ -27,7 +27,7 @@ def _inv(a: np.ndarray, p: int) -> np.ndarray:
     return r
 
 
-def _rational(x: int, p: int) -> Fraction | None:
+def rational(x: int, p: int) -> Fraction | None:
     """The rational ``a / b`` with ``|a|, b <= sqrt(p / 2)`` congruent to ``x`` mod ``p``, or None
     (rational reconstruction: the extended Euclidean algorithm stopped half way)."""
     bound = math.isqrt(p // 2)
@@ -40,7 +40,7 @@ def _rational(x: int, p: int) -> Fraction | None:
     return Fraction(r1, s1)
 
 
-def _node_values(g: nx.DiGraph, xs: dict, p: int, const, n: int) -> tuple[dict, dict]:
+def node_values(g: nx.DiGraph, xs: dict, p: int, const, n: int) -> tuple[dict, dict]:
     """Every node's residues at the points (``xs``: input name -> (draws,) int64) and its formal
     degree, in topological order."""
     val, deg = {}, {}
@@ -68,7 +68,7 @@ def _node_values(g: nx.DiGraph, xs: dict, p: int, const, n: int) -> tuple[dict, 
     return val, deg
 
 
-class _Index:
+class Index:
     """Node values by their residues (exact) and by their residues scaled to 1 at the first
     nonzero point (multiples); constant-valued nodes are left out (a constant cell is labelled
     as its value)."""
@@ -91,7 +91,7 @@ class _Index:
                 continue
             self.exact.setdefault(b, []).append(v)
             k = int(np.argmax(x != 0))
-            key = (k, (x * _inv(x[k:k + 1], p) % p).tobytes())
+            key = (k, (x * inv(x[k:k + 1], p) % p).tobytes())
             self.scaled.setdefault(key, (int(x[k]), []))[1].append(v)
         return same
 
@@ -105,7 +105,7 @@ class _Index:
         W = np.ascontiguousarray(V[:, nz].T)  # (m, draws)
         k = np.argmax(W != 0, axis=1)
         piv = W[np.arange(len(nz)), k]
-        N = W * _inv(piv, p)[:, None] % p
+        N = W * inv(piv, p)[:, None] % p
         const = (W == W[:, :1]).all(axis=1)
         out = {}
         for j, col in enumerate(nz.tolist()):
@@ -115,12 +115,12 @@ class _Index:
                 out[col] = Label("node", tuple(hit))
                 continue
             if const[j]:
-                out[col] = Label("const", (), _rational(int(w[0]), p))
+                out[col] = Label("const", (), rational(int(w[0]), p))
                 continue
             s = self.scaled.get((int(k[j]), N[j].tobytes()))
             if s is not None:
                 pv, nodes = s
-                out[col] = Label("scaled", tuple(nodes), _rational(int(piv[j]) * pow(pv, -1, p) % p, p))
+                out[col] = Label("scaled", tuple(nodes), rational(int(piv[j]) * pow(pv, -1, p) % p, p))
                 continue
             out[col] = OTHER
         return out

@@ -22,6 +22,8 @@ module            pass
                   an output layer; ELSA groups the layers into two-stage modules (the weights:
                   ``attention_emit``)
 ``circuit``       the :class:`CompiledCircuit` construction all targets return
+``info``          its report, typed: :class:`~.info.CompileInfo`, :class:`~.info.Reassociation` (the
+                  choice an enum; the English rendered from it at the edge, ``to_json``)
 ``targets``       the table :data:`TARGETS`: one :class:`~.targets.Target` per name (description,
                   paper, compile, options it takes, causal, its passes, its bound); light to import
 ``pipeline``      :func:`compile_circuit`, the passes every target shares (validate, resolve,
@@ -39,12 +41,13 @@ from __future__ import annotations
 _NAMES = {
     "compile_circuit": "pipeline", "COMPARE_MAX_GATES": "pipeline",
     "CompiledCircuit": "circuit", "CompileError": "routing",
+    **dict.fromkeys(("CompileInfo", "Reassociation", "ReassociationChoice"), "info"),
     **dict.fromkeys(("REASSOCIATE_MAX_GATES", "TARGETS", "Target", "default_target", "resolve", "target_options"),
                     "targets"),
 }
 
-__all__ = ["CompiledCircuit", "CompileError", "REASSOCIATE_MAX_GATES", "TARGETS", "Target", "compile_circuit",
-           "default_target"]
+__all__ = ["CompileInfo", "CompiledCircuit", "CompileError", "REASSOCIATE_MAX_GATES", "Reassociation",
+           "ReassociationChoice", "TARGETS", "Target", "compile_circuit", "default_target"]
 
 
 def __getattr__(name):

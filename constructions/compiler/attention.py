@@ -96,7 +96,8 @@ class Plan:
     consumers: int  # work channels holding a consumer's products, over all levels
 
 
-def _pos(r: int):
+def pos_cell(r: int):
+    """The plan's cell key of token ``r``'s position (one-hot) channel."""
     return ("pos", r)
 
 
@@ -211,7 +212,7 @@ class _Planner:
 
 def _cols_form(cols: dict, w: int) -> dict:
     """``{channel or POSW: coef}`` -> a Head form (data channels, ``("pos", w)`` for POSW)."""
-    return {(_pos(w) if c == POSW else c): v for c, v in cols.items() if v != 0}
+    return {(pos_cell(w) if c == POSW else c): v for c, v in cols.items() if v != 0}
 
 
 def _heads_for(P: _Planner, targets: dict) -> list:
@@ -251,13 +252,13 @@ def _heads_for(P: _Planner, targets: dict) -> list:
             heads.append(Head(
                 l={b: _cols_form({a: Fraction(1)}, w) for b, a in enumerate(alphas)},
                 m={b: _cols_form({c: x for (a2, c), x in v.items() if a2 == a}, w) for b, a in enumerate(alphas)},
-                n={d: {_pos(i): x for (d2, i), x in u.items() if d2 == d} for d in sorted({d for d, _ in u})}))
+                n={d: {pos_cell(i): x for (d2, i), x in u.items() if d2 == d} for d in sorted({d for d, _ in u})}))
     else:
         for u, v in fC:
             rows = sorted({i for i, _ in u})
             heads.append(Head(
                 l={b: _cols_form({a: x for (i2, a), x in u.items() if i2 == i}, w) for b, i in enumerate(rows)},
-                m={b: {_pos(i): Fraction(1)} for b, i in enumerate(rows)},
+                m={b: {pos_cell(i): Fraction(1)} for b, i in enumerate(rows)},
                 n={d: _cols_form({c: x for (d2, c), x in v.items() if d2 == d}, w) for d in sorted({d for d, _ in v})}))
     return _gram_heads(P, uniform) + heads
 
@@ -325,7 +326,7 @@ def _gram_heads(P: _Planner, uniform: dict) -> list:
     R = {(c1, (d, c2)): q for d, qs in uniform.items() for (c1, c2), q in qs.items()}
     heads = []
     for u, v in rank_factor(sorted({k[0] for k in R}), sorted({k[1] for k in R}), R):
-        heads.append(Head(l={0: {_pos(P.w): Fraction(1)}}, m={0: dict(u)},
+        heads.append(Head(l={0: {pos_cell(P.w): Fraction(1)}}, m={0: dict(u)},
                           n={d: {c2: x for (d2, c2), x in v.items() if d2 == d} for d in sorted({d for d, _ in v})}))
     return heads
 
@@ -391,7 +392,7 @@ def _gather(P: _Planner, cells: set, out: _Layers) -> None:
         d = P.fresh()
         by_row.setdefault(t, []).append((d, c))
         P.copy[cell] = (w, d)
-    out.add([Head(l={0: {_pos(w): Fraction(1)}}, m={0: {_pos(t): Fraction(1)}},
+    out.add([Head(l={0: {pos_cell(w): Fraction(1)}}, m={0: {pos_cell(t): Fraction(1)}},
                   n={d: {c: Fraction(1)} for d, c in pairs}) for t, pairs in sorted(by_row.items())],
             "gather", {d for pairs in by_row.values() for d, _ in pairs})
     P.gathered = len(cells)
@@ -464,7 +465,7 @@ def _output_heads(P: _Planner, live_out: dict) -> list:
             for (i, ch), v in P.val(f).items():
                 entries[(i, (P.out_slots[n][1], ch))] = v
         for u, v in rank_factor(sorted({k[0] for k in entries}), sorted({k[1] for k in entries}, key=str), entries):
-            heads.append(Head(l={0: {_pos(t): Fraction(1)}}, m={0: {_pos(i): x for i, x in u.items()}},
+            heads.append(Head(l={0: {pos_cell(t): Fraction(1)}}, m={0: {pos_cell(i): x for i, x in u.items()}},
                               n={c: _cols_form({ch: x for (c2, ch), x in v.items() if c2 == c}, P.w)
                                  for c in sorted({c for c, _ in v})}))
     return heads
@@ -554,8 +555,8 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
             done |= w
         n = {c: {t: Fraction(1)} for c, t in tmp.items()}
         n.update({t: {t: Fraction(-1)} for t in tmp.values()})
-        layers.append([Head(l={r: {_pos(r): Fraction(1)} for r in range(pl.T)},
-                            m={r: {_pos(r): Fraction(1)} for r in range(pl.T)}, n=n)])
+        layers.append([Head(l={r: {pos_cell(r): Fraction(1)} for r in range(pl.T)},
+                            m={r: {pos_cell(r): Fraction(1)} for r in range(pl.T)}, n=n)])
         kinds.append("add temporaries")
         fresh.append(None)
     return Plan(layers, kinds, fresh, pl.inputs, pl.outputs, pl.T, pl.D, nxt - pl.D, pl.md, pl.work_row,
@@ -575,17 +576,16 @@ def _clear_heads(P: _Planner, exclude: set) -> list:
     by_set: dict = {}
     for t, cs in clear.items():
         by_set.setdefault(tuple(sorted(cs)), []).append(t)
-    return [Head(l={i: {_pos(t): Fraction(1)} for i, t in enumerate(toks)},
-                 m={i: {_pos(t): Fraction(1)} for i, t in enumerate(toks)},
+    return [Head(l={i: {pos_cell(t): Fraction(1)} for i, t in enumerate(toks)},
+                 m={i: {pos_cell(t): Fraction(1)} for i, t in enumerate(toks)},
                  n={c: {c: Fraction(-1)} for c in cs}) for cs, toks in sorted(by_set.items())]
 
 
 # ------------------------------------------------------------------ emission (attention_emit.py)
 
-#: the names :mod:`.attention_emit` defines, importable from here as before (on first use: that
-#: module imports this one's plan)
-_EMITTED = ("MAX_WEIGHT_ENTRIES", "compile_attention", "modules", "_matrix", "_bias", "_lsa_channel", "_lsa_head",
-            "_elsa_head", "_identity", "_limited", "_width", "_bound", "_compiled_info")
+#: the public names :mod:`.attention_emit` defines, importable from here as before (on first use:
+#: that module imports this one's plan); its private helpers are its own
+_EMITTED = ("MAX_WEIGHT_ENTRIES", "compile_attention", "modules")
 
 
 def __getattr__(name):

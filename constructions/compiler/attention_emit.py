@@ -14,8 +14,9 @@ import circuits as C
 from .. import ops
 from ..layers import ELSA, LSA, ELSAHead, LSAHead
 from ..sparse import SparseMatrix
-from .attention import Head, Plan, _pos, limit_heads, plan
+from .attention import Head, Plan, pos_cell, limit_heads, plan
 from .circuit import CompiledCircuit, compiled, param_counts
+from .info import ABSENT, CompileInfo
 from .routing import CompileError
 
 #: the most weight entries (dense (n, n) matrices of every head) a compiled attention stack may
@@ -70,7 +71,7 @@ def _elsa_head(h: Head, pl: Plan, n: int) -> ELSAHead:
 
 def _identity(T: int, channels) -> Head:
     """Property 3's skip as a head: ``l = m = pos_r`` for every token, ``n_c = c``."""
-    return Head(l={r: {_pos(r): Fraction(1)} for r in range(T)}, m={r: {_pos(r): Fraction(1)} for r in range(T)},
+    return Head(l={r: {pos_cell(r): Fraction(1)} for r in range(T)}, m={r: {pos_cell(r): Fraction(1)} for r in range(T)},
                 n={c: {c: Fraction(1)} for c in channels})
 
 
@@ -144,23 +145,20 @@ def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | 
     return {"layers": layers, "tokens": pl.T, "state_width": width, "rule": rule}
 
 
-def _compiled_info(pl: Plan, layers: list, width: int, mods, limit: int | None, bound: dict) -> dict:
-    """``info["compiled"]`` of an LSA (``mods`` None) or ELSA stack."""
+def _compiled_info(pl: Plan, layers: list, width: int, mods, limit: int | None, bound: dict) -> CompileInfo:
+    """The :class:`.info.CompileInfo` of an LSA (``mods`` None) or ELSA stack."""
     elsa = mods is not None
     heads = [len(hs) for hs in pl.layers]
-    cm = {"target": "elsa" if elsa else "lsa", "layers": len(layers), "tokens": pl.T, "state_width": width,
-          "params": param_counts(layers), "plan": list(pl.kinds), "heads": heads,
-          "heads_limit": limit,
-          "heads_per_layer": [max(len(st) for st in mod) for mod in mods] if elsa else list(heads),
-          "multiplicative_depth": pl.md, "work_row": pl.work_row,
-          "outputs": {n: list(s) for n, s in sorted(pl.outputs.items())},
-          "constant_blocks": ({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
-                              if not elsa else {}),
-          "bound": bound}
-    if elsa:
-        cm["modules"] = {"count": len(layers), "stages": [len(m) for m in mods],
-                         "heads": [[len(st) for st in mod] for mod in mods]}
-    return cm
+    return CompileInfo(
+        "attention", "elsa" if elsa else "lsa", layers=len(layers), tokens=pl.T, state_width=width,
+        params=param_counts(layers), plan=pl.kinds, heads=heads, heads_limit=limit,
+        heads_per_layer=[max(len(st) for st in mod) for mod in mods] if elsa else heads,
+        multiplicative_depth=pl.md, work_row=pl.work_row, outputs=dict(sorted(pl.outputs.items())),
+        constant_blocks=({"positions": {"channels": [pl.D, pl.D + pl.T], "value": "one-hot: 1 at (r, D + r)"}}
+                         if not elsa else {}),
+        bound=bound,
+        modules=({"count": len(layers), "stages": [len(m) for m in mods],
+                  "heads": [[len(st) for st in mod] for mod in mods]} if elsa else ABSENT))
 
 
 def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width: int = 1,

@@ -62,6 +62,7 @@ from fractions import Fraction
 import circuits as C
 
 from .circuit import CompiledCircuit, compiled, param_counts
+from .info import CompileInfo
 from .linearise import CONST, linearise, needed
 # the level-parallel scheme (constructions/compiler/levels.py); its names re-exported here
 from .levels import LEVEL_MIN, LEVEL_PARALLEL, SMALL, level_bound, plan_levels, route_layers  # noqa: F401
@@ -524,12 +525,10 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
                   "channel_budget": channels})
     info = {
         "circuit": m,
-        "compiled": {"target": target, "layers": len(layers), "tokens": T, "state_width": Cw,
-                     "grid_tokens": pl.tokens if pl else 1, "channel_budget": channels,
-                     "inner_width": max(sp.inner for sp in specs),
-                     "params": param_counts(layers), "plan": [sp.kind for sp in specs],
-                     "outputs": {n: list(s) for n, s in sorted(slots.items())},
-                     "bound": bound},
+        "compiled": CompileInfo("budget", target, layers=len(layers), tokens=T, state_width=Cw,
+                                grid_tokens=pl.tokens if pl else 1, channel_budget=channels,
+                                inner_width=max(sp.inner for sp in specs), params=param_counts(layers),
+                                plan=[sp.kind for sp in specs], outputs=dict(sorted(slots.items())), bound=bound),
         "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
                               "inner_dimension": f"O(w) = O({m['width']})"},
     }
@@ -549,18 +548,16 @@ def pareto(g, target: str, max_points: int = 48, **kw) -> list:
     from . import compile_circuit
 
     causal = target == "baseconv-causal"
-    free = compile_circuit(g, target=target, **kw).info["compiled"]
+    free = compile_circuit(g, target=target, **kw).compile_info
     lo = minimum_channels(g, causal)
-    hi = max(lo, free["state_width"] - 1)
+    hi = max(lo, free.state_width - 1)
     n = min(max_points, hi - lo + 1)
     budgets = sorted({lo + round(i * (hi - lo) / max(1, n - 1)) for i in range(n)})
     pts = []
     for c in budgets:
-        cm = compile_circuit(g, target=target, channels=c, **kw).info["compiled"]
-        pts.append({"channels": cm["state_width"], "layers": cm["layers"], "tokens": cm["tokens"],
-                    "budget": c})
-    pts.append({"channels": free["state_width"], "layers": free["layers"], "tokens": free["tokens"],
-                "budget": None})
+        cm = compile_circuit(g, target=target, channels=c, **kw).compile_info
+        pts.append({"channels": cm.state_width, "layers": cm.layers, "tokens": cm.tokens, "budget": c})
+    pts.append({"channels": free.state_width, "layers": free.layers, "tokens": free.tokens, "budget": None})
     front = [p for p in pts if not any((q["channels"] <= p["channels"] and q["layers"] <= p["layers"]
                                         and (q["channels"], q["layers"]) != (p["channels"], p["layers"])) for q in pts)]
     seen, out = set(), []

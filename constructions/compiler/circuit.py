@@ -29,6 +29,18 @@ class CompiledCircuit(Construction):
     constants: dict = None  # (token, channel) -> value: a constant block the input map adds (lsa)
     info: dict = None  # the compile report (circuit metrics, compiled sizes, bound)
 
+    @property
+    def compile_info(self):
+        """The compile's own report, typed (:class:`.info.CompileInfo`); setting it rewrites
+        ``info["compiled"]`` (its :meth:`~.info.CompileInfo.to_json`), the form every reader of the
+        dict, and the JSON the commands write, sees."""
+        return self.__dict__.get("_compile_info")
+
+    @compile_info.setter
+    def compile_info(self, ci) -> None:
+        self.__dict__["_compile_info"] = ci
+        self.info["compiled"] = ci.to_json()
+
     def _first(self, v):
         names = C.inputs(self.graph)
         return names, (np.asarray(v[names[0]]) if names else np.zeros(()))
@@ -88,7 +100,8 @@ def param_counts(layers) -> dict:
 
 def compiled(g, name: str, shape: tuple[int, int], layers: list, inputs: dict, outputs: dict, info: dict, *,
              reference: str, notes: str, constants: dict | None = None) -> CompiledCircuit:
-    """A :class:`CompiledCircuit` whose epilogue is ``layers``; the layout names each output slot."""
+    """A :class:`CompiledCircuit` whose epilogue is ``layers``; the layout names each output slot;
+    ``info["compiled"]``: the :class:`.info.CompileInfo` (kept as ``compile_info``, written as its dict)."""
     lay = Layout(tuple(shape), row_axis="tokens", col_axis="channels")
     for out, (t, c) in sorted(outputs.items()):
         lay.add(f"out:{out}", (t, t + 1), (c, c + 1), f"output {out!r} after the last layer")
@@ -99,5 +112,6 @@ def compiled(g, name: str, shape: tuple[int, int], layers: list, inputs: dict, o
     con = CompiledCircuit(name=name, reference=reference, layout=lay, prologue=[], body=[], epilogue=layers,
                           params={}, variables={n: () for n in C.inputs(g)}, notes=notes)
     con.graph, con.input_slots, con.output_slots, con.info = g, dict(inputs), dict(outputs), info
+    con.compile_info = info["compiled"]
     con.constants = dict(constants or {})
     return con

@@ -36,6 +36,7 @@ import circuits as C
 
 from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled
+from .info import CompileInfo
 from .linearise import CONST, last_uses, linearise, needed
 
 
@@ -120,8 +121,8 @@ def compile_mlp(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
     outputs = {n: (0, o) for o, n in enumerate(sorted(s.outputs))}
     s.info = {
         "circuit": m,
-        "compiled": {"target": "baseconv-mlp", "layers": s.depth, "state_width": s.width, "tokens": 1,
-                     "product_atoms": sum(1 for a in s.atoms if a.startswith("p"))},
+        "compiled": CompileInfo("mlp", "baseconv-mlp", layers=s.depth, tokens=1, state_width=s.width,
+                                product_atoms=sum(1 for a in s.atoms if a.startswith("p"))),
         "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
                               "inner_dimension": f"O(w) = O({m['width']})"},
     }

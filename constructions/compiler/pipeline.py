@@ -2,11 +2,14 @@
 target -> re-associate -> the target's own passes), re-exported by :mod:`constructions.compiler`."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import networkx as nx
 
 import circuits as C
 
 from .circuit import CompiledCircuit
+from .info import Reassociation, ReassociationChoice as Choice
 from .linearise import unchanged
 from .routing import CompileError
 from .targets import REASSOCIATE_MAX_GATES, Target, default_target, resolve, target_options
@@ -42,10 +45,7 @@ def compile_circuit(g: nx.DiGraph, name: str = "circuit", target: str | None = N
             return _reassociated(g, name, tgt, opts, gates)
         con = tgt.compile(g, name, **opts)
     if reassociate is None:  # skipped by size: say so (False: the caller asked for the circuit as written)
-        con.info["compiled"]["reassociated"] = {
-            "ran": False, "skipped": f"the circuit has {gates} gates, more than {REASSOCIATE_MAX_GATES}: compiled as "
-                                     f"written by default above that size (re-association forced: reassociate=True, "
-                                     f"--reassociate)"}
+        con.compile_info = replace(con.compile_info, reassociation=Reassociation.skipped(gates, REASSOCIATE_MAX_GATES))
     return con
 
 
@@ -97,7 +97,7 @@ def _reassociated(g: nx.DiGraph, name: str, target: Target, opts: dict, gates: i
     layers, then the narrower state, is kept; above that size only the re-associated circuit is
     compiled and kept (the second compile doubles the cost of a large circuit, and on the bench's
     random and block circuits, 1k to 10k gates, the lower depth won every comparison: 11 layers
-    against more as written).  ``reassociated.chosen`` says which rule decided.
+    against more as written).  ``compile_info.reassociation.choice`` says which rule decided.
 
     ``g`` is the validated circuit (:func:`compile_circuit` validated it; not copied again), and
     :func:`.reassociate.reassociate` returns a validated circuit; neither changes while they are
@@ -118,12 +118,11 @@ def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict,
         return target.compile(c, name, **opts)
 
     before, after = multiplicative_depth(g), multiplicative_depth(h)
-    record = {"ran": True, "mult_depth_before": before, "mult_depth_after": after}
-    metrics_g = None
+    metrics_g = None  # why: the Reassociation's choice and what it names
     if after >= before:
         con = build(g)
         metrics_g = con.info.get("circuit")
-        record["chosen"] = "as written: re-association does not lower the multiplicative depth"
+        why = {"choice": Choice.NOT_LOWER}
     else:
         try:
             rewritten = build(h)
@@ -133,26 +132,25 @@ def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict,
             # introduced): the circuit as written is compiled, and its own refusal, if any, stands
             rewritten, refused = None, str(e).splitlines()[0]
         plain = build(g) if rewritten is None or gates <= COMPARE_MAX_GATES else None
-        cost = lambda c: (c.info["compiled"]["layers"], c.info["compiled"].get("state_width", 0))  # noqa: E731
+        cost = lambda c: (c.compile_info.layers, c.compile_info.state_width)  # noqa: E731
         if rewritten is None:
             con, metrics_g = plain, plain.info.get("circuit")
-            record["chosen"] = f"as written: the re-associated circuit is refused ({refused})"
+            why = {"choice": Choice.REWRITE_REFUSED, "refused": refused}
         elif plain is not None and cost(plain) <= cost(rewritten):
-            record["chosen"] = (f"as written: the re-associated circuit compiles to {cost(rewritten)[0]} layers of "
-                                f"width {cost(rewritten)[1]}, no fewer layers or narrower than as written")
+            why = {"choice": Choice.NOT_SMALLER, "rewritten_cost": cost(rewritten)}
             con, metrics_g = plain, plain.info.get("circuit")
         else:
             con = rewritten
             if plain is None:
-                record["chosen"] = (f"re-associated: lower multiplicative depth; the circuit has {gates} gates, more "
-                                    f"than {COMPARE_MAX_GATES}, so the as-written compile is not compared")
+                why = {"choice": Choice.REWRITTEN_UNCOMPARED, "gates": gates, "limit": COMPARE_MAX_GATES}
             else:
-                record["chosen"] = "re-associated"
+                why = {"choice": Choice.REWRITTEN}
                 metrics_g = plain.info.get("circuit")
-            record["circuit_after"] = con.info["circuit"]
+            why["circuit_after"] = con.info["circuit"]
             con.compiled_graph = h  # the trace labels with the rewritten circuit's nodes too
     con.graph = g
-    con.info["compiled"]["reassociated"] = record
+    record = Reassociation(ran=True, mult_depth_before=before, mult_depth_after=after, **why)
+    con.compile_info = replace(con.compile_info, reassociation=record)
     con.info["circuit"] = metrics_g if metrics_g is not None else C.metrics(g, validated=True)
     return con
 

@@ -49,7 +49,7 @@ from circuits import keys as K
 
 from .linearise import linearise, needed
 # the expressions (constructions/compiler/reassociate_exprs.py); their names re-exported here
-from .reassociate_exprs import Q, _axpy, _Exprs, kraft  # noqa: F401
+from .reassociate_exprs import Q, axpy, Exprs, kraft  # noqa: F401
 
 #: the most terms an expansion keeps (Horner of degree k needs k + 1)
 MAX_TERMS = 64
@@ -138,12 +138,12 @@ class _Out:
 
 
 class _Rewrite:
-    """The state of one rewrite of a validated circuit ``g``: the expressions (:class:`_Exprs`),
+    """The state of one rewrite of a validated circuit ``g``: the expressions (:class:`Exprs`),
     each node's affine form over them, and the rewritten circuit (:class:`_Out`) as it is built."""
 
     def __init__(self, g: nx.DiGraph, max_terms: int):
         self.g = g
-        self.X = _Exprs(max_terms)
+        self.X = Exprs(max_terms)
         # node -> its affine form over expression ids (circuits.affine: sparse or dense exact vectors;
         # immutable, so an add's form is a new one and operands' forms may be shared)
         self.form: dict = {}
@@ -170,7 +170,7 @@ class _Rewrite:
         return i
 
     def split(self, f: A.Form):
-        """``(constant, {expr: coef})`` of a form, as gmpy2 rationals (what :class:`_Exprs` keys on)."""
+        """``(constant, {expr: coef})`` of a form, as gmpy2 rationals (what :class:`Exprs` keys on)."""
         c, t, den = Q(0), {}, f.den
         for i, n in f.numerators().items():
             if i == A.CONST:

@@ -16,7 +16,7 @@ def kraft(items) -> int:
     return (s - 1).bit_length()
 
 
-def _axpy(acc: dict, s: dict, coef) -> None:
+def axpy(acc: dict, s: dict, coef) -> None:
     """``acc += coef * s`` on sparse maps (key -> coefficient), dropping entries that cancel to 0."""
     for k, c in s.items():
         v = acc.get(k, 0) + coef * c
@@ -26,7 +26,7 @@ def _axpy(acc: dict, s: dict, coef) -> None:
             acc.pop(k, None)
 
 
-class _Exprs:
+class Exprs:
     """Hash-consed expressions over the inputs: ``("in", name)``, ``("sum", c, ((e, coef), ...))``,
     ``("prod", ((e, exp), ...))``; each with its level as written (``struct``), its expansion
     (``sop``: monomial -> coef, a monomial a sorted tuple of (leaf, exp); None beyond the
@@ -53,7 +53,7 @@ class _Exprs:
         return max((self._mono_level(m) for m in s), default=0)
 
     def _sop_add(self, acc: dict, s: dict, coef) -> bool:
-        _axpy(acc, s, coef)
+        axpy(acc, s, coef)
         return len(acc) <= 4 * self.max_terms  # intermediate slack; checked at the end
 
     def _sop_mul(self, a: dict, b: dict):

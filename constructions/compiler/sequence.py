@@ -41,13 +41,14 @@ token where nothing was asked of it: never read, and zeroed by the final route),
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import circuits as C
 
 from ..layers import BaseConv
 from .circuit import CompiledCircuit, compiled, param_counts
+from .info import CompileInfo
 from .linearise import CONST, last_uses, linearise, needed
 from .place import candidates, is_relabelling
 from .routing import CompileError, LayerSpec, route, shift
@@ -514,7 +515,8 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
             if "too small" not in str(e):  # the minimum compiles, within every larger budget
                 raise
             con = compile_budget(g, name, causal, least)
-            con.info["compiled"]["channel_budget"] = con.info["compiled"]["bound"]["channel_budget"] = channels
+            ci = con.compile_info
+            con.compile_info = replace(ci, channel_budget=channels, bound={**ci.bound, "channel_budget": channels})
             return con
     specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
@@ -522,17 +524,15 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
     target = "baseconv-causal" if causal else "baseconv"
     info = {
         "circuit": m,
-        "compiled": {"target": target, "layers": len(layers), "tokens": T, "state_width": Cw,
-                     "params": param_counts(layers), "plan": kinds,
-                     "multiplicative_depth": md,
-                     "input_layout": placed,
-                     "outputs": {n: list(s) for n, s in sorted(outputs.items())},
-                     "bound": {"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
-                               "rule": "one product layer per level of multiplicative depth md, preceded by "
-                                       "a route layer where a factor must move; one route layer for the "
-                                       "outputs: layers <= 2 md + 1, on the input grid's tokens; channels <= "
-                                       "S^2 T with S = D + max over levels (carried atoms + 2 products) + "
-                                       "outputs (a route layer's inner channels; states need at most S)"}},
+        "compiled": CompileInfo(
+            "sequence", target, layers=len(layers), tokens=T, state_width=Cw, params=param_counts(layers), plan=kinds,
+            multiplicative_depth=md, input_layout=placed, outputs=dict(sorted(outputs.items())),
+            bound={"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
+                   "rule": "one product layer per level of multiplicative depth md, preceded by "
+                           "a route layer where a factor must move; one route layer for the "
+                           "outputs: layers <= 2 md + 1, on the input grid's tokens; channels <= "
+                           "S^2 T with S = D + max over levels (carried atoms + 2 products) + "
+                           "outputs (a route layer's inner channels; states need at most S)"}),
         "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
                               "inner_dimension": f"O(w) = O({m['width']})"},
     }

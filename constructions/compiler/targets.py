@@ -20,8 +20,8 @@ Every target's compile is the same pipeline, :func:`~constructions.compiler.comp
 How to add a target: write ``compile(g, name, **options) -> CompiledCircuit`` for a validated
 circuit ``g`` (reuse :func:`.linearise.linearise` for the atoms and levels, return
 :func:`.circuit.compiled` so the proof, the float run, the export and the trace work unchanged,
-and put ``{"target", "layers", "tokens", "state_width", "bound": {"layers", "tokens", "rule"}}``
-in ``info["compiled"]``), add one :class:`Target` to :data:`TARGETS` naming the options it takes
+and put a :class:`.info.CompileInfo` with its ``bound`` (``{"layers", "tokens", "rule"}``) in
+``info["compiled"]``: ``compiled`` keeps it as ``con.compile_info`` and writes its dict), add one :class:`Target` to :data:`TARGETS` naming the options it takes
 and its passes, and run ``tests/constructions/test_compiler_targets.py`` (every target compiles
 and proves a placed circuit or refuses it with a one-line reason; the CLI's ``--target`` choices
 are this table).
@@ -29,7 +29,7 @@ are this table).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # the table is light: the passes are imported when a target compiles
@@ -109,7 +109,7 @@ class Target:
 
     def bound(self, con: CompiledCircuit) -> dict:
         """The guarantee this target's compile reported (``compiled.bound``: layers, tokens, rule)."""
-        return con.info["compiled"]["bound"]
+        return dict(con.compile_info.bound)
 
 
 def compile_mlp_bounded(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
@@ -120,10 +120,10 @@ def compile_mlp_bounded(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit
     con = compile_mlp(g, name)
     s = con.schedule
     md = max([0] + [s.level[a] for a in needed(s.atoms, s.outputs)])
-    cm = con.info["compiled"]
-    cm["bound"] = {"layers": max(1, md), "tokens": 1,
-                   "rule": "max(1, md) layers on one token, md the multiplicative depth (one fused MULTIPLY + "
-                           "LINEAR layer per level; constructions/compiler/mlp.py)"}
+    con.compile_info = replace(con.compile_info, bound={
+        "layers": max(1, md), "tokens": 1,
+        "rule": "max(1, md) layers on one token, md the multiplicative depth (one fused MULTIPLY + LINEAR layer "
+                "per level; constructions/compiler/mlp.py)"})
     return con
 
 

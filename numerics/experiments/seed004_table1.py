@@ -47,7 +47,7 @@ from polyverify.plumbing.options import CellConfig, cell_config, non_negative, o
 
 from .common import fmt, rows_ok
 from .seed004_table1_baselines import (  # noqa: F401 - also the baselines' names, re-exported
-    D, N, _draw_name, _rng, adjusted, baselines_cell, problem_set, ridge, sample, sigmas, tune_const, tune_tuned,
+    D, N, draw_name, keyed_rng, adjusted, baselines_cell, problem_set, ridge, sample, sigmas, tune_const, tune_tuned,
     tuned_lambda)
 
 NAME = "seed004-table1"
@@ -197,7 +197,7 @@ def _train_model(cfg: ModelCell, rc: dict) -> dict:
         lr = rc["lr"] * min(1.0, (step + 1) / warm_steps) * 0.5 * (1 + math.cos(math.pi * step / steps))
         for g in opt.param_groups:
             g["lr"] = lr
-        b = sample(rc["batch"], col, _rng("seed004", "train", col, seed, step))
+        b = sample(rc["batch"], col, keyed_rng("seed004", "train", col, seed, step))
         E = tokens_torch(b["X"], b["y"], b["xt"])
         loss = 0.5 * torch.mean((model.predict(E) - torch.as_tensor(b["yt"])) ** 2)
         opt.zero_grad(set_to_none=True)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 N, D = 20, 10
 
 
-def _rng(*key) -> np.random.Generator:
+def keyed_rng(*key) -> np.random.Generator:
+    """A generator seeded by ``key`` (each component through :func:`hash_key`): one stream per key."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([abs(hash_key(k)) for k in key])))
 
 
@@ -77,7 +78,7 @@ def subset(ps: dict, size: int) -> dict:
 
 def problem_set(column: str, size: int, which: str, seed: int = 0, chunk: int = 25_000) -> dict:
     """A fixed set of ``size`` sequences (``which``: eval, tune, monitor) with their spectral data."""
-    rng = _rng("seed004", which, column, seed)
+    rng = keyed_rng("seed004", which, column, seed)
     parts = []
     for start in range(0, size, chunk):
         b = sample(min(chunk, size - start), column, rng)
@@ -149,7 +150,7 @@ def tune_tuned(ps, coarse: int = 20_000) -> tuple[float, float]:
 _KEEP = ("s", "aq", "yt", "sigma", "s2hat")
 
 
-def _draw_name(which: str, r: int) -> str:
+def draw_name(which: str, r: int) -> str:
     """The problem-set name of independent draw ``r`` (draw 0 is the set of the single-draw protocol)."""
     return which if r == 0 else f"{which}-{r}"
 
@@ -173,10 +174,10 @@ def baselines_cell(cfg: BaselinesCell) -> dict:
     and ``tail_share``: the fraction of the pooled mean carried by its largest 0.1% of sequences."""
     col, n_eval, n_tune, seed, K = cfg.column, cfg.eval, cfg.tune, cfg.seed, cfg.draws
     t0 = time.perf_counter()
-    evals = [_lean(problem_set(col, n_eval, _draw_name("eval", r), seed)) for r in range(K)]
+    evals = [_lean(problem_set(col, n_eval, draw_name("eval", r), seed)) for r in range(K)]
     params = {"constrr": [], "tunedrr": []}
     for r in range(K):
-        tune = _lean(problem_set(col, n_tune, _draw_name("tune", r), seed))
+        tune = _lean(problem_set(col, n_tune, draw_name("tune", r), seed))
         params["constrr"].append(tune_const(tune))
         params["tunedrr"].append(tune_tuned(tune))
         del tune

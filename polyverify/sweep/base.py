@@ -30,9 +30,10 @@ LIMITS = {"cells": 10_000, "workers": 256, "retries": 100, "grid_bytes": 16 * 2*
 LARGE_LIMITS = {"cells": 1_000_000, "workers": 4096, "jobs": 4096}
 ALLOW = "--allow-large"
 
-_CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
+#: the running cell's artifact folder (set by the worker around a cell; None outside a cell)
+CELL_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("polyverify_sweep_cell_dir", default=None)
 #: in a worker: seconds each module took to import when the worker started (:class:`_PreloadPlugin`)
-_WORKER_IMPORT_S: dict[str, float] = {}
+WORKER_IMPORT_S: dict[str, float] = {}
 #: seconds to wait for a scheduler given by --scheduler to answer as a Dask scheduler, and the most
 #: --connect-timeout may give it
 CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_MAX_S = 5.0, 600.0
@@ -148,7 +149,7 @@ def load_cell(cell: str):
 def cell_dir() -> Path | None:
     """Inside a sweep cell: the folder for the files this cell writes (``DIR/cells/<id>/``,
     created on first use).  Outside a sweep (a plain call of the cell function): None."""
-    d = _CELL_DIR.get()
+    d = CELL_DIR.get()
     if d is None:
         return None
     p = Path(d)
@@ -156,7 +157,7 @@ def cell_dir() -> Path | None:
     return p
 
 
-def _jsonable(o, where="result"):
+def jsonable(o, where="result"):
     """numpy scalars and arrays, tuples -> plain JSON; returns (value, first non-finite path or None)."""
     bad: list[str] = []
 
@@ -186,16 +187,19 @@ def _jsonable(o, where="result"):
     return walk(o, where), (bad[0] if bad else None)
 
 
-def _rusage():
+def rusage():
+    """(user, system) CPU seconds of this thread and of the finished child processes."""
     th = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
     return th.ru_utime + ch.ru_utime, th.ru_stime + ch.ru_stime
 
 
-def _now() -> str:
+def now() -> str:
+    """The current UTC time in ISO 8601, to the second (a record's timestamps)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-def _finite_number(x) -> bool:
+def finite_number(x) -> bool:
+    """``x`` is an int or float (not a bool) and finite."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -15,11 +15,11 @@ from polyverify.plumbing.cli import Parser, UsageError, check_range
 from .base import (ALLOW, CONNECT_TIMEOUT_MAX_S, CONNECT_TIMEOUT_S, EXIT_VERDICT, FAILED_BASE, FAILED_CAP,
                    JOBQUEUE_CONNECT_TIMEOUT_MAX_S, JOBQUEUE_CONNECT_TIMEOUT_S, LARGE_LIMITS, LIMITS, SweepInputError,
                    canonical, load_cell)
-from .cluster import _resource_rule, _check_scheduler, cell_resources, check_out, check_resources, default_workers, read_scheduler_file
+from .cluster import resource_rule, check_scheduler, cell_resources, check_out, check_resources, default_workers, read_scheduler_file
 from .grid import grid_configs, read_grid_file
 from .jobqueue import check_submit_command, read_jobqueue_config
 from .registry import adapter, named_sweeps
-from .runner import _check_configs, check_record_paths, run_grid
+from .runner import check_configs, check_record_paths, run_grid
 from .versions import check_record, code_version
 
 def _common(p: Parser) -> None:
@@ -159,7 +159,7 @@ def _check_where(a, lim: dict, big: bool) -> None:
     if a.jobs is not None:
         check_range("--jobs", a.jobs, 1, lim["jobs"], override=None if big else ALLOW)
     if a.scheduler:
-        _check_scheduler(a.scheduler)
+        check_scheduler(a.scheduler)
     if a.scheduler_file is not None:
         read_scheduler_file(a.scheduler_file)
 
@@ -273,11 +273,11 @@ def _main(argv) -> int:
         _check_count(len(configs), lim, big)
         configs = [ad.check(c, allow_large=big, where=f"cell {i}") for i, c in enumerate(configs)]
         cell = ad.cell
-    ids = _check_configs(cell, configs)
+    ids = check_configs(cell, configs)
     check_out(a.out)
     jobqueue = None
     if a.jobqueue is not None:
-        rule = _resource_rule(resources)
+        rule = resource_rule(resources)
         jobqueue = read_jobqueue_config(a.jobqueue, {k for c in configs for k in (rule(c) or {})})
         if a.print_job_script:
             sys.stdout.write(jobqueue.script if jobqueue.script.endswith("\n") else jobqueue.script + "\n")

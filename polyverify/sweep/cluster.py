@@ -18,9 +18,10 @@ from pathlib import Path
 
 from polyverify.plumbing.cli import one_line
 
-from .base import CONNECT_TIMEOUT_S, SweepInputError, _finite_number, file_kind, input_file, not_a_regular_file
+from .base import CONNECT_TIMEOUT_S, SweepInputError, finite_number, file_kind, input_file, not_a_regular_file
 
-def _check_scheduler(address: str) -> str:
+def check_scheduler(address: str) -> str:
+    """``address`` if it reads as a scheduler address (``tcp://HOST:8786`` or ``HOST:PORT``), else a SweepInputError."""
     if not re.fullmatch(r"[a-z]+://[^\s/][^\s]*|[\w.\-\[\]:]+:\d{1,5}", address or ""):
         raise SweepInputError(f"--scheduler {address!r}: not a scheduler address such as tcp://HOST:8786")
     return address
@@ -92,7 +93,7 @@ def local_cluster_config(retries: int) -> dict:
 WORKER_MALLOC_BYTES = 2 ** 30
 
 
-def _local_cluster(workers: int, settings: contextlib.ExitStack):
+def local_cluster(workers: int, settings: contextlib.ExitStack):
     """The in-process LocalCluster, whose worker processes ignore SIGINT from their first
     instruction (:func:`_workers_ignore_sigint`): a terminal's Ctrl-C reaches the whole process
     group, and a worker still importing dask would print a KeyboardInterrupt traceback of its
@@ -133,7 +134,7 @@ def _workers_ignore_sigint():
             spawn.set_executable(before)
 
 
-def _dashboard(client, local: bool) -> str | None:
+def dashboard(client, local: bool) -> str | None:
     """The dashboard's address, only when the scheduler serves one that works: it has a dashboard
     port and ``bokeh`` (without it the page only says to install bokeh).  The local cluster's
     scheduler runs in this process; a remote one is asked."""
@@ -235,7 +236,7 @@ def read_scheduler_file(path) -> str:
         raise SweepInputError(f'{where}: no "address" in it (not a file written by dask scheduler --scheduler-file)')
     address = info["address"]
     try:
-        return _check_scheduler(address)
+        return check_scheduler(address)
     except SweepInputError:
         raise SweepInputError(f"{where}: its address {address!r:.80} is not a scheduler address such as "
                               f"tcp://HOST:8786") from None
@@ -265,12 +266,12 @@ def check_resources(res, where: str) -> dict | None:
     for k, v in res.items():
         if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][\w\-]*", k):
             raise SweepInputError(f"{where}: resource name {k!r:.40} is not a name such as GPU")
-        if not _finite_number(v) or v <= 0:
+        if not finite_number(v) or v <= 0:
             raise SweepInputError(f"{where}: resource {k} must be a positive number, got {v!r:.40}")
     return dict(res)
 
 
-def _resource_rule(resources):
+def resource_rule(resources):
     """run_grid's ``resources``: None (:func:`cell_resources`), one dict for every cell, or a
     function of the config."""
     if resources is None:
@@ -281,7 +282,7 @@ def _resource_rule(resources):
     return lambda config: fixed
 
 
-def _worker_resources(args) -> dict:
+def worker_resources(args) -> dict:
     """The resources a ``dask worker`` command line declares (``--resources "GPU=1 MEM=2e9"`` or
     ``--resources=GPU=1``): ``{name: amount}``; ValueError on a malformed one."""
     out: dict = {}
@@ -306,7 +307,7 @@ def _worker_resources(args) -> dict:
             out[name] = val
     return out
 
-def _warn_unoffered(asked: dict, workers: dict, name: str, scheduler: str, warn) -> None:
+def warn_unoffered(asked: dict, workers: dict, name: str, scheduler: str, warn) -> None:
     """One warning line per resource the cells ask for that no worker of the scheduler offers
     yet: those cells wait until a worker that offers it joins."""
     offered: dict[str, float] = {}

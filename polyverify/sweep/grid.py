@@ -39,7 +39,7 @@ def grid_configs(spec: dict, where: str) -> list[dict]:
     return out
 
 
-def _load_table_file(path, label: str) -> dict:
+def load_table_file(path, label: str) -> dict:
     """A TOML, JSON or YAML file whose top level is a table; UsageError ``"<label> <path>: ..."``."""
     p = Path(path)
     if str(path) == "":
@@ -77,7 +77,7 @@ def _load_table_file(path, label: str) -> dict:
 
 
 def read_grid_file(path: str) -> dict:
-    spec = _load_table_file(path, "grid file")
+    spec = load_table_file(path, "grid file")
     unknown = set(spec) - {"sweep", "cell", "name", "fixed", "grid", "cells", "resources"}
     if unknown:
         raise UsageError(f"grid file {path}: unknown key(s) {', '.join(sorted(unknown))}; the keys are sweep or "

@@ -10,9 +10,9 @@ import time
 
 from polyverify.plumbing.cli import UsageError, one_line
 
-from .base import SweepInputError, _finite_number, import_keeping_sigint
-from .cluster import _worker_resources
-from .grid import _load_table_file
+from .base import SweepInputError, finite_number, import_keeping_sigint
+from .cluster import worker_resources
+from .grid import load_table_file
 
 #: the batch systems this runner builds a dask-jobqueue cluster for, and the cluster class of each
 JOBQUEUE_SYSTEMS = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
@@ -235,7 +235,7 @@ def _check_jq_value(key: str, v, where: str) -> None:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"{where}: {key} must be an integer >= 1, got {v!r:.60}")
     elif key in _JQ_NUMBER:
-        if not _finite_number(v) or v <= 0:
+        if not finite_number(v) or v <= 0:
             raise UsageError(f"{where}: {key} must be a positive number of seconds, got {v!r:.60}")
     elif key in _JQ_LIST:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -268,7 +268,7 @@ def read_jobqueue_config(path, needs=()) -> JobqueueSpec:
     forever.  The job script is built by dask-jobqueue itself (its ``job_script``), so a value it
     refuses is refused here.  Any problem: a :class:`~polyverify.plumbing.cli.UsageError` naming the file."""
     where = f"jobqueue config {path}"
-    system, opts = _system_table(_load_table_file(path, "jobqueue config"), where)
+    system, opts = _system_table(load_table_file(path, "jobqueue config"), where)
     where = f"{where}: jobqueue.{system}"
     opts = _checked_keys(system, opts, where)
     _check_job_size(opts, where)
@@ -351,7 +351,7 @@ def _check_job_size(opts: dict, where: str) -> None:
 def _check_offered(opts: dict, needs, where: str) -> None:
     """Every worker resource the cells ask for is offered by the jobs' workers (``worker-extra-args``)."""
     try:
-        offered = _worker_resources(opts.get("worker-extra-args"))
+        offered = worker_resources(opts.get("worker-extra-args"))
     except ValueError as e:
         raise UsageError(f"{where}: worker-extra-args: {e}") from None
     for name in sorted(set(needs)):

@@ -13,12 +13,12 @@ from pathlib import Path
 from polyverify.plumbing.cli import atomic_write_text, interactive, one_line, output_dir
 
 from .base import (CONNECT_TIMEOUT_MAX_S, CONNECT_TIMEOUT_S, JOBQUEUE_CONNECT_TIMEOUT_MAX_S, JOBQUEUE_CONNECT_TIMEOUT_S,
-                   SweepInputError, SweepResult, _finite_number, _now, canonical, cell_id, csv_text, load_cell)
-from .cluster import (_check_scheduler, _dashboard, _local_cluster, _resource_rule, _warn_unoffered, _worker_resources,
+                   SweepInputError, SweepResult, finite_number, now, canonical, cell_id, csv_text, load_cell)
+from .cluster import (check_scheduler, dashboard, local_cluster, resource_rule, warn_unoffered, worker_resources,
                       check_out, check_resources, check_written_file, default_workers, local_cluster_config,
                       probe_scheduler, read_scheduler_file)
 from .jobqueue import JobqueueSpec, await_first_worker, check_submit_command, read_jobqueue_config
-from .versions import _write_record, check_record, check_worker_versions, code_version, default_preload, record_digest
+from .versions import write_record, check_record, check_worker_versions, code_version, default_preload, record_digest
 
 # ------------------------------------------------------------------ progress
 
@@ -51,7 +51,7 @@ class _Reporter:
         if len(cfg) > 120:
             cfg = cfg[:117] + "..."
         line = f"{self.name}: [{self.done}/{self.total}] {rec['status']} {rec['id']} ({cfg}) "
-        if _finite_number(rec.get("wall_s")):  # a cell lost with its worker has no times
+        if finite_number(rec.get("wall_s")):  # a cell lost with its worker has no times
             line += f"{rec['wall_s']:.2f} s wall, {rec.get('cpu_s') or 0.0:.2f} s CPU on {rec.get('worker')}"
         else:
             line += "no time (lost with its worker)"
@@ -72,7 +72,8 @@ class _Reporter:
 
 # ------------------------------------------------------------------ the runner
 
-def _check_configs(cell: str, configs) -> list[str]:
+def check_configs(cell: str, configs) -> list[str]:
+    """The cell ids of ``configs`` (a list of dicts, no two the same cell), else a SweepInputError."""
     if not isinstance(configs, (list, tuple)):
         raise SweepInputError(f"configs must be a list of dicts, got {type(configs).__name__}")
     ids, seen = [], {}
@@ -126,7 +127,7 @@ def run_grid(cell: str, configs: list[dict], out_dir, *, workers: int | None = N
     """
     t_start = time.perf_counter()
     load_cell(cell)
-    ids = _check_configs(cell, configs)
+    ids = check_configs(cell, configs)
     scheduler, where_scheduler, jobqueue, cell_res, connect_timeout = _check_run_arguments(
         configs, workers, scheduler, retries, jobs, resources, scheduler_file, jobqueue, connect_timeout)
     preload = default_preload(cell) if preload is None else list(preload)
@@ -195,7 +196,7 @@ def _announce_and_run(client, cluster, cell, configs, ids, todo, cells, records,
     asked = {} if (cluster is not None and jobqueue is None) else \
         {i: r for i, r in enumerate(cell_res) if r and ids[i] not in records}
     if asked and scheduler is not None:
-        _warn_unoffered(asked, ws, name, scheduler, warn)
+        warn_unoffered(asked, ws, name, scheduler, warn)
     if on_start is not None:
         on_start(cluster_info)
     # the local cluster: no more cells submitted than its threads, so that a worker that dies takes
@@ -224,20 +225,20 @@ def _check_run_arguments(configs, workers, scheduler, retries, jobs, resources, 
         raise SweepInputError(f"--retries must be an integer >= 0, got {retries!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise SweepInputError(f"--jobs must be an integer >= 1, got {jobs!r}")
-    rule = _resource_rule(resources)
+    rule = resource_rule(resources)
     cell_res = [check_resources(rule(c), f"config {i}") for i, c in enumerate(configs)]
     where_scheduler = None
     if scheduler_file is not None:
         scheduler = read_scheduler_file(scheduler_file)
         where_scheduler = f"--scheduler-file {scheduler_file} ({scheduler})"
     if scheduler is not None:
-        _check_scheduler(scheduler)
+        check_scheduler(scheduler)
     if jobqueue is not None:
         if not isinstance(jobqueue, JobqueueSpec):
             jobqueue = read_jobqueue_config(jobqueue, {k for r in cell_res if r for k in r})
         else:
             needs = {k for r in cell_res if r for k in r}
-            offered = _worker_resources(jobqueue.options.get("worker-extra-args"))
+            offered = worker_resources(jobqueue.options.get("worker-extra-args"))
             if needs - set(offered):
                 raise SweepInputError(f"jobqueue config {jobqueue.path}: cells ask for the worker resource(s) "
                                       f"{', '.join(sorted(needs - set(offered)))} and the jobs' workers offer none")
@@ -246,7 +247,7 @@ def _check_run_arguments(configs, workers, scheduler, retries, jobs, resources, 
                      else (CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_MAX_S))
     if connect_timeout is None:
         connect_timeout = default
-    if not _finite_number(connect_timeout) or not 0 < connect_timeout <= most:
+    if not finite_number(connect_timeout) or not 0 < connect_timeout <= most:
         raise SweepInputError(f"--connect-timeout must be a number of seconds in (0, {most:g}]"
                               f"{' with --jobqueue' if jobqueue is not None else ''}, got {connect_timeout!r}")
     return scheduler, where_scheduler, jobqueue, cell_res, connect_timeout
@@ -309,7 +310,7 @@ def _start_cluster(jobqueue, jobs: int, workers, retries: int, settings: context
         cluster = jobqueue.make_cluster()
         cluster.scale(jobs=jobs)
         return cluster
-    return _local_cluster(workers or default_workers(), settings)
+    return local_cluster(workers or default_workers(), settings)
 
 
 def _describe_cluster(client, cluster, preload: list[str], cluster_info: dict) -> dict:
@@ -321,7 +322,7 @@ def _describe_cluster(client, cluster, preload: list[str], cluster_info: dict) -
     info = client.scheduler_info()
     ws = info.get("workers") or {}
     cluster_info.update(workers=len(ws), threads=sum(w.get("nthreads", 0) for w in ws.values()),
-                        dashboard=_dashboard(client, local=cluster is not None),
+                        dashboard=dashboard(client, local=cluster is not None),
                         address=client.scheduler.address, preload=preload,
                         preload_s=time.perf_counter() - t_import)
     return ws
@@ -383,14 +384,14 @@ def _summary(path: Path, name, cell, version, rows, ran, skipped, failed, wall, 
         # only a regular file is read (check_out refuses anything else there before the run; never a FIFO's wait)
         prev = json.loads(path.read_text()) if path.is_file() else {}
         runs = [r for r in prev.get("runs", []) if isinstance(r, dict)]
-    runs = (runs + [{"finished": _now(), "ran": ran, "failed": failed, "wall_s": wall, "cells_cpu_s": cpu,
+    runs = (runs + [{"finished": now(), "ran": ran, "failed": failed, "wall_s": wall, "cells_cpu_s": cpu,
                      "cluster": cluster_info, "argv": sys.argv[1:]}])[-100:]
-    timed = [r for r in rows if _finite_number(r.get("wall_s"))]
+    timed = [r for r in rows if finite_number(r.get("wall_s"))]
     return {"name": name, "cell": cell, "code_version": version, "cells": len(rows), "ran": ran, "skipped": skipped,
             "failed": failed, "cells_wall_s": sum(r["wall_s"] for r in timed),
-            "cells_cpu_s": sum(r["cpu_s"] for r in timed if _finite_number(r.get("cpu_s"))),
+            "cells_cpu_s": sum(r["cpu_s"] for r in timed if finite_number(r.get("cpu_s"))),
             "cells_timed": len(timed), "wall_s": wall, "ran_cells_cpu_s": cpu, "cluster": cluster_info,
-            "finished": _now(), "argv": sys.argv[1:], "runs": runs}
+            "finished": now(), "argv": sys.argv[1:], "runs": runs}
 
 
 def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, client_retries: int, name: str,
@@ -433,7 +434,7 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
                 continue
             rec = {"id": cid, "cell": cell, "config": configs[i], "status": "failed", "result": None,
                    "error": f"lost: {type(e).__name__}: {one_line(e)}", "traceback": None, "worker": None,
-                   "wall_s": None, "cpu_s": None, "cpu_user_s": None, "cpu_sys_s": None, "finished": _now()}
+                   "wall_s": None, "cpu_s": None, "cpu_user_s": None, "cpu_sys_s": None, "finished": now()}
         fut.release()
         cpu += rec.get("cpu_s") or 0.0
         if resources and resources.get(i):
@@ -441,7 +442,7 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
         rec["code_version"] = version
         rec["digest"] = record_digest(rec)
         records[cid] = rec
-        _write_record(cells / f"{cid}.json", rec)
+        write_record(cells / f"{cid}.json", rec)
         rep.cell(rec)
         if waiting:
             ac.add(submit(*waiting.pop(0)))

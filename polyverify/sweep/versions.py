@@ -16,7 +16,7 @@ from pathlib import Path
 
 from polyverify.plumbing.cli import atomic_write_text, one_line
 
-from .base import SweepInputError, _finite_number, canonical, not_a_regular_file
+from .base import SweepInputError, finite_number, canonical, not_a_regular_file
 
 # ------------------------------------------------------------------ which code made a record
 
@@ -189,7 +189,7 @@ def check_record(path: Path, cell: str, cid: str, config: dict, version: dict) -
         return None, f"holds another config ({json.dumps(rec.get('config'))[:120]})"
     if not isinstance(rec.get("result"), dict):
         return None, "is malformed (its result is not a JSON object)"
-    if not all(_finite_number(rec.get(k)) and rec[k] >= 0 for k in ("wall_s", "cpu_s")):
+    if not all(finite_number(rec.get(k)) and rec[k] >= 0 for k in ("wall_s", "cpu_s")):
         return None, "is malformed (no wall_s or cpu_s time)"
     cv = rec.get("code_version")
     if not isinstance(cv, dict):
@@ -206,7 +206,8 @@ def check_record(path: Path, cell: str, cid: str, config: dict, version: dict) -
     return rec, None
 
 
-def _write_record(path: Path, rec: dict) -> None:
+def write_record(path: Path, rec: dict) -> None:
+    """Write a cell's record ``rec`` as JSON (no NaN or infinity) to ``path``, atomically."""
     atomic_write_text(path, json.dumps(rec, indent=1, allow_nan=False) + "\n")
 
 #: this process's code version of each cell, with the files it was read from (:func:`worker_version`)

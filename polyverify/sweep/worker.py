@@ -13,7 +13,7 @@ import traceback
 
 from polyverify.plumbing.cli import one_line
 
-from .base import (_CELL_DIR, _WORKER_IMPORT_S, _jsonable, _now, _rusage, canonical, cell_id, import_keeping_sigint,
+from .base import (CELL_DIR, WORKER_IMPORT_S, jsonable, now, rusage, canonical, cell_id, import_keeping_sigint,
                    load_cell)
 from .versions import version_mismatch, worker_version
 
@@ -26,13 +26,13 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
     this driver polyverify ...``."""
     rec = {"id": cell_id(cell, config), "cell": cell, "config": config, "status": "failed", "result": None,
            "error": None, "traceback": None, "worker": "local", "host": socket.gethostname(), "pid": os.getpid(),
-           "started": _now()}
+           "started": now()}
     with contextlib.suppress(Exception):
         from distributed import get_worker
 
         rec["worker"] = get_worker().address
-        if _WORKER_IMPORT_S:  # what this worker imported as it started (_PreloadPlugin): not in wall_s
-            rec["worker_import_s"] = sum(_WORKER_IMPORT_S.values())
+        if WORKER_IMPORT_S:  # what this worker imported as it started (_PreloadPlugin): not in wall_s
+            rec["worker_import_s"] = sum(WORKER_IMPORT_S.values())
     if expect is not None:
         try:
             why = version_mismatch(f"worker {rec['worker']}", worker_version(cell), expect)
@@ -40,10 +40,10 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
             why = f"worker {rec['worker']} cannot compute its code version ({type(e).__name__}: {one_line(e)})"
         if why is not None:
             rec.update({"error": f"VersionMismatch: {why}", "wall_s": 0.0, "cpu_user_s": 0.0, "cpu_sys_s": 0.0,
-                        "cpu_s": 0.0, "finished": _now()})
+                        "cpu_s": 0.0, "finished": now()})
             return rec
-    token = _CELL_DIR.set(artifacts)
-    u0, s0 = _rusage()
+    token = CELL_DIR.set(artifacts)
+    u0, s0 = rusage()
     t0 = time.perf_counter()
     try:
         fn = load_cell(cell)
@@ -52,7 +52,7 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
         res = fn(json.loads(canonical(config)))  # a fresh copy: the cell may change it
         if not isinstance(res, dict):
             raise TypeError(f"the cell returned a {type(res).__name__}, not a dict")
-        res, bad = _jsonable(res)
+        res, bad = jsonable(res)
         rec["result"] = res
         if bad is not None:
             rec["error"] = f"non-finite value in the result: {bad}"
@@ -62,11 +62,11 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
         rec["error"] = f"{type(e).__name__}: {one_line(e)}"
         rec["traceback"] = traceback.format_exc(limit=20)
     finally:
-        _CELL_DIR.reset(token)
+        CELL_DIR.reset(token)
     wall = time.perf_counter() - t0
-    u1, s1 = _rusage()
+    u1, s1 = rusage()
     rec.update({"wall_s": wall, "cpu_user_s": u1 - u0, "cpu_sys_s": s1 - s0, "cpu_s": (u1 - u0) + (s1 - s0),
-                "finished": _now()})
+                "finished": now()})
     return rec
 
 def _preload(modules) -> None:
@@ -81,7 +81,7 @@ def _preload(modules) -> None:
             import_keeping_sigint(m)
         except Exception:  # noqa: BLE001 -- the cell's own import reports it as the cell's error
             continue
-        _WORKER_IMPORT_S[m] = time.perf_counter() - t0
+        WORKER_IMPORT_S[m] = time.perf_counter() - t0
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
 

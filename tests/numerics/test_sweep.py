@@ -301,11 +301,11 @@ def test_train_adapter_cell_writes_its_files(tmp_path):
                            "eval_batch": 16, "lr": 1e-3})
     assert c["seed"] == 0 and c["model"] == "baseconv" and c["lr"] == 1e-3  # completed: one id per run
     assert c == train.sweep_check(c)
-    token = sweep._CELL_DIR.set(str(tmp_path / "cell"))  # as execute_cell does for a cell of a sweep
+    token = sweep.CELL_DIR.set(str(tmp_path / "cell"))  # as execute_cell does for a cell of a sweep
     try:
         r = train.sweep_cell(c)
     finally:
-        sweep._CELL_DIR.reset(token)
+        sweep.CELL_DIR.reset(token)
     assert r["steps"] == 3 and r["lr"] == 1e-3 and r["final_test_mse"] > 0
     assert {"weights.safetensors", "curves.png", "result.json"} <= {p.name for p in (tmp_path / "cell").iterdir()}
     with pytest.raises(sweep.UsageError, match="cell 3: --width must be >= 1"):

@@ -313,16 +313,16 @@ def test_cell_resources_rule_and_checks():
                      ({"a b": 1}, "is not a name"), ([1], "must be a table")):
         with pytest.raises(ValueError, match=msg):
             sweep.check_resources(bad, "w")
-    assert sweep._worker_resources(["--nthreads", "1", "--resources", "GPU=1 MEM=2e9"]) == {"GPU": 1.0, "MEM": 2e9}
-    assert sweep._worker_resources(["--resources=GPU=2"]) == {"GPU": 2.0}
+    assert sweep.worker_resources(["--nthreads", "1", "--resources", "GPU=1 MEM=2e9"]) == {"GPU": 1.0, "MEM": 2e9}
+    assert sweep.worker_resources(["--resources=GPU=2"]) == {"GPU": 2.0}
     with pytest.raises(ValueError, match="is not NAME=AMOUNT"):
-        sweep._worker_resources(["--resources", "GPU"])
+        sweep.worker_resources(["--resources", "GPU"])
 
 
 def test_a_resource_no_worker_offers_is_warned_about():
     lines = []
     workers = {"tcp://a:1": {"resources": {}}, "tcp://b:2": {"resources": {"MEM": 4}}}
-    sweep._warn_unoffered({0: {"GPU": 1}, 3: {"GPU": 1}, 4: {"MEM": 2}}, workers, "t", "tcp://s:8786", lines.append)
+    sweep.warn_unoffered({0: {"GPU": 1}, 3: {"GPU": 1}, 4: {"MEM": 2}}, workers, "t", "tcp://s:8786", lines.append)
     assert lines == ["warning: t: 2 cell(s) ask for the worker resource GPU=1 and no worker of tcp://s:8786 offers it "
                      "yet; they wait for one (dask worker tcp://s:8786 --resources GPU=1)"]
 

@@ -106,7 +106,7 @@ def test_every_product_node_is_formed_by_an_inner_channel(name, target):
     # a product of two non-constant sides is labelled with the nodes whose product it is
     for lt in tr.layers[1:]:
         for _, (gl, zl, pl) in tr.inner_items(lt.layer):
-            if TR._is_product(gl, zl) and pl.kind == "node" and gl.kind == zl.kind == "node":
+            if TR.is_product(gl, zl) and pl.kind == "node" and gl.kind == zl.kind == "node":
                 v = next(iter(pl.nodes))
                 ops = {u for u, _ in C.operands(g, v)} if v in g else set()
                 assert not ops or (set(gl.nodes) | set(zl.nodes)) & ops
@@ -157,7 +157,7 @@ def test_labels_agree_with_the_exact_stack_on_rationals(target):
 
 
 def test_index_labels_exact_scaled_constant_zero_and_other():
-    idx = TR._Index(P)
+    idx = TR.Index(P)
     v = np.array([5, 17, 123456], dtype=np.int64)
     w = np.array([9, 4, 77], dtype=np.int64)
     idx.add({"v": v, "w": w, "k": np.array([3, 3, 3], dtype=np.int64)})  # a constant node is not indexed
@@ -172,9 +172,9 @@ def test_index_labels_exact_scaled_constant_zero_and_other():
     assert lab[4] == TR.Label("const", (), Fraction(7, 3))
     assert lab[5] == TR.OTHER
     assert lab[6] == TR.Label("node", ("w",))
-    assert TR._rational(P - 1, P) == -1 and TR._rational(pow(16, -1, P), P) == Fraction(1, 16)
-    assert TR._rational(987_654_321, P) is None  # no rational with |a|, b <= sqrt(p / 2) has this residue
-    assert TR._rational(1 << 30, P) == Fraction(1, 2)  # 2^31 = 1 mod p
+    assert TR.rational(P - 1, P) == -1 and TR.rational(pow(16, -1, P), P) == Fraction(1, 16)
+    assert TR.rational(987_654_321, P) is None  # no rational with |a|, b <= sqrt(p / 2) has this residue
+    assert TR.rational(1 << 30, P) == Fraction(1, 2)  # 2^31 = 1 mod p
 
 
 def test_more_draws_lower_the_bound_and_fewer_are_refused():
@@ -297,14 +297,15 @@ def test_cli_bad_plot_paths_exit_2_before_any_work(tmp_path, gd_file, capsys, mo
 
 def test_report_section_renders_the_example_and_its_png(tmp_path):
     from verify import compiler_report as cr
+    from verify import compiler_report_sections as sections
 
     ex = cr.trace_example()
     tr = ex.pop("_trace")
     assert ex["proved"] and len(ex["tables"]) == ex["layers"] + 1 and ex["error_bound"] <= 1e-9
     json.dumps(ex)
-    text = "\n".join(cr._section_trace(ex))
+    text = "\n".join(sections._section_trace(ex))
     assert "## Inspection" in text and f"]({cr.TRACE_PNG})" in text and "| t \\ c |" in text
     assert "A\\_0\\_0 x x\\_0 = p" in text  # the first product of the GD step, read off its inner channel
     png = tr.plot(tmp_path / "docs" / cr.TRACE_PNG)
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert cr._section_trace(None) == []
+    assert sections._section_trace(None) == []

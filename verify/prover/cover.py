@@ -11,7 +11,7 @@ import numpy as np
 
 from constructions import ops
 from constructions.base import Construction
-from .rings import (FloatRefused, SymbolicProblem, _SympyArith, _declared_states, _truncate, display_name,
+from .rings import (FloatRefused, SymbolicProblem, SympyArith, declared_states, truncate, display_name,
                     entry_name, exact_float)
 from .kernel import differing as _differing, is_zero as _is_zero
 
@@ -228,7 +228,7 @@ def specification_cover(con: Construction, params: tuple[str, ...], memo: SpecMe
             raise
         except Exception as e:  # noqa: BLE001 - this ring cannot compute it: the next; none: "differs"
             err = e
-    return f"the specification could not be compared ({type(err).__name__}: {_truncate(str(err), 200)})"
+    return f"the specification could not be compared ({type(err).__name__}: {truncate(str(err), 200)})"
 
 
 def _cover_ring(route: str, con: Construction, params, values, floor=None):
@@ -242,7 +242,7 @@ def _cover_ring(route: str, con: Construction, params, values, floor=None):
         import itertools
 
         from .flint_backend import FlintRing, FPoly
-        from .grouped import _most_degrees, power_sum_problem
+        from .grouped import most_degrees, power_sum_problem
         from .token_groups import GroupedProblem, abstract_variables, max_arity, max_degrees, pivoted
 
         groups = tuple(con.token_groups)
@@ -255,7 +255,7 @@ def _cover_ring(route: str, con: Construction, params, values, floor=None):
                 sides = [x[2] if x[1] == "array" else x[2][1] for x in (a, b)
                          if x is not None and x[1] in ("array", "declared") and x[2] is not None]
                 if sides:
-                    degrees = _most_degrees(degrees, max_degrees(*sides))
+                    degrees = most_degrees(degrees, max_degrees(*sides))
                 if any(max_arity(x) > 1 for x in sides):
                     if not pivoted(*sides):
                         return None
@@ -278,7 +278,7 @@ def _cover_ring(route: str, con: Construction, params, values, floor=None):
         ngens = len(sp.names)
     else:
         sp = SymbolicProblem(con.variables, params)
-        ar, (v, pgens) = _SympyArith(sp.R), (sp.v, sp.params)
+        ar, (v, pgens) = SympyArith(sp.R), (sp.v, sp.params)
         R = sp.R
         at = [(pgens[p], R.domain(values[p].numerator, values[p].denominator)) for p in params]
         return v, pgens, ar, (lambda x: x.subs(at) if getattr(x, "ring", None) is R else x)
@@ -308,7 +308,7 @@ def _spec_outputs(c: Construction, v: dict, con: Construction, memo: dict | None
         yield f"step(v)[{k!r}]", "array", np.asarray(nxt[k], dtype=object)
     yield "state(step(v))", "array", np.asarray(out("state(step(v))", lambda: c.state(nxt)), dtype=object)
     for sec in ("prologue", "body", "epilogue"):
-        ds = _declared_states(c, v, sec, len(getattr(con, sec)))
+        ds = declared_states(c, v, sec, len(getattr(con, sec)))
         what = f"intermediate_states(v, {sec!r})"
         yield what, "keys", "none" if ds is None else f"{len(ds)} entries"
         for i, d in enumerate(ds or ()):
@@ -371,6 +371,6 @@ def _entry_differs(what: str, a, b, sub) -> str | None:
             continue
         ix = np.unravel_index(h, a.shape) if a.shape else ()
         entry = ",".join(str(int(i)) for i in ix)
-        return (f"{what}[{entry}]: {_truncate(str(x), 120)} at the concrete parameters, the construction's "
-                f"own {_truncate(str(y), 120)}")
+        return (f"{what}[{entry}]: {truncate(str(x), 120)} at the concrete parameters, the construction's "
+                f"own {truncate(str(y), 120)}")
     return None

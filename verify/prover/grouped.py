@@ -38,7 +38,7 @@ def _abstract_pass(con, params, sections, av, gp, encoding: int):
         if encoding == 1 and max_arity(want) > 1:
             return spec, own, layers, 2, degrees  # the specification alone rules encoding 1 out
         got = run_layers(Ls, start()) if Ls else start()
-        degrees = _most_degrees(degrees, max_degrees(got, want))
+        degrees = most_degrees(degrees, max_degrees(got, want))
         if max(max_arity(got), max_arity(want)) > 1:
             if not pivoted(got, want):
                 return spec, own, layers, sec, degrees
@@ -88,11 +88,11 @@ def _fits(gp, need: int, found) -> bool:
         f <= b for f, b in zip(found, gp.degrees))))
 
 
-def _most_degrees(a, b):
+def most_degrees(a, b):
     """The larger of two ``(dg, dx)`` degree bounds (None: unbounded)."""
-    from .token_groups import _most
+    from .token_groups import most
 
-    return tuple(_most(x, y) for x, y in zip(a, b))
+    return tuple(most(x, y) for x, y in zip(a, b))
 
 
 def power_sum_problem(con: Construction, params, groups, degrees, floor=None):
@@ -102,7 +102,7 @@ def power_sum_problem(con: Construction, params, groups, degrees, floor=None):
     from .power_sums import PowerSumProblem
 
     if floor is not None:
-        degrees = _most_degrees(degrees, floor)
+        degrees = most_degrees(degrees, floor)
     if None in degrees:
         return None
     try:

@@ -1,5 +1,5 @@
 """Where a proof fails: the first differing entry of a state, a concrete rational counterexample
-(:func:`find_counterexample`), and the layer to blame (:func:`_locate`: declared intermediate
+(:func:`find_counterexample`), and the layer to blame (:func:`locate_layer`: declared intermediate
 states, the construction's own layers, or the section's last layer; ``Failure.located_by``)."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from fractions import Fraction
 from constructions.claims import LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES, Counterexample, LayerMismatch
 from constructions.weights_io import same_layer
 from .kernel import first_masked_mismatch as _first_masked_mismatch, first_mismatch as _first_mismatch
-from .rings import _as_poly, _declared_in, _declared_states, _run, _truncate
+from .rings import as_poly, declared_in, declared_states, run, truncate
 
 
 def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: int = 0) -> Counterexample | None:
     """A rational point where the nonzero polynomial ``diff`` does not vanish
     (Schwartz-Zippel: random integers from a range larger than the degree)."""
-    diff = _as_poly(R, diff)
-    got, expected = _as_poly(R, got), _as_poly(R, expected)
+    diff = as_poly(R, diff)
+    got, expected = as_poly(R, got), as_poly(R, expected)
     support = [i for i in range(R.ngens) if any(m[i] for m in diff.monoms())]
     rng = random.Random(seed)
     deg = max((sum(m) for m in diff.monoms()), default=0)
@@ -33,7 +33,7 @@ def find_counterexample(R, diff, got, expected, names, tries: int = 64, seed: in
     return None  # pragma: no cover - unreachable for a nonzero polynomial
 
 
-def _first_off_declared(states, declared, target, masked=_first_masked_mismatch):
+def first_off_declared(states, declared, target, masked=_first_masked_mismatch):
     """The first layer whose output differs from the state declared after it (the
     last layer: from the target): ``(layer, index, diff, declared value, previous
     declared layer)``, or None.  ``masked`` compares a state with a declared one on its
@@ -56,26 +56,27 @@ def _first_off_declared(states, declared, target, masked=_first_masked_mismatch)
 
 
 @dataclass
-class _Location:
+class Location:
+    """The layer a failed section is blamed on, how it was found (``by``), and the culprit's mismatch."""
     layer: int
     by: str
     note: str = ""
     culprit: LayerMismatch | None = None
 
 
-def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pristine, ar) -> _Location:
+def locate_layer(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pristine, ar) -> Location:
     """Which layer of the failing section ``sec`` to blame (module docstring); ``states`` and
     ``S0`` are in the backend ``ar``'s arithmetic, reports are converted to sympy."""
     n, lay = len(Ls), con.layout
     own = getattr(spec, sec)
-    declared = _declared_in(ar, _declared_states(spec, v, sec, n) if n > 1 and len(own) == n else None)
+    declared = declared_in(ar, declared_states(spec, v, sec, n) if n > 1 and len(own) == n else None)
     why_not = "no intermediate states declared"
     if declared is not None:
         # guard: the construction's own layers (as built) must produce the declared states
         P = pristine()
         P = getattr(P, sec) if P is not None else None
         if P is not None and len(P) == n and not all(same_layer(a, b) for a, b in zip(P, Ls)):
-            pst = _run(ar.layers(P[:-1]), S0)
+            pst = run(ar.layers(P[:-1]), S0)
             for i, S in enumerate(pst):
                 j, _ = (None, None) if declared[i] is None else _first_masked_mismatch(S, declared[i])
                 if j is not None:
@@ -85,16 +86,16 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
                     break
     ref_li = ref_j = None
     if ref_layers is not None and ref_layers[sec] and len(ref_layers[sec]) == n:
-        for li, (a, b) in enumerate(zip(states, _run(ar.layers(ref_layers[sec]), S0))):
+        for li, (a, b) in enumerate(zip(states, run(ar.layers(ref_layers[sec]), S0))):
             j, _ = _first_mismatch(a, b)
             if j is not None:
                 ref_li, ref_j = li, j
                 break
     if declared is not None:
-        i, j, diff, want, prev = _first_off_declared(states, declared, target)
+        i, j, diff, want, prev = first_off_declared(states, declared, target)
         region, entry = lay.locate(*j)
         sdiff = ar.to_sympy(diff)
-        culprit = LayerMismatch(region, entry, tuple(int(t) for t in j), _truncate(str(_as_poly(R, sdiff).as_expr())),
+        culprit = LayerMismatch(region, entry, tuple(int(t) for t in j), truncate(str(as_poly(R, sdiff).as_expr())),
                                 find_counterexample(R, sdiff, ar.to_sympy(states[i][j]), ar.to_sympy(want), names))
         note = (f"located by the declared intermediate states: {sec} layer {i} is the first layer whose output "
                 f"differs from the state declared after it, at {lay.describe(*j)}")
@@ -105,15 +106,15 @@ def _locate(con, spec, sec, Ls, S0, states, target, v, R, names, ref_layers, pri
             undeclared = ref_li < n - 1 and declared[ref_li] is not None and not declared[ref_li].mask[ref_j]
             note += (f" (the first layer differing from the construction's own layer is {sec} layer {ref_li}, at "
                      f"{lay.describe(*ref_j)}{', an undeclared entry' if undeclared else ''})")
-        return _Location(i, LOCATED_STATES, note, culprit)
+        return Location(i, LOCATED_STATES, note, culprit)
     if ref_li is not None:
         note = (f"first layer whose output differs from the construction's own layer: {sec} layer {ref_li}, "
                 f"at {lay.describe(*ref_j)}")
         if n > 1:
             note += f"; {why_not}: this is where the first difference appears, not necessarily the culprit layer"
-        return _Location(ref_li, LOCATED_OWN if n > 1 else LOCATED_ONLY, note)
+        return Location(ref_li, LOCATED_OWN if n > 1 else LOCATED_ONLY, note)
     if n <= 1:
-        return _Location(0, LOCATED_ONLY)
-    return _Location(n - 1, LOCATED_LAST,
+        return Location(0, LOCATED_ONLY)
+    return Location(n - 1, LOCATED_LAST,
                      f"{why_not}: located where the residual appears ({sec} layer {n - 1}, the section's last "
                      f"layer), not necessarily the culprit layer")

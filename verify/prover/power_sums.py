@@ -62,9 +62,9 @@ class PowerSumProblem:
                  groups: tuple[str, ...], entry_name, display, degrees: tuple[int, int]):
         import flint
 
-        from .token_groups import _grouped_shape
+        from .token_groups import grouped_shape
 
-        self.n_groups = _grouped_shape(variables, groups)
+        self.n_groups = grouped_shape(variables, groups)
         hg, hx = (max(1, int(d)) for d in degrees)
         self.degrees = (hg, hx)
         self.slots = [(var, s) for var, shape in variables.items() if var in groups

@@ -71,8 +71,8 @@ from constructions.layers import Layer
 # the steps of a proof: choose the ring and build the specification (rings.py, grouped.py), check every
 # section and conclude (kernel.py), cover (cover.py); failure diagnosis (locate.py) is imported only where a
 # section failed.  verify.prover.proof re-exports the public names of the steps.
-from .rings import (BACKENDS, FloatRefused, SymbolicProblem, _as_poly, _declared_states, _load_sympy,  # noqa: F401
-                    _ring, _run, _symbolic_spec, _truncate, display_name, entry_name, exact_float, exact_floats,
+from .rings import (BACKENDS, FloatRefused, SymbolicProblem, as_poly, declared_states, load_sympy,  # noqa: F401
+                    poly_ring, run, symbolic_spec, truncate, display_name, entry_name, exact_float, exact_floats,
                     exact_layer, proof_arithmetic, proof_specification, section_claims)
 from .kernel import ShapeMismatch, check_sections, conclude, first_masked_mismatch, first_mismatch
 from .cover import Cover, SpecMemo, proof_cover, specification_cover, symbolic_cover  # noqa: F401
@@ -212,9 +212,9 @@ class ProofKeep:
 def _prove(con, symbolic, sections, reference, backend, keep: ProofKeep) -> ProofResult:
     """The proof; ``keep`` gets the layers proved (``layers``, by section) and the number of
     generators of their ring (``ngens``), for :func:`symbolic_cover`."""
-    _load_sympy()
+    load_sympy()
     t0 = time.perf_counter()
-    params = _symbolic_spec(con, symbolic, sections)
+    params = symbolic_spec(con, symbolic, sections)
     if backend == "flint" and con.token_groups:
         grouped = grouped_proof(con, params, sections, t0, keep)
         if grouped is not None:
@@ -271,18 +271,18 @@ def _counterexample(*args):
 def _section_failure(con, spec, m, layers, offsets, v, R, names, ref_layers, pristine, ar) -> Failure:
     """Diagnosis of the kernel's first mismatch ``m`` (after the verdict, never part of it): the
     layer to blame (``locate.py``), the region and entry, the residual and a counterexample."""
-    from .locate import _Location, _locate, find_counterexample
+    from .locate import Location, locate_layer, find_counterexample
 
     sec, S0, idx = m.section, m.start, m.index
     Ls = layers[sec]
-    loc = (_locate(con, spec, sec, Ls, S0, _run(ar.layers(Ls), S0), m.expected, v, R, names, ref_layers, pristine, ar)
-           if Ls else _Location(0, LOCATED_ONLY))
+    loc = (locate_layer(con, spec, sec, Ls, S0, run(ar.layers(Ls), S0), m.expected, v, R, names, ref_layers, pristine, ar)
+           if Ls else Location(0, LOCATED_ONLY))
     region, entry = con.layout.locate(*idx)
     sdiff = ar.to_sympy(m.difference)
     return Failure(
         section=sec, layer=offsets[sec] + loc.layer, layer_in_section=loc.layer,
         region=region, entry=entry, state_index=tuple(int(i) for i in idx),
-        residual=_truncate(str(_as_poly(R, sdiff).as_expr())),
+        residual=truncate(str(as_poly(R, sdiff).as_expr())),
         counterexample=find_counterexample(R, sdiff, ar.to_sympy(m.got[idx]), ar.to_sympy(m.expected[idx]), names),
         note=loc.note, located_by=loc.by, culprit=loc.culprit)
 
@@ -350,7 +350,7 @@ def _undeclared_slots(spec0, v) -> set[tuple[int, int]] | None:
     slots: set[tuple[int, int]] = set()
     any_declared = False
     for sec in ("prologue", "body", "epilogue"):
-        for d in _declared_states(spec0, v, sec, len(getattr(spec0, sec))) or []:
+        for d in declared_states(spec0, v, sec, len(getattr(spec0, sec))) or []:
             if d is not None:
                 any_declared = True
                 slots.update((int(i), int(j)) for i, j in zip(*np.nonzero(~d.mask)))
@@ -384,7 +384,7 @@ def _state_failure(con, R, names, free, sec, offset, p, q, dp, dq, S, want, j, d
     frm = f"the {sec}'s start state" if dp is None else f"the state declared after {sec} layer {p}"
     return Failure(
         section=sec, layer=offset + q, layer_in_section=q, region=region, entry=entry, state_index=j,
-        residual=_truncate(str(_as_poly(R, diff).as_expr())),
+        residual=truncate(str(as_poly(R, diff).as_expr())),
         counterexample=_counterexample(R, diff, S[j], want[j], names),
         note=(f"intermediate states: the construction's own {sec} layers {p + 1}..{q} do not take {frm} "
               f"to {what} (undeclared entries as free symbols {free}[i,j]): its intermediate_states "
@@ -432,9 +432,9 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     assign undeclared entries).
     """
     _check_prove_arguments(con, None, None, "flint", what="prove_intermediate_states")
-    _load_sympy()
+    load_sympy()
     t0 = time.perf_counter()
-    params = _symbolic_spec(con, symbolic, None)
+    params = symbolic_spec(con, symbolic, None)
     base = SymbolicProblem(con.variables, params)
     spec0 = con.rebuild(**base.params) if params else con
     result = ProofResult(con.name, True, 0.0, symbolic_params=list(params))
@@ -446,7 +446,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     free = _free_name(con, params)
     slots_sorted = sorted(slots)
     names = base.names + [entry_name(free, ij) for ij in slots_sorted]
-    R, *gens = _ring(names)  # generators by position, as SymbolicProblem
+    R, *gens = poly_ring(names)  # generators by position, as SymbolicProblem
     to_new = dict(zip(base.gens, gens))
     v = _moved_inputs(base, to_new)
     spec = con.rebuild(**{p: to_new[g] for p, g in base.params.items()}) if params else con
@@ -465,7 +465,7 @@ def prove_intermediate_states(con: Construction, *, symbolic: bool = True) -> Pr
     offset = 0
     for sec, start, target in section_claims(spec, v):
         Ls = [exact_layer(L) for L in getattr(spec, sec)]  # a float weight: its exact binary value
-        declared = _declared_states(spec, v, sec, len(Ls))
+        declared = declared_states(spec, v, sec, len(Ls))
         if declared is not None:
             ok = _check_section_states(con, result, R, names, free, U, sec, offset, Ls, declared, start, target)
             result.intermediate_states[sec] = ok
@@ -488,7 +488,7 @@ def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callab
     A failure names the entry (through ``locate`` when given), the residual
     and a rational counterexample.
     """
-    _load_sympy()
+    load_sympy()
     t0 = time.perf_counter()
     sp = SymbolicProblem(variables, params)
     v = dict(sp.v)
@@ -510,7 +510,7 @@ def prove_identity(name: str, variables: dict[str, tuple[int, ...]], lhs: Callab
         result.failure = Failure(
             section="identity", layer=-1, layer_in_section=-1,
             region=locate(full) if locate else name, entry=full, state_index=full,
-            residual=_truncate(str(_as_poly(sp.R, diff).as_expr())),
+            residual=truncate(str(as_poly(sp.R, diff).as_expr())),
             counterexample=_counterexample(sp.R, diff, g2[idx], e2[idx], sp.names))
     result.seconds = time.perf_counter() - t0
     return conclude(result)
@@ -555,7 +555,7 @@ def replay_culprit(con: Construction, sections: dict[str, list[Layer]], failure:
     if li == len(layers) - 1:
         want = target()
     else:
-        want = _declared_states(con, v, failure.section, len(layers))[li].expected
+        want = declared_states(con, v, failure.section, len(layers))[li].expected
     return Fraction(S[c.state_index]), Fraction(want[c.state_index])
 
 

@@ -68,10 +68,10 @@ from constructions.weights_io import same_layer
 
 from . import modular
 from .kernel import differing, first_mismatch, is_zero
-from .locate import _Location, _first_off_declared
+from .locate import Location, first_off_declared
 from .randomized import draw_prime
 from .randomized_bounds import ModP, evaluated, to_residues
-from .rings import _declared_states, entry_name, exact_floats, exact_layer, section_claims
+from .rings import declared_states, entry_name, exact_floats, exact_layer, section_claims
 
 #: the points tried, in order: coordinates uniform in [-B, B] for each B (a nonzero difference of
 #: degree d vanishes at such a point with probability at most d / (2B + 1), Schwartz-Zippel; every
@@ -126,7 +126,7 @@ class _At:
     index: tuple
     got: Fraction
     expected: Fraction
-    loc: _Location
+    loc: Location
     ref: tuple | None = None  # (layer, index) of the first difference from the own layers
     signature: tuple = field(default=())
 
@@ -426,7 +426,7 @@ class _Exact:
 
     def _declared(self, v, S0, decide: bool):
         n, lay = self.n, self.con.layout
-        declared = _declared_states(self.con, v, self.sec, n) if n > 1 and len(self.own) == n else None
+        declared = declared_states(self.con, v, self.sec, n) if n > 1 and len(self.own) == n else None
         if declared is None:
             return None
         if decide:
@@ -449,7 +449,7 @@ class _Exact:
     def _locate(self, v, S0, states, want, decide: bool):
         n, lay, sec = self.n, self.con.layout, self.sec
         if not n:
-            return _Location(0, LOCATED_ONLY), None
+            return Location(0, LOCATED_ONLY), None
         declared = self._declared(v, S0, decide)
         ref = None
         if self.ref is not None:
@@ -459,7 +459,7 @@ class _Exact:
                     ref = (li, tuple(int(t) for t in j))
                     break
         if declared is not None:
-            i, j, diff, wval, prev = _first_off_declared(states, declared, want, masked=_first_masked)
+            i, j, diff, wval, prev = first_off_declared(states, declared, want, masked=_first_masked)
             j = tuple(int(t) for t in j)
             region, entry = lay.locate(*j)
             culprit = _Culprit(region, entry, j, Fraction(states[i][j]), Fraction(wval))
@@ -473,7 +473,7 @@ class _Exact:
                 undeclared = ref_li < n - 1 and declared[ref_li] is not None and not declared[ref_li].mask[ref_j]
                 note += (f" (the first layer differing from the construction's own layer is {sec} layer {ref_li}, at "
                          f"{lay.describe(*ref_j)}{', an undeclared entry' if undeclared else ''})")
-            return _Location(i, LOCATED_STATES, note, culprit), ref
+            return Location(i, LOCATED_STATES, note, culprit), ref
         if ref is not None:
             ref_li, ref_j = ref
             note = (f"first layer whose output differs from the construction's own layer: {sec} layer {ref_li}, "
@@ -481,10 +481,10 @@ class _Exact:
             if n > 1:
                 note += (f"; {self.why_not}: this is where the first difference appears, not necessarily the "
                          f"culprit layer")
-            return _Location(ref_li, LOCATED_OWN if n > 1 else LOCATED_ONLY, note), ref
+            return Location(ref_li, LOCATED_OWN if n > 1 else LOCATED_ONLY, note), ref
         if n <= 1:
-            return _Location(0, LOCATED_ONLY), None
-        return _Location(n - 1, LOCATED_LAST,
+            return Location(0, LOCATED_ONLY), None
+        return Location(n - 1, LOCATED_LAST,
                          f"{self.why_not}: located where the difference appears ({sec} layer {n - 1}, the section's "
                          f"last layer), not necessarily the culprit layer"), None
 

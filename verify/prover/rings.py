@@ -31,7 +31,7 @@ def entry_name(var: str, ix: tuple[int, ...]) -> str:
     return f"{display_name(var)}[{','.join(str(int(i)) for i in ix)}]" if len(ix) else display_name(var)
 
 
-def _load_sympy() -> None:
+def load_sympy() -> None:
     """Import sympy's polynomial rings (once) before a proof's clock starts: a proof's time is
     the proof, not the import."""
     import sympy.polys.rings  # noqa: F401
@@ -132,7 +132,7 @@ def exact_layer(L: Layer) -> Layer:
     return M if changed else L
 
 
-def _ring(names: list[str]):
+def poly_ring(names: list[str]):
     """``QQ[names]`` (sympy's sparse polynomial ring) and its generators, in order.  sympy is
     imported here, on the first proof, so that the CLIs start without it.
 
@@ -182,7 +182,7 @@ class SymbolicProblem:
         names += [display_name(p) for p in params]
         self.names = names
         self.variables, self.param_names = dict(variables), tuple(params)
-        self.R, *gens = _ring(names)
+        self.R, *gens = poly_ring(names)
         self.gens = list(gens)
         self.v, self.params = self.arrange(gens)
         assert len(set(names)) == len(names)  # guaranteed by entry_name's grammar
@@ -202,7 +202,7 @@ class SymbolicProblem:
         return v, {p: gens[pos + i] for i, p in enumerate(self.param_names)}
 
 
-class _SympyArith:
+class SympyArith:
     """The proof's arithmetic in sympy's ring itself (``backend="sympy"``): no conversion but
     floats, which become their exact binary values (:func:`exact_floats`); a state's constant
     entries become constants of the ring (a ring constant never equals a ``Fraction`` under
@@ -252,7 +252,7 @@ def proof_arithmetic(backend: str, R):
 
         return FlintRing(R)
     if backend == "sympy":
-        return _SympyArith(R)
+        return SympyArith(R)
     raise ValueError(f"unknown proof backend {backend!r} (one of {', '.join(BACKENDS)})")
 
 
@@ -264,7 +264,7 @@ def proof_specification(con: Construction, sp: SymbolicProblem, ar, params):
     parameters flint generators, which take ints, Fractions and floats, a float as its exact
     binary value); a specification that cannot (it mixes in sympy objects) is computed in sympy
     and converted, exactly, entry by entry (slower).  Floats never cause that fallback, and
-    sympy's ring reads them exactly too (:func:`_ring`), so both routes read the same values; a
+    sympy's ring reads them exactly too (:func:`poly_ring`), so both routes read the same values; a
     number neither can read exactly (non-finite, complex) is refused, not retried."""
     if ar.name == "flint":
         fv, fparams = sp.arrange(ar.gens)
@@ -284,19 +284,22 @@ def proof_specification(con: Construction, sp: SymbolicProblem, ar, params):
                         for sec, start, target in section_claims(spec, sp.v)]
 
 
-def _declared_in(ar, declared):
+def declared_in(ar, declared):
+    """The declared intermediate states as partial states in the arithmetic ``ar`` (None: none declared)."""
     if declared is None:
         return None
     return [None if d is None else PartialState(ar.array(d.expected), d.mask) for d in declared]
 
 
-def _as_poly(R, x):
+def as_poly(R, x):
+    """``x`` as an element of the ring ``R`` (ints and Fractions as constants)."""
     if isinstance(x, (int, Fraction)):
         return R(x)
     return x
 
 
-def _run(layers: list[Layer], S):
+def run(layers: list[Layer], S):
+    """The state after each of ``layers`` run in turn on ``S`` (each layer's own forward)."""
     return run_layers(layers, S, keep=True)
 
 
@@ -307,11 +310,12 @@ def _same_stack(a: Construction, b: Construction) -> bool:
                for sec in ("prologue", "body", "epilogue"))
 
 
-def _truncate(s: str, n: int = RESIDUAL_CHARS) -> str:
+def truncate(s: str, n: int = RESIDUAL_CHARS) -> str:
+    """``s``, cut to ``n`` characters with the full length said."""
     return s if len(s) <= n else s[:n] + f" ... ({len(s)} chars)"
 
 
-def _symbolic_spec(con: Construction, symbolic: bool, sections) -> tuple[str, ...]:
+def symbolic_spec(con: Construction, symbolic: bool, sections) -> tuple[str, ...]:
     """The parameters the proof replaces by fresh symbols (none when the layers were
     edited after building: they are proved as they are)."""
     params = tuple(con.symbolic_params) if (symbolic and sections is None and con.rebuild) else ()
@@ -353,7 +357,7 @@ def section_claims(spec: Construction, v: dict, record: dict | None = None):
     return [("prologue", input_state, state_v), ("body", state_v, stepped), ("epilogue", state_v, final)]
 
 
-def _declared_states(con: Construction, v: dict, sec: str, n_layers: int) -> list[PartialState | None] | None:
+def declared_states(con: Construction, v: dict, sec: str, n_layers: int) -> list[PartialState | None] | None:
     """``con.intermediate_states(v, sec)`` checked against the hook's contract
     (``constructions/base.py``); ``None`` when nothing is declared."""
     if n_layers < 2:

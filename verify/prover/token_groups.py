@@ -117,7 +117,7 @@ class Support:
             return self
         if self is CONST:
             return o
-        dg, dx = _most(self.dg, o.dg), _most(self.dx, o.dx)
+        dg, dx = most(self.dg, o.dg), most(self.dx, o.dx)
         if o.k == 0 or self.k == 0:
             s = self if o.k == 0 else o
             return Support.of(s.k, s.g, s.p, dg, dx)
@@ -216,7 +216,8 @@ class Support:
                 + f", dg={self.dg}, dx={self.dx})")
 
 
-def _most(a, b):
+def most(a, b):
+    """The larger of two degree bounds (None: unbounded)."""
     return None if a is None or b is None else max(a, b)
 
 
@@ -252,7 +253,7 @@ def max_degrees(*arrays) -> tuple[int | None, int | None]:
     (constants: 0); None where some entry has no bound."""
     dg = dx = 0
     for x in _supports_in(arrays):
-        dg, dx = _most(dg, x.dg), _most(dx, x.dx)
+        dg, dx = most(dg, x.dg), most(dx, x.dx)
     return dg, dx
 
 
@@ -261,7 +262,7 @@ def max_arity(A) -> int:
     return max((x.k for x in _supports_in((A,))), default=0)
 
 
-def _grouped_shape(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> int:
+def grouped_shape(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> int:
     """The number of groups (the grouped variables' common leading length), or a ValueError."""
     if not groups:
         raise ValueError("no grouped variables")
@@ -280,7 +281,7 @@ def _grouped_shape(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...
 def abstract_variables(variables: dict[str, tuple[int, ...]], groups: tuple[str, ...]) -> dict:
     """The construction's variables as :class:`Support` values: grouped entries in their group,
     global entries as constants (they are never substituted)."""
-    _grouped_shape(variables, groups)
+    grouped_shape(variables, groups)
     v = {}
     for var, shape in variables.items():
         arr = np.empty(shape, dtype=object)
@@ -371,7 +372,7 @@ class GroupedProblem:
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r} (one of {sorted(ENCODINGS)})")
         self.encoding = encoding
-        self.n_groups = _grouped_shape(variables, groups)
+        self.n_groups = grouped_shape(variables, groups)
         self.base, self.digits = pair_digits(self.n_groups) if encoding == 2 else (0, 0)
         names: list[str] = []
         slots: dict[str, list] = {}

@@ -21,7 +21,7 @@ def test_baselines_pool_the_draws_and_count_the_tuning_noise():
     tunes = [s4.problem_set("3", n, "tune" if r == 0 else f"tune-{r}") for r in range(K)]
     evals = [s4.problem_set("3", n, "eval" if r == 0 else f"eval-{r}") for r in range(K)]
     # draw 0 is the set of the single-draw protocol (what the experiment used alone before)
-    assert s4._draw_name("eval", 0) == "eval" and s4._draw_name("tune", 2) == "tune-2"
+    assert s4.draw_name("eval", 0) == "eval" and s4.draw_name("tune", 2) == "tune-2"
     pooled = {k: np.concatenate([e[k] for e in evals]) for k in ("s", "aq", "yt", "sigma", "s2hat")}
     lams = [s4.tune_const(t) for t in tunes]
     per_tuning = [s4.adjusted(s4.ridge(pooled, lam), pooled)[0] for lam in lams]
