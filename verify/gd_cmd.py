@@ -65,6 +65,9 @@ def add_arguments(g, archs: list[str]) -> None:
     g.add_argument("--kappa", type=float, default=5.0, help="singular values rescaled to [1, kappa] (default 5)")
     g.add_argument("--digits", type=int, default=50, help="digits of the mpmath reference (default 50)")
     g.add_argument("--json", help="write the whole report as JSON (folder created if missing)")
+    g.add_argument("--distance-report", metavar="PATH.md",
+                   help="with --weights: write how far the file is from the construction, and the nearest "
+                        "construction of its family, as markdown (verify/nearest.py)")
     add_export_arguments(g, "the built weights")
     g.add_argument("--weights", help="prove (and run) this weight file instead of the built weights")
     g.add_argument("--box", default=None, metavar="R[,NAME=R]",
@@ -317,6 +320,11 @@ def _check_outputs(a) -> tuple[Path | None, Path | None]:
     check_check_arguments(a)  # --random-seed
     json_path = output_file("--json", a.json)
     export_path = output_file("--export", a.export)
+    if getattr(a, "distance_report", None) is not None:
+        if not a.weights:
+            raise UsageError("--distance-report applies to a --weights file (how far it is from the construction); "
+                             "none was given")
+        output_file("--distance-report", a.distance_report)
     check_export_suffix(a)  # --export keep.txt: refused, not a safetensors file under a text file's name
     if a.weights:
         input_file("--weights", a.weights)  # missing, a folder, /dev/zero, a FIFO: said as what it is
@@ -544,7 +552,7 @@ def cmd_gd(a, out) -> int:
         print("  parameters: " + "; ".join(f"{', '.join(keys)} from the {src}" if src != "default"
                                           else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
     proof, user = _gd_proof(a, con, k, source, lw, out)
-    distance = near = None
+    distance = near = used_line = None
     if lw is not None and not holds(proof) and getattr(proof, "method", "") != "random":
         from . import bounded
         from .nearest import gd_nearest, guarded, print_failed  # diagnosis of a FAILED file: how far, from what
@@ -554,7 +562,8 @@ def cmd_gd(a, out) -> int:
         at = ", ".join(f"{p} = {v}" for p, v in con.params.items())
         near = guarded(lambda: gd_nearest(con, n, d, k, eta, lam, lw.layers,
                                           prove=lambda c: bounded.prove(c, a, f"the nearest {c.name}")), con.name)
-        print_failed(proof, near, out, distance.line(f"{con.name} at {at} (the parameters used)" if at else con.name))
+        used_line = distance.line(f"{con.name} at {at} (the parameters used)" if at else con.name)
+        print_failed(proof, near, out, used_line)
     else:
         print_proof(proof, out)
 
@@ -595,6 +604,12 @@ def cmd_gd(a, out) -> int:
         report["verdict_line"] = f"{line}; {near.summary()}"
     if functional is not None:
         report["functional_distance"] = functional.to_json()
+    if getattr(a, "distance_report", None):
+        from .nearest import distance_markdown
+
+        atomic_write_text(a.distance_report, distance_markdown(a.weights, report["verdict_line"], used_line, near),
+                          "--distance-report")
+        print(f"\ndistance report written to {a.distance_report}", file=out)
     if json_path:
         atomic_write_text(json_path, json.dumps(report, indent=1, default=str), "--json")
         print(f"\nreport written to {json_path}", file=out)

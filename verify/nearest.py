@@ -686,3 +686,16 @@ def import_nearest(st, values: dict, layers) -> Nearest:
     build, used = import_family(st, values)
     return nearest(build, used, layers, name=st["spec"].name,
                    chan=channel_namer(st["spec"].layout, st["con"].cols))
+
+
+def distance_markdown(file: str, verdict_line: str, used_line: str | None, near: Nearest | None) -> str:
+    """``--distance-report``: the file's verdict (as the command printed it), the distance at the
+    parameters used, and the nearest construction (:meth:`Nearest.markdown`)."""
+    lines = [f"# How far is `{file}` from the construction?", "", f"The file's verdict: **{verdict_line}** "
+             "(about the file as stored; the nearest construction below is proved separately).", ""]
+    if used_line:
+        lines += [f"Entry-wise, exact: {used_line}.", ""]
+    text = "\n".join(lines)
+    if near is not None:
+        text += "\n#" + near.markdown("The nearest construction of the family")
+    return text if text.endswith("\n") else text + "\n"

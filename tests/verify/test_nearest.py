@@ -307,3 +307,24 @@ def test_other_architectures_recover_their_parameters(arch):
     assert r.snapped_verdict == "PROVED" and r.distance < 1e-12
     for n, v in p.items():
         assert r.rational.get(n, r.used[n]) == (v if n in r.rational else used[n])
+
+
+def test_distance_report_markdown_for_gd_and_import(tmp_path):
+    path = _failed_gd_file(tmp_path)
+    md = tmp_path / "sub" / "d.md"
+    rc = main(["gd", "--weights", str(path), "--eta", "1/16", "--allow-metadata-mismatch", "--batch", "4",
+               "--distance-report", str(md)], out=io.StringIO())
+    text = md.read_text()
+    assert rc == 1 and "The file's verdict: **FAILED; distance 0.01 to the nearest gd-baseconv" in text
+    assert "| eta | 1/16 | 0.125 | 1/8 |" in text and "**PROVED**" in text and "| 0 | W_gate | 0.01 |" in text
+    md2 = tmp_path / "i.md"
+    rc = main(["import", str(path), "--from", "polyverify", "--spec", "baseconv", "--set", "eta=1/16", "--no-search",
+               "--allow-metadata-mismatch", "--distance-report", str(md2)], out=io.StringIO())
+    assert rc == 1 and "| eta | 1/16 | 0.125 | 1/8 |" in md2.read_text()
+
+
+def test_distance_report_needs_a_weights_file(tmp_path, capsys):
+    rc = main(["gd", "--layers", "4", "--batch", "4", "--distance-report", str(tmp_path / "d.md")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--distance-report applies to a --weights file" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d.md").exists()

@@ -60,6 +60,9 @@ def add_arguments(p) -> None:
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting of the peer's model that the file does not hold (causal=true, dampening=1)")
     p.add_argument("--json", help="write the report as JSON")
+    p.add_argument("--distance-report", metavar="PATH.md",
+                   help="write how far the file is from the specification, and the nearest construction of its "
+                        "family, as markdown (verify/nearest.py)")
     p.add_argument("--no-search", action="store_true", help="on failure, do not try the nearby specifications")
     p.add_argument("--box", default=None, metavar="R[,NAME=R]",
                    help="on failure, the certified bound of the functional distance holds for every input with "
@@ -108,6 +111,7 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
 def settings(a) -> dict:
     """Everything validated and read before any proof (a UsageError names the first problem)."""
     json_path = output_file("--json", a.json)
+    output_file("--distance-report", getattr(a, "distance_report", None))  # checked and claimed now
     from verify.functional_distance import parse_box
 
     box = parse_box(a.box)  # the functional distance's box: a positive finite rational, or one line now

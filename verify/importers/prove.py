@@ -262,6 +262,7 @@ def _verdict_part(a, st, out) -> dict:
               "training_state": training}
     if getattr(imp, "declared_rationals", None) is not None:
         report["declared_rationals"] = {k: v for k, v in imp.declared_rationals.items() if k != "summary"}
+    near = None
     if is_proved(res):
         report["verdict"] = _verdict_proved(st, values, pinfo, dropped, outside, out)
     else:
@@ -270,6 +271,7 @@ def _verdict_part(a, st, out) -> dict:
         near = guarded(lambda: import_nearest(st, values, imp.layers), spec.name)
         report["verdict"] = _verdict_failed(a, st, res.failure, outside, out, near)
         report["nearest"] = near.to_json()
+    report["verdict"]["distance_markdown"] = _distance_md(a, imp, verdict(res).value, near)
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
     return {"rc": 0 if is_proved(res) else 1, "report": report, "search": not is_proved(res) and not a.no_search,
@@ -287,8 +289,22 @@ def _nearby_part(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict
     return tried
 
 
+def _distance_md(a, imp, word: str, near) -> str | None:
+    """``--distance-report``'s markdown (made in the proof's child, written by the parent), or None."""
+    if not getattr(a, "distance_report", None):
+        return None
+    from verify.nearest import distance_markdown
+
+    return {"path": a.distance_report, "text": distance_markdown(imp.file, word, None, near)}
+
+
 def _write_report(report: dict, st, seconds: float, out) -> None:
-    """``--json``: the report, written last (after the verdict and any search)."""
+    """``--json``: the report, written last (after the verdict and any search); ``--distance-report``
+    beside it."""
+    md = report.get("verdict", {}).pop("distance_markdown", None)
+    if md is not None:
+        atomic_write_text(md["path"], md["text"], "--distance-report")
+        print(f"distance report written to {md['path']}", file=out)
     report["seconds"] = seconds
     if st["json_path"]:
         atomic_write_text(st["json_path"], json.dumps(report, indent=1, default=str), "--json")
