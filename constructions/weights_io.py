@@ -69,10 +69,16 @@ def _exact_entries(a: np.ndarray) -> list:
     return out
 
 
-def save(path: str | Path, con: Construction, k: int) -> Path:
+def save(path: str | Path, con: Construction, k: int, *, layers: list[Layer] | None = None) -> Path:
+    """Write ``con.layers(k)``, or ``layers`` in its place: a stack of ``con``'s section sizes whose
+    body copies may differ (a trained module's), written unrolled, each copy its own layers, with
+    ``"unrolled": true`` in the ``construction`` metadata (a prover proves each distinct copy)."""
     from safetensors.numpy import save_file
 
-    layers = con.layers(k)
+    unrolled = layers is not None
+    layers = con.layers(k) if layers is None else list(layers)
+    if unrolled and len(layers) != con.depth(k):
+        raise WeightFileError(f"{len(layers)} layers given; {con.name} at k={k} has {con.depth(k)}")
     src = _distinct(layers)
     tensors, exact, specs = {}, {}, []
     for i, L in enumerate(layers):
@@ -92,6 +98,7 @@ def save(path: str | Path, con: Construction, k: int) -> Path:
             "params": {p: str(v) for p, v in con.params.items()},
             "variables": {v: list(s) for v, s in con.variables.items()},
             "sections": {"prologue": len(con.prologue), "body": len(con.body), "epilogue": len(con.epilogue)},
+            **({"unrolled": True} if unrolled else {}),
         }),
         "layout": json.dumps(con.layout.to_json()),
         "layers": json.dumps(specs),

@@ -24,8 +24,20 @@ module from the construction for that.
 **Parameters.**  Every weight array of every layer is an ``nn.Parameter`` (``requires_grad``),
 its exact rationals rounded once to ``dtype`` (float64 by default).  The body's ``k`` copies get
 their own parameters (``shared=True``: one set, applied ``k`` times); ``m.layers()`` gives the
-current weights back as toolkit layers (float64 numpy), which a weight file, a proof or
-``verify.export`` take.
+current weights back as toolkit layers (float64 numpy), ``m.sections()`` the same split as the
+stack is (prologue, one list per body copy, epilogue), and ``m.exact_sections()`` as exact
+rationals, which a weight file, a proof or ``verify.export.export(path, m, fmt)`` take.
+
+**Biases.**  A bias (BaseConv's ``b_in``, ``b_conv``, ``b_gate``, ``b_out``, seed 000 Def. D.20;
+ELSA's ``B1``, ``B2``, ``B3``, seed 001 eq. (16)) is a (tokens, channels) matrix in the layer.  Where
+the construction's matrix is the same on every token (a zero bias included), the module's
+parameter is that one row, (1, channels), expanded to the matrix in ``forward``: the forward is the
+construction's, and training keeps the bias per channel, which is what the peers' formats hold
+(``nn.Linear`` and ``Conv1d`` biases).  Only a construction's position-dependent bias matrix is a
+(tokens, channels) parameter.  ``frozen`` (a set of array names, or a function ``(layer, name) ->
+bool``) keeps arrays at the construction's values (buffers, not parameters): those a format fixes,
+``verify.export.frozen_for(fmt)`` (zoology's mixer has no in / out projection), so a trained module
+still fits it.
 
 ``import polyverify`` does not import torch: only this module does.
 """
@@ -45,13 +57,31 @@ def _key(name: str) -> str:
     return name.replace(".", "__")  # a parameter's name has no dots in torch
 
 
+def is_bias(kind: str, name: str) -> bool:
+    """Whether array ``name`` of a ``kind`` layer is a bias matrix (tokens x channels): BaseConv's
+    ``b_*`` (seed 000 Def. D.20), ELSA's ``B1``, ``B2``, ``B3`` (seed 001 eq. (16))."""
+    if kind == "baseconv":
+        return name in ("b_in", "b_conv", "b_gate", "b_out")
+    return kind == "elsa" and name.rsplit(".", 1)[-1] in ("B1", "B2", "B3")
+
+
+def _per_channel(a) -> bool:
+    """A 2-D exact (or float) matrix whose rows are all the first one."""
+    from constructions.sparse import dense
+
+    a = np.asarray(dense(a))
+    return a.ndim == 2 and a.shape[0] > 1 and bool(np.asarray(a == a[0:1], dtype=bool).all())
+
+
 class LayerModule(nn.Module):
     """One toolkit layer (any kind of ``constructions.layers.LAYER_TYPES``) with its weight arrays
-    as parameters; ``forward`` is the layer's own."""
+    as parameters (a bias the same on every token as one row: module docstring); ``forward`` is the
+    layer's own.  ``frozen``: names of arrays kept as buffers (not trained)."""
 
-    def __init__(self, layer, dtype=torch.float64):
+    def __init__(self, layer, dtype=torch.float64, frozen=()):
         super().__init__()
         from constructions.base import to_float_array
+        from constructions.sparse import dense
 
         self.kind, self.settings = layer.kind, layer.config()
         self.names = list(layer.arrays())
@@ -60,17 +90,35 @@ class LayerModule(nn.Module):
             raise ValueError(f"dtype {dtype}: float64, float32 or float16")
 
         def tensor(a):
-            a = np.asarray(a)
+            a = np.asarray(dense(a))
             return torch.from_numpy(np.ascontiguousarray(to_float_array(a, np_dtype) if a.dtype == object
                                                          else a.astype(np_dtype)))
 
-        self.weights = nn.ParameterDict({_key(n): nn.Parameter(tensor(a)) for n, a in layer.arrays().items()})
+        #: the bias matrices held as one row: name -> the number of tokens it is expanded to
+        self.rows = {}
+        params, fixed = {}, {}
+        for n, a in layer.arrays().items():
+            t = tensor(a)
+            if is_bias(self.kind, n) and _per_channel(a):
+                self.rows[n] = t.shape[0]
+                t = t[:1].clone()
+            (fixed if n in frozen else params)[n] = t
+        self.weights = nn.ParameterDict({_key(n): nn.Parameter(t) for n, t in params.items()})
+        self.frozen = sorted(fixed)
+        for n, t in fixed.items():
+            self.register_buffer("fixed__" + _key(n), t)
+
+    def array(self, name: str):
+        """Array ``name`` as the layer reads it (a one-row bias expanded to its tokens)."""
+        k = _key(name)
+        t = self.weights[k] if k in self.weights else getattr(self, "fixed__" + k)
+        return t.expand(self.rows[name], -1) if name in self.rows else t
 
     def layer(self):
         """The toolkit layer over this module's parameters (torch tensors)."""
         from constructions.layers import LAYER_TYPES
 
-        return LAYER_TYPES[self.kind].from_arrays(self.settings, {n: self.weights[_key(n)] for n in self.names})
+        return LAYER_TYPES[self.kind].from_arrays(self.settings, {n: self.array(n) for n in self.names})
 
     def forward(self, S):
         return self.layer().forward(S)
@@ -83,10 +131,12 @@ class ConstructionModule(nn.Module):
     """A stack of :class:`LayerModule` on a construction's state (module docstring)."""
 
     def __init__(self, blocks: list[LayerModule], *, layout=None, construction=None, k: int | None = None,
-                 name: str = ""):
+                 name: str = "", sizes: tuple[int, int, int] | None = None):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.layout, self.construction, self.k, self.name = layout, construction, k, name
+        #: (prologue, body, epilogue) layer counts of the stack's sections (None: not known)
+        self.sizes = sizes
 
     @property
     def state_shape(self) -> tuple[int, int] | None:
@@ -126,18 +176,59 @@ class ConstructionModule(nn.Module):
                                    + (f"  ({r.doc})" if r.doc else "") for r in self.layout.regions.values()])
 
     def layers(self) -> list:
-        """The current weights as toolkit layers (float64 numpy arrays), one per stack layer."""
-        return [b.layer().map(lambda t: t.detach().cpu().double().numpy()) for b in self.blocks]
+        """The current weights as toolkit layers (float64 numpy arrays), one per stack layer (the body
+        copies of a shared module are one layer object, as its blocks are one module)."""
+        made: dict[int, object] = {}
+        out = []
+        for b in self.blocks:
+            if id(b) not in made:
+                made[id(b)] = b.layer().map(lambda t: np.array(t.detach().cpu().double().numpy()))
+            out.append(made[id(b)])
+        return out
+
+    def sections(self):
+        """The current weights split as the stack is: a :class:`constructions.base.Sections`
+        (prologue, one list of toolkit layers per body copy, epilogue; float64 numpy arrays)."""
+        return self._split(self.layers())
+
+    def exact_sections(self):
+        """:meth:`sections` with exact weights (``verify.export`` writes these): each entry the
+        construction's own rational where the float64 value is exactly that rational's rounding
+        (an entry training left alone; the rule of a weight file's declared rationals,
+        ``constructions.weights_io.declared_stands_in``), else the binary fraction the float is.
+        A module from a weight file has no construction: every entry is its binary fraction."""
+        want = self.construction.layers(self.k or 0) if self.construction is not None else None
+        made: dict[int, object] = {}
+        out = []
+        for i, (b, L) in enumerate(zip(self.blocks, self.layers())):
+            if id(b) not in made:
+                made[id(b)] = _exact_like(L, want[i] if want is not None else None)
+            out.append(made[id(b)])
+        return self._split(out)
+
+    def _split(self, layers):
+        from constructions.base import Sections
+
+        if self.sizes is None:
+            raise ValueError(f"{self.name or 'the module'}: its sections are not known (a weight file without "
+                             f"section sizes)")
+        p, b, e = self.sizes
+        k = (len(layers) - p - e) // b if b else 0
+        return Sections(layers[:p], [layers[p + j * b:p + (j + 1) * b] for j in range(k)],
+                        layers[len(layers) - e:] if e else [])
 
     def _dtype(self):
         p = next(self.parameters(), None)
         return p.dtype if p is not None else torch.float64
 
 
-def load_module(source, k: int | None = None, *, dtype=torch.float64, shared: bool = False) -> ConstructionModule:
+def load_module(source, k: int | None = None, *, dtype=torch.float64, shared: bool = False,
+                frozen=None) -> ConstructionModule:
     """A construction (``k`` body repetitions; not needed where it has no body) or a polyverify weight
     file (``constructions/weights_io.py``; ``k``: its first ``k`` body copies, default all) as a
-    :class:`ConstructionModule`.  ``shared``: the body's copies share one set of parameters."""
+    :class:`ConstructionModule`.  ``shared``: the body's copies share one set of parameters.
+    ``frozen``: array names (or a function ``(layer, name) -> bool``) kept at their values, not
+    trained (``verify.export.frozen_for(fmt)``: what a peer's format fixes)."""
     from constructions.base import Construction
 
     if isinstance(source, Construction):
@@ -145,11 +236,42 @@ def load_module(source, k: int | None = None, *, dtype=torch.float64, shared: bo
             raise ValueError(f"{source.name} repeats its body k times: pass k")
         kk = 0 if k is None else _count(k)
         layers = source.layers(kk)
-        return ConstructionModule(_blocks(layers, dtype, shared), layout=source.layout, construction=source, k=kk,
-                                  name=source.name)
+        return ConstructionModule(_blocks(layers, dtype, shared, frozen), layout=source.layout, construction=source,
+                                  k=kk, name=source.name,
+                                  sizes=(len(source.prologue), len(source.body), len(source.epilogue)))
     if isinstance(source, (str, os.PathLike)):
-        return _from_file(Path(source), k, dtype, shared)
+        return _from_file(Path(source), k, dtype, shared, frozen)
     raise TypeError(f"load_module takes a Construction or a weight file path, not a {type(source).__name__}")
+
+
+def _exact_like(L, want):
+    """Layer ``L`` (float arrays) with exact entries: ``want``'s rational where the float64 value is
+    exactly its rounding, else the float's binary fraction (:meth:`ConstructionModule.exact_sections`)."""
+    from fractions import Fraction
+
+    from constructions.base import to_float_array
+    from constructions.sparse import dense
+
+    W = want.arrays() if want is not None else {}
+
+    def exact(name, a):
+        a = np.asarray(a, dtype=np.float64)
+        out = np.empty(a.shape, dtype=object)
+        out.fill(0)
+        for idx in zip(*np.nonzero(a)):
+            out[idx] = Fraction(float(a[idx]))
+        w = W.get(name)
+        if w is not None:
+            w = np.asarray(dense(w), dtype=object)
+            if w.shape == a.shape:
+                same = to_float_array(w, np.float64) == a
+                out[same] = w[same]
+        return out
+
+    arrays = {n: exact(n, a) for n, a in L.arrays().items()}
+    from constructions.layers import LAYER_TYPES
+
+    return LAYER_TYPES[L.kind].from_arrays(L.config(), arrays)
 
 
 def _count(k) -> int:
@@ -158,20 +280,30 @@ def _count(k) -> int:
     return k
 
 
-def _blocks(layers, dtype, shared: bool) -> list[LayerModule]:
+def _frozen_names(L, frozen) -> set:
+    if not frozen:
+        return set()
+    if callable(frozen):
+        return {n for n in L.arrays() if frozen(L, n)}
+    if isinstance(frozen, str):
+        frozen = (frozen,)
+    return {n for n in L.arrays() if n in set(frozen)}
+
+
+def _blocks(layers, dtype, shared: bool, frozen=None) -> list[LayerModule]:
     made: dict[int, LayerModule] = {}
     out = []
     for L in layers:
         if shared and id(L) in made:
             out.append(made[id(L)])
             continue
-        m = LayerModule(L, dtype)
+        m = LayerModule(L, dtype, _frozen_names(L, frozen))
         made[id(L)] = m
         out.append(m)
     return out
 
 
-def _from_file(path: Path, k, dtype, shared) -> ConstructionModule:
+def _from_file(path: Path, k, dtype, shared, frozen=None) -> ConstructionModule:
     import json
 
     from constructions.layout import Layout
@@ -208,4 +340,10 @@ def _from_file(path: Path, k, dtype, shared) -> ConstructionModule:
         lay = Layout.from_json(lj) if lj else None
     except (ValueError, KeyError, TypeError):
         lay = None
-    return ConstructionModule(_blocks(layers, dtype, shared), layout=lay, k=kk, name=str(d.get("name") or path.name))
+    sizes = None
+    if all(isinstance(secs.get(s), int) for s in ("prologue", "body", "epilogue")):
+        sizes = (secs["prologue"], secs["body"], secs["epilogue"])
+        if sizes[1] and (len(layers) - sizes[0] - sizes[2]) % sizes[1] or len(layers) < sizes[0] + sizes[2]:
+            sizes = None  # the metadata's sections do not split this stack
+    return ConstructionModule(_blocks(layers, dtype, shared, frozen), layout=lay, k=kk,
+                              name=str(d.get("name") or path.name), sizes=sizes)

@@ -52,6 +52,19 @@ the file where the container holds one (``.pt``: ``{"model_state_dict", "config"
 checkpoint layout; ``.safetensors``: JSON under ``config`` in the metadata); an ``.npz`` holds
 none, so the export names the ``--config KEY=VALUE`` an import needs.
 
+**Trained modules.**  :func:`export` takes a module of ``polyverify.torch.load_module`` as it
+is after training (``export(path, module, fmt)``): its weights as exact rationals
+(``ConstructionModule.exact_sections``: the construction's rational where an entry's float64 is
+its rounding, else the binary fraction the float is).  A body whose copies differ (an unshared
+module, trained) is written to ``polyverify`` as the unrolled stack, prologue + k body copies +
+epilogue, each copy its own layers and ``"unrolled": true`` in the metadata; ``gd --weights`` and
+``import --from polyverify`` prove each distinct copy (``verify/gd_cmd.py``,
+``verify/importers/search.py``).  The peers' formats write every layer anyway.  A module's
+biases are per channel where the construction's are (``polyverify/torch.py``), and
+:func:`frozen_for` names what a format fixes (zoology's mixer has no in / out projection,
+precision-ls's circular filter no bias), for ``load_module(..., frozen=frozen_for(fmt))``: such
+a module, trained, still fits the format.
+
 A file name's suffix must be one of its format's (:data:`SUFFIXES`; the importers read a file by
 its suffix): any other, ``keep.txt`` included, is refused before any work.
 
@@ -107,7 +120,7 @@ class Exported:
         """What was written, one line each (the first names the file)."""
         if self.format == "polyverify":
             return [f"exported {self.layers} layers to {self.path} (polyverify: safetensors, float64 with the exact "
-                    f"rationals in the metadata)"]
+                    f"rationals in the metadata)"] + [f"  {n}" for n in self.notes]
         where = self.path.suffix.lower() if self.path is not None else ""
         cfg = ", ".join(f"{k}={json.dumps(self.config[k])}" for k in _SHOWN[self.format] + ("dtype",)
                         if k in self.config) + ", ..."
@@ -390,6 +403,7 @@ def check(construction: Construction, fmt: str, *, k: int | None = None, section
     writing or converting anything: the decisions and notes of the export."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
+    construction, k, sections = _module(construction, k, sections)
     layers = stack(construction, k, sections)
     if fmt == "polyverify":
         _polyverify_sections(construction, k, sections)
@@ -404,6 +418,7 @@ def plan(construction: Construction, fmt: str, *, k: int | None = None, sections
     dtype written), and the config.  Not for ``polyverify`` (:func:`export` writes it)."""
     if fmt not in _PLANS:
         raise ExportError(f"unknown peer format {fmt!r} (formats: {', '.join(_PLANS)})")
+    construction, k, sections = _module(construction, k, sections)
     ex = _PLANS[fmt](stack(construction, k, sections), True)
     exact = {name: _rationals(a, name, fmt) for name, a in ex.tensors.items()}
     dtype = "float32"
@@ -445,36 +460,93 @@ def _rationals(a, name: str, fmt: str) -> list:
 
 
 def _polyverify_sections(construction, k, sections):
-    """``(construction, k)`` whose ``layers(k)`` is the stack, for ``weights_io.save`` (which
-    declares one body repeated k times)."""
+    """``(construction, k, layers)`` for ``weights_io.save``: ``construction.layers(k)`` is the
+    stack where its body copies are one body repeated (``layers`` None); where they differ,
+    ``layers`` is the unrolled stack (each copy its own layers, ``"unrolled"`` in the metadata)."""
+    if construction is None:
+        raise ExportError("polyverify: a module loaded from a weight file has no construction (its name, layout and "
+                          "input map) to write beside its weights; build the module with load_module(construction, k)")
     if sections is None:
-        return construction, _k(construction, k)
+        return construction, _k(construction, k), None
     s = _sections(sections)
     body = s.bodies[0] if s.bodies else list(construction.body)
     for j, b in enumerate(s.bodies):
-        if len(b) != len(body) or any(x is not y for x, y in zip(b, body)):
-            from constructions.weights_io import same_layer
-
-            if len(b) != len(body) or not all(same_layer(x, y) for x, y in zip(b, body)):
-                raise ExportError(f"polyverify: body copy {j} differs from copy 0; the format declares one body "
-                                  f"repeated k times")
+        if len(b) != len(body):
+            raise ExportError(f"polyverify: body copy {j} has {len(b)} layers and copy 0 {len(body)}; "
+                              f"{construction.name}'s body has {len(construction.body)}")
     con = copy.copy(construction)
     con.prologue, con.body, con.epilogue = list(s.prologue), list(body), list(s.epilogue)
-    return con, len(s.bodies)
+    from constructions.weights_io import same_layer
+
+    same = all(x is y or same_layer(x, y) for b in s.bodies for x, y in zip(b, body))
+    unrolled = None if same else list(s.prologue) + [L for b in s.bodies for L in b] + list(s.epilogue)
+    return con, len(s.bodies), unrolled
+
+
+def _module(source, k, sections):
+    """``(construction, k, sections)`` of what :func:`export` is given: a Construction as it is, a
+    ``polyverify.torch`` module as its construction (None from a weight file) and its current
+    weights (``exact_sections``)."""
+    if source is None or isinstance(source, Construction):  # None: the layers are all in ``sections``
+        return source, k, sections
+    if callable(getattr(source, "exact_sections", None)) and hasattr(source, "blocks"):
+        if k is not None or sections is not None:
+            raise ExportError("a module exports its own weights and depth: pass neither k nor sections")
+        try:
+            return source.construction, None, source.exact_sections()
+        except ValueError as e:
+            raise ExportError(str(e)) from None
+    raise ExportError(f"export takes a Construction or a polyverify.torch module (load_module), not a "
+                      f"{type(source).__name__}")
+
+
+def frozen_for(fmt: str):
+    """What ``fmt`` fixes in a layer, as ``polyverify.torch.load_module``'s ``frozen``: a function
+    ``(layer, array name) -> bool``.  zoology: the mixer's missing in / out projection
+    (``W_in = W_out = I``, ``b_in = b_out = 0``: ``verify.importers.zoology.FIXED``) and, in a layer
+    without the residual, the constant gate ``W_gate = 0`` (or convolution ``h = 0``) that takes
+    back the ``u`` the mixer adds; precision-ls: a
+    circular BaseConv's ``b_conv`` (the long filter has no bias); nothing for the others."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
+    if fmt == "zoology":
+        from verify.importers.zoology import FIXED
+
+        names = {n for n in FIXED if n != "residual"}
+
+        def zoology(L, n):
+            if L.kind != "baseconv":
+                return False
+            if n in names:
+                return True
+            if not L.residual:  # the mixer adds u: a constant gate (or convolution) takes it back (_zoology)
+                if _is_zero(dense(L.W_gate)):
+                    return n == "W_gate"
+                return _is_zero(dense(L.h)) and n == "h"
+            return False
+        return zoology
+    if fmt == "precision-ls":
+        return lambda L, n: L.kind == "baseconv" and n == "b_conv" and L.convolution == "circular"
+    return lambda L, n: False
 
 
 def export(path, construction: Construction, fmt: str = DEFAULT_FORMAT, *, k: int | None = None,
            sections=None) -> Exported:
-    """Write the stack to ``path`` in ``fmt`` (atomically: a temporary file renamed over ``path``)."""
+    """Write the stack to ``path`` in ``fmt`` (atomically: a temporary file renamed over ``path``).
+    ``construction``: a Construction, or a ``polyverify.torch`` module as trained (module docstring)."""
     path = Path(path)
     _check_suffix(path, fmt)
+    construction, k, sections = _module(construction, k, sections)
     if fmt == "polyverify":
         from constructions.weights_io import save
 
-        con, kk = _polyverify_sections(construction, k, sections)
+        con, kk, unrolled = _polyverify_sections(construction, k, sections)
         with atomic_path(path) as tmp:
-            save(tmp, con, kk)
-        ex = Exported(fmt, len(con.layers(kk)))
+            save(tmp, con, kk, layers=unrolled)
+        ex = Exported(fmt, con.depth(kk))
+        if unrolled is not None:
+            ex.notes.append(f"the {kk} body copies differ: written unrolled (each copy its own layers; "
+                            f"\"unrolled\": true in the metadata)")
     else:
         ex = plan(construction, fmt, k=k, sections=sections)
         with atomic_path(path) as tmp:

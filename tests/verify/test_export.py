@@ -337,16 +337,30 @@ def test_what_a_format_cannot_hold_is_refused_in_one_line(name, fmt, words):
     assert "\n" not in msg and all(w in msg for w in words), msg
 
 
-def test_a_polyverify_file_cannot_declare_body_copies_that_differ(tmp_path):
+def test_body_copies_that_differ_are_written_unrolled_and_proved_per_copy(tmp_path):
+    """A stack whose body copies differ (a trained module's) is written as the unrolled stack, each copy
+    its own layers, ``"unrolled": true`` in the metadata; ``gd --weights`` proves each distinct copy and
+    names the copy that is wrong.  Copies that are the same are written as one body repeated."""
+    from constructions.weights_io import load
+
     con = _build("gd-baseconv")
     other = [L.map(lambda a: a * 2) for L in con.body]
-    with pytest.raises(E.ExportError, match="body copy 1 differs"):
-        E.export(tmp_path / "w.safetensors", con, "polyverify",
-                 sections={"prologue": con.prologue, "bodies": [con.body, other], "epilogue": con.epilogue})
-    assert not any(tmp_path.iterdir())
-    ex = E.export(tmp_path / "w.safetensors", con, "polyverify",
+    path = tmp_path / "w.safetensors"
+    ex = E.export(path, con, "polyverify",
+                  sections={"prologue": con.prologue, "bodies": [con.body, other], "epilogue": con.epilogue})
+    assert ex.layers == con.depth(2) and any("written unrolled" in s for s in ex.summary())
+    lw = load(path)
+    assert lw.declared["unrolled"] is True and lw.declared["k"] == 2
+    assert [sp["source"] for sp in json.loads(lw.meta["layers"])] == list(range(con.depth(2)))
+    out = io.StringIO()
+    assert main(["gd", "--weights", str(path), "--n", "4", "--d", "2"], out=out) == 1
+    text = out.getvalue()
+    assert "body copy 1" in text and "FAILED" in text and "counterexample" in text, text
+    same = tmp_path / "same.safetensors"
+    ex = E.export(same, con, "polyverify",
                   sections={"prologue": con.prologue, "bodies": [con.body, list(con.body)], "epilogue": con.epilogue})
-    assert ex.layers == con.depth(2)
+    assert ex.layers == con.depth(2) and "unrolled" not in load(same).declared
+    assert main(["gd", "--weights", str(same), "--n", "4", "--d", "2"], out=io.StringIO()) == 0
 
 
 # ------------------------------------------------------------------ the command-line helpers
