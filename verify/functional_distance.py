@@ -19,14 +19,15 @@ far the outputs are, two ways, each labelled for what it is:
   r_n x_n)``: the inputs are scaled by their radii before the forward, so the bound is one exact
   rational, computed with no rounding.  With the default box ``|entries| <= 1`` it is the l1 mass of
   ``p``.  Bounded work: at most :data:`MAX_VARIABLES` input variables, at most :data:`MAX_TERMS`
-  terms in any state entry (checked after every layer: the expansion stops at the limit) and
-  :data:`MAX_STATE_TERMS` in a whole state, in a child under :data:`CERTIFIED_TIMEOUT_S` seconds and
+  terms in any state entry and :data:`MAX_STATE_TERMS` in a whole state, *counted before expanding*
+  (each layer's own ``forward`` run first on upper bounds of the terms, :func:`_term_counter`; the
+  layer is expanded only where they are within the limits), in a child under :data:`CERTIFIED_TIMEOUT_S` seconds and
   :data:`CERTIFIED_MEMORY_GIB` GiB; past a limit the certified bound is skipped with one line that
   names the limit.
 
 The outputs are the construction's read-out ``prediction`` where it has one (the GD constructions'
 ``q^T x``), else every entry of the final state.  Diagnosis only: this module reads layers and states
-and never decides a verdict (it does not import the prover's kernel).
+and never decides a verdict (no call of the kernel's ``conclude``: it prints after the verdict, beside it).
 """
 from __future__ import annotations
 
