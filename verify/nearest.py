@@ -35,8 +35,10 @@ here: a trained file is floats, and so is the distance):
 4. **The distance** per layer and array (max ``|w - w*|``, where, relative ``|w - w*| / max(|w*|, 1)``,
    spurious entries: nonzero where the construction has a structural zero, i.e. a zero at every corner),
    to the fitted construction after alignment.
-5. **The snapped construction**: each fitted parameter as the nearest rational of denominator at most
-   :data:`MAX_DENOMINATOR` (``Fraction.limit_denominator``), built exactly and proved by the ordinary
+5. **The snapped construction**: each fitted parameter as the simplest rational (smallest denominator, at
+   most :data:`MAX_DENOMINATOR`) within :data:`SNAP_ERRORS` standard errors of the fit (estimated from the
+   least-squares Jacobian and residual; at an exact fit, the nearest such rational,
+   ``Fraction.limit_denominator``), built exactly and proved by the ordinary
    prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
    word for *that construction*, never for the file.
 
@@ -46,6 +48,7 @@ parameters to fit, is skipped with one line naming the bound.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -56,8 +59,10 @@ import numpy as np
 from constructions.layers import BaseConv, layer_from_arrays
 from constructions.sparse import dense, is_sparse
 
-#: snapped parameters are the nearest rationals with a denominator at most this
+#: snapped parameters are rationals with a denominator at most this
 MAX_DENOMINATOR = 1024
+#: a fitted parameter snaps to the simplest rational within this many standard errors of the fit
+SNAP_ERRORS = 3
 #: at most this many parameters are fitted (2^P builds)
 MAX_FIT_PARAMS = 3
 #: a learned stack of more weight entries than this is not fitted (one line says so)
@@ -254,6 +259,7 @@ class Nearest:
     construction: str
     used: dict[str, Fraction]
     fitted: dict[str, float] = field(default_factory=dict)
+    stderr: dict[str, float] = field(default_factory=dict)
     rational: dict[str, Fraction] = field(default_factory=dict)
     kept: dict[str, str] = field(default_factory=dict)
     arrays: list[ArrayFit] = field(default_factory=list)
@@ -302,8 +308,9 @@ class Nearest:
         if self.skipped:  # the verdict line says it (summary)
             return []
         out = []
-        fit = "; ".join(f"{n} fitted {self.fitted[n]:.9g}, snapped to {self.rational[n]} (denominator <= "
-                        f"{MAX_DENOMINATOR})" for n in self.fitted)
+        fit = "; ".join(f"{n} fitted {self.fitted[n]:.9g} (standard error {self.stderr[n]:.2g}), snapped to "
+                        f"{self.rational[n]} (the simplest rational within {SNAP_ERRORS} standard errors, denominator "
+                        f"<= {MAX_DENOMINATOR})" for n in self.fitted)
         kept = "; ".join(f"{n} = {self.used[n]} kept ({why})" for n, why in self.kept.items())
         out.append(f"nearest {self.construction}: " + "; ".join(x for x in (fit, kept) if x)
                    + f" ({self.iterations} least-squares evaluations, {self.seconds:.2f} s)")
@@ -329,8 +336,8 @@ class Nearest:
     def to_json(self) -> dict:
         if self.skipped:
             return {"construction": self.construction, "skipped": self.skipped}
-        return {"construction": self.construction, "parameters": dict(self.fitted),
-                "rational": {n: str(q) for n, q in self.rational.items()},
+        return {"construction": self.construction, "parameters": dict(self.fitted), "stderr": dict(self.stderr),
+                "rational": {n: str(q) for n, q in self.rational.items()}, "snap_errors": SNAP_ERRORS,
                 "used": {n: str(q) for n, q in self.used.items()}, "kept": dict(self.kept),
                 "max_denominator": MAX_DENOMINATOR,
                 "distance": {"max_abs": self.distance, "spurious": self.spurious, "arithmetic": "float64",
@@ -344,12 +351,15 @@ class Nearest:
         if self.skipped:
             return "\n".join(lines + [f"Not fitted: {self.skipped}", ""])
         lines += [f"Family: `{self.construction}`.", ""]
-        lines += ["| parameter | used | fitted (float64) | snapped |", "|---|---|---|---|"]
+        lines += ["| parameter | used | fitted (float64) | standard error | snapped |", "|---|---|---|---|---|"]
         for n in self.used:
             if n in self.fitted:
-                lines.append(f"| {n} | {self.used[n]} | {self.fitted[n]:.9g} | {self.rational[n]} |")
+                lines.append(f"| {n} | {self.used[n]} | {self.fitted[n]:.9g} | {self.stderr[n]:.2g} | "
+                             f"{self.rational[n]} |")
             else:
-                lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | {self.used[n]} |")
+                lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | | {self.used[n]} |")
+        lines += ["", f"Snapped: the simplest rational (denominator at most {MAX_DENOMINATOR}) within {SNAP_ERRORS} "
+                  "standard errors of the fitted value."]
         lines += ["", f"Snapped construction ({self.params_text()}): **{self.snapped_verdict or 'not PROVED'}**"
                   + (f" ({self.snapped_reason})" if self.snapped_reason else "") + ". This is the verdict of that "
                   "construction, not of the file.", ""]
@@ -363,6 +373,30 @@ class Nearest:
                 lines.append(f"| {a.layer} | {a.array} | {a.max_abs:.3g} | {a.where.replace('|', '/')} | "
                              f"{a.max_rel:.3g} | {a.spurious} | {a.spurious_max:.3g} |")
         return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ snapping
+
+def standard_errors(J: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The least-squares fit's standard errors: ``sqrt(diag(s^2 (J^T J)^+))`` with ``s^2 = |r|^2 / (m - P)``
+    (the residual's entries taken as independent noise of one size: an estimate, stated as such)."""
+    m, P = J.shape
+    s2 = float(r @ r) / max(m - P, 1)
+    return np.sqrt(np.maximum(np.diag(s2 * np.linalg.pinv(J.T @ J)), 0.0))
+
+
+def snap(x: float, tol: float) -> Fraction:
+    """The rational of smallest denominator (at most :data:`MAX_DENOMINATOR`; of those, the nearest to
+    ``x``) within ``tol`` of ``x``; the nearest rational of denominator at most the bound where none is
+    (``Fraction.limit_denominator``; always so at ``tol = 0``, an exact fit)."""
+    fx = Fraction(x)
+    if tol > 0 and math.isfinite(tol):
+        lo, hi = fx - Fraction(tol), fx + Fraction(tol)
+        for q in range(1, MAX_DENOMINATOR + 1):
+            a, b = math.ceil(lo * q), math.floor(hi * q)
+            if a <= b:
+                return min((Fraction(k, q) for k in (a, b, round(fx * q)) if a <= k <= b), key=lambda f: abs(f - fx))
+    return fx.limit_denominator(MAX_DENOMINATOR)
 
 
 # ------------------------------------------------------------------ naming entries
@@ -479,13 +513,15 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
         sol = least_squares(resid, p[idx], method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=MAX_EVALS)
         p[idx] = sol.x
         its = int(sol.nfev)
+        se = standard_errors(sol.jac, sol.fun)
     refs = fam.at(p)
     X = [aligned(Lf[i], refs[s], fam.configs[s], orders[i]) for i, s in enumerate(fam.slot)]
     res.iterations = its
     for i, n in enumerate(fit):
         if n in moving:
             res.fitted[n] = float(p[i])
-            res.rational[n] = Fraction(float(p[i])).limit_denominator(MAX_DENOMINATOR)
+            res.stderr[n] = float(se[moving.index(n)])
+            res.rational[n] = snap(float(p[i]), SNAP_ERRORS * res.stderr[n])
     kinds_seen = dict.fromkeys(L.kind for L in Lf)
     res.symmetries = {k: SYMMETRIES[k] for k in kinds_seen}
     chan = chan or (lambda c: f"channel {c}")

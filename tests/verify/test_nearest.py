@@ -316,11 +316,11 @@ def test_distance_report_markdown_for_gd_and_import(tmp_path):
                "--distance-report", str(md)], out=io.StringIO())
     text = md.read_text()
     assert rc == 1 and "The file's verdict: **FAILED; distance 0.01 to the nearest gd-baseconv" in text
-    assert "| eta | 1/16 | 0.125 | 1/8 |" in text and "**PROVED**" in text and "| 0 | W_gate | 0.01 |" in text
+    assert "| eta | 1/16 | 0.125 | 0 | 1/8 |" in text and "**PROVED**" in text and "| 0 | W_gate | 0.01 |" in text
     md2 = tmp_path / "i.md"
     rc = main(["import", str(path), "--from", "polyverify", "--spec", "baseconv", "--set", "eta=1/16", "--no-search",
                "--allow-metadata-mismatch", "--distance-report", str(md2)], out=io.StringIO())
-    assert rc == 1 and "| eta | 1/16 | 0.125 | 1/8 |" in md2.read_text()
+    assert rc == 1 and "| eta | 1/16 | 0.125 | 0 | 1/8 |" in md2.read_text()
 
 
 def test_distance_report_needs_a_weights_file(tmp_path, capsys):
@@ -328,3 +328,23 @@ def test_distance_report_needs_a_weights_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "--distance-report applies to a --weights file" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "d.md").exists()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.fractions(min_value=Fraction(-4), max_value=Fraction(4), max_denominator=64),
+       st.floats(0, 1e-3), st.floats(-1e-3, 1e-3))
+def test_snap_is_the_simplest_rational_within_the_tolerance(q, tol, noise):
+    x = float(q) + noise * tol  # |x - q| <= tol / 1000 (float rounding aside)
+    s = NR.snap(x, tol)
+    if tol == 0:
+        assert s == Fraction(x).limit_denominator(NR.MAX_DENOMINATOR)
+        return
+    assert abs(s - Fraction(x)) <= Fraction(tol) and s.denominator <= q.denominator
+
+
+def test_standard_errors_of_a_line_fit():
+    rng = np.random.default_rng(0)
+    J = rng.standard_normal((400, 1))
+    r = rng.normal(0, 0.01, 400)
+    se = NR.standard_errors(J, r)
+    assert 0.5 * 0.01 / 20 < se[0] < 2 * 0.01 / 20  # sigma / sqrt(m |J|^2 / m) for unit-variance J
