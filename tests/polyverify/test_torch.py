@@ -168,3 +168,73 @@ def test_torch_save_of_a_module_round_trips(arch, tmp_path):
     m2 = torch.load(tmp_path / "m.pt", weights_only=False)
     S = torch.randn(3, *con.layout.shape, dtype=torch.float64)
     assert torch.equal(m(S), m2(S))
+
+
+def test_a_bias_the_same_on_every_token_is_one_row_and_a_bias_matrix_stays_a_matrix():
+    """gd-baseconv's biases are constant across tokens: parameters (1, C), expanded in forward (the
+    forward is the construction's, above); gd-baseconv-causal has position-dependent bias matrices
+    (seed 000 Def. D.20): those stay (T, C) parameters."""
+    for arch, want_rows in (("baseconv", {1}), ("baseconv-causal", {1, N + 1})):
+        con = gd_architectures()[arch].build(N, D)
+        m = load_module(con, 1)
+        rows = set()
+        for b, L in zip(m.blocks, con.layers(1)):
+            for n in ("b_in", "b_conv", "b_gate", "b_out"):
+                p = b.weights[n]
+                B = np.asarray(getattr(L, n))
+                assert p.shape == ((1, B.shape[1]) if (B == B[0:1]).all() else B.shape)
+                rows.add(p.shape[0])
+                assert _close(b.array(n).detach().numpy(), to_float_array(B, np.float64), 0)
+        assert rows == want_rows
+
+
+def test_sections_split_the_stack_as_the_construction_does():
+    con = gd_architectures()["baseconv"].build(N, D)
+    m = load_module(con, 3)
+    s = m.sections()
+    p, b, e = len(con.prologue), len(con.body), len(con.epilogue)
+    assert (len(s.prologue), len(s.bodies), len(s.epilogue)) == (p, 3, e) and all(len(x) == b for x in s.bodies)
+    flat = list(s.prologue) + [L for x in s.bodies for L in x] + list(s.epilogue)
+    for L, W in zip(flat, con.layers(3)):
+        assert L.kind == W.kind and L.config() == W.config()
+        assert all(_close(a, to_float_array(np.asarray(W.arrays()[n]), np.float64), 0) for n, a in L.arrays().items())
+    ex = m.exact_sections()  # untouched: every entry the construction's own rational
+    assert all(bool((np.asarray(x.arrays()[n], dtype=object) == np.asarray(W.arrays()[n], dtype=object)).all())
+               for x, W in zip(list(ex.prologue) + [L for y in ex.bodies for L in y] + list(ex.epilogue),
+                               con.layers(3)) for n in W.arrays())
+    shared = load_module(con, 3, shared=True).sections()
+    assert all(x is y for x, y in zip(shared.bodies[0], shared.bodies[2]))
+
+
+def test_a_trained_unshared_module_saves_and_loads_back(tmp_path):
+    """``torch.save(module)`` / ``torch.load(..., weights_only=False)`` after Adam steps on an
+    unshared module: the same forward, parameters and sections (its body copies differ)."""
+    con = gd_architectures()["baseconv"].build(4, 2)
+    m = load_module(con, 2)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    S = torch.randn(4, *con.layout.shape, dtype=torch.float64)
+    for _ in range(3):
+        opt.zero_grad()
+        m(S).pow(2).mean().backward()
+        opt.step()
+    torch.save(m, tmp_path / "m.pt")
+    m2 = torch.load(tmp_path / "m.pt", weights_only=False)
+    assert torch.equal(m(S), m2(S))
+    assert m.state_dict().keys() == m2.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), m2.state_dict().values()))
+    s, s2 = m.sections(), m2.sections()
+    assert any(not np.array_equal(a.arrays()[n], b.arrays()[n]) for a, b in zip(*s.bodies) for n in a.arrays())
+    assert all(np.array_equal(a.arrays()[n], b.arrays()[n]) for x, y in zip(s.bodies, s2.bodies)
+               for a, b in zip(x, y) for n in a.arrays())
+
+
+def test_frozen_arrays_are_buffers_at_the_construction_values():
+    con = gd_architectures()["baseconv"].build(N, D)
+    m = load_module(con, 1, frozen={"W_in", "b_in"})
+    names = {n.split(".")[-1] for n, _ in m.named_parameters()}
+    assert "W_in" not in names and "b_in" not in names and "W_out" in names
+    assert any(n.endswith("fixed__W_in") for n, _ in m.named_buffers())
+    v = _inputs(con)
+    assert _close(m(m.input_state(v)).detach().numpy(), _float_run(con, v, 1))
+    m2 = load_module(con, 1, frozen=lambda L, n: n == "h")
+    assert all("h" not in b.weights for b in m2.blocks)
