@@ -18,7 +18,10 @@ An experiment is a module of this package with
   summary: our numbers beside the paper's, cell by cell, and the pass criteria with their verdicts;
 * ``table(summary) -> list[dict]``: the flat table (one row per compared number) written as CSV;
 * ``plot(summary, path)``: the figure (PNG);
-* ``markdown(summary, figure) -> str``: its section of ``docs/experiments.md``.
+* ``markdown(summary, figure) -> str``: its section of ``docs/experiments.md``; where that section is a
+  report module of its own (``<module>_report.py``), its prose is data: the named ``str.format`` templates
+  of ``<module>_text.py`` (``TEXT``), filled by the report with the numbers it computes
+  (``tests/numerics/test_report_templates.py`` checks the pairing).
 
 :func:`run_experiment` writes, in ``--out DIR``: the sweep runner's ``cells/``, ``results.jsonl``,
 ``results.csv``, ``sweep.json``, and this package's ``summary.json``, ``table.csv`` and
