@@ -130,7 +130,7 @@ def check_step(g: nx.DiGraph, params=()) -> nx.DiGraph:
     unfed = [n for n in ins if n not in outs and n not in params]
     if unfed:
         raise IterationError(f"input {unfed[0]!r} is not fed: no output is named {unfed[0]!r} (data kept across "
-                             f"steps is a pass-through output; a value held fixed is a parameter, params=)"
+                             f"steps is a pass-through output; a value held fixed is a parameter: params=, --params)"
                              + (f"; {len(unfed)} inputs unfed" if len(unfed) > 1 else ""))
     g = g.copy()
     placed = C.placement(g) is not None

@@ -14,6 +14,7 @@ from circuits.limits import COMPILE_LIMITS, LIMIT_DOC, MAX_SEED
 from constructions.compiler.targets import (DEFAULT_PLACED, DEFAULT_UNPLACED, REASSOCIATE_MAX_GATES, TARGETS,
                                             accepting, names_text)
 from polyverify.plumbing.cli import check_range, claim_input, output_file
+from polyverify.plumbing.rational import RationalError, parse_rational
 
 from . import bounded
 from .cli_common import UsageError, add_export_arguments, check_export_suffix, input_file, stream_target
@@ -32,6 +33,8 @@ LIMITS = {
     "max_trials": 10_000,  # --trials
     "max_trial_nodes": 2_000_000,  # --trials x nodes: the exact trials cost about 60 us per node and trial
     "max_channels": 1_024,  # --channels: every layer holds C x C weight arrays
+    "max_repeat": 100_000,  # --repeat (constructions.iterated.MAX_REPEAT): the proof is one body whatever K
+    "max_repeat_work": 10_000_000,  # --float-trials x --repeat x nodes: the mpmath reference, ~10 us each
 }
 #: the limits with ``--allow-large`` (the constant digits stay below Python's 4300-digit
 #: limit for integer/string conversion: every constant is written out in decimal)
@@ -47,11 +50,14 @@ LARGE_LIMITS = {
     "max_trials": 1_000_000,
     "max_trial_nodes": 1_000_000_000,
     "max_channels": 16_384,
+    "max_repeat": 10_000_000,  # constructions.iterated.MAX_REPEAT_LARGE
+    "max_repeat_work": 10_000_000_000,
 }
 _DOC = dict(LIMIT_DOC, max_file_bytes="bytes of the --graph file",
             max_const_digits="digits of a constant's numerator or denominator", max_trials="--trials",
             max_trial_nodes="--trials times the circuit's nodes",
-            max_channels="--channels (a layer holds C x C weight arrays)")
+            max_channels="--channels (a layer holds C x C weight arrays)", max_repeat="--repeat",
+            max_repeat_work="--float-trials x --repeat x nodes (the mpmath reference of the iteration)")
 
 
 #: ``--float-trials`` when not given (or ``--trials`` where that is fewer)
@@ -118,6 +124,17 @@ def add_arguments(c) -> None:
                    help=f"re-associate whatever the circuit's size (default: up to {REASSOCIATE_MAX_GATES:,} gates; "
                         "above, the rewrite costs more than the compile and the proof together, and the circuit is "
                         "compiled as written)")
+    c.add_argument("--repeat", type=int, default=None, metavar="K",
+                   help="the circuit is one step of an iteration: an output named as an input feeds that input in "
+                        "the next step (data kept across steps is a pass-through output); compile it once as the "
+                        "repeated body, prove it at every depth (one body, by induction), run K steps in float64 "
+                        f"and float32 against the exact iteration (mpmath), export K steps (1..{LIMITS['max_repeat']:,}; "
+                        "constructions/iterated.py)")
+    c.add_argument("--params", default=None, metavar="NAME[=VALUE],...",
+                   help="with --repeat: comma-separated inputs held fixed across steps (a step size): no output "
+                        "needs to feed them, and they stay symbols in the proof, so one proof covers every value; "
+                        "=VALUE (an exact rational, e.g. eta=1/16) is the value the float runs use (default: "
+                        "random, as the other inputs)")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
     c.add_argument("--trace", action="store_true",
@@ -182,4 +199,42 @@ def check_arguments(a) -> None:
     if getattr(a, "channels", None) is not None:
         check_range("--channels", a.channels, 1, lim["max_channels"],
                     override=None if a.allow_large else "--allow-large")
+    check_repeat_arguments(a, lim)
     check_paths(a)
+
+
+#: options a repeated circuit does not take (the flag, the attribute and the default that means "not given")
+_NOT_WITH_REPEAT = (("--weights", "weights", None), ("--pareto", "pareto", False), ("--trace", "trace", False),
+                    ("--plot", "plot", None))
+
+
+def check_repeat_arguments(a, lim: dict) -> None:
+    """``--repeat K`` in range, ``--params`` only with it (a list of distinct names), and no option the
+    repeated run would ignore."""
+    repeat, params = getattr(a, "repeat", None), getattr(a, "params", None)
+    if repeat is None:
+        if params is not None:
+            raise UsageError("--params applies with --repeat (inputs held fixed across steps); none was given")
+        return
+    check_range("--repeat", repeat, 1, lim["max_repeat"], override=None if a.allow_large else "--allow-large")
+    for flag, attr, default in _NOT_WITH_REPEAT:
+        if getattr(a, attr, default) not in (default, None):
+            raise UsageError(f"{flag} does not apply with --repeat (a repeated step is compiled, proved at every "
+                             f"depth and run; drop {flag} or --repeat)")
+    if params is not None:
+        items = [p.strip() for p in params.split(",")]
+        names = [p.split("=", 1)[0].strip() for p in items]
+        if any(not p for p in names):
+            raise UsageError(f"--params {params!r}: an empty name (give comma-separated input names, each "
+                             f"optionally =VALUE)")
+        dup = sorted({p for p in names if names.count(p) > 1})
+        if dup:
+            raise UsageError(f"--params names {dup[0]!r} twice")
+        a.param_names = tuple(names)
+        try:
+            a.param_values = {n: parse_rational(p.split("=", 1)[1].strip(), f"--params {n}")
+                              for n, p in zip(names, items) if "=" in p}
+        except RationalError as e:
+            raise UsageError(str(e)) from None
+    else:
+        a.param_names, a.param_values = (), {}

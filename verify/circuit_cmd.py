@@ -159,6 +159,10 @@ def cmd_circuit(a, out) -> int:
     runs it before importing this module, so that those errors stay light)."""
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     g, caught = _load_circuit(a, lim)
+    if getattr(a, "repeat", None) is not None:  # one step of an iteration (verify/circuit_repeat.py)
+        from .circuit_repeat import cmd_repeat
+
+        return cmd_repeat(a, g, caught, out)
     names = C.inputs(g)
     _check_work(a, g, names, lim)
     target = _check_target(a, g)
