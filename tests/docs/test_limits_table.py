@@ -148,6 +148,9 @@ ROWS = [
      "`--allow-large` ({circuit_large[max_grid]:p10})"),
     ("", "`--channels` (a layer holds C x C weight arrays)", "{circuit[max_channels]:,}",
      "`--allow-large` ({circuit_large[max_channels]:,})"),
+    ("", "`--repeat` (steps of an iteration); `--float-trials` x `--repeat` x nodes x 2 dtypes (the mpmath "
+     "reference of the float runs)", "{circuit[max_repeat]:,}; {circuit[max_repeat_work]:p10}",
+     "`--allow-large` ({circuit_large[max_repeat]:p10}; {circuit_large[max_repeat_work]:p10})"),
     ("`circuits.random`", "`--gates`; `--inputs`; `--max-arity`",
      "{random[max_gates]:,}; {random[max_inputs]:,}; {random[max_arity]:,}",
      "`--allow-large` ({random_large[max_gates]:,} gates, {random_large[max_inputs]:,} inputs; "
