@@ -32,7 +32,7 @@ import numpy as np
 
 from polyverify.plumbing.options import CellConfig, ConfigError, cell_config, non_negative, one_of, option, positive
 
-from .common import fmt, rows_ok, std_err, timing_line, verdict
+from .common import rows_ok, std_err
 
 NAME = "seed002-ntk"
 TITLE = "Seed 002: the linear-RNN NTK (Thm. 3.3) and RNN vs scaled convolution (Figs. 1 and 3)"
@@ -379,144 +379,14 @@ def table(s: dict) -> list[dict]:
 
 
 def plot(s: dict):
-    import matplotlib.pyplot as plt
+    """The figure (:func:`.seed002_ntk_report.plot`)."""
+    from .seed002_ntk_report import plot as draw
 
-    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
-    ns = [int(n) for n in s["ntk"]]
-    if ns:
-        ax[0].loglog(ns, [s["ntk"][str(n)]["ntk_rel_err"] for n in ns], "o-", label="NTK rel. error (mean)")
-        for n in ns:
-            ax[0].loglog([n] * len(s["ntk"][str(n)]["ntk_rel_err_each"]), s["ntk"][str(n)]["ntk_rel_err_each"], ".",
-                         color="C0", alpha=0.4)
-        ax[0].loglog(ns, [s["ntk"][str(n)]["max_cross_lag_rel"] for n in ns], "s-", label="max cross-lag / rho_0")
-        e0 = s["ntk"][str(ns[0])]["ntk_rel_err"]
-        ax[0].loglog(ns, [e0 * math.sqrt(ns[0] / n) for n in ns], "k:", label="n^-1/2")
-        ax[0].axhline(0.05, color="gray", lw=0.8, ls="--")
-        ax[0].set_xticks(ns, [str(n) for n in ns])
-        ax[0].minorticks_off()
-        ax[0].set_xlabel("width n")
-        ax[0].set_title("Thm. 3.3: empirical NTK vs eq. (21)", fontsize=9)
-        ax[0].legend(fontsize=7)
-    for i, d in enumerate(s["dynamics"]):
-        st = [c["step"] for c in d["curve"]]
-        ax[1].semilogy(st, [c["rnn_train"] for c in d["curve"]], "-", color=f"C{i}", label=f"RNN n={d['n']} train")
-        ax[1].semilogy(st, [c["conv_train"] for c in d["curve"]], "--", color=f"C{i}", label=f"scaled conv (init of n={d['n']}) train")
-        ax[1].semilogy(st, [c["rnn_test"] for c in d["curve"]], ":", color=f"C{i}", alpha=0.7, label=f"RNN n={d['n']} test")
-    ax[1].set_xlabel("full-batch GD step")
-    ax[1].set_ylabel("MSE")
-    ax[1].set_title("Fig. 1: RNN vs scaled convolution", fontsize=9)
-    ax[1].legend(fontsize=6)
-    if s["delay"]:
-        dls = [d["delay"] for d in s["delay"]]
-        for k, mk in (("scaled", "o-"), ("unscaled", "s-")):
-            ax[2].errorbar(dls, [d[f"{k}_test_nmse"] for d in s["delay"]], yerr=[d[f"{k}_test_nmse_se"] for d in s["delay"]],
-                           fmt=mk, label=f"{k} convolution", capsize=2)
-        ax[2].axhline(1.0, color="grey", ls=":", lw=1, label="predicting 0 (normalised MSE 1)")
-        ax[2].set_xlabel("delay (steps)")
-        ax[2].set_ylabel("normalised test MSE")
-        ax[2].set_title("Fig. 3: test error against delay", fontsize=9)
-        ax[2].legend(fontsize=7)
-    for a in ax:
-        a.grid(alpha=0.3)
-    fig.suptitle("Seed 002" + (" [--quick]" if s["quick"] else ""), fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def worse_than_zero(delays: list[dict]) -> str:
-    """The Fig. 3 delays at which a model's normalised test MSE is above 1: predicting 0 scores exactly 1
-    (the MSE is divided by the mean squared test target), so there the trained model is worse than no model."""
-    parts = []
-    for k in ("scaled", "unscaled"):
-        over = [d for d in delays if d[f"{k}_test_nmse"] > 1]
-        if over:
-            parts.append(f"the {k} convolution's at delay " + ", ".join(
-                f"{d['delay']} ({fmt(d[f'{k}_test_nmse'])} +- {fmt(d[f'{k}_test_nmse_se'])})" for d in over))
-    if not parts:
-        return ("Every normalised test MSE in the table is below 1, the score of predicting 0 (the MSE is divided by "
-                "the mean squared test target).")
-    return ("Predicting 0 scores exactly 1 here (the MSE is divided by the mean squared test target), so a value above "
-            "1 is worse than predicting zero: " + "; ".join(parts) + " is above 1."
-            + (" At those delays the scaled convolution, whose lag-j weight is scaled by sqrt(rho_j) (falling with the "
-               "lag), does worse than no model at all, not merely worse than at short delays."
-               if any(d["scaled_test_nmse"] > 1 for d in delays) else ""))
+    return draw(s)
 
 
 def markdown(s: dict, figure: str) -> str:
-    L = []
-    L.append(f"nu_W = {NU['W']}, nu_F = nu_C = {NU['F']}, n_x = n_y = 1 for the NTK and Fig. 1. The paper states "
-             "the limits and shows curves (Figs. 1 and 3) without numbers; the pass criteria are this reproduction's.")
-    L.append("")
-    if s["ntk"]:
-        T = len(next(iter(s["ntk"].values()))["rho"])
-        L.append(f"**Thm. 3.3 (NTK), T = {T}.** rho (eq. (21)): "
-                 + ", ".join(fmt(x) for x in next(iter(s["ntk"].values()))["rho"]) + ".")
-        L.append("")
-        L.append("| n | inits | relative NTK error: mean +- standard error | its range over inits | relative lag-Gram error | largest cross-lag / rho_0: mean +- standard error | Gram diagonal (mean) | CPU |")
-        L.append("|---|---|---|---|---|---|---|---|")
-        for n, v in s["ntk"].items():
-            e, c = v["ntk_rel_err_each"], v.get("max_cross_lag_rel_each", [v["max_cross_lag_rel"]])
-            L.append(f"| {n} | {v['runs']} | {fmt(v['ntk_rel_err'])} +- {fmt(std_err(e), 2)} | {fmt(min(e))} to {fmt(max(e))} | "
-                     f"{fmt(v['gram_rel_err'])} | {fmt(v['max_cross_lag_rel'])} +- {fmt(std_err(c), 2)} | "
-                     f"{', '.join(fmt(g) for g in v['gram_diag_mean'])} | {fmt(v['cpu_s'])} s |")
-        L.append("")
-    if s["dynamics"]:
-        L.append("**Fig. 1 (training dynamics).** 50 / 50 sequences, T = 10, full-batch GD, the same step size for "
-                 "both models:")
-        L.append("")
-        L.append("| RNN width n | steps | lr | largest relative train-loss gap | largest relative test-loss gap | final train MSE RNN / conv | trained impulse response gap (relative to its change) | CPU |")
-        L.append("|---|---|---|---|---|---|---|---|")
-        for d in s["dynamics"]:
-            c = d["curve"][-1]
-            L.append(f"| {d['n']} | {d['steps']} | {fmt(d['lr'])} | {fmt(d['max_rel_train_gap'])} | "
-                     f"{fmt(d['max_rel_test_gap'])} | {fmt(c['rnn_train'])} / {fmt(c['conv_train'])} | "
-                     f"{fmt(d['impulse_rel_gap'])} | {fmt(d['cpu_s'])} s |")
-        L.append("")
-    if s["delay"]:
-        d0 = s["delay"][0]
-        L.append(f"**Fig. 3 (delay).** n_x = 15, T = 20, 10 / 10 sequences, {d0['draws']} teacher draws, "
-                 f"{d0['steps']} GD steps from zero; normalised test MSE (mean +- standard error):")
-        L.append("")
-        L.append("| delay | scaled convolution | unscaled convolution |")
-        L.append("|---|---|---|")
-        for d in s["delay"]:
-            L.append(f"| {d['delay']} | {fmt(d['scaled_test_nmse'])} +- {fmt(d['scaled_test_nmse_se'])} | "
-                     f"{fmt(d['unscaled_test_nmse'])} +- {fmt(d['unscaled_test_nmse_se'])} |")
-        L.append("")
-        L.append(worse_than_zero(s["delay"]))
-        L.append("")
-    L.append(f"![seed 002]({figure})")
-    L.append("")
-    L.append("**Pass criteria**")
-    L.append("")
-    for c in s["criteria"]:
-        extra = ""
-        if c["id"] == "ntk-rate":
-            extra = f" (slope {fmt(c['slope'])})"
-        elif c["id"] == "ntk-5pct":
-            extra = f" ({fmt(c['value'])} at n = {c['n']})"
-        elif c["id"] == "cross-lag":
-            extra = (" (" + ", ".join(f"n = {n}: {fmt(v)}" for n, v in zip(s["ntk"], c["values"])) + "; from "
-                     f"{len(next(iter(s['ntk'].values()))['ntk_rel_err_each'])} inits per width, whose spread is "
-                     "in the NTK table)")
-        elif c["id"] == "fig1-5pct":
-            extra = " (" + ", ".join(f"n = {n}: {fmt(g)}" for n, g in c["gaps"].items()) + ")"
-        elif c["id"] == "fig3-delay":
-            extra = f" (scaled {fmt(c['scaled_ratio'])}x, unscaled {fmt(c['unscaled_ratio'])}x)"
-        L.append(f"* {c['text']}: {verdict(c['met'])}{extra}.")
-    L.append("")
-    crit = {c["id"]: c for c in s["criteria"]}
-    if crit.get("fig3-delay", {}).get("met") is False and crit["fig3-delay"]["unscaled_ratio"] > 2:
-        L.append("**Against the paper (Fig. 3).** The scaled convolution's bias against long lags shows clearly, but "
-                 "the unscaled convolution's normalised test error is not flat: it grows "
-                 f"{fmt(crit['fig3-delay']['unscaled_ratio'])}x from delay 0 to 10 in the table above (standard errors "
-                 "there), where the paper describes it as 'almost the same ... slightly changing at larger delays'. "
-                 "With T = 20 a delay of 10 leaves half of each target sequence zero, so the model has half the "
-                 "signal to fit; the paper does not say how its test error is normalised or how long it trains.")
-        L.append("")
-    L.append("**Not reproduced here.** The macaque S1 reaching task (Fig. 4, Table 1: R^2 values) needs the "
-             "recording of [BFT+18], which is not available to this toolkit; the RNN of Fig. 3 (n_h = 1000) is "
-             "not trained (Fig. 1 measures RNN against scaled convolution).")
-    L.append("")
-    L.append(f"**Cost.** {timing_line(s)}.")
-    return "\n".join(L)
+    """The section of ``docs/experiments.md`` (:func:`.seed002_ntk_report.markdown`)."""
+    from .seed002_ntk_report import markdown as text
+
+    return text(s, figure)
