@@ -36,9 +36,11 @@ here: a trained file is floats, and so is the distance):
    spurious entries: nonzero where the construction has a structural zero, i.e. a zero at every corner),
    to the fitted construction after alignment.
 5. **The snapped construction**: each fitted parameter as the simplest rational (smallest denominator, at
-   most :data:`MAX_DENOMINATOR`) within :data:`SNAP_ERRORS` standard errors of the fit (estimated from the
-   least-squares Jacobian and residual; at an exact fit, the nearest such rational,
-   ``Fraction.limit_denominator``), built exactly and proved by the ordinary
+   most :data:`MAX_DENOMINATOR`) within a tolerance: :data:`SNAP_ERRORS` standard errors of the fit
+   (estimated from the least-squares Jacobian and residual), or the change of the parameter that moves no
+   weight of the construction by more than :data:`SNAP_SHARE` of the distance (dense noise biases the
+   norm-based alignment a little, which the standard error does not see), whichever is wider; at an
+   exact fit, the nearest such rational (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
    prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
    word for *that construction*, never for the file.
 
@@ -61,8 +63,10 @@ from constructions.sparse import dense, is_sparse
 
 #: snapped parameters are rationals with a denominator at most this
 MAX_DENOMINATOR = 1024
-#: a fitted parameter snaps to the simplest rational within this many standard errors of the fit
+#: a fitted parameter snaps to the simplest rational within this many standard errors of the fit, or
+#: within the change that moves no weight of the construction by more than SNAP_SHARE of the distance
 SNAP_ERRORS = 3
+SNAP_SHARE = 0.05
 #: at most this many parameters are fitted (2^P builds)
 MAX_FIT_PARAMS = 3
 #: a learned stack of more weight entries than this is not fitted (one line says so)
@@ -260,6 +264,7 @@ class Nearest:
     used: dict[str, Fraction]
     fitted: dict[str, float] = field(default_factory=dict)
     stderr: dict[str, float] = field(default_factory=dict)
+    tolerance: dict[str, float] = field(default_factory=dict)
     rational: dict[str, Fraction] = field(default_factory=dict)
     kept: dict[str, str] = field(default_factory=dict)
     arrays: list[ArrayFit] = field(default_factory=list)
@@ -309,7 +314,7 @@ class Nearest:
             return []
         out = []
         fit = "; ".join(f"{n} fitted {self.fitted[n]:.9g} (standard error {self.stderr[n]:.2g}), snapped to "
-                        f"{self.rational[n]} (the simplest rational within {SNAP_ERRORS} standard errors, denominator "
+                        f"{self.rational[n]} (the simplest rational within {self.tolerance[n]:.2g}, denominator "
                         f"<= {MAX_DENOMINATOR})" for n in self.fitted)
         kept = "; ".join(f"{n} = {self.used[n]} kept ({why})" for n, why in self.kept.items())
         out.append(f"nearest {self.construction}: " + "; ".join(x for x in (fit, kept) if x)
@@ -337,7 +342,9 @@ class Nearest:
         if self.skipped:
             return {"construction": self.construction, "skipped": self.skipped}
         return {"construction": self.construction, "parameters": dict(self.fitted), "stderr": dict(self.stderr),
+                "snap_tolerance": dict(self.tolerance),
                 "rational": {n: str(q) for n, q in self.rational.items()}, "snap_errors": SNAP_ERRORS,
+                "snap_share": SNAP_SHARE,
                 "used": {n: str(q) for n, q in self.used.items()}, "kept": dict(self.kept),
                 "max_denominator": MAX_DENOMINATOR,
                 "distance": {"max_abs": self.distance, "spurious": self.spurious, "arithmetic": "float64",
@@ -359,7 +366,8 @@ class Nearest:
             else:
                 lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | | {self.used[n]} |")
         lines += ["", f"Snapped: the simplest rational (denominator at most {MAX_DENOMINATOR}) within {SNAP_ERRORS} "
-                  "standard errors of the fitted value."]
+                  f"standard errors of the fitted value, or within the change of the parameter that moves no weight "
+                  f"of the construction by more than {SNAP_SHARE:g} of the distance, whichever is wider."]
         lines += ["", f"Snapped construction ({self.params_text()}): **{self.snapped_verdict or 'not PROVED'}**"
                   + (f" ({self.snapped_reason})" if self.snapped_reason else "") + ". This is the verdict of that "
                   "construction, not of the file.", ""]
@@ -517,11 +525,22 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
     refs = fam.at(p)
     X = [aligned(Lf[i], refs[s], fam.configs[s], orders[i]) for i, s in enumerate(fam.slot)]
     res.iterations = its
+    dist = 0.0
+    for i, s in enumerate(fam.slot):
+        for k, want in refs[s].items():
+            if X[i][k].shape == want.shape and want.size:
+                dist = max(dist, float(np.max(np.abs(X[i][k] - want))))
     for i, n in enumerate(fit):
         if n in moving:
             res.fitted[n] = float(p[i])
             res.stderr[n] = float(se[moving.index(n)])
-            res.rational[n] = snap(float(p[i]), SNAP_ERRORS * res.stderr[n])
+            e = np.zeros(len(fit))
+            e[i] = 1.0  # the model is linear in each parameter alone: this difference is the derivative
+            plus = fam.at(p + e)
+            grad = max((float(np.max(np.abs(plus[j][k] - refs[j][k]))) for j in range(len(refs)) for k in fam.var[j]),
+                       default=0.0)
+            res.tolerance[n] = max(SNAP_ERRORS * res.stderr[n], SNAP_SHARE * dist / grad if grad > 0 else 0.0)
+            res.rational[n] = snap(float(p[i]), res.tolerance[n])
     kinds_seen = dict.fromkeys(L.kind for L in Lf)
     res.symmetries = {k: SYMMETRIES[k] for k in kinds_seen}
     chan = chan or (lambda c: f"channel {c}")
