@@ -30,7 +30,7 @@ import circuits as C
 
 from . import ops
 from .base import Construction, batch_ndim, exact, new_state
-from .compiler import compile_circuit
+from .iterated import compile_sections
 from .layout import Layout
 from .lsq import LS_GROUPS, LS_VARIABLES, dot, gd_step
 
@@ -242,16 +242,6 @@ class CompiledGramGD(CompiledGD):
         return out
 
 
-def _on_common_width(circuits: dict, names: dict, target: str) -> dict:
-    """Each circuit compiled to ``target``; those narrower than the widest compiled again at that
-    width, so that the stacks share one state."""
-    parts = {k: compile_circuit(g, name=names[k], target=target) for k, g in circuits.items()}
-    width = max(p.layout.shape[1] for p in parts.values())
-    return {k: p if p.layout.shape[1] == width else
-            compile_circuit(circuits[k], name=names[k], target=target, min_width=width)
-            for k, p in parts.items()}
-
-
 def _grid_layout(n: int, d: int, width: int) -> Layout:
     """The placed least-squares grid's regions (``circuits.builders``' ``placed=True`` places) on
     ``width`` channels."""
@@ -269,7 +259,7 @@ def compiled_gram_gd(n: int, d: int, eta, lam) -> CompiledGramGD:
     compiled to ``baseconv-causal`` on one common width."""
     circuits = {"prologue": gram_prologue_circuit(n, d), "body": gram_step_circuit(n, d, eta, lam),
                 "epilogue": gram_prediction_circuit(n, d)}
-    parts = _on_common_width(circuits, {k: f"gd-gram-{k}" for k in circuits}, "baseconv-causal")
+    parts = compile_sections(circuits, {k: f"gd-gram-{k}" for k in circuits}, "baseconv-causal")
     gch, cch, _ = gram_channels(d)
     lay = _grid_layout(n, d, parts["body"].layout.shape[1])
     lay.add("ATA", (n, n + 1), (min(gch.values()), max(gch.values()) + 1),
@@ -304,7 +294,7 @@ def compiled_gd(n: int = 20, d: int = 5, *, eta=None, lam=0, target: str = "base
     lam = exact(lam)
     if target == "baseconv-causal":
         return compiled_gram_gd(n, d, eta, lam)
-    parts = _on_common_width({"body": step_circuit(n, d, eta, lam, "residual"), "epilogue": prediction_circuit(n, d)},
+    parts = compile_sections({"body": step_circuit(n, d, eta, lam, "residual"), "epilogue": prediction_circuit(n, d)},
                              {"body": "gd-step", "epilogue": "prediction"}, target)
     body, epi = parts["body"], parts["epilogue"]
     lay = _grid_layout(n, d, body.layout.shape[1])
