@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ConstructionModule", "LayerModule", "load_module"]
+__all__ = ["ConstructionModule", "LayerModule", "layers_from_state_dict", "load_module"]
 
 
 def _key(name: str) -> str:
@@ -272,6 +272,57 @@ def _exact_like(L, want):
     from constructions.layers import LAYER_TYPES
 
     return LAYER_TYPES[L.kind].from_arrays(L.config(), arrays)
+
+
+def layers_from_state_dict(state: dict, con, where: str = "the state_dict") -> list:
+    """A module's ``state_dict`` (``load_module(con, k)``'s, any ``k``, shared or not, tensors as
+    numpy or torch arrays) as ``con``'s layers at that ``k``: exact arrays (each float the binary
+    fraction it is: ``constructions.weights_io.exact_tensor``), a one-row bias expanded to its
+    tokens.  ``k`` from the number of blocks; a tensor missing, unread or of another shape is a
+    one-line ValueError naming it."""
+    import re
+
+    from constructions.layers import LAYER_TYPES
+    from constructions.weights_io import WeightFileError, exact_tensor, repetitions
+
+    pat = re.compile(r"blocks\.(0|[1-9][0-9]*)\.(?:weights\.|fixed__)(.+)")
+    found = {str(n): pat.fullmatch(str(n)) for n in state}
+    unread = [n for n, m in found.items() if m is None]
+    if unread:
+        raise ValueError(f"{where}: tensor {unread[0]} is not a block's weight (a polyverify.torch module's "
+                         f"state_dict holds blocks.I.weights.NAME and blocks.I.fixed__NAME)")
+    n_blocks = 1 + max((int(m[1]) for m in found.values()), default=-1)
+    try:
+        k = repetitions(con, n_blocks)
+    except WeightFileError as e:
+        raise ValueError(f"{where}: {e}") from None
+    taken: set = set()
+    out = []
+    for i, L in enumerate(con.layers(k)):
+        arrays = {}
+        for name, want in L.arrays().items():
+            keys = [f"blocks.{i}.weights.{_key(name)}", f"blocks.{i}.fixed__{_key(name)}"]
+            key = next((x for x in keys if x in state), None)
+            if key is None:
+                raise ValueError(f"{where}: lacks {keys[0]} ({con.name}'s layer {i}, a {L.kind} layer, has {name})")
+            t = state[key]
+            t = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+            shape = tuple(np.shape(want))
+            if tuple(t.shape) != shape:
+                if not (is_bias(L.kind, name) and len(shape) == 2 and tuple(t.shape) == (1, shape[1])):
+                    raise ValueError(f"{where}: {key} has shape {tuple(t.shape)}; {con.name}'s layer {i} {name} "
+                                     f"is {shape}")
+                t = np.broadcast_to(t, shape)
+            try:
+                arrays[name] = exact_tensor(np.ascontiguousarray(t), key, where)
+            except WeightFileError as e:
+                raise ValueError(str(e)) from None
+            taken.add(key)
+        out.append(LAYER_TYPES[L.kind].from_arrays(L.config(), arrays))
+    left = sorted(set(found) - taken)
+    if left:
+        raise ValueError(f"{where}: tensor {left[0]} is no weight of {con.name}'s layers (every tensor must be read)")
+    return out
 
 
 def _count(k) -> int:

@@ -1,7 +1,10 @@
 """Learned against constructed: ``python -m verify.compare --learned FILE --construction NAME --out DIR``.
 
 The learned model is a weight file (``constructions.weights_io``) with the construction's layer
-structure; the report (``report.json``, ``report.md``, plots) holds (1) prediction and
+structure, or with ``--from precision-ls|zoology|icl-gd`` a peer's file read by the importer of
+``python -m verify.construct import`` (``verify/importers/``; its state must be the construction's,
+as ``verify.export`` writes it; ``--config KEY=VALUE`` as for the import), or with ``--from torch``
+a ``polyverify.torch`` module's ``state_dict`` saved with ``torch.save`` (never unpickled); the report (``report.json``, ``report.md``, plots) holds (1) prediction and
 layer-by-layer region differences in and out of distribution, (2) query sensitivities, (3) the
 exact polynomial view, (4) invariants up to symmetry and the interpolation curve, (5) the implicit
 weight vector w^l per layer, (6) both models iterated as solvers, and with ``--weights`` the
@@ -18,9 +21,9 @@ from types import SimpleNamespace
 
 from constructions.catalogue import gd_architectures
 from polyverify.plumbing.options import config_class
-from verify.comparison import (CompareError, Stack, build_construction, constructed_stack, functional,
-                                implicit_w, interpolation, invariants, iterate, load_learned,
-                                polynomial_view, sample, sensitivities, weights_check)
+from verify.comparison import (FROM_FORMATS, CompareError, Stack, build_construction, constructed_stack, functional,
+                                implicit_w, interpolation, invariants, iterate, learned_stack, load_learned,
+                                polynomial_view, read_learned, sample, sensitivities, weights_check)
 from verify.comparison.models import sizes
 from verify.comparison.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
                                          load_sequence_model)
@@ -175,7 +178,14 @@ def build_parser():
                        "Exit status: 0 report written, 2 bad input (one line on stderr).")
     ap.add_argument("--learned", required=True,
                     help="the learned model: a safetensors weight file (constructions.weights_io format, "
-                         "or a numerics.training SequenceModel export)")
+                         "or a numerics.training SequenceModel export), or a file of --from's format")
+    ap.add_argument("--from", dest="from_format", default="polyverify", choices=FROM_FORMATS,
+                    help="the learned file's format: polyverify (default), a peer's (precision-ls, zoology, icl-gd: "
+                         "read by the importer of python -m verify.construct import, in the construction's own "
+                         "state) or torch (a polyverify.torch module's state_dict saved with torch.save)")
+    ap.add_argument("--config", default=None, metavar="KEY=VALUE[,KEY=VALUE]", action="append",
+                    help="a setting of the peer's model that the file does not hold (as for the import: "
+                         "num_heads=2, causal=true); repeatable")
     ap.add_argument("--construction", required=True, metavar="NAME",
                     help=f"the construction to compare with: {', '.join(CONSTRUCTIONS)}")
     ap.add_argument("--n", type=int, default=None, help="problem size N (default: from the file)")
@@ -213,13 +223,16 @@ CompareOptions = config_class(build_parser(), "CompareOptions", module=__name__,
                               doc="The options of python -m verify.compare, typed (fields and defaults: build_parser()).")
 
 
-def _check_learned(path: str) -> None:
-    """The learned file exists and is a safetensors file (before its contents are looked at)."""
+def _check_learned(path: str, fmt: str = "polyverify") -> None:
+    """The learned file exists and (``polyverify``) is a safetensors file (before its contents are
+    looked at; another format's file is read by :func:`_read_peer`)."""
     from polyverify.plumbing.cli import UsageError, one_line
 
     from .cli_common import input_file
 
     p = Path(input_file("--learned", path))  # missing, a folder, /dev/zero, a FIFO: said as what it is
+    if fmt != "polyverify":
+        return
     try:
         from safetensors import safe_open
 
@@ -229,11 +242,45 @@ def _check_learned(path: str) -> None:
         raise UsageError(f"--learned {path}: not a safetensors file ({one_line(e)})") from None
 
 
+def _settings(a) -> dict:
+    """``--config`` as a dict (each item ``KEY=VALUE``, or several joined by commas: a sweep cell's
+    list); only with a peer's ``--from``."""
+    from polyverify.plumbing.cli import UsageError
+
+    from .importers.common import ImportRefused, parse_settings
+
+    items = a.config or []
+    if isinstance(items, str):
+        items = [items]
+    pairs = [p for item in items for p in str(item).split(",") if p.strip()]
+    if pairs and a.from_format not in ("precision-ls", "zoology", "icl-gd"):
+        raise UsageError(f"--config: a {a.from_format} file carries its own settings (--config is for --from "
+                         f"precision-ls, zoology or icl-gd)")
+    try:
+        return parse_settings(pairs, "--config")
+    except ImportRefused as e:
+        raise UsageError(str(e)) from None
+
+
+def _read_peer(a):
+    """A ``--from`` file other than ``polyverify``, read before any work (one line for what its format's
+    reader refuses)."""
+    from polyverify.plumbing.cli import UsageError
+
+    try:
+        return read_learned(a.learned, a.from_format, _settings(a))
+    except CompareError as e:
+        raise UsageError(f"--learned {str(e).splitlines()[0]}") from None
+
+
 def _check_args(a, n, d) -> None:
     from polyverify.plumbing.cli import UsageError, check_range
 
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     more = None if a.allow_large else "--allow-large"
+    if a.from_format not in FROM_FORMATS:
+        raise UsageError(f"--from: unknown format {a.from_format!r}; choose one of {', '.join(FROM_FORMATS)}")
+    _settings(a)
     if a.construction not in CONSTRUCTIONS:
         raise UsageError(f"--construction: unknown construction {a.construction!r}; choose one of "
                          f"{', '.join(CONSTRUCTIONS)}")
@@ -292,15 +339,18 @@ def run(a: CompareOptions) -> int:
     from polyverify.plumbing.cli import UsageError, output_dir
 
     _check_args(a, a.n, a.d)
-    _check_learned(a.learned)
-    seq = is_sequence_model_file(a.learned)
+    _check_learned(a.learned, a.from_format)
+    peer = _read_peer(a) if a.from_format != "polyverify" else None
+    seq = peer is None and is_sequence_model_file(a.learned)
     n, d = a.n, a.d
     if (n is None or d is None) and not seq:
-        fn, fd = _file_sizes(a.learned)
+        fn, fd = _file_sizes(a.learned) if peer is None else (None, None)  # a peer's sizes are its model's
         n, d = n or fn, d or fd
         if n is None or d is None:
-            raise UsageError(f"--learned {a.learned}: the file does not record N and D (no toolkit construction "
-                             f"metadata); give --n and --d")
+            raise UsageError(f"--learned {a.learned}: the file does not record N and D "
+                             + ("(no toolkit construction metadata)" if peer is None else
+                                f"(the {a.from_format} file holds its model's weights, not the problem's size)")
+                             + "; give --n and --d")
         _check_args(a, n, d)
     if n is not None and d is not None:
         _check_memory(a, n, d)
@@ -324,13 +374,14 @@ def run(a: CompareOptions) -> int:
                 rep["weights_reason"] = "--weights needs the construction's layout (" + NOT_APPLICABLE + ")"
         else:
             con = build_construction(a.construction, n, d, **eta)
-            learned = load_learned(a.learned, con)
+            learned = load_learned(a.learned, con) if peer is None else learned_stack(peer, con)
             _check_memory(a, n, d, con.state_size, len(learned.layers))
             out = _report_folder(a.out)  # refused before the work; created when the report is written
             rep = compare(con, learned, problems=a.problems, sigmas=a.sigmas, kappas=a.kappas, scales=a.scales,
                           iters=a.iters, iter_sigmas=a.iter_sigmas, weights=a.weights, skip=skip, seed=a.seed,
                           poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
         rep["learned_file"] = str(a.learned)
+        rep["learned_from"] = peer.describe() if peer is not None else {"format": a.from_format}
         try:
             files = write_report(rep, out)
         except OSError as e:  # checked up front; a file system can still refuse (full, read-only)
@@ -384,7 +435,7 @@ def _cell_args(config: dict, where: str) -> CompareOptions:
     a = CompareOptions.from_mapping(config, where=where, exclude=_NOT_IN_CELLS)
     try:
         _check_args(a, a.n, a.d)
-        _check_learned(a.learned)
+        _check_learned(a.learned, a.from_format)
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
     return a

@@ -2,7 +2,13 @@
 
 The learned model is a weight file in the toolkit format (``constructions.weights_io``) with
 the *construction's layer structure* (same kinds, settings and array shapes as
-``con.layers(k)``); its prediction is the construction's read-out of its state.
+``con.layers(k)``); its prediction is the construction's read-out of its state.  A peer's file
+(``--from precision-ls | zoology | icl-gd``) is read by the importer of ``python -m
+verify.construct import`` (``verify/importers/``: its mapping table, every tensor read, exact
+values) into this toolkit's layers on the file's own state, which must be the construction's
+(the state ``verify.export`` writes; another state is mapped by ``import --layout``, not here);
+``--from torch``: a ``polyverify.torch`` module's ``state_dict`` saved with ``torch.save`` (read
+with ``torch.load(weights_only=True)``, never unpickled: :func:`read_learned`).
 """
 from __future__ import annotations
 
@@ -109,6 +115,104 @@ def load_learned(path, con: Construction, k: int | None = None) -> Stack:
             hint = (" (a numerics.training SequenceModel export: its layers act on a learned "
                     "embedding, not on the construction's layout)")
         raise CompareError(str(e) + hint) from None
+    return st
+
+
+#: the formats ``--from`` reads: this toolkit's weight files, the peers' (``verify/importers/``) and a
+#: ``polyverify.torch`` module's ``state_dict``
+PEER_FORMATS = ("precision-ls", "zoology", "icl-gd")
+FROM_FORMATS = ("polyverify",) + PEER_FORMATS + ("torch",)
+
+
+@dataclass
+class Learned:
+    """A learned file read before any work (:func:`read_learned`): a peer's layers
+    (``imported``, a ``verify.importers.common.Imported``) or a module's tensors (``tensors``)."""
+
+    path: str
+    format: str
+    imported: object = None
+    tensors: dict | None = None
+
+    def describe(self) -> dict:
+        """What was read, for the report: the format, and a peer file's conventions and tensors."""
+        out = {"format": self.format}
+        if self.imported is not None:
+            out["conventions"] = self.imported.conventions
+            out["dtype"] = self.imported.dtype
+        if self.tensors is not None:
+            out["tensors"] = len(self.tensors)
+        return out
+
+
+def read_learned(path, fmt: str, settings: dict | None = None) -> Learned:
+    """Read a ``--from`` file (not ``polyverify``: :func:`load_learned`) before any work: the peer's
+    importer (its ``check_config`` on ``settings``, its ``read``; a whole model's tensors outside the
+    blocks refused, naming them) or the ``state_dict`` (``verify.importers.common.load_tensors``:
+    ``torch.load(weights_only=True)``).  A CompareError (one line) for whatever it cannot read."""
+    from verify.importers.common import ImportRefused, describe_not_proved, load_tensors
+
+    settings = dict(settings or {})
+    if fmt not in FROM_FORMATS or fmt == "polyverify":
+        raise CompareError(f"--from {fmt!r}: read_learned reads {', '.join(FROM_FORMATS[1:])}")
+    try:
+        if fmt == "torch":
+            if settings:
+                raise CompareError(f"--config {next(iter(settings))}: a state_dict holds no peer's settings")
+            tensors, extra = load_tensors(path, "polyverify.torch state_dict")
+            extra = sorted(set(extra) - {"metadata"})  # a safetensors file's metadata is not read
+            if extra:
+                raise CompareError(f"{path}: holds {', '.join(extra)} beside the tensors; a module's state_dict is "
+                                   f"tensors only (torch.save(module.state_dict(), path))")
+            return Learned(str(path), fmt, tensors=tensors)
+        from verify.importers import FORMATS
+
+        mod = FORMATS[fmt]
+        check = getattr(mod, "check_config", None)
+        if check is not None:
+            check(settings)
+        elif settings:
+            raise CompareError(f"--config {next(iter(settings))}: a {fmt} file carries its own settings")
+        imp = mod.read(path, settings)
+    except ImportRefused as e:
+        msg = str(e)
+        if fmt == "torch" and "pickles a" in msg:  # torch.save(module): a pickled object, never unpickled here
+            msg += ("; compare --from torch reads torch.save(module.state_dict(), path) (or export the module: "
+                    "verify.export.export)")
+        raise CompareError(msg) from None
+    outside = getattr(imp, "not_proved", None) or {}
+    if outside:
+        raise CompareError(f"{path}: {len(outside)} tensor(s) of the model are not part of the blocks the "
+                           f"comparison reads ({describe_not_proved(outside)}); compare reads the blocks on the "
+                           f"construction's state only")
+    return Learned(str(path), fmt, imported=imp)
+
+
+def learned_stack(learned: Learned, con: Construction) -> Stack:
+    """The layers of a file read by :func:`read_learned` as ``con``'s stack: the file's state must be
+    the construction's, and its layers the construction's kinds and array shapes (``check_against``)."""
+    path = learned.path
+    if learned.tensors is not None:
+        from polyverify.torch import layers_from_state_dict
+
+        try:
+            layers = layers_from_state_dict(learned.tensors, con, where=str(path))
+        except ValueError as e:
+            raise CompareError(str(e)) from None
+    else:
+        imp = learned.imported
+        shape = tuple(con.layout.shape)
+        if imp.state_shape is not None and tuple(imp.state_shape) != shape:
+            raise CompareError(f"{path}: the {learned.format} file's state is {imp.state_shape[0]} x "
+                               f"{imp.state_shape[1]}; {con.name} acts on {shape[0]} x {shape[1]} (compare reads a "
+                               f"peer's file in the construction's own state, as verify.export writes it; map "
+                               f"another state with python -m verify.construct import --layout)")
+        layers = list(imp.layers)
+    st = stack_of(con, layers)
+    try:
+        weights_io.check_against(con.layers(st.k), layers, path)
+    except weights_io.WeightFileError as e:
+        raise CompareError(str(e)) from None
     return st
 
 
