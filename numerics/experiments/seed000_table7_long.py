@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from .common import RESULTS, SUMMARY, fmt, fmt_seconds
+from .seed000_table7_text import say
 
 #: CPU minutes per long cell (user + sys of its process, one torch thread; the machine is shared, so
 #: the wall time is longer), and a wall-clock limit on top.  45: at 25 (44,000 steps on the shared machine)
@@ -133,15 +134,15 @@ def criterion(long: dict) -> dict | None:
 
 def _limits(r: dict) -> str:
     """A long cell's limits as the report names them."""
-    return (f"at most {fmt_seconds(r['max_cpu_seconds'])} of CPU time" if r.get("max_cpu_seconds") else "") \
-        + (" or " if r.get("max_cpu_seconds") and r.get("max_seconds") else "") \
-        + (f"{fmt_seconds(r['max_seconds'])} of wall time" if r.get("max_seconds") else "")
+    return (say("long.limits.cpu", cpu=fmt_seconds(r["max_cpu_seconds"])) if r.get("max_cpu_seconds") else "") \
+        + (say("long.limits.or") if r.get("max_cpu_seconds") and r.get("max_seconds") else "") \
+        + (say("long.limits.wall", wall=fmt_seconds(r["max_seconds"])) if r.get("max_seconds") else "")
 
 
 def _stopped(r: dict) -> str:
     """What ended a long cell."""
-    return ("its CPU-time limit" if r.get("stopped_by_cpu") else "its wall-clock limit" if r.get("stopped_by_time")
-            else "its step cap")
+    return say("long.stopped.cpu" if r.get("stopped_by_cpu") else "long.stopped.wall" if r.get("stopped_by_time")
+               else "long.stopped.cap")
 
 
 def _floor_text(r: dict) -> str:
@@ -150,16 +151,16 @@ def _floor_text(r: dict) -> str:
     from numerics.training.recipe import RecipeConfig
 
     m, a = r["recipe_config"].get("min_lr", RecipeConfig.min_lr), r["recipe_config"].get("anneal_from")
-    return ("" if m == RecipeConfig.min_lr else f", LR floor {fmt(m)}") \
-        + ("" if a is None else f", from step {a:,} x{r['recipe_config']['gamma']} at every decision (final anneal)")
+    return ("" if m == RecipeConfig.min_lr else say("long.recipe_floor", min_lr=fmt(m))) \
+        + ("" if a is None else say("long.anneal", step=a, gamma=r["recipe_config"]["gamma"]))
 
 
 def _recipe_text(r: dict) -> str:
     rc = r["recipe_config"]
-    return (f"Adam lr {fmt(rc['lr'])}" + (f" (cap {fmt(rc['max_lr'])})" if rc.get("max_lr") else " (no cap)")
-            + f", x{rc['gamma']} at most every {rc['step_size']:,} steps, metric every {rc['metric_every']:,} "
-            f"steps on {rc['metric_batches']} batches, threshold {rc['threshold']}, warm-up {rc['warmup']:,}"
-            + _floor_text(r))
+    return say("long.recipe", lr=fmt(rc["lr"]), cap=say("long.recipe.cap", max_lr=fmt(rc["max_lr"])) if rc.get("max_lr")
+               else say("long.recipe.no_cap"), gamma=rc["gamma"], step_size=rc["step_size"],
+               metric_every=rc["metric_every"], metric_batches=rc["metric_batches"], threshold=rc["threshold"],
+               warmup=rc["warmup"], floor=_floor_text(r))
 
 
 def markdown_lines(s: dict, grid_command: str) -> list[str]:
@@ -168,23 +169,18 @@ def markdown_lines(s: dict, grid_command: str) -> list[str]:
 
     long = s.get("long") or {}
     if not long:
-        return ["**k = 1 trained long:** no long cell in these results (`python -m "
-                "numerics.experiments.seed000_table7_long --out DIR` runs them).", ""]
+        return [say("long.none"), ""]
     first = next(iter(long.values()))
     same = len({_limits(r) for r in long.values()}) == 1
-    limits = _limits(first) if same else "; ".join(f"{r['settings']}: {_limits(r)}" for r in long.values())
-    L = ["**k = 1 trained long** (the grid's `long` part; each cell stopped by its own limits, "
-         f"{limits}, whichever came first, one cell at a time on a machine shared with other jobs, one torch "
-         f"thread; 3 layers, width {first['width']}, float32, each mixer's output map "
-         f"initialised at {', '.join(sorted({fmt(r['init_scale']) for r in long.values()}))} x the default as in "
-         "docs/training.md's runs, the final MSE on "
-         f"{fmt(first['final_eval'])} fresh problems). The `training-doc` settings are those of docs/training.md's "
-         "float32 recipe run with the LR decision every "
-         + ", ".join(f"{r['recipe_config']['step_size']:,}" for r in long.values() if r["settings"] == "training-doc")
-         + " steps (\"the done-criterion runs\": there on the gradient task, here on the k = 1 iterate task)"
-         + "".join(f"{_floor_text(r)} (that run had neither: its LR fell until the metric reached the threshold)"
-                   for r in long.values() if r["settings"] == "training-doc")
-         + ". Commands:", ""]
+    limits = _limits(first) if same else "; ".join(say("long.limits.each", settings=r["settings"], limits=_limits(r))
+                                                   for r in long.values())
+    L = [say("long", limits=limits, width=first["width"],
+             init_scale=", ".join(sorted({fmt(r["init_scale"]) for r in long.values()})),
+             final_eval=fmt(first["final_eval"]),
+             step_size=", ".join(f"{r['recipe_config']['step_size']:,}" for r in long.values()
+                                 if r["settings"] == "training-doc"),
+             floor="".join(say("long.floor", floor=_floor_text(r)) for r in long.values()
+                           if r["settings"] == "training-doc")), ""]
     for cmd in sorted({r["command"] or grid_command for r in long.values()}):
         L.append(f"    {cmd}")
     L.append("")
@@ -198,35 +194,32 @@ def markdown_lines(s: dict, grid_command: str) -> list[str]:
         L.append(f"| {r['settings']} | {r['batch']:,} | {_recipe_text(r)} | {_stopped(r)} | {r['steps']:,} | "
                  f"{fmt(r['steps'] / PAPER_RECIPE['steps'])} | {fmt_seconds(r['train_cpu_s'])} | "
                  f"{fmt_seconds(r['train_wall_s'])} | {fmt(r['final_test_mse'])} | {fmt(r['final_test_mse_f64'])} | "
-                 + (f"step {hit['step']:,} ({fmt_seconds(hit['wall_s'])} wall)" if hit else "not reached")
+                 + (say("long.reached", step=hit["step"], wall=fmt_seconds(hit["wall_s"])) if hit
+                    else say("long.not_reached"))
                  + f" | {fmt(PAPER[1])} |")
     L.append("")
     doc, pap = long.get("long-training-doc-k1"), long.get("long-paper-table5-k1")
     if pap:
-        L.append(f"The `paper-table5` cell is the paper's recipe as App. B.2 Table 5 states it (lr "
-                 f"{fmt(pap['recipe_config']['lr'])}, its schedule unscaled) at batch {pap['batch']:,} (the paper's "
-                 f"{PAPER_RECIPE['batch']:,}). The paper ran {PAPER_RECIPE['steps']:,} steps on a GPU; this run is "
-                 f"that run truncated: {pap['steps']:,} steps ({fmt(pap['steps'] / PAPER_RECIPE['steps'])} of them) "
-                 f"in its limits on one CPU core (stopped by {_stopped(pap)}), "
-                 f"so its schedule made at most {pap['steps'] // pap['recipe_config']['step_size']} learning-rate "
-                 f"decisions (the paper's run: {PAPER_RECIPE['steps'] // PAPER_RECIPE['step_rate']}); it ended at lr "
-                 f"{fmt(pap['lr_end'])} with {pap['skipped']} steps skipped.")
+        L.append(say("long.paper", lr=fmt(pap["recipe_config"]["lr"]), batch=pap["batch"],
+                     paper_batch=PAPER_RECIPE["batch"], paper_steps=PAPER_RECIPE["steps"], steps=pap["steps"],
+                     share=fmt(pap["steps"] / PAPER_RECIPE["steps"]), stopped=_stopped(pap),
+                     decisions=pap["steps"] // pap["recipe_config"]["step_size"],
+                     paper_decisions=PAPER_RECIPE["steps"] // PAPER_RECIPE["step_rate"], lr_end=fmt(pap["lr_end"]),
+                     skipped=pap["skipped"]))
     if doc and pap:
         ratio = pap["final_test_mse"] / doc["final_test_mse"]
-        L.append(("With the same limits" if same else "Each with its own limits")
-                 + f" the docs' settings end {fmt(ratio if ratio >= 1 else 1 / ratio)}x "
-                 + ("below" if ratio >= 1 else "above") + " the truncated paper recipe "
-                 f"({fmt(doc['final_test_mse'])} after {doc['steps']:,} steps against {fmt(pap['final_test_mse'])} "
-                 f"after {pap['steps']:,}; CPU time {fmt_seconds(doc['train_cpu_s'])} and "
-                 f"{fmt_seconds(pap['train_cpu_s'])}); this compares the settings at a CPU's budget, not the paper's "
-                 "recipe at its own.")
+        L.append(say("long.versus", limits=say("long.versus.same" if same else "long.versus.own"),
+                     ratio=fmt(ratio if ratio >= 1 else 1 / ratio),
+                     side=say("long.versus.below" if ratio >= 1 else "long.versus.above"),
+                     doc_mse=fmt(doc["final_test_mse"]), doc_steps=doc["steps"], paper_mse=fmt(pap["final_test_mse"]),
+                     paper_steps=pap["steps"], doc_cpu=fmt_seconds(doc["train_cpu_s"]),
+                     paper_cpu=fmt_seconds(pap["train_cpu_s"])))
     if doc:
         best = min(doc["history"], key=lambda h: h["test_mse"])
-        L.append(f"The `training-doc` cell ended at {fmt(doc['final_test_mse'])} (best evaluation "
-                 f"{fmt(best['test_mse'])} at step {best['step']:,}, lr at the end {fmt(doc['lr_end'])}, "
-                 f"{doc['skipped']} steps skipped): "
-                 + ("within" if doc["final_test_mse"] <= BOUND else "above")
-                 + f" the {fmt(BOUND)} bound, {fmt(doc['final_test_mse'] / PAPER[1])}x the paper's {fmt(PAPER[1])}.")
+        L.append(say("long.doc", mse=fmt(doc["final_test_mse"]), best=fmt(best["test_mse"]), step=best["step"],
+                     lr_end=fmt(doc["lr_end"]), skipped=doc["skipped"],
+                     within=say("long.doc.within" if doc["final_test_mse"] <= BOUND else "long.doc.above"),
+                     bound=fmt(BOUND), ratio=fmt(doc["final_test_mse"] / PAPER[1]), paper=fmt(PAPER[1])))
     L.append("")
     return L
 

@@ -111,6 +111,51 @@ TEXT = {
     "warm.none_reach": ("So the precision criterion fails even next to the exact solution at this budget: no warm start "
                         "reaches it within {steps} steps."),
 
+    # the long k = 1 cells (numerics/experiments/seed000_table7_long.py)
+    "long.none": ("**k = 1 trained long:** no long cell in these results (`python -m "
+                  "numerics.experiments.seed000_table7_long --out DIR` runs them)."),
+    "long": (
+        "**k = 1 trained long** (the grid's `long` part; each cell stopped by its own limits, {limits}, whichever came "
+        "first, one cell at a time on a machine shared with other jobs, one torch thread; 3 layers, width {width}, "
+        "float32, each mixer's output map initialised at {init_scale} x the default as in docs/training.md's runs, the "
+        "final MSE on {final_eval} fresh problems). The `training-doc` settings are those of docs/training.md's float32 "
+        "recipe run with the LR decision every {step_size} steps (\"the done-criterion runs\": there on the gradient "
+        "task, here on the k = 1 iterate task){floor}. Commands:"),
+    "long.floor": "{floor} (that run had neither: its LR fell until the metric reached the threshold)",
+    "long.limits.each": "{settings}: {limits}",
+    "long.limits.cpu": "at most {cpu} of CPU time",
+    "long.limits.or": " or ",
+    "long.limits.wall": "{wall} of wall time",
+    "long.stopped.cpu": "its CPU-time limit",
+    "long.stopped.wall": "its wall-clock limit",
+    "long.stopped.cap": "its step cap",
+    "long.recipe_floor": ", LR floor {min_lr}",
+    "long.anneal": ", from step {step:,} x{gamma} at every decision (final anneal)",
+    "long.recipe": ("Adam lr {lr}{cap}, x{gamma} at most every {step_size:,} steps, metric every {metric_every:,} steps "
+                    "on {metric_batches} batches, threshold {threshold}, warm-up {warmup:,}{floor}"),
+    "long.recipe.cap": " (cap {max_lr})",
+    "long.recipe.no_cap": " (no cap)",
+    "long.reached": "step {step:,} ({wall} wall)",
+    "long.not_reached": "not reached",
+    "long.paper": (
+        "The `paper-table5` cell is the paper's recipe as App. B.2 Table 5 states it (lr {lr}, its schedule unscaled) "
+        "at batch {batch:,} (the paper's {paper_batch:,}). The paper ran {paper_steps:,} steps on a GPU; this run is "
+        "that run truncated: {steps:,} steps ({share} of them) in its limits on one CPU core (stopped by {stopped}), so "
+        "its schedule made at most {decisions} learning-rate decisions (the paper's run: {paper_decisions}); it ended "
+        "at lr {lr_end} with {skipped} steps skipped."),
+    "long.versus": (
+        "{limits} the docs' settings end {ratio}x {side} the truncated paper recipe ({doc_mse} after {doc_steps:,} "
+        "steps against {paper_mse} after {paper_steps:,}; CPU time {doc_cpu} and {paper_cpu}); this compares the "
+        "settings at a CPU's budget, not the paper's recipe at its own."),
+    "long.versus.same": "With the same limits",
+    "long.versus.own": "Each with its own limits",
+    "long.versus.below": "below",
+    "long.versus.above": "above",
+    "long.doc": ("The `training-doc` cell ended at {mse} (best evaluation {best} at step {step:,}, lr at the end "
+                 "{lr_end}, {skipped} steps skipped): {within} the {bound} bound, {ratio}x the paper's {paper}."),
+    "long.doc.within": "within",
+    "long.doc.above": "above",
+
     # the GPU grid
     "gpu.setup": (
         "The GPU grid (`--grid gpu`): k = {ks} with the paper's recipe (App. B.2 Table 5: lr {lr}, its intervals "

@@ -39,6 +39,14 @@ def _say_calls(tree) -> list[tuple[int, list[str] | None, set[str]]]:
             for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "say"]
 
 
+def _users(report: str) -> list[Path]:
+    """The modules that fill ``report``'s templates: the report and any module of the package importing its
+    text module (``seed000_table7_long.py`` writes the long cells' part of seed000-table7's section)."""
+    text = report.removesuffix("_report") + "_text"
+    return [p for p in sorted(EXPERIMENTS.glob("*.py"))
+            if p.stem == report or (p.stem != text and f"from .{text} import" in p.read_text())]
+
+
 def _docstrings(tree) -> set[int]:
     return {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) is not None}
@@ -56,24 +64,25 @@ def test_each_template_is_given_exactly_the_values_it_reads(report):
     for key, template in text.items():
         fields = _fields(template)
         assert "" not in fields, f"{key}: a positional field; name every value"
-    tree = ast.parse((EXPERIMENTS / f"{report}.py").read_text())
-    calls = _say_calls(tree)
-    assert calls, f"{report} fills no template"
-    for line, names, given in calls:
-        assert names is not None, f"{report}.py:{line}: say() names its template by an expression"
-        for name in names:
-            assert name in text, f"{report}.py:{line}: no template {name!r}"
-            read = _fields(text[name])
-            assert read <= given, f"{report}.py:{line}: {name!r} reads {sorted(read - given)}, not given"
-            if len(names) == 1:
-                assert given <= read, f"{report}.py:{line}: {name!r} is given {sorted(given - read)}, never read"
+    for path in _users(report):
+        calls = _say_calls(ast.parse(path.read_text()))
+        assert calls, f"{path.name} fills no template"
+        for line, names, given in calls:
+            where = f"{path.name}:{line}"
+            assert names is not None, f"{where}: say() names its template by an expression"
+            for name in names:
+                assert name in text, f"{where}: no template {name!r}"
+                read = _fields(text[name])
+                assert read <= given, f"{where}: {name!r} reads {sorted(read - given)}, not given"
+                if len(names) == 1:
+                    assert given <= read, f"{where}: {name!r} is given {sorted(given - read)}, never read"
 
 
 @pytest.mark.parametrize("report", REPORTS)
 def test_every_template_is_used(report):
     text = _text_module(report).TEXT
-    tree = ast.parse((EXPERIMENTS / f"{report}.py").read_text())
-    literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    literals = {n.value for path in _users(report) for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     unused = [k for k in text if k not in literals and not any(p.endswith(".") and k.startswith(p) for p in literals)]
     assert unused == [], f"{report}: templates no code fills: {unused}"
 
