@@ -488,6 +488,15 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
         if len(layers) != len(learned):
             raise ValueError(f"the construction has {len(layers)} layers, the file {len(learned)}")
         stacks[c] = layers
+    first = next(iter(stacks.values()))
+    for i, (L, R) in enumerate(zip(learned, first)):
+        la, ra = L.arrays(), R.arrays()
+        bad = L.kind != R.kind or set(la) != set(ra) or any(
+            tuple(getattr(la[k], "shape", ())) != tuple(getattr(ra[k], "shape", ())) for k in ra)
+        if bad:
+            res.skipped = (f"stack layer {i}: the file's {L.kind} layer ({len(la)} arrays) and the construction's "
+                           f"{R.kind} layer ({len(ra)} arrays) differ in their arrays or shapes: no entry-wise fit")
+            return res
     fam = _Family(stacks, fit, {n: (float(nodes[n][0]), float(nodes[n][1])) for n in fit})
     for n in fit:
         if not fam.depends[n]:
@@ -630,9 +639,12 @@ def guarded(fn: Callable[[], Nearest], name: str) -> Nearest:
     try:
         return fn()
     except (UsageError, ValueError, np.linalg.LinAlgError) as e:
-        out = Nearest(name, {})
-        out.skipped = one_line(e)
-        return out
+        why = one_line(e)
+    except Exception as e:  # noqa: BLE001 - a diagnosis that breaks is one line, never the command's end
+        why = f"the fit broke ({type(e).__name__}: {one_line(e)})"
+    out = Nearest(name, {})
+    out.skipped = why
+    return out
 
 
 def print_failed(proof, near: Nearest | None, out, distance_line: str | None = None,
