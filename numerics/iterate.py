@@ -47,7 +47,8 @@ class IterationErrors:
 
 def reference_iterates(g, v0: dict, k: int, dps: int = DPS) -> list[dict]:
     """The step circuit ``g`` iterated ``k`` times in mpmath from the float inputs ``v0`` (name -> 1-D array
-    over trials, read exactly): per step 1 .. k, name -> list of mpf over the trials."""
+    over trials, read exactly): per step 1 .. k, name -> list of mpf over the trials.  An input that no
+    output feeds (a parameter of ``compile_iteration``) keeps its value."""
     names = C.inputs(g)
     trials = len(np.asarray(v0[names[0]]).reshape(-1)) if names else 1
     out = []
@@ -55,8 +56,8 @@ def reference_iterates(g, v0: dict, k: int, dps: int = DPS) -> list[dict]:
         const = lambda c: mpmath.mpf(c.numerator) / c.denominator  # noqa: E731
         cur = [{n: mpmath.mpf(float(np.asarray(v0[n]).reshape(-1)[t])) for n in names} for t in range(trials)]
         for _ in range(k):
-            cur = [{n: val for n, val in C.evaluate(g, v, const=const, validated=True).items() if n in v}
-                   for v in cur]
+            cur = [{**v, **{n: val for n, val in C.evaluate(g, v, const=const, validated=True).items() if n in v}}
+                   for v in cur]  # an input no output feeds (a parameter) is held
             out.append({n: [v[n] for v in cur] for n in names})
     return out
 
