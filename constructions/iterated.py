@@ -10,7 +10,8 @@ an empty epilogue: the stack of depth ``K * len(body)`` runs K steps.  The prove
 in fresh symbols (``state(v)`` -> ``state(step(v))``, ``step`` the circuit evaluated exactly), which by
 induction proves every K (``docs/design.md`` decision 4), as for the hand GD constructions.
 
-Parameters (``params=``): inputs of the step that the step does not change (a step size ``eta``).  They
+Parameters (``params=``, or ``"param": true`` on an input node of a circuit file): inputs of the step that
+the step does not change (a step size ``eta``).  They
 need no output: they are held in the state, as pass-through outputs added here, and stay free symbols
 of the proof, so one proof covers every value (where the hand GD constructions rebuild their weights on
 a symbolic ``eta``, a compiled step reads ``eta`` from its state: a product gate instead of a weight).
@@ -99,13 +100,32 @@ def _set_place(g, node, place) -> None:
         d[K.TOKEN], d[K.CHANNEL] = place
 
 
+#: the node attribute that declares an input a parameter in a circuit file (``"param": true``)
+PARAM = "param"
+
+
+def step_params(g: nx.DiGraph, params=()) -> tuple[str, ...]:
+    """The inputs held fixed: ``params`` and, after them, every input node of ``g`` that carries
+    ``"param": true`` (a circuit file's declaration); any other value of that attribute is refused."""
+    params = tuple(params)
+    declared = []
+    for _, d in g.nodes(data=True):
+        if PARAM in d:
+            if d.get(K.OP) != K.INPUT or d[PARAM] not in (True, False):
+                raise IterationError(f"{d.get(K.OP)} node {d.get(K.NAME, '')!r}: the attribute {PARAM!r} is for input "
+                                     f"nodes, true or false (got {d[PARAM]!r:.40})")
+            if d[PARAM] and d[K.NAME] not in params:
+                declared.append(d[K.NAME])
+    return params + tuple(sorted(declared))
+
+
 def check_step(g: nx.DiGraph, params=()) -> nx.DiGraph:
     """A validated copy of the step circuit ``g`` that is a repeatable body: every input fed by the output
     of its name (``params`` held: a pass-through output added for each), each fed output at its input's
     place where the inputs are placed.  :class:`IterationError` (one line) where it cannot be."""
     g = C.validate(g)
     ins, outs = C.input_nodes(g), C.output_nodes(g)
-    params = tuple(params)
+    params = step_params(g, params)
     for p in params:
         if not isinstance(p, str):
             raise IterationError(f"params: {p!r:.40} is not an input name (a str)")
@@ -231,6 +251,7 @@ def compile_iteration(step: nx.DiGraph, k: int | None = None, *, params=(), targ
     Refusals: :class:`IterationError` (the module docstring), one line, before any compile."""
     if k is not None:
         k = check_repeat(k, limit)
+    params = step_params(step, params)
     g = check_step(step, params)
     body = compile_step(g, name, target, **opts)
     con = IteratedCircuit(name=name, reference=REFERENCE, layout=body.layout, prologue=[], body=list(body.epilogue),
@@ -258,4 +279,4 @@ def compile_sections(circuits: dict, names: dict, target: str, **opts) -> dict:
 
 
 __all__ = ["IteratedCircuit", "IterationError", "MAX_REPEAT", "MAX_REPEAT_LARGE", "check_repeat", "check_step",
-           "compile_iteration", "compile_sections", "compile_step", "entry_shape"]
+           "compile_iteration", "compile_sections", "compile_step", "entry_shape", "step_params"]

@@ -134,7 +134,8 @@ def add_arguments(c) -> None:
                    help="with --repeat: comma-separated inputs held fixed across steps (a step size): no output "
                         "needs to feed them, and they stay symbols in the proof, so one proof covers every value; "
                         "=VALUE (an exact rational, e.g. eta=1/16) is the value the float runs use (default: "
-                        "random, as the other inputs)")
+                        "random, as the other inputs); an input node of the circuit file with \"param\": true is "
+                        "a parameter too")
     c.add_argument("--allow-large", action="store_true",
                    help="raise the size limits to " + ", ".join(f"{k} {v}" for k, v in LARGE_LIMITS.items()))
     c.add_argument("--trace", action="store_true",

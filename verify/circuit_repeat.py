@@ -18,7 +18,7 @@ import numpy as np
 
 import circuits as C
 from constructions.compiler import CompileError
-from constructions.iterated import IterationError, check_step, compile_iteration
+from constructions.iterated import IterationError, check_step, compile_iteration, step_params
 from polyverify.plumbing.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, one_line
 
 from . import bounded
@@ -49,6 +49,7 @@ def cmd_repeat(a, g, caught, out) -> int:
 
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     try:
+        a.param_names = step_params(g, a.param_names)  # --params, then inputs declared "param": true
         check_step(g, a.param_names)  # the refusals of a step, before any work
     except IterationError as e:
         raise UsageError(f"{a.graph}: {one_line(str(e))}") from None

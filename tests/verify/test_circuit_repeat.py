@@ -89,3 +89,19 @@ def test_refusals_one_line_exit_2(tmp_path, step_file, capsys):
 
 def test_limits_are_the_constructions():
     assert LIMITS["max_repeat"] == MAX_REPEAT and LARGE_LIMITS["max_repeat"] == MAX_REPEAT_LARGE
+
+
+def test_a_circuit_file_declares_its_parameters(tmp_path, capsys):
+    """An input node with "param": true is held like --params; another value of the attribute is refused."""
+    g = C.from_function(lambda x, e: {"x": x * e}, x=(2,), e=())
+    node = C.input_nodes(g)["e"]
+    g.nodes[node]["param"] = True
+    f, rep = tmp_path / "p.json", tmp_path / "r.json"
+    C.dump(g, f)
+    rc, text = run(["circuit", "--graph", str(f), "--repeat", "7", "--float-trials", "2", "--json", str(rep)])
+    assert rc == 0 and "PROVED at every depth" in text
+    assert json.loads(rep.read_text())["compiled"]["params"] == ["e"]
+    g.nodes[node]["param"] = "yes"
+    C.dump(g, f)
+    assert main(["circuit", "--graph", str(f), "--repeat", "7"], out=io.StringIO()) == 2
+    assert "the attribute 'param' is for input nodes, true or false" in capsys.readouterr().err
