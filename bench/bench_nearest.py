@@ -38,8 +38,6 @@ def _cpu() -> float:
 
 def trained_like(layers, sigma: float, rng):
     """Every weight entry + N(0, sigma) (float64); BaseConv channels rescaled by +-2^j (j in -1..1)."""
-    import numpy as np
-
     from verify.nearest import float_layer
 
     out = []

@@ -36,11 +36,12 @@ here: a trained file is floats, and so is the distance):
    spurious entries: nonzero where the construction has a structural zero, i.e. a zero at every corner),
    to the fitted construction after alignment.
 5. **The snapped construction**: each fitted parameter as the simplest rational (smallest denominator, at
-   most :data:`MAX_DENOMINATOR`) within a tolerance: :data:`SNAP_ERRORS` standard errors of the fit
-   (estimated from the least-squares Jacobian and residual), or the change of the parameter that moves no
-   weight of the construction by more than :data:`SNAP_SHARE` of the distance (dense noise biases the
-   norm-based alignment a little, which the standard error does not see), whichever is wider; at an
-   exact fit, the nearest such rational (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
+   most :data:`MAX_DENOMINATOR`) within a tolerance, the wider of :data:`SNAP_ERRORS` standard errors and
+   the change of the parameter that moves none of the weights carrying it by more than their largest
+   residual (both from those weights only: the residual elsewhere, a structure the file does not share,
+   says nothing about the parameter; the second absorbs the small bias dense noise gives the norm-based
+   alignment, which the standard error does not see); at an exact fit, the nearest rational of
+   denominator at most the bound (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
    prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
    word for *that construction*, never for the file.
 
@@ -64,9 +65,8 @@ from constructions.sparse import dense, is_sparse
 #: snapped parameters are rationals with a denominator at most this
 MAX_DENOMINATOR = 1024
 #: a fitted parameter snaps to the simplest rational within this many standard errors of the fit, or
-#: within the change that moves no weight of the construction by more than SNAP_SHARE of the distance
+#: within the change that moves no parameter-carrying weight by more than their largest residual
 SNAP_ERRORS = 3
-SNAP_SHARE = 0.05
 #: at most this many parameters are fitted (2^P builds)
 MAX_FIT_PARAMS = 3
 #: a learned stack of more weight entries than this is not fitted (one line says so)
@@ -344,7 +344,7 @@ class Nearest:
         return {"construction": self.construction, "parameters": dict(self.fitted), "stderr": dict(self.stderr),
                 "snap_tolerance": dict(self.tolerance),
                 "rational": {n: str(q) for n, q in self.rational.items()}, "snap_errors": SNAP_ERRORS,
-                "snap_share": SNAP_SHARE,
+
                 "used": {n: str(q) for n, q in self.used.items()}, "kept": dict(self.kept),
                 "max_denominator": MAX_DENOMINATOR,
                 "distance": {"max_abs": self.distance, "spurious": self.spurious, "arithmetic": "float64",
@@ -366,8 +366,8 @@ class Nearest:
             else:
                 lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | | {self.used[n]} |")
         lines += ["", f"Snapped: the simplest rational (denominator at most {MAX_DENOMINATOR}) within {SNAP_ERRORS} "
-                  f"standard errors of the fitted value, or within the change of the parameter that moves no weight "
-                  f"of the construction by more than {SNAP_SHARE:g} of the distance, whichever is wider."]
+                  f"standard errors of the fitted value, or within the change of the parameter that moves none of the "
+                  f"weights carrying it by more than their largest residual, whichever is wider."]
         lines += ["", f"Snapped construction ({self.params_text()}): **{self.snapped_verdict or 'not PROVED'}**"
                   + (f" ({self.snapped_reason})" if self.snapped_reason else "") + ". This is the verdict of that "
                   "construction, not of the file.", ""]
@@ -389,6 +389,8 @@ def standard_errors(J: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The least-squares fit's standard errors: ``sqrt(diag(s^2 (J^T J)^+))`` with ``s^2 = |r|^2 / (m - P)``
     (the residual's entries taken as independent noise of one size: an estimate, stated as such)."""
     m, P = J.shape
+    if not m or not P:
+        return np.zeros(P)
     s2 = float(r @ r) / max(m - P, 1)
     return np.sqrt(np.maximum(np.diag(s2 * np.linalg.pinv(J.T @ J)), 0.0))
 
@@ -530,25 +532,29 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
         sol = least_squares(resid, p[idx], method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=MAX_EVALS)
         p[idx] = sol.x
         its = int(sol.nfev)
-        se = standard_errors(sol.jac, sol.fun)
     refs = fam.at(p)
     X = [aligned(Lf[i], refs[s], fam.configs[s], orders[i]) for i, s in enumerate(fam.slot)]
     res.iterations = its
-    dist = 0.0
-    for i, s in enumerate(fam.slot):
-        for k, want in refs[s].items():
-            if X[i][k].shape == want.shape and want.size:
-                dist = max(dist, float(np.max(np.abs(X[i][k] - want))))
+    # the entries that carry the parameters: their residual and their derivative (the model is linear in
+    # each parameter alone, so a unit step's difference is the derivative) give the standard errors and
+    # the snap tolerance
+    r_var = np.concatenate([(X[i][k] - refs[s][k])[m] for i, s in enumerate(fam.slot) for k, m in fam.var[s].items()]
+                           or [np.zeros(0)])
+    cols = []
+    for i, n in enumerate(fit):
+        e = np.zeros(len(fit))
+        e[i] = 1.0
+        plus = fam.at(p + e)
+        cols.append(np.concatenate([(plus[s][k] - refs[s][k])[m] for s in fam.slot for k, m in fam.var[s].items()]
+                                   or [np.zeros(0)]))
+    J = np.stack(cols, axis=1) if cols else np.zeros((0, 0))
     for i, n in enumerate(fit):
         if n in moving:
             res.fitted[n] = float(p[i])
-            res.stderr[n] = float(se[moving.index(n)])
-            e = np.zeros(len(fit))
-            e[i] = 1.0  # the model is linear in each parameter alone: this difference is the derivative
-            plus = fam.at(p + e)
-            grad = max((float(np.max(np.abs(plus[j][k] - refs[j][k]))) for j in range(len(refs)) for k in fam.var[j]),
-                       default=0.0)
-            res.tolerance[n] = max(SNAP_ERRORS * res.stderr[n], SNAP_SHARE * dist / grad if grad > 0 else 0.0)
+            res.stderr[n] = float(standard_errors(J[:, [fit.index(m) for m in moving]], r_var)[moving.index(n)])
+            grad = float(np.max(np.abs(J[:, i]))) if J.size else 0.0
+            worst = float(np.max(np.abs(r_var))) if r_var.size else 0.0
+            res.tolerance[n] = max(SNAP_ERRORS * res.stderr[n], worst / grad if grad > 0 else 0.0)
             res.rational[n] = snap(float(p[i]), res.tolerance[n])
     kinds_seen = dict.fromkeys(L.kind for L in Lf)
     res.symmetries = {k: SYMMETRIES[k] for k in kinds_seen}

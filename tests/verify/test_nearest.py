@@ -348,3 +348,25 @@ def test_standard_errors_of_a_line_fit():
     r = rng.normal(0, 0.01, 400)
     se = NR.standard_errors(J, r)
     assert 0.5 * 0.01 / 20 < se[0] < 2 * 0.01 / 20  # sigma / sqrt(m |J|^2 / m) for unit-variance J
+
+
+def test_import_through_a_layout_fits_on_the_files_channels(tmp_path):
+    """precision-ls's notebook (its own channels [a, b, x, s1, s2], no query token, no epilogue): the
+    specification's layers restricted to the file's channels and tokens; eta read as the float32 0.1
+    snaps to 1/10, and the FAILED line has the distance."""
+    import sys
+
+    pytest.importorskip("torch")
+    from tests.verify.import_files import precision_ls_notebook, save_pt
+
+    p = tmp_path / "w.pt"
+    save_pt(p, precision_ls_notebook(2, 4, 0.1, 2, causal=True), {"causal": True, "conv_type": "short"})
+    out = io.StringIO()
+    rc = main(["import", str(p), "--from", "precision-ls", "--spec", "baseconv", "--no-search", "--json",
+               str(tmp_path / "r.json")], out=out)
+    assert rc == 1 and "tests" in sys.modules
+    failed = next(line for line in out.getvalue().splitlines() if line.startswith("verdict: FAILED"))
+    assert "to the nearest gd-baseconv (eta = 1/10)" in failed and "distance" in failed
+    near = json.loads((tmp_path / "r.json").read_text())["nearest"]
+    assert near["rational"] == {"eta": "1/10"} and near["snapped_verdict"] == "PROVED"
+    assert near["used"] == {"eta": str(Fraction(13421773, 134217728))}  # 0.1 in float32, read from the file
