@@ -28,6 +28,10 @@ ALLOWED = {
         "_unknown_param")),
     *(("verify/importers/prove.py", f"verify.importers.specs.{n}") for n in (
         "_alias_of", "_build", "_builder_keywords", "_size_keys", "_takes")),
+    # verify/circuit_repeat.py (new, beside this change): the circuit command's helpers (circuit_cmd.py is
+    # being edited)
+    *(("verify/circuit_repeat.py", f"verify.circuit_cmd.{n}") for n in (
+        "_check_target", "_print_warnings", "_reassociate_flag")),
     # verify/nearest.py (new, being written beside this change): two of the same specs helpers
     *(("verify/nearest.py", f"verify.importers.specs.{n}") for n in ("_accepted", "_build")),
     # numerics/experiments/*_report.py (being edited): their experiment modules' helpers
