@@ -263,7 +263,9 @@ def compile_iteration(step: nx.DiGraph, k: int | None = None, *, params=(), targ
     con.input_slots, con.output_slots = dict(body.input_slots), dict(body.output_slots)
     con.constants, con.params_held, con.repeat = dict(body.constants or {}), tuple(params), k
     con.info = dict(body.info)
-    con.info["compiled"] = dict(body.info["compiled"], repeat=k, params=list(params),
+    if body.compile_info is not None:  # the typed report too (its JSON, below, adds the iteration's keys)
+        con.compile_info = body.compile_info
+    con.info["compiled"] = dict(con.info["compiled"], repeat=k, params=list(params),
                                 depth_formula=f"0 + {len(body.epilogue)}*k")
     return con
 
