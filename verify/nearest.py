@@ -24,7 +24,8 @@ here: a trained file is floats, and so is the distance):
      is rescaled to the construction's factor norms and signs (``align_baseconv``);
    * LSA (seed 001 eq. (8)): each head compared as ``W3 W1^T`` and ``W2`` (the product is invariant
      under the gauge ``W3 R``, ``W1 R^-T``), heads matched (``match_heads``, up to 6 heads), the
-     scale (and sign) exchanged between the two factors fixed to the construction's;
+     scale (and sign) exchanged between the two factors fitted by regressing the learned ``W3 W1^T`` on
+     the construction's (unbiased by dense noise, where a norm ratio is not);
    * token-form LSA (seed 004 eq. (2)-(3)): ``Q`` and ``P`` per head, matched, scale exchanged;
    * ELSA (seed 001 eq. (16)): no invariant is derived (its bias matrices enter each head's cubic
      product), so its arrays are compared as stored.
@@ -37,11 +38,13 @@ here: a trained file is floats, and so is the distance):
    to the fitted construction after alignment.
 5. **The snapped construction**: each fitted parameter as the simplest rational (smallest denominator, at
    most :data:`MAX_DENOMINATOR`) within a tolerance, the wider of :data:`SNAP_ERRORS` standard errors and
-   the change of the parameter that moves none of the weights carrying it by more than their largest
-   residual (both from those weights only: the residual elsewhere, a structure the file does not share,
-   says nothing about the parameter; the second absorbs the small bias dense noise gives the norm-based
-   alignment, which the standard error does not see); at an exact fit, the nearest rational of
-   denominator at most the bound (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
+   the change of the parameter that moves none of the entries depending on it by more than their largest
+   residual; both from the residual's Jacobian at the fit (finite differences through the alignment) on
+   the entries that depend on the parameter strongly (at least half its largest derivative): the residual
+   elsewhere, a structure the file does not share, says nothing about the parameter, and the second
+   absorbs the small bias dense noise gives the norm-based BaseConv alignment, which the standard error
+   does not see.  At an exact fit: the nearest rational of denominator at most the bound
+   (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
    prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
    word for *that construction*, never for the file.
 
@@ -65,7 +68,7 @@ from constructions.sparse import dense, is_sparse
 #: snapped parameters are rationals with a denominator at most this
 MAX_DENOMINATOR = 1024
 #: a fitted parameter snaps to the simplest rational within this many standard errors of the fit, or
-#: within the change that moves no parameter-carrying weight by more than their largest residual
+#: within the change that moves no entry depending on it by more than their largest residual
 SNAP_ERRORS = 3
 #: at most this many parameters are fitted (2^P builds)
 MAX_FIT_PARAMS = 3
@@ -150,11 +153,12 @@ def aligned(learned, ref_canon: dict, ref_config: dict, order: list[int] | None)
         out = {}
         for u, (Fc, _) in enumerate(fc):
             Fl, Gl = fl[order[u]]
-            nl, nc = float(np.linalg.norm(Fl)), float(np.linalg.norm(Fc))
-            s = 1.0
-            if nl > 0 and nc > 0:
-                s = (nc / nl) * (-1.0 if float(np.vdot(Fl, Fc)) < 0 else 1.0)
-            out[f"head{u}.{fn}"], out[f"head{u}.{gn}"] = Fl * s, Gl / s
+            # the scale (and sign) exchanged between the two factors: the learned first factor regressed on
+            # the construction's, F_l ~ t F_c (noise in F_l enters linearly: a norm ratio would be biased by
+            # the noise's own norm, large where F_c is small, e.g. a head of entries -eta lam)
+            cc, lc = float(np.vdot(Fc, Fc)), float(np.vdot(Fl, Fc))
+            t = lc / cc if cc > 0 and lc != 0 else 1.0
+            out[f"head{u}.{fn}"], out[f"head{u}.{gn}"] = Fl / t, Gl * t
         return out
     return dict(learned.arrays())
 
@@ -367,7 +371,7 @@ class Nearest:
                 lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | | {self.used[n]} |")
         lines += ["", f"Snapped: the simplest rational (denominator at most {MAX_DENOMINATOR}) within {SNAP_ERRORS} "
                   f"standard errors of the fitted value, or within the change of the parameter that moves none of the "
-                  f"weights carrying it by more than their largest residual, whichever is wider."]
+                  f"entries depending on it by more than their largest residual, whichever is wider."]
         lines += ["", f"Snapped construction ({self.params_text()}): **{self.snapped_verdict or 'not PROVED'}**"
                   + (f" ({self.snapped_reason})" if self.snapped_reason else "") + ". This is the verdict of that "
                   "construction, not of the file.", ""]
@@ -502,7 +506,7 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
     fam = _Family(stacks, fit, {n: (float(nodes[n][0]), float(nodes[n][1])) for n in fit})
     for n in fit:
         if not fam.depends[n]:
-            res.kept[n] = "no weight depends on it: it lives in the input embedding"
+            res.kept[n] = "no weight depends on it: it enters the specification only (the input embedding)"
     moving = [n for n in fit if fam.depends[n]]
     idx = [fit.index(n) for n in moving]
     Lf = [float_layer(L) for L in learned]
@@ -535,27 +539,26 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
     refs = fam.at(p)
     X = [aligned(Lf[i], refs[s], fam.configs[s], orders[i]) for i, s in enumerate(fam.slot)]
     res.iterations = its
-    # the entries that carry the parameters: their residual and their derivative (the model is linear in
-    # each parameter alone, so a unit step's difference is the derivative) give the standard errors and
-    # the snap tolerance
-    r_var = np.concatenate([(X[i][k] - refs[s][k])[m] for i, s in enumerate(fam.slot) for k, m in fam.var[s].items()]
-                           or [np.zeros(0)])
-    cols = []
-    for i, n in enumerate(fit):
-        e = np.zeros(len(fit))
-        e[i] = 1.0
-        plus = fam.at(p + e)
-        cols.append(np.concatenate([(plus[s][k] - refs[s][k])[m] for s in fam.slot for k, m in fam.var[s].items()]
-                                   or [np.zeros(0)]))
-    J = np.stack(cols, axis=1) if cols else np.zeros((0, 0))
-    for i, n in enumerate(fit):
-        if n in moving:
-            res.fitted[n] = float(p[i])
-            res.stderr[n] = float(standard_errors(J[:, [fit.index(m) for m in moving]], r_var)[moving.index(n)])
-            grad = float(np.max(np.abs(J[:, i]))) if J.size else 0.0
-            worst = float(np.max(np.abs(r_var))) if r_var.size else 0.0
-            res.tolerance[n] = max(SNAP_ERRORS * res.stderr[n], worst / grad if grad > 0 else 0.0)
-            res.rational[n] = snap(float(p[i]), res.tolerance[n])
+    # the standard errors and the snap tolerance, from the residual's Jacobian at the fit (finite
+    # differences through the alignment: a head's scale carries eta lam into W2) on the entries that
+    # depend on each parameter strongly (at least half its largest derivative: a structure the file does
+    # not share elsewhere says nothing about the parameter)
+    if moving:
+        r0 = resid(p[idx])
+        J = np.empty((len(r0), len(idx)))
+        for j in range(len(idx)):
+            h = 1e-6 * max(1.0, abs(p[idx][j]))
+            q = p[idx].copy()
+            q[j] += h
+            J[:, j] = (resid(q) - r0) / h
+        for j, n in enumerate(moving):
+            g = float(np.max(np.abs(J[:, j])))
+            rows = np.abs(J[:, j]) >= 0.5 * g if g > 0 else np.zeros(len(r0), dtype=bool)
+            res.fitted[n] = float(p[idx][j])
+            res.stderr[n] = float(standard_errors(J[rows], r0[rows])[j]) if rows.any() else 0.0
+            worst = float(np.max(np.abs(r0[rows]))) if rows.any() else 0.0
+            res.tolerance[n] = max(SNAP_ERRORS * res.stderr[n], worst / g if g > 0 else 0.0)
+            res.rational[n] = snap(res.fitted[n], res.tolerance[n])
     kinds_seen = dict.fromkeys(L.kind for L in Lf)
     res.symmetries = {k: SYMMETRIES[k] for k in kinds_seen}
     chan = chan or (lambda c: f"channel {c}")
