@@ -390,6 +390,30 @@ def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
         return a.astype(dtype if name != "bfloat16" else np.float64)
     vals = np.zeros(a.shape)
     nz = np.nonzero(ops.nonzero_pattern(a))  # only the nonzero entries (compiled weights are sparse)
-    entries = [Fraction(z) for z in a[nz]]
+    entries = a[nz]
+    f64 = None
+    if name in _NUMPY_ROUNDS and set(map(type, entries)) <= {int, Fraction}:
+        # int and Fraction: float() is their correctly rounded float64 (int / int division), computed
+        # in numpy's loop; an entry that float64 holds exactly is then rounded once by numpy's cast
+        # (IEEE round to nearest, ties to even, subnormals and overflow included), the others once
+        # by the format's gmpy2 context as below (an entry beyond float64's range: all as below)
+        try:
+            f64 = entries.astype(np.float64)
+        except OverflowError:
+            pass
+    if f64 is not None:
+        if name != "float64":
+            inexact = np.flatnonzero(entries != f64.astype(object))
+            with np.errstate(over="ignore"):
+                f64 = f64.astype(dtype).astype(np.float64)
+            if len(inexact):
+                f64[inexact] = FLOAT_FORMATS[name].round([Fraction(z) for z in entries[inexact]])
+        vals[nz] = f64
+        return vals.astype(dtype)
+    entries = [Fraction(z) for z in entries]
     vals[nz] = [float(q) for q in entries] if name == "float64" else FLOAT_FORMATS[name].round(entries)
     return vals if name == "bfloat16" else vals.astype(dtype)
+
+
+#: the formats numpy's cast from float64 rounds correctly (round to nearest, ties to even)
+_NUMPY_ROUNDS = ("float64", "float32", "float16")
