@@ -43,8 +43,9 @@ here: a trained file is floats, and so is the distance):
    the entries that depend on the parameter strongly (at least half its largest derivative): the residual
    elsewhere, a structure the file does not share, says nothing about the parameter, and the second
    absorbs the small bias dense noise gives the norm-based BaseConv alignment, which the standard error
-   does not see.  At an exact fit: the nearest rational of denominator at most the bound
-   (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
+   does not see; never more than :data:`SNAP_RELATIVE` of the fitted value (a poorly determined ``lam``
+   would snap to 0, where the compiled architectures have another structure).  At an exact fit: the
+   nearest rational of denominator at most the bound (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
    prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
    word for *that construction*, never for the file.
 
@@ -68,8 +69,11 @@ from constructions.sparse import dense, is_sparse
 #: snapped parameters are rationals with a denominator at most this
 MAX_DENOMINATOR = 1024
 #: a fitted parameter snaps to the simplest rational within this many standard errors of the fit, or
-#: within the change that moves no entry depending on it by more than their largest residual
+#: within the change that moves no entry depending on it by more than their largest residual, but never
+#: farther than SNAP_RELATIVE of its value (a poorly determined lam would otherwise snap to 0, another
+#: structure for the compiled architectures)
 SNAP_ERRORS = 3
+SNAP_RELATIVE = 0.1
 #: at most this many parameters are fitted (2^P builds)
 MAX_FIT_PARAMS = 3
 #: a learned stack of more weight entries than this is not fitted (one line says so)
@@ -348,6 +352,7 @@ class Nearest:
         return {"construction": self.construction, "parameters": dict(self.fitted), "stderr": dict(self.stderr),
                 "snap_tolerance": dict(self.tolerance),
                 "rational": {n: str(q) for n, q in self.rational.items()}, "snap_errors": SNAP_ERRORS,
+                "snap_relative": SNAP_RELATIVE,
 
                 "used": {n: str(q) for n, q in self.used.items()}, "kept": dict(self.kept),
                 "max_denominator": MAX_DENOMINATOR,
@@ -371,7 +376,8 @@ class Nearest:
                 lines.append(f"| {n} | {self.used[n]} | kept: {self.kept.get(n, '')} | | {self.used[n]} |")
         lines += ["", f"Snapped: the simplest rational (denominator at most {MAX_DENOMINATOR}) within {SNAP_ERRORS} "
                   f"standard errors of the fitted value, or within the change of the parameter that moves none of the "
-                  f"entries depending on it by more than their largest residual, whichever is wider."]
+                  f"entries depending on it by more than their largest residual, whichever is wider, and at most "
+                  f"{SNAP_RELATIVE:g} of the fitted value."]
         lines += ["", f"Snapped construction ({self.params_text()}): **{self.snapped_verdict or 'not PROVED'}**"
                   + (f" ({self.snapped_reason})" if self.snapped_reason else "") + ". This is the verdict of that "
                   "construction, not of the file.", ""]
@@ -557,7 +563,8 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
             res.fitted[n] = float(p[idx][j])
             res.stderr[n] = float(standard_errors(J[rows], r0[rows])[j]) if rows.any() else 0.0
             worst = float(np.max(np.abs(r0[rows]))) if rows.any() else 0.0
-            res.tolerance[n] = max(SNAP_ERRORS * res.stderr[n], worst / g if g > 0 else 0.0)
+            res.tolerance[n] = min(max(SNAP_ERRORS * res.stderr[n], worst / g if g > 0 else 0.0),
+                                   SNAP_RELATIVE * abs(res.fitted[n]))
             res.rational[n] = snap(res.fitted[n], res.tolerance[n])
     kinds_seen = dict.fromkeys(L.kind for L in Lf)
     res.symmetries = {k: SYMMETRIES[k] for k in kinds_seen}
