@@ -257,8 +257,7 @@ def _gd_stream(A, b, x0, eta, steps, digits, lam, direct, return_mp):
         if direct:
             ridge = any(v != 0 for v in lam_m.ravel())
         else:
-            G = np.matmul(At, Am)  # (B, D, D)
-            h = np.matmul(At, bm)  # (B, D, 1)
+            G, h = _normal_equations(A, b, Am, bm)  # (B, D, D), (B, D, 1)
             M = -eta_m * G
             one = gmpy2.mpfr(1)
             eta_v, lam_v = eta_m[:, 0, 0], lam_m[:, 0, 0]
@@ -284,6 +283,69 @@ def _gd_stream(A, b, x0, eta, steps, digits, lam, direct, return_mp):
     return steps, iterates()
 
 
+def _dyadic_ints(a: np.ndarray) -> tuple[list[int], int]:
+    """A float or integer array as Python ints ``m`` and one shift ``s`` with ``a == m * 2**s``
+    entry by entry, exactly (a float is a dyadic rational: ``frexp``'s significand times 2**53 is
+    an integer)."""
+    if a.dtype.kind in "iu":
+        return [int(v) for v in a.ravel().tolist()], 0
+    frac, exp = np.frexp(a.astype(np.float64).ravel())
+    mant = (frac * 2.0**53).astype(np.int64)  # exact: |frac| < 1 has at most 53 significant bits
+    exp = exp.astype(np.int64) - 53
+    live = mant != 0
+    if not live.any():
+        return [0] * a.size, 0
+    low = int(exp[live].min())
+    shift = np.where(live, exp - low, 0)
+    return [m << sh for m, sh in zip(mant.tolist(), shift.tolist())], low
+
+
+#: from this D on, A^T A is formed by python-flint's fmpz_mat per problem (below it, numpy's loop over
+#: Python ints for the whole batch at once: the same exact integers)
+_FLINT_FROM_D = 16
+
+
+def _normal_equations(A: np.ndarray, b: np.ndarray, Am: np.ndarray, bm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``A^T A`` (B, D, D) and ``A^T b`` (B, D, 1) as mpfr in the current context.
+
+    Float and integer inputs (the runs' rounded problems): each entry formed *exactly* from the
+    exactly converted inputs (the inputs as integers times one power of two, multiplied by
+    python-flint's ``fmpz_mat`` per problem from D = 16, below that by numpy's loop over Python
+    ints) and rounded once to the working precision.  For float32/float64 inputs at the default
+    50 digits the mpfr sums of products this replaces were exact too (the same mpfr values); in
+    general this is within half an ulp of the exact value, where those sums were within about N
+    ulps.  512 x 128: ~1.9 s to ~0.15 s.  Exact object inputs (Fractions, mpfr): the mpfr products
+    ``Am^T Am``, ``Am^T bm`` as before."""
+    if A.dtype.kind not in "fiu" or b.dtype.kind not in "fiu":
+        At = Am.transpose(0, 2, 1)
+        return np.matmul(At, Am), np.matmul(At, bm)
+    B, N, D = A.shape
+    ai, sa = _dyadic_ints(A)
+    bi, sb = _dyadic_ints(b)
+    if D < _FLINT_FROM_D:  # small problems, many of them: numpy's loop over Python ints, all at once
+        Ai = np.empty(B * N * D, dtype=object)
+        Ai[:] = ai
+        Ai = Ai.reshape(B, N, D)
+        bv = np.empty(B * N, dtype=object)
+        bv[:] = bi
+        At = Ai.transpose(0, 2, 1)
+        Gi, hi = np.matmul(At, Ai), np.matmul(At, bv.reshape(B, N, 1))
+    else:
+        import flint
+
+        Gi, hi = np.empty((B, D, D), dtype=object), np.empty((B, D, 1), dtype=object)
+        for p in range(B):
+            Ap = flint.fmpz_mat(N, D, ai[p * N * D:(p + 1) * N * D])
+            At = Ap.transpose()
+            Gp, hp = At * Ap, At * flint.fmpz_mat(N, 1, bi[p * N:(p + 1) * N])
+            Gi[p] = [[int(Gp[i, j]) for j in range(D)] for i in range(D)]
+            hi[p, :, 0] = [int(hp[i, 0]) for i in range(D)]
+    # each exact integer rounded once to the working precision, then scaled exactly by its power of two
+    G = np.frompyfunc(lambda g: gmpy2.mul_2exp(gmpy2.mpfr(g), 2 * sa), 1, 1)(Gi).astype(object)
+    h = np.frompyfunc(lambda g: gmpy2.mul_2exp(gmpy2.mpfr(g), sa + sb), 1, 1)(hi).astype(object)
+    return G, h
+
+
 def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_mp: bool = False):
     """High-precision (ridge) GD iterates x_0..x_steps, rounded to float64.
 
@@ -292,7 +354,8 @@ def gd_reference(A, b, x0, eta, steps: int, *, digits: int = 50, lam=0, return_m
     ``working_precision(digits)`` bits, starting from the float inputs converted
     exactly.
 
-    Fast algorithm: per problem it precomputes once (in mpfr)
+    Fast algorithm: per problem it precomputes once (in mpfr; ``A^T A`` and ``A^T b`` of float
+    inputs exactly, then rounded once: :func:`_normal_equations`)
 
         M = I - eta * (A^T A + lam I),   c = eta * A^T b,
 
