@@ -5,6 +5,7 @@
                                    [--device cpu|cuda|cuda:N] [--grid cpu|gpu] [--budget SECONDS]
                                    [--scheduler ADDRESS]
     python -m numerics.experiments NAME --resummarise --out DIR
+    python -m numerics.experiments NAME --carry REV [--carry REV ...] --out DIR
     python -m numerics.experiments report [--results docs/experiments] [--out docs/experiments.md]
 
 ``NAME`` runs one experiment's grid through the sweep runner (``polyverify.sweep.run_grid``: one
@@ -33,6 +34,14 @@ cluster started for this command (several commands can share one cluster; not wi
 again from the cell records in ``DIR/results.jsonl`` with this code's summary, criteria and figure,
 keeping the run record (command, times, machine, device) of the command that ran the cells: for a grid
 that cannot be run again here (``docs/experiments/gpu/NAME``, run on a card by ``gpu.sh``).
+
+``--carry REV`` runs no cell: it carries ``DIR/results.jsonl``'s records made by the code of commit ``REV``
+(their code version computed from ``REV``'s sources) to this code version, into ``DIR/cells/``, where the
+runner then reuses them, only where the code the cell runs is unchanged between ``REV`` and this tree
+(``numerics/experiments/carry.py``: every definition the cell function reaches, compared as syntax trees);
+each carried record keeps its original version in ``made_by`` and the check in ``carried``.  The one way
+to reuse a record made by other code: the runner computes any other again.  Exit 1 where the check refuses
+(nothing written).
 
 ``report`` generates ``docs/experiments.md`` from ``RESULTS/<NAME>/summary.json`` (the committed
 full runs) and, for each experiment's GPU section, ``RESULTS/gpu/<NAME>/summary.json`` where a GPU run
@@ -85,6 +94,9 @@ def parser() -> Parser:
                         "local cluster")
     p.add_argument("--resummarise", action="store_true",
                    help="run no cell: write DIR's summary, table and figure again from DIR/results.jsonl")
+    p.add_argument("--carry", action="append", default=None, metavar="REV",
+                   help="run no cell: carry DIR/results.jsonl's records made by commit REV's code to this code "
+                        "version (DIR/cells/), where the code their cell runs is unchanged (repeatable)")
     return p
 
 
@@ -117,6 +129,8 @@ def _main(argv) -> int:
         raise UsageError(f"unknown experiment {a.name!r}; choose one of {', '.join(EXPERIMENTS)}, or 'report'")
     if a.out is None:
         raise UsageError("--out DIR is required")
+    if a.carry is not None:
+        return _carry(a, cmd)
     return _resummarise(a, cmd) if a.resummarise else _run(a, cmd)
 
 
@@ -162,6 +176,16 @@ def _resummarise(a, cmd: str) -> int:
           f"{summary['run']['resummarised']['rows']} cell records in {a.out}")
     _print_criteria(summary)
     return EXIT_OK
+
+
+def _carry(a, cmd: str) -> int:
+    _refuse(a, [*RUN_FLAGS, "--resummarise"], "--carry (it runs no cell)")
+    out = Path(a.out)
+    if not out.is_dir():
+        raise UsageError(f"--out {out}: not a folder")
+    from .carry import carry
+
+    return carry(load(a.name), out, a.carry, cmd)
 
 
 def _check_run(a):

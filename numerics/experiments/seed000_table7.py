@@ -490,7 +490,10 @@ def plot(s: dict):
     a1.set_title("training curves; dotted: the paper's Table 7 values", fontsize=9)
     a1.grid(alpha=0.3)
     ks = [k for k in KS if f"paper-k{k}" in s["runs"]]
-    a2.semilogy(ks, [s["runs"][f"paper-k{k}"]["final_test_mse"] for k in ks], "o-", label="ours (fixed steps)")
+    ran = sorted({s["runs"][f"paper-k{k}"]["steps"] for k in ks})  # the steps each run ran, from its record
+    a2.semilogy(ks, [s["runs"][f"paper-k{k}"]["final_test_mse"] for k in ks], "o-" if len(ran) == 1 else "o",
+                label=(f"ours ({ran[0]:,} steps each)" if len(ran) == 1 else
+                       f"ours ({ran[0]:,} to {ran[-1]:,} steps, unequal: not an ordering)") if ran else "ours")
     a2.semilogy(list(KS), [PAPER[k] for k in KS], "x--", label="paper (Table 7, 2.5e6 steps on a GPU)")
     doc = (s.get("long") or {}).get("long-training-doc-k1")
     if doc:

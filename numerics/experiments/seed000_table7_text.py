@@ -153,6 +153,26 @@ TEXT = {
     "long.versus.above": "above",
     "long.doc": ("The `training-doc` cell ended at {mse} (best evaluation {best} at step {step:,}, lr at the end "
                  "{lr_end}, {skipped} steps skipped): {within} the {bound} bound, {ratio}x the paper's {paper}."),
+    "long.history": (
+        "**How this run came to be, and what it shows.** It is the second run of this criterion: an earlier run with "
+        "the same settings but neither the LR floor nor the final anneal, under shorter limits, missed the bound, and "
+        "the LR floor, the final anneal and the limits of this run were then chosen on branches of that run, so this "
+        "run is a tuned second attempt, not a test fixed in advance. {earlier} {cross}: its first evaluation at or "
+        "below it is at step {hit}, the anneal starting at step {anneal:,}; before the anneal its lowest evaluation "
+        "was {before} (step {before_step:,}), {before_ratio}x the bound."),
+    "long.history.cross.anneal": "The curve crosses {bound} only during the anneal",
+    "long.history.cross.before": "The curve crosses {bound} before the anneal",
+    "long.history.cross.never": "The curve never crosses {bound}",
+    "long.history.earlier.missing": (
+        "That earlier run's record is not among these records (the later run replaced it in the results; it is in the "
+        "project's history of `docs/experiments/seed000-table7/results.jsonl`: `git log` of that file), so only "
+        "this run is shown."),
+    "long.history.not_hit": "none",
+    "long.fair": (
+        "**A fair budget** for the paper's k = 1 value: the paper's batch {paper_batch:,} ({batch_x}x this run's), "
+        "width {paper_width} ({width_x}x) and {paper_steps:,} steps ({steps_x}x this run's {steps:,}): at this run's "
+        "CPU time per sequence ({per_seq} s) that is about {hours} CPU hours at width {width}, more at width "
+        "{paper_width}: a GPU's budget, not this machine's."),
     "long.doc.within": "within",
     "long.doc.above": "above",
 

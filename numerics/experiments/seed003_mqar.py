@@ -95,8 +95,20 @@ SMALL = {"mixer": "attention", "d": 16}
 #: and 128 at every N with two seeds beyond the grid's, so that the report reads the smallest width reaching the
 #: threshold over five seeds beside the grid's three (the grid's crossing cells had their seeds split 2 of 3)
 MORE_SEEDS = {"mixer": "baseconv", "dims": (96, 128), "seeds": (3, 4)}
-#: the parts of the full grid that the criteria do not read
+#: the parts of the full grid that the criteria do not read (but for ``small`` and ``seeds``, whose runs share the
+#: grid's settings and are pooled with its seeds by :func:`pooled` for the smallest-width criterion)
 PARTS = ("tune", "long", "filter", "small", "seeds")
+#: the parts pooled with the grid's runs (:func:`pooled`): the same settings, other widths or seeds
+POOLED_PARTS = ("small", "more_seeds")
+#: the width grid on which both mixers' smallest width reaching the threshold is to be measured alike (issue 45
+#: item 1): every width from 16 up for both mixers, five seeds per cell, three sequence lengths; N = 64 needs a
+#: vocabulary above N (the generator's assertion), so it runs at ``vocab_at`` (a smaller vocabulary-to-N ratio
+#: than N = 16's).  :func:`missing_cells` lists the cells of it that have no record, :func:`widths_grid` writes
+#: them as a grid file for ``python -m numerics.sweep run`` (:data:`WIDTHS_GRID_FILE`)
+WIDTHS = {"sizes": ((16, 4), (32, 4), (64, 4)), "dims": (16, 32, 64, 96, 128, 256), "seeds": (0, 1, 2, 3, 4),
+          "vocab_at": {64: 128}}
+#: the grid file of the cells of ``WIDTHS`` without a record (written by :func:`write_widths_grid`)
+WIDTHS_GRID_FILE = "numerics/experiments/grids/seed003-mqar-widths.json"
 #: the summary's key for each part's runs (``seeds`` is the summary's list of the grid's seed numbers)
 PART_KEY = {part: ("more_seeds" if part == "seeds" else part) for part in PARTS}
 #: ``--quick``: the CI check of the pipeline (tiny cells, not the paper's numbers)
@@ -373,15 +385,26 @@ def summarise(rows, quick: bool) -> dict:
 
 def carried(rows) -> dict | None:
     """The records an earlier code version made and this one carried over instead of training them again
-    (each marked ``made_by``: that version and the day it finished; the cell function, the models and the
-    data unchanged between them): how many, which versions and days, their CPU time; None where there are
-    none."""
+    (each marked ``made_by``: that version and the day it finished): how many, which versions and days, their
+    CPU time, and how they were carried: ``verified``, those carried by ``python -m numerics.experiments NAME
+    --carry REV`` (``numerics/experiments/carry.py``: the code the cell runs checked unchanged; the record's
+    ``carried`` names the commit), per commit; ``by_hand``, those whose code version was rewritten by hand
+    (a ``made_by`` and no ``carried``: nothing checked).  None where there are none."""
     xs = [r for r in rows if isinstance(r.get("made_by"), dict)]
     if not xs:
         return None
-    return {"cells": len(xs), "sources": sorted({str(r["made_by"].get("sources")) for r in xs}),
-            "finished": sorted({str(r["made_by"].get("finished")) for r in xs}),
-            "cpu_s": round(sum(r.get("cpu_s") or 0 for r in xs), 2)}
+    checked = [r for r in xs if isinstance(r.get("carried"), dict)]
+    commits: dict = {}
+    for r in checked:
+        commits[str(r["carried"].get("commit"))[:12]] = commits.get(str(r["carried"].get("commit"))[:12], 0) + 1
+
+    def part(ys):
+        return {"cells": len(ys), "sources": sorted({str(r["made_by"].get("sources")) for r in ys}),
+                "finished": sorted({str(r["made_by"].get("finished")) for r in ys}),
+                "cpu_s": round(sum(r.get("cpu_s") or 0 for r in ys), 2)}
+    hand = [r for r in xs if r not in checked]
+    return {**part(xs), "verified": {**part(checked), "commits": commits} if checked else None,
+            "by_hand": part(hand) if hand else None}
 
 
 def _run_record(r: dict) -> dict:
@@ -538,14 +561,122 @@ def at_least_N(s: dict) -> dict:
     per, notes = {}, []
     for N in Ns:
         b = smallest_d(s, "baseconv", N)
-        per[str(N)] = None if b is None else b >= N
+        below_N = any(x["d"] < N for x in s["best"].values() if x["mixer"] == "baseconv" and x["N"] == N)
+        # where the grid has no BaseConv width below N, "d >= N" cannot fail there: not read
+        per[str(N)] = None if b is None or not below_N else b >= N
         if b is None:
             notes.append(f"N = {N}: BaseConv reaches {th} at no d of the grid")
+        elif not below_N:
+            notes.append(f"N = {N}: every BaseConv width of the grid is >= N, so d >= N cannot fail there")
     return {"met": _combine(list(per.values())), "per_N": per, "notes": notes}
 
 
+def pooled(s: dict) -> dict:
+    """Per ``"mixer/N/d"``: every recorded run at the grid's settings and learning rate(s), the grid's seeds and
+    those of the parts that share its settings (:data:`POOLED_PARTS`: attention below the grid's widths, more
+    BaseConv seeds); ``seeds``, ``accs`` (best test accuracy per seed, by seed), their ``median`` and how many
+    ``reached`` the threshold.  The figure draws these and the smallest-width criterion reads them."""
+    th, steps = s["threshold"], s["config"].get("steps")
+    out: dict = {}
+    for x in [*s["runs"], *(y for part in POOLED_PARTS for y in s.get(part) or [])]:
+        if x["lr"] not in (s.get("lrs") or {}).get(x["mixer"], [x["lr"]]) or x["steps"] != steps:
+            continue
+        out.setdefault(f"{x['mixer']}/{x['N']}/{x['d']}", []).append(x)
+    cells = {}
+    for key, xs in out.items():
+        xs = sorted(xs, key=lambda x: (x["seed"], x["lr"]))
+        accs = [x["best_test_acc"] for x in xs]
+        cells[key] = {"mixer": xs[0]["mixer"], "N": xs[0]["N"], "D": xs[0]["D"], "d": xs[0]["d"],
+                      "seeds": [x["seed"] for x in xs], "accs": accs, "median": statistics.median(accs),
+                      "reached": sum(a >= th for a in accs), "ran": max(x["steps_run"] for x in xs),
+                      # the steps its runs could run: under a GPU budget the steps planned, else the configured ones
+                      "budget": max(x.get("steps_planned") or x["steps"] for x in xs)}
+    return cells
+
+
+def smallest_width(s: dict, mixer: str, N: int, widths: list[int]):
+    """The smallest of ``widths`` at which ``mixer``'s median over every pooled seed (:func:`pooled`) reaches the
+    threshold at N (None: none does)."""
+    p = pooled(s)
+    return next((d for d in widths if p[f"{mixer}/{N}/{d}"]["median"] >= s["threshold"]), None)
+
+
+def _widths_vs_N(s: dict, Ns: list[int], th: float) -> dict:
+    """Criterion 4 of :func:`criteria`: each mixer's smallest width reaching the threshold, the median over every
+    seed recorded (:func:`pooled`), on the widths that mixer ran at every N, read alike for both mixers from the
+    smallest N to the largest: ``grows`` (larger at the largest N; reaching it at no width there counts as
+    larger), ``same``, ``smaller``, or None (it reaches it at no width at the smallest N).  Met where attention's
+    does not grow and BaseConv's does (the paper's Claim 1); not met where attention's grows or BaseConv's does
+    not; not read where either is None.  ``decide``: per mixer and N the cells that decide the crossing (the
+    smallest width reaching it and the width below it), with their seeds."""
+    p = pooled(s)
+    per, decide, widths, smallest = {}, {}, {}, {}
+    for m in MIXERS:
+        ws = sorted(d for d in {c["d"] for c in p.values() if c["mixer"] == m}
+                    if all(f"{m}/{N}/{d}" in p for N in Ns))
+        widths[m] = ws
+        smallest[m] = {str(N): smallest_width(s, m, N, ws) for N in Ns}
+        decide[m] = {}
+        for N in Ns:
+            d = smallest[m][str(N)]
+            i = ws.index(d) if d is not None else len(ws)
+            decide[m][str(N)] = [{"d": w, "seeds": len(p[f"{m}/{N}/{w}"]["seeds"]),
+                                  "reached": p[f"{m}/{N}/{w}"]["reached"], "median": p[f"{m}/{N}/{w}"]["median"]}
+                                 for w in ws[max(0, i - 1):i + 1]]
+        first, last = smallest[m][str(Ns[0])], smallest[m][str(Ns[-1])]
+        need = learn_steps(s, m)
+        short = last is None and any(need is None or p[f"{m}/{Ns[-1]}/{w}"]["ran"] < need for w in ws)
+        if len(Ns) < 2 or not ws or first is None or short:  # short: below it everywhere, but trained too little
+            per[m] = None
+        elif last is None or last > first:
+            per[m] = "grows"
+        else:
+            per[m] = "same" if last == first else "smaller"
+    if per["attention"] is None or per["baseconv"] is None:
+        met = None
+    else:
+        met = per["attention"] != "grows" and per["baseconv"] == "grows"
+    return {"id": "widths-vs-N", "text": f"each mixer's smallest d reaching {th} (median over every seed recorded, on "
+                                         "the widths it ran at every N) read alike from the smallest N to the largest: "
+                                         "attention's does not grow and BaseConv's does (Claim 1)",
+            "met": met, "per_mixer": per, "smallest": smallest, "widths": widths, "decide": decide, "notes": []}
+
+
+def missing_cells(s: dict) -> list[dict]:
+    """The cells of :data:`WIDTHS` (both mixers at every width from 16 up, five seeds, three N) with no recorded
+    run at the grid's settings (:func:`pooled`), as (mixer, N, D, d, seed) dicts."""
+    p = pooled(s)
+    out = []
+    for m in MIXERS:
+        for N, D in WIDTHS["sizes"]:
+            for d in WIDTHS["dims"]:
+                have = set(p.get(f"{m}/{N}/{d}", {}).get("seeds", []))
+                out.extend({"mixer": m, "N": N, "D": D, "d": d, "seed": sd} for sd in WIDTHS["seeds"] if sd not in have)
+    return out
+
+
+def widths_grid(s: dict) -> dict:
+    """The grid file (``python -m numerics.sweep run FILE``) of :func:`missing_cells`: the CPU grid's settings
+    (``FULL``) at its learning rate per mixer, the vocabulary raised where N needs it (``WIDTHS["vocab_at"]``)."""
+    cells = [{**c, "lr": min(FULL["lrs"][c["mixer"]]),
+              **({"vocab": WIDTHS["vocab_at"][c["N"]]} if c["N"] in WIDTHS["vocab_at"] else {})} for c in missing_cells(s)]
+    return {"cell": "numerics.experiments.seed003_mqar:cell", "fixed": _common(FULL), "cells": cells}
+
+
+def write_widths_grid(summary: str = "docs/experiments/seed003-mqar/summary.json", out: str = WIDTHS_GRID_FILE) -> None:
+    """Write :func:`widths_grid` of the committed summary to :data:`WIDTHS_GRID_FILE` (``python -c "import
+    numerics.experiments.seed003_mqar as m; m.write_widths_grid()"``)."""
+    import json
+
+    from polyverify.plumbing.cli import atomic_write_text
+
+    with open(summary) as f:
+        s = json.load(f)
+    atomic_write_text(out, json.dumps(widths_grid(s), indent=1) + "\n")
+
+
 def criteria(s: dict) -> list[dict]:
-    """Three checks of Claim 1 on the per-(mixer, N, d) values (``best``).  A cell below the threshold counts
+    """Four checks of Claim 1 on the per-(mixer, N, d) values (``best``; the fourth on :func:`pooled`).  A cell below the threshold counts
     only where the mixer demonstrably learns somewhere in the grid within as many steps (:func:`counts`);
     where it does not, the check is not measured at that N (``None``), never met by default.
 
@@ -553,13 +684,15 @@ def criteria(s: dict) -> list[dict]:
     2. the gap: at every N, BaseConv stays below the threshold at every d up to the smallest d at which
        attention reaches it (so BaseConv needs a larger d, if any);
     3. BaseConv's smallest d reaching the threshold grows from the smallest N of the grid to the largest, and
-       is smaller at no larger N than at the N before it.
+       is smaller at no larger N than at the N before it;
+    4. each mixer's smallest d reaching the threshold over every seed recorded, read alike for both mixers
+       (:func:`_widths_vs_N`): attention's does not grow with N and BaseConv's does (Claim 1).
 
     The paper's "d >= N" for BaseConv is read by :func:`at_least_N` (in the report's words).
     """
     th = s["threshold"]
     Ns = sorted({b["N"] for b in s["best"].values()})
-    return [check(s, Ns, th) for check in (_attention_small_d, _gap, _grows_with_N)]
+    return [check(s, Ns, th) for check in (_attention_small_d, _gap, _grows_with_N, _widths_vs_N)]
 
 
 # ====================================================================== outputs
@@ -595,4 +728,5 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "gpu_configs", "summarise", "criteria",
            "table", "plot", "markdown", "gpu_markdown", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
-           "build_model", "MQARCell", "config_of", "at_least_N", "carried", "PARTS", "PART_KEY"]
+           "build_model", "MQARCell", "config_of", "at_least_N", "carried", "PARTS", "PART_KEY", "pooled", "smallest_width",
+           "missing_cells", "widths_grid", "write_widths_grid", "WIDTHS", "WIDTHS_GRID_FILE"]

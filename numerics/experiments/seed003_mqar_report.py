@@ -11,8 +11,9 @@ import math
 import statistics
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
-from .seed003_mqar import MIXERS, PART_KEY, acc_at, at_least_N, configs, learn_steps, smallest_d
-from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, TEXT, say
+from .seed003_mqar import (MIXERS, PART_KEY, WIDTHS, WIDTHS_GRID_FILE, acc_at, at_least_N, configs, learn_steps,
+                           missing_cells, pooled, smallest_d)
+from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, TEXT, WIDTHS_SAID, say
 
 
 def blocks(*parts) -> list[str]:
@@ -26,34 +27,46 @@ def blocks(*parts) -> list[str]:
 
 
 def plot(s: dict):
-    """One panel per N: each mixer's value per d (the median over seeds at its best learning rate; bars: the
-    seeds' range), the threshold, 1/D (the accuracy of answering with one of the D values of the context
+    """One panel per N: every seed's run per d (circles) at the grid's rate, the grid's seeds and those of the
+    parts that share its settings (:func:`~numerics.experiments.seed003_mqar.pooled`), and each mixer's median
+    over them (a line; where a mixer's cells ran different numbers of steps, a budget's shares on a GPU, no line
+    joins them and each point is labelled with its steps: widths apart are then not at equal training), the
+    threshold, 1/D (the accuracy of answering with one of the D values of the context
     without matching the key: the plateau) and d = N."""
     import matplotlib.pyplot as plt
 
     Ns = sorted({b["N"] for b in s["best"].values()}) or [64]
     Ds = {N: D for N, D in s["sizes"]} if s.get("sizes") else {}
     fig, axes = plt.subplots(1, len(Ns), figsize=(5 * len(Ns), 4.8), squeeze=False)
+    cells = pooled(s)
     for ax, N in zip(axes[0], Ns):
         for i, m in enumerate(MIXERS):
-            bs = sorted((b for b in s["best"].values() if b["mixer"] == m and b["N"] == N), key=lambda b: b["d"])
+            bs = sorted((b for b in cells.values() if b["mixer"] == m and b["N"] == N), key=lambda b: b["d"])
             if not bs:
                 continue
-            ds, acc = [b["d"] for b in bs], [b["acc"] for b in bs]
-            err = [[a - b.get("min", a) for a, b in zip(acc, bs)], [b.get("max", a) - a for a, b in zip(acc, bs)]]
-            n = max(len(b.get("accs", [0])) for b in bs)
-            ax.errorbar(ds, acc, yerr=err, fmt="o-", color=f"C{i}", capsize=3,
-                        label=m + (f" (median of {n} seeds, bars: range)" if n > 1 else ""))
-            if n > 1:  # every seed's run at the kept rate, slightly apart so that equal values stay visible
+            ds, acc = [b["d"] for b in bs], [b["median"] for b in bs]
+            ns = sorted({len(b["accs"]) for b in bs})
+            seeds = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+            budgets = sorted({b["budget"] for b in bs})
+            label = m + (f": median of every seed ({seeds} per width)" if ns[-1] > 1 else "")
+            if len(budgets) > 1:  # unequal training budgets: no line, each point labelled with its steps run
+                ran = sorted({b["ran"] for b in bs})
+                label += f", {ran[0]:,} to {ran[-1]:,} steps run (labelled): not at equal training"
                 for b in bs:
-                    ax.plot([b["d"] * (1.04 if i else 0.96)] * len(b["accs"]), b["accs"], ".", color=f"C{i}",
-                            alpha=0.5, ms=5)
+                    ax.annotate(f"{b['ran']:,}", (b["d"], b["median"]), textcoords="offset points",
+                                xytext=(4, 6 if i else -10), fontsize=6, color=f"C{i}")
+            ax.plot(ds, acc, ls="-" if len(budgets) == 1 else "none", marker="x" if len(budgets) > 1 else None,
+                    color=f"C{i}", lw=1.2, label=label)
+            # every seed's run at the grid's rate, slightly apart so that equal values stay visible
+            for b in bs:
+                ax.plot([b["d"] * (1.04 if i else 0.96)] * len(b["accs"]), b["accs"], "o", color=f"C{i}",
+                        alpha=0.55, ms=4, mfc="none")
         ax.axhline(s["threshold"], color="grey", ls=":", lw=1, label=f"threshold {s['threshold']}")
         if N in Ds:
             ax.axhline(1 / Ds[N], color="C3", ls="-.", lw=1, label=f"1/D = {fmt(1 / Ds[N])} (no key match)")
         ax.axvline(N, color="grey", ls="--", lw=0.8, label="d = N")
         ax.set_xscale("log", base=2)
-        ticks = sorted({b["d"] for b in s["best"].values() if b["N"] == N} | {N})
+        ticks = sorted({b["d"] for b in cells.values() if b["N"] == N} | {N})
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
         ax.set_ylim(-0.02, 1.02)
@@ -61,7 +74,8 @@ def plot(s: dict):
         ax.set_ylabel("best test accuracy")
         ax.set_title(f"N = {N}" + (f", D = {Ds[N]}" if N in Ds else ""), fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+        wide = max((len(h) for h in ax.get_legend_handles_labels()[1]), default=0) > 60
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1 if wide else 2, frameon=False)
     dev = (s.get("device") or {}).get("name")
     fig.suptitle("Seed 003 MQAR (cf. Zoology Fig. 2 top)" + (" [--quick]" if s["quick"] else "")
                  + (f" on {dev}" if dev else ""), fontsize=10)
@@ -124,9 +138,108 @@ def criteria_lines(s: dict) -> list[str]:
                          per=", ".join(say("crit.growth.item", N=N, d=d or say("none")) for N, d in cr["smallest"].items()),
                          steps=", ".join(say("crit.growth.step", pair=k.replace("->", " to "), said=GROWTH_SAID[v])
                                          for k, v in cr["steps"].items())))
+        if cr["id"] == "widths-vs-N":
+            L.extend(widths_lines(s, cr))
         for n in cr.get("notes", []):
             L.append(say("crit.note", note=n[0].upper() + n[1:]))
     return L
+
+
+#: the seeds per cell the width criterion asks for at every cell that decides a crossing (issue 45 item 1)
+WANT_SEEDS = len(WIDTHS["seeds"])
+
+
+def widths_lines(s: dict, cr: dict) -> list[str]:
+    """The smallest-width criterion's readings: per mixer the smallest width per N and its reading, the cells
+    that decide each crossing with their seeds (those with fewer than the seeds asked for named), and a mixer
+    whose smallest width is the lowest it ran (it may be lower)."""
+    per = "; ".join(say("crit.widths.mixer", mixer=m, said=WIDTHS_SAID[cr["per_mixer"][m]], per=", ".join(
+        say("crit.widths.item", N=N, d=d if d is not None else say("crit.widths.above", top=max(cr["widths"][m] or [0])))
+        for N, d in cr["smallest"][m].items())) for m in MIXERS)
+    cells = [(m, N, c) for m in MIXERS for N, cs in cr["decide"][m].items() for c in cs]
+    text = lambda m, N, c: say("crit.widths.cell", mixer=m, N=N, d=c["d"], hit=c["reached"], n=c["seeds"],  # noqa: E731
+                               median=fmt(c["median"]))
+    few = [say("crit.widths.few.cell", mixer=m, N=N, d=c["d"], n=c["seeds"]) for m, N, c in cells
+           if c["seeds"] < WANT_SEEDS]
+    L = [say("crit.widths", per=per),
+         say("crit.widths.decide", cells="; ".join(text(m, N, c) for m, N, c in cells),
+             few=say("crit.widths.few", want=WANT_SEEDS, cells="; ".join(few)) if few else "")]
+    for m in MIXERS:
+        ws = cr["widths"][m]
+        low = [N for N, d in cr["smallest"][m].items() if ws and d == ws[0]]
+        if low:
+            L.append(say("crit.widths.lowest", mixer=m, Ns=", ".join(low), d=ws[0]))
+    return L
+
+
+def setting_lines(s: dict) -> list[str]:
+    """Each difference of the setting from the paper's that bears on the verdicts, with its number read from the
+    grid's settings and records and what it does to the conclusion: the sequence lengths, the vocabulary, the
+    epochs, the one learning rate tuned at one cell, and the N at which the query positions are fixed."""
+    c = s["config"]
+    Ns = [N for N, _ in s["sizes"]]
+    if not Ns:
+        return []
+    items = [say("setting.N", Ns=_ints(Ns), paper_lo=min(PAPER["Ns"]), paper_hi=max(PAPER["Ns"]),
+                 lo=fmt(min(PAPER["Ns"]) / max(Ns)), hi=fmt(max(PAPER["Ns"]) / min(Ns)),
+                 pairs=fmt(math.log2(max(Ns) / min(Ns)))),
+             say("setting.vocab", vocab=c["vocab"], paper=PAPER["vocab"], ratio=fmt(PAPER["vocab"] / c["vocab"]),
+                 keys=c["vocab"] // 2 - 1, paper_keys=PAPER["vocab"] // 2 - 1)]
+    epochs = c["steps"] * c["batch"] / c["train_examples"]
+    items.append(say("setting.epochs", epochs=fmt(epochs), ratio=fmt(PAPER["epochs"] / epochs)))
+    tune = s.get("tune") or []
+    tuned = "; ".join(say("setting.lr.cell", mixer=m, N=xs[0]["N"], d=xs[0]["d"])
+                      for m in MIXERS for xs in [[x for x in tune if x["mixer"] == m]] if xs)
+    if tuned:
+        items.append(say("setting.lr", lrs="; ".join(f"{m} {', '.join(fmt(v) for v in s['lrs'].get(m, []))}" for m in MIXERS),
+                         cells=tuned))
+    gaps = {N: (N - 2 * D) // 2 for N, D in s["sizes"]}
+    sets = {N: math.comb(gaps[N], D) for N, D in s["sizes"]}
+    fixed = [N for N in Ns if sets[N] == 1]
+    other = [N for N in Ns if sets[N] > 1]
+    if fixed and other:
+        D = dict(s["sizes"])[fixed[0]]
+        items.append(say("setting.positions", fixed=fixed[0], D=D, gaps=gaps[fixed[0]], other=other[0],
+                         sets=", ".join(say("setting.positions.set", sets=sets[N], N=N) for N in other)))
+    return [say("setting", items="; ".join(items))]
+
+
+def missing_lines(s: dict) -> list[str]:
+    """The cells of the width grid (:data:`~numerics.experiments.seed003_mqar.WIDTHS`) without a record, grouped
+    per mixer and N, their estimated CPU time (each (mixer, N)'s mean CPU per recorded run; an N without runs
+    scaled from the largest N with runs by the ratio of the lengths) and the command that runs them."""
+    miss = missing_cells(s)
+    if not miss or s["quick"]:
+        return []
+    runs = [x for x in [*s["runs"], *(s.get("small") or []), *(s.get("more_seeds") or [])] if x.get("cpu_s")]
+    mean = {}
+    for m in MIXERS:
+        for N in {x["N"] for x in runs if x["mixer"] == m}:
+            xs = [x["cpu_s"] for x in runs if x["mixer"] == m and x["N"] == N]
+            mean[(m, N)] = sum(xs) / len(xs)
+    groups, cpu, scaled = [], 0.0, {}
+    for m in MIXERS:
+        for N, _ in WIDTHS["sizes"]:
+            mine = [c for c in miss if c["mixer"] == m and c["N"] == N]
+            if not mine:
+                continue
+            by_d = {}
+            for c in mine:
+                by_d.setdefault(c["d"], []).append(c["seed"])
+            groups.append(say("missing.group", mixer=m, N=N, cells=", ".join(
+                say("missing.cell", d=d, seeds=_ints(sd)) for d, sd in sorted(by_d.items()))))
+            if (m, N) in mean:
+                cpu += mean[(m, N)] * len(mine)
+            else:
+                base = max((n for (mm, n) in mean if mm == m and n < N), default=None)
+                if base is not None:
+                    cpu += mean[(m, base)] * N / base * len(mine)
+                    scaled[N] = base
+    return [say("missing", dims=_ints(WIDTHS["dims"]), seeds=_ints(WIDTHS["seeds"]),
+                Ns=_ints(N for N, _ in WIDTHS["sizes"]), vocab_Ns=_ints(WIDTHS["vocab_at"]),
+                vocab_at=_ints(WIDTHS["vocab_at"].values()), n=len(miss), cells="; ".join(groups),
+                hours=fmt(cpu / 3600), grid_file=WIDTHS_GRID_FILE,
+                scaled="".join(say("missing.scaled", N=N, base=b, k=fmt(N / b)) for N, b in sorted(scaled.items())))]
 
 
 def plateau_lines(s: dict) -> list[str]:
@@ -163,7 +276,7 @@ def plateau_lines(s: dict) -> list[str]:
 #: the paper's settings that the differences are read against (App. E.2, F.1): vocabulary, sequence
 #: lengths N, widths d, test examples and the power law's alpha
 PAPER = {"vocab": 8192, "Ns": (64, 128, 256, 512), "dims": (64, 128, 256, 512), "test_examples": 3000,
-         "power_a": 0.1}
+         "power_a": 0.1, "epochs": 64}
 
 
 def differences(s: dict) -> list[str]:
@@ -259,9 +372,14 @@ def cost_line(s: dict) -> str:
     per = {m: sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
     per |= {key.replace("_", " "): sum(x["cpu_s"] or 0 for x in s.get(key) or [])
             for key in PART_KEY.values() if s.get(key)}
-    c = s.get("carried")
-    kept = (say("cost.carried", cells=c["cells"], sources=", ".join(c["sources"]), finished=", ".join(c["finished"]),
-                cpu=fmt_seconds(c["cpu_s"])) if c else "")
+    c = s.get("carried") or {}
+    hand = c.get("by_hand", c if c and "by_hand" not in c else None)  # a summary made before the two were told apart
+    ok = c.get("verified")
+    kept = ((say("cost.carried", cells=hand["cells"], sources=", ".join(hand["sources"]),
+                 finished=", ".join(hand["finished"]), cpu=fmt_seconds(hand["cpu_s"])) if hand else "")
+            + (say("cost.verified", cells=ok["cells"], sources=", ".join(ok["sources"]),
+                   commits=", ".join(f"{k} ({v})" for k, v in ok["commits"].items()), cpu=fmt_seconds(ok["cpu_s"]))
+               if ok else ""))
     return say("cost", timing=timing_line(s), carried=kept,
                per=", ".join(say("cost.part", what=k, cpu=fmt_seconds(v)) for k, v in per.items()))
 
@@ -276,7 +394,7 @@ def markdown(s: dict, figure: str) -> str:
                say("paper", claim=s["paper_claim"]), say("table"),
                results_table(s), say("figure", figure=figure),
                say("criteria", head=say("criteria.head", verb=say("criteria.verb.cpu"))), criteria_lines(s),
-               cpu_reading(s), plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s),
+               setting_lines(s), missing_lines(s), cpu_reading(s), plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s),
                tuning_lines(s), *failure_lines(s))
     return "\n".join(L + [cost_line(s)])
 
@@ -457,10 +575,26 @@ def cpu_reading(s: dict) -> list[str]:
         met = at_least_N(s)["met"]
         L.append(say("reading.gap.met" if crit["gap"]["met"] else "reading.gap.not_met")
                  + ("" if met is None else say("reading.at_least_N.met" if met else "reading.at_least_N.not_met")))
+        L.append(widths_reading(s))
         L.append(bc_seeds(s))
         L.append(growth_text(s))
         L.append(equal_width_text(s))
     return [" ".join(x for x in L if x)]
+
+
+def widths_reading(s: dict) -> str:
+    """The smallest-width criterion (both mixers alike, every seed recorded) in the reading's words."""
+    cr = next((c for c in s["criteria"] if c["id"] == "widths-vs-N"), None)
+    if cr is None:
+        return ""
+
+    def per(m):
+        return ", ".join(say("crit.widths.item", N=N, d=d if d is not None else say(
+            "crit.widths.above", top=max(cr["widths"][m] or [0]))) for N, d in cr["smallest"][m].items())
+    return say("reading.widths", th=s["threshold"], att_said=WIDTHS_SAID[cr["per_mixer"]["attention"]],
+               att=per("attention"), bc_said=WIDTHS_SAID[cr["per_mixer"]["baseconv"]], bc=per("baseconv"),
+               verdict=say("reading.widths.none") if cr["met"] is None else
+               say("reading.widths.met" if cr["met"] else "reading.widths.not_met"))
 
 
 def growth_text(s: dict) -> str:
@@ -592,6 +726,16 @@ def gpu_reading(s: dict) -> list[str]:
     return [say("gpu.reading", parts="; ".join(parts), tail=tail)]
 
 
+def redefined_line(s: dict) -> str:
+    """Where the summary (and so its criteria) was made again from the records after the run finished: says so
+    (read from the run record: when the cells finished, when the summary was rewritten)."""
+    run = s.get("run") or {}
+    again = run.get("resummarised") or {}
+    if not again.get("finished") or not run.get("finished") or again["finished"][:10] <= run["finished"][:10]:
+        return ""
+    return say("gpu.redefined", ran=run["finished"][:10], when=again["finished"][:10])
+
+
 def gpu_markdown(s: dict, figure: str) -> str:
     """The GPU section (``docs/experiments/gpu/seed003-mqar``, run by ``numerics/experiments/gpu.sh``): what
     ran, the steps each cell ran, the criteria on what ran."""
@@ -610,7 +754,7 @@ def gpu_markdown(s: dict, figure: str) -> str:
                    say("gpu.first.run", mixer=x["mixer"], N=x["N"], d=x["d"], step=x["first_at"]) for x in first)),
                say("gpu.figure", card=s["device"].get("name") if s.get("device") else say("gpu.card"), figure=figure),
                gpu_reading(s), say("gpu.criteria", head=say("criteria.head", verb=say("criteria.verb.gpu"))),
-               criteria_lines(s), plateau_lines(s))
+               criteria_lines(s), redefined_line(s), plateau_lines(s))
     return "\n".join(L + [gpu_cost_line(s)])
 
 

@@ -114,10 +114,70 @@ TEXT = {
     "cost.part": "{what} cells {cpu}",
     "cost.carried": (
         " {cells} of the cells are records made by an earlier code version (sources {sources}, finished {finished}; "
-        "{cpu} of CPU), whose cell function, models and data this version leaves unchanged: carried over rather than "
-        "trained again, the others trained by the command above. A run is repeatable on one machine, not across "
+        "{cpu} of CPU), carried over by hand rather than trained again, the others trained by the command above: each "
+        "record's code version was rewritten to the running version's and its digest recomputed, the original version "
+        "kept in its `made_by`, so the sweep runner's own check (a record is reused only where the same code made it) "
+        "was passed by editing the records, and that their cell function, models and data were unchanged was read by "
+        "the person who carried them, not verified by a program (`python -m numerics.experiments seed003-mqar --carry "
+        "REV --out DIR`, which carries a record only where the code its cell runs is unchanged since the commit "
+        "that made it, came later; the runner reruns any other record another code version made). A run is repeatable on one machine, not across "
         "machines (the float kernels differ), so a carried record and one trained here are two draws of the same "
         "seed."),
+
+    # the smallest-width criterion (both mixers alike, every seed recorded)
+    "crit.widths": "  Smallest d reaching the threshold (median over every seed recorded): {per}.",
+    "crit.widths.mixer": "{mixer}: {per} ({said})",
+    "crit.widths.item": "N = {N}: {d}",
+    "crit.widths.above": "above d = {top}",
+    "crit.widths.decide": ("  The cells that decide each crossing (the smallest width reaching it and the width below "
+                           "it): {cells}.{few}"),
+    "crit.widths.cell": "{mixer}, N = {N}, d = {d}: {hit} of {n} seeds (median {median})",
+    "crit.widths.few": (" With fewer than {want} seeds: {cells}; the issue's rule asks for at least {want} at every cell "
+                        "that decides a crossing, so the reading rests on fewer draws there."),
+    "crit.widths.few.cell": "{mixer}, N = {N}, d = {d} ({n})",
+    "crit.widths.lowest": ("  {mixer} reaches it at the lowest width it ran at N = {Ns} (d = {d}), so its smallest width "
+                           "there is d = {d} or less."),
+
+    # the setting beside the verdict
+    "setting": ("**What the setting does to these verdicts.** {items}."),
+    "setting.N": ("N = {Ns} where the paper runs {paper_lo} to {paper_hi} ({lo}x to {hi}x longer): the growth with N is "
+                  "read over {pairs} doubling(s) of N at lengths far below the paper's, so it says nothing about how the "
+                  "widths grow over the paper's range"),
+    "setting.vocab": ("vocabulary {vocab:,} where the paper has {paper:,} ({ratio}x smaller): the embedding has {keys} "
+                      "keys to tell apart instead of {paper_keys:,}, so the widths needed here are not the paper's widths; "
+                      "only their growth with N is compared"),
+    "setting.epochs": ("{epochs} epochs where the paper trains 64 ({ratio}x fewer): a cell below the threshold may be "
+                       "short of training; the criteria count such a cell only where the mixer reached the threshold "
+                       "within as many steps elsewhere, but a width that needs more training than the grid gives would "
+                       "read as too narrow, which biases every smallest width upwards"),
+    "setting.lr": ("one learning rate per mixer ({lrs}), tuned at one cell each ({cells}), where the paper keeps the best "
+                   "of four rates at every cell: a cell that another rate would lift above the threshold reads as below "
+                   "it, so each smallest width is an upper bound for the paper's procedure"),
+    "setting.lr.cell": "{mixer} at N = {N}, d = {d}",
+    "setting.positions": ("at N = {fixed} the {D} queries sit at the same positions in every example (the gaps are drawn "
+                          "without replacement from {gaps} possible, so all {gaps} are used: one set of query "
+                          "positions, and alpha has no effect), against {sets}: a model can "
+                          "solve N = {fixed} by position alone, so the step from N = {fixed} to {other} changes the "
+                          "task's kind as well as its length, and a growth of either mixer's width over it need not be "
+                          "a growth with N"),
+    "setting.positions.set": "{sets:,} possible sets at N = {N}",
+
+    # the cells the width grid still lacks
+    "missing": ("**What measuring both mixers alike still needs** (issue 45 item 1: widths {dims} for both mixers, "
+                "seeds {seeds} at every cell, N = {Ns}; N = {vocab_Ns} at vocabulary {vocab_at} since the generator "
+                "needs a vocabulary above N). {n} cells have no record: {cells}. Estimated {hours} CPU hours on this "
+                "machine (each (mixer, N)'s mean CPU per recorded run{scaled}). Not run here; the grid file "
+                "`{grid_file}` holds exactly these cells (written from this summary by `python -c \"import "
+                "numerics.experiments.seed003_mqar as m; m.write_widths_grid()\"`), and "
+                "`python -m numerics.sweep run {grid_file} --out out/seed003-mqar-widths --workers 2` runs them."),
+    "missing.group": "{mixer}, N = {N}: {cells}",
+    "missing.cell": "d = {d} (seeds {seeds})",
+    "missing.scaled": "; N = {N} from N = {base}'s scaled by {k}, the length",
+
+    "cost.verified": (
+        " {cells} of the cells are records made by an earlier code version (sources {sources}; {cpu} of CPU), carried "
+        "by `python -m numerics.experiments seed003-mqar --carry REV` from commit(s) {commits}: their code version "
+        "recomputed from that commit's sources, and the code their cell runs checked unchanged since."),
 
     # the parts of the grid beside the criteria
     "tune": ("**Learning rates, tuned per mixer** (part of the grid, not read by the criteria): N = {N}, seed {seed}, "
@@ -192,6 +252,12 @@ TEXT = {
     "reading.gap.not_met": "The gap is not shown at every N (see the criteria above).",
     "reading.at_least_N.met": " BaseConv reaches it only from d >= N, as the paper states.",
     "reading.at_least_N.not_met": " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
+    "reading.widths": ("Read alike for both mixers over every seed recorded (the last criterion): attention's smallest "
+                       "width reaching {th} {att_said} with N ({att}), BaseConv's {bc_said} ({bc}): {verdict}."),
+    "reading.widths.met": "the contrast Claim 1 states",
+    "reading.widths.not_met": ("not the contrast Claim 1 states (attention's width constant, BaseConv's growing), so "
+                               "this setting does not show Claim 1, whatever the three-seed criteria above say"),
+    "reading.widths.none": "the contrast is not read",
     "seeds": "BaseConv's seeds reaching {th} per width: {per}.{split}",
     "seeds.N": "N = {N}: {cells}",
     "seeds.cell": "d = {d}: {hit} of {n}",
@@ -242,6 +308,10 @@ TEXT = {
     "gpu.figure": "![seed 003 MQAR on {card}]({figure})",
     "gpu.card": "a GPU",
     "gpu.criteria": "**Criteria, on what ran** {head}",
+    "gpu.redefined": ("These criteria were written after the run: the cells ran on {ran}, and the summary that holds "
+                      "the criteria was made again from their records with later code (`--resummarise`, {when}), "
+                      "whose criteria differ from those the run was planned against; read them as a reading of the "
+                      "records, not as a test fixed before the run."),
     "gpu.reading": "**What the GPU run shows.** {parts}.{tail}",
     "gpu.N.attention": "N = {N}: attention from d = {d}",
     "gpu.N.attention.none": "N = {N}: attention at no d",
@@ -256,6 +326,8 @@ TEXT = {
 
 #: the number of sequence lengths, in words (:func:`.seed003_mqar_report.why_line`)
 COUNT_WORDS = {2: "two", 3: "three", 4: "four"}
+#: the smallest-width criterion's reading of one mixer from the smallest N to the largest
+WIDTHS_SAID = {"grows": "grows", "same": "the same", "smaller": "smaller", None: "not read"}
 #: a criterion's per-N reading between one N and the next (``>``: larger, ...)
 GROWTH_SAID = {">": "larger", "=": "the same", "<": "smaller", None: "not read"}
 
@@ -265,4 +337,4 @@ def say(name: str, /, **values) -> str:
     return TEXT[name].format(**values)
 
 
-__all__ = ["TEXT", "COUNT_WORDS", "GROWTH_SAID", "say"]
+__all__ = ["TEXT", "COUNT_WORDS", "GROWTH_SAID", "WIDTHS_SAID", "say"]

@@ -193,10 +193,19 @@ def _column_paragraph(s: dict, column: str = "3", depths=(1, 2, 3)) -> list[str]
     paper = sorted(VARIANTS, key=lambda v: _paper_model(v, deep, column))
     worst = max(VARIANTS, key=lambda v: got[v][deep]["adjusted"] / _paper_model(v, deep, column))
     m = got[worst][deep]
+    pw = _paper_model(worst, deep, column)
+    # the same cell's training evaluated on another number of sequences (the study's evaluation runs): both in the
+    # headline, since the comparison with the paper moves with the evaluation set's size
+    b = STUDY_BASE
+    same_cell = (worst, deep, column) == (b["variant"], b["layers"], b["column"])
+    evals = [x for x in s.get("study") or [] if same_cell and x.get("eval") != m.get("eval")
+             and x["steps"] == m.get("steps", x["steps"]) and not x["study"].startswith("seed")]
     L.append(say("column.rank", layers=deep, ours=" < ".join(LABEL[v] for v in ours),
                  paper=" < ".join(LABEL[v] for v in paper), same=say("column.rank.same") if ours == paper else "",
-                 model=LABEL[worst], above=_pct(m["adjusted"] / _paper_model(worst, deep, column) - 1),
-                 adjusted=fmt(m["adjusted"]), se=fmt(m["se"], 2)))
+                 model=LABEL[worst], above=_pct(m["adjusted"] / pw - 1), adjusted=fmt(m["adjusted"]),
+                 se=fmt(m["se"], 2), eval=fmt(m.get("eval")),
+                 more="".join(say("column.rank.eval", eval=fmt(x["eval"]), adjusted=fmt(x["adjusted"]),
+                                  se=fmt(x["se"], 2), above=_pct(x["adjusted"] / pw - 1)) for x in evals)))
     L.append("")
     return L
 

@@ -41,7 +41,9 @@ TEXT = {
     "column": ("**The sigma_max = {column} column** (ours / paper, our ratio to the paper in brackets; ConstRR here "
                "{constrr}, paper {paper_constrr}; TunedRR {tunedrr}, paper {paper_tunedrr}):"),
     "column.rank": ("At L = {layers} ours rank {ours}, the paper {paper}{same}; the model furthest above the paper is "
-                    "{model}, {above} ({adjusted}, standard error {se})."),
+                    "{model}, {above} ({adjusted}, standard error {se}, on {eval} evaluation sequences){more}."),
+    "column.rank.eval": ("; the same training evaluated on {eval} sequences reads {adjusted} "
+                         "(standard error {se}), {above} against the paper"),
     "column.rank.same": " (the same order)",
 
     # the study of Full

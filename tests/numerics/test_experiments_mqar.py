@@ -2,6 +2,9 @@
 an independent reading of Zoology's Def. 3.1, the two models' shapes and causality, the accuracy,
 and the pass criteria on hand-made summaries.  (The --quick grid runs end to end through
 run_grid in test_experiments_quick.py, which covers every registered experiment.)"""
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +13,8 @@ from numerics.experiments import EXPERIMENTS
 from numerics.experiments import seed003_mqar as mq
 from numerics.experiments import seed003_mqar_report as mqr
 from numerics.training.mqar import IGNORE, MQARModel, accuracy, mqar
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------ generator
@@ -262,7 +267,8 @@ PAPER_LIKE = {("attention", 64): {16: 0.95, 32: 1.0, 64: 1.0}, ("attention", 128
 
 def test_criteria_paper_like_grid_meets_all():
     s = mq.summarise(grid(PAPER_LIKE), False)
-    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True}
+    assert {c["id"]: c["met"] for c in s["criteria"]} == {"attention-small-d": True, "gap": True, "grows-with-N": True,
+                                                          "widths-vs-N": True}
     assert mq.at_least_N(s) == {"met": True, "per_N": {"64": True, "128": None}, "notes": [
         "N = 128: BaseConv reaches 0.9 at no d of the grid"]}
     gap = s["criteria"][1]
@@ -288,7 +294,7 @@ def test_criteria_count_only_where_the_mixer_learns():
     # BaseConv reaches 0.9 nowhere: the gap and the growth are not read (never met by default)
     flat = PAPER_LIKE | {("baseconv", 64): {16: 0.1, 32: 0.2, 64: 0.3}}
     v = verdicts(grid(flat))
-    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None}
+    assert v == {"attention-small-d": True, "gap": None, "grows-with-N": None, "widths-vs-N": None}
     assert mq.at_least_N(mq.summarise(grid(flat), False))["met"] is None
     assert any("reaches 0.9 nowhere" in n for n in mq.summarise(grid(flat), False)["criteria"][1]["notes"])
     # BaseConv learns at N = 64 only after its 1,000 steps (first at step 200); at N = 128 its runs stopped after
@@ -491,14 +497,22 @@ def test_carried_records_are_counted_and_named_in_the_cost():
     for r in rows[:3]:
         r["made_by"] = {"package": "0.1.0", "sources": "39c99c7b269968c5", "modules": 35, "finished": "2026-11-26"}
     s = mq.summarise(rows, False)
-    assert s["carried"] == {"cells": 3, "sources": ["39c99c7b269968c5"], "finished": ["2026-11-26"], "cpu_s": 3.0}
+    part = {"cells": 3, "sources": ["39c99c7b269968c5"], "finished": ["2026-11-26"], "cpu_s": 3.0}
+    assert s["carried"] == {**part, "verified": None, "by_hand": part}
     assert mq.summarise(grid(PAPER_LIKE), False)["carried"] is None
     s["run"] = {"cells": len(rows), "failed": 0, "cpu_s": 24.0, "cell_wall_s": 24.0, "wall_s": 9.0, "resumed": 3,
                 "workers": 2, "finished": "2026-12-02T03:00:00+00:00",
                 "machine": {"cores": 2, "loadavg": [1.0], "torch": "2.13.0+cpu"}}
     line = mqr.cost_line(s)
     assert "3 of the cells are records made by an earlier code version (sources 39c99c7b269968c5, finished " in line
-    assert "carried over rather than trained again" in line
+    assert "carried over by hand rather than trained again" in line and "not verified by a program" in line
+    # a record carried by the command (numerics/experiments/carry.py) is named as verified, with its commit
+    rows[0]["carried"] = {"commit": "5954a04255b5" + "0" * 28, "cell_code": "ab" * 8, "command": "x"}
+    s["carried"] = mq.summarise(rows, False)["carried"]
+    assert s["carried"]["verified"]["cells"] == 1 and s["carried"]["by_hand"]["cells"] == 2
+    line = mqr.cost_line(s)
+    assert "2 of the cells are records made by an earlier code version" in line
+    assert "1 of the cells are records made by an earlier code version" in line and "commit(s) 5954a04255b5 (1)" in line
     s["carried"] = None
     assert "earlier code version" not in mqr.cost_line(s)
 
@@ -581,3 +595,77 @@ def test_report_reads_more_seeds_where_baseconv_crosses():
     rows = grid(base | {("baseconv", 64): {16: 0.95, 32: 0.95, 64: 0.99}}) + more(64, 32, (0.95, 0.2))
     assert "N = 64: not read: so the growth is not read over these seeds" in mqr.more_seeds_lines(mq.summarise(rows, False))[0]
     assert mqr.more_seeds_lines(mq.summarise(grid(base), False)) == []
+
+
+def part_row(m, N, d, acc, seed, part):
+    r = row(m, N, d, [0.1, acc], steps=1000)
+    r["config"]["seed"], r["config"]["part"] = seed, part
+    return r
+
+
+def widths_vs_N(rows):
+    return next(c for c in mq.summarise(rows, False)["criteria"] if c["id"] == "widths-vs-N")
+
+
+def test_widths_criterion_reads_both_mixers_alike_over_every_seed():
+    # PAPER_LIKE: attention from d = 16 at both N, BaseConv from 64 at N = 64 and at no width at N = 128: met
+    c = widths_vs_N(grid(PAPER_LIKE))
+    assert c["met"] is True and c["per_mixer"] == {"attention": "same", "baseconv": "grows"}
+    assert c["smallest"] == {"attention": {"64": 16, "128": 16}, "baseconv": {"64": 64, "128": None}}
+    # attention's smallest width grows too (16 at N = 64, 32 at N = 128): not the paper's contrast, not met
+    c = widths_vs_N(grid(PAPER_LIKE | {("attention", 128): {16: 0.5, 32: 0.99, 64: 1.0}}))
+    assert c["met"] is False and c["per_mixer"]["attention"] == "grows"
+    # BaseConv's does not grow: not met
+    c = widths_vs_N(grid(PAPER_LIKE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}}))
+    assert c["met"] is False and c["per_mixer"]["baseconv"] == "same"
+    # the parts that share the grid's settings are pooled: two more attention seeds at N = 128, d = 16 below the
+    # threshold make the median over three seeds fall below it (the grid's one seed alone reached it)
+    rows = grid(PAPER_LIKE) + [part_row("attention", 128, 16, 0.3, sd, "small") for sd in (1, 2)]
+    c = widths_vs_N(rows)
+    assert c["smallest"]["attention"] == {"64": 16, "128": 32} and c["met"] is False
+    assert c["decide"]["attention"]["128"] == [{"d": 16, "seeds": 3, "reached": 1, "median": 0.3},
+                                               {"d": 32, "seeds": 1, "reached": 1, "median": 0.99}]
+    # a part with other settings (the longer run) is not pooled
+    rows = grid(PAPER_LIKE) + [part_row("attention", 128, 16, 0.3, sd, "long") for sd in (1, 2)]
+    assert widths_vs_N(rows)["smallest"]["attention"]["128"] == 16
+    # BaseConv below the threshold at N = 128 only because its runs stopped early: not read
+    short = {("baseconv", 128, d): 150 for d in (16, 32, 64)}
+    assert widths_vs_N(grid(PAPER_LIKE, short))["met"] is None
+
+
+def test_at_least_N_is_not_read_where_it_cannot_fail():
+    # every BaseConv width >= N at N = 16: "d >= N" cannot fail there
+    acc = {("attention", 16): {32: 1.0}, ("baseconv", 16): {32: 0.2, 64: 0.95}}
+    s = mq.summarise(grid(acc), False)
+    assert mq.at_least_N(s)["per_N"] == {"16": None} and mq.at_least_N(s)["met"] is None
+    assert "cannot fail" in mq.at_least_N(s)["notes"][0]
+
+
+def test_setting_lines_compute_the_deviations():
+    rows = [row(m, N, d, [0.1, a], D=4) for (m, N), by_d in {("attention", 16): {32: 1.0}, ("attention", 32): {32: 1.0},
+            ("baseconv", 16): {32: 0.2, 64: 0.95}, ("baseconv", 32): {32: 0.2, 64: 0.3}}.items() for d, a in by_d.items()]
+    s = mq.summarise(rows, False)
+    text = mqr.setting_lines(s)[0]
+    c = mq.FULL
+    epochs = c["steps"] * c["batch"] / c["train_examples"]
+    assert f"vocabulary {c['vocab']} where the paper has 8,192" in text
+    assert f"{epochs:.3g} epochs where the paper trains 64" in text
+    # N = 16, D = 4: 4 gaps for 4 queries, one set of positions; N = 32: C(12, 4) = 495 sets
+    assert "at N = 16 the 4 queries sit at the same positions in every example" in text
+    assert "against 495 possible sets at N = 32" in text
+
+
+def test_missing_cells_and_the_committed_grid_file():
+    s = json.loads((ROOT / "docs/experiments/seed003-mqar/summary.json").read_text())
+    miss = mq.missing_cells(s)
+    have = {(c["mixer"], c["N"], c["d"], sd) for c in mq.pooled(s).values() for sd in c["seeds"]}
+    assert miss and all((c["mixer"], c["N"], c["d"], c["seed"]) not in have for c in miss)
+    want = {(m, N, d, sd) for m in mq.MIXERS for N, _ in mq.WIDTHS["sizes"] for d in mq.WIDTHS["dims"]
+            for sd in mq.WIDTHS["seeds"]}
+    assert {(c["mixer"], c["N"], c["d"], c["seed"]) for c in miss} == want - have
+    # the committed grid file is the one this summary gives, and every cell of it is a valid cell config
+    committed = json.loads((ROOT / mq.WIDTHS_GRID_FILE).read_text())
+    assert committed == mq.widths_grid(s)
+    for c in committed["cells"]:
+        cfg = mq.config_of({**committed["fixed"], **c})
+        assert cfg.vocab > cfg.N
