@@ -194,11 +194,25 @@ def _elsa_residues(layer, p: int) -> dict:
     return {"kind": "elsa", "stages": stages, "residual": layer.residual}
 
 
+def _weight_residues(a, p: int, wide_matrix: bool):
+    """One BaseConv weight as residues: a ``constructions.sparse.SparseMatrix`` from its nonzeros
+    (never made dense as objects), a wide prime's weight matrix as :class:`Sparse` where sparse."""
+    from constructions.sparse import is_sparse
+
+    if not is_sparse(a):
+        r = residues(a, p)
+        return Sparse.maybe(r) if wide_matrix else r
+    vals = residues(np.asarray(a.vals, dtype=object), p)
+    if wide_matrix and len(vals) <= Sparse.DENSITY * a.size:
+        return Sparse.from_entries(a.shape, a.rows, a.cols, vals)
+    out = np.zeros(a.shape, dtype=np.int64)
+    out[a.rows, a.cols] = vals
+    return Sparse.maybe(out) if wide_matrix else out
+
+
 def _baseconv_residues(layer, p: int) -> dict:
-    out = {name: residues(a, p) for name, a in layer.arrays().items()}
-    if p >= WIDE:
-        for name in ("W_in", "W_gate", "W_out"):
-            out[name] = Sparse.maybe(out[name])
+    out = {name: _weight_residues(a, p, p >= WIDE and name in ("W_in", "W_gate", "W_out"))
+           for name, a in layer.arrays().items()}
     out["causal"], out["residual"], out["kind"] = layer.causal, layer.residual, "baseconv"
     out["same"] = layer.same
     return out
@@ -326,6 +340,20 @@ class Sparse:
         self.shape = A.shape
         self.rows, self.vals = r, A[r, c]
         self.cols, self.starts = np.unique(c, return_index=True)
+
+    @classmethod
+    def from_entries(cls, shape, rows, cols, vals) -> "Sparse":
+        """The same object as ``Sparse(A)`` for the matrix ``A`` of ``shape`` whose entries at
+        (``rows``, ``cols``) (distinct positions) are the residues ``vals``, without forming ``A``."""
+        rows, cols, vals = np.asarray(rows), np.asarray(cols), np.asarray(vals, dtype=np.int64)
+        keep = vals != 0
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
+        order = np.lexsort((rows, cols))  # column-major, as np.nonzero(A.T)
+        S = cls.__new__(cls)
+        S.shape = tuple(shape)
+        S.rows, S.vals = rows[order], vals[order]
+        S.cols, S.starts = np.unique(cols[order], return_index=True)
+        return S
 
     @classmethod
     def maybe(cls, A: np.ndarray):

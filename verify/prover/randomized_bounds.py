@@ -235,19 +235,29 @@ class WeightStats:
 
 def weight_stats(A) -> WeightStats:
     """:class:`WeightStats` of a constant array (each distinct entry object converted once; a column
-    sum adds each distinct object's absolute value times its count in the column)."""
-    A = np.asarray(A, dtype=object)
-    if A.ndim == 1:
-        A = A.reshape(-1, 1)
-    objs, pos, inv = modular.distinct_entries(A)
+    sum adds each distinct object's absolute value times its count in the column).  A
+    ``constructions.sparse.SparseMatrix`` is read off its nonzeros, never made dense (the causal
+    GD construction's channel maps are (2D^2 + 5D + 2)^2 entries, almost all zero)."""
+    from constructions.sparse import is_sparse
+
+    if is_sparse(A):
+        objs, pos, inv = modular.distinct_entries(np.asarray(A.vals, dtype=object))
+        cols = A.cols[pos]
+    else:
+        A = np.asarray(A, dtype=object)
+        if A.ndim == 1:
+            A = A.reshape(-1, 1)
+        objs, pos, inv = modular.distinct_entries(A)
+        cols = pos % A.shape[-1]
     vals = [abs(_rat(x)) for x in objs]
     live = [i for i, q in enumerate(vals) if q]
     if not live:
         return WeightStats(False, 0, 0, 1)
-    cols = pos % A.shape[-1]
-    pairs, counts = np.unique(np.stack([cols, inv]), axis=1, return_counts=True)
+    k = len(objs)  # each (column, distinct object) pair as one integer key: a 1-D unique, not axis=1's
+    keys, counts = np.unique(np.asarray(cols, dtype=np.int64) * k + np.asarray(inv, dtype=np.int64),
+                             return_counts=True)
     col: dict[int, Fraction] = {}
-    for c, i, m in zip(pairs[0].tolist(), pairs[1].tolist(), counts.tolist()):
+    for c, i, m in zip((keys // k).tolist(), (keys % k).tolist(), counts.tolist()):
         if vals[i]:
             col[c] = col.get(c, 0) + m * vals[i]
     return WeightStats(True, math.ceil(max(col.values())), math.ceil(max(vals[i] for i in live)),
