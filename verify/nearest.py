@@ -82,10 +82,6 @@ MAX_ENTRIES = 20_000_000
 MAX_EVALS = 200
 
 
-class NearestSkipped(Exception):
-    """The nearest construction is not computed here (the one-line reason)."""
-
-
 def _f64(a) -> np.ndarray:
     a = dense(a) if is_sparse(a) else a
     return np.asarray(a, dtype=np.float64)
@@ -153,7 +149,10 @@ def aligned(learned, ref_canon: dict, ref_config: dict, order: list[int] | None)
         return dict(align_baseconv(learned, ref).arrays())
     if kind in _HEAD_FACTORS:
         (fn, _), (gn, _) = _HEAD_FACTORS[kind]
-        fl, fc = _heads(canonical(learned), kind), _heads(ref_canon, kind)
+        own = learned.__dict__.get("_canonical")  # the learned layer's products, formed once per fit
+        if own is None:
+            own = learned.__dict__["_canonical"] = canonical(learned)
+        fl, fc = _heads(own, kind), _heads(ref_canon, kind)
         out = {}
         for u, (Fc, _) in enumerate(fc):
             Fl, Gl = fl[order[u]]
@@ -178,7 +177,7 @@ class _Family:
         corners = list(stacks)
         first = stacks[corners[0]]
         ids, self.slot, at = {}, [], []
-        self.configs, self.kinds, base_layers = [], [], []
+        self.configs, base_layers = [], []
         for i, L in enumerate(first):  # a repeated layer object (a body copy) is one slot
             if id(L) not in ids:
                 ids[id(L)] = len(base_layers)
@@ -192,7 +191,6 @@ class _Family:
             cans = {c: canonical(float_layer(self.pos[c][j])) for c in corners}
             base = cans[corners[0]]
             self.configs.append(L.config())
-            self.kinds.append(L.kind)
             var, vals, zero = {}, {}, {}
             for name, a in base.items():
                 stackd = np.stack([cans[c][name] for c in corners])
