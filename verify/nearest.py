@@ -80,6 +80,13 @@ MAX_FIT_PARAMS = 3
 MAX_ENTRIES = 20_000_000
 #: evaluations of the aligned residual at most (scipy.optimize.least_squares's max_nfev)
 MAX_EVALS = 200
+#: seconds the fit may have spent before it builds the construction at one more point (a compiled
+#: architecture's build is a compile: seconds at 64 x 16, minutes far above); past it, one line says so
+BUDGET_S = 120.0
+
+
+class _OverBudget(Exception):
+    pass
 
 
 def _f64(a) -> np.ndarray:
@@ -472,7 +479,6 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
         res.skipped = (f"{len(names)} parameters, more than the {MAX_FIT_PARAMS} fitted at most "
                        f"(verify/nearest.py MAX_FIT_PARAMS)")
         return res
-    nodes = {n: _nodes(Fraction(used[n])) for n in names}
     cache: dict[tuple, tuple] = {}
     if built is not None:
         cache[tuple(Fraction(used[n]) for n in names)] = built
@@ -480,8 +486,21 @@ def nearest(build: Callable[..., tuple], used: dict[str, Fraction], learned: lis
     def build_at(vals: dict):
         key = tuple(Fraction(vals[n]) for n in names)
         if key not in cache:
+            if time.perf_counter() - t0 > BUDGET_S:
+                raise _OverBudget(f"the fit had spent more than {BUDGET_S:g} s (verify/nearest.py BUDGET_S) before "
+                                  f"building {name} at " + ", ".join(f"{n} = {vals[n]}" for n in names))
             cache[key] = build(**{n: Fraction(vals[n]) for n in names})
         return cache[key]
+
+    try:
+        return _fit(res, build_at, used, names, learned, name, prove, chan, t0)
+    except _OverBudget as e:
+        res.skipped = str(e)
+        return res
+
+
+def _fit(res: Nearest, build_at, used, names, learned, name, prove, chan, t0) -> Nearest:
+    nodes = {n: _nodes(Fraction(used[n])) for n in names}
 
     # which parameters can be moved (a builder refusing the second node keeps the parameter)
     fit = []
@@ -592,6 +611,9 @@ def _snap(res: Nearest, build_at, used, Lf, fam: _Family, orders, prove) -> None
     vals = {**used, **res.rational}
     try:
         con, layers = build_at(vals)
+    except _OverBudget as e:
+        res.snapped_verdict, res.snapped_reason = "not built", str(e)
+        return
     except ValueError as e:
         res.snapped_verdict = "not built"
         res.snapped_reason = f"the builder refuses the snapped parameters: {str(e).splitlines()[0]}"

@@ -370,3 +370,12 @@ def test_import_through_a_layout_fits_on_the_files_channels(tmp_path):
     near = json.loads((tmp_path / "r.json").read_text())["nearest"]
     assert near["rational"] == {"eta": "1/10"} and near["snapped_verdict"] == "PROVED"
     assert near["used"] == {"eta": str(Fraction(13421773, 134217728))}  # 0.1 in float32, read from the file
+
+
+def test_a_fit_past_its_time_budget_says_so(monkeypatch):
+    e, build = _gd_family("baseconv")
+    con, layers = build(eta=Fraction(1, 16))
+    monkeypatch.setattr(NR, "BUDGET_S", -1.0)
+    r = NR.nearest(build, {"eta": Fraction(1, 16)}, layers, name=con.name, built=(con, layers))
+    assert r.skipped.startswith("the fit had spent more than -1 s (verify/nearest.py BUDGET_S) before building")
+    assert "not fitted" in r.summary() and r.lines() == []
