@@ -84,6 +84,10 @@ class ConvPlan:
     * lag-0-only channels (identity and scaling filters): ``h[0] * v``;
     * channels whose taps are all equal (the all-ones "sum" filter): one sum
       over tokens (circular) or a prefix sum (causal), times the tap;
+    * channels with a few nonzero taps (at most one per :data:`FEW_TAPS_PER` tokens: masked shifts,
+      a compiled route's lags 0 and +-2^j): one shifted copy of ``v`` per nonzero lag, times the tap,
+      ``T`` multiply-adds a tap (no ``(T, T)`` kernel: a compiled circuit's 625 tokens x 2137 route
+      channels would be an 8 GB kernel);
     * the other channels: a Toeplitz/circulant product built once.
 
     Channels with an all-zero filter give 0.  This is what
@@ -103,6 +107,10 @@ class ConvPlan:
             lag0 &= False
             uniform &= False
         general = nz.any(axis=0) & ~lag0 & ~uniform
+        few = general & (nz.sum(axis=0) * FEW_TAPS_PER <= T) if not same else general & False
+        general &= ~few
+        # the few-tap channels by lag: lag -> (its channels, their taps there)
+        self.taps = [(int(s), np.flatnonzero(few & nz[s])) for s in np.flatnonzero((nz & few).any(axis=1))]
         self.T, self.C = T, C
         self.lag0 = np.flatnonzero(lag0)
         self.uniform = np.flatnonzero(uniform)
@@ -121,6 +129,11 @@ class ConvPlan:
         self.c_lag0[self._lag0] = h[0][self._lag0]
         self.c_uni = zeros.clone() if self.torch else zeros.copy()
         self.c_uni[self._uni] = h[0][self._uni]
+        if self.torch:
+            self._taps = [(lag, idx(cols), h[lag, idx(cols)]) for lag, cols in self.taps]
+        else:
+            xp = array_module(h)
+            self._taps = [(lag, xp.asarray(cols), h[lag, xp.asarray(cols)]) for lag, cols in self.taps]
         self.K = None
         if len(self.general):
             idx_np, mask_np = lag_index(T, causal, same)
@@ -149,7 +162,20 @@ class ConvPlan:
         if self.K is not None:
             ein = torch.einsum if self.torch else array_module(v).einsum
             out[..., self._gen] = ein("trc,...rc->...tc", self.K, v[..., self._gen])
+        T = self.T
+        for lag, cols, tap in self._taps:  # y[t] += h[lag] v[t - lag] (circular: mod T; causal: t >= lag)
+            vc = v[..., cols]
+            if self.causal:
+                out[..., lag:, cols] += tap * vc[..., :T - lag, :]
+            elif lag:
+                out[..., cols] += tap * (vc.roll(lag, -2) if self.torch else array_module(v).roll(vc, lag, axis=-2))
+            else:
+                out[..., cols] += tap * vc
         return out
+
+
+#: ``ConvPlan`` runs a channel with ``k`` nonzero taps as ``k`` shifted copies where ``k * FEW_TAPS_PER <= T``
+FEW_TAPS_PER = 8
 
 
 def _conv_fft(v, h, causal, same=False):

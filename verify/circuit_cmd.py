@@ -33,7 +33,8 @@ from constructions.compiler import TARGETS, CompileError, compile_circuit, defau
 from constructions.compiler.targets import accepting, names_text
 from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
-from polyverify.plumbing.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, interactive, one_line, progress
+from polyverify.plumbing.cli import (EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, human_bytes, interactive,
+                                     one_line, progress)
 
 from . import bounded
 from .prover import modular
@@ -89,14 +90,56 @@ def _float_array(A) -> np.ndarray:
     return out
 
 
+def _planned(L):
+    """A layer in float64, planned (``Layer.prepare``: BaseConv on its live inner channels, the
+    convolution per channel class, ``constructions.conv.ConvPlan``: masked shifts as shifted copies,
+    never a dense (T, T, C) Toeplitz array; attention heads on the rows and columns they use)."""
+    return L.map(_float_array).prepare()
+
+
+def float_trial_bytes(con, trials: int) -> int:
+    """An upper estimate of the float64 trials' memory (bytes), from the compiled stack's shapes and
+    nonzero patterns alone (nothing float is allocated): every distinct layer's cast weights (held for
+    the run: the dense (T, C) filters and biases, twice: the plan keeps their live columns; a sparse
+    mix's entries at 24 bytes each), two states
+    of ``trials x T x C``, and the largest layer's working set: five ``trials x T x C`` temporaries
+    (gate, convolution input and output, product, the shifted copy), plus, for a BaseConv layer, the
+    (T, T) kernel of each channel that ``ConvPlan`` runs as a Toeplitz/circulant product (more than
+    one nonzero tap per ``FEW_TAPS_PER`` tokens), and for an attention layer three projections per head."""
+    from constructions.conv import FEW_TAPS_PER
+    from constructions.sparse import SparseMatrix
+
+    T, Cw = con.layout.shape
+    state = 8 * trials * T * Cw
+    weights, work, seen = 0, 0, set()
+    for L in con.layers(0):
+        if id(L) in seen:
+            continue
+        seen.add(id(L))
+        for A in L.arrays().values():
+            weights += 24 * A.nnz if isinstance(A, SparseMatrix) else 16 * int(np.size(A))
+        if L.kind == "baseconv":
+            nz = np.asarray(nonzero_pattern(L.h), dtype=bool)
+            taps = nz.sum(axis=0)
+            lag0 = nz[0] & (taps == 1)
+            uniform = (taps == T) & np.asarray(L.h == L.h[:1], dtype=bool).all(axis=0)
+            general = (taps * FEW_TAPS_PER > T) & ~lag0 & ~uniform
+            layer = 5 * state + 8 * T * T * int(general.sum())
+        else:
+            layer = (2 + 3 * max(1, len(getattr(L, "heads", ())))) * state
+        work = max(work, layer)
+    return weights + 2 * state + work
+
+
 def float_trials(g, con, names, trials: int, seed: int, show: bool) -> tuple[float, int]:
     """The stack in float64 on ``trials`` random normal inputs against the exact value of the
-    circuit at the same inputs: (max error relative to max(|exact|, 1), non-finite outputs)."""
+    circuit at the same inputs: (max error relative to max(|exact|, 1), non-finite outputs).  The
+    layers run planned (:func:`_planned`); :func:`float_trial_bytes` bounds their memory."""
     xs = np.random.default_rng(seed).standard_normal((len(names), trials))
     fv = {n: xs[i] for i, n in enumerate(names)}
     S = con.input_state(fv) if names else np.zeros((trials,) + con.layout.shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        S, _ = con.run(fv, 0, state=S, cast=lambda L: L.map(_float_array))
+        S, _ = con.run(fv, 0, state=S, cast=_planned)
     got_f = con.readout(S)
     import gmpy2
 
@@ -173,6 +216,7 @@ def cmd_circuit(a, out) -> int:
     _print_warnings(a.graph, caught)  # every check passed
     _print_compiled(a, con, target, t_compile, out)
     sections = {"prologue": [], "body": [], "epilogue": lw.layers} if lw is not None else None
+    float_skip = _float_memory(a, con)  # the float64 trials' memory, bounded before the proof
     proof = _prove_limited(con, sections, a)
     compiled_layers = con.epilogue
     if lw is not None:
@@ -190,7 +234,7 @@ def cmd_circuit(a, out) -> int:
     else:
         print_proof(proof, out)
     write_export(a, con, out=out)
-    mod, floats = _random_trials(a, g, con, names, out)
+    mod, floats = _random_trials(a, g, con, names, out, float_skip)
     info = con.info
     report = {"command": "circuit", "graph": a.graph, "metrics": info["circuit"], "compiled": info["compiled"],
               "bound": info["theorem_H21_bound"], "proof": proof.to_json(), "modular_trials": mod,
@@ -292,19 +336,45 @@ def _print_compiled(a, con, target: str, t_compile: float, out) -> None:
               file=out)
 
 
-def _random_trials(a, g, con, names, out) -> tuple[dict, dict]:
-    """The random cross-checks, printed: modulo a prime (every trial) and in float64 (``--float-trials``);
-    their report entries (``modular_trials``, ``float64_trials``)."""
+def _float_memory(a, con) -> str | None:
+    """Why the float64 trials are skipped (one line naming the estimate and the bound), or None:
+    :func:`float_trial_bytes` of the compiled stack against ``--proof-memory-gib``, the memory the
+    command may use (checked after the compile, before the proof and before any float array)."""
+    n = float_trials_of(a)
+    if not n:
+        return None
+    need, bound = float_trial_bytes(con, n), getattr(a, "proof_memory_gib", bounded.DEFAULT_MEMORY_GIB) * 2**30
+    if need <= bound:
+        return None
+    T, Cw = con.layout.shape
+    return (f"the planned float64 run of {n} trials on {T} x {Cw} needs about {human_bytes(need)}, above the bound "
+            f"{human_bytes(bound)} (--proof-memory-gib; lower --float-trials or raise it)")
+
+
+def _random_trials(a, g, con, names, out, float_skip: str | None = None) -> tuple[dict, dict]:
+    """The random cross-checks, printed: modulo a prime (every trial) and in float64 (``--float-trials``;
+    ``float_skip``: why they are skipped, :func:`_float_memory`); their report entries
+    (``modular_trials``, ``float64_trials``).  A float run out of memory is one line, never a traceback
+    after the verdict."""
     show = interactive()
     t0 = time.perf_counter()
     mod = modular.trials(g, con, names, a.trials, a.seed, validated=True)  # g: C.load's validated circuit
     t_mod = time.perf_counter() - t0
-    n_float = float_trials_of(a)
-    max_rel, non_finite = float_trials(g, con, names, n_float, a.seed, show) if n_float else (0.0, 0)
+    n_float = 0 if float_skip else float_trials_of(a)
+    try:
+        max_rel, non_finite = float_trials(g, con, names, n_float, a.seed, show) if n_float else (0.0, 0)
+    except MemoryError:  # the estimate is an upper estimate; this is the last guard
+        float_skip = (f"the float64 run of {n_float} trials ran out of memory (estimated "
+                      f"{human_bytes(float_trial_bytes(con, n_float))})")
+        n_float, max_rel, non_finite = 0, 0.0, 0
     print(f"random inputs modulo the prime {mod['prime']}: {mod['agree']}/{a.trials} agree exactly with the "
           f"circuit ({t_mod:.2f} s; a stack that differs passes one with probability at most "
           f"degree/p = {con.info['circuit']['degree']}/{mod['prime']})", file=out)
     n_values = n_float * len(con.output_slots)
+    if float_skip:
+        print(f"float64 trials: skipped: {float_skip}", file=out)
+        return ({"n": a.trials, "prime": mod["prime"], "exact_agreement": mod["agree"], "seconds": t_mod},
+                {"n": 0, "non_finite": 0, "max_relative_error": None, "skipped": float_skip})
     if n_float == 0:
         print("float64 trials: none run (--float-trials 0)", file=out)
     elif non_finite >= n_values:

@@ -1,0 +1,126 @@
+"""The circuit command's float64 trials (issue 43 item 3): planned layers (never a dense T x T x C
+Toeplitz array), their memory estimated from the compiled stack before the proof and bounded (skipped
+in one line naming the bound), and never a traceback after the verdict."""
+import io
+import json
+import tracemalloc
+import warnings
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import circuits as C
+from constructions.compiler import compile_circuit
+from verify import circuit_cmd
+from verify.circuit_cmd import _planned, float_trial_bytes, float_trials
+from verify.construct import main
+
+
+def local_circuit(tokens: int, channels: int = 2, gates_per: int = 16, seed: int = 0) -> nx.DiGraph:
+    """A placed circuit whose output ``y{t}`` reads only the inputs of tokens ``t-1, t, t+1``: a chain
+    of ``gates_per`` random add/mul gates per token (each reads the previous one and one earlier value
+    of its window; degree at most 6), inputs ``x{t}_{c}`` at ``(t, c)``, outputs unplaced."""
+    rng = np.random.default_rng(seed)
+    g = nx.DiGraph()
+    for t in range(tokens):
+        for c in range(channels):
+            g.add_node(f"x{t}_{c}", op="input", name=f"x{t}_{c}", token=t, channel=c)
+    for t in range(tokens):
+        pool = [f"x{s}_{c}" for s in range(max(0, t - 1), min(tokens, t + 2)) for c in range(channels)]
+        deg = dict.fromkeys(pool, 1)
+        for j in range(gates_per):
+            a = pool[-1] if j else pool[rng.integers(len(pool))]
+            b = pool[rng.integers(len(pool) - 1)]
+            if a == b:
+                b = pool[0] if a != pool[0] else pool[1]
+            op = "mul" if rng.random() < 0.4 and deg[a] + deg[b] <= 6 else "add"
+            v = f"g{t}_{j}"
+            g.add_node(v, op=op)
+            g.add_edge(a, v)
+            g.add_edge(b, v)
+            deg[v] = deg[a] + deg[b] if op == "mul" else max(deg[a], deg[b])
+            pool.append(v)
+        g.nodes[pool[-1]]["output"] = f"y{t}"
+    g.graph["tokens"], g.graph["channels"] = tokens, channels
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return C.validate(g)
+
+
+@pytest.fixture(scope="module")
+def local10k():
+    g = local_circuit(625)  # 625 tokens x 16 gates = 10,000 gates
+    return g, compile_circuit(g, target="baseconv")
+
+
+def test_float_trials_of_a_10k_gate_local_circuit_stay_within_their_estimate(local10k):
+    g, con = local10k
+    assert sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul")) == 10_000
+    T, Cw = con.layout.shape
+    n = 8
+    est = float_trial_bytes(con, n)
+    dense = 8 * T * T * Cw  # the (T, T, C) Toeplitz array of one layer's direct convolution
+    assert est < dense / 4 and est < 2**30, (est, dense)
+    # no planned layer holds a (T, T) kernel for more than a few channels
+    for L in {id(L): L for L in con.layers(0)}.values():
+        P = _planned(L).__dict__["_plan"]
+        assert P.conv.K is None or P.conv.K.shape[-1] * FEW <= Cw
+    tracemalloc.start()
+    try:
+        err, non_finite = float_trials(g, con, C.inputs(g), n, 0, False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= est, (peak, est)
+    assert non_finite == 0 and err < 1e-10
+
+
+FEW = 8  # a planned layer's Toeplitz channels are at most an eighth of its channels here
+
+
+def test_estimate_counts_the_toeplitz_kernel_of_a_dense_filter():
+    from fractions import Fraction
+
+    from constructions.layers import BaseConv
+
+    g = local_circuit(40)
+    con = compile_circuit(g, target="baseconv")
+    T, Cw = con.layout.shape
+    base = float_trial_bytes(con, 4)
+    L = con.layers(0)[0]
+    h = L.h.copy()
+    h[:, 0] = [Fraction(i + 1) for i in range(T)]  # a channel with every tap nonzero and distinct
+    con.epilogue = [BaseConv(**dict(L.arrays(), h=h), causal=L.causal, residual=L.residual)] + list(con.layers(0)[1:])
+    assert float_trial_bytes(con, 4) >= base + 8 * T * T
+
+
+def _cli(argv):
+    out = io.StringIO()
+    return main(argv, out=out), out.getvalue()
+
+
+def test_skipped_float_trials_are_one_line_after_proved(tmp_path, monkeypatch):
+    f, rep = tmp_path / "local.json", tmp_path / "r.json"
+    C.dump(local_circuit(6), f)
+    monkeypatch.setattr(circuit_cmd, "float_trial_bytes", lambda con, n: 2**50)
+    rc, text = _cli(["circuit", "--graph", str(f), "--trials", "8", "--json", str(rep)])
+    assert rc == 0 and "proof: PROVED" in text
+    line = [ln for ln in text.splitlines() if ln.startswith("float64 trials: skipped:")]
+    assert len(line) == 1 and "above the bound 8.0 GiB (--proof-memory-gib" in line[0], text
+    d = json.loads(rep.read_text())["float64_trials"]
+    assert d["n"] == 0 and d["max_relative_error"] is None and "above the bound" in d["skipped"]
+
+
+def test_out_of_memory_in_the_float_run_is_one_line(tmp_path, monkeypatch):
+    f = tmp_path / "local.json"
+    C.dump(local_circuit(6), f)
+
+    def oom(*args, **kw):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(circuit_cmd, "float_trials", oom)
+    rc, text = _cli(["circuit", "--graph", str(f), "--trials", "8"])
+    assert rc == 0 and "proof: PROVED" in text
+    assert "float64 trials: skipped: the float64 run of 8 trials ran out of memory" in text
+    assert "Traceback" not in text
