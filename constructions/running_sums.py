@@ -186,7 +186,7 @@ def prefix_sums(col) -> np.ndarray:
     :class:`RunningSum` nodes (``out[t] = RunningSum(out[t - 1], col[t])``: the same values, held
     in N terms); otherwise ``numpy.add.accumulate``."""
     col = np.asarray(col)
-    if col.dtype != object or not col.size or not any(type(x) in _LAZY_TYPES for x in col):
+    if col.dtype != object or not col.size or _LAZY_TYPES.isdisjoint(map(type, col.tolist())):
         return np.add.accumulate(col, axis=0)
     out = np.empty(col.shape, dtype=object)
     node = None

@@ -85,14 +85,18 @@ class Bound(SpecValue):
         return Bound(0, math.ceil(abs(q)), q.denominator, self.acc)
 
     def __add__(self, o):
-        o = self._const(o)
-        if o is NotImplemented or o == 0:
-            return self if o == 0 else NotImplemented
-        return Bound(max(self.d, o.d), self.n + o.n, math.lcm(self.l, o.l), self.acc)
+        if type(o) is not Bound:  # (two bounds, the common case, go straight to the rule below)
+            o = self._const(o)
+            if o is NotImplemented or o == 0:
+                return self if o == 0 else NotImplemented
+        d, e = self.d, o.d
+        return Bound(d if d >= e else e, self.n + o.n, math.lcm(self.l, o.l), self.acc)
 
     __radd__ = __sub__ = __rsub__ = __add__
 
     def __mul__(self, o):
+        if type(o) is Bound:
+            return Bound(self.d + o.d, self.n * o.n, self.l * o.l, self.acc)
         o = self._const(o)
         if o is NotImplemented or o == 0:
             return 0 if o == 0 else NotImplemented
@@ -142,6 +146,8 @@ class ModP(SpecValue):
             return NotImplemented
 
     def __add__(self, o):
+        if type(o) is ModP:  # (two residues, the common case, without the constant's conversion)
+            return ModP((self.v + o.v) % self.p, self.p)
         c = self._c(o)
         return NotImplemented if c is NotImplemented else ModP((self.v + c) % self.p, self.p)
 
@@ -156,6 +162,8 @@ class ModP(SpecValue):
         return NotImplemented if c is NotImplemented else ModP((c - self.v) % self.p, self.p)
 
     def __mul__(self, o):
+        if type(o) is ModP:
+            return ModP(self.v * o.v % self.p, self.p)
         c = self._c(o)
         return NotImplemented if c is NotImplemented else ModP(self.v * c % self.p, self.p)
 
