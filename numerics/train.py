@@ -196,7 +196,8 @@ def _positive(flag: str, value):
     return None if value is None else check_finite(flag, value, positive=True)
 
 
-def _device(flag: str, device: str) -> str:
+def checked_device(flag: str, device: str) -> str:
+    """``device`` (cpu, cuda, cuda:N) checked: a CUDA device that torch cannot use is a UsageError naming ``flag``."""
     if device == "cpu":
         return device
     if not re.fullmatch(r"cuda(:\d+)?", device):
@@ -302,7 +303,7 @@ def check_args(a, given=()) -> None:
     _size("--threads", a.threads, a)
     if a.max_minutes is not None:
         check_finite("--max-minutes", a.max_minutes, positive=True)
-    _device("--device", a.device)
+    checked_device("--device", a.device)
     if a.resume:
         return
     _size("--n", a.n, a)

@@ -472,9 +472,9 @@ def _check_device(a) -> None:
         raise UsageError(f"--device {a.device} applies to --backend torch only (--backend {a.backend} "
                          f"{'runs on the CPU' if a.backend == 'numpy' else 'picks its own GPU'})")
     if a.backend == "torch":
-        from numerics.train import _device  # light: imports torch only for a cuda device
+        from numerics.train import checked_device  # light: imports torch only for a cuda device
 
-        _device("--device", a.device)
+        checked_device("--device", a.device)
 
 
 def _check_work(a, layers: int) -> None:

@@ -751,10 +751,10 @@ def import_family(st, values: dict) -> tuple[Callable, dict]:
     ``--set`` may give (a ``sqrt_x`` left out where ``x`` is one), at the values the proof used."""
     from polyverify.plumbing.cli import UsageError
 
-    from verify.importers.specs import _accepted, _build
+    from verify.importers.specs import accepted, build_spec
 
     entry, spec, con, k = st["entry"], st["spec"], st["con"], st["k"]
-    acc = _accepted(entry, spec)
+    acc = accepted(entry, spec)
     acc = [x for x in acc if not (x.startswith("sqrt_") and x[5:] in acc)]
     known = {}
     for n, v in [*spec.params.items(), *values.items()]:
@@ -774,7 +774,7 @@ def import_family(st, values: dict) -> tuple[Callable, dict]:
 
     def build(**p):
         try:
-            s = _build(entry, st["sizes"], {**base, **p})
+            s = build_spec(entry, st["sizes"], {**base, **p})
         except UsageError as e:
             raise ValueError(str(e)) from None
         layers = [*(s.prologue if con.has["prologue"] else []), *(list(s.body) * k),

@@ -424,14 +424,14 @@ def criteria(s: dict) -> list[dict]:
         per = [{"step": h["step"], "ratio": hs[h["step"]] / h["test_mse"]} for h in pap["history"]
                if h["step"] in hs and h["step"] > 0 and h["test_mse"] > 0]
         equal = std.get("steps") == pap.get("steps")
-        out.append({"id": "recipe-vs-steplr", "text": f"k = 2: the recipe at least 10x below {_std_name(std)} at "
+        out.append({"id": "recipe-vs-steplr", "text": f"k = 2: the recipe at least 10x below {std_name(std)} at "
                                                       "equal steps",
                     "met": ratio >= 10 if equal else None, "ratio_final": ratio, "ratios": per,
                     "steps": {"recipe": pap.get("steps"), "standard": std.get("steps")}, "equal_steps": equal})
     return out
 
 
-def _std_name(r: dict) -> str:
+def std_name(r: dict) -> str:
     """What the ``standard`` run's optimiser was over its steps: the paper's StepLR (Table 4) decays the
     learning rate first at step ``step_size`` (10^4); a run that ends before it is plain Adam at that lr."""
     rc = r.get("recipe_config") or {}
@@ -447,8 +447,8 @@ def table(s: dict) -> list[dict]:
              "perturb": r.get("perturb", 0.0), "start_test_mse": r.get("start_test_mse"), "layers": r["layers"],
              "steps": r["steps"],
              "final_test_mse": r["final_test_mse"], "final_test_mse_f64": r["final_test_mse_f64"],
-             "paper_mse": PAPER[r["k"]] if r["recipe"] == "paper" and not _warm(r) else None,
-             "ratio_to_paper": r["final_test_mse"] / PAPER[r["k"]] if r["recipe"] == "paper" and not _warm(r) else None,
+             "paper_mse": PAPER[r["k"]] if r["recipe"] == "paper" and not is_warm_start(r) else None,
+             "ratio_to_paper": r["final_test_mse"] / PAPER[r["k"]] if r["recipe"] == "paper" and not is_warm_start(r) else None,
              "baseline_zero": r["baselines"]["zero"], "baseline_x0": r["baselines"]["x0"],
              "best_fit_k_minus_1_products": r["baselines"]["poly"][-1],
              "ratio_to_best_fit_k_minus_1": r["final_test_mse"] / r["baselines"]["poly"][-1],
@@ -480,11 +480,11 @@ def plot(s: dict):
         r = s["runs"].get(f"standard-k{k}")
         if r:
             a1.semilogy([h["step"] for h in r["history"]], [h["test_mse"] for h in r["history"]], "s--", ms=3,
-                        color=f"C{k - 1}", alpha=0.6, label=f"k = {k}, {_std_name(r)}")
-    for r in sorted((r for r in s["runs"].values() if _warm(r)), key=lambda r: r["k"]):
+                        color=f"C{k - 1}", alpha=0.6, label=f"k = {k}, {std_name(r)}")
+    for r in sorted((r for r in s["runs"].values() if is_warm_start(r)), key=lambda r: r["k"]):
         a1.semilogy([0] + [h["step"] for h in r["history"]], [r["start_test_mse"]] + [h["test_mse"] for h in r["history"]],
                     "d-." if not r.get("lr") else "d:", ms=3, color=f"C{r['k'] - 1}", alpha=0.8,
-                    label=f"k = {r['k']}, {_label(r)}")
+                    label=f"k = {r['k']}, {run_label(r)}")
     a1.set_xlabel("step")
     a1.set_ylabel("test MSE (float32)")
     a1.set_title("training curves; dotted: the paper's Table 7 values", fontsize=9)
@@ -524,25 +524,27 @@ def plot(s: dict):
     return fig
 
 
-def _warm(r: dict) -> bool:
+def is_warm_start(r: dict) -> bool:
+    """Whether a run started from the exact construction (a warm start) rather than a random init."""
     return r.get("init", "random") == "exact"
 
 
-def _lr(r: dict) -> float:
+def run_lr(r: dict) -> float:
     """A recipe run's peak learning rate: its own (warm starts) or the recipe's."""
     return r.get("lr") or RECIPE["max_lr"]
 
 
-def _label(r: dict) -> str:
+def run_label(r: dict) -> str:
     """How a run was trained, as the report names it."""
-    if _warm(r):
+    if is_warm_start(r):
         return (f"recipe{', lr ' + fmt(r['lr']) if r.get('lr') else ''}, warm start (exact + "
                 f"N(0, {fmt(r['perturb'])}^2))")
-    return "recipe" if r["recipe"] == "paper" else _std_name(r)
+    return "recipe" if r["recipe"] == "paper" else std_name(r)
 
 
-def _order(kv):
-    return (kv[1]["recipe"] != "paper", _warm(kv[1]), -_lr(kv[1]), kv[1]["k"])
+def run_order(kv):
+    """Sort key of ``(name, run)`` pairs: the recipe first, cold before warm starts, larger lr first, then k."""
+    return (kv[1]["recipe"] != "paper", is_warm_start(kv[1]), -run_lr(kv[1]), kv[1]["k"])
 
 
 def criterion_notes(c: dict) -> list[str]:

@@ -5,8 +5,8 @@ data: the named templates of :mod:`.seed000_table7_text`, filled here with the c
 from __future__ import annotations
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
-from .seed000_table7 import (DECISIONS, KS, PAPER, PAPER_RECIPE, PAPER_STANDARD, RECIPE, _label,
-                             _lr, _order, _std_name, _warm, criterion_notes)
+from .seed000_table7 import (DECISIONS, KS, PAPER, PAPER_RECIPE, PAPER_STANDARD, RECIPE, run_label,
+                             run_lr, run_order, std_name, is_warm_start, criterion_notes)
 from .seed000_table7_text import say
 
 
@@ -18,7 +18,7 @@ def recipes_table(s: dict) -> list[str]:
     """The paper's two optimiser settings (seed 000 App. B.2 Tables 5 and 4) beside what these runs used
     (read from the runs' recorded recipe configs)."""
     runs = s["runs"]
-    ours = next((r for r in runs.values() if r["recipe"] == "paper" and not _warm(r)), None)
+    ours = next((r for r in runs.values() if r["recipe"] == "paper" and not is_warm_start(r)), None)
     std = next((r for r in runs.values() if r["recipe"] == "standard"), None)
     steps = sorted({r["steps"] for r in runs.values()})
     span = f"{steps[0]:,}" if len(steps) == 1 else say("span", first=steps[0], last=steps[-1])
@@ -37,7 +37,7 @@ def recipes_table(s: dict) -> list[str]:
                  step_rate=S["step_rate"], steps=S["steps"]))
     if std:
         rc = std["recipe_config"]
-        L.append(say("recipes.ours_standard", name=_std_name(std), batch=std.get("batch") or _ints(s["config"]["batch"]),
+        L.append(say("recipes.ours_standard", name=std_name(std), batch=std.get("batch") or _ints(s["config"]["batch"]),
                      lr=fmt(rc["lr"]), steps=std["steps"],
                      schedule=say("recipes.constant", step_size=rc["step_size"]) if std["steps"] <= rc["step_size"]
                      else say("recipes.steplr", gamma=rc["gamma"], step_size=rc["step_size"])))
@@ -51,7 +51,7 @@ def gpu_markdown(s: dict, figure: str) -> str:
     runs = s["runs"]
     run = s["run"]
     L = []
-    paper = sorted((r for r in runs.values() if r["recipe"] == "paper" and not _warm(r)), key=lambda r: r["k"])
+    paper = sorted((r for r in runs.values() if r["recipe"] == "paper" and not is_warm_start(r)), key=lambda r: r["k"])
     std = sorted((r for r in runs.values() if r["recipe"] == "standard"), key=lambda r: r["k"])
     batch = sorted({r.get("batch") for r in runs.values()})
     L.append(say("gpu.setup", ks=", ".join(str(r["k"]) for r in paper), lr=fmt(PAPER_RECIPE["lr"]),
@@ -62,10 +62,10 @@ def gpu_markdown(s: dict, figure: str) -> str:
     L.append("| k | layers | optimiser | steps run | of the paper's | seconds per step | steps skipped | test MSE | "
              "paper (Table 7) | predicting 0 | best fit, k - 1 products |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, r in sorted(runs.items(), key=_order):
-        p = PAPER[r["k"]] if r["recipe"] == "paper" and not _warm(r) else None
+    for name, r in sorted(runs.items(), key=run_order):
+        p = PAPER[r["k"]] if r["recipe"] == "paper" and not is_warm_start(r) else None
         plan = r.get("plan") or {}
-        L.append(f"| {r['k']} | {r['layers']} | {_label(r)} | {r['steps']:,} | "
+        L.append(f"| {r['k']} | {r['layers']} | {run_label(r)} | {r['steps']:,} | "
                  f"{fmt(r['steps'] / PAPER_RECIPE['steps'])} | {fmt(plan.get('step_s'))} | {r['skipped']} | "
                  f"{fmt(r['final_test_mse'])} | {fmt(p)} | {fmt(r['baselines']['zero'])} | "
                  f"{fmt(r['baselines']['poly'][-1])} |")
@@ -75,7 +75,7 @@ def gpu_markdown(s: dict, figure: str) -> str:
     L.append(say("gpu.reading", fewest=min(steps), most=max(steps), share=fmt(max(steps) / PAPER_RECIPE["steps"]),
                  paper_steps=PAPER_RECIPE["steps"],
                  worse=say("gpu.worse", runs=", ".join(
-                     say("gpu.worse.run", label=_label(r), k=r["k"], mse=fmt(r["final_test_mse"]),
+                     say("gpu.worse.run", label=run_label(r), k=r["k"], mse=fmt(r["final_test_mse"]),
                          zero=fmt(r["baselines"]["zero"]), skipped=r["skipped"]) for r in worse)) if worse else ""))
     L += _figure_and_criteria(s, say("gpu.figure", card=s["device"].get("name") if s.get("device") else say("gpu.card")),
                               figure, say("gpu.criteria"))
@@ -105,9 +105,9 @@ def _baselines_lines(runs: dict) -> list[str]:
             L.append(f"| {k} | {fmt(b['zero'])} | {fmt(b['x0'])} | "
                      + " | ".join(fmt(b["poly"][j]) if j < len(b["poly"]) else "–" for j in range(max(KS))) + " |")
     L.append("")
-    for name, r in sorted(runs.items(), key=_order):
+    for name, r in sorted(runs.items(), key=run_order):
         best = min(r["history"], key=lambda h: h["test_mse"]) if r["history"] else None
-        L.append(say("baselines.run", label=_label(r), k=r["k"], mse=fmt(r["final_test_mse"]), learned=_learned(r),
+        L.append(say("baselines.run", label=run_label(r), k=r["k"], mse=fmt(r["final_test_mse"]), learned=_learned(r),
                      best=say("baselines.run.best", mse=fmt(best["test_mse"]), step=best["step"], largest=fmt(
                          max(h["test_mse"] for h in r["history"] if h["step"] >= best["step"]))) if best else ""))
     L.append("")
@@ -140,17 +140,17 @@ def markdown(s: dict, figure: str) -> str:
     L.append("| k | layers | recipe | steps | test MSE (ours) | float64 eval | paper (Table 7) | predicting 0 | "
              "best fit, k - 1 products | ours / that fit | CPU |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, r in sorted(runs.items(), key=_order):
-        p = PAPER[r["k"]] if r["recipe"] == "paper" and not _warm(r) else None
+    for name, r in sorted(runs.items(), key=run_order):
+        p = PAPER[r["k"]] if r["recipe"] == "paper" and not is_warm_start(r) else None
         b = r["baselines"]
         fit = b["poly"][-1]
-        L.append(f"| {r['k']} | {r['layers']} | {_label(r)} | {r['steps']} | "
+        L.append(f"| {r['k']} | {r['layers']} | {run_label(r)} | {r['steps']} | "
                  f"{fmt(r['final_test_mse'])} | {fmt(r['final_test_mse_f64'])} | {fmt(p)} | {fmt(b['zero'])} | "
                  f"{fmt(fit)} | {fmt(r['final_test_mse'] / fit) if fit else '–'} | {fmt(r['cpu_s'])} s |")
     L += _figure_and_criteria(s, say("figure.cpu"), figure, say("criteria.cpu"))
     st1, pa1 = runs.get("standard-k1"), runs.get("paper-k1")
     if st1 and pa1:
-        L.append(say("k1", standard=_std_name(st1), ratio=fmt(st1["final_test_mse"] / pa1["final_test_mse"]),
+        L.append(say("k1", standard=std_name(st1), ratio=fmt(st1["final_test_mse"] / pa1["final_test_mse"]),
                      standard_mse=fmt(st1["final_test_mse"]), recipe_mse=fmt(pa1["final_test_mse"]),
                      unequal="" if st1.get("steps") == pa1.get("steps") else
                      say("k1.unequal", standard_steps=st1.get("steps"), recipe_steps=pa1.get("steps"))))
@@ -167,7 +167,7 @@ def markdown(s: dict, figure: str) -> str:
 
 def _warm_sentence(runs: dict) -> str:
     """What the warm-start runs did (from the numbers), or how to run one when none is in the results."""
-    warm = sorted((r for r in runs.values() if _warm(r)), key=lambda r: (_lr(r), r["k"]))
+    warm = sorted((r for r in runs.values() if is_warm_start(r)), key=lambda r: (run_lr(r), r["k"]))
     if not warm:
         return say("warm.none")
 
@@ -178,8 +178,8 @@ def _warm_sentence(runs: dict) -> str:
         return max(r["history"], key=lambda h: h["test_mse"], default=None)
 
     out = []
-    for lr in sorted({_lr(r) for r in warm}, reverse=True):
-        group = [r for r in warm if _lr(r) == lr]
+    for lr in sorted({run_lr(r) for r in warm}, reverse=True):
+        group = [r for r in warm if run_lr(r) == lr]
         parts = []
         for r in group:
             cold = runs.get(f"paper-k{r['k']}")

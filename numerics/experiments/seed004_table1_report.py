@@ -9,7 +9,7 @@ import numpy as np
 
 from .common import fmt, timing_line, verdict
 from .seed004_table1 import (COLUMNS, D, LABEL, N, PAPER, PAPER_TRAIN_SEQUENCES, RETRIES, RETRY_LR_FACTOR,
-                             STUDY_BASE, VARIANTS, _paper_model)
+                             STUDY_BASE, VARIANTS, paper_model)
 from .seed004_table1_text import say
 
 
@@ -23,7 +23,7 @@ def table(s: dict) -> list[dict]:
     for v, per_l in s["models"].items():
         for L, per_c in per_l.items():
             for col, m in per_c.items():
-                p = _paper_model(v, L, col)
+                p = paper_model(v, L, col)
                 rows.append({"method": LABEL[v], "layers": int(L), "column": col, "ours": m["adjusted"], "se": m["se"],
                              "paper": p, "ratio": m["adjusted"] / p, "steps": m["steps"], "cpu_s": m["cpu_s"]})
     return rows
@@ -81,7 +81,7 @@ def plot(s: dict):
         for v, ser in depth_series(s, column).items():
             if ser:
                 ax.plot([L_ for L_, _, _ in ser], [o for _, o, _ in ser], "o-", color=colors[v], label=f"{LABEL[v]} (ours)")
-            ax.plot(layers, [_paper_model(v, L_, column) for L_ in layers], "x--", color=colors[v], alpha=0.6,
+            ax.plot(layers, [paper_model(v, L_, column) for L_ in layers], "x--", color=colors[v], alpha=0.6,
                     label=f"{LABEL[v]} (paper)")
         i = COLUMNS.index(column)
         b = s["baselines"].get(column, {}).get("constrr", {}).get("adjusted")
@@ -113,7 +113,7 @@ def depth_series(s: dict, column: str = "5") -> dict:
     out = {}
     for v in VARIANTS:
         got = s["models"].get(v, {})
-        out[v] = [(int(L_), got[L_][column]["adjusted"], _paper_model(v, L_, column))
+        out[v] = [(int(L_), got[L_][column]["adjusted"], paper_model(v, L_, column))
                   for L_ in sorted(got, key=int) if column in got[L_]]
     return out
 
@@ -132,11 +132,11 @@ def _depth_paragraph(s: dict, column: str = "5") -> list[str]:
     L.append("|---|" + "---|" * len(depths))
     for v in VARIANTS:
         got = {L_: o for L_, o, _ in ser[v]}
-        L.append(f"| {LABEL[v]} | " + " | ".join(f"{fmt(got.get(L_))} / {fmt(_paper_model(v, L_, column))}"
+        L.append(f"| {LABEL[v]} | " + " | ".join(f"{fmt(got.get(L_))} / {fmt(paper_model(v, L_, column))}"
                                                 for L_ in depths) + " |")
     L.append("")
     deep = {v: [(L_, o) for L_, o, _ in ser[v] if L_ >= 3] for v in VARIANTS}
-    paper_g = sorted({round(_paper_model("gdpp", L_, column), 6) for L_ in range(3, 8)})
+    paper_g = sorted({round(paper_model("gdpp", L_, column), 6) for L_ in range(3, 8)})
     notes = []
     g = deep["gdpp"]
     if g:
@@ -157,7 +157,7 @@ def _depth_paragraph(s: dict, column: str = "5") -> list[str]:
             notes.append(say("depth.model", model=LABEL[v],
                              falls=say("depth.model.falls" if falls else "depth.model.not_falls"),
                              best=fmt(best[1]), layers=best[0], ratio=fmt(best[1] / g[-1][1]), gdpp_layers=g[-1][0],
-                             paper=fmt(_paper_model(v, 7, column)),
+                             paper=fmt(paper_model(v, 7, column)),
                              retried=say("depth.model.retried", layers=", ".join(map(str, retried))) if retried else ""))
     steps = sorted({s["models"][v][str(L_)][column]["steps"] for v in VARIANTS for L_, _ in deep[v]})
     L.append(say("depth.steps", notes="; ".join(notes), steps=" or ".join(map(str, steps))))
@@ -185,15 +185,15 @@ def _column_paragraph(s: dict, column: str = "3", depths=(1, 2, 3)) -> list[str]
     L.append("|---|" + "---|" * len(depths))
     for v in VARIANTS:
         L.append(f"| {LABEL[v]} | " + " | ".join(
-            f"{fmt(got[v][L_]['adjusted'])} / {fmt(_paper_model(v, L_, column))} "
-            f"({fmt(got[v][L_]['adjusted'] / _paper_model(v, L_, column))})" for L_ in depths) + " |")
+            f"{fmt(got[v][L_]['adjusted'])} / {fmt(paper_model(v, L_, column))} "
+            f"({fmt(got[v][L_]['adjusted'] / paper_model(v, L_, column))})" for L_ in depths) + " |")
     L.append("")
     deep = depths[-1]
     ours = sorted(VARIANTS, key=lambda v: got[v][deep]["adjusted"])
-    paper = sorted(VARIANTS, key=lambda v: _paper_model(v, deep, column))
-    worst = max(VARIANTS, key=lambda v: got[v][deep]["adjusted"] / _paper_model(v, deep, column))
+    paper = sorted(VARIANTS, key=lambda v: paper_model(v, deep, column))
+    worst = max(VARIANTS, key=lambda v: got[v][deep]["adjusted"] / paper_model(v, deep, column))
     m = got[worst][deep]
-    pw = _paper_model(worst, deep, column)
+    pw = paper_model(worst, deep, column)
     # the same cell's training evaluated on another number of sequences (the study's evaluation runs): both in the
     # headline, since the comparison with the paper moves with the evaluation set's size
     b = STUDY_BASE
@@ -218,12 +218,12 @@ def _study_paragraph(s: dict) -> list[str]:
     ref = s["models"].get(b["variant"], {}).get(str(b["layers"]), {}).get(b["column"])
     if not st or not ref:
         return []
-    p = _paper_model(b["variant"], b["layers"], b["column"])
+    p = paper_model(b["variant"], b["layers"], b["column"])
     dg = s["models"].get("diag", {}).get(str(b["layers"]), {}).get(b["column"])
     L = [say("study", model=LABEL[b["variant"]], layers=b["layers"], column=b["column"], adjusted=fmt(ref["adjusted"]),
              se=fmt(ref["se"], 2), against=_pct(ref["adjusted"] / p - 1), paper=fmt(p),
              diag=say("study.diag", adjusted=fmt(dg["adjusted"]),
-                      against=_pct(dg["adjusted"] / _paper_model("diag", b["layers"], b["column"]) - 1)) if dg else "",
+                      against=_pct(dg["adjusted"] / paper_model("diag", b["layers"], b["column"]) - 1)) if dg else "",
              eval=fmt(ref.get("eval"))), ""]
     L.append("| change | steps | batch | lr | adjusted loss | vs the grid's run | vs the paper |")
     L.append("|---|---|---|---|---|---|---|")
@@ -286,7 +286,7 @@ def _study_closing(ref: dict, dg: dict | None, p: float, b: dict, others: list[d
     """The study's closing sentences: Full against Diag (ours and the paper's), what the training changes
     tried show, and the parametrisation the paper may have used instead."""
     full_params = 2 * (D + 1) ** 2
-    pd = _paper_model("diag", b["layers"], b["column"])
+    pd = paper_model("diag", b["layers"], b["column"])
     closing = say("study.closing", params=full_params, paper=fmt(p), paper_diag=fmt(pd),
                   ours=say("study.closing.above", full=fmt(ref["adjusted"]), diag=fmt(dg["adjusted"]))
                   if dg and ref["adjusted"] > dg["adjusted"] else

@@ -150,7 +150,7 @@ def test_the_device_check_is_numerics_trains_own(monkeypatch, capsys):
     import numerics.train
 
     seen = []
-    monkeypatch.setattr(numerics.train, "_device", lambda flag, dev: seen.append((flag, dev)) or dev)
+    monkeypatch.setattr(numerics.train, "checked_device", lambda flag, dev: seen.append((flag, dev)) or dev)
     # past the device check, refused by a later one (no work)
     assert main(["gd", "--layers", "4", *SMALL, "--backend", "torch", "--device", "tpu", "--conv", "fft",
                  "--arch", "lsa"], out=io.StringIO()) == 2

@@ -260,7 +260,7 @@ def test_table7_criteria():
     crit = {c["id"]: c for c in t7.criteria(s)}
     assert crit["grows-with-k"]["met"] is None and crit["recipe-vs-steplr"]["met"] is None
     assert "Not at equal steps (k = 1: 200, k = 2: 200, k = 3: 86" in t7.criterion_notes(crit["grows-with-k"])[0]
-    assert "StepLR Adam" in t7._std_name({**s["runs"]["standard-k2"], "steps": 20_000})
+    assert "StepLR Adam" in t7.std_name({**s["runs"]["standard-k2"], "steps": 20_000})
 
 
 def test_table7_baselines_are_on_the_evaluation_problems():

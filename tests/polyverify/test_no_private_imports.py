@@ -20,24 +20,10 @@ PROJECT = ("polyverify", "circuits", "constructions", "numerics", "verify")
 #: and its definition were left alone, to be renamed once those files are free.  Remove an entry when
 #: its import goes (test_the_allow_list_holds_no_stale_entry says when).
 ALLOWED = {
-    # verify/gd_cmd.py (being edited): the training device helper of numerics/train.py
-    ("verify/gd_cmd.py", "numerics.train._device"),
-    # verify/importers/cli.py and prove.py (being edited): the specification builder's helpers
-    *(("verify/importers/cli.py", f"verify.importers.specs.{n}") for n in (
-        "_accepted", "_alias_of", "_build", "_builder_keywords", "_parse_param", "_size_keys", "_takes",
-        "_unknown_param")),
-    *(("verify/importers/prove.py", f"verify.importers.specs.{n}") for n in (
-        "_alias_of", "_build", "_builder_keywords", "_size_keys", "_takes")),
     # verify/circuit_repeat.py (new, beside this change): the circuit command's helpers (circuit_cmd.py is
     # being edited)
     *(("verify/circuit_repeat.py", f"verify.circuit_cmd.{n}") for n in (
         "_check_target", "_print_warnings", "_reassociate_flag")),
-    # verify/nearest.py (new, being written beside this change): two of the same specs helpers
-    *(("verify/nearest.py", f"verify.importers.specs.{n}") for n in ("_accepted", "_build")),
-    # numerics/experiments/*_report.py (being edited): their experiment modules' helpers
-    *(("numerics/experiments/seed000_table7_report.py", f"numerics.experiments.seed000_table7.{n}")
-      for n in ("_label", "_lr", "_order", "_std_name", "_warm")),
-    ("numerics/experiments/seed004_table1_report.py", "numerics.experiments.seed004_table1._paper_model"),
     # a Layer's ClassVar of weight names; verify/comparison/analyses.py (being edited) reads it too
     ("numerics/training/modules.py", "constructions.layers.BaseConv._array_fields"),
 }

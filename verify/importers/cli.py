@@ -34,8 +34,8 @@ from . import FORMATS, mapping
 from .common import ImportRefused, ParamSource, describe_not_proved, parse_settings
 from .prove import nearby_specifications, prove_bounded  # noqa: F401 - nearby_specifications: named here too
 from .shapes import check_layer_shapes
-from .specs import (_accepted, _alias_of, _build, _builder_keywords, _parse_param, _size_keys, _takes,
-                    _unknown_param, resolve_spec)
+from .specs import (accepted, alias_of, build_spec, builder_keywords, parse_param, size_keys_of, builder_takes,
+                    unknown_param, resolve_spec)
 
 #: the most body copies the import proves (each distinct copy is one proof)
 MAX_LAYERS = 100_000
@@ -99,13 +99,13 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit {MAX_PROOF_VARIABLES} of the "
                          "exact proof")
     try:  # the entry at small / default sizes (cheap): a layer stack, and its parameters
-        spec_d = _build(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes or {}), {})
+        spec_d = build_spec(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes or {}), {})
     except UsageError as e:
         if "not a layer stack" in str(e):
             raise
         return
     if given_params:
-        _unknown_param(given_params, entry, spec_d, size_keys)
+        unknown_param(given_params, entry, spec_d, size_keys)
 
 
 def settings(a) -> dict:
@@ -124,7 +124,7 @@ def settings(a) -> dict:
     except ImportRefused as e:
         raise UsageError(str(e)) from None
     entry = resolve_spec(a.spec)
-    size_keys = _size_keys(entry)
+    size_keys = size_keys_of(entry)
     mod = FORMATS[a.fmt]
     sizes, size_src, given_params = _given(entry, sets, size_keys)
     _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params)
@@ -156,10 +156,10 @@ def settings(a) -> dict:
     # a builder taking its parameters as **kwargs (s004-implicit-w's P/Q entries) needs all of them
     # at once: one solved (over) comes with the others at the specification's values
     base = ({k: spec.params[k] for k in spec.symbolic_params if k not in params}
-            if _builder_keywords(entry)[1] else {})
+            if builder_keywords(entry)[1] else {})
 
     def build(**over):
-        s = _build(entry, sizes, {**base, **params, **over}) if over else spec
+        s = build_spec(entry, sizes, {**base, **params, **over}) if over else spec
         return mapping.Projected(s, rows, cols, secs, shape, first)
 
     con = build()
@@ -190,7 +190,7 @@ def _given(entry, sets: dict, size_keys: set) -> tuple[dict, dict, dict]:
                 raise UsageError(f"--set {k}={v}: a size must be an integer") from None
             size_src[k] = "--set"
         else:
-            given_params[k] = _parse_param(entry, k, v, f"--set {k}")
+            given_params[k] = parse_param(entry, k, v, f"--set {k}")
     return sizes, size_src, given_params
 
 
@@ -199,7 +199,7 @@ def _read(a, entry, mod, cfg: dict, sizes: dict, given_params: dict):
     refused unless ``--blocks-only``."""
     try:
         if a.fmt == "polyverify":
-            imp = mod.read(a.file, cfg, spec_for=lambda: _build(entry, sizes, dict(given_params)))
+            imp = mod.read(a.file, cfg, spec_for=lambda: build_spec(entry, sizes, dict(given_params)))
         else:
             imp = mod.read(a.file, cfg)
     except ImportRefused as e:
@@ -219,13 +219,13 @@ def _declared_params(a, entry, imp, given_params: dict, param_src: dict) -> dict
     parsed as the builder takes them; ``param_src`` records them."""
     declared_used: dict = {}
     for k, v in imp.declared_params.items():
-        if k in given_params or _alias_of(k, given_params) or any(_alias_of(g, {k: 1}) for g in given_params):
+        if k in given_params or alias_of(k, given_params) or any(alias_of(g, {k: 1}) for g in given_params):
             continue  # --set gives it (itself, or the parameter it is the square root of / squared)
-        if not _takes(entry, k):
+        if not builder_takes(entry, k):
             continue  # a size (s000-read's i, j) or the entry's own fixed value (s000-linear's H_i_j)
         # parsed as the builder takes it (a bool, else bounded: '1e999999999' is refused before
         # 10**999999999 is built)
-        declared_used[k] = _parse_param(entry, k, v, f"{a.file}: its metadata's parameter {k}")
+        declared_used[k] = parse_param(entry, k, v, f"{a.file}: its metadata's parameter {k}")
         param_src[k] = ParamSource.METADATA
     return declared_used
 
@@ -240,15 +240,15 @@ def _specification(entry, sizes: dict, size_keys: set, given_params: dict, decla
     if "gd" in entry.roles and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES:
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit {MAX_PROOF_VARIABLES} of the "
                          "exact proof")
-    spec0 = _build(entry, sizes, {})
-    _unknown_param(given_params, entry, spec0, size_keys)
-    declared_used = {k: v for k, v in declared_used.items() if k in _accepted(entry, spec0)}
+    spec0 = build_spec(entry, sizes, {})
+    unknown_param(given_params, entry, spec0, size_keys)
+    declared_used = {k: v for k, v in declared_used.items() if k in accepted(entry, spec0)}
     for k in [k for k in param_src if k not in given_params and k not in declared_used]:
         del param_src[k]  # a declared parameter the builder does not take: compared below, not used
     params: dict = {}
     params.update(declared_used)
     params.update(given_params)
-    return (_build(entry, sizes, params) if params else spec0), params
+    return (build_spec(entry, sizes, params) if params else spec0), params
 
 
 def _layout(a, mod, spec, imp, layout_d):

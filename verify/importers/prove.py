@@ -17,7 +17,7 @@ from verify.prover.kernel import is_proved, verdict
 from . import FORMATS, mapping, search
 from .common import ImportRefused, ParamSource, describe_not_proved
 from .shapes import check_layer_shapes
-from .specs import _alias_of, _build, _builder_keywords, _size_keys, _takes
+from .specs import alias_of, build_spec, builder_keywords, size_keys_of, builder_takes
 
 
 #: a nearby specification is tried only where the file determines at most this many of its
@@ -31,14 +31,14 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
     None where it cannot hold the file: not a layer stack, other layer kinds, no default layout,
     other layer shapes or counts, more than :data:`MAX_NEARBY_PARAMS` parameters to read."""
     imp = st["imported"]
-    sk = _size_keys(entry)
+    sk = size_keys_of(entry)
     sizes = ({"n": 20, "d": 5} if "gd" in entry.roles else dict(entry.sizes or {}))
     sizes.update({k: v for k, v in st["sizes"].items() if k in sk})
     try:
-        spec = _build(entry, sizes, {})
+        spec = build_spec(entry, sizes, {})
     except UsageError:
         return None
-    if sum(_takes(entry, n) for n in spec.symbolic_params) > MAX_NEARBY_PARAMS:
+    if sum(builder_takes(entry, n) for n in spec.symbolic_params) > MAX_NEARBY_PARAMS:
         return None
     if {L.kind for L in imp.layers} != {L.kind for L in spec.layers(1)}:
         return None
@@ -55,10 +55,10 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
     if n_layers < p + e or (b and (n_layers - p - e) % b) or (not b and n_layers != p + e):
         return None
     first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b], "epilogue": imp.layers[n_layers - e:] if e else []}
-    base = {k: spec.params[k] for k in spec.symbolic_params} if _builder_keywords(entry)[1] else {}
+    base = {k: spec.params[k] for k in spec.symbolic_params} if builder_keywords(entry)[1] else {}
 
     def build(**over):
-        return mapping.Projected(_build(entry, sizes, {**base, **over}) if over else spec, rows, cols, secs, shape,
+        return mapping.Projected(build_spec(entry, sizes, {**base, **over}) if over else spec, rows, cols, secs, shape,
                                  first)
 
     try:
@@ -124,7 +124,7 @@ def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
     declared = bool(getattr(imp, "declared_rationals", None) and imp.declared_rationals.get("entries"))
     values, info, sources = {}, {}, {}
     for name in spec.symbolic_params:
-        alias = _alias_of(name, fixed) if name not in fixed else None
+        alias = alias_of(name, fixed) if name not in fixed else None
         if name in fixed or alias:
             values[name] = fixed[name] if name in fixed else Fraction(spec.params[name])
             sources[name] = src.get(name if name in fixed else alias, ParamSource.SET_FLAG)
@@ -135,7 +135,7 @@ def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
             if sources[name] is ParamSource.METADATA:
                 info[name]["described"] = f"{values[name]} (declared in the file's metadata)"
             continue
-        if not _takes(st["entry"], name):  # s000-linear's H_i_j: the entry's own matrix, not a builder argument
+        if not builder_takes(st["entry"], name):  # s000-linear's H_i_j: the entry's own matrix, not a builder argument
             values_fixed = Fraction(spec.params[name])
             sources[name] = ParamSource.OWN_VALUE
             info[name] = {"value": str(values_fixed), "from": "the entry's own value (its builder does not take "
@@ -165,7 +165,7 @@ def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
     for name, v in spec.params.items():  # constants of the specification (a compiled stack's eta, lam)
         if name in info:
             continue
-        alias = _alias_of(name, fixed) if name not in fixed else None
+        alias = alias_of(name, fixed) if name not in fixed else None
         sources[name] = src.get(name if name in fixed else alias, ParamSource.DEFAULT) if (name in fixed or alias) \
             else ParamSource.DEFAULT
         how = sources[name].value

@@ -25,7 +25,8 @@ def resolve_spec(name: str):
     return e
 
 
-def _build(entry, sizes: dict, params: dict) -> Construction:
+def build_spec(entry, sizes: dict, params: dict) -> Construction:
+    """The entry's construction at ``sizes`` and ``params`` (a builder's ValueError: one UsageError line)."""
     try:
         if "gd" in entry.roles:
             kw = dict(params)
@@ -43,7 +44,7 @@ def _build(entry, sizes: dict, params: dict) -> Construction:
     return con
 
 
-def _builder_keywords(entry) -> tuple[dict, bool]:
+def builder_keywords(entry) -> tuple[dict, bool]:
     """``({name: default}, takes_any)``: the keyword arguments the entry's builder takes, and
     whether it takes any keyword (``**kwargs``).  A specification parameter the builder does not
     take (``s000-linear``'s ``H_0_0``: its builder takes the matrix ``H``) is the entry's own,
@@ -59,34 +60,35 @@ def _builder_keywords(entry) -> tuple[dict, bool]:
     return kw, any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
 
 
-def _size_keys(entry) -> set:
+def size_keys_of(entry) -> set:
+    """The names that are sizes of ``entry`` (its ``sizes``, and n, d for a gd architecture)."""
     return set(entry.sizes or {}) | ({"n", "d"} if "gd" in entry.roles else set())
 
 
-def _takes(entry, name: str) -> bool:
+def builder_takes(entry, name: str) -> bool:
     """Whether the builder takes ``name`` as a parameter (not a size)."""
-    if name in _size_keys(entry):
+    if name in size_keys_of(entry):
         return False
-    kw, anykw = _builder_keywords(entry)
+    kw, anykw = builder_keywords(entry)
     return name in kw or anykw
 
 
-def _accepted(entry, spec) -> list[str]:
+def accepted(entry, spec) -> list[str]:
     """The parameters ``--set`` may give: the specification's own (``spec.params``) that its
     builder takes (sizes are given as sizes; ``s000-linear``'s entries ``H_i_j`` are the entry's
     fixed matrix) and, for a ``gd`` architecture, what its builder takes (``build(n, d, eta=...,
     [lam=...])``: a compiled architecture's ``lam`` is not among its params at ``lam = 0``,
     LSA's ``eta`` is its ``sqrt_eta`` squared)."""
-    out = [k for k in spec.params if _takes(entry, k)]
+    out = [k for k in spec.params if builder_takes(entry, k)]
     if "gd" in entry.roles:
         out += [k for k in ("eta", "lam") if k not in out and (k == "eta" or getattr(entry, "ridge", False))]
     return out
 
 
-def _parse_param(entry, name: str, value, what: str):
+def parse_param(entry, name: str, value, what: str):
     """A parameter's value as its builder takes it: ``true``/``false`` where the builder's default
     is a bool (``s003-conv``'s ``circular``), else an exact rational (bounded parser)."""
-    default = _builder_keywords(entry)[0].get(name)
+    default = builder_keywords(entry)[0].get(name)
     if isinstance(default, bool) or isinstance(value, bool):
         s = str(value).strip().lower()
         if s in ("true", "1"):
@@ -100,15 +102,16 @@ def _parse_param(entry, name: str, value, what: str):
         raise UsageError(str(e)) from None
 
 
-def _unknown_param(given, entry, spec, size_keys) -> None:
-    acc = _accepted(entry, spec)
+def unknown_param(given, entry, spec, size_keys) -> None:
+    """Refuse ``given``, a name that is neither a size nor an accepted parameter, in one line."""
+    acc = accepted(entry, spec)
     unknown = [k for k in given if k not in acc]
     if unknown:
         raise UsageError(f"--set {unknown[0]}: {spec.name} has no size or parameter {unknown[0]!r} (sizes: "
                          f"{', '.join(sorted(size_keys)) or 'none'}; parameters: {', '.join(acc) or 'none'})")
 
 
-def _alias_of(name: str, fixed: dict) -> str | None:
+def alias_of(name: str, fixed: dict) -> str | None:
     """The fixed parameter that determines ``name`` through the builder: ``eta`` fixes
     ``sqrt_eta`` (LSA/ELSA take either)."""
     if name.startswith("sqrt_") and name[5:] in fixed:
