@@ -457,8 +457,8 @@ def sweep_check(config: dict, *, allow_large: bool = False, where: str = "cell")
     full = {}
     for k in cell_keys():
         v = getattr(a, k)
-        if v is None or v is False or v == "":
-            continue
+        if v is None or v is False or v == "" or (k == "from_format" and v == "polyverify"):
+            continue  # the default format is left out: a cell's config (and id) is what it was before --from
         full[k] = ",".join(f"{x:g}" for x in v) if isinstance(v, tuple) else v
     return full
 
