@@ -496,8 +496,8 @@ def _module(source, k, sections):
             return source.construction, None, source.exact_sections()
         except ValueError as e:
             raise ExportError(str(e)) from None
-    raise ExportError(f"export takes a Construction or a polyverify.torch module (load_module), not a "
-                      f"{type(source).__name__}")
+    raise ExportError(f"export takes a Construction or a polyverify.torch module (load_module), not "
+                      f"{type(source).__name__!r}")
 
 
 def frozen_for(fmt: str):

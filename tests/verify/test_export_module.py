@@ -120,6 +120,6 @@ def test_what_a_module_cannot_be_exported_as_is_one_line(tmp_path):
         E.export(tmp_path / "again.safetensors", from_file, "polyverify")
     assert "\n" not in str(e.value)
     E.export(tmp_path / "w.pt", from_file, "precision-ls")  # the peers' formats need the layers only
-    with pytest.raises(E.ExportError, match="not a int"):
+    with pytest.raises(E.ExportError, match="not 'int'"):
         E.export(tmp_path / "w.safetensors", 3, "polyverify")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors", "w.pt"]
