@@ -123,3 +123,24 @@ def test_what_a_module_cannot_be_exported_as_is_one_line(tmp_path):
     with pytest.raises(E.ExportError, match="not 'int'"):
         E.export(tmp_path / "w.safetensors", 3, "polyverify")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors", "w.pt"]
+
+
+def test_an_untouched_module_of_a_non_dyadic_step_keeps_the_construction_rationals(tmp_path):
+    """eta = 1/10 is no float: the module holds float64(1/10) and its derived entries; exported untouched,
+    each entry is the construction's rational (its float64 is that rational's rounding), so the file
+    PROVES; one entry moved by one ulp is the binary fraction it is, and the file FAILS."""
+    from fractions import Fraction
+
+    con = entries()["gd-baseconv"].build(n=4, d=2, eta=Fraction(1, 10))
+    m = load_module(con, 2)
+    path = tmp_path / "w.safetensors"
+    E.export(path, m, "polyverify")
+    assert load(path).entries_from_exact > 0
+    assert main(["gd", "--weights", str(path)], out=io.StringIO()) == 0
+    with torch.no_grad():
+        W = m.blocks[3].weights["W_out"]  # body copy 1, layer 0
+        i, j = (int(x) for x in torch.nonzero(W)[0])
+        W[i, j] = torch.nextafter(W[i, j], torch.tensor(2.0, dtype=W.dtype))
+    E.export(path, m, "polyverify")
+    out = io.StringIO()
+    assert main(["gd", "--weights", str(path)], out=out) == 1 and "body copy 1" in out.getvalue()
