@@ -31,7 +31,7 @@ class Layer(abc.ABC):
 
     kind: ClassVar[str] = "layer"
     #: names of the array-valued fields (weights), in export order
-    _array_fields: ClassVar[tuple[str, ...]] = ()
+    array_fields: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def forward(self, u, *, conv_method: str = "direct"):
@@ -108,7 +108,7 @@ class BaseConv(Layer):
     same: bool = False
 
     kind: ClassVar[str] = "baseconv"
-    _array_fields: ClassVar[tuple[str, ...]] = (
+    array_fields: ClassVar[tuple[str, ...]] = (
         "W_in", "b_in", "h", "b_conv", "W_gate", "b_gate", "W_out", "b_out")
 
     @classmethod
@@ -126,11 +126,11 @@ class BaseConv(Layer):
         filter and biases dense (state-sized).  What a compiler emits."""
         from fractions import Fraction
 
-        unknown = set(entries) - set(cls._array_fields)
+        unknown = set(entries) - set(cls.array_fields)
         if unknown:
             raise ValueError(f"BaseConv has no weight {sorted(unknown)[0]!r}")
         arrays = {}
-        for name in cls._array_fields:
+        for name in cls.array_fields:
             ent = entries.get(name, {})
             if name in ("W_in", "W_gate", "W_out"):
                 arrays[name] = SparseMatrix.from_entries((C, C), ent)
@@ -194,15 +194,15 @@ class BaseConv(Layer):
         if self.h.dtype != object:
             self.__dict__["_plan"] = LivePlan(self)
         elif nonzero is not None:  # a sparse weight's product reads its entries, it has no pattern to find
-            self.__dict__["_exact_nonzero"] = {k: nonzero(getattr(self, k)) for k in self._array_fields
+            self.__dict__["_exact_nonzero"] = {k: nonzero(getattr(self, k)) for k in self.array_fields
                                                if not isinstance(getattr(self, k), SparseMatrix)}
         return self
 
     def arrays(self):
-        return {k: getattr(self, k) for k in self._array_fields}
+        return {k: getattr(self, k) for k in self.array_fields}
 
     def map(self, f):
-        return replace(self, **{k: map_weight(f, getattr(self, k)) for k in self._array_fields})
+        return replace(self, **{k: map_weight(f, getattr(self, k)) for k in self.array_fields})
 
     def config(self):
         c = {"causal": self.causal, "residual": self.residual}
@@ -221,11 +221,11 @@ class BaseConv(Layer):
         _flag(config, "residual")
         if "same" in config and _flag(config, "same") and causal:
             raise ValueError("settings 'causal' and 'same' cannot both be true")
-        return list(cls._array_fields)
+        return list(cls.array_fields)
 
     @classmethod
     def from_arrays(cls, config, arrays):
-        return cls(**{k: arrays[k] for k in cls._array_fields}, causal=config["causal"], residual=config["residual"],
+        return cls(**{k: arrays[k] for k in cls.array_fields}, causal=config["causal"], residual=config["residual"],
                    same=bool(config.get("same", False)))
 
     @property

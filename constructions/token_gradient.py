@@ -59,7 +59,7 @@ def token_gradient_weights(n: int, d: int) -> dict:
         readout[j, g[j]] = Fraction(1)
 
     def layer():
-        return {k: _zeros(C, C) if k.startswith("W") else _zeros(T, C) for k in BaseConv._array_fields}
+        return {k: _zeros(C, C) if k.startswith("W") else _zeros(T, C) for k in BaseConv.array_fields}
 
     L1, L2, L3 = layer(), layer(), layer()
     for j in range(d):

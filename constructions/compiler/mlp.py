@@ -83,7 +83,7 @@ def _emit(s: Schedule) -> list[BaseConv]:
     out_names = sorted(s.outputs)
     layers = []
     for j in range(1, s.depth + 1):
-        e = {nm: {} for nm in BaseConv._array_fields}
+        e = {nm: {} for nm in BaseConv.array_fields}
 
         def add(nm, i, k, c):
             e[nm][(i, k)] = e[nm].get((i, k), 0) + c

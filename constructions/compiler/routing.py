@@ -70,7 +70,7 @@ class LayerSpec:
     def layer(self, T: int, C: int, causal: bool) -> BaseConv:
         """The BaseConv layer (``T`` tokens, ``C`` channels) these entries describe: its channel
         mixes sparse (``BaseConv.from_entries``), never a dense ``C x C`` array."""
-        return BaseConv.from_entries(T, C, {nm: getattr(self, nm) for nm in BaseConv._array_fields if nm != "b_in"},
+        return BaseConv.from_entries(T, C, {nm: getattr(self, nm) for nm in BaseConv.array_fields if nm != "b_in"},
                                      causal=causal)
 
 

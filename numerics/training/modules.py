@@ -70,7 +70,7 @@ class BaseConvBlock(nn.Module):
     def layer(self) -> L.BaseConv:
         """The toolkit layer over this module's (torch) arrays (a shared bias row is expanded to
         the (T, C) bias matrix it stands for)."""
-        arr = {k: getattr(self, k) for k in L.BaseConv._array_fields}
+        arr = {k: getattr(self, k) for k in L.BaseConv.array_fields}
         if self.bias == "vector":
             arr.update({k: arr[k].expand(self.T, self.C) for k in self.BIASES})
         return L.BaseConv(**arr, causal=self.causal, residual=self.residual)
@@ -89,7 +89,7 @@ class BaseConvBlock(nn.Module):
         T, C = layer.shape
         m = cls(T, C, causal=layer.causal, residual=layer.residual, conv_method=conv_method).double()
         with torch.no_grad():
-            for k in L.BaseConv._array_fields:
+            for k in L.BaseConv.array_fields:
                 getattr(m, k).copy_(_to_tensor(getattr(layer, k)))
         return m
 
@@ -408,7 +408,7 @@ def save_token_gradient(path, n: int, d: int, *, kappa: float = 5.0):
         model.in_proj.weight.copy_(f(w["embed"]))
         model.out_proj.weight.copy_(f(w["readout"]))
         for blk, layer in zip(model.blocks, w["layers"]):
-            for k in L.BaseConv._array_fields:
+            for k in L.BaseConv.array_fields:
                 getattr(blk.mixer, k).copy_(f(getattr(layer, k)))
     eta = 2.0 * n / (kappa ** 2 + 1.0)
     return export_weights(model, path, name="trained-baseconv-gradient",

@@ -61,7 +61,7 @@ def layers(draw):
 def test_planned_forward_is_the_layers_forward(lib, L, seed, sparse):
     if sparse:  # a compiled layer's form: the channel mixes as sparse matrices
         L = BaseConv(**{k: SparseMatrix.from_dense(getattr(L, k)) if k in ("W_in", "W_gate", "W_out")
-                        else getattr(L, k) for k in BaseConv._array_fields}, causal=L.causal, residual=L.residual)
+                        else getattr(L, k) for k in BaseConv.array_fields}, causal=L.causal, residual=L.residual)
     T, C = L.shape
     u = np.random.default_rng(seed).integers(-3, 4, (3, T, C)).astype(np.float64)
     if lib == "numpy":

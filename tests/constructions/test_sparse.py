@@ -118,7 +118,7 @@ def _entries_st(T, C):
     cell = lambda a, b: st.tuples(st.integers(0, a - 1), st.integers(0, b - 1))  # noqa: E731
     field = lambda a, b: st.dictionaries(cell(a, b), small_fracs, max_size=6)  # noqa: E731
     return st.fixed_dictionaries({nm: field(C, C) if nm in ("W_in", "W_gate", "W_out") else field(T, C)
-                                  for nm in BaseConv._array_fields})
+                                  for nm in BaseConv.array_fields})
 
 
 @given(st.data())
@@ -133,7 +133,7 @@ def test_from_entries_is_the_dense_layer(data):
     for nm, e in ent.items():
         for (i, j), v in e.items():
             getattr(dense, nm)[i, j] = v
-    for nm in BaseConv._array_fields:
+    for nm in BaseConv.array_fields:
         a, b = np.asarray(getattr(L, nm), dtype=object), getattr(dense, nm)
         assert all(x == y for x, y in zip(a.ravel().tolist(), b.ravel().tolist())), nm
     assert all(isinstance(getattr(L, nm), SparseMatrix) for nm in ("W_in", "W_gate", "W_out"))

@@ -24,8 +24,6 @@ ALLOWED = {
     # being edited)
     *(("verify/circuit_repeat.py", f"verify.circuit_cmd.{n}") for n in (
         "_check_target", "_print_warnings", "_reassociate_flag")),
-    # a Layer's ClassVar of weight names; verify/comparison/analyses.py (being edited) reads it too
-    ("numerics/training/modules.py", "constructions.layers.BaseConv._array_fields"),
 }
 
 

@@ -287,7 +287,7 @@ align_baseconv, match_heads = _align_baseconv, _match_heads
 def _lerp_baseconv(a, b, t):
     A = _align_baseconv(a, b)
     return b.map(lambda x: x) if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)
-                                                        for k in BaseConv._array_fields},
+                                                        for k in BaseConv.array_fields},
                                                      causal=b.causal, residual=b.residual, same=b.same)
 
 
