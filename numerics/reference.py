@@ -308,18 +308,24 @@ _FLINT_FROM_D = 16
 def _normal_equations(A: np.ndarray, b: np.ndarray, Am: np.ndarray, bm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``A^T A`` (B, D, D) and ``A^T b`` (B, D, 1) as mpfr in the current context.
 
-    Float and integer inputs (the runs' rounded problems): each entry formed *exactly* from the
-    exactly converted inputs (the inputs as integers times one power of two, multiplied by
-    python-flint's ``fmpz_mat`` per problem from D = 16, below that by numpy's loop over Python
-    ints) and rounded once to the working precision.  For float32/float64 inputs at the default
-    50 digits the mpfr sums of products this replaces were exact too (the same mpfr values); in
-    general this is within half an ulp of the exact value, where those sums were within about N
-    ulps.  512 x 128: ~1.9 s to ~0.15 s.  Exact object inputs (Fractions, mpfr): the mpfr products
-    ``Am^T Am``, ``Am^T bm`` as before."""
-    if A.dtype.kind not in "fiu" or b.dtype.kind not in "fiu":
-        At = Am.transpose(0, 2, 1)
-        return np.matmul(At, Am), np.matmul(At, bm)
+    Float and integer inputs (the runs' rounded problems): each entry the exact value rounded once
+    to the working precision.  From D = 16 it is formed exactly (the inputs as integers times one
+    power of two, multiplied by python-flint's ``fmpz_mat`` per problem); below, the mpfr sums of
+    products are used where gmpy2's inexact flag shows that none of them was rounded (float32 and
+    float64 data at the default 50 digits: always), else the exact integer products of the whole
+    batch (numpy's loop over Python ints).  For float32/float64 data at 50 digits these are the
+    mpfr values the sums gave before; in general they are within half an ulp of the exact value,
+    where the sums were within about N ulps.  512 x 128: ~1.9 s to ~0.15 s.  Exact object inputs
+    (Fractions, mpfr): the mpfr products ``Am^T Am``, ``Am^T bm`` as before."""
     B, N, D = A.shape
+    exact_inputs = A.dtype.kind in "fiu" and b.dtype.kind in "fiu"
+    if not exact_inputs or D < _FLINT_FROM_D:
+        ctx = gmpy2.get_context()
+        ctx.clear_flags()
+        At = Am.transpose(0, 2, 1)
+        G, h = np.matmul(At, Am), np.matmul(At, bm)
+        if not exact_inputs or not ctx.inexact:  # no sum of products was rounded: the exact values
+            return G, h
     ai, sa = _dyadic_ints(A)
     bi, sb = _dyadic_ints(b)
     if D < _FLINT_FROM_D:  # small problems, many of them: numpy's loop over Python ints, all at once
@@ -483,7 +489,11 @@ def _solve_small(G: list, h: list) -> list:
 
 def _fmpq_to_float(q) -> float:
     """A python-flint fmpq correctly rounded to float64."""
-    num, den = int(q.p), int(q.q)
+    return _rational_to_float(int(q.p), int(q.q))
+
+
+def _rational_to_float(num: int, den: int) -> float:
+    """``num / den`` correctly rounded to float64 (overflow: a signed infinity)."""
     try:
         return num / den  # CPython int true division is correctly rounded
     except OverflowError:
@@ -521,9 +531,9 @@ def lstsq_solution(A, b, digits: int | None = None, *, lam=0) -> np.ndarray:
     rounded problem only up to ~1e-16 relative (times kappa).  Use this function
     for "error against the true solution" at precisions near float64 resolution.
 
-    digits=None (default): exact rational arithmetic (python-flint's ``fmpq_mat``: the normal
-    equations formed and solved exactly) on the exactly converted inputs, then one correct
-    rounding to float64.
+    digits=None (default): exact rational arithmetic on the exactly converted inputs (the normal
+    equations formed and solved exactly: python-flint's ``fmpq_mat`` from D = 16, Gaussian
+    elimination on ``gmpy2.mpq`` below), then one correct rounding to float64.
     digits=int: normal equations solved in mpfr at ``working_precision(digits)``
     with partial pivoting (faster for large batches; use with
     :func:`stable_reference` if correct rounding matters).
@@ -545,6 +555,19 @@ def lstsq_solution(A, b, digits: int | None = None, *, lam=0) -> np.ndarray:
         for arr, name in ((A, "A"), (b, "b")):
             if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
                 raise ValueError(f"{name} must be finite")
+        if D < _FLINT_FROM_D:  # small systems, many of them: Gaussian elimination on gmpy2.mpq is faster
+            Aq = np.array([_to_mpq(v, "A") for v in A.ravel().tolist()] or [], dtype=object).reshape(A.shape)
+            bq = np.array([_to_mpq(v, "b") for v in b.ravel().tolist()] or [], dtype=object).reshape(B, N, 1)
+            lam_q = _to_mpq(lam, "lam")
+            At = Aq.transpose(0, 2, 1)
+            G, h = np.matmul(At, Aq), np.matmul(At, bq)[:, :, 0]
+            for p in range(B):
+                Gp = G[p].tolist()
+                for i in range(D):
+                    Gp[i][i] = Gp[i][i] + lam_q
+                out[p] = [_rational_to_float(int(v.numerator), int(v.denominator))
+                          for v in _solve_small(Gp, h[p].tolist())]
+            return out[0] if squeeze else out
         # the same exact rationals as Gaussian elimination on gmpy2.mpq (_solve_small) gives -- the
         # solution of a nonsingular system is unique -- solved by python-flint's fmpq_mat (fraction-free,
         # multimodular): 512 x 128 in ~0.2 s instead of ~30 s

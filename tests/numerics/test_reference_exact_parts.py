@@ -34,7 +34,7 @@ def fraction_solve(A: np.ndarray, b: np.ndarray, lam=Fraction(0)) -> list[float]
     return [float(M[i][D]) for i in range(D)]  # float(Fraction): correctly rounded
 
 
-@pytest.mark.parametrize("n,d,lam", [(12, 3, 0), (9, 4, Fraction(1, 3)), (20, 5, 0.25)])
+@pytest.mark.parametrize("n,d,lam", [(12, 3, 0), (9, 4, Fraction(1, 3)), (20, 5, 0.25), (24, 16, 0), (20, 17, Fraction(1, 7))])
 def test_lstsq_solution_is_the_exact_solution(n, d, lam):
     P = sample_ls(3, n, d, kappa=5.0, seed=7)
     A, b = P.A.astype(np.float32).astype(np.float64), P.b
@@ -74,7 +74,7 @@ def test_normal_equations_are_the_exact_products_rounded_once(B, extra, d, seed,
     A[0, 0, 0] = 0.0
     prec = R.working_precision(digits)
     with gmpy2.context(precision=prec):
-        G, h = R._normal_equations(A, b, None, None)
+        G, h = R._normal_equations(A, b, R._to_mpfr_current(A), R._to_mpfr_current(b)[:, :, None])
     Ge, he = exact_rounded(A, b, prec)
     assert G.shape == (B, d, d) and h.shape == (B, d, 1)
     assert [[[v for v in row] for row in Gp] for Gp in G.tolist()] == Ge
