@@ -392,9 +392,14 @@ def _random_trials(a, g, con, names, out, float_skip: str | None = None) -> tupl
 
 def _pareto(a, g, target: str, report: dict, out) -> None:
     """``--pareto``: the layers/channels frontier, printed and in the report."""
-    from constructions.compiler.budget import pareto
+    from constructions.compiler.budget_search import pareto
 
-    report["pareto"] = pareto(g, target, reassociate=_reassociate_flag(a))
+    try:
+        report["pareto"] = pareto(g, target, reassociate=_reassociate_flag(a))
+    except (CompileError, ValueError, MemoryError) as e:  # after the verdict: one line, never a traceback
+        report["pareto"] = None
+        print(f"layers/channels frontier: not computed ({type(e).__name__}: {one_line(str(e))})", file=out)
+        return
     print("layers/channels frontier (each compiled; budget -> state): " + ", ".join(
         f"{p['layers']} layers x {p['channels']} ch ({p['tokens']} tokens"
         + (f", budget {p['budget']})" if p["budget"] is not None else ", unbounded)") for p in report["pareto"]),

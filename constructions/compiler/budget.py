@@ -542,27 +542,8 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
 
 
 def pareto(g, target: str, max_points: int = 48, **kw) -> list:
-    """The layers/channels frontier of ``g`` on ``target``: budgets from the minimum up to the
-    unbounded compile's width (at most ``max_points`` budgets, evenly spread), then the unbounded
-    compile; the points no other point beats in both.  ``kw`` goes to ``compile_circuit``."""
-    from . import compile_circuit
+    """The layers/channels frontier of ``g`` on ``target``: the lower envelope of every compile a
+    budget search tries (:func:`.budget_search.pareto`, which this names)."""
+    from .budget_search import pareto as search_pareto
 
-    causal = target == "baseconv-causal"
-    free = compile_circuit(g, target=target, **kw).compile_info
-    lo = minimum_channels(g, causal)
-    hi = max(lo, free.state_width - 1)
-    n = min(max_points, hi - lo + 1)
-    budgets = sorted({lo + round(i * (hi - lo) / max(1, n - 1)) for i in range(n)})
-    pts = []
-    for c in budgets:
-        cm = compile_circuit(g, target=target, channels=c, **kw).compile_info
-        pts.append({"channels": cm.state_width, "layers": cm.layers, "tokens": cm.tokens, "budget": c})
-    pts.append({"channels": free.state_width, "layers": free.layers, "tokens": free.tokens, "budget": None})
-    front = [p for p in pts if not any((q["channels"] <= p["channels"] and q["layers"] <= p["layers"]
-                                        and (q["channels"], q["layers"]) != (p["channels"], p["layers"])) for q in pts)]
-    seen, out = set(), []
-    for p in sorted(front, key=lambda p: (p["channels"], p["layers"])):
-        if (p["channels"], p["layers"]) not in seen:
-            seen.add((p["channels"], p["layers"]))
-            out.append(p)
-    return out
+    return search_pareto(g, target, max_points=max_points, **kw)

@@ -291,7 +291,7 @@ def _in_place(st: SeqState, outputs: dict, slots: dict) -> bool:
     return len(st.occupied) == len(outputs)
 
 
-def plan(g, causal: bool, min_width: int = 1):
+def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
     """The layer specs, the input and output slots and the grid of a validated circuit.
 
     The compile works on the input layouts of :func:`.place.candidates` (the canonical channel
@@ -310,7 +310,7 @@ def plan(g, causal: bool, min_width: int = 1):
     last_use = last_uses(atoms, level, need, outputs, md + 1)
     best = None
     for label, layout in candidates(inputs, atoms, need):
-        r = _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal)
+        r = _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal, per_layer)
         r["layout"] = label
         r["width"] = max([min_width, grid_channels, r["width"]] + [c + 1 for _, c in inputs.values()])
         if best is None or (r["width"], len(r["specs"])) < (best["width"], len(best["specs"])):
@@ -325,10 +325,38 @@ def plan(g, causal: bool, min_width: int = 1):
             {"layout": best["layout"], "moved": best["moved"]})
 
 
-def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal) -> dict:
+def _chunks(need, atoms, level, md: int, per_layer: int | None, state):
+    """``(level, products, atoms that later chunks of the level read)`` in plan order: each level's
+    products in one layer (``per_layer`` None), or at most ``per_layer`` products *per token* in each
+    product layer: a product's token is the first token its factors read in the state ``state()``
+    at the level's start, the level's products are ranked within their token, and chunk ``j`` takes
+    ranks ``j per_layer .. (j + 1) per_layer - 1``, each chunk its own product layer (and route layer
+    where it needs one): fewer channels, more layers (the channel budget's knob,
+    :mod:`.budget_search`)."""
+    for lv in range(1, md + 1):
+        prods = sorted((a for a in need if level[a] == lv), key=lambda a: int(a[1:]))
+        if not per_layer or not prods:
+            yield lv, prods, set()
+            continue
+        st = state()
+        rank, count = {}, {}
+        for p in prods:
+            toks = [st.slot_of[x][0] for f in atoms[p][1:] for x in f if x != CONST and x in st.slot_of]
+            t = min(toks) if toks else -1
+            rank[p] = count.get(t, 0) // per_layer
+            count[t] = count.get(t, 0) + 1
+        parts = [[p for p in prods if rank[p] == j] for j in range(max(rank.values()) + 1)]
+        for i, part in enumerate(parts):
+            later = {x for q in parts[i + 1:] for p in q for f in atoms[p][1:] for x in f if x != CONST}
+            yield lv, part, later
+
+
+def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal,
+                 per_layer: int | None = None) -> dict:
     """The plan with the inputs at their internal slots ``layout`` (same tokens as ``inputs``);
     the first layer reads the placed inputs: a relabelling permutes its channel rows, any other
-    layout is a route layer (the first level's route where it has one, else one more layer)."""
+    layout is a route layer (the first level's route where it has one, else one more layer).
+    ``per_layer``: at most that many products per product layer (:func:`_chunks`)."""
     st = SeqState(T)
     for name, (t, c) in layout.items():
         st.put(f"in:{name}", t, c)
@@ -340,11 +368,10 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     # so at a level at most (atoms carried) + 2 (products) (a route's factor pairs) more than the grid's
     grow = 0
     before = st  # the state the last product layer read (for :func:`_fold_outputs`)
-    for lv in range(1, md + 1):
+    for lv, prods, later in _chunks(need, atoms, level, md, per_layer, lambda: st):
         before = st
-        prods = sorted((a for a in need if level[a] == lv), key=lambda a: int(a[1:]))
         forms = {p: (atoms[p][1], atoms[p][2]) for p in prods}
-        keep = {a for a in st.slot_of if last_use.get(a, 0) > lv}
+        keep = {a for a in st.slot_of if last_use.get(a, 0) > lv or a in later}
         grow = max(grow, len(keep) + 2 * len(prods))
         direct = _product_layer(st, prods, forms, keep, causal)
         if direct is not None:
@@ -502,23 +529,39 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
         if min_width > 1:  # the budgeted compile chooses its own layout: a wider floor cannot be honoured
             raise ValueError(f"min_width {min_width} and a channel budget ({channels}) cannot be combined: "
                              f"the budgeted compile lays out its own channels")
-        from .budget import compile_budget, minimum_channels
+        from .budget_search import compile_within
 
-        least = minimum_channels(g, causal)
-        if channels < least:
-            raise ValueError(f"channel budget {channels} is below the minimum {least} for "
-                             f"{'baseconv-causal' if causal else 'baseconv'} (the grid's channels + 2 work channels"
-                             f"{'; causal: the least that finds every value a slot' if causal else ''})")
-        try:
-            return compile_budget(g, name, causal, channels)
-        except CompileError as e:  # causal slot allocation is greedy, not monotone in the budget:
-            if "too small" not in str(e):  # the minimum compiles, within every larger budget
-                raise
-            con = compile_budget(g, name, causal, least)
-            ci = con.compile_info
-            con.compile_info = replace(ci, channel_budget=channels, bound={**ci.bound, "channel_budget": channels})
-            return con
-    specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width)
+        return compile_within(g, name, causal, channels)
+    return compile_levelled(g, name, causal, min_width)
+
+
+def _levelled_bound(g, md: int, T: int, width_bound: int, per_layer: int | None) -> dict:
+    """The levelled compile's guarantee: ``2 md + 1`` layers; with ``per_layer = q`` products per
+    token per layer, ``2 sum_l ceil(m_l / q) + 1`` for ``m_l`` products at level ``l``."""
+    rule_w = ("channels <= S^2 T with S = D + max over levels (carried atoms + 2 products) + outputs (a route "
+              "layer's inner channels; states need at most S)")
+    if not per_layer:
+        return {"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
+                "rule": "one product layer per level of multiplicative depth md, preceded by a route layer where a "
+                        "factor must move; one route layer for the outputs: layers <= 2 md + 1, on the input grid's "
+                        "tokens; " + rule_w}
+    atoms, level, outputs = linearise(g)
+    per = {}
+    for a in needed(atoms, outputs):
+        if atoms[a][0] == "mul":
+            per[level[a]] = per.get(level[a], 0) + 1
+    chunks = sum(-(-m // per_layer) for m in per.values())
+    return {"layers": 2 * chunks + 1, "tokens": T, "state_width": width_bound, "products_per_token": per_layer,
+            "rule": f"at most q = {per_layer} products per token in a product layer: level l's m_l products in at "
+                    f"most ceil(m_l / q) product layers, each preceded by a route layer where a factor must move; one "
+                    f"route layer for the outputs: layers <= 2 sum_l ceil(m_l / q) + 1 = {2 * chunks + 1}; " + rule_w}
+
+
+def compile_levelled(g, name: str = "circuit", causal: bool = False, min_width: int = 1,
+                     per_layer: int | None = None) -> CompiledCircuit:
+    """The levelled compile (module docstring); ``per_layer``: at most that many products per product
+    layer (:func:`_chunks`; None: each level's products in one layer, the default compile)."""
+    specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width, per_layer)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g, validated=True)
     target = "baseconv-causal" if causal else "baseconv"
@@ -527,12 +570,7 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
         "compiled": CompileInfo(
             "sequence", target, layers=len(layers), tokens=T, state_width=Cw, params=param_counts(layers), plan=kinds,
             multiplicative_depth=md, input_layout=placed, outputs=dict(sorted(outputs.items())),
-            bound={"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
-                   "rule": "one product layer per level of multiplicative depth md, preceded by "
-                           "a route layer where a factor must move; one route layer for the "
-                           "outputs: layers <= 2 md + 1, on the input grid's tokens; channels <= "
-                           "S^2 T with S = D + max over levels (carried atoms + 2 products) + "
-                           "outputs (a route layer's inner channels; states need at most S)"}),
+            bound=_levelled_bound(g, md, T, width_bound, per_layer)),
         "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
                               "inner_dimension": f"O(w) = O({m['width']})"},
     }
