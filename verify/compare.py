@@ -80,7 +80,30 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
             rep["weights"]["exact"] = False
             rep["weights"]["first_residual_failure"] = rep["weights"]["first_failure"]
             rep["weights"]["first_failure"] = refuted["failure"]
+        if not rep["weights"]["exact"]:  # diagnosis of a FAILED file: how far, and from what
+            rep["nearest"] = nearest_of(con, learned)
     return rep
+
+
+def nearest_of(con, learned: Stack) -> dict:
+    """``--weights`` on a file that is not the construction: the nearest construction of ``con``'s family
+    (``verify/nearest.py``: parameters fitted after the symmetries are divided out, snapped, proved) as
+    JSON, with ``text`` its lines; a construction with no gd family (a catalogue entry) gets the
+    entry-wise distance to ``con`` itself (``verify/weight_distance.py``)."""
+    from .nearest import gd_nearest, guarded
+    from .weight_distance import weight_distance
+
+    k = learned.k
+    if any(e.name == con.name for e in gd_architectures().values()):
+        n, d = sizes(con)
+        P = con.params  # the LSA/ELSA constructions store square roots: the family's eta and lam are their squares
+        eta = P["eta"] if "eta" in P else P["sqrt_eta"] ** 2
+        lam = P["lam"] if "lam" in P else (P["sqrt_lam"] ** 2 if "sqrt_lam" in P else None)
+        near = guarded(lambda: gd_nearest(con, n, d, k, eta, lam, learned.layers), con.name)
+        return {**near.to_json(), "text": [near.summary(), *near.lines()]}
+    dist = weight_distance(con.layers(k), learned.layers)
+    return {"construction": con.name, "weight_distance": dist.to_json(),
+            "text": [dist.line(f"{con.name} (no family to fit: the construction itself)")]}
 
 
 def refute_learned(con, learned: Stack) -> dict | None:
@@ -389,6 +412,13 @@ def run(a: CompareOptions) -> int:
     except (CompareError, ValueError) as e:
         raise UsageError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     print("\n".join(summary_lines(rep)[:1]))
+    w = rep.get("weights")
+    if w and not w["exact"] and w.get("first_failure"):  # the file's verdict, then how far it is
+        near = rep.get("nearest") or {}
+        print(f"weights: FAILED ({w['first_failure'].splitlines()[0]})"
+              + (f"; {near['text'][0]}" if near.get("text") else ""))
+        for line in (near.get("text") or [])[1:]:
+            print("  " + line)
     print(f"wrote {', '.join(files)} to {a.out}")
     return 0
 

@@ -155,8 +155,15 @@ def _weights_lines(rep: dict) -> list[str]:
     return L
 
 
+def _nearest_lines(rep: dict) -> list[str]:
+    """--weights on a file that is not the construction: the nearest construction of its family (or the
+    entry-wise distance), as the command printed it."""
+    return ["", "## --weights: how far, and from what", "", *(f"    {t}" for t in rep["nearest"]["text"])]
+
+
 #: the summary's sections in order: the report's key (a section is written where it is set) and its lines
 _SECTIONS = (("functional", _functional_lines), ("sensitivities", _sensitivity_lines),
              ("polynomial", _polynomial_section_lines), ("polynomial_model", _polynomial_model_lines),
              ("not_applicable", _not_applicable_lines), ("invariants", _invariant_lines),
-             ("implicit_w", _implicit_w_lines), ("iterate", _iterate_lines), ("weights", _weights_lines))
+             ("implicit_w", _implicit_w_lines), ("iterate", _iterate_lines), ("weights", _weights_lines),
+             ("nearest", _nearest_lines))
