@@ -279,6 +279,29 @@ def budget_example() -> dict:
                                   "bound_at_minimum": f"{bd['layers']} ({bd.get('scheme', 'levelled')}; {bd['choice']})",
                                   "frontier": pareto(g, target)}
     out["level_example"] = level_example()
+    out["causal_example"] = causal_example()
+    return out
+
+
+#: the causal GD steps with x and the new x on the last token (constructions/compiler/token_sums.py)
+CAUSAL_EXAMPLES = (("gd_step", (12, 4, Fraction(1, 16))), ("gd_step", (20, 5, Fraction(1, 16))))
+
+
+def causal_example() -> list:
+    """Each of ``CAUSAL_EXAMPLES`` on ``baseconv-causal``: layers, state, verdict, and the hand causal
+    construction's state (constructions/gd_baseconv.py)."""
+    from constructions.compiler import compile_circuit
+    from constructions.gd_baseconv import gd_baseconv_causal
+    from verify.prover.kernel import verdict
+    from verify.prover.proof import prove
+
+    out = []
+    for builder, args in CAUSAL_EXAMPLES:
+        con = compile_circuit(build_circuit(builder, args), target="baseconv-causal")
+        cm = con.info["compiled"]
+        out.append({"call": call_text(builder, args), "layers": cm["layers"], "tokens": cm["tokens"],
+                    "width": cm["state_width"], "proved": verdict(prove(con)).value == "PROVED",
+                    "hand": list(gd_baseconv_causal(args[0], args[1]).layout.shape)})
     return out
 
 

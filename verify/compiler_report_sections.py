@@ -183,10 +183,20 @@ def _section_budget(ex) -> list[str]:
     if not ex:
         return []
     L = ["", "## A channel budget (`--channels C`, `--pareto`)", "",
-         "`compile_circuit(g, target, channels=C)` (constructions/compiler/budget.py) keeps every state and every "
-         "layer's inner channels at most `C`, for every `C` from the grid's channels `D` + 2 upwards (causal: from "
-         "the least budget at which every value finds a slot no later than the outputs that need it; searched, and "
-         "stated in the refusal of a smaller one). The state is `M = C - 2` memory channels and two work channels "
+         "`compile_circuit(g, target, channels=C)` (constructions/compiler/budget_search.py) keeps every state and "
+         "every layer's inner channels at most `C` and is a search over this compiler's own compiles: the default "
+         "levelled compile where its width is at most `C` (so at or above the default's width the budget changes "
+         "nothing), else the fewest layers, then the narrowest state, among the compiles tried within `C`: the "
+         "levelled compile with at most `q` products per token in a product layer (`q = 1, 2, 4, 8`; a level's "
+         "products in several layers), and the one-value-per-slot budget machine below (constructions/compiler/"
+         "budget.py) at every budget from the grid's channels `D` + 2 (the first 8, then `C`). The compiles tried "
+         "at a budget include those tried at a smaller one, so the layers never increase with `C`; the least "
+         "budget accepted is the narrowest compile tried (stated in the refusal of a smaller one), never above the "
+         "default's width. `--pareto` compiles every budget from that minimum to the default's width and keeps "
+         "the lower envelope. On the GD step the levelled variants are no narrower than the default (its width is "
+         "the carried channels plus a level's products at one token, and splitting a level keeps the earlier "
+         "products carried), so its frontier has two points: the machine at the minimum and the default.", "",
+         "**The budget machine.** The state is `M = C - 2` memory channels and two work channels "
          "`A`, `B`; every value sits in one memory slot and every other slot is zero. A layer carries each memory "
          "channel holding a live value (one inner channel each: `W_in = W_out = e_c`, filter `delta_0`, `B_gate` the "
          "0/1 mask of its live tokens, so dead values are zeroed for free), which leaves at least 2 inner channels "
@@ -205,8 +215,8 @@ def _section_budget(ex) -> list[str]:
          "**Level-parallel** (`baseconv`, `C >= 5`; `compiled.bound.scheme`): the theorems' `O(Delta log w)` with "
          "constants. One flatten layer puts every input in one value channel `V`, token-major (grid `(t, c)` -> "
          "token `c T_g + t`). Per level of multiplicative depth each work channel gets its factor forms by a Benes "
-         "network of masked shifts (constructions/compiler/benes.py, looping algorithm; seed 003 Lemmas H.7-H.8, the "
-         "butterfly factors of seed 000 Assumption D.22): stage `j` is one layer, output token `t` keeps its value or "
+         "network of masked shifts (constructions/compiler/benes.py, looping algorithm; seed 003 Lemma H.7 and Prop. "
+         "H.8's shifts, in the butterfly stages of a Benes network over tokens): stage `j` is one layer, output token `t` keeps its value or "
          "reads `t XOR 2^j` (three inner channels: lag 0, `-2^j`, `+2^j`, each masked by `B_gate`), `2K - 1` stages "
          "on `2^K` tokens. Each distinct atom is routed to the head of its copy run (`<= 2K - 1`), copied by a "
          "doubling tree (`<= K`), routed to its forms' blocks with the coefficients in the last masks (`<= 2K - 1`; "
@@ -216,7 +226,7 @@ def _section_budget(ex) -> list[str]:
          "the tokens, the theorems' `O(w)` rows): layers `<= md (6K - 1) + 8K - 1` for `C >= 7` (both work channels "
          "route in the same layers: 1 + 3 + 3 inner channels), `md (12K - 3) + 8K - 1` for `C` in 5, 6. "
          + _level_example_text(ex.get("level_example")), "",
-         *_causal_lower_bound(), "",
+         *_causal_lower_bound(ex), "",
          f"Frontier of `{ex['call']}` (`circuit --pareto`; each point compiled, the tests prove every builder at "
          "every budget from the minimum up):", "",
          "| target | minimum budget | bound at the minimum | frontier: layers x channels (tokens) |",
@@ -240,7 +250,17 @@ def _level_example_text(le) -> str:
             f"layers (bound {le['one_at_a_time_bound']}).")
 
 
-def _causal_lower_bound() -> list[str]:
+def _causal_example_text(ce) -> str:
+    """The causal GD steps with x on the last token (``compiler_report.causal_example``), measured."""
+    if not ce:
+        return ""
+    return "Measured: " + "; ".join(
+        f"`{r['call']}` on `baseconv-causal` {r['layers']} layers on {r['tokens']} x {r['width']} "
+        f"({'PROVED' if r['proved'] else 'FAILED'}; hand causal construction {r['hand'][0]} x {r['hand'][1]})"
+        for r in ce) + "."
+
+
+def _causal_lower_bound(ex=None) -> list[str]:
     """Why no causal compile meets a constant factor of Delta log2 w at a fixed budget (a counting argument)."""
     return [
         "**Why `baseconv-causal` has no such scheme.** A causal layer's output at token 0 reads its input at token 0 "
@@ -257,10 +277,27 @@ def _causal_lower_bound() -> list[str]:
         "sqrt(M)`; so every `p` outside a proper algebraic subset (rational ones among them) needs `m >= sqrt(M) "
         "- D - 2`, and `L >= (sqrt(M) - D - 2) / C`. Against `Delta log2 w = O(log^2 M)` the ratio grows "
         "without bound with `d`: at a budget `C` that does not grow with the circuit, no constant factor of "
-        "`Delta ceil(log2 w)` bounds the causal target's layers, whatever tokens are appended. The theorems' "
-        "constructions escape this by moving values to earlier rows (seed 000 Def. D.28's projections and the "
-        "Kaleidoscope factors of Assumption D.22 are arbitrary linear maps of the rows). So `baseconv-causal` "
-        "keeps the one-product-at-a-time scheme and its linear bound."]
+        "`Delta ceil(log2 w)` bounds the causal target's layers, whatever tokens are appended. What this proves: "
+        "outputs on token 0 (more generally on a token `t`, whose rows `0..t` evolve by themselves), in this "
+        "compiler's model (causal BaseConv layers, tokens appended after the grid). It says nothing about outputs "
+        "on the last token, the causal use case, which every earlier row reaches: there the token-sum form below "
+        "compiles. The theorems reach earlier rows by means the causal target lacks: seed 003 Prop. H.8 (the shift "
+        "primitive) shifts up by reversing the sequence with a circular convolution. (Seed 000 Assumption D.22 "
+        "restricts the channel mix `W` of Def. D.20 to Kaleidoscope matrices; it does not move values between "
+        "rows.) So `baseconv-causal` has no level-parallel budget scheme: its budget machine runs one product at "
+        "a time with its linear bound.", "",
+        "**Causal compiles where users place values** (constructions/compiler/token_sums.py). A causal filter "
+        "moves values to later tokens only, so a product of an input on the output's token (the GD step's `x`, "
+        "on the last token) with earlier tokens' inputs (`a_ij x_j`) forms on the output's token, one inner "
+        "channel each. `baseconv-causal` also compiles the circuit's *token-sum form*: each output expanded "
+        "exactly (python-flint), written as a polynomial in its own token's inputs whose coefficients are sums "
+        "over tokens `s <= t` of one token's terms each; the per-token products form in the same channels on every "
+        "token, one causal all-ones filter sums them to the output's token (seed 000 App. D.3.1 eq. (47)), and "
+        "only then are they multiplied by the output token's inputs: the Gram form `x - eta (A^T A x - A^T b)` "
+        "of the hand causal construction, found from the circuit. It is kept where it has fewer layers, or as many "
+        "on fewer channels, and is proved against the circuit as given. A term reading two earlier tokens at once "
+        "(or a later one) leaves the circuit as written. " + _causal_example_text((ex or {}).get("causal_example")),
+                "keeps the one-product-at-a-time scheme and its linear bound."]
 
 
 def _section_trace(ex) -> list[str]:
@@ -518,24 +555,17 @@ def _section_c_not_done(cells, gd, n, d) -> list[str]:
               "channels (a row-uniform bilinear form); the pass does not recognise that shape."]
     gram_c = by.get(("gd_step_gram", "baseconv-causal"))
     if gcz is not None and gcz["status"] != "refused" and gb is not None and gb["status"] != "refused":
-        L += [f"* **The Gram form is the builder's choice, not the compiler's.** On `{gcz['call']}` the causal "
-              f"target needs {gcz['tokens']} x {gcz['channels']} against {gb['tokens']} x {gb['channels']} "
-              f"for the circular one. The first-level products a_ij x_j (N D = {gd_n * gd_d} of them) cannot "
-              "sit on the data tokens, since x is on the last (query) token and a causal filter does "
-              "not move it back; so they all land on the query token, where an inner channel forms only "
-              "one product, and so does the next level (a_ij times the residuals). Inner channels per layer: "
-              + ", ".join(f"{PLAN_ABBREV.get(k, k)} {m}" for k, m in gcz["inner_channels"])
-              + ". The same step written as (A^T A) x - A^T b (`gd_step(..., form=\"gram\")`, as the hand "
-              "causal construction, seed 000 eq. (47)) has its first-level products a_ij a_ik, a_ij b_i "
-              "within each data token, and the token sums reach the query token through causal prefix-sum "
-              "filters"
-              + (f": `{gram_c['call']}` compiles to {plural(gram_c['layers'], 'layer')} on {gram_c['tokens']} x "
-                 f"{gram_c['channels']} (plan {_plan(gram_c)}); `compiled-baseconv-causal` instead computes A^T A "
-                 "and A^T b once, in its prologue, and its body reads them: 1 layer per step "
-                 + (f"(hand `baseconv-causal`: {hand_c['state'][0]} x {hand_c['state'][1]}, "
-                    f"{hand_c['state_formula']})" if hand_c else "")
-                 if gram_c and gram_c["status"] != "refused" else "")
-              + ". The re-association pass (`reassociate.py`: balanced trees, distribution, Estrin, shared "
-              "subexpressions) does not find this rewriting, which changes which products are formed "
-              "(A^T A once, instead of A x per step): the compiler takes the form it is given."]
+        L += [f"* **The Gram form within one step, not across steps.** On `{gcz['call']}` the causal target "
+              f"compiles the circuit's token-sum form (constructions/compiler/token_sums.py: the Gram form "
+              f"(A^T A) x - A^T b found from the circuit, its products a_ij a_ik, a_ij b_i within each data token "
+              f"and summed to the query token by causal prefix-sum filters, seed 000 eq. (47)) to "
+              f"{plural(gcz['layers'], 'layer')} on {gcz['tokens']} x {gcz['channels']} (plan {_plan(gcz)}; the "
+              f"circular target: {gb['tokens']} x {gb['channels']})"
+              + (f", against {hand_c['state'][0]} x {hand_c['state'][1]} for the hand `baseconv-causal` "
+                 f"({hand_c['state_formula']})" if hand_c else "")
+              + (f"; `{gram_c['call']}`, written in the Gram form by the builder, {plural(gram_c['layers'], 'layer')} "
+                 f"on {gram_c['tokens']} x {gram_c['channels']}" if gram_c and gram_c["status"] != "refused" else "")
+              + ". What the compiler does not find is the iteration's hoisting: `compiled-baseconv-causal` computes "
+              "A^T A and A^T b once, in its prologue, and its body reads them (1 layer per step); a step circuit "
+              "recomputes them every step."]
     return L
