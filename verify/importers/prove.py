@@ -148,8 +148,8 @@ def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
             values[name] = sol["value"]
             sources[name] = ParamSource.FILE
             how = ("the one value at which the file's layers can meet the specification" if sol["consistent"] else
-                   f"the value most of the file's coefficients carry ({sol['agree']} of {sol['of']} residual "
-                   f"coefficients vanish there; no value makes them all vanish)")
+                   f"the value most of the file's residuals carry ({sol['agree']} of {sol['of']} distinct residual "
+                   f"entries at {sol['points']} integer points vanish there; no value makes them all vanish)")
             info[name] = {"value": str(sol["value"]),
                           "described": search.describe_value(sol["value"], imp.dtype, declared=declared),
                           "from": f"the file: {how}", "consistent": sol["consistent"], "solve_seconds": round(dt, 3),
@@ -161,7 +161,12 @@ def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
         else:
             values[name] = Fraction(spec.params[name])
             sources[name] = ParamSource.DEFAULT
-            info[name] = {"value": str(values[name]), "from": "the entry's default (the file does not determine it)"}
+            why = ("the file does not determine it" if not sol else
+                   f"the file carries no value: no two of its {sol['of']} distinct residual entries at {sol['points']} "
+                   f"integer points share a root")
+            info[name] = {"value": str(values[name]), "from": f"the entry's default ({why})"}
+            if sol:
+                info[name]["solve_seconds"] = round(dt, 3)
     for name, v in spec.params.items():  # constants of the specification (a compiled stack's eta, lam)
         if name in info:
             continue
@@ -348,8 +353,8 @@ def _verdict_proved(st, values: dict, pinfo: dict, dropped: dict, outside: dict,
         dec = search.shortest_decimal(v, imp.dtype)
         fails_at = pinfo[name].get("_fails_at")
         if dec is not None and fails_at is not None and fails_at(dec):
-            note += (f"; not at {name} = {dec} (a residual coefficient does not vanish there): the file equals "
-                     f"the construction at the float-rounded {name}")
+            note += (f"; not at {name} = {dec} (a residual entry at an integer point does not vanish there): "
+                     f"the file equals the construction at the float-rounded {name}")
             verdict[f"{name}_decimal"] = {"value": str(dec), "ok": False}
     dr = getattr(imp, "declared_rationals", None)  # polyverify files: entries read as declared rationals
     if dr is not None:

@@ -1,13 +1,16 @@
 """Parameters read from a file, proofs of a file's stack, and the nearby specifications.
 
 * :func:`solve_param`: the value of a specification parameter (the step size) that the file's
-  layers imply.  The file's sections are run exactly on the projected start states, in fresh
-  symbols, against targets built with the parameter as one more symbol; every coefficient of
-  the residual (a polynomial in the problem's variables) is a polynomial in the parameter that
-  must vanish.  A rational root of all of them is *the* value ("consistent"); when there is
-  none (the stack is not the specification at any value), the nonzero root that most linear
-  coefficients share is reported as the value the file's weights carry, with how many agree.
-  Either way the verdict is a proof at that exact value, never the solve.
+  layers imply.  The file's sections are run exactly on projected start states whose variables
+  are integers (:data:`SOLVE_POINTS` seeded points), against targets built with the parameter as
+  the one symbol; every entry of the residual is then a polynomial in the parameter alone that
+  must vanish.  A rational root of all of them is *the* value ("consistent": any other value
+  leaves a nonzero residual at an integer point); when there is none (the stack is not the
+  specification at any value), the nonzero root that most linear residuals share is reported as
+  the value the file's weights carry, with how many agree, and where no two share one (a trained
+  file) the file carries no value.  Either way the verdict is a proof at that exact value, never
+  the solve.  The layers are never expanded in symbols: dense trained layers run in symbols fill
+  gigabytes (issue 41 item 1), at integer points they are a few exact rationals per entry.
 * :func:`describe_value`: an exact rational as the float the file stored, e.g.
   ``13421773/134217728 = 0.1 rounded to float32``.
 * :func:`prove_stack`: the file's stack split into prologue / body copies / epilogue and
@@ -29,8 +32,11 @@ from constructions.layers import BaseConv, TokenLSA, TokenLSAHead
 from verify.prover.proof import ProofResult, SymbolicProblem, prove
 from verify.prover.flint_backend import FlintRing
 
-#: at most this many residual entries are read when solving for a parameter
-SOLVE_ENTRIES = 40
+#: the parameter solve's start states: this many, each variable's entries integers drawn from
+#: [-SOLVE_BOUND, SOLVE_BOUND] (seeded: the same file reads the same value)
+SOLVE_POINTS = 2
+SOLVE_BOUND = 64
+SOLVE_SEED = 20260041
 
 
 def split(con, layers) -> dict:
@@ -81,38 +87,46 @@ def prove_stack(con, layers) -> ProofResult:
 
 def solve_param(build, name: str, layers) -> dict | None:
     """The value of parameter ``name`` the file's ``layers`` imply (module docstring), or None
-    when no section's residual depends on it.  ``build(**{name: value})`` -> projected spec."""
+    when no section's residual depends on it.  ``build(**{name: value})`` -> projected spec.
+
+    The file's layers are run on :data:`SOLVE_POINTS` start states whose variables are integers
+    (exact rationals through the layers, never polynomials in the problem's variables: a dense
+    trained layer expanded symbolically fills gigabytes, issue 41 item 1), against targets built
+    with the parameter as the one symbol; every entry of each residual is then a polynomial in the
+    parameter alone (its degree the specification's), which must vanish."""
     con0 = build()
-    sp = SymbolicProblem(con0.variables, (name,))
+    sp = SymbolicProblem({}, (name,))
     R = sp.R
-    ei = len(sp.names) - 1
     con = build(**{name: sp.params[name]})
     ar = FlintRing(R)
     secs = split(con0, layers)
     claims = [("prologue", con.input_state, con.state, secs["prologue"]),
               ("epilogue", con.state, con.final_state, secs["epilogue"])]
     claims += [("body", con.state, lambda v: con.state(con.step(v)), body) for _, body in distinct_bodies(secs)]
+    claims = [c for c in claims if c[3]]
+    rng = np.random.default_rng(SOLVE_SEED)
     groups_all: list[dict] = []
-    read = 0
-    for sec, start, target, Ls in claims:
-        if not Ls:
-            continue
-        S = ar.array(start(sp.v))
-        for L in ar.layers(Ls):
-            S = L.forward(S)
-        want = ar.array(target(sp.v))
-        for idx in np.ndindex(want.shape):
-            if read >= SOLVE_ENTRIES:
-                break
-            diff = S[idx] - want[idx]
-            if diff == 0:
-                continue
-            read += 1
-            d = _as_sympy(ar, diff, R)
-            groups: dict = defaultdict(dict)
-            for m, c in d.terms():
-                groups[m[:ei] + m[ei + 1:]][m[ei]] = Fraction(int(c.numerator), int(c.denominator))
-            groups_all += list(groups.values())
+    seen: set = set()
+    points = 0
+    for _ in range(SOLVE_POINTS):
+        v = {k: _integers(rng, shape) for k, shape in con0.variables.items()}
+        points += 1
+        for sec, start, target, Ls in claims:
+            S = ar.array(start(v))
+            for L in ar.layers(Ls):
+                S = L.forward(S)
+            want = ar.array(target(v))
+            for idx in np.ndindex(want.shape):
+                diff = S[idx] - want[idx]
+                if diff == 0:
+                    continue
+                g = {int(m[0]): Fraction(int(c.numerator), int(c.denominator))
+                     for m, c in _as_sympy(ar, diff, R).terms()}
+                key = tuple(sorted(g.items()))
+                if key in seen:  # one residual counted once: equal entries agree on every root
+                    continue
+                seen.add(key)
+                groups_all.append(g)
     if not groups_all:
         return None
     roots = Counter()
@@ -121,24 +135,33 @@ def solve_param(build, name: str, layers) -> dict | None:
             r = -g.get(0, Fraction(0)) / g[1]
             if r != 0:
                 roots[r] += 1
-    if not roots:
-        return {"value": None, "consistent": False, "agree": 0, "of": len(groups_all)}
 
     def vanishes(g, r):
         return sum(c * r ** e for e, c in g.items()) == 0
 
     def fails_at(r) -> bool:
-        """A residual coefficient that does not vanish at ``r``: the stack is not the specification
-        there (a witness; that it holds needs the proof)."""
+        """A residual entry that does not vanish at ``r``: the stack is not the specification
+        there (a witness at an integer point; that it holds needs the proof)."""
         return not all(vanishes(g, Fraction(r)) for g in groups_all)
 
+    base = {"of": len(groups_all), "points": points, "fails_at": fails_at}
     for r, _ in roots.most_common():
         if all(vanishes(g, r) for g in groups_all):
-            return {"value": r, "consistent": True, "agree": len(groups_all), "of": len(groups_all),
-                    "fails_at": fails_at}
+            return {**base, "value": r, "consistent": True, "agree": len(groups_all)}
+    if not roots or roots.most_common(1)[0][1] < 2:
+        # no two distinct residuals share a root (a trained file: each entry is off by its own
+        # amount): the file carries no value, the caller takes the entry's default
+        return {**base, "value": None, "consistent": False, "agree": max(roots.values(), default=0)}
     r, _ = roots.most_common(1)[0]
-    return {"value": r, "consistent": False, "agree": sum(vanishes(g, r) for g in groups_all), "of": len(groups_all),
-            "fails_at": fails_at}
+    return {**base, "value": r, "consistent": False, "agree": sum(vanishes(g, r) for g in groups_all)}
+
+
+def _integers(rng, shape) -> np.ndarray:
+    """A variable's entries as Python integers drawn from [-SOLVE_BOUND, SOLVE_BOUND]."""
+    a = np.empty(shape, dtype=object)
+    for ix in np.ndindex(*shape):
+        a[ix] = int(rng.integers(-SOLVE_BOUND, SOLVE_BOUND + 1))
+    return a
 
 
 def _as_sympy(ar, p, R):
