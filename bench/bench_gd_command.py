@@ -120,7 +120,7 @@ def measure(arch: str, n: int, d: int, a, tmp: Path) -> dict:
 
 
 def markdown(res: dict) -> str:
-    lines = [f"# The gd command against its proof (bench/bench_gd_command.py)", "",
+    lines = ["# The gd command against its proof (bench/bench_gd_command.py)", "",
              f"`{res['command_line']}`; {res['machine']}; median of {res['repeat']} round(s); CPU = user + sys "
              f"seconds. Target: command CPU <= {TARGET} x proof CPU + start-up CPU.", "",
              "| size | proof CPU s | start-up CPU s | command CPU s | command / proof CPU | (command - start-up) / "
