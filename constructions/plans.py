@@ -343,8 +343,107 @@ def sparse_head(W1, B1, W2, B2, W3, B3, *, nonzero=None):
             "vcols": vcols}
 
 
+def _torch_index(hd: dict, key: str, idx: list, device):
+    """A head's row or column list ``idx`` as a slice (one ascending run: a view) or a long tensor
+    on ``device``, made once and kept in the head's plan (a Python list as an index makes torch build
+    an index tensor and take its slow advanced-indexing path on every call)."""
+    cache = hd.setdefault("_torch_ix", {})
+    k = (key, str(device))
+    if k not in cache:
+        import torch
+
+        a = np.asarray(idx, dtype=np.int64)
+        cache[k] = _span(a, lambda x: torch.as_tensor(x, dtype=torch.long, device=device))
+    return cache[k]
+
+
+def _torch_columns(P, ix):
+    """``P[..., ix]`` of a torch tensor: a view for a slice, else ``index_select`` on the 2-D view."""
+    if isinstance(ix, slice):
+        return P[..., ix]
+    return P.reshape(-1, P.shape[-1]).index_select(1, ix).reshape(tuple(P.shape[:-1]) + (len(ix),))
+
+
+def _head_term_torch(P, hd: dict):
+    """One sparse head's ``Q (K^T V)`` on the torch state ``P`` (None: a zero head)."""
+    if not hd["vcols"] or not hd["q"][1].shape[-1]:
+        return None
+    sides = []
+    for key in ("q", "k", "v"):
+        rows, W, B = hd[key]
+        if rows:
+            X = _torch_columns(P, _torch_index(hd, key, rows, P.device)) @ W
+            sides.append(X if B is None else X + B)
+        elif B is not None:
+            sides.append(B + P[..., :1] * 0)  # the bias alone, with the batch shape
+        else:
+            return None  # an all-zero side: the head adds nothing
+    Qm, K, V = sides
+    return Qm @ (K.transpose(-1, -2) @ V)
+
+
+def _sparse_heads_torch(H, plan, residual: bool):
+    """:func:`sparse_heads_forward` on torch tensors: the same products and sums of the same
+    terms, the row and column selections as views or ``index_select`` / ``index_add_`` with index
+    tensors planned once (not advanced indexing by Python lists on every call)."""
+    P = H
+    for si, stage in enumerate(plan):
+        # the stage's sum over heads is formed on the union of the columns its heads write (the
+        # other columns of the sum are zeros); the last stage of a residual layer is then added
+        # into a copy of H there: H + (0 + term + ...) on those columns, H elsewhere, as before
+        ucols = sorted({c for hd in stage if hd["vcols"] and hd["q"][1].shape[-1] for c in hd["vcols"]})
+        if residual and si == len(plan) - 1 and ucols:
+            pos = {c: i for i, c in enumerate(ucols)}
+            small = P.new_zeros(tuple(P.shape[:-1]) + (len(ucols),))
+            for hd in stage:
+                term = _head_term_torch(P, hd)
+                if term is None:
+                    continue
+                at = [pos[c] for c in hd["vcols"]]
+                ix = _torch_index(hd, "vcols@union", at, P.device)
+                if isinstance(ix, slice):
+                    small[..., ix] += term
+                else:
+                    small.view(-1, len(ucols)).index_add_(1, ix, term.reshape(-1, term.shape[-1]))
+            out = H.clone()
+            cols = _torch_index(stage[0], "union", ucols, P.device)
+            if isinstance(cols, slice):
+                out[..., cols] += small
+            else:
+                out.view(-1, out.shape[-1]).index_add_(1, cols, small.reshape(-1, len(ucols)))
+            return out
+        acc = None
+        for hd in stage:
+            if not hd["vcols"] or not hd["q"][1].shape[-1]:
+                continue
+            sides = []
+            for key in ("q", "k", "v"):
+                rows, W, B = hd[key]
+                if rows:
+                    X = _torch_columns(P, _torch_index(hd, key, rows, P.device)) @ W
+                    sides.append(X if B is None else X + B)
+                elif B is not None:
+                    sides.append(B + P[..., :1] * 0)  # the bias alone, with the batch shape
+                else:
+                    break  # an all-zero side: the head adds nothing
+            else:
+                Qm, K, V = sides
+                term = Qm @ (K.transpose(-1, -2) @ V)
+                if acc is None:
+                    acc = P * 0
+                cols = _torch_index(hd, "vcols", hd["vcols"], P.device)
+                if isinstance(cols, slice):
+                    acc[..., cols] += term
+                else:
+                    acc.view(-1, acc.shape[-1]).index_add_(1, cols, term.reshape(-1, term.shape[-1]))
+        P = P * 0 if acc is None else acc
+    return H + P if residual else P
+
+
 def sparse_heads_forward(H, plan, residual: bool):
     """Stages of summed sparse heads (:func:`sparse_head`), then the skip."""
+    if ops.is_torch(H):
+        return _sparse_heads_torch(H, plan, residual)
     P = H
     for stage in plan:
         acc = P * 0
@@ -366,3 +465,203 @@ def sparse_heads_forward(H, plan, residual: bool):
                 acc[..., hd["vcols"]] += ops.mm(Qm, ops.mm(ops.transpose(K), V))
         P = acc
     return ops.add(H, P) if residual else P
+
+
+# --------------------------------------------------------------------------- channel-major runs
+
+class _ChannelLayer:
+    """A planned float BaseConv layer (:class:`LivePlan`, torch) run on a state held channel by
+    channel: a list of ``C`` tensors of shape ``(..., T)`` (``None``: a channel that is zero).
+
+    The same terms and the same order of addition per output channel as :meth:`LivePlan.__call__`
+    (output = the kept input channel or 0, + ``B_out``, + the copied channels' mix, + the formed
+    products' mix), but a carried channel is the same tensor passed on (no copy, no pass over the
+    state), and every channel operation reads and writes one contiguous ``(..., T)`` block.  A
+    mix of a few terms a column (a selection, a sparse block) is summed term by term in row order;
+    a denser block is one matrix product over the channel axis (its own summation order: the same
+    terms, a rounding apart)."""
+
+    def __init__(self, p: LivePlan, residual: bool):
+        self.p, self.residual = p, residual
+        self.C, self.C_out, self.T = p.C, p.C_out, p.T
+        self.kept = p.kept.tolist()
+        self.cleared_all = p.cleared is not None
+        self.bo = None if p.bo is None else {int(c): p.bo[:, c] for c in np.flatnonzero(_nonzero(p.bo).any(axis=0))}
+        self.copy = None if p.copy is None else self._mix_terms(p.copy.W, p.copy.rows, np.asarray(
+            _rows_of(p.copy)))
+        k = len(p.K)
+        self.gate = self._mix_terms(p.Wg, None, p.Rg) if k else None
+        self.into = self._mix_terms(p.Wi, None, p.Ri) if k else None
+        self.out = self._mix_terms(p.Wo, None, np.arange(k)) if k else None
+        self.bg = None if p.bg is None else [p.bg[:, j] for j in range(k)]
+        self.bi = None if p.bi is None else [p.bi[:, j] for j in range(k)]
+        self.bc = None if p.bc is None else [p.bc[:, j] for j in range(k)]
+        self.conv = [self._conv_of(p.conv, j) for j in range(k)]
+
+    @staticmethod
+    def _mix_terms(W, _rows, src: np.ndarray):
+        """Per output column of ``x[src] @ W``: its nonzero terms ``(input channel, weight)`` in row
+        order (weight 1.0 / -1.0 an add / subtract), or the dense block for a matrix product."""
+        if isinstance(W, SparseMatrix):
+            W = W.toarray()
+        Wn = _numpy(W)
+        nz = Wn != 0
+        if nz.sum() > 4 * max(1, Wn.shape[1]) and nz.any(axis=1).sum() > 4:  # dense enough: one product
+            cols = np.flatnonzero(nz.any(axis=0))
+            import torch
+
+            Wt = torch.as_tensor(Wn[:, cols].T.copy(), dtype=W.dtype, device=W.device)  # (out, in)
+            return ("mm", [int(r) for r in src], cols.tolist(), Wt)
+        terms = {}
+        for c in np.flatnonzero(nz.any(axis=0)).tolist():
+            terms[c] = [(int(src[r]), float(Wn[r, c])) for r in np.flatnonzero(nz[:, c]).tolist()]
+        return ("terms", terms)
+
+    @staticmethod
+    def _sum(mix, x, n_out: int):
+        """The mix applied to the channel list ``x``: a dict output column -> tensor (absent: zero)."""
+        if mix[0] == "mm":
+            _, src, cols, Wt = mix
+            ins = [x[r] for r in src]
+            ref = next((t for t in ins if t is not None), None)
+            if ref is None:
+                return {}
+            import torch
+
+            X = torch.stack([t if t is not None else ref.new_zeros(ref.shape) for t in ins])
+            Y = (Wt @ X.reshape(len(ins), -1)).reshape((len(cols),) + tuple(ref.shape))
+            return dict(zip(cols, Y.unbind(0)))
+        out = {}
+        for c, terms in mix[1].items():
+            acc = None
+            for r, w in terms:
+                t = x[r]
+                if t is None:
+                    continue
+                if acc is None:
+                    acc = t if w == 1.0 else (-t if w == -1.0 else t * w)
+                elif w == 1.0:
+                    acc = acc + t
+                elif w == -1.0:
+                    acc = acc - t
+                else:
+                    acc = acc + t * w
+            if acc is not None:
+                out[c] = acc
+        return out
+
+    @staticmethod
+    def _conv_of(plan: "ops.ConvPlan", j: int):
+        """Channel ``j`` of a :class:`ops.ConvPlan` as one operation on a ``(..., T)`` block."""
+        if j in set(plan.lag0.tolist()):
+            return ("scale", float(_numpy(plan.h[0, j:j + 1])[0]))
+        if j in set(plan.uniform.tolist()):
+            return ("sum", float(_numpy(plan.h[0, j:j + 1])[0]))
+        gen = plan.general.tolist()
+        if j in gen:
+            return ("toeplitz", plan.K[:, :, gen.index(j)].T.contiguous())  # y = v @ K^T
+        taps = [(lag, float(_numpy(tap[list(cols.tolist()).index(j):][:1])[0]))
+                for (lag, cols, tap), (_, cols_np) in zip(plan._taps, plan.taps) if j in cols_np.tolist()]
+        return ("taps", taps) if taps else ("zero", None)
+
+    def _convolve(self, op, v):
+        kind, a = op
+        if kind == "scale":
+            return v * a
+        if kind == "sum":
+            if self.p.conv.causal:
+                return v.cumsum(-1) * a
+            return (v.sum(-1, keepdim=True) * a).expand(v.shape)
+        if kind == "toeplitz":
+            return v @ a
+        out = v * 0
+        T = self.T
+        for lag, tap in (a or []):
+            if self.p.conv.causal:
+                out[..., lag:] += tap * v[..., :T - lag]
+            else:
+                out += tap * (v.roll(lag, -1) if lag else v)
+        return out
+
+    def __call__(self, x: list) -> list:
+        y = [None] * self.C_out
+        for r in self.kept:
+            y[r] = x[r]
+        if self.bo is not None:
+            for c, b in self.bo.items():
+                y[c] = b if y[c] is None else y[c] + b
+        if self.copy is not None:
+            for c, t in self._sum(self.copy, x, self.C_out).items():
+                y[c] = t if y[c] is None else y[c] + t
+        if self.gate is not None:
+            g = self._sum(self.gate, x, len(self.conv))
+            v = self._sum(self.into, x, len(self.conv))
+            prods = [None] * len(self.conv)
+            for j, op in enumerate(self.conv):
+                gj = g.get(j)
+                if self.bg is not None:
+                    gj = self.bg[j] if gj is None else gj + self.bg[j]
+                vj = v.get(j)
+                if self.bi is not None:
+                    vj = self.bi[j] if vj is None else vj + self.bi[j]
+                zj = None if vj is None else self._convolve(op, vj)
+                if self.bc is not None:
+                    zj = self.bc[j] if zj is None else zj + self.bc[j]
+                if gj is not None and zj is not None:
+                    prods[j] = gj * zj
+            for c, t in self._sum(self.out, prods, self.C_out).items():
+                y[c] = t if y[c] is None else y[c] + t
+        if self.residual:
+            y = [a if b is None else (b if a is None else a + b) for a, b in zip(x, y)]
+        return y
+
+
+def _rows_of(mix: "_Mix") -> np.ndarray:
+    """The input channels a :class:`_Mix` reads, in its weight's row order."""
+    r = mix.rows
+    if r is None:
+        return np.arange(mix.W.shape[0])
+    if isinstance(r, slice):
+        return np.arange(r.start, r.stop)
+    return r.detach().cpu().numpy() if ops.is_torch(r) else np.asarray(r)
+
+
+def channel_layer(L):
+    """The channel-major form of a prepared torch float BaseConv layer (made once, kept on the
+    layer), or None for any other layer."""
+    p = L.__dict__.get("_plan") if getattr(L, "kind", None) == "baseconv" else None
+    if not isinstance(p, LivePlan) or not p.torch or p.C_out != p.C:
+        return None
+    ch = L.__dict__.get("_channel_plan")
+    if ch is None:
+        ch = L.__dict__["_channel_plan"] = _ChannelLayer(p, L.residual)
+    return ch
+
+
+def run_stack(layers, S):
+    """Forward the float state ``S`` through prepared ``layers``: each run of consecutive planned
+    torch BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out once as one
+    contiguous ``(..., T)`` block a channel, carried channels passed on untouched, laid back at the
+    end of the run), any other layer by its ``forward``.  The same sums as ``forward`` layer by
+    layer (a dense channel mix a rounding apart)."""
+    i, n = 0, len(layers)
+    while i < n:
+        ch = channel_layer(layers[i]) if ops.is_torch(S) else None
+        if ch is None:
+            S = layers[i].forward(S)
+            i += 1
+            continue
+        import torch
+
+        X = S.movedim(-1, 0).contiguous()
+        x = list(X.unbind(0))
+        while i < n and ch is not None:
+            x = ch(x)
+            i += 1
+            ch = channel_layer(layers[i]) if i < n else None
+        ref = next(t for t in x if t is not None) if any(t is not None for t in x) else None
+        shape = tuple(S.shape[:-1])
+        x = [S.new_zeros(shape) if t is None else t.expand(shape) for t in x]
+        S = torch.stack(x, dim=-1)
+        del ref
+    return S
