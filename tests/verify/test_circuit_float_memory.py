@@ -124,3 +124,32 @@ def test_out_of_memory_in_the_float_run_is_one_line(tmp_path, monkeypatch):
     assert rc == 0 and "proof: PROVED" in text
     assert "float64 trials: skipped: the float64 run of 8 trials ran out of memory" in text
     assert "Traceback" not in text
+
+
+def test_the_command_on_a_10k_gate_local_circuit_under_a_3_gib_address_space_limit(tmp_path, local10k):
+    """The whole command (compile, proof, modular and float64 trials) under ``RLIMIT_AS`` = 3 GiB: before
+    the planned float run its dense (625, 625, C) Toeplitz arrays peaked at 4.6 GB and ended in a
+    traceback after PROVED."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    f, rep = tmp_path / "local.json", tmp_path / "r.json"
+    C.dump(local10k[0], f)
+    limit = 3 * 2**30
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and hard < limit:
+        limit = hard
+
+    def lowered():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+    p = subprocess.run([sys.executable, "-m", "verify.construct", "circuit", "--graph", str(f), "--trials", "8",
+                        "--json", str(rep)], cwd=root, capture_output=True, text=True, timeout=900,
+                       preexec_fn=lowered)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "proof: PROVED" in p.stdout and "Traceback" not in p.stderr
+    d = json.loads(rep.read_text())["float64_trials"]
+    assert d["n"] == 8 and d["max_relative_error"] < 1e-10
