@@ -316,13 +316,16 @@ def _print_compiled(a, con, target: str, t_compile: float, out) -> None:
     """The circuit's metrics, the compiled stack's shape and bounds, re-association, output slots."""
     info = con.info
     m, cm = info["circuit"], info["compiled"]
+    after = (cm.get("reassociated") or {}).get("circuit_after")  # the Thm. H.21 line's circuit, where rewritten
+    h21_of = (f" (of the re-associated circuit compiled: depth {after['depth']}, width {after['width']})"
+              if after else "")
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.output_slots)} outputs, size {m['size']}, "
           f"depth {m['depth']}, width {m['width']}, degree {m['degree']}", file=out)
     print(f"compiled to {target} in {t_compile:.3f} s: {cm['layers']} layers (circuit depth {m['depth']}), "
           f"state {cm['tokens']} x {cm['state_width']} (circuit width {m['width']}); "
           + (f"guaranteed: at most {cm['bound']['layers']} layers on {cm['bound']['tokens']} tokens; "
              if "bound" in cm else "")
-          + f"Thm. H.21 bound: {info['theorem_H21_bound']['layers']} layers, "
+          + f"Thm. H.21 bound{h21_of}: {info['theorem_H21_bound']['layers']} layers, "
           f"{info['theorem_H21_bound']['inner_dimension']} width", file=out)
     ra = cm.setdefault("reassociated", {"ran": False})
     print(f"re-association: multiplicative depth {ra['mult_depth_before']} -> {ra['mult_depth_after']}; "

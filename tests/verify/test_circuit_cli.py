@@ -232,3 +232,17 @@ def test_as_written_and_reassociate_contradict(random_circuit_file, capsys):
 def test_reassociate_forces_the_rewrite(random_circuit_file):
     rc, text = run(["circuit", "--graph", str(random_circuit_file), "--reassociate", "--trials", "2"])
     assert rc == 0 and "re-association: multiplicative depth" in text and "PROVED" in text
+
+
+def test_the_theorem_line_names_the_circuit_it_refers_to(tmp_path):
+    """Issue 43 item 4: where the re-associated circuit is compiled, the Thm. H.21 line gives that
+    circuit's depth and width, not the original's (printed beside it on the same line)."""
+    f = tmp_path / "h.json"
+    C.dump(C.horner([1, -2, 3, Fraction(1, 2), 5, -1, 2, 7, Fraction(-1, 3)], placed=True), f)
+    rc, text = run(["circuit", "--graph", str(f), "--trials", "2"])
+    line = next(ln for ln in text.splitlines() if ln.startswith("compiled to"))
+    g = C.load(f)
+    assert rc == 0 and f"(circuit depth {C.metrics(g)['depth']})" in line
+    assert "Thm. H.21 bound (of the re-associated circuit compiled: depth " in line
+    depth = int(line.split("re-associated circuit compiled: depth ")[1].split(",")[0])
+    assert f"O({depth} * log2(" in line and depth != C.metrics(g)["depth"]

@@ -17,16 +17,20 @@ from verify.circuit_cmd import _planned, float_trial_bytes, float_trials
 from verify.construct import main
 
 
-def local_circuit(tokens: int, channels: int = 2, gates_per: int = 16, seed: int = 0) -> nx.DiGraph:
+def local_circuit(tokens: int, channels: int = 2, gates_per: int = 16, seed: int = 0,
+                  shared: bool = False) -> nx.DiGraph:
     """A placed circuit whose output ``y{t}`` reads only the inputs of tokens ``t-1, t, t+1``: a chain
     of ``gates_per`` random add/mul gates per token (each reads the previous one and one earlier value
-    of its window; degree at most 6), inputs ``x{t}_{c}`` at ``(t, c)``, outputs unplaced."""
+    of its window; degree at most 6), inputs ``x{t}_{c}`` at ``(t, c)``, outputs unplaced.
+    ``shared``: every token's block has the same shape (the same random draws)."""
     rng = np.random.default_rng(seed)
     g = nx.DiGraph()
     for t in range(tokens):
         for c in range(channels):
             g.add_node(f"x{t}_{c}", op="input", name=f"x{t}_{c}", token=t, channel=c)
     for t in range(tokens):
+        if shared:
+            rng = np.random.default_rng(seed)
         pool = [f"x{s}_{c}" for s in range(max(0, t - 1), min(tokens, t + 2)) for c in range(channels)]
         deg = dict.fromkeys(pool, 1)
         for j in range(gates_per):
@@ -153,3 +157,10 @@ def test_the_command_on_a_10k_gate_local_circuit_under_a_3_gib_address_space_lim
     assert "proof: PROVED" in p.stdout and "Traceback" not in p.stderr
     d = json.loads(rep.read_text())["float64_trials"]
     assert d["n"] == 8 and d["max_relative_error"] < 1e-10
+
+
+def test_blocks_of_a_shared_shape_compile_to_channels_that_do_not_grow_with_the_tokens():
+    for ra in (False, None):
+        widths = {T: compile_circuit(local_circuit(T, shared=True), target="baseconv", reassociate=ra)
+                  .info["compiled"]["state_width"] for T in (20, 40, 80)}
+        assert len(set(widths.values())) == 1, (ra, widths)
