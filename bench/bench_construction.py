@@ -1,94 +1,64 @@
-"""Benchmark: the BaseConv GD construction's float forward against a fair baseline, with honest FLOP counts.
+"""Benchmark: the GD constructions' float run against equal-work baselines and plain GD, FLOPs counted.
 
-For the non-causal BaseConv GD construction (seed 000 App. D.3.1,
-``constructions.gd_baseconv.gd_baseconv``; N=20, D=5 gives T=21 tokens x C=27
-channels, 31 layers by default), at several batch sizes and dtypes, all in
-torch (CPU by default), it times, interleaved round by round:
+The job is ``k`` steps of gradient descent ``x <- x - eta A^T (A x - b)`` on a batch of N x D
+least-squares problems (seed 000 eq. (3); ``sample_ls``).  For ``gd-baseconv`` (seed 000 App. D.3.1,
+``constructions.gd_baseconv.gd_baseconv``: T=21 tokens x C=27 channels at 20x5) and ``gd-lsa``
+(seed 001 eq. (8), (39), ``constructions.gd_attention.gd_lsa``: 6 x 48) at the same depth (31
+layers by default: 10 steps of gd-baseconv, 30 of gd-lsa), in torch on the CPU, it times, interleaved
+round by round, in one process:
 
-* ``construction (planned direct)``: the stack through ``Layer.forward`` after
-  ``Backend.cast_layer`` (``BaseConv.prepare``: an ``ops.ConvPlan`` per layer
-  -- lag-0-only channels a scaling, all-equal-tap channels a sum (circular) or
-  prefix sum (causal), the rest a Toeplitz/circulant product built once --
-  and the identically zero bias matrices skipped);
-* ``construction (ops fft, filter FFT per call)``: the same layers with
-  ``conv_method="fft"`` (the generic ``ops`` path: every bias added, the FFT of
-  the filter taken inside every call by ``ops._conv_fft``);
-* ``torch BaseConv, filter FFT precomputed``: **the baseline**, the layer as an
-  ML user writes BaseConv (zoology / H3 style): ``nn.Linear`` projections
-  (``bias=False``: the construction has no per-channel bias), its four bias
-  matrices added, an FFT long convolution over tokens in (B, C, T) layout whose
-  filter FFT is taken once per layer at construction time, as any real
-  implementation does;
-* ``torch BaseConv, filter FFT per call``: the same, recomputing the filter's
-  FFT on every call (the baseline this script used before), labelled as such;
-* ``GEMM, same shapes``: plain batched matmuls of exactly the layer's shapes
-  (three (B*T, C) x (C, C) projections and the convolution as C batched
-  (T, T) x (T, B) products): the rate attainable for these shapes;
-* the machine's GEMM peak: one numpy ``N x N @ N x N`` (``--gemm-n``, default
-  1024, the size of a layer's state at batch ~2000) and the same in torch, in
-  the dtype of the configuration, **inside every round** (not once at the
-  start), so that each round's rates are compared with the peak of that round.
+* ``construction, channel-major run`` (gd-baseconv): ``constructions.plans.run_stack``, the
+  prepared layers (``Backend.cast_layer``: ``LivePlan``) run on the state held channel by channel;
+* ``construction, per-layer forward``: ``Layer.forward`` one layer after another (``LivePlan`` /
+  the sparse heads): what the run loop calls;
+* ``same live channels, plain torch`` (**equal work**): the layer written in plain torch on exactly
+  the channels the construction forms -- dense ``(B*T, r) x (r, K)`` products on the live blocks
+  (``u[..., R] @ W[R, K]``), the convolution of the live channels (``ops.ConvPlan``), the carried
+  and copied channels as one dense ``C x C`` product of the input, biases added; for gd-lsa the
+  same heads on their nonzero rows and columns as matrix products and ``bmm``s;
+* ``dense layer, plain torch (all channels)``: the layer as an ML user writes it without knowing its
+  zeros -- BaseConv with ``nn.Linear`` projections and an FFT long convolution (zoology / H3 style,
+  filter FFT taken once), or Hagiwara's LSA with every head's full ``n x n`` weights;
+* ``plain GD, torch bmm`` (**the anchor**, what a user would run instead): ``k`` steps of
+  ``x - eta A^T (A x - b)`` with ``torch.bmm``;
+* ``plain GD, A^T A precomputed``: ``G = A^T A`` and ``c = A^T b`` (timed, once per run), then ``k``
+  steps of ``x - eta (G x - c)``;
+* the machine's matmul peak: one numpy and one torch ``N x N @ N x N`` (``--gemm-n``) in the dtype,
+  **inside every round**, so each round's rates are compared with that round's peak.
 
-Each round runs every item once, starting from a rotating position; the
-report is the median over rounds (the minimum is in ``--json``), and every
-ratio (speedup against the baseline, fraction of the peak) is the median of
-the per-round ratios, so that a load change of the shared machine between
-rounds cancels.  Time is reported per sample (seconds / batch) as wall time
-and as CPU time (``time.process_time()``: user + sys of this process, all its
-threads; CPU/wall near the thread count means the threads were busy, well
-below it that the process waited for a core).
+Every round runs every item once from a rotating start; the report is the median over rounds and
+every ratio the median of the per-round ratios (a load change between rounds cancels).  Time per
+sample: CPU (``time.process_time()``, user + sys of this process) and wall.  Threads: one by
+default (``--threads``; on a shared 2-core machine two threads per library wait at barriers).
 
-Threads: one by default (``--threads 1``: torch's intra-op threads and
-numpy's OpenBLAS).  On a 2-core machine shared with other jobs, two threads
-per library make every small parallel region wait at its barrier for a
-descheduled thread (a 256^3 float32 matmul measured 2 GFLOP/s with two torch
-threads beside 100 with one), and numpy's and torch's thread pools, each
-spinning after its calls, slow each other down when interleaved.
-``--threads 0`` keeps the libraries' defaults.
+FLOPs per sample (a multiply or an add is one):
 
-FLOPs (per sample, summed over the layers; ``T`` tokens, ``C`` channels):
+* **algorithm** (useful): ``k (4 N D + N + 2 D)`` -- per step ``A x`` and ``A^T r`` (2 N D each), the
+  residual (N), the scaled update (2 D); the same for every implementation of the job;
+* **performed** by each implementation: the construction's planned layers ``LivePlan.flops()``
+  (``plan_flops``: projections 2 per entry of a restricted block and none for a selection, the
+  convolution per channel class, the products and the nonzero bias matrices) or its heads'
+  (``lsa_head_flops``); the equal-work baseline's dense live blocks; the dense layer's
+  ``6 T C^2 + FFT + 5 T C`` / ``sum over heads 3 * 2 m n^2 + 4 m n^2``; plain GD the algorithm's
+  count, with ``A^T A`` precomputed ``2 N D^2 + 2 N D + k (2 D^2 + 3 D)``;
+* both fractions of the round's matmul peak (the larger of numpy's and torch's): performed
+  GFLOP/s / peak and algorithm GFLOP/s / peak.
 
-* **nominal** (the dense formula, ``BaseConv.flops()``, the same for every
-  implementation, the count the old script credited everyone with):
-  ``3 * 2 T C^2`` (three dense projections) + ``2 T^2 C`` (direct circular
-  convolution; causal ``T (T+1) C``) + ``6 T C`` (elementwise passes);
-* **useful** (the work the implementation actually does; a 1-flop
-  multiply or add each):
+Errors: the iterate each implementation reads out after ``k`` steps against exact GD on the same
+(rounded) inputs (``numerics.reference.gd_reference``, 50 digits), max abs over the first
+``--error-problems`` problems.
 
-  - construction (planned direct): ``3 * 2 T C^2`` (the projections are dense
-    GEMMs whatever the weights' sparsity) + per channel class of the layer's
-    ``ConvPlan``: scaling channels ``T * C_s`` (one multiply per entry), sum
-    channels ``T * C_u`` circular (``T-1`` adds + 1 multiply by the tap) or
-    ``(2T - 1) C_u`` causal (prefix sum + ``T`` multiplies), dense channels
-    ``2 T^2 C_d`` circular / ``T (T+1) C_d`` causal, all-zero filters 0
-    + ``T C`` for the gate product + ``T C`` per bias matrix that is not
-    identically zero (+ ``T C`` for a residual);
-  - FFT paths: ``3 * 2 T C^2`` + ``T C`` per bias matrix (all four) + ``T C``
-    gate product + per channel ``2 * 2.5 n log2 n`` (forward and inverse real
-    FFT of length ``n`` = ``T`` circular, ``2T`` causal; the usual
-    ``5 n log2 n`` complex-FFT convention halved) + ``6 (n//2 + 1)`` (complex
-    product); a filter FFT per call adds ``2.5 n log2 n * C / batch``;
-  - GEMM, same shapes: ``3 * 2 T C^2 + 2 T^2 C`` (what it multiplies);
-  - GEMM peak: ``2 N^3`` per call.
-
-Rates: GFLOP/s on each count (``count * batch / wall``), and the fraction of
-the round's GEMM peak (the larger of numpy's and torch's) reached on the
-useful count.  Example::
-
-    python bench/bench_construction.py                       # 256,1024,4096 x float32,float64
+    python bench/bench_construction.py                       # batches 256,4096 x float32,float64
     python bench/bench_construction.py --quick               # smoke run, a few seconds
-    python bench/bench_construction.py --batches 4096 --dtypes float64 --json out/b.json
-    python bench/bench_construction.py --device cuda
+    python bench/bench_construction.py --batches 4096 --json out/b.json --md out/b.md
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -97,25 +67,29 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from constructions import ops  # noqa: E402
+from constructions.gd_attention import gd_lsa  # noqa: E402
 from constructions.gd_baseconv import gd_baseconv  # noqa: E402
 from constructions.layers import BaseConv  # noqa: E402
+from constructions.plans import LivePlan, run_stack  # noqa: E402
 from numerics.backends import Backend  # noqa: E402
 from numerics.problems import sample_ls  # noqa: E402
+from numerics.reference import gd_reference  # noqa: E402
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
 
-DTYPES = ("float32", "float64", "bfloat16", "float16")
-CONSTR = "construction (planned direct)"
-CONSTR_ALL = "construction (all channels, dense projections)"
-CONSTR_FFT = "construction (ops fft, filter FFT per call)"
-BASE = "torch BaseConv, filter FFT precomputed"
-BASE_PERCALL = "torch BaseConv, filter FFT per call"
-BASE_SPARSE = "torch BaseConv, CSR projections, FFT precomputed"
-GEMM_SAME = "GEMM, same shapes"
-PEAK_NP = "GEMM peak (numpy)"
-PEAK_TORCH = "GEMM peak (torch)"
-SHORT = {CONSTR_ALL: "all channels", BASE_SPARSE: "sparse baseline", CONSTR_FFT: "ops fft", BASE: "baseline", BASE_PERCALL: "baseline per call"}
+DTYPES = ("float32", "float64")
+ARCHS = {"baseconv": gd_baseconv, "lsa": gd_lsa}
+CHANNEL = "construction, channel-major run"
+FORWARD = "construction, per-layer forward"
+LIVE = "same live channels, plain torch"
+DENSE = "dense layer, plain torch (all channels)"
+GD = "plain GD, torch bmm"
+GRAM = "plain GD, A^T A precomputed"
+PEAK_NP = "matmul peak (numpy)"
+PEAK_TORCH = "matmul peak (torch)"
+IMPLS = (CHANNEL, FORWARD, LIVE, DENSE, GD, GRAM)
 
 
-# ------------------------------------------------------------------ baseline
+# ------------------------------------------------------------------ baselines
 
 class TorchBaseConv(nn.Module):
     """One BaseConv layer (seed 000 eq. (2)) written the way an ML user writes it.
@@ -168,33 +142,152 @@ class TorchBaseConv(nn.Module):
         return u + y if self.residual else y
 
 
-# torch's CSR tensors announce themselves as beta and unchecked on first use: not this bench's output
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
-warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled", category=UserWarning)
 
 
-class SparseTorchBaseConv(TorchBaseConv):
-    """The baseline with its three projections as torch CSR matrices (``torch.sparse.mm``): the same
-    layer, the zero weights skipped by a generic sparse kernel rather than by the construction's
-    plan (equal work to the construction's projections; float32/float64 only: torch has no
-    half-precision CSR product on CPU)."""
 
-    def __init__(self, layer: BaseConv, dtype, device):
-        super().__init__(layer, dtype, device)
-        f = lambda W: torch.as_tensor(np.asarray(W, dtype=np.float64).T.copy(), dtype=dtype,  # noqa: E731
-                                      device=device).to_sparse_csr()
-        self.sp_in, self.sp_gate, self.sp_out = f(layer.W_in), f(layer.W_gate), f(layer.W_out)
+def _dense(A) -> np.ndarray:
+    """A weight (exact object array or SparseMatrix) as float64 numpy."""
+    A = A.toarray() if hasattr(A, "toarray") else A
+    return np.asarray(np.asarray(A, dtype=object).astype(float), dtype=np.float64)
+
+
+class LiveTorchBaseConv:
+    """Equal work, plain torch: one BaseConv layer on exactly the inner channels the construction
+    forms (``LivePlan.K``), written as an ML user writes it once told which channels are live --
+    dense products on the live blocks (``u[..., R] @ W[R, K]``, ``index_select`` for ``u[..., R]``),
+    the live channels' convolution by ``ops.ConvPlan``, the carried and copied channels as one dense
+    ``C x C`` product of the input (``W_keep``), every bias matrix of the live channels added."""
+
+    def __init__(self, L: BaseConv, p: LivePlan, dtype, device):
+        T, C = L.shape
+        self.T, self.C, self.residual = T, C, L.residual
+        f = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
+        Win, Wg, Wo = _dense(L.W_in), _dense(L.W_gate), _dense(L.W_out)
+        keep = np.zeros((C, C))
+        for k in p.copied.tolist():  # a copied channel is u[:, r] (W_in column e_r): its W_out row reads u[:, r]
+            keep[int(np.flatnonzero(Win[:, k])[0])] += Wo[k]
+        self.keep = f(keep)
+        K, Rg, Ri = p.K, p.Rg, p.Ri
+        self.k = len(K)
+        ix = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64), device=device)  # noqa: E731
+        self.Rg, self.Ri = ix(Rg), ix(Ri)
+        self.Wg, self.Wi, self.Wo = f(Wg[np.ix_(Rg, K)]), f(Win[np.ix_(Ri, K)]), f(Wo[K])
+        bias = lambda name: f(_dense(getattr(L, name))[:, K])  # noqa: E731
+        self.bg, self.bi, self.bc = bias("b_gate"), bias("b_in"), bias("b_conv")
+        self.bo = f(_dense(L.b_out))
+        self.conv = ops.ConvPlan(f(_dense(L.h)[:, K]), causal=L.causal, same=L.same)
+        self._flops = (2 * T * C * C + T * C + 2 * T * self.k * (len(Rg) + len(Ri) + C)
+                       + _conv_flops(T, L.causal, self.conv) + 4 * T * self.k + (T * C if L.residual else 0))
 
     @staticmethod
-    def _mm(Wt, x):  # x (..., C) @ W with W^T held as CSR
-        x2 = x.reshape(-1, x.shape[-1])
-        return torch.sparse.mm(Wt, x2.T).T.reshape(x.shape[:-1] + (Wt.shape[0],))
+    def _cols(u, idx):
+        return u.reshape(-1, u.shape[-1]).index_select(1, idx).reshape(tuple(u.shape[:-1]) + (len(idx),))
 
     def forward(self, u):
-        z = self.fftconv(self._mm(self.sp_in, u) + self.b_in) + self.b_conv
-        g = self._mm(self.sp_gate, u) + self.b_gate
-        y = self._mm(self.sp_out, g * z) + self.b_out
+        y = u @ self.keep + self.bo
+        if self.k:
+            g = (self._cols(u, self.Rg) @ self.Wg if len(self.Rg) else 0) + self.bg
+            v = (self._cols(u, self.Ri) @ self.Wi if len(self.Ri) else 0) + self.bi
+            y = y + (g * (self.conv(v) + self.bc)) @ self.Wo
         return u + y if self.residual else y
+
+    def flops(self) -> int:
+        return self._flops
+
+
+def lsa_heads(P) -> list:
+    """The prepared LSA layer's heads (``sparse_head`` plans) of its one stage."""
+    plan = P.__dict__["_plan"]
+    return [hd for stage in plan for hd in stage if hd["vcols"] and hd["q"][1].shape[-1]]
+
+
+class LiveTorchLSA:
+    """Equal work, plain torch: one LSA layer (seed 001 eq. (8), (39)) on the rows and columns its
+    heads use (``sparse_head``), each side a matrix product, ``K^T V`` and ``Q (K^T V)`` as batched
+    products, the heads added into their value columns, then the skip."""
+
+    def __init__(self, P, m: int, n: int, device):
+        ix = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64), device=device)  # noqa: E731
+        self.heads = [(ix(hd["q"][0]), hd["q"][1], ix(hd["k"][0]), hd["k"][1], ix(hd["v"][0]), hd["v"][1],
+                       ix(hd["vcols"])) for hd in lsa_heads(P)]
+        self.residual = P.residual
+        fl = 0
+        for hd in lsa_heads(P):
+            (rq, Wq, _), (rk, Wk, _), (rv, Wv, _) = hd["q"], hd["k"], hd["v"]
+            cq, cv = Wq.shape[1], Wv.shape[1]
+            fl += 2 * m * (len(rq) * cq + len(rk) * Wk.shape[1] + len(rv) * cv) + 4 * m * cq * cv + m * cv
+        self._flops = fl + (m * n if P.residual else 0)
+
+    @staticmethod
+    def _cols(u, idx):
+        return u.reshape(-1, u.shape[-1]).index_select(1, idx).reshape(tuple(u.shape[:-1]) + (len(idx),))
+
+    def forward(self, H):
+        acc = torch.zeros_like(H)
+        for rq, Wq, rk, Wk, rv, Wv, cols in self.heads:
+            Q, K, V = self._cols(H, rq) @ Wq, self._cols(H, rk) @ Wk, self._cols(H, rv) @ Wv
+            term = Q @ (K.transpose(-1, -2) @ V)
+            acc.view(-1, acc.shape[-1]).index_add_(1, cols, term.reshape(-1, term.shape[-1]))
+        return H + acc if self.residual else acc
+
+    def flops(self) -> int:
+        return self._flops
+
+
+class DenseTorchLSA:
+    """The LSA layer as written without knowing its zeros: every head's full ``n x n`` weights,
+    ``sum_k (H W3)(H W1)^T (H W2)`` (seed 001 eq. (39)), then the skip."""
+
+    def __init__(self, L, dtype, device):
+        f = lambda a: torch.as_tensor(_dense(a), dtype=dtype, device=device)  # noqa: E731
+        self.heads = [(f(h.W1), f(h.W2), f(h.W3)) for h in L.heads]
+        self.residual = L.residual
+        m = None
+        self.n = L.heads[0].W1.shape[0] if L.heads else 0
+        del m
+
+    def forward(self, H):
+        out = None
+        for W1, W2, W3 in self.heads:
+            t = (H @ W3) @ ((H @ W1).transpose(-1, -2) @ (H @ W2))
+            out = t if out is None else out + t
+        return H + out if self.residual else out
+
+    def flops(self, m: int) -> int:
+        n = self.n
+        return len(self.heads) * (6 * m * n * n + 4 * m * n * n + m * n) + (m * n if self.residual else 0)
+
+
+def lsa_plan_flops(P, m: int) -> int:
+    """FLOPs per sample the construction's prepared LSA layer performs (``plans._sparse_heads_torch``):
+    per head, a side whose weight is the identity or its negative reads its columns as they are (0),
+    a diagonal one 1 per entry, any other ``2 m r c``; ``K^T V`` and ``Q (K^T V)`` ``2 m r c_v`` each;
+    the head added into the stage's value columns; the residual adds those columns into H."""
+    total, union = 0, set()
+    for hd in lsa_heads(P):
+        for key in ("q", "k", "v"):
+            rows, W, _ = hd[key]
+            Wn = W.detach().cpu().double().numpy()
+            if Wn.shape[0] == Wn.shape[1] and np.array_equal(Wn, np.diag(np.diag(Wn))):
+                d = np.diag(Wn)
+                total += 0 if (np.abs(d) == 1).all() and (d == d[0]).all() else m * len(rows)
+            else:
+                total += 2 * m * Wn.shape[0] * Wn.shape[1]
+        r, cv = hd["q"][1].shape[1], hd["v"][1].shape[1]
+        total += 4 * m * r * cv + m * cv
+        union |= set(hd["vcols"])
+    return total + (m * len(union) if P.residual else 0)
+
+
+def gd_flops(n: int, d: int, k: int) -> int:
+    """The algorithm: k steps of x - eta A^T (A x - b): A x and A^T r (2 N D each), r (N), update (2 D)."""
+    return k * (4 * n * d + n + 2 * d)
+
+
+def gram_flops(n: int, d: int, k: int) -> int:
+    """A^T A and A^T b once (2 N D^2 + 2 N D), then k steps of x - eta (G x - c) (2 D^2 + 3 D)."""
+    return 2 * n * d * d + 2 * n * d + k * (2 * d * d + 3 * d)
+
 
 
 # ------------------------------------------------------------------ FLOP counts (per sample)
@@ -222,33 +315,6 @@ def plan_flops(layer: BaseConv, prepared: BaseConv) -> tuple[int, dict]:
                    "zero": C - f["lag0"] - f["uniform"] - f["general"], "bias_matrices_added": f["biases"]}
 
 
-class AllChannels:
-    """The planned direct forward before ``LivePlan`` (the previous ``BaseConv.prepare``): every
-    inner channel formed, the three projections dense ``(B*T, C) x (C, C)`` GEMMs, the convolution
-    planned per channel class (``ops.ConvPlan`` on all channels), zero bias matrices skipped."""
-
-    def __init__(self, L: BaseConv):
-        self.L, self.plan = L, ops.ConvPlan(L.h, causal=L.causal, same=L.same)
-        self.zero = {k: not bool((getattr(L, k) != 0).any()) for k in ("b_in", "b_conv", "b_gate", "b_out")}
-
-    def forward(self, u):
-        L, zb = self.L, self.zero
-        v = u @ L.W_in
-        v = v if zb["b_in"] else v + L.b_in
-        z = self.plan(v)
-        z = z if zb["b_conv"] else z + L.b_conv
-        g = u @ L.W_gate
-        g = g if zb["b_gate"] else g + L.b_gate
-        y = (g * z) @ L.W_out
-        y = y if zb["b_out"] else y + L.b_out
-        return u + y if L.residual else y
-
-    def flops(self) -> int:
-        T, C = self.L.shape
-        biases = sum(1 for v in self.zero.values() if not v)
-        return (3 * 2 * T * C * C + _conv_flops(T, self.L.causal, self.plan) + T * C + biases * T * C
-                + (T * C if self.L.residual else 0))
-
 
 def fft_path_flops(layer: BaseConv, batch: int, filter_per_call: bool) -> float:
     """Useful FLOPs per sample of an FFT-convolution forward that adds every bias matrix."""
@@ -260,17 +326,6 @@ def fft_path_flops(layer: BaseConv, batch: int, filter_per_call: bool) -> float:
     return 3 * 2 * T * C * C + 4 * T * C + T * C + conv + (T * C if layer.residual else 0)
 
 
-def gemm_same_flops(layer: BaseConv) -> int:
-    T, C = layer.shape
-    return 3 * 2 * T * C * C + 2 * T * T * C
-
-
-def nonzero_weight_flops(layer: BaseConv) -> int:
-    """2 x the structurally nonzero weights x T: what the three projections would cost if the
-    zero weights were skipped (a note, not a column: every path here runs them dense)."""
-    T, _ = layer.shape
-    return 2 * T * sum(int((np.asarray(getattr(layer, w), dtype=object) != 0).sum())
-                       for w in ("W_in", "W_gate", "W_out"))
 
 
 # ------------------------------------------------------------------ timing
@@ -306,26 +361,6 @@ def time_interleaved(fns: dict, device, repeats: int, warm=None) -> dict:
     return out
 
 
-def breakdown(layer: BaseConv, u, device, repeats: int) -> dict:
-    """Median wall time of each piece of one ``BaseConv.forward`` (the toolkit's ops path)."""
-    L = layer
-    v = ops.add(ops.mm(u, L.W_in), L.b_in)
-    plan = ops.ConvPlan(L.h, causal=L.causal)
-    z = ops.conv(v, L.h, causal=L.causal)
-    g = ops.add(ops.mm(u, L.W_gate), L.b_gate)
-    pieces = {
-        "u W_in": lambda: ops.mm(u, L.W_in),
-        "conv (planned: ops.ConvPlan)": lambda: plan(v),
-        "conv (unplanned (T,T,C) Toeplitz einsum)": lambda: ops.conv(v, L.h, causal=L.causal),
-        "conv (fft)": lambda: ops.conv(v, L.h, causal=L.causal, method="fft"),
-        "+ bias matrix": lambda: ops.add(z, L.b_conv),
-        "u W_gate": lambda: ops.mm(u, L.W_gate),
-        "gate * conv": lambda: ops.hadamard(g, z),
-        "(.) W_out": lambda: ops.mm(ops.hadamard(g, z), L.W_out),
-    }
-    tm = time_interleaved(pieces, device, repeats)
-    return {k: float(np.median(v["wall"])) for k, v in tm.items()}
-
 
 def set_numpy_blas_threads(n: int) -> str:
     """Set the thread count of the BLAS numpy loaded (OpenBLAS, found in this process's
@@ -347,156 +382,222 @@ def set_numpy_blas_threads(n: int) -> str:
     return "numpy BLAS threads not set (no OpenBLAS found)"
 
 
+
+
 def _med(xs):
     return float(np.median(xs))
 
 
 # ------------------------------------------------------------------ one configuration
 
-def run_config(con, stack, dtype: str, B: int, a) -> dict:
+def eta_of(con) -> float:
+    p = con.params
+    return float(p["eta"]) if "eta" in p else float(p["sqrt_eta"]) ** 2
+
+
+def run_config(arch: str, con, k: int, dtype: str, B: int, a) -> dict:
     be = Backend("torch", dtype, a.device)
     dt = getattr(torch, dtype)
-    T, C = con.layout.shape
+    n, d = con.variables["A"]
+    stack = con.layers(k)
     cast = [be.cast_layer(L) for L in stack]
-    allch = [AllChannels(L) for L in cast]
-    fair = [TorchBaseConv(L, dt, a.device) for L in stack]
-    percall = [TorchBaseConv(L, dt, a.device, filter_fft_per_call=True) for L in stack]
-    csr = [SparseTorchBaseConv(L, dt, a.device) for L in stack] if dtype in ("float32", "float64") else None
-    nominal = sum(L.flops() for L in stack)
-    useful = {
-        CONSTR: sum(plan_flops(L, P)[0] for L, P in zip(stack, cast)),
-        CONSTR_ALL: sum(A.flops() for A in allch),
-        CONSTR_FFT: sum(fft_path_flops(L, B, True) for L in stack),
-        BASE: sum(fft_path_flops(L, B, False) for L in stack),
-        BASE_PERCALL: sum(fft_path_flops(L, B, True) for L in stack),
-        BASE_SPARSE: sum(fft_path_flops(L, B, False) - 6 * L.shape[0] * L.shape[1] ** 2 + nonzero_weight_flops(L)
-                         for L in stack),
-        GEMM_SAME: sum(gemm_same_flops(L) for L in stack),
-    }
-    P = sample_ls(B, a.n, a.d, seed=0)
-    q = np.random.default_rng(1).standard_normal((B, a.d))
-    S0 = be.asarray(con.input_state({"A": P.A, "b": P.b, "x": P.x0, "q": q}))
+    shape = con.layout.shape
+    P = sample_ls(B, n, d, seed=0)
+    v = {"A": P.A, "b": P.b, "x": P.x0}
+    if "q" in con.variables:
+        v["q"] = np.random.default_rng(1).standard_normal((B, d))
+    S0 = be.asarray(con.input_state(v))
+    eta = eta_of(con)
+    A = be.asarray(P.A)
+    b = be.asarray(P.b)[..., None]
+    x0 = be.asarray(P.x0)[..., None]
+    At = A.transpose(-1, -2)
 
-    def run_layers(layers, **kw):
+    def plain_gd():
+        x = x0
+        for _ in range(k):
+            x = x - eta * torch.bmm(At, torch.bmm(A, x) - b)
+        return x[..., 0]
+
+    def gram_gd():
+        G, c = torch.bmm(At, A), torch.bmm(At, b)
+        x = x0
+        for _ in range(k):
+            x = x - eta * (torch.bmm(G, x) - c)
+        return x[..., 0]
+
+    def layers_of(objs):
         def f():
             S = S0
-            for L in layers:
-                S = L.forward(S, **kw)
+            for L in objs:
+                S = L.forward(S)
             return S
         return f
 
-    U = torch.randn(B * T, C, dtype=dt, device=a.device)
-    W = torch.randn(C, C, dtype=dt, device=a.device)
-    K = torch.randn(C, T, T, dtype=dt, device=a.device)
-    V = torch.randn(C, T, B, dtype=dt, device=a.device)
-
-    def run_gemm():
-        for _ in stack:
-            U @ W
-            U @ W
-            U @ W
-            torch.bmm(K, V)
-
+    readout = lambda S: con.readout(S)["x"]  # noqa: E731
+    fns, performed = {}, {}
+    if arch == "baseconv":
+        live = [LiveTorchBaseConv(L, C.__dict__["_plan"], dt, a.device) for L, C in zip(stack, cast)]
+        dense = [TorchBaseConv(L, dt, a.device) for L in stack]
+        fns[CHANNEL] = lambda: readout(run_stack(cast, S0))
+        performed[CHANNEL] = performed[FORWARD] = sum(plan_flops(L, C)[0] for L, C in zip(stack, cast))
+        performed[LIVE] = sum(x.flops() for x in live)
+        performed[DENSE] = sum(fft_path_flops(L, B, False) for L in stack)
+    else:
+        m, nn_ = shape
+        live = [LiveTorchLSA(C, m, nn_, a.device) for C in cast]
+        dense = [DenseTorchLSA(C, dt, a.device) for C in cast]
+        performed[FORWARD] = sum(lsa_plan_flops(C, m) for C in cast)
+        performed[LIVE] = sum(x.flops() for x in live)
+        performed[DENSE] = sum(x.flops(m) for x in dense)
+    run_fwd, run_live, run_dense = layers_of(cast), layers_of(live), layers_of(dense)
+    fns[FORWARD] = lambda: readout(run_fwd())
+    fns[LIVE] = lambda: readout(run_live())
+    fns[DENSE] = lambda: readout(run_dense())
+    fns[GD] = plain_gd
+    fns[GRAM] = gram_gd
+    performed[GD] = gd_flops(n, d, k)
+    performed[GRAM] = gram_flops(n, d, k)
+    algorithm = gd_flops(n, d, k)
     N = a.gemm_n
-    fns = {}
-    on_cpu = not a.device.startswith("cuda")
-    if on_cpu and dtype in ("float32", "float64"):
-        rng = np.random.default_rng(2)
-        Xn, Yn = rng.standard_normal((N, N)).astype(dtype), rng.standard_normal((N, N)).astype(dtype)
-        fns[PEAK_NP] = lambda: Xn @ Yn
+    rng = np.random.default_rng(2)
+    Xn, Yn = rng.standard_normal((N, N)).astype(dtype), rng.standard_normal((N, N)).astype(dtype)
     Xt, Yt = torch.randn(N, N, dtype=dt, device=a.device), torch.randn(N, N, dtype=dt, device=a.device)
-    fns[PEAK_TORCH] = lambda: Xt @ Yt
-    fns.update({CONSTR: run_layers(cast), CONSTR_ALL: run_layers(allch), CONSTR_FFT: run_layers(cast, conv_method="fft"),
-                BASE: run_layers(fair), BASE_PERCALL: run_layers(percall), GEMM_SAME: run_gemm})
-    if csr is not None:
-        fns[BASE_SPARSE] = run_layers(csr)
+    peaks = {PEAK_NP: lambda: Xn @ Yn, PEAK_TORCH: lambda: Xt @ Yt}
     with torch.inference_mode():
-        ref = fns[CONSTR]()
-        scale = float(ref.abs().max())
-        diffs = {k: float((fns[k]() - ref).abs().max()) for k in (CONSTR_ALL, CONSTR_FFT, BASE, BASE_PERCALL, BASE_SPARSE)
-                 if k in fns}
-        # the output comparison above was the warm-up of the forwards
-        tm = time_interleaved(fns, a.device, a.repeats, warm=(PEAK_NP, PEAK_TORCH, GEMM_SAME))
-        parts = None
-        if a.breakdown_layer is not None and B == max(a.batch_list):
-            li = min(a.breakdown_layer, len(cast) - 1)
-            parts = {"layer": li, "classes": plan_flops(stack[li], cast[li])[1],
-                     "ms": {k: 1e3 * v for k, v in breakdown(cast[li], S0, a.device, a.repeats).items()}}
-    peak_rounds = np.max([[2 * N ** 3 / t / 1e9 for t in tm[k]["wall"]] for k in (PEAK_NP, PEAK_TORCH) if k in tm],
-                         axis=0)
-    base_w = np.array(tm[BASE]["wall"])
-    row = {"dtype": dtype, "batch": B, "layers": len(stack), "nominal_flops_per_sample": nominal,
-           "max_abs_diff_vs_construction": diffs, "output_max_abs": scale, "gemm_n": N,
-           "gemm_peak_gflops_median": _med(peak_rounds),
-           "gemm_peak_gflops_by_library": {k: _med([2 * N ** 3 / t / 1e9 for t in tm[k]["wall"]])
-                                           for k in (PEAK_NP, PEAK_TORCH) if k in tm},
-           "impl": {}}
-    for name in (CONSTR, CONSTR_ALL, CONSTR_FFT, BASE, BASE_PERCALL, BASE_SPARSE, GEMM_SAME):
-        if name not in tm:  # the CSR baseline: float32 / float64 only
+        # errors: the iterate after k steps against exact GD on the same rounded inputs
+        R = min(B, a.error_problems)
+        ref = gd_reference(be.round_input(P.A[:R]), be.round_input(P.b[:R]), be.round_input(P.x0[:R]),
+                           eta, k)
+        ref = np.asarray(ref, dtype=np.float64)
+        ref = ref[-1] if ref.ndim == 3 and ref.shape[0] == k + 1 else ref[:, -1]
+        errors = {}
+        for name, f in fns.items():  # the untimed first call of each: also its warm-up
+            x = f()
+            errors[name] = float(np.abs(be.to_numpy64(x[:R]) - ref).max())
+        tm = time_interleaved({**peaks, **fns}, a.device, a.repeats, warm=tuple(peaks))
+    peak_rounds = np.max([[2 * N ** 3 / t / 1e9 for t in tm[p]["wall"]] for p in peaks], axis=0)
+    gd_c = np.array(tm[GD]["cpu"])
+    gd_w = np.array(tm[GD]["wall"])
+    row = {"arch": con.name, "dtype": dtype, "batch": B, "layers": len(stack), "steps": k, "state": list(shape),
+           "algorithm_flops_per_sample": algorithm, "gemm_n": N,
+           "matmul_peak_gflops_median": _med(peak_rounds),
+           "matmul_peak_gflops_by_library": {p: _med([2 * N ** 3 / t / 1e9 for t in tm[p]["wall"]]) for p in peaks},
+           "error_problems": R, "impl": {}}
+    for name in IMPLS:
+        if name not in tm:
             continue
         w, c = np.array(tm[name]["wall"]), np.array(tm[name]["cpu"])
-        u = useful[name]
+        fl = performed[name]
+        # a round whose CPU clock did not tick (a coarse clock, a tiny run) is left out of the CPU ratio
+        ok = (c > 0) & (gd_c > 0)
         row["impl"][name] = {
-            "useful_flops_per_sample": u,
-            "wall_median_s": _med(w), "wall_min_s": float(w.min()), "cpu_median_s": _med(c),
-            "wall_per_sample_s": _med(w) / B, "cpu_per_sample_s": _med(c) / B,
-            "cpu_over_wall": _med(c / w),
-            "nominal_gflops": nominal * B / _med(w) / 1e9, "useful_gflops": u * B / _med(w) / 1e9,
-            "fraction_of_peak_useful": _med(u * B / w / 1e9 / peak_rounds),
-            "fraction_of_peak_nominal": _med(nominal * B / w / 1e9 / peak_rounds),
-            "speedup_vs_baseline": _med(base_w / w),
+            "performed_flops_per_sample": fl, "algorithm_flops_per_sample": algorithm,
+            "wall_median_s": _med(w), "cpu_median_s": _med(c),
+            "wall_per_sample_s": _med(w) / B, "cpu_per_sample_s": _med(c) / B, "cpu_over_wall": _med(c / w),
+            "performed_gflops": fl * B / _med(w) / 1e9, "algorithm_gflops": algorithm * B / _med(w) / 1e9,
+            "fraction_of_peak_performed": _med(fl * B / w / 1e9 / peak_rounds),
+            "fraction_of_peak_algorithm": _med(algorithm * B / w / 1e9 / peak_rounds),
+            "cpu_vs_plain_gd": _med(c[ok] / gd_c[ok]) if ok.any() else None,
+            "wall_vs_plain_gd": _med(w / gd_w),
+            "max_abs_error_vs_exact_gd": errors[name],
             "wall_rounds_s": w.tolist(), "cpu_rounds_s": c.tolist(),
         }
-    if parts is not None:
-        row["breakdown"] = parts
-    del U, V, K, S0
     return row
 
 
 # ------------------------------------------------------------------ output
 
+HEAD = (f"{'construction':<18} {'dtype':<7} {'batch':>5} {'implementation':<40} {'CPU/sample':>10} "
+        f"{'wall/sample':>11} {'CPU vs GD':>9} {'FLOP/sample':>11} {'GF/s':>6} {'of peak':>8} "
+        f"{'alg. of peak':>12} {'max|err|':>8}")
+
+
+def _x(v):
+    return "-" if v is None else f"{v:.2f}x"
+
+
 def print_config(row: dict, first: bool) -> None:
     if first:
-        print(f"{'dtype':<8} {'batch':>5} {'implementation':<44} {'wall/sample':>11} {'CPU/sample':>10} "
-              f"{'CPU/wall':>8} {'useful/nom':>10} {'nom GF/s':>8} {'useful GF/s':>11} {'of peak':>7} "
-              f"{'vs baseline':>11}")
+        print(HEAD)
     for name, r in row["impl"].items():
-        print(f"{row['dtype']:<8} {row['batch']:>5} {name:<44} {1e6 * r['wall_per_sample_s']:>9.2f}us "
-              f"{1e6 * r['cpu_per_sample_s']:>8.2f}us {r['cpu_over_wall']:>8.2f} "
-              f"{r['useful_flops_per_sample'] / row['nominal_flops_per_sample']:>10.3f} {r['nominal_gflops']:>8.2f} "
-              f"{r['useful_gflops']:>11.2f} {r['fraction_of_peak_useful']:>7.3f} {r['speedup_vs_baseline']:>10.2f}x")
-    lib = ", ".join(f"{k.split('(')[1].rstrip(')')} {v:.1f}" for k, v in row["gemm_peak_gflops_by_library"].items())
-    print(f"{'':<14} GEMM peak {row['gemm_n']}^3 {row['dtype']}, interleaved: median of the per-round max "
-          f"{row['gemm_peak_gflops_median']:.1f} GFLOP/s ({lib}); max |difference| to the construction output "
-          f"(max |output| {row['output_max_abs']:.2g}): "
-          + ", ".join(f"{SHORT[k]} {v:.1e}" for k, v in row["max_abs_diff_vs_construction"].items()))
-    mine, before = row["impl"][CONSTR], row["impl"][CONSTR_ALL]
-    print(f"{'':<14} live-channel plan against all channels (the plan before it): "
-          f"{before['cpu_per_sample_s'] / mine['cpu_per_sample_s']:.2f}x less CPU per sample, "
-          f"{before['wall_per_sample_s'] / mine['wall_per_sample_s']:.2f}x less wall")
-    if "breakdown" in row:
-        b = row["breakdown"]
-        cl = ", ".join(f"{k} {v}" for k, v in b["classes"].items())
-        print(f"{'':<14} one layer (stack layer {b['layer']}: {cl}), batch {row['batch']}, median ms: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in b["ms"].items()))
+        print(f"{row['arch']:<18} {row['dtype']:<7} {row['batch']:>5} {name:<40} {1e6 * r['cpu_per_sample_s']:>8.2f}us "
+              f"{1e6 * r['wall_per_sample_s']:>9.2f}us {_x(r['cpu_vs_plain_gd']):>9} "
+              f"{r['performed_flops_per_sample']:>11.0f} {r['performed_gflops']:>6.2f} "
+              f"{r['fraction_of_peak_performed']:>8.4f} {r['fraction_of_peak_algorithm']:>12.5f} "
+              f"{r['max_abs_error_vs_exact_gd']:>8.1e}")
+    lib = ", ".join(f"{k.split('(')[1].rstrip(')')} {v:.1f}" for k, v in row["matmul_peak_gflops_by_library"].items())
+    print(f"{'':<18} matmul peak {row['gemm_n']}^3 {row['dtype']}: median of the per-round max "
+          f"{row['matmul_peak_gflops_median']:.1f} GFLOP/s ({lib}); the algorithm: {row['steps']} GD steps = "
+          f"{row['algorithm_flops_per_sample']} FLOP per sample; errors: max |x_k - exact GD| over "
+          f"{row['error_problems']} problems")
+
+
+def markdown(d: dict) -> str:
+    lines = [f"Execution of the GD constructions (`python bench/bench_construction.py {d['argv']}`) on "
+             f"{d['device_name']}; torch {d['torch']}, numpy {d['numpy']}; load average {d['load_average'][0]:.2f} "
+             f"before, {d['load_average'][1]:.2f} after; median of {d['repeats']} interleaved rounds. "
+             "'CPU vs GD': CPU per sample over plain torch GD's (bmm) in the same rounds (target: at most "
+             f"{TARGET:g}x); FLOPs performed per sample and their fraction of the round's matmul peak; "
+             "'alg. of peak': the algorithm's FLOPs (the GD steps) per second over the peak; the error: max "
+             "|x_k - exact GD| (50 digits, same rounded inputs).\n",
+             "| construction | dtype | batch | implementation | CPU/sample | wall/sample | CPU vs GD | FLOP/sample "
+             "| of peak | alg. of peak | max abs error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in d["results"]:
+        for name, r in row["impl"].items():
+            lines.append(f"| {row['arch']} ({row['layers']} layers, {row['steps']} steps) | {row['dtype']} | "
+                         f"{row['batch']:,} | {name} | {1e6 * r['cpu_per_sample_s']:.2f} us | "
+                         f"{1e6 * r['wall_per_sample_s']:.2f} us | {_x(r['cpu_vs_plain_gd'])} | "
+                         f"{r['performed_flops_per_sample']:,.0f} | {r['fraction_of_peak_performed']:.4f} | "
+                         f"{r['fraction_of_peak_algorithm']:.5f} | {r['max_abs_error_vs_exact_gd']:.1e} |")
+    lines += ["", "Matmul peak per configuration (GFLOP/s, median of the per-round max of numpy and torch): "
+              + "; ".join(f"{r['arch']} {r['dtype']} {r['batch']}: {r['matmul_peak_gflops_median']:.1f}"
+                          for r in d["results"])]
+    return "\n".join(lines) + "\n"
+
+
+#: the issue's target (46 item 2): the construction's float run within this factor of plain GD's CPU per sample
+TARGET = 6.0
+
+
+def summary(results: list) -> list[str]:
+    out = []
+    for row in results:
+        fastest = min((n for n in (CHANNEL, FORWARD) if n in row["impl"]),
+                      key=lambda n: row["impl"][n]["cpu_per_sample_s"])
+        r = row["impl"][fastest]
+        v = r["cpu_vs_plain_gd"]
+        verdict = "-" if v is None else ("met" if v <= TARGET else "not met")
+        out.append(f"{row['arch']} {row['dtype']} batch {row['batch']}: {fastest} {_x(v)} plain GD's CPU per "
+                   f"sample ({_x(row['impl'][GRAM]['cpu_vs_plain_gd'])} for GD with A^T A precomputed), "
+                   f"target {TARGET:g}x {verdict}; equal-work plain torch {_x(row['impl'][LIVE]['cpu_vs_plain_gd'])}")
+    return out
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batches", default="256,1024,4096")
+    """The command line; bad arguments are one line on stderr and exit 2 (``run_main``)."""
+    return run_main(_run, argv)
+
+
+def _run(argv) -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("--archs", default="baseconv,lsa", help=f"comma list of {', '.join(ARCHS)}")
+    ap.add_argument("--batches", default="256,4096")
     ap.add_argument("--dtypes", default="float32,float64", help=f"comma list of {', '.join(DTYPES)}")
-    ap.add_argument("--dtype", help="one dtype (same as --dtypes DTYPE)")
-    ap.add_argument("--layers", type=int, default=31, help="depth 1 + 3k of the GD stack (default 31)")
+    ap.add_argument("--layers", type=int, default=31, help="depth of every construction's stack (default 31)")
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--d", type=int, default=5)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--repeats", type=int, default=4, help="interleaved rounds (median reported; default 4)")
-    ap.add_argument("--gemm-n", type=int, default=1024, help="size N of the N^3 GEMM peak (default 1024)")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds (median reported; default 5)")
+    ap.add_argument("--gemm-n", type=int, default=1024, help="size N of the N^3 matmul peak (default 1024)")
     ap.add_argument("--threads", type=int, default=1,
                     help="CPU threads of torch and of numpy's BLAS (default 1; 0: the libraries' defaults)")
+    ap.add_argument("--error-problems", type=int, default=64,
+                    help="problems whose iterate is compared with exact GD (default 64)")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run: batches 16,64, 4 layers, 2 rounds, GEMM 256 (a few seconds)")
+                    help="smoke run: batches 16,64, 4 layers, 2 rounds, matmul 256 (a few seconds)")
     ap.add_argument("--json", help="write the results as JSON")
+    ap.add_argument("--md", help="write the results as a markdown table")
     a = ap.parse_args(argv)
     if a.quick:
         a.batches, a.layers, a.repeats, a.gemm_n = "16,64", 4, 2, 256
@@ -505,71 +606,68 @@ def main(argv=None) -> int:
         if not a.batch_list or min(a.batch_list) < 1:
             raise ValueError
     except ValueError:
-        print(f"error: --batches must be a comma list of positive integers, got {a.batches!r}", file=sys.stderr)
-        return 2
-    dtypes = [t.strip() for t in (a.dtype if a.dtype is not None else a.dtypes).split(",") if t.strip()]
+        raise UsageError(f"--batches must be a comma list of positive integers, got {a.batches!r}") from None
+    dtypes = [t.strip() for t in a.dtypes.split(",") if t.strip()]
     bad = [t for t in dtypes if t not in DTYPES]
     if not dtypes or bad:
-        print(f"error: unknown dtype {bad[0] if bad else ''!r}; choose from {', '.join(DTYPES)}", file=sys.stderr)
-        return 2
-    for flag, v, lo in (("--repeats", a.repeats, 1), ("--gemm-n", a.gemm_n, 1), ("--threads", a.threads, 0)):
-        if v < lo:
-            print(f"error: {flag} must be >= {lo}, got {v}", file=sys.stderr)
-            return 2
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print("error: --device cuda requested but torch sees no CUDA GPU", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown dtype {bad[0] if bad else ''!r}; choose from {', '.join(DTYPES)}")
+    archs = [t.strip() for t in a.archs.split(",") if t.strip()]
+    bad = [t for t in archs if t not in ARCHS]
+    if not archs or bad:
+        raise UsageError(f"unknown construction {bad[0] if bad else ''!r} in --archs; choose from {', '.join(ARCHS)}")
+    for flag, val, lo in (("--repeats", a.repeats, 1), ("--gemm-n", a.gemm_n, 1), ("--threads", a.threads, 0),
+                          ("--error-problems", a.error_problems, 1), ("--layers", a.layers, 1)):
+        if val < lo:
+            raise UsageError(f"{flag} must be >= {lo}, got {val}")
     if a.device != "cpu" and not a.device.startswith("cuda"):
-        print(f"error: --device must be cpu or cuda[:i], got {a.device!r}", file=sys.stderr)
-        return 2
-    try:
-        con = gd_baseconv(a.n, a.d)
-        k = con.steps_for_depth(a.layers)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    a.breakdown_layer = 2 if k >= 1 else None
+        raise UsageError(f"--device must be cpu or cuda[:i], got {a.device!r}")
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("--device cuda requested but torch sees no CUDA GPU")
+    js, md = output_file("--json", a.json), output_file("--md", a.md)
+    cons = {}
+    for arch in archs:
+        try:
+            con = ARCHS[arch](a.n, a.d)
+            cons[arch] = (con, con.steps_for_depth(a.layers))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     blas = "numpy BLAS threads: library default"
     if a.threads and not a.device.startswith("cuda"):
         torch.set_num_threads(a.threads)
         blas = set_numpy_blas_threads(a.threads)
-    stack = con.layers(k)
-    T, C = con.layout.shape
     dev_name = (torch.cuda.get_device_name() if a.device.startswith("cuda")
                 else f"CPU, {torch.get_num_threads()} torch threads, {blas}, {os.cpu_count()} CPUs")
     load0 = os.getloadavg()
-    print(f"{con.name}: {len(stack)} layers (1 + 3 x {k}), state T={T} x C={C}, on {a.device} ({dev_name}); "
-          f"torch {torch.__version__}, numpy {np.__version__}; load average {load0[0]:.2f}")
-    classes = {}
-    be = Backend("torch", "float64", a.device)
-    for L in stack:
-        cl = plan_flops(L, be.cast_layer(L))[1]
-        key = tuple(cl.items())
-        classes[key] = classes.get(key, 0) + 1
-    print("per sample: nominal FLOPs (BaseConv.flops(), dense: 6TC^2 + 2T^2C + 6TC per layer) "
-          f"{sum(L.flops() for L in stack)}; projections with zero weights skipped would be "
-          f"{sum(nonzero_weight_flops(L) for L in stack)} of the {sum(6 * T * C * C for _ in stack)} dense GEMM FLOPs")
-    print("ConvPlan channel classes: " + "; ".join(f"{n} layers {dict(key)}" for key, n in classes.items()))
-    print(f"times: median of {a.repeats} interleaved rounds; 'of peak': useful GFLOP/s over the same round's "
-          f"GEMM peak; 'vs baseline': per-round speedup over '{BASE}'")
+    print(f"on {a.device} ({dev_name}); torch {torch.__version__}, numpy {np.__version__}; load average {load0[0]:.2f}")
+    for arch, (con, k) in cons.items():
+        print(f"{con.name}: {con.depth(k)} layers = {k} GD steps, state {' x '.join(map(str, con.layout.shape))}, "
+              f"N x D = {a.n}x{a.d}; the algorithm {gd_flops(a.n, a.d, k)} FLOP per sample")
+    print(f"times: median of {a.repeats} interleaved rounds; 'CPU vs GD': per-round CPU over '{GD}'; "
+          "'of peak': performed FLOPs per second over the round's matmul peak; 'alg. of peak': the algorithm's")
     results = []
     t_start, c_start = time.perf_counter(), time.process_time()
-    for dtype in dtypes:
-        for B in a.batch_list:
-            row = run_config(con, stack, dtype, B, a)
-            print_config(row, first=not results)
-            sys.stdout.flush()
-            results.append(row)
+    for arch, (con, k) in cons.items():
+        for dtype in dtypes:
+            for B in a.batch_list:
+                row = run_config(arch, con, k, dtype, B, a)
+                print_config(row, first=not results)
+                sys.stdout.flush()
+                results.append(row)
     load1 = os.getloadavg()
+    for line in summary(results):
+        print(line)
     print(f"total {time.perf_counter() - t_start:.1f} s wall, {time.process_time() - c_start:.1f} s CPU; "
           f"load average {load1[0]:.2f} at the end")
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump({"device": a.device, "device_name": dev_name, "torch": torch.__version__, "numpy": np.__version__,
-                       "construction": con.name, "layers": len(stack), "T": T, "C": C, "dtypes": dtypes,
-                       "batches": a.batch_list, "repeats": a.repeats, "gemm_n": a.gemm_n,
-                       "load_average": [load0[0], load1[0]], "baseline": BASE, "results": results}, fh, indent=1)
-        print(f"written {a.json}")
+    d = {"device": a.device, "device_name": dev_name, "torch": torch.__version__, "numpy": np.__version__,
+         "argv": " ".join(argv if argv is not None else sys.argv[1:]), "archs": archs, "dtypes": dtypes,
+         "batches": a.batch_list, "repeats": a.repeats, "gemm_n": a.gemm_n, "target_cpu_vs_plain_gd": TARGET,
+         "load_average": [load0[0], load1[0]], "anchor": GD, "results": results}
+    if js:
+        atomic_write_text(js, json.dumps(d, indent=1), "--json")
+        print(f"written {js}")
+    if md:
+        atomic_write_text(md, markdown(d), "--md")
+        print(f"written {md}")
     return 0
 
 

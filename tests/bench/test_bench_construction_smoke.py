@@ -5,32 +5,40 @@ import pytest
 BENCH = "bench_construction.py"
 
 
-def test_tiny_run_writes_consistent_json(bench, run_json):
-    text, d = run_json(["--batches", "8", "--layers", "4", "--repeats", "1", "--gemm-n", "64",
-                        "--dtypes", "float32,float64", "--threads", "0"])
-    assert "wall/sample" in text and "CPU/sample" in text and "GEMM peak 64^3" in text
-    assert d["layers"] == 4 and d["baseline"] == bench.BASE
-    assert [(r["dtype"], r["batch"]) for r in d["results"]] == [("float32", 8), ("float64", 8)]
+def test_tiny_run_writes_consistent_json(bench, run_json, tmp_path):
+    md = tmp_path / "b.md"
+    text, d = run_json(["--batches", "8", "--layers", "4", "--repeats", "2", "--gemm-n", "64",
+                        "--dtypes", "float32,float64", "--threads", "0", "--error-problems", "4", "--md", str(md)])
+    assert "CPU/sample" in text and "matmul peak 64^3" in text and "target 6x" in text
+    assert d["anchor"] == bench.GD and d["archs"] == ["baseconv", "lsa"]
+    assert [(r["arch"], r["dtype"], r["batch"]) for r in d["results"]] == [
+        ("gd-baseconv", "float32", 8), ("gd-baseconv", "float64", 8), ("gd-lsa", "float32", 8), ("gd-lsa", "float64", 8)]
+    table = md.read_text()
     for r in d["results"]:
-        tol = 1e-4 if r["dtype"] == "float32" else 1e-10
-        assert all(v <= tol * max(1.0, r["output_max_abs"]) for v in r["max_abs_diff_vs_construction"].values())
         impl = r["impl"]
-        assert set(impl) == {bench.CONSTR, bench.CONSTR_ALL, bench.CONSTR_FFT, bench.BASE, bench.BASE_PERCALL,
-                             bench.BASE_SPARSE, bench.GEMM_SAME}
-        # the sparse baseline does the projections' nonzero work only
-        assert impl[bench.BASE_SPARSE]["useful_flops_per_sample"] < impl[bench.BASE]["useful_flops_per_sample"]
-        nominal = r["nominal_flops_per_sample"]
-        # the planned path does less than the dense formula; the per-call filter FFT costs a little more
-        assert impl[bench.CONSTR]["useful_flops_per_sample"] < nominal
-        assert impl[bench.BASE_PERCALL]["useful_flops_per_sample"] > impl[bench.BASE]["useful_flops_per_sample"]
-        assert impl[bench.BASE]["speedup_vs_baseline"] == pytest.approx(1.0)
-        for v in impl.values():
-            assert v["wall_per_sample_s"] > 0 and v["cpu_per_sample_s"] >= 0
-            assert len(v["wall_rounds_s"]) == 1 and v["useful_gflops"] > 0
-        assert r["gemm_peak_gflops_median"] > 0
+        want = set(bench.IMPLS) - ({bench.CHANNEL} if r["arch"] == "gd-lsa" else set())
+        assert set(impl) == want
+        # the algorithm's count is the GD steps' (k (4ND + N + 2D)), the same for every implementation
+        k = r["steps"]
+        assert r["algorithm_flops_per_sample"] == k * (4 * 20 * 5 + 20 + 2 * 5)
+        assert impl[bench.GD]["performed_flops_per_sample"] == r["algorithm_flops_per_sample"]
+        # the construction performs less than the equal-work plain torch layer, which performs less than the dense one
+        mine = impl[bench.FORWARD]["performed_flops_per_sample"]
+        assert mine < impl[bench.LIVE]["performed_flops_per_sample"] < impl[bench.DENSE]["performed_flops_per_sample"]
+        assert impl[bench.GD]["cpu_vs_plain_gd"] in (None, pytest.approx(1.0))
+        # every implementation computes the same GD iterate: errors at roundoff of the dtype
+        tol = 1e-3 if r["dtype"] == "float32" else 1e-11
+        for name, v in impl.items():
+            assert v["max_abs_error_vs_exact_gd"] <= tol, name
+            assert v["wall_per_sample_s"] > 0 and v["cpu_per_sample_s"] >= 0 and len(v["wall_rounds_s"]) == 2
+            assert 0 < v["fraction_of_peak_algorithm"] and 0 < v["fraction_of_peak_performed"]
+            assert f"| {name} |" in table
+        assert r["matmul_peak_gflops_median"] > 0
 
 
 def test_plan_flops_counts_channel_classes(bench):
+    import torch
+
     from constructions.gd_baseconv import gd_baseconv
     from numerics.backends import Backend
 
@@ -47,8 +55,8 @@ def test_plan_flops_counts_channel_classes(bench):
         assert proj <= 2 * T * k * (len(plan.Rg) + len(plan.Ri) + C)  # selections are gathers, no products
         assert total == proj + conv + T * k + T * k * (cl["bias_matrices_added"] - (plan.bo is not None)) \
             + T * C * (plan.bo is not None)
-        before = bench.AllChannels(P).flops()  # the plan before LivePlan: every channel, dense projections
-        assert total <= before <= L.flops()
+        live = bench.LiveTorchBaseConv(L, plan, torch.float64, "cpu").flops()  # equal work, dense blocks
+        assert total <= live <= L.flops() + 2 * T * C * C
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -57,6 +65,9 @@ def test_plan_flops_counts_channel_classes(bench):
     (["--dtypes", "float8"], "unknown dtype"),
     (["--repeats", "0"], "--repeats"),
     (["--layers", "5"], "error:"),
+    (["--archs", "mamba"], "--archs"),
+    (["--error-problems", "0"], "--error-problems"),
+    (["--json", "/"], "--json"),
     (["--device", "tpu"], "--device"),
 ])
 def test_bad_arguments_one_line_exit_2(args, msg, refused):
