@@ -108,13 +108,14 @@ def add_arguments(c) -> None:
                         "for elsa), spending layers (default: as many as the compile needs)")
     c.add_argument("--channels", type=int, default=None,
                    help=f"targets {names_text(accepting('channels'))}: a channel budget, every state and every "
-                        "layer's inner channels at most this many, spending layers and appended tokens "
-                        "(constructions/compiler/budget.py; at least the grid's channels + 2; default: the "
-                        "smallest depth)")
+                        "layer's inner channels at most this many: the default compile where it fits, else the "
+                        "fewest layers among the compiles tried within it (constructions/compiler/budget_search.py; "
+                        "at least the narrowest compile tried, named in the refusal; default: the smallest depth)")
     c.add_argument("--pareto", action="store_true",
                    help=f"targets {names_text(accepting('channels'))}: also print (and put in the JSON as pareto) "
-                        "the layers/channels frontier from the smallest budget to the unbounded compile (each point "
-                        "compiled, not proved; the proved stack is the one compiled)")
+                        "the layers/channels frontier from the smallest budget to the unbounded compile, the lower "
+                        "envelope of the compiles tried (each point compiled, not proved; the proved stack is the "
+                        "one compiled)")
     c.add_argument("--as-written", action="store_true",
                    help="compile the circuit's own association (default: re-associate it first to the least "
                         "multiplicative depth: flattened sums and products as balanced trees, distribution where "

@@ -45,7 +45,7 @@ def _memo(g, key, make):
     hit = _CACHE.get(k)
     if hit is not None and hit[0] is g:
         return hit[1]
-    if len(_CACHE) > 4096:
+    if len(_CACHE) > 256:
         _CACHE.clear()
     v = make()
     _CACHE[k] = (g, v)

@@ -133,8 +133,10 @@ _SEQ_PASSES = (
     _LINEARISE,
     Pass("place", "place:candidates", "input layouts: the canonical channel relabelling and the splits"),
     Pass("plan", "sequence:plan", "LayerSpec per layer (product / route), the narrowest layout"),
-    Pass("plan under a budget", "levels:plan_levels", "with channels=C: LayerSpecs of the level-parallel or "
-                                                       "one-product-at-a-time scheme"),
+    Pass("plan under a budget", "budget_search:compile_within", "with channels=C: the default plan where it fits, "
+                                                                "else the fewest layers among the levelled plans "
+                                                                "with fewer products per layer and the budget "
+                                                                "machine (level-parallel or one product at a time)"),
     Pass("emit", "sequence:_emit", "BaseConv weights per LayerSpec"),
     Pass("assemble", "circuit:compiled", "CompiledCircuit (slots, info, bound)"),
 )
@@ -147,7 +149,7 @@ _ATT_PASSES = (
 )
 _SEQ_BOUND = ("2 md + 1 layers on the input grid's tokens (a product layer per level of multiplicative depth "
               "md, a route layer before it where a factor must move, one for the outputs); with channels=C the "
-              "budget's stated bound (constructions/compiler/budget.py)")
+              "stated bound of the compile chosen (constructions/compiler/budget_search.py)")
 _SEQ_PAPER = ("seed 000 Thm. D.30 / seed 003 Thm. H.21 (levelled; seed 000 App. D.2.1 LINEAR, MULTIPLY; "
               "seed 003 Lemmas H.7-H.8)")
 
