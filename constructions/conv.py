@@ -20,6 +20,8 @@ Lag 0 comes first (causal, circular); this is *not* ``torch.nn.Conv1d`` (a cross
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .running_sums import prefix_sums
@@ -40,6 +42,14 @@ def lag_index(T: int, causal: bool, same: bool):
     if causal:
         return np.where(lag >= 0, lag, 0), lag >= 0
     return lag % T, np.ones_like(lag, dtype=bool)
+
+
+@functools.lru_cache(maxsize=64)
+def _lag_index_on(T: int, causal: bool, same: bool, device):
+    """:func:`lag_index` as torch tensors on ``device``, made once per (T, mode, device): a training
+    step's convolutions copy nothing from the host (a blocking copy waits for the GPU)."""
+    idx, mask = lag_index(T, causal, same)
+    return torch.as_tensor(idx, device=device), torch.as_tensor(mask, device=device)
 
 
 def _check_mode(causal: bool, same: bool) -> None:
@@ -68,8 +78,7 @@ def conv(v, h, *, causal: bool, method: str = "direct", need=None, same: bool = 
     # direct: a (C, T, T) Toeplitz (causal, same) or circulant (non-causal) matrix per channel
     idx, mask = lag_index(T, causal, same)
     if is_torch(v):
-        idx_t = torch.as_tensor(idx, device=v.device)
-        mask_t = torch.as_tensor(mask, device=v.device)
+        idx_t, mask_t = _lag_index_on(T, causal, same, v.device)
         K = h[idx_t] * mask_t[..., None].to(h.dtype)  # (T, T, C)
         return torch.einsum("trc,...rc->...tc", K, v)
     xp = array_module(v)

@@ -266,3 +266,20 @@ def grad_norm(params) -> float:
         if p.grad is not None:
             s += float(p.grad.detach().pow(2).sum())
     return math.sqrt(s) if math.isfinite(s) else float("inf")
+
+
+def grad_ok(params, limit: float) -> torch.Tensor:
+    """Whether a step with these gradients is taken (``grad_norm(params)`` finite and at most
+    ``limit``), as a boolean tensor on the parameters' device, with nothing read to the host: the
+    same float64 sum of the same per-parameter sums in the same order (each parameter's sum of
+    squares in its own dtype, as ``grad_norm`` reads it), the same correctly rounded square root, so
+    the decision is ``grad_norm``'s."""
+    s = None
+    for p in params:
+        if p.grad is not None:
+            t = p.grad.detach().pow(2).sum().to(torch.float64)
+            s = t if s is None else s + t
+    if s is None:  # no gradient: norm 0
+        return torch.ones((), dtype=torch.bool, device=params[0].device if params else "cpu")
+    gn = torch.sqrt(s)
+    return torch.isfinite(gn) & (gn <= limit)

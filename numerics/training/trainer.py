@@ -19,6 +19,21 @@ the run, its elapsed time a plausible number of seconds) and the history beside 
 (:func:`read_history`: a record for every evaluation up to the checkpoint's step, so that none is
 lost); then it removes the temporary files of the run's own names that a killed run left
 (:func:`remove_stale_temporaries`).
+
+Host synchronisation (issue 45 item 4).  On a GPU every read of a device value (``float(t)``,
+``.item()``, ``if t:``, a blocking copy) stalls the host until the card has caught up, so
+:meth:`Trainer.run` trains in *chunks* of at most :data:`SYNC_EVERY` steps (ending at every
+evaluation and checkpoint) that read nothing from the device: the training losses and the
+step-skipping test (:func:`recipe.grad_ok`: the gradient norm's same sums in the same order, decided
+on the device) stay on the device, each batch is sampled on the host as before (the same float64
+problems) and moves in one non-blocking copy from pinned memory.  At the chunk's end one read
+(:meth:`Trainer.flush`) brings back its losses and flags.  A chunk in which some step should have
+been skipped is rolled back to the state saved at its start (weights, Adam, EMA, scheduler,
+counters) and replayed with the step-by-step host check (:meth:`Trainer.train_step`), so the weights
+and every record are those of the step-by-step loop (bit for bit on the CPU;
+``tests/numerics/training/test_host_syncs.py`` counts the reads per step with
+:class:`numerics.training.host_syncs.HostSyncCounter`); the chunk after a rolled-back one runs step
+by step, speculation resuming after a chunk without a skip.
 """
 from __future__ import annotations
 
@@ -39,7 +54,7 @@ from polyverify.plumbing.cli import progress as progress_reporter
 
 from . import jsonio
 from .modules import ModelConfig, SequenceModel, export_weights
-from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, make_ema, make_scheduler
+from .recipe import RecipeConfig, cosine_metric, flat_grad, grad_norm, grad_ok, make_ema, make_scheduler
 from .tasks import Task, make_task
 
 from .names import CKPT, stale_temporaries  # noqa: E402
@@ -49,6 +64,9 @@ MAX_ELAPSED_S = 10 * 365.25 * 86400
 #: the checkpoint's tensor of the training losses since the last evaluation record (the next
 #: record's ``train_loss`` is their mean)
 RECENT = "run.recent_losses"
+#: the most training steps :meth:`Trainer.run` takes between two reads of the device (and the most a
+#: rolled-back chunk replays); the progress bar's loss is shown at these reads
+SYNC_EVERY = 50
 
 
 @dataclass
@@ -126,14 +144,26 @@ class Trainer:
         self.elapsed = 0.0
         self.history: list[dict] = []
         self.recent: list[float] = []  # the training losses since the last evaluation record
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (loss, ok) of the chunk's steps, on the device
+        self._mark: dict | None = None  # the state at the chunk's start (None: no chunk open)
+        self._careful = False  # the current chunk runs step by step (the last one was rolled back)
+        self._careful_skips = 0  # steps skipped in the current step-by-step chunk
         self.stopped_by_time = False
         self.out_dir = Path(out_dir) if out_dir else None
         self.progress = progress
 
     # ------------------------------------------------------------ data
     def tensors(self, u, y, dtype=None):
-        t = lambda a: torch.as_tensor(a, dtype=dtype or self.dtype, device=self.cfg.device)  # noqa: E731
-        return t(u), t(y)
+        """``u`` and ``y`` (host arrays) as tensors of ``dtype`` on the run's device: cast on the host
+        (the rounding ``torch.as_tensor`` does), one buffer, one non-blocking copy (from pinned memory
+        on a GPU), so that moving a batch does not stall the host."""
+        u, y = np.asarray(u), np.asarray(y)
+        flat = torch.from_numpy(np.concatenate([u.reshape(-1), y.reshape(-1)])).to(dtype or self.dtype)
+        dev = torch.device(self.cfg.device)
+        if dev.type == "cuda":
+            flat = flat.pin_memory()
+        flat = flat.to(dev, non_blocking=True)
+        return flat[:u.size].view(u.shape), flat[u.size:].view(y.shape)
 
     def loss_on(self, u, y, model=None):
         out = (model or self.model)(u)[:, self.task.out_rows]
@@ -151,13 +181,16 @@ class Trainer:
             import copy
 
             model, dtype = copy.deepcopy(self.model).to(torch.float64), torch.float64
-        tot, done = 0.0, 0
+        # the chunks' sum on the device in float64, in order (each float32 loss times b is exact in
+        # float64: the sum a host loop of float(loss) * b makes), read once
+        tot, done = None, 0
         while done < n:
             b = min(1024, n - done)
             u, y = self.tensors(*self.task.sample(b, rng), dtype=dtype)
-            tot += float(self.loss_on(u, y, model)) * b
+            part = self.loss_on(u, y, model).to(torch.float64) * b
+            tot = part if tot is None else tot + part
             done += b
-        return tot / n
+        return tot.item() / n
 
     def gradient_metric(self) -> float:
         """Eq. (6) on ``metric_batches`` fresh minibatches at the current weights."""
@@ -174,6 +207,9 @@ class Trainer:
 
     # ------------------------------------------------------------ loop
     def train_step(self) -> tuple[float, bool]:
+        """One step, checked on the host (it reads the gradient norm and the loss): the step-by-step
+        loop, which a rolled-back chunk replays; the loss and whether the step was taken.
+        :meth:`advance` takes steps without reading the device."""
         rc = self.cfg.recipe
         u, y = self.tensors(*self.task.sample(self.cfg.batch, rng_for(self.cfg.seed, 0, self.step)))
         self.opt.zero_grad(set_to_none=True)
@@ -196,6 +232,100 @@ class Trainer:
         self.sched.step(self.step)
         return float(loss.detach()), ok
 
+    def _step_on_device(self) -> None:
+        """:meth:`train_step`'s step, reading nothing from the device: the step is taken and its loss
+        and whether it should have been skipped are kept (on the device) for :meth:`flush`."""
+        if self._mark is None:
+            self._mark = self._snapshot()
+        rc = self.cfg.recipe
+        u, y = self.tensors(*self.task.sample(self.cfg.batch, rng_for(self.cfg.seed, 0, self.step)))
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_on(u, y)
+        loss.backward()
+        ok = grad_ok(self.params, rc.skip_grad_norm)
+        for g in self.opt.param_groups:
+            g["lr"] = self.sched.lr
+        self.ema.before_step()
+        saved = self.ema.save_params()
+        self.opt.step()
+        self.ema.after_step(saved)
+        self._pending.append((loss.detach(), ok))
+        self.step += 1
+        if rc.scheduler == "adaptive" and self.step % rc.metric_every == 0:
+            self.sched.observe(self.gradient_metric())
+        self.sched.step(self.step)
+
+    def _one_step(self) -> None:
+        """The next step of the current chunk: on the device, or (after a rolled-back chunk) checked."""
+        if self._careful:
+            loss, ok = self.train_step()
+            self.recent.append(loss)
+            self._careful_skips += not ok
+        else:
+            self._step_on_device()
+
+    def advance(self, n: int) -> None:
+        """``n`` steps as :meth:`run` takes them (chunks of at most :data:`SYNC_EVERY`, each read once
+        at its end), with no evaluation and no checkpoint."""
+        for _ in range(n):
+            self._one_step()
+            if self.step % SYNC_EVERY == 0:
+                self.flush()
+        self.flush()
+
+    def _snapshot(self) -> dict:
+        """Everything a step changes, copied (on the device: no read)."""
+        with torch.no_grad():
+            return {"tensors": [t.detach().clone() for t in itertools.chain(self.model.parameters(), self.model.buffers())],
+                    "opt": {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in self.opt.state[p].items()}
+                            for p in self.params if p in self.opt.state},
+                    "lrs": [g["lr"] for g in self.opt.param_groups],
+                    "ema": [b.clone() for b in getattr(self.ema, "buf", [])], "ema_t": getattr(self.ema, "t", None),
+                    "sched": dict(self.sched.state()), "step": self.step, "skipped": self.skipped}
+
+    def _restore(self, m: dict) -> None:
+        with torch.no_grad():
+            for t, v in zip(itertools.chain(self.model.parameters(), self.model.buffers()), m["tensors"]):
+                t.copy_(v)
+            for p in self.params:
+                if p in m["opt"]:
+                    self.opt.state[p] = m["opt"][p]
+                else:
+                    self.opt.state.pop(p, None)
+            for g, lr in zip(self.opt.param_groups, m["lrs"]):
+                g["lr"] = lr
+            for b, v in zip(getattr(self.ema, "buf", []), m["ema"]):
+                b.copy_(v)
+            if m["ema_t"] is not None:
+                self.ema.t = m["ema_t"]
+        self.sched.load(m["sched"])
+        self.step, self.skipped = m["step"], m["skipped"]
+        self.opt.zero_grad(set_to_none=True)
+
+    def flush(self) -> None:
+        """End the current chunk: one read of its losses and skip flags.  Where every step should
+        have been taken, its losses join :attr:`recent`; otherwise the chunk is rolled back to its
+        start and replayed by :meth:`train_step`, and the next chunk runs step by step too."""
+        pending, mark = self._pending, self._mark
+        self._pending, self._mark = [], None
+        if self._careful:  # a step-by-step chunk ends: speculate again unless it skipped a step
+            self._careful = self._careful_skips > 0
+            self._careful_skips = 0
+        if not pending:
+            return
+        n = len(pending)
+        vals = torch.cat([torch.stack([lo for lo, _ in pending]).to(torch.float64),
+                          torch.stack([ok for _, ok in pending]).to(torch.float64)]).tolist()
+        if all(vals[n:]):
+            self.recent.extend(vals[:n])
+            return
+        self._restore(mark)
+        self._careful, self._careful_skips = True, 0
+        for _ in range(n):
+            loss, ok = self.train_step()
+            self.recent.append(loss)
+            self._careful_skips += not ok
+
     def run(self, steps: int | None = None, *, max_seconds: float | None = None) -> dict:
         """Train to ``steps`` (default the configuration's); with ``max_seconds``, stop earlier once
         that much wall time (this run plus any resumed time) has passed, after an evaluation."""
@@ -207,27 +337,32 @@ class Trainer:
         if self.progress and steps > self.step:
             bar = self._progress_bar(steps)
         t0 = time.perf_counter() - self.elapsed
+        self.flush()
         if self.step == 0 and not self.history:
             self._record(t0)
         while self.step < steps:
             if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                self.flush()
                 if self.history[-1]["step"] != self.step:
                     self._record(t0)
                 self.stopped_by_time = True
                 break
-            loss, _ = self.train_step()
-            self.recent.append(loss)
+            self._one_step()
+            checkpoint = self.out_dir and (self.step % cfg.checkpoint_every == 0 or self.step == steps)
+            if self.step % SYNC_EVERY == 0 or self.step % cfg.eval_every == 0 or self.step == steps or checkpoint:
+                self.flush()
             if bar is not None:
                 bar.update(1)
-                if self.step % 50 == 0:
-                    bar.set_postfix(loss=f"{loss:.2e}", lr=f"{self.sched.lr:.1e}", refresh=False)
+                if self.step % SYNC_EVERY == 0:
+                    bar.set_postfix(loss=f"{self.recent[-1]:.2e}", lr=f"{self.sched.lr:.1e}", refresh=False)
             if self.step % cfg.eval_every == 0 or self.step == steps:
                 self._record(t0)
                 if bar is not None:
                     bar.set_postfix(test=f"{self.history[-1]['test_mse']:.2e}", lr=f"{self.sched.lr:.1e}")
-            if self.out_dir and (self.step % cfg.checkpoint_every == 0 or self.step == steps):
+            if checkpoint:
                 self.elapsed = time.perf_counter() - t0
                 self.save(self.out_dir / CKPT)
+        self.flush()
         if bar is not None:
             bar.close()
         self.elapsed = time.perf_counter() - t0
@@ -248,6 +383,7 @@ class Trainer:
     def _record(self, t0):
         """The evaluation record of the current step; its train_loss is the mean of the training
         losses since the last record (NaN if none), which it consumes."""
+        self.flush()
         train_loss = float(np.mean(self.recent)) if self.recent else float("nan")
         self.recent = []
         st = self.sched.state()
@@ -286,6 +422,8 @@ class Trainer:
     # ------------------------------------------------------------ checkpoints
     def save(self, path):
         from safetensors.torch import save_file
+
+        self.flush()
 
         t = {f"model.{k}": v.detach().contiguous() for k, v in self.model.state_dict().items()}
         for i, p in enumerate(self.params):
