@@ -17,7 +17,9 @@ status, and the CPU (user + sys of the child) and wall time it took:
   float forward, exact proof);
 * ``bench/bench_memory.py`` (when present): peak RSS of ``gd --layers`` at two depths;
 * ``bench/bench_startup.py``: ``--help`` and argument errors of ``verify.construct`` against ``import sympy``;
-* ``bench/bench_construction.py``: the float forward of the constructions against a baseline;
+* ``bench/bench_construction.py``: the GD constructions' float run against equal-work baselines and
+  plain torch GD (its JSON and markdown in ``bench/results/execution/``; ``--only execution`` reruns
+  this section alone and replaces it in the document);
 * the committed results of ``bench/gpu.sh`` (``bench/results/gpu/``), under the card's name, or "not
   run on a GPU" (:func:`gpu_section`; the GPU run is not started from here);
 * the circuit command end to end on random 10,000- and 100,000-gate circuits (``python -m
@@ -138,15 +140,65 @@ def gpu_section(folder: Path = GPU_RESULTS) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the execution section's title (and the titles it had before, replaced by ``--only execution``)
+EXECUTION_TITLE = "The GD constructions' float run against equal-work baselines and plain GD"
+EXECUTION_OLD_TITLES = ("Float forward of the constructions against a baseline",)
+#: where the execution bench's results are committed (JSON and markdown)
+EXECUTION_RESULTS = ROOT / "bench" / "results" / "execution"
+
+
+def execution_run(quick: bool, timeout: float) -> tuple[str, dict]:
+    """``bench/bench_construction.py`` (its JSON and markdown into ``bench/results/execution/`` on a
+    full run), as a titled section."""
+    cmd = [sys.executable, "bench/bench_construction.py"]
+    if quick:
+        cmd.append("--quick")
+    else:
+        cmd += ["--json", str(EXECUTION_RESULTS.relative_to(ROOT) / "execution.json"),
+                "--md", str(EXECUTION_RESULTS.relative_to(ROOT) / "execution.md")]
+    return EXECUTION_TITLE, run(cmd, timeout)
+
+
+def replace_section(text: str, titles: tuple[str, ...], new: str) -> str:
+    """``text`` with its ``## TITLE`` section (any of ``titles``; up to the next ``## ``) replaced by
+    ``new``; a ValueError when there is none."""
+    for title in titles:
+        head = f"## {title}\n"
+        i = text.find(head)
+        if i >= 0:
+            j = text.find("\n## ", i + len(head))
+            return text[:i] + new + ("" if j < 0 else text[j + 1:])
+    raise ValueError(f"no section {titles[0]!r}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"), help="the markdown to write")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark (default 1800)")
+    ap.add_argument("--only", choices=("execution",),
+                    help="rerun one section and replace it in --out (the rest of the document kept as it is)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     if out.is_dir():
         raise SystemExit(f"error: --out {out}: is a folder, not a file")
+    if a.only:
+        if not out.is_file():
+            raise SystemExit(f"error: --only needs the document {out} to replace a section of")
+        text = out.read_text()
+        try:
+            replace_section(text, (EXECUTION_TITLE, *EXECUTION_OLD_TITLES), "")
+        except ValueError as e:
+            raise SystemExit(f"error: {out}: {e}") from None
+        title, r = execution_run(a.quick, a.timeout)
+        new = (f"{section(title, r)}\n(Section rerun alone by `python bench/performance.py --only execution` on "
+               f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f} after.)\n\n")
+        text = replace_section(out.read_text(), (EXECUTION_TITLE, *EXECUTION_OLD_TITLES), new)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, out)
+        print(f"wrote the section {title!r} of {out} ({'ok' if r['rc'] == 0 else 'failed'})")
+        return 0 if r["rc"] == 0 else 1
     py = sys.executable
     load0 = os.getloadavg()
     start = time.strftime("%Y-%m-%d %H:%M")
@@ -184,8 +236,7 @@ def main(argv=None) -> int:
     runs.append(("Start-up: --help and argument errors against import sympy",
                  run([py, "bench/bench_startup.py"] + (["--repeat", "3", "--only-light"] if a.quick else []),
                      a.timeout)))
-    runs.append(("Float forward of the constructions against a baseline",
-                 run([py, "bench/bench_construction.py"] + (["--quick"] if a.quick else []), a.timeout)))
+    runs.append(execution_run(a.quick, a.timeout))
     for gates in ((1000,) if a.quick else (10_000, 100_000)):
         large = ["--allow-large"] if gates > 10_000 else []
         with tempfile.TemporaryDirectory() as tmp:
