@@ -30,7 +30,7 @@ if [ "$device" = cpu ]; then
   execution=(--quick)
 else
   roundoff=(--batch 65536 --layers 1000 --big 512x128 --big-batch 256 --big-steps 10 --big-ref 16 --deadline 250)
-  execution=(--batches 4096,65536 --dtypes float32,float64,bfloat16 --repeats 5 --gemm-n 8192)
+  execution=(--batches 4096,65536 --dtypes float32,float64 --repeats 5 --gemm-n 8192)
 fi
 "$py" bench/bench_gpu.py --device "$device" --out "$out" "${roundoff[@]}"
 "$py" bench/bench_construction.py --device "$device" --json "$out/execution.json" "${execution[@]}"

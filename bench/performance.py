@@ -125,8 +125,21 @@ def gpu_section(folder: Path = GPU_RESULTS) -> str:
         for x in big.get("not_run", []):
             lines.append(f"| {x['dtype']} | not run ({x['reason']}) | | |")
     ex = folder / "execution.json"
-    if ex.is_file():
-        e = json.loads(ex.read_text())
+    e = json.loads(ex.read_text()) if ex.is_file() else None
+    if e is not None and "anchor" in e:  # the execution bench against plain GD (issue 46 item 2)
+        lines += ["", f"Execution (`bench/bench_construction.py` on {e['device_name']}): CPU and wall per sample, "
+                      f"the ratio to '{e['anchor']}' in the same rounds, FLOPs performed per sample, and the "
+                      "algorithm's FLOPs per second as a fraction of the same round's matmul peak:\n",
+                  "| construction | dtype | batch | implementation | CPU/sample | wall/sample | CPU vs GD | wall vs GD "
+                  "| FLOP/sample | alg. of peak | max abs error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in e["results"]:
+            for name, v in row["impl"].items():
+                ratio = "-" if v["cpu_vs_plain_gd"] is None else f"{v['cpu_vs_plain_gd']:.2f}x"
+                lines.append(f"| {row['arch']} | {row['dtype']} | {row['batch']:,} | {name} | "
+                             f"{v['cpu_per_sample_s'] * 1e6:.2f} us | {v['wall_per_sample_s'] * 1e6:.2f} us | {ratio} | "
+                             f"{v['wall_vs_plain_gd']:.2f}x | {v['performed_flops_per_sample']:,.0f} | "
+                             f"{v['fraction_of_peak_algorithm']:.5f} | {v['max_abs_error_vs_exact_gd']:.1e} |")
+    elif e is not None:  # a run of the bench before issue 46 item 2 (its baseline: the dense layer)
         lines += ["", f"Execution (`bench/bench_construction.py` on {e['device_name']}): {e['construction']}, "
                       f"{e['layers']} layers, state {e['T']} x {e['C']}; wall per sample, speedup over "
                       f"'{e['baseline']}', useful GFLOP/s and their fraction of the same round's GEMM peak:\n",
