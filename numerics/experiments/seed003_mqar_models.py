@@ -37,7 +37,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from numerics.training.mqar import accuracy as exact_match
-from numerics.training.mqar import train_step, warmup_cosine
+from numerics.training.mqar import IGNORE, train_step, warmup_cosine
 
 MIXERS = ("attention", "baseconv")
 LONG_CONVS = ("implicit", "explicit")
@@ -238,15 +238,19 @@ def train(model, train_set, test_set, *, lr: float, steps: int, batch: int, weig
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay,
                             **({"fused": True} if dev.type == "cuda" else {}))
     lr_at = warmup_cosine(lr, steps, warmup)
-    order, pos = torch.as_tensor(gen.permutation(len(X)), device=dev), 0
+    labels = (np.asarray(train_set[1]) != IGNORE).sum(1)  # each example's labels, on the host
+    perm = gen.permutation(len(X))
+    order, pos = torch.as_tensor(perm, device=dev), 0
     hist, best, step, loss_v, stopped = [], 0.0, 0, float("nan"), None
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
         if pos + batch > len(order):
-            order, pos = torch.as_tensor(gen.permutation(len(X)), device=dev), 0
+            perm = gen.permutation(len(X))
+            order, pos = torch.as_tensor(perm, device=dev), 0
         idx = order[pos:pos + batch]
+        n_labels = int(labels[perm[pos:pos + batch]].sum())  # known on the host: no boolean mask on the device
         pos += batch
-        loss = train_step(model, opt, X[idx], Y[idx], lr_at(step - 1))
+        loss = train_step(model, opt, X[idx], Y[idx], lr_at(step - 1), n_labels)
         if step % eval_every == 0 or step == steps:
             loss_v = float(loss.detach())
             if not math.isfinite(loss_v):

@@ -13,8 +13,9 @@ made through torch's Python API while it is active (on a CPU run exactly as on a
 them by kind and by the line of code that made them.
 
 Not counted: reads of the optimiser's step counters (``torch.optim`` keeps ``state['step']`` on the
-host unless ``capturable``, so those reads never wait for the device), passed as ``host_tensors``,
-and what an optimiser does while it creates its state (on a parameter's first step, once a run).
+host unless ``capturable``, so those reads never wait for the device: passed as ``host_tensors``,
+or read through ``torch.optim``'s ``_get_value``), and what an optimiser does while it creates its
+state (on a parameter's first step, once a run).
 Counted apart from the syncs: ``to(device, non_blocking=True)`` copies (``transfers``), which queue
 a copy from pinned memory without waiting.
 """
@@ -97,11 +98,11 @@ class HostSyncCounter(TorchFunctionMode):
 
 def _in_optimizer_init() -> bool:
     """Whether the call comes from a ``torch.optim`` optimiser creating its state (``_init_group`` on
-    a parameter's first step: once per run)."""
+    a parameter's first step: once per run) or reading its host step counter (``_get_value``)."""
     optim_dir = os.path.dirname(torch.optim.__file__)
     f = sys._getframe(2)
     while f is not None:
-        if f.f_code.co_name == "_init_group" and f.f_code.co_filename.startswith(optim_dir):
+        if f.f_code.co_name in ("_init_group", "_get_value") and f.f_code.co_filename.startswith(optim_dir):
             return True
         f = f.f_back
     return False

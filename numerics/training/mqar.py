@@ -171,10 +171,18 @@ def warmup_cosine(lr: float, steps: int, warmup: float):
     return lr_at
 
 
-def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, lr: float) -> torch.Tensor:
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, lr: float,
+               n_labels: int | None = None) -> torch.Tensor:
     """One optimiser step at rate ``lr`` on the cross-entropy at the labelled positions of ``(x, y)``
-    (``y != IGNORE``); returns the loss (a tensor, before the step)."""
+    (``y != IGNORE``); returns the loss (a tensor, before the step).  ``n_labels``: how many labels
+    the batch holds, where the caller knows it (from its host copy of the labels): the positions are
+    then picked as index tensors of that known length (``nonzero_static``, the boolean mask's
+    positions in its order: the same logits, loss and step) instead of a boolean mask, whose
+    data-dependent length makes the host wait for the device twice a step (the model's ``h[mask]``
+    and ``y[mask]``)."""
     m = y != IGNORE
+    if n_labels is not None:
+        m = tuple(torch.nonzero_static(m, size=n_labels).unbind(1))  # (rows, positions)
     for grp in opt.param_groups:
         grp["lr"] = lr
     loss = nn.functional.cross_entropy(model(x, m), y[m])

@@ -200,3 +200,25 @@ def test_grad_ok_is_grad_norms_decision():
         for limit in (5.0, gn, np.nextafter(gn, 0) if math.isfinite(gn) else 1.0, 1e3):
             want = math.isfinite(gn) and gn <= limit
             assert bool(grad_ok(p, limit)) == want, (g, limit)
+
+
+@pytest.mark.parametrize("mixer", ["attention", "baseconv"])
+def test_mqar_step_with_known_label_count_reads_nothing_and_steps_alike(mixer):
+    from numerics.training.mqar import IGNORE, MQARModel, mqar, train_step
+
+    X, Y = mqar(64, 16, 2, 32, seed=1)
+    n_labels = [int((Y[i:i + 16] != IGNORE).sum()) for i in range(0, 64, 16)]
+    runs = []
+    for known in (False, True):
+        model = MQARModel(mixer, 32, 16, 8, seed=2)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        with HostSyncCounter() as c:
+            losses = [train_step(model, opt, torch.as_tensor(X[i:i + 16]), torch.as_tensor(Y[i:i + 16]), 1e-2,
+                                 n_labels[i // 16] if known else None).detach() for i in range(0, 64, 16)]
+        runs.append((model, losses, c))
+    (m0, l0, c0), (m1, l1, c1) = runs
+    assert c0.syncs == 2 * 4, c0.where  # the boolean mask: the model's h[mask] and y[mask], each step
+    assert c1.syncs == 0, c1.where
+    assert [float(a) for a in l0] == [float(b) for b in l1]
+    for p, q in zip(m0.parameters(), m1.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
