@@ -47,6 +47,12 @@ channel)`` for an array, a pair for a scalar.  An output named like an input (``
 iterate, ``A_i_j`` passed through) is placed at that input's place, so a step compiles to a
 repeatable body; other outputs are left for the compiler to place.
 
+Parameters (``params=("eta", ...)``).  The named arguments are declared parameters of a step: each
+of their input nodes carries ``"param": true``, the mark ``constructions.iterated`` reads from a
+circuit file, so ``compile_iteration(from_function(step, params=("eta",), ...), k)`` holds ``eta``
+in the state, unchanged by the step, as a free symbol of the proof (one proof for every step size).
+A name that is not an argument is refused in one line, before ``fn`` runs.
+
 Sequence helpers (rows are tokens): :func:`token_sum` (the sum over tokens), :func:`prefix_sum`
 (the causal prefix sum, a chain of N sums) and :func:`shift` (row t takes row t - k).  They are
 plain numpy on any array, so the same ``fn`` runs on Fractions for a reference value.
@@ -64,12 +70,14 @@ import numpy as np
 
 from . import keys as K
 from .callsite import call_site
-from .graph import CircuitBuilder, CircuitError, exact_constant, one_line
+from .graph import CircuitBuilder, CircuitError, exact_constant, input_nodes, one_line
 
 #: the largest exponent ``**`` takes (the degree, and the prover's expansion, grow with it)
 MAX_POWER = 64
 #: the most input entries a traced function may declare (all arguments together)
 MAX_ENTRIES = 1_000_000
+#: the input-node attribute that declares a parameter (``constructions.iterated.PARAM`` reads it)
+PARAM = "param"
 
 _WHY = "a circuit has only + and * (allowed: + - * @, ** by an int, / by an exact constant)"
 _SKIP = (__file__, os.path.dirname(np.__file__) + os.sep)
@@ -704,16 +712,18 @@ def _reach(roots: list[Var]):
 # --------------------------------------------------------------------------- the front end
 
 
-def from_function(fn, /, *, placed=False, **shapes) -> nx.DiGraph:
+def from_function(fn, /, *, placed=False, params=(), **shapes) -> nx.DiGraph:
     """The validated circuit that ``fn`` computes on input arrays of the given shapes (the module
     docstring: inputs ``name_i_j``, outputs ``y_i`` / a tuple's ``y0, y1`` / a dict's names, the
-    refused operations, ``placed``).  Arguments are checked before ``fn`` runs; every refusal is one
-    line (:class:`circuits.graph.CircuitError`; a refused operation :class:`UnsupportedOperation`,
-    naming it and the source line)."""
+    refused operations, ``placed``, ``params``).  Arguments are checked before ``fn`` runs; every
+    refusal is one line (:class:`circuits.graph.CircuitError`; a refused operation
+    :class:`UnsupportedOperation`, naming it and the source line)."""
     if not callable(fn):
         raise CircuitError(f"from_function: fn must be callable, got {type(fn).__name__}")
     args = {name: _shape(name, s) for name, s in shapes.items()}
     entries = _entries(args)
+    held = param_inputs(params, {name: [e for _, e in ents] for name, ents in entries.items()}, "from_function",
+                        "an argument")
     places = places_for(placed, args, entries)
     tracer = Tracer()
     arrays = {}
@@ -726,8 +736,40 @@ def from_function(fn, /, *, placed=False, **shapes) -> nx.DiGraph:
             a[idx] = tracer.input(e)
         arrays[name] = a.view(SymArray)
     outs = collect_outputs(fn(**arrays), tracer)
-    return emit(tracer, outs, places)
+    return mark_params(emit(tracer, outs, places), held)
 
 
-__all__ = ["ALLOWED_FUNCTIONS", "MAX_ENTRIES", "MAX_POWER", "SymArray", "UnsupportedOperation", "Var",
+def param_inputs(params, groups: dict[str, list[str]], where: str, what: str) -> list[str]:
+    """The input names that ``params`` declares parameters: each name is a key of ``groups``
+    (an argument: all its entries) or one of the input names listed there.  One line
+    (:class:`CircuitError`) for anything else: not a tuple or list of str, a name twice, a name that
+    is no ``what``."""
+    if isinstance(params, str) or not isinstance(params, (tuple, list)):
+        raise CircuitError(f"{where}: params must be a tuple of names, got {type(params).__name__} {params!r:.60}")
+    inputs = {e for es in groups.values() for e in es}
+    out: list[str] = []
+    for p in params:
+        if not isinstance(p, str):
+            raise CircuitError(f"{where}: params: {p!r:.40} is not a name (a str)")
+        if params.count(p) > 1:
+            raise CircuitError(f"{where}: params: {p!r} is named twice")
+        if p in groups or p in inputs:
+            out.extend(e for e in groups.get(p, [p]) if e not in out)
+        else:
+            known = sorted(groups)
+            raise CircuitError(f"{where}: params: {p!r} is not {what} (" + ", ".join(known[:8])
+                               + (", ..." if len(known) > 8 else "") + ")")
+    return out
+
+
+def mark_params(g: nx.DiGraph, names) -> nx.DiGraph:
+    """``g`` with ``"param": true`` (:data:`PARAM`) on the input nodes of ``names``."""
+    if names:
+        ins = input_nodes(g)
+        for n in names:
+            g.nodes[ins[n]][PARAM] = True
+    return g
+
+
+__all__ = ["ALLOWED_FUNCTIONS", "MAX_ENTRIES", "MAX_POWER", "PARAM", "SymArray", "UnsupportedOperation", "Var",
            "default_layout", "entry_name", "from_function", "prefix_sum", "shift", "token_sum"]

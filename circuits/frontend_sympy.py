@@ -36,7 +36,7 @@ from fractions import Fraction
 import networkx as nx
 
 from .graph import CircuitError
-from .frontend import MAX_POWER, Tracer, default_layout, emit, entry_name, explicit_places
+from .frontend import MAX_POWER, Tracer, default_layout, emit, entry_name, explicit_places, mark_params, param_inputs
 
 _INDEXED = re.compile(r"^(.+?)((?:_\d+)+)$")
 
@@ -153,10 +153,13 @@ def arrays_from_names(names: list[str]) -> tuple[dict, dict]:
     return shapes, entries
 
 
-def from_sympy(outputs, /, *, placed=False) -> nx.DiGraph:
+def from_sympy(outputs, /, *, placed=False, params=()) -> nx.DiGraph:
     """The validated circuit of ``outputs`` (``{output name: sympy expression or Matrix}``; the
-    module docstring says what is polynomial, how entries and places are named).  Every refusal
-    is one line, a :class:`circuits.graph.CircuitError`, before anything is built."""
+    module docstring says what is polynomial, how entries and places are named).  ``params``:
+    inputs declared parameters of a step (``"param": true`` on their input nodes, as
+    :func:`circuits.frontend.from_function`'s ``params``), each a symbol's name or the array name of
+    symbols ``name_i``, ``name_i_j``.  Every refusal is one line, a
+    :class:`circuits.graph.CircuitError`, before anything is built."""
     import sympy
 
     if not isinstance(outputs, Mapping) or not outputs:
@@ -186,6 +189,11 @@ def from_sympy(outputs, /, *, placed=False) -> nx.DiGraph:
                 raise CircuitError(f"from_sympy: two different symbols are named {s.name!r} "
                                    f"({sympy.srepr(s)} and {sympy.srepr(symbols[s.name])})")
     names = sorted(symbols)
+    groups: dict[str, list[str]] = {}
+    for n in names:  # each symbol, and each array name_i_j under its name
+        m = _INDEXED.match(n)
+        groups.setdefault(m[1] if m else n, []).append(n)
+    held = param_inputs(params, groups, "from_sympy", "an input (a free symbol, or the array of symbols name_i)")
     if placed is True:
         shapes, entries = arrays_from_names(names)
         places = default_layout(shapes)
@@ -204,7 +212,7 @@ def from_sympy(outputs, /, *, placed=False) -> nx.DiGraph:
     for s, e in replacements:
         env[s] = _build(e, env, memo, tracer)
     outs = [(name, _build(e, env, memo, tracer)) for (name, _), e in zip(items, reduced)]
-    return emit(tracer, outs, places)
+    return mark_params(emit(tracer, outs, places), held)
 
 
 __all__ = ["arrays_from_names", "check_polynomial", "from_sympy"]

@@ -44,6 +44,12 @@ def section() -> list[str]:
         "channels of their own), and an output named like an input (the new iterate `x_j`, a passed-through "
         "`A_i_j`) at that input's place, so a step is a repeatable body; `from_sympy` reads `A_i_j` names as "
         "arrays. A dict gives the places explicitly.",
+        "- `params=(\"eta\", ...)` (both front ends) declares inputs parameters of a step: their input nodes carry "
+        "`\"param\": true`, the mark `constructions.iterated` reads from a circuit file, so "
+        "`compile_iteration(from_function(step, params=(\"eta\",), ...), k)` holds `eta` in the state unchanged, a "
+        "free symbol of the proof: one proof for every step size (`tests/circuits/test_frontend_params.py`). A name "
+        "is an argument (`from_sympy`: a symbol, or the array of symbols `w_i`) and marks all its entries, or one "
+        "entry (`w_1`); any other name is refused in one line before anything is traced.",
         "",
         "The example (`docs/frontend_example.py`) prints each circuit's layers and verdict per target, then the "
         "refusal of `np.sqrt`:",
