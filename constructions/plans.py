@@ -364,22 +364,64 @@ def _torch_columns(P, ix):
     return P.reshape(-1, P.shape[-1]).index_select(1, ix).reshape(tuple(P.shape[:-1]) + (len(ix),))
 
 
+def _times_weight(hd: dict, key: str, X, W):
+    """``X @ W`` for a head's side weight ``W``; a diagonal ``W`` (a head that reads its rows as they
+    are, or negated: the GD constructions' ``I`` / ``-I``) as the entrywise product with its diagonal
+    (``1 * x`` and ``-1 * x`` without the product), the same values as the matrix product, whose
+    other terms are exact zeros."""
+    how, d = _weight_kind(hd, key, W)
+    if how == "+":
+        return X
+    if how == "-":
+        return -X
+    return X * d if how == "*" else X @ W
+
+
+def _weight_kind(hd: dict, key: str, W):
+    """How a head's side weight acts: ``"+"`` the identity, ``"-"`` minus it, ``"*"`` a diagonal
+    (with it), ``"@"`` a matrix product; found once per head and side."""
+    cache = hd.setdefault("_torch_diag", {})
+    if key not in cache and isinstance(W, SparseMatrix):  # a compiled head's sparse weight: its own product
+        cache[key] = ("@", None)
+    if key not in cache:
+        Wn = _numpy(W)
+        d = np.diag(Wn) if Wn.shape[0] == Wn.shape[1] else None
+        if d is not None and np.array_equal(Wn, np.diag(d)) and (d != 0).all():
+            cache[key] = ("+", None) if (d == 1).all() else ("-", None) if (d == -1).all() else ("*", W.diagonal())
+        else:
+            cache[key] = ("@", None)
+    return cache[key]
+
+
 def _head_term_torch(P, hd: dict):
     """One sparse head's ``Q (K^T V)`` on the torch state ``P`` (None: a zero head)."""
     if not hd["vcols"] or not hd["q"][1].shape[-1]:
         return None
-    sides = []
+    sides, negate = [], False
     for key in ("q", "k", "v"):
         rows, W, B = hd[key]
         if rows:
-            X = _torch_columns(P, _torch_index(hd, key, rows, P.device)) @ W
+            X = _torch_columns(P, _torch_index(hd, key, rows, P.device))
+            if B is None and _weight_kind(hd, key, W)[0] == "-":
+                # -I: the sign moved to the head's term ((-a) b = -(a b) and a sum of negated terms is
+                # the negated sum, exactly in round-to-nearest): one pass over the small term
+                negate = not negate
+            else:
+                X = _times_weight(hd, key, X, W)
             sides.append(X if B is None else X + B)
         elif B is not None:
             sides.append(B + P[..., :1] * 0)  # the bias alone, with the batch shape
         else:
             return None  # an all-zero side: the head adds nothing
     Qm, K, V = sides
-    return Qm @ (K.transpose(-1, -2) @ V)
+    if V.shape[-1] == 1 and Qm.dim() == 3:
+        # one value column: K^T V and Q (K^T V) as products and sums over a contiguous axis (a batched
+        # product of (r, m) x (m, 1) matrices ran at a few percent of the rate of the entrywise form)
+        kv = (K * V).sum(-2, keepdim=True)  # (B, 1, r): sum over the m rows
+        term = (Qm * kv).sum(-1, keepdim=True)  # (B, m, 1)
+    else:
+        term = Qm @ (K.transpose(-1, -2) @ V)
+    return -term if negate else term
 
 
 def _sparse_heads_torch(H, plan, residual: bool):
