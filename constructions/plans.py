@@ -701,9 +701,6 @@ def run_stack(layers, S):
             x = ch(x)
             i += 1
             ch = channel_layer(layers[i]) if i < n else None
-        ref = next(t for t in x if t is not None) if any(t is not None for t in x) else None
         shape = tuple(S.shape[:-1])
-        x = [S.new_zeros(shape) if t is None else t.expand(shape) for t in x]
-        S = torch.stack(x, dim=-1)
-        del ref
+        S = torch.stack([S.new_zeros(shape) if t is None else t.expand(shape) for t in x], dim=-1)
     return S
