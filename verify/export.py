@@ -131,6 +131,10 @@ class Exported:
                          f"once to nearest (the file holds the construction at the rounded weights)")
         if where == ".npz" and self.settings:
             lines.append("  import with " + " ".join(f"--config {k}={v}" for k, v in self.settings.items()))
+        desc = self.config.get("polyverify")
+        if desc and where != ".npz":
+            lines.append(f"  self-describing: import {self.path} --from {self.format} proves it against {desc['spec']} "
+                         f"({', '.join(f'{k}={v}' for k, v in desc['sizes'].items())}) with no other flag")
         lines += [f"  {n}" for n in self.notes]
         return lines
 
@@ -440,6 +444,11 @@ def plan(construction: Construction, fmt: str, *, k: int | None = None, sections
         out[name] = f
     ex.tensors, ex.dtype = out, dtype
     ex.config["dtype"] = dtype
+    from verify.importers.described import describe
+
+    desc = describe(construction)  # self-describing (issue 44 item 2): import --from FORMAT needs no other flag
+    if desc is not None:
+        ex.config["polyverify"] = desc
     return ex
 
 

@@ -50,9 +50,10 @@ def add_arguments(p) -> None:
                      "(0 proved, 1 refuted with the first wrong layer and a counterexample, 2 bad input).")
     p.add_argument("file", help="the weight file (.pt, .safetensors, .npz)")
     p.add_argument("--from", dest="fmt", required=True, choices=list(FORMATS), help="the file's format")
-    p.add_argument("--spec", required=True,
+    p.add_argument("--spec",
                    help="a gd architecture (baseconv, token-lsa, ...) or a catalogue entry (gd-baseconv, s004-gd, "
-                        "prefix-coupled, ...)")
+                        "prefix-coupled, ...); default: the construction a file this toolkit exported names (with its "
+                        "sizes, parameters and layout)")
     p.add_argument("--layout", help="JSON mapping the file's state onto the specification's regions "
                                     "(docs/interop.md); default: the format's own layout for this specification")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -123,15 +124,22 @@ def settings(a) -> dict:
             claim_input("--layout", a.layout)  # --json on it is refused: it would overwrite the layout
     except ImportRefused as e:
         raise UsageError(str(e)) from None
+    mod = FORMATS[a.fmt]
+    imp = desc = None
+    if a.spec is None:  # a file this toolkit exported: its description names the rest (verify/importers/described.py)
+        imp, desc, sets, layout_d = _described(a, mod, cfg, sets, layout_d)
     entry = resolve_spec(a.spec)
     size_keys = size_keys_of(entry)
-    mod = FORMATS[a.fmt]
     sizes, size_src, given_params = _given(entry, sets, size_keys)
+    if desc is not None:
+        set_keys = {x.split("=", 1)[0].strip() for x in a.set}
+        size_src.update({k: "the file's description" for k in desc["sizes"] if k not in set_keys})
     _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_params)
-    input_file("", a.file)  # missing, a folder, /dev/zero, a FIFO: said as what it is, before any reading
-    imp = _read(a, entry, mod, cfg, sizes, given_params)
+    if imp is None:
+        input_file("", a.file)  # missing, a folder, /dev/zero, a FIFO: said as what it is, before any reading
+        imp = _read(a, entry, mod, cfg, sizes, given_params)
     for k, v in imp.sizes.items():
-        if k in size_keys and size_src.get(k) != "--set":
+        if k in size_keys and size_src.get(k) not in ("--set", "the file's description"):
             sizes[k], size_src[k] = v, "the file"
     # a polyverify file that declares the construction being proved: its parameters build the
     # specification (docs/interop.md); --set wins where given (a contradiction is refused below)
@@ -174,6 +182,43 @@ def settings(a) -> dict:
             "json_path": json_path, "k": k_file, "box": box}
 
 
+def _described(a, mod, cfg: dict, sets: dict, layout_d):
+    """No ``--spec``: the file is read first and its description (a file this toolkit exported) gives the
+    specification, its sizes and parameters (``--set`` wins) and the layout (``--layout`` wins).  Returns
+    ``(imported, description, sets, layout)``; sets ``a.spec``.  A file without one is refused in one line."""
+    from .described import from_config, from_declared
+
+    check = getattr(mod, "check_config", None)
+    try:
+        if check is not None:
+            check(cfg)
+    except ImportRefused as e:
+        raise UsageError(str(e)) from None
+    input_file("", a.file)
+
+    def no_spec():
+        raise UsageError(f"{a.file}: no polyverify metadata; pass --spec SPEC")
+
+    try:
+        if a.fmt == "polyverify":
+            imp = mod.read(a.file, cfg, spec_for=no_spec)
+            desc = from_declared(getattr(getattr(imp, "loaded", None), "declared", None), a.file)
+        else:
+            imp = mod.read(a.file, cfg)
+            desc = from_config(getattr(imp, "file_config", None), a.file)
+    except ImportRefused as e:
+        raise UsageError(str(e)) from None
+    if desc is None:
+        raise UsageError(f"{a.file} does not describe its construction (only files this toolkit exported do): pass "
+                         f"--spec SPEC (and --set, --layout as docs/interop.md says)")
+    _read_checked(a, imp)
+    a.spec = desc["spec"]
+    merged = {**{k: str(v) for k, v in desc["sizes"].items()}, **{k: v for k, v in desc["params"].items()}, **sets}
+    if layout_d is None and desc["layout"] is not None:
+        layout_d = dict(desc["layout"])
+    return imp, desc, merged, layout_d
+
+
 def _given(entry, sets: dict, size_keys: set) -> tuple[dict, dict, dict]:
     """The entry's default sizes overridden by ``--set`` (integers), where each came from, and the
     parameters ``--set`` gives (parsed as the builder takes them)."""
@@ -204,6 +249,11 @@ def _read(a, entry, mod, cfg: dict, sizes: dict, given_params: dict):
             imp = mod.read(a.file, cfg)
     except ImportRefused as e:
         raise UsageError(str(e)) from None
+    return _read_checked(a, imp)
+
+
+def _read_checked(a, imp):
+    """A whole model's tensors outside the blocks refused unless ``--blocks-only``."""
     outside = getattr(imp, "not_proved", None) or {}
     if outside and not a.blocks_only:
         many = len(outside) > 1
@@ -261,7 +311,7 @@ def _layout(a, mod, spec, imp, layout_d):
             raise UsageError(f"no default layout maps a {a.fmt} file onto {spec.name}: pass --layout L.json "
                              f"(docs/interop.md)")
     else:
-        layout_src = f"--layout {a.layout}"
+        layout_src = f"--layout {a.layout}" if a.layout else "the file's description (an export: the construction's state)"
     try:
         return layout_d, layout_src, mapping.parse(layout_d, spec, imp.state_shape)
     except ImportRefused as e:

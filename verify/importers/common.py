@@ -71,6 +71,9 @@ class Imported:
     #: a training checkpoint's entries next to the model (precision-ls's ``state.pt``: the
     #: optimizer's state and the step), read safely and described; never part of the model
     training_state: dict = field(default_factory=dict)
+    #: the config the file itself holds (a ``.pt`` checkpoint's ``config``, a safetensors file's ``config``
+    #: metadata); an export's ``"polyverify"`` description is read from it (``verify/importers/described.py``)
+    file_config: dict = field(default_factory=dict)
 
 
 def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -422,6 +425,12 @@ def config_from(extra: dict, settings: dict, path, *, known: tuple, fmt: str) ->
     for k, v in settings.items():
         cfg[k], src[k] = v, "--config"
     return cfg, src
+
+
+def filed_config(imp: Imported, cfg: dict, src: dict) -> Imported:
+    """``imp`` with :attr:`Imported.file_config`: the settings of ``config_from`` that came from the file."""
+    imp.file_config = {k: v for k, v in cfg.items() if src.get(k) == "config in the file"}
+    return imp
 
 
 def transpose(a: np.ndarray) -> np.ndarray:

@@ -46,7 +46,7 @@ import numpy as np
 from constructions import ops
 from constructions.layers import TokenLSA, TokenLSAHead
 
-from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
+from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
                      mark_not_proved)
 
 NAME = "icl-gd"
@@ -121,8 +121,8 @@ def read(path, settings: dict) -> Imported:
         L, D = _module_layer(T, path, mods[mod], H, D, damp, y_update, include_query)
         layers += [L] * reps
     T.check_all_read()
-    return Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1},
-                    not_proved=dict(T.outside), training_state=extra.get("training_state", {}))
+    return filed_config(Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1},
+                    not_proved=dict(T.outside), training_state=extra.get("training_state", {})), cfg, src)
 
 
 def _attention_modules(T: Tensors, path) -> dict[str, dict[str, str]]:

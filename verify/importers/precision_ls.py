@@ -49,7 +49,7 @@ import re
 
 from constructions.layers import BaseConv
 
-from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, config_from, load_tensors,
+from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, load_tensors,
                      mark_not_proved, numbered_blocks, repeat_rows, transpose)
 from .convs import add_identity, conv1d_taps, long_taps
 
@@ -162,8 +162,8 @@ def read(path, settings: dict) -> Imported:
     sizes = {"n": tokens}
     if (C - 1) % 4 == 0 and C > 1:
         sizes["d"] = (C - 1) // 4
-    return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(), sizes,
-                    not_proved=dict(T.outside), training_state=extra.get("training_state", {}))
+    return filed_config(Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(), sizes,
+                    not_proved=dict(T.outside), training_state=extra.get("training_state", {})), cfg, src)
 
 
 def check_config(settings: dict) -> None:

@@ -38,7 +38,7 @@ import numpy as np
 
 from constructions.layers import BaseConv
 
-from .common import (ImportRefused, Imported, Tensors, as_bool, as_count, config_from, eye, load_tensors,
+from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, eye, load_tensors,
                      mark_not_proved, numbered_blocks, repeat_rows, transpose, zeros)
 from .convs import add_identity, conv1d_taps, fft2t_taps, fit_convention
 
@@ -133,9 +133,9 @@ def read(path, settings: dict) -> Imported:
     conventions["weights"] = {"value": "nn.Linear (out x in) transposed; W_in = W_out = I; y + u",
                               "from": "zoology base_conv.py"}
     C = layers[0].W_gate.shape[0]
-    return Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(),
+    return filed_config(Imported(NAME, str(path), layers, (tokens, C), conventions, dict(T.read), T.dtype(),
                     {"N": tokens, "d": C, "n": tokens}, not_proved=dict(T.outside),
-                    training_state=extra.get("training_state", {}))
+                    training_state=extra.get("training_state", {})), cfg, src)
 
 
 def _check_mixer(path, i: int, b: dict) -> None:
