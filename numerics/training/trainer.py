@@ -210,6 +210,8 @@ class Trainer:
         """One step, checked on the host (it reads the gradient norm and the loss): the step-by-step
         loop, which a rolled-back chunk replays; the loss and whether the step was taken.
         :meth:`advance` takes steps without reading the device."""
+        if self._pending:  # a chunk is open: end it first (its steps come before this one)
+            self.flush()
         rc = self.cfg.recipe
         u, y = self.tensors(*self.task.sample(self.cfg.batch, rng_for(self.cfg.seed, 0, self.step)))
         self.opt.zero_grad(set_to_none=True)

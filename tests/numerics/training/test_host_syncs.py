@@ -222,3 +222,17 @@ def test_mqar_step_with_known_label_count_reads_nothing_and_steps_alike(mixer):
     assert [float(a) for a in l0] == [float(b) for b in l1]
     for p, q in zip(m0.parameters(), m1.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+def test_a_checked_step_after_open_chunk_steps_comes_after_them():
+    c = cfg(steps=10, recipe=RecipeConfig(lr=1e-2, scheduler="constant", skip_grad_norm=3.0))
+    a, b = Trainer(c, progress=False), StepByStep(c, progress=False)
+    for _ in range(3):
+        a._step_on_device()
+    a.train_step()
+    a.flush()
+    for _ in range(4):
+        b._one_step()
+    assert a.step == b.step == 4 and a.skipped == b.skipped
+    for p, q in zip(a.model.parameters(), b.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
