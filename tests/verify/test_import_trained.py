@@ -57,6 +57,7 @@ def test_the_trained_notebook_state_pt_blocks_only_is_failed_with_a_counterexamp
 
     before = notebook_model_state_dict(2)
     assert all((sd[n] != before[n]).any() for n in sd if n.endswith("proj.weight"))  # every block trained
+    assert sum(int((v != 0).sum()) for v in sd.values()) > 2 * sum(int((v != 0).sum()) for v in before.values())
     rc, out, rep = _run([tmp_path / "state.pt", "--from", "precision-ls", "--spec", "prefix-coupled",
                          "--config", "causal=true", "--blocks-only"], tmp_path)
     assert rc == 1, out

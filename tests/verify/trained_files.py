@@ -10,7 +10,8 @@ float, written the way the exports and the peers write them.
   (``{"model_state_dict", "optimizer_state_dict", "train_step"}``) after ``steps`` AdamW steps of the
   notebook's ``TransformerModel`` (``_read_in``, zero ``wpe``, the blocks of
   ``notebooks/baseconv_construction.ipynb`` under ``causal=True``, ``_read_out``; ``src/models/gpt2.py``
-  with ``use_resid=False``, no MLPs, no LayerNorms), trained to predict the last token's sum of inputs;
+  with ``use_resid=False``, no MLPs, no LayerNorms), trained towards the last token's sum of inputs
+  on every output (any loss that reaches every block moves its weights);
 * :data:`IDENTITY`: the layout of an export (the file's state is the construction's).
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ def trained_state_pt(path, *, k: int = 2, steps: int = 3, seed: int = 0) -> dict
     for _ in range(steps):
         opt.zero_grad()
         y = notebook_forward(sd, u)
-        ((y[:, -1, D + 1:] - u[:, -1, :D].sum(-1, keepdim=True)) ** 2).mean().backward()
+        ((y[:, -1, :] - u[:, -1, :].sum(-1, keepdim=True)) ** 2).mean().backward()
         opt.step()
     trained = {name: v.detach().clone() for name, v in sd.items()}
     torch.save({"model_state_dict": trained, "optimizer_state_dict": opt.state_dict(), "train_step": steps}, str(path))
