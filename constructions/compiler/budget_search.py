@@ -38,17 +38,28 @@ MAX_Q = 4
 _CACHE: dict = {}
 
 
+def _digest(g) -> str:
+    """A digest of the circuit's content (nodes and edges with their attributes, the grid): equal
+    circuits share their tries across ``compile_circuit`` calls, each of which validates a fresh copy."""
+    import hashlib
+    import json
+
+    doc = (sorted((str(v), sorted((k, str(x)) for k, x in d.items())) for v, d in g.nodes(data=True)),
+           sorted((str(u), str(v), sorted((k, str(x)) for k, x in d.items())) for u, v, d in g.edges(data=True)),
+           sorted((k, str(x)) for k, x in g.graph.items()))
+    return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
+
+
 def _memo(g, key, make):
-    """``make()`` once per (circuit object, key): the searches of a pareto and of the budgets it
-    compiles share their tries (the circuit is kept with its entry, so an id is never reused)."""
-    k = (id(g),) + key
-    hit = _CACHE.get(k)
-    if hit is not None and hit[0] is g:
-        return hit[1]
-    if len(_CACHE) > 256:
+    """``make()`` once per (circuit content, key): the searches of a pareto and of the budgets it
+    compiles share their tries."""
+    k = (_digest(g),) + key
+    if k in _CACHE:
+        return _CACHE[k]
+    if len(_CACHE) > 4096:
         _CACHE.clear()
     v = make()
-    _CACHE[k] = (g, v)
+    _CACHE[k] = v
     return v
 
 
@@ -180,9 +191,10 @@ def compile_within(g, name: str, causal: bool, channels: int) -> CompiledCircuit
 
 def pareto(g, target: str, max_points: int = 48, **kw) -> list:
     """The layers/channels frontier of ``g`` on ``target``: ``compile_circuit(g, target, channels=c, **kw)``
-    (as written or re-associated, as it chooses) at every budget ``c`` from :func:`minimum_width` to
-    the default compile's width (at most ``max_points`` of them, evenly spread), and the default
-    compile; the points no other point beats in both (the lower envelope of the compiles tried).
+    (as written or re-associated, as it chooses) at :func:`minimum_width` and at the width of every
+    compile tried below the default's (where a budget's choice can change; at most ``max_points`` of
+    them, evenly spread), and the default compile; the points no other point beats in both (the lower
+    envelope of the compiles tried).
     Points: ``{"channels", "layers", "tokens", "budget"}`` (``budget`` None: the unbounded compile)."""
     from . import compile_circuit
 
@@ -191,7 +203,15 @@ def pareto(g, target: str, max_points: int = 48, **kw) -> list:
     gv = C.validate(g)
     lo = minimum_width(gv, causal)
     lo = free.state_width if lo is None else lo
-    widths = list(range(lo, free.state_width))
+    # a budget's compile changes only where a compile tried starts to fit: the widths of the compiles
+    # tried (of the circuit and of its re-association, whichever compile_circuit keeps) are the budgets
+    circuits = [gv]
+    if kw.get("reassociate") is not False:
+        from .reassociate import reassociate
+
+        circuits.append(reassociate(gv))
+    widths = sorted(w for w in {lo} | {t["width"] for h in circuits for t in tries(h, causal, free.state_width - 1)}
+                    if lo <= w < free.state_width)
     if len(widths) > max_points:  # evenly spread, the minimum first
         step = len(widths) / max_points
         widths = sorted({widths[int(i * step)] for i in range(max_points)} | {widths[0]})
