@@ -14,9 +14,18 @@ from constructions.catalogue import entries
 from verify.construct import main
 from verify.export import export
 
-from tests.verify.test_export import CELLS, SUFFIX, _build, _k
+from tests.verify.test_export import CELLS, GD_SIZES, SUFFIX
 
 pytest.importorskip("torch", reason="precision-ls files are torch checkpoints")
+
+
+def _build(name):
+    e = entries()[name]
+    return e.build(**GD_SIZES) if "gd" in e.roles else e.build(**e.sizes)
+
+
+def _k(con):
+    return 2 if con.body else 0
 
 
 def _import(argv, tmp_path):
