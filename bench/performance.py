@@ -135,7 +135,7 @@ def gpu_section(folder: Path = GPU_RESULTS) -> str:
         for row in e["results"]:
             for name, v in row["impl"].items():
                 ratio = "-" if v["cpu_vs_plain_gd"] is None else f"{v['cpu_vs_plain_gd']:.2f}x"
-                lines.append(f"| {row['arch']} | {row['dtype']} | {row['batch']:,} | {name} | "
+                lines.append(f"| `{row['arch']}` | {row['dtype']} | {row['batch']:,} | {name} | "
                              f"{v['cpu_per_sample_s'] * 1e6:.2f} us | {v['wall_per_sample_s'] * 1e6:.2f} us | {ratio} | "
                              f"{v['wall_vs_plain_gd']:.2f}x | {v['performed_flops_per_sample']:,.0f} | "
                              f"{v['fraction_of_peak_algorithm']:.5f} | {v['max_abs_error_vs_exact_gd']:.1e} |")
