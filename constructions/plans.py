@@ -573,8 +573,13 @@ class _ChannelLayer:
             X = torch.stack([t if t is not None else ref.new_zeros(ref.shape) for t in ins])
             Y = (Wt @ X.reshape(len(ins), -1)).reshape((len(cols),) + tuple(ref.shape))
             return dict(zip(cols, Y.unbind(0)))
-        out = {}
+        out, done = {}, {}
         for c, terms in mix[1].items():
+            key = tuple(terms)
+            if key in done:  # the same terms in the same order (a value several columns receive): the same sum
+                if done[key] is not None:
+                    out[c] = done[key]
+                continue
             acc = None
             for r, w in terms:
                 t = x[r]
@@ -588,6 +593,7 @@ class _ChannelLayer:
                     acc = acc - t
                 else:
                     acc = acc + t * w
+            done[key] = acc
             if acc is not None:
                 out[c] = acc
         return out
@@ -607,13 +613,13 @@ class _ChannelLayer:
         return ("taps", taps) if taps else ("zero", None)
 
     def _convolve(self, op, v):
-        kind, a = op
+        kind, a = op  # a tap of 1: x * 1 is x (infinities and NaN included), the product is left out
         if kind == "scale":
-            return v * a
+            return v if a == 1.0 else v * a
         if kind == "sum":
-            if self.p.conv.causal:
-                return v.cumsum(-1) * a
-            return (v.sum(-1, keepdim=True) * a).expand(v.shape)
+            acc = v.cumsum(-1) if self.p.conv.causal else v.sum(-1, keepdim=True)
+            acc = acc if a == 1.0 else acc * a
+            return acc if self.p.conv.causal else acc.expand(v.shape)
         if kind == "toeplitz":
             return v @ a
         out = v * 0
