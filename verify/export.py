@@ -267,9 +267,17 @@ def _precision_ls(layers, make_tensors: bool) -> Exported:
             ex.tensors[pre + P.LONG_FILTER] = long_filter(h)
         if resid:
             ex.tensors[pre + P.BRANCH] = np.array([1, 0], dtype=object)
-    ex.config = {"causal": conv == "causal", "conv_type": kind, "use_resid": resid, "seq_op": "base_conv",
-                 "n_embd": C, "block_size": T, "n_layer": len(layers), "use_mlps": False, "use_seqop_ln": False,
-                 "use_final_ln": False, "bias": True}
+    # the whole TransformerModel (src/models/gpt2.py), so that get_model_from_run loads it strictly: identity
+    # _read_in / _read_out and a zero position embedding (the construction's state is the model's input)
+    ex.tensors = {"_read_in.weight": ops.eye_object(C), "_read_in.bias": np.zeros(C, dtype=object),
+                  "_backbone.transformer.wpe.weight": np.zeros((T, C), dtype=object), **ex.tensors,
+                  "_read_out.weight": ops.eye_object(C), "_read_out.bias": np.zeros(C, dtype=object)}
+    # build_model(conf.model)-ready (src/models/__init__.py), with the GPT2Config fields besides
+    ex.config = {"family": "gpt2", "n_dims": C, "n_positions": T, "n_embd": C, "n_layer": len(layers), "n_head": 1,
+                 "use_mlps": False, "seq_op": "base_conv", "mlp_activ": "gelu", "use_resid": resid,
+                 "use_seqop_ln": False, "use_final_ln": False, "use_mlp_ln": False, "conv_type": kind,
+                 "causal": conv == "causal", "train_proj": False, "train_pos": False, "mlp_upfactor": 4,
+                 "in_dims": C, "out_dims": C, "use_softmax_for_attn": True, "block_size": T, "bias": True}
     if same:
         ex.notes.append(f"'same' convolution: precision-ls's Conv1d with causal=False (padding {T // 2}, kernel {T})")
     return ex

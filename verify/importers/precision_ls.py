@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from constructions.layers import BaseConv
 
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, load_tensors,
@@ -84,10 +86,35 @@ OUTSIDE = [
 ]
 
 
+#: the whole model as an export writes it (issue 44 item 1: precision-ls's ``get_model_from_run`` loads it
+#: strictly): ``_read_in`` and ``_read_out`` identities (C x C, zero biases) and a zero position embedding, so
+#: the model's input and output are the blocks' state.  Where all five are exactly that, they are read (the
+#: proof's claim is then the whole model's); otherwise each is named as not proved (``OUTSIDE``)
+IDENTITY_EMBEDDING = {"_read_in.weight": "I", "_read_in.bias": "0", "_backbone.transformer.wpe.weight": "0",
+                      "_read_out.weight": "I", "_read_out.bias": "0"}
+
+
+def _identity_embedding(T) -> bool:
+    """Read the five tensors of :data:`IDENTITY_EMBEDDING` where all are present and exactly the identity
+    / zero (all or none)."""
+    if not all(k in T for k in IDENTITY_EMBEDDING):
+        return False
+    for k, want in IDENTITY_EMBEDDING.items():
+        a = np.asarray(T.raw(k))
+        if want == "I" and not (a.ndim == 2 and a.shape[0] == a.shape[1] and (a == np.eye(a.shape[0])).all()):
+            return False
+        if want == "0" and a.any():
+            return False
+    for k, want in IDENTITY_EMBEDDING.items():
+        T.take(k, "identity" if want == "I" else "zero", None)
+    return True
+
+
 def read(path, settings: dict) -> Imported:
     tensors, extra = load_tensors(path, NAME)
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     T = Tensors(tensors, path)
+    embedding = _identity_embedding(T)
     mark_not_proved(T, OUTSIDE)
     blocks = numbered_blocks(T, _KEY, path, "block", "[...]{i}.seq_mixer.base_conv.*")
     if "causal" not in cfg:
@@ -159,6 +186,15 @@ def read(path, settings: dict) -> Imported:
     conventions["weights"] = {"value": "nn.Linear (out x in) transposed; per-channel biases on every token",
                               "from": "precision-ls base_conv.py"}
     C = layers[0].W_in.shape[0]
+    if embedding:
+        shapes = {k: tuple(np.shape(T.raw(k))) for k in IDENTITY_EMBEDDING}
+        if shapes["_read_in.weight"] != (C, C) or shapes["_read_out.weight"] != (C, C) or \
+                shapes["_backbone.transformer.wpe.weight"][1:] != (C,) or \
+                shapes["_backbone.transformer.wpe.weight"][0] < tokens:
+            raise ImportRefused(f"{path}: the identity embedding's shapes {shapes} do not fit the blocks' state "
+                               f"({tokens} tokens x {C} channels)")
+        conventions["embedding"] = {"value": "identity", "from": "the file: _read_in = I, wpe = 0, _read_out = I "
+                                                                "(the model's input and output are the blocks' state)"}
     sizes = {"n": tokens}
     if (C - 1) % 4 == 0 and C > 1:
         sizes["d"] = (C - 1) // 4
