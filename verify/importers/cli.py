@@ -54,6 +54,11 @@ def add_arguments(p) -> None:
                    help="a gd architecture (baseconv, token-lsa, ...) or a catalogue entry (gd-baseconv, s004-gd, "
                         "prefix-coupled, ...); default: the construction a file this toolkit exported names (with its "
                         "sizes, parameters and layout)")
+    p.add_argument("--circuit", metavar="G.json",
+                   help="prove the file against this circuit compiled (a compiled circuit exported to a peer format; "
+                        "instead of --spec): the compile's default target, or --target")
+    p.add_argument("--target", help="--circuit: the compiler target the file was compiled to (default: the "
+                                    "compiler's default for the circuit)")
     p.add_argument("--layout", help="JSON mapping the file's state onto the specification's regions "
                                     "(docs/interop.md); default: the format's own layout for this specification")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -126,9 +131,20 @@ def settings(a) -> dict:
         raise UsageError(str(e)) from None
     mod = FORMATS[a.fmt]
     imp = desc = None
-    if a.spec is None:  # a file this toolkit exported: its description names the rest (verify/importers/described.py)
+    if getattr(a, "circuit", None):
+        if a.spec is not None:
+            raise UsageError("--circuit and --spec: give one (the circuit compiled is the specification)")
+        entry = _circuit_entry(a)
+        if layout_d is None:  # an export's state is the compiled stack's
+            R, C = entry.con.layout.shape
+            layout_d = {"format": mapping.FORMAT, "tokens": list(range(R)), "columns": list(range(C))}
+        a.spec = entry.name
+    elif getattr(a, "target", None):
+        raise UsageError("--target applies to --circuit")
+    elif a.spec is None:  # a file this toolkit exported: its description names the rest (verify/importers/described.py)
         imp, desc, sets, layout_d = _described(a, mod, cfg, sets, layout_d)
-    entry = resolve_spec(a.spec)
+    if not getattr(a, "circuit", None):
+        entry = resolve_spec(a.spec)
     size_keys = size_keys_of(entry)
     sizes, size_src, given_params = _given(entry, sets, size_keys)
     if desc is not None:
@@ -180,6 +196,43 @@ def settings(a) -> dict:
             "given": given_params, "fixed": {k: params[k] for k in param_src}, "param_src": param_src,
             "declares_spec": declares_spec, "build": build, "con": con, "layout": layout_d, "layout_src": layout_src,
             "json_path": json_path, "k": k_file, "box": box}
+
+
+class CircuitEntry:
+    """``--circuit G.json``: the circuit compiled, as a specification entry (no sizes, no parameters: a compiled
+    stack's constants are its own); its states are the compiled construction's (``constructions/compiler/``)."""
+
+    roles = frozenset()
+    sizes: dict = {}
+
+    def __init__(self, con):
+        self.con, self.name = con, con.name
+
+    def build(self):
+        return self.con
+
+
+def _circuit_entry(a) -> CircuitEntry:
+    """The circuit of ``--circuit`` loaded (bounded, one line on bad input) and compiled to ``--target``."""
+    import os
+
+    import circuits as C
+    from constructions.compiler import TARGETS, compile_circuit
+
+    if a.target is not None and a.target not in TARGETS:
+        raise UsageError(f"--target {a.target!r}: not a compiler target ({', '.join(TARGETS)})")
+    input_file("--circuit", a.circuit)
+    claim_input("--circuit", a.circuit)
+    try:
+        g = C.load(a.circuit)
+    except (C.CircuitError, OSError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(msg if os.fspath(a.circuit) in msg else f"{a.circuit}: {msg}") from None
+    name = os.path.splitext(os.path.basename(a.circuit))[0]
+    try:
+        return CircuitEntry(compile_circuit(g, name=name, target=a.target))
+    except ValueError as e:
+        raise UsageError(f"--circuit {a.circuit}: {str(e).splitlines()[0]}") from None
 
 
 def _described(a, mod, cfg: dict, sets: dict, layout_d):
