@@ -158,8 +158,10 @@ def test_random_placed_circuits_layers_never_increase_with_the_budget(target, da
     vals = {n: data.draw(rationals_st(), label=n) for n in C.inputs(g)}
     assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
     front = pareto(g, target)
-    assert front[-1]["budget"] is None and (front[-1]["layers"], front[-1]["channels"]) == (free["layers"],
-                                                                                         free["state_width"])
+    # the front ends at the default's layers: the default compile itself, or a narrower compile with as few
+    # layers (which dominates it; a causal token-sum compile can be one)
+    assert front[-1]["layers"] == free["layers"] and front[-1]["channels"] <= free["state_width"]
+    assert front[-1]["budget"] is None or front[-1]["channels"] < free["state_width"]
     assert all(a["channels"] < b["channels"] and a["layers"] > b["layers"] for a, b in zip(front, front[1:]))
 
 

@@ -100,6 +100,11 @@ def test_final_state_holds_the_output_nodes_and_nothing_else(name, target):
 @pytest.mark.parametrize("name", sorted(CIRCUITS))
 def test_every_product_node_is_formed_by_an_inner_channel(name, target):
     g, con, tr = compiled(name, target)
+    if "token_sum_form" in con.info["compiled"]["bound"]:
+        # the causal token-sum compile forms per-token products of the expanded outputs, not the circuit's
+        # product gates: what it forms is checked by its proof (tests/constructions/test_compiler_causal_token_sums.py)
+        assert target == "baseconv-causal" and all(lt.kind == "baseconv" for lt in tr.layers[1:])
+        return
     prods = genuine_products(g)
     assert prods and set(prods) <= tr.products()
     assert all(lt.kind == "baseconv" and lt.inner is not None for lt in tr.layers[1:])
