@@ -48,7 +48,6 @@ metrics; ``numerics.roundoff_sweep`` the sweep adapter (``SWEEP``).
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 from fractions import Fraction
@@ -56,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyverify.plumbing.cli import atomic_path, atomic_write_text, run_main
+from polyverify.plumbing.cli import atomic_path, atomic_write_text, report_json, run_main
 from polyverify.plumbing.cli import progress as progress_reporter
 
 from .roundoff_config import (ALLOW, CONV_METHODS, DIGITS_RANGE, LIMITS, MAX_SEED, MEMORY_LIMIT,  # noqa: F401
@@ -100,7 +99,7 @@ def _main(argv, out) -> int:
     report = make_report(p, runs, layer_runs, plots, list(sys.argv[1:] if argv is None else argv),
                          time.perf_counter() - t_start)
     path = p.outdir / "roundoff.json"
-    atomic_write_text(path, json.dumps(clean(report), indent=1))
+    atomic_write_text(path, report_json(clean(report), default=None))
     print(f"report written to {path}; plots: {', '.join(Path(f).name for f in plots)}", file=out)
     return 0
 

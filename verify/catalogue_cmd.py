@@ -3,9 +3,8 @@ process under ``--proof-memory-gib`` and ``--proof-timeout``, as every proof of 
 :mod:`verify.bounded`)."""
 from __future__ import annotations
 
-import json
 
-from polyverify.plumbing.cli import atomic_write_text, output_file
+from polyverify.plumbing.cli import atomic_write_text, output_file, report_json
 
 from . import bounded
 from .cli_common import (UsageError, add_check_arguments, add_export_arguments, call_check, check_check_arguments,
@@ -176,11 +175,10 @@ def cmd_entry(entry, a, out) -> int:
         write_export(a, obj, out=out)
     if json_path:
         verdict, line = verdict_of(res)
-        atomic_write_text(json_path, json.dumps({"command": entry.name, "paper": entry.paper, "sizes": sizes,
+        atomic_write_text(json_path, report_json({"command": entry.name, "paper": entry.paper, "sizes": sizes,
                                                  "params": {k: str(v) for k, v in params.items()},
                                                  "built": info, "claim": entry.claim, "check": a.check,
                                                  "verdict": verdict, "verdict_line": line,
-                                                 ("randomized" if a.check == "random" else "proof"): res.to_json()},
-                                                indent=1, default=str))
+                                                 ("randomized" if a.check == "random" else "proof"): res.to_json()}))
         print(f"report written to {json_path}", file=out)
     return 0 if holds(res) else 1

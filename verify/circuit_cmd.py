@@ -15,7 +15,6 @@ report as ``compiled.trace``, drawn as a PNG.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -33,7 +32,7 @@ from constructions.compiler import TARGETS, CompileError, compile_circuit, defau
 from constructions.compiler.targets import accepting, names_text
 from constructions.ops import nonzero_pattern
 from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
-from polyverify.plumbing.cli import (EXIT_FAILED, EXIT_OK, atomic_write_text, check_memory, human_bytes, interactive,
+from polyverify.plumbing.cli import (EXIT_FAILED, EXIT_OK, atomic_write_text, report_json, check_memory, human_bytes, interactive,
                                      one_line, progress)
 
 from . import bounded
@@ -248,7 +247,7 @@ def cmd_circuit(a, out) -> int:
     if a.trace or a.plot:  # the labels are read after the proof, from the proved layers
         _trace(con, a, report, out)
     if a.json:
-        atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
+        atomic_write_text(a.json, report_json(report), "--json")
         print(f"report written to {a.json}", file=out)
     ok = holds(proof) and mod["exact_agreement"] == a.trials
     return EXIT_OK if ok else EXIT_FAILED

@@ -10,7 +10,6 @@ Every refusal (an unfed input, an output feeding no input or one of another shap
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 import circuits as C
 from constructions.compiler import CompileError
 from constructions.iterated import IterationError, check_step, compile_iteration, step_params
-from polyverify.plumbing.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, one_line
+from polyverify.plumbing.cli import EXIT_FAILED, EXIT_OK, atomic_write_text, one_line, report_json
 
 from . import bounded
 from .circuit_args import LARGE_LIMITS, LIMITS, float_trials_of
@@ -89,7 +88,7 @@ def cmd_repeat(a, g, caught, out) -> int:
               "bound": con.info.get("theorem_H21_bound"), "proof": proof.to_json(),
               "proved_every_depth": bool(holds(proof)), "float_runs": floats}
     if a.json:
-        atomic_write_text(a.json, json.dumps(report, indent=1, default=str), "--json")
+        atomic_write_text(a.json, report_json(report), "--json")
         print(f"report written to {a.json}", file=out)
     return EXIT_OK if holds(proof) else EXIT_FAILED
 

@@ -142,10 +142,10 @@ def compare_model(con, m, *, problems: int = 32, sigmas=(1.0, 4.0), kappas=(5.0,
 def write_report(rep: dict, out: Path) -> list[str]:
     from verify.comparison.figures import write_plots
 
-    from polyverify.plumbing.cli import atomic_write_text, make_folder
+    from polyverify.plumbing.cli import atomic_write_text, make_folder, report_json
 
     make_folder(out)
-    atomic_write_text(out / "report.json", json.dumps(rep, indent=1, default=str))
+    atomic_write_text(out / "report.json", report_json(rep))
     atomic_write_text(out / "report.md", "\n".join(summary_lines(rep)) + "\n")
     return list(REPORT_FILES) + write_plots(rep, out)
 

@@ -12,7 +12,6 @@ manifest so that an argument error imports nothing heavy.  The command line itse
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from circuits.limits import MAX_SEED
-from polyverify.plumbing.cli import (DEFAULT_MEMORY_LIMIT, atomic_write_text, check_memory, check_range, output_file,
+from polyverify.plumbing.cli import (DEFAULT_MEMORY_LIMIT, atomic_write_text, report_json, check_memory, check_range, output_file,
                                      progress)
 from polyverify.plumbing.rational import parse_rational
 
@@ -611,6 +610,6 @@ def cmd_gd(a, out) -> int:
                           "--distance-report")
         print(f"\ndistance report written to {a.distance_report}", file=out)
     if json_path:
-        atomic_write_text(json_path, json.dumps(report, indent=1, default=str), "--json")
+        atomic_write_text(json_path, report_json(report), "--json")
         print(f"\nreport written to {json_path}", file=out)
     return 0 if holds(proof) else 1

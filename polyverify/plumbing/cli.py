@@ -61,6 +61,19 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_MEMORY_LIMIT = 16 * 2**30
 
 
+#: the first field of every command's JSON report (README "JSON reports"); raised when a field changes meaning
+REPORT_SCHEMA = "polyverify-report/1"
+
+
+def report_json(report: dict, **dumps) -> str:
+    """A command's JSON report as written: ``{"schema": REPORT_SCHEMA, **report}``, indented; ``dumps``
+    are json.dumps's options (``default=str`` unless given: values JSON cannot hold written as text)."""
+    import json
+
+    opts = {"indent": 1, "default": str, **dumps}
+    return json.dumps({"schema": REPORT_SCHEMA, **report}, **opts)
+
+
 class UsageError(Exception):
     """Bad input or a refused request: printed as one line, exit status 2."""
 

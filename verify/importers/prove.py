@@ -6,11 +6,10 @@ child under the proof limits (``verify/bounded.py``), then the nearby search in 
 verdict is final, a search past a limit one line of its own."""
 from __future__ import annotations
 
-import json
 import time
 from fractions import Fraction
 
-from polyverify.plumbing.cli import UsageError, atomic_write_text
+from polyverify.plumbing.cli import UsageError, atomic_write_text, report_json
 from polyverify.plumbing.rational import parse_rational
 from verify.prover.kernel import is_proved, verdict
 
@@ -312,7 +311,7 @@ def _write_report(report: dict, st, seconds: float, out) -> None:
         print(f"distance report written to {md['path']}", file=out)
     report["seconds"] = seconds
     if st["json_path"]:
-        atomic_write_text(st["json_path"], json.dumps(report, indent=1, default=str), "--json")
+        atomic_write_text(st["json_path"], report_json(report), "--json")
         print(f"report written to {st['json_path']}", file=out)
 
 
