@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PROJECT = ("polyverify", "circuits", "constructions", "numerics", "verify")
+from tests.polyverify.source_tree import PROJECT, ROOT, imported_module, library_files, module_name, package_of
 
 #: layer -> the layers its files may import (besides its own)
 ALLOWED = {
@@ -33,35 +32,20 @@ def layer_of(module: str) -> str | None:
     return None
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
 
 def imports_of(path: Path, source: str | None = None) -> set[str]:
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = package_of(path)
     out = set()
     for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = imported_module(node, package)
             out.add(mod)
             out.update(f"{mod}.{a.name}" for a in node.names)  # `from pkg import submodule`
     return {m for m in out if m.split(".")[0] in PROJECT}
 
 
-def library_files():
-    for top in PROJECT:
-        yield from sorted((ROOT / top).rglob("*.py"))
 
 
 def test_every_library_file_has_a_layer():

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PROJECT = ("polyverify", "circuits", "constructions", "numerics", "verify")
+from tests.polyverify.source_tree import PROJECT, ROOT, imported_module, library_files, package_of
 
 #: The private names still imported, each (importing file, "defining.module.name").  Every one is a
 #: name shared with a file another engineer was editing while the others were made public: the name
@@ -26,12 +25,6 @@ ALLOWED = {
         "_check_target", "_print_warnings", "_reassociate_flag")),
 }
 
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
 
 
 def is_module(dotted: str) -> bool:
@@ -46,8 +39,7 @@ def private(name: str) -> bool:
 def private_uses(path: Path, source: str | None = None) -> list[tuple[int, str]]:
     """``(line, "module.private_name")`` for each use of another module's private name in ``path``
     (``source``: its text instead of the file's)."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = package_of(path)
     tree = ast.parse(path.read_text() if source is None else source)
     found, modules = [], {}  # modules: local name -> the project module it is bound to
     for node in ast.walk(tree):
@@ -59,12 +51,7 @@ def private_uses(path: Path, source: str | None = None) -> list[tuple[int, str]]
                     else:  # `import a.b.c` binds `a`
                         modules[a.name.split(".")[0]] = a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = imported_module(node, package)
             if mod.split(".")[0] not in PROJECT:
                 continue
             for a in node.names:
@@ -83,9 +70,6 @@ def private_uses(path: Path, source: str | None = None) -> list[tuple[int, str]]
     return sorted(set(found))
 
 
-def library_files():
-    for top in PROJECT:
-        yield from sorted((ROOT / top).rglob("*.py"))
 
 
 def all_uses() -> set[tuple[str, str]]:
