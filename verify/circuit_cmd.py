@@ -61,7 +61,7 @@ def _load_circuit(a, lim: dict):
     return g, caught
 
 
-def _print_warnings(path, caught) -> None:
+def print_warnings(path, caught) -> None:
     """After every check passed: one line each, not python's two-line warning with a source line."""
     for w in caught:
         if issubclass(w.category, PrunedNodesWarning):
@@ -189,7 +189,7 @@ def _trace(con, a, report: dict, out) -> None:
         print(f"plot written to {a.plot}", file=out)
 
 
-def _reassociate_flag(a):
+def reassociate_flag(a):
     """compile_circuit's ``reassociate``: False (--as-written), True (--reassociate), None (by size)."""
     if getattr(a, "as_written", False):
         return False
@@ -207,12 +207,12 @@ def cmd_circuit(a, out) -> int:
         return cmd_repeat(a, g, caught, out)
     names = C.inputs(g)
     _check_work(a, g, names, lim)
-    target = _check_target(a, g)
+    target = check_target(a, g)
     con, t_compile = _compile(a, g, target)
     lw = _load_weights(a, con)  # a weight file that does not fit is refused before anything is printed
     # the --format holds this stack (or refused now, in one line, before the proof)
     check_export_arguments(a, con, sections={"epilogue": lw.layers} if lw is not None else None)
-    _print_warnings(a.graph, caught)  # every check passed
+    print_warnings(a.graph, caught)  # every check passed
     _print_compiled(a, con, target, t_compile, out)
     sections = {"prologue": [], "body": [], "epilogue": lw.layers} if lw is not None else None
     float_skip = _float_memory(a, con)  # the float64 trials' memory, bounded before the proof
@@ -267,7 +267,7 @@ def _check_work(a, g, names, lim: dict) -> None:
     bounded.check_circuit_estimate(bounded.circuit_estimate(g), a, a.graph)
 
 
-def _check_target(a, g) -> str:
+def check_target(a, g) -> str:
     """The compile target (``--target`` or the circuit's default), refusing options it does not take."""
     target = a.target or default_target(g)
     if getattr(a, "heads", None) is not None and not TARGETS[target].accepts("heads"):
@@ -284,7 +284,7 @@ def _compile(a, g, target: str):
     t0 = time.perf_counter()
     try:
         con = compile_circuit(g, name=Path(a.graph).stem, target=target, heads=getattr(a, "heads", None),
-                              reassociate=_reassociate_flag(a), channels=getattr(a, "channels", None))
+                              reassociate=reassociate_flag(a), channels=getattr(a, "channels", None))
     except CompileError as e:
         raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
     except ValueError as e:  # a channel budget below the stated minimum (named)
@@ -397,7 +397,7 @@ def _pareto(a, g, target: str, report: dict, out) -> None:
     from constructions.compiler.budget_search import pareto
 
     try:
-        report["pareto"] = pareto(g, target, reassociate=_reassociate_flag(a))
+        report["pareto"] = pareto(g, target, reassociate=reassociate_flag(a))
     except (CompileError, ValueError, MemoryError) as e:  # after the verdict: one line, never a traceback
         report["pareto"] = None
         print(f"layers/channels frontier: not computed ({type(e).__name__}: {one_line(str(e))})", file=out)

@@ -44,7 +44,7 @@ def _check_work(a, g, lim: dict) -> None:
 
 def cmd_repeat(a, g, caught, out) -> int:
     """The command on the loaded circuit ``g`` (``circuit_cmd._load_circuit``'s, with its warnings)."""
-    from .circuit_cmd import _check_target, _print_warnings, _reassociate_flag
+    from .circuit_cmd import check_target, print_warnings, reassociate_flag
 
     lim = LARGE_LIMITS if a.allow_large else LIMITS
     try:
@@ -53,12 +53,12 @@ def cmd_repeat(a, g, caught, out) -> int:
     except IterationError as e:
         raise UsageError(f"{a.graph}: {one_line(str(e))}") from None
     _check_work(a, g, lim)
-    target = _check_target(a, g)
+    target = check_target(a, g)
     t0 = time.perf_counter()
     try:
         con = compile_iteration(g, a.repeat, params=a.param_names, target=target, name=Path(a.graph).stem,
                                 limit=lim["max_repeat"], heads=getattr(a, "heads", None),
-                                reassociate=_reassociate_flag(a), channels=getattr(a, "channels", None))
+                                reassociate=reassociate_flag(a), channels=getattr(a, "channels", None))
     except (CompileError, IterationError) as e:
         raise UsageError(f"{a.graph}: --target {target}: {one_line(str(e))}") from None
     except ValueError as e:  # a channel budget below the stated minimum (named)
@@ -67,7 +67,7 @@ def cmd_repeat(a, g, caught, out) -> int:
         raise UsageError(f"{a.graph}: --channels {a.channels}: {one_line(str(e))}") from None
     t_compile = time.perf_counter() - t0
     check_export_arguments(a, con, k=a.repeat)
-    _print_warnings(a.graph, caught)
+    print_warnings(a.graph, caught)
     m, cm = con.info["circuit"], con.info["compiled"]
     held = f"; parameters held in the state (symbols of the proof): {', '.join(con.params_held)}" \
         if con.params_held else ""

@@ -14,17 +14,10 @@ import pytest
 
 from tests.polyverify.source_tree import PROJECT, ROOT, imported_module, library_files, package_of
 
-#: The private names still imported, each (importing file, "defining.module.name").  Every one is a
-#: name shared with a file another engineer was editing while the others were made public: the name
-#: and its definition were left alone, to be renamed once those files are free.  Remove an entry when
-#: its import goes (test_the_allow_list_holds_no_stale_entry says when).
-ALLOWED = {
-    # verify/circuit_repeat.py (new, beside this change): the circuit command's helpers (circuit_cmd.py is
-    # being edited)
-    *(("verify/circuit_repeat.py", f"verify.circuit_cmd.{n}") for n in (
-        "_check_target", "_print_warnings", "_reassociate_flag")),
-}
-
+#: The private names a file may still import, each (importing file, "defining.module.name"): none.  An
+#: entry is for a name shared with a file being edited elsewhere, renamed once that file is free
+#: (test_the_allow_list_holds_no_stale_entry says when an entry has gone stale).
+ALLOWED: set = set()
 
 
 def is_module(dotted: str) -> bool:
