@@ -6,7 +6,9 @@ fact* from the compiled stack and the circuit alone (so it knows nothing of the 
 built the stack, and also reads a stack from a weight file): for every layer it says which
 circuit node's value sits at each ``(token, channel)`` of the state, and for a BaseConv layer
 (seed 000 eq. (2)/(19)) which product each *inner* channel forms, its gate side
-``u W_gate + B_gate`` times its convolution side ``h * (u W_in + B_in) + B_conv``.
+``u W_gate + B_gate`` times its convolution side ``h * (u W_in + B_in) + B_conv``, and for an
+LSA layer / ELSA module (seed 001 eq. (8), (16)) which product each head forms: the labels of its
+query, key and value sides and of the cells it writes (:class:`HeadTrace`).
 
 How the labels are found: by random evaluation modulo a prime.  ``draws`` independent points
 are drawn uniformly from ``F_p^n`` (one residue per circuit input, ``p = 2^31 - 1`` unless a
@@ -39,12 +41,13 @@ then ``w(x) v(y) - w(y) v(x)`` vanished at the pairs of points; by Schwartz-Zipp
 ``(draws + 1) (d / p)^(draws - 1)`` (the first point where not both vanish fixes ``c``, each later
 point then passes with probability at most ``d / p``).  A union bound over every labelled cell
 and every distinct node value gives :attr:`Trace.error_bound`, the probability that *any*
-label is wrong; ``d`` is bounded per layer from the weights' nonzero patterns (a BaseConv
-inner channel's degree is its gate side's plus its convolution side's, per channel; an LSA/ELSA
-stage at most triples it) and the circuit's node degrees.  :func:`trace` takes the fewest draws
-(at least 3) that make this bound at most ``error_target`` (1e-9 by default).  Caveat of any
-evaluation modulo ``p``: a difference polynomial whose rational coefficients all have
-numerators divisible by ``p`` vanishes modulo ``p``; the bound is for differences that do not.
+label is wrong (a head's sides and writes included); ``d`` is bounded per layer from the
+weights' nonzero patterns (a BaseConv inner channel's degree is its gate side's plus its
+convolution side's, per channel; an LSA/ELSA stage at most triples it) and the circuit's node
+degrees.  :func:`trace` takes the fewest draws (at least 3) that make this bound at most
+``error_target`` (1e-9 by default).  Caveat of any evaluation modulo ``p``: a difference
+polynomial whose rational coefficients all have numerators divisible by ``p`` vanishes modulo
+``p``; the bound is for differences that do not.
 
 These labels are for reading, like tracr's; they are not the proof.  The proof
 (``verify.prover.proof.prove``) stays exact, symbolic in every input and separate: it shows that the
@@ -63,8 +66,8 @@ from circuits import keys as K
 # compiler_trace_plot.py); verify.compiler_trace re-exports their names
 from .compiler_trace_degrees import (NEG, attention_degrees, baseconv_degrees, error_bound,  # noqa: F401
                                      choose_draws, layer_degrees, lin_deg, max_deg)
-from .compiler_trace_labels import (KINDS, OTHER, Label, LayerTrace, Trace, display, is_product,  # noqa: F401
-                                    jid, jids, node_kind)
+from .compiler_trace_labels import (KINDS, OTHER, HeadTrace, Label, LayerTrace, Trace, display,  # noqa: F401
+                                    is_product, jid, jids, node_kind)
 from .compiler_trace_modp import Index, inv, node_values, rational  # noqa: F401
 
 
@@ -76,7 +79,7 @@ class _ModLayer:
     checked against that forward."""
 
     def __init__(self, L: dict, p: int, ran: list):
-        self.L, self.p, self.inner, self.ran = L, p, None, ran
+        self.L, self.p, self.inner, self.heads, self.ran = L, p, None, None, ran
 
     def forward(self, u, *, conv_method: str = "direct"):
         from .prover import modular as M
@@ -94,8 +97,37 @@ class _ModLayer:
             if not np.array_equal(y, y2):  # the layer's equations changed under this module
                 raise RuntimeError("trace: a BaseConv layer's gate x convolution sides do not give its forward")
             self.inner = (g, z, prod)
+        elif L["kind"] in ("lsa", "elsa"):
+            self.heads = _head_sides(L, u, y, p)
         self.ran.append(self)
         return y
+
+
+def _head_sides(L: dict, u, y, p: int) -> list:
+    """Every head of an LSA layer / ELSA module on residues: ``(stage, head, Q, K, V, out)``, its
+    query side ``P W3 + B3``, key side ``P W1 + B1`` (Gram columns), value side ``P W2 + B2`` (value
+    columns) of its stage's input ``P`` and the cells it writes, ``Q K^T V`` (seed 001 eq. (8), (16));
+    checked against the layer's forward (the heads of a stage sum to the next stage's input)."""
+    from .prover import modular as M
+
+    out, P = [], u
+    for s, stage in enumerate(L["stages"]):
+        acc = np.zeros_like(u)
+        for h, hd in enumerate(stage):
+            sides = []
+            for key in ("q", "k", "v"):
+                rows, W, B = hd[key]
+                X = M.mm(P[..., rows], W, p) if rows else np.zeros(P.shape[:-1] + (W.shape[1],), dtype=np.int64)
+                sides.append(X if B is None else (X + B) % p)
+            Qm, Km, Vm = sides
+            o = np.zeros_like(u)
+            o[..., hd["vcols"]] = M.mm(Qm, M.mm(np.swapaxes(Km, -1, -2), Vm, p), p)
+            acc = (acc + o) % p
+            out.append((s, h, Qm, Km, Vm, o))
+        P = acc
+    if not np.array_equal((u + P) % p if L["residual"] else P, y):  # the layer's equations changed
+        raise RuntimeError("trace: an attention layer's heads do not give its forward")
+    return out
 
 
 def _graphs(con) -> tuple:
@@ -179,6 +211,8 @@ def _label_layers(con, xs: dict, S0: np.ndarray, index, degs: list, res: dict, p
             W = pz.shape[-1]
             lg, lz, lp = (index.label(a.reshape(draws, -1)) for a in (gz, zz, pz))
             lt.inner = {divmod(col, W): (lg.get(col, OTHER), lz.get(col, OTHER), lab) for col, lab in lp.items()}
+        if m.heads is not None:
+            lt.heads = [HeadTrace(s, h, *(cells_of(a) for a in (qm, km, vm, o))) for s, h, qm, km, vm, o in m.heads]
         out.append(lt)
         if on_layer is not None:
             on_layer(i)

@@ -72,7 +72,9 @@ def layer_degrees(graphs, names, layer_res: list, p: int, shape) -> list[tuple[i
         else:
             dy = attention_degrees(Lr, du)
             d = max(1.0, dmax_nodes, max_deg(dy))
-            cells = T * Cn
+            # and every head's query, key and value sides and the cells it writes (verify.compiler_trace's HeadTrace)
+            cells = T * Cn + sum(T * (sum(hd[k][1].shape[1] for k in ("q", "k", "v")) + Cn)
+                                 for stage in Lr.get("stages", ()) for hd in stage)
         degs.append((cells, d))
         du = dy
     return degs

@@ -57,6 +57,28 @@ def is_product(gate: Label, conv: Label) -> bool:
 
 
 @dataclass
+class HeadTrace:
+    """One attention head of an LSA layer / ELSA module (seed 001 eq. (8), (16)): head ``head`` of
+    stage ``stage`` (both from 0), the labels of its query side ``P W3 + B3``, key side ``P W1 + B1``
+    ((token, Gram column) -> Label) and value side ``P W2 + B2`` ((token, value column) -> Label) of
+    its stage's input ``P``, and of the cells it writes, ``Q K^T V`` ((token, channel) -> Label: the
+    product it forms, summed over the key tokens; in a stage before an ELSA module's last, the cells
+    of the next stage's input)."""
+
+    stage: int
+    head: int
+    q: dict = field(default_factory=dict)
+    k: dict = field(default_factory=dict)
+    v: dict = field(default_factory=dict)
+    writes: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        side = lambda d: [[t, c, lab.to_json()] for (t, c), lab in sorted(d.items())]  # noqa: E731
+        return {"stage": self.stage, "head": self.head, "q": side(self.q), "k": side(self.k), "v": side(self.v),
+                "writes": side(self.writes)}
+
+
+@dataclass
 class LayerTrace:
     """The state after stack layer ``layer`` (``layer`` 0: the input state), its nonzero cells'
     labels, and for a BaseConv layer its inner channels (token, inner channel) -> (gate, conv,
@@ -68,6 +90,7 @@ class LayerTrace:
     cells: dict = field(default_factory=dict)  # (t, c) -> Label
     inner: dict | None = None  # (t, c) -> (Label, Label, Label)
     degree: int = 1  # the degree bound used for this layer's labels
+    heads: list | None = None  # HeadTrace per head of an LSA layer / ELSA module, stage by stage
 
     def counts(self) -> dict:
         out = {k: 0 for k in ("node", "scaled", "const", "other")}
@@ -131,6 +154,43 @@ class Trace:
                     out.update(prod.nodes)
         return out
 
+    def head_products(self) -> set:
+        """The nodes some attention head writes (exactly or as a multiple): the products, summed
+        over the key tokens, that LSA/ELSA heads form."""
+        out = set()
+        for lt in self.layers:
+            for hd in lt.heads or ():
+                for lab in hd.writes.values():
+                    if lab.kind in ("node", "scaled"):
+                        out.update(lab.nodes)
+        return out
+
+    def changed(self, i: int) -> set:
+        """The cells ``(t, c)`` of layer ``i``'s state whose label differs from the previous state's
+        (none for the input state)."""
+        if i == 0:
+            return set()
+        a, b = self.layers[i - 1].cells, self.layers[i].cells
+        return {tc for tc in set(a) | set(b) if a.get(tc) != b.get(tc)}
+
+    def side(self, cells: dict, limit: int = 4) -> str:
+        """A head side's labels: the distinct names of its nonzero cells in (token, column) order, at
+        most ``limit`` of them."""
+        names = list(dict.fromkeys(self.name(lab) for _, lab in sorted(cells.items())))
+        if not names:
+            return "[0]"
+        more = f", +{len(names) - limit} more" if len(names) > limit else ""
+        return "[" + ", ".join(names[:limit]) + more + "]"
+
+    def head_line(self, hd: HeadTrace, limit: int = 4) -> str:
+        """One head: the product it forms (its query, key and value sides' labels) and the cells it
+        writes with their labels."""
+        w = sorted(hd.writes.items())
+        cells = "; ".join(f"({t}, {c}) {self.name(lab)}" for (t, c), lab in w[:limit])
+        more = f"; +{len(w) - limit} more" if len(w) > limit else ""
+        return (f"  head {hd.stage}.{hd.head}: q {self.side(hd.q)} x k {self.side(hd.k)} x v {self.side(hd.v)} "
+                f"-> {cells or 'nothing'}{more}")
+
     def legend(self, keys=None) -> list[str]:
         """``name = operands`` for the gate nodes among ``keys`` (default: every gate some cell or
         inner channel holds) and the gates they are made of, in topological order: what ``p11``,
@@ -163,14 +223,16 @@ class Trace:
     def to_json(self, max_cells: int | None = 200_000) -> dict:
         """The trace as JSON: per layer ``{"layer", "kind", "shape", "cells": [[t, c, [ids]]],
         "scaled": [[t, c, coef, [ids]]], "constants": [[t, c, value]], "other": [[t, c]],
-        "inner": [[t, c, gate, conv, product]] | None}`` (inner labels as :meth:`Label.to_json`),
-        ``nodes`` ``[[id, name, kind]]``; at most ``max_cells`` cells and inner channels in all:
+        "inner": [[t, c, gate, conv, product]] | None}`` (inner labels as :meth:`Label.to_json`) and for an
+        LSA layer / ELSA module ``"heads"`` (:meth:`HeadTrace.to_json`),
+        ``nodes`` ``[[id, name, kind]]``; at most ``max_cells`` cells, inner channels and head cells in all:
         the layers past it keep only their counts (``"truncated": true``)."""
         used = 0
         layers = []
         truncated = False
         for lt in self.layers:
-            n_here = len(lt.cells) + len(lt.inner or {})
+            n_here = len(lt.cells) + len(lt.inner or {}) + sum(
+                len(hd.q) + len(hd.k) + len(hd.v) + len(hd.writes) for hd in lt.heads or ())
             entry = {"layer": lt.layer, "kind": lt.kind, "shape": list(lt.shape), "degree_bound": lt.degree,
                      "counts": lt.counts()}
             if max_cells is not None and used + n_here > max_cells:
@@ -190,6 +252,8 @@ class Trace:
                 else:
                     other.append([t, c])
             entry.update(cells=cells, scaled=scaled, constants=consts, other=other)
+            if lt.heads is not None:
+                entry["heads"] = [hd.to_json() for hd in lt.heads]
             entry["inner"] = None if lt.inner is None else [
                 [t, c, gl.to_json(), zl.to_json(), pl.to_json()] for (t, c), (gl, zl, pl) in sorted(lt.inner.items())]
             layers.append(entry)
@@ -202,22 +266,29 @@ class Trace:
 
     # ------------------------------------------------------------- text
     def table(self, i: int, *, max_tokens: int = 12, max_channels: int = 12, width: int = 12,
-              max_inner: int = 8) -> list[str]:
+              max_inner: int = 8, max_heads: int = 8) -> list[str]:
         """Layer ``i``'s state as a text table (occupied tokens x occupied channels, at most
-        ``max_tokens`` x ``max_channels`` of them, labels cut to ``width``), then up to
-        ``max_inner`` of its inner channels; a note says what was left out."""
+        ``max_tokens`` x ``max_channels`` of them: the tokens and channels with a cell that changed
+        in this layer first, marked ``*``, then the others in order; labels cut to ``width``), then up
+        to ``max_inner`` of its inner channels and up to ``max_heads`` of its attention heads; a note
+        says what was left out."""
         lt = self.layers[i]
         T, Cn = lt.shape
         cnt = lt.counts()
+        changed = self.changed(i)
         what = "input state" if lt.layer == 0 else f"after layer {lt.layer} ({lt.kind})"
         L = [f"layer {lt.layer}: {what}, {T} x {Cn}, {len(lt.cells)} nonzero cells: {cnt['node']} node, "
-             f"{cnt['scaled']} multiple, {cnt['const']} constant, {cnt['other']} other"]
-        toks = sorted({t for t, _ in lt.cells})
-        chans = sorted({c for _, c in lt.cells})
-        st, sc = toks[:max_tokens], chans[:max_channels]
+             f"{cnt['scaled']} multiple, {cnt['const']} constant, {cnt['other']} other"
+             + (f"; {len(changed)} changed by this layer (channels marked *)" if lt.layer else "")]
+        occupied = set(lt.cells) | changed  # a changed cell may now be empty
+        ct, cc = {t for t, _ in changed}, {c for _, c in changed}
+        first = lambda xs, keep, n: sorted(sorted(xs, key=lambda x: (x not in keep, x))[:n])  # noqa: E731
+        toks = sorted({t for t, _ in occupied})
+        chans = sorted({c for _, c in occupied})
+        st, sc = first(toks, ct, max_tokens), first(chans, cc, max_channels)
         cut = lambda s: s if len(s) <= width else s[:width - 1] + "+"  # noqa: E731
         if st:
-            head = ["t\\c"] + [str(c) for c in sc]
+            head = ["t\\c"] + [f"{c}*" if c in cc else str(c) for c in sc]
             rows = [[str(t)] + [cut(self.name(lt.cells.get((t, c)))) for c in sc] for t in st]
             ws = [max(len(r[j]) for r in [head] + rows) for j in range(len(head))]
             L += ["  " + " ".join(s.rjust(w) for s, w in zip(r, ws)) for r in [head] + rows]
@@ -233,6 +304,12 @@ class Trace:
                 L.append(f"  inner ({t}, {c}): {self.name(gl)} x {self.name(zl)} = {self.name(pl)}")
             if len(items) > max_inner:
                 L.append(f"  ({max_inner} of {len(items)} shown, products first)")
+        if lt.heads:
+            L.append(f"  heads: {len(lt.heads)} in {1 + max(hd.stage for hd in lt.heads)} stage(s); head s.h: "
+                     "query x key x value sides (labels) -> the cells it writes (token, channel) and their labels")
+            L += [self.head_line(hd) for hd in lt.heads[:max_heads]]
+            if len(lt.heads) > max_heads:
+                L.append(f"  ({max_heads} of {len(lt.heads)} heads shown; the JSON report holds every head)")
         return L
 
     def inner_items(self, i: int) -> list:
