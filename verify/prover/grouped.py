@@ -12,6 +12,8 @@ ring is injective on.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from constructions.base import Construction, run_layers
 
 from .rings import display_name, entry_name, section_claims
@@ -52,10 +54,24 @@ def _abstract_pass(con, params, sections, av, gp, encoding: int):
 FIRST_DEGREES = (2, 2)
 
 
-def grouped_ring(con, params, groups, sections, av):
-    """``(problem, spec, own layers, layers, encoding)`` of the grouped proof, each ring's claim
-    checked by :func:`_abstract_pass` on the very layers and specification the proof runs in it;
-    a string saying why none applies.  Tried in order: the power-sum ring at
+@dataclass(frozen=True)
+class RingChoice:
+    """The grouped ring a proof runs in, or why none applies (``problem`` None, ``why`` the reason):
+    the problem (its generators and encoding of the inputs), the specification's claims, the
+    construction's own layers and the layers to check in it, and the encoding (1: one generator per slot
+    or power sums, 2: pairs)."""
+
+    problem: object = None
+    spec: object = None
+    own: object = None
+    layers: object = None
+    encoding: int = 0
+    why: str = ""
+
+
+def grouped_ring(con, params, groups, sections, av) -> RingChoice:
+    """The :class:`RingChoice` of the grouped proof, each ring's claim checked by :func:`_abstract_pass`
+    on the very layers and specification the proof runs in it; one with ``why`` where none applies.  Tried in order: the power-sum ring at
     :data:`FIRST_DEGREES`, at the degrees found (when larger), one generator per slot
     (encoding 1), the pair encoding (encoding 2)."""
     from .token_groups import GroupedProblem
@@ -66,20 +82,20 @@ def grouped_ring(con, params, groups, sections, av):
     gp = power_sum_problem(con, params, groups, FIRST_DEGREES) or grouped(1)
     spec, own, layers, need, degrees = _abstract_pass(con, params, sections, av, gp, 1)
     if _fits(gp, need, degrees):
-        return gp, spec, own, layers, 1
+        return RingChoice(gp, spec, own, layers, 1)
     if need == 1:
         for gp in (power_sum_problem(con, params, groups, degrees), grouped(1)):
             if gp is None:
                 continue
             spec, own, layers, need, found = _abstract_pass(con, params, sections, av, gp, 1)
             if _fits(gp, need, found):
-                return gp, spec, own, layers, 1
+                return RingChoice(gp, spec, own, layers, 1)
     if need == 2:
         gp = grouped(2)
         spec, own, layers, need, _ = _abstract_pass(con, params, sections, av, gp, 2)
         if need == 2 or need == 1:
-            return gp, spec, own, layers, 2
-    return f"not used: the {need} has an entry beyond both encodings"
+            return RingChoice(gp, spec, own, layers, 2)
+    return RingChoice(why=f"not used: the {need} has an entry beyond both encodings")
 
 
 def _fits(gp, need: int, found) -> bool:

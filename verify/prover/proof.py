@@ -306,11 +306,11 @@ def grouped_proof(con: Construction, params: tuple[str, ...], sections, t0: floa
         return None
     try:
         chosen = grouped_ring(con, params, groups, sections, av)
-        if isinstance(chosen, str):
+        if chosen.problem is None:
             if keep is not None:
-                keep.grouped = chosen
+                keep.grouped = chosen.why
             return None
-        gp, spec, own, layers, encoding = chosen
+        gp, spec, own, layers, encoding = chosen.problem, chosen.spec, chosen.own, chosen.layers, chosen.encoding
         ar = FlintRing(None, gp.ctx)
         fv = {k: np.vectorize(FPoly, otypes=[object])(a) if a.size else a for k, a in gp.v.items()}
         if keep is not None:
