@@ -121,3 +121,33 @@ def test_the_solve_reads_integer_points_not_symbols():
     sol = solve(precision_ls_notebook(2, 3, 0.1, 2, causal=False, long=True), {"causal": False}, spec)
     assert sol["value"] == Fraction(13421773, 134217728) and sol["consistent"]
     assert not sol["fails_at"](sol["value"]) and sol["fails_at"](Fraction(1, 10))
+
+
+def test_a_trained_20x5_export_is_failed_with_a_counterexample(tmp_path):
+    """The issue's size (n = 20, d = 5): FAILED with an exact counterexample, and every nearby reading
+    (refuted at integer points, its counterexample not made sparse) FAILED at a named stack layer."""
+    trained_precision_ls(tmp_path / "t.pt", n=20, d=5, steps=3)
+    lay = tmp_path / "identity.json"
+    lay.write_text(json.dumps(IDENTITY))
+    rc, out, rep = _run([tmp_path / "t.pt", "--from", "precision-ls", "--spec", "gd-baseconv", "--set", "n=20",
+                         "--set", "d=5", "--layout", lay], tmp_path)
+    assert rc == 1, out
+    assert "verdict: FAILED: the file is not gd-baseconv" in out and "counterexample:" in out
+    assert rep["proof"]["ok"] is False and rep["proof"]["failure"]["counterexample"]
+    assert "nearby search stopped" not in out and rep["nearby"]
+    assert all(t["ok"] is False and t["failure"].startswith("stack layer ") for t in rep["nearby"])
+
+
+def test_the_nearby_readings_verdicts_are_those_of_the_full_refutation(tmp_path, monkeypatch):
+    """The nearby search's short refutation (``search.NEARBY_SHRINK_SECONDS``) changes no nearby verdict nor
+    the layer, region and entry it blames: the same file searched with ``prove``'s own refutation (None)."""
+    from verify.importers import search
+
+    trained_precision_ls(tmp_path / "trained.pt", steps=3)
+    reports = []
+    for shrink in (search.NEARBY_SHRINK_SECONDS, None):
+        monkeypatch.setattr(search, "NEARBY_SHRINK_SECONDS", shrink)
+        rc, out, rep = _gd_baseconv(tmp_path / "trained.pt", tmp_path)
+        assert rc == 1, out
+        reports.append([(t["variant"], t["ok"], t.get("failure")) for t in rep["nearby"]])
+    assert reports[0] == reports[1] and len(reports[0]) >= 4

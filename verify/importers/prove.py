@@ -85,7 +85,8 @@ def nearby_specifications(a, st, out) -> list[dict]:
             continue
         seen.add(c["spec"].name)
         vals, vinfo, vsrc = _params_for(c, imp.layers, out)
-        r = search.prove_stack(c["build"](**vals) if vals else c["con"], imp.layers)
+        r = search.prove_stack(c["build"](**vals) if vals else c["con"], imp.layers,
+                               shrink_seconds=search.NEARBY_SHRINK_SECONDS)
         label = f"specification {c['spec'].name} (the {a.fmt} importer's default layout)"
         tried.append({"variant": label, "specification": c["spec"].name, "ok": r.ok, "parameters": vinfo,
                       "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
@@ -404,7 +405,8 @@ def _nearby(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
     tried = []
     for label, layers in search.variants(imp.layers):
         vals, vinfo, vsrc = _params_for(st, layers, out)
-        r = search.prove_stack(st["build"](**vals) if vals else st["con"], layers)
+        r = search.prove_stack(st["build"](**vals) if vals else st["con"], layers,
+                               shrink_seconds=search.NEARBY_SHRINK_SECONDS)
         tried.append({"variant": label, "ok": r.ok, "parameters": vinfo,
                       "failure": None if r.ok else f"stack layer {r.failure.layer}: {r.failure.region} "
                                                    f"{list(r.failure.entry)}"})
@@ -420,7 +422,7 @@ def _nearby(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
         sol = search.solve_param(lambda **kw: st["build"](**kw), name, imp.layers)
         if sol and sol["value"] is not None and sol["value"] != values[name]:
             vals = {**values, name: sol["value"]}
-            r = search.prove_stack(st["build"](**vals), imp.layers)
+            r = search.prove_stack(st["build"](**vals), imp.layers, shrink_seconds=search.NEARBY_SHRINK_SECONDS)
             label = (f"{name} read from the file = "
                      f"{search.describe_value(sol['value'], imp.dtype, declared=_declared_note(imp) != '')}")
             tried.append({"variant": label, "ok": r.ok})

@@ -60,17 +60,32 @@ def distinct_bodies(secs) -> list[tuple[int, list]]:
     return out
 
 
-def prove_stack(con, layers) -> ProofResult:
+#: the nearby search's refutations make their counterexample sparse for at most this long (seconds;
+#: refute.py's own default, SHRINK_SECONDS, is for the verdict): a nearby reading needs its FAILED and the
+#: layer it blames, which the refutation locates before any shrinking (bench/bench_import_trained.py: the
+#: shrinking was half the search's time on a trained 20x5 file)
+NEARBY_SHRINK_SECONDS = 0.0
+
+
+def prove_stack(con, layers, shrink_seconds: float | None = None) -> ProofResult:
     """Prove the file's stack against ``con`` (a projected specification): each distinct body
     copy once, with the file's prologue and epilogue; the first failure is returned, its layer
-    numbered in the file's stack."""
+    numbered in the file's stack.  ``shrink_seconds`` (the nearby search): the refutation's time to
+    make its counterexample sparse (``refute.refute``'s ``shrink_seconds``; None: its default); a
+    stack the refutation does not reject is proved as ever (``prove``)."""
+    from verify.prover.refute import refute
+
     secs = split(con, layers)
     result = None
     total = 0.0
     for j, body in distinct_bodies(secs) or [(0, [])]:
         # refuting first (verify/prover/refute.py): a wrong file is FAILED at an integer point, exactly
-        r = prove(con, sections={"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]},
-                  refute=True)
+        sections = {"prologue": secs["prologue"], "body": body, "epilogue": secs["epilogue"]}
+        r = None
+        if shrink_seconds is not None:  # prove's own first step, with a shorter shrink; None: no difference found
+            r = refute(con, sections, compare_own=True, shrink_seconds=shrink_seconds)
+        if r is None:
+            r = prove(con, sections=sections, refute=True)
         total += r.seconds
         if result is None or not r.ok:
             result = r
