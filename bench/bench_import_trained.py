@@ -2,7 +2,8 @@
 ``--set eta`` on files a few optimizer steps from a construction, and on an untouched one.
 
     python bench/bench_import_trained.py [--memory-gib 2] [--timeout 600] [--sizes 4x2,20x5]
-        [--baseline-commit COMMIT] [--baseline-memory-gib 2] [--json bench/results/import_trained/results.json]
+        [--baseline-commit COMMIT] [--baseline-memory-gib 2] [--before-commit COMMIT]
+        [--json bench/results/import_trained/results.json]
 
 Files (``tests/verify/trained_files.py``):
 
@@ -26,6 +27,12 @@ the issue: FAILED with an exact counterexample within 60 s and 2 GiB.
 as they were at commit ``C`` (read with ``git show`` and installed in place of the modules in that interpreter
 only; the rest is the working tree), with ``--no-search``: the solve that ran the file's layers in symbols.  The
 machine is shared (2 cores): the seconds are noisy, the memory is not.
+
+``--before-commit C`` runs each trained file once more through the same command, nearby search included,
+with ``search.py`` and ``prove.py`` as at ``C`` (before/after of a change to the search: the rows'
+``solve`` says which).  The profile of the 20x5 file's search (cProfile, the children run inline) before
+the nearby readings' refutations stopped shrinking their counterexamples: ``refute._shrink`` was about half
+of the search, the first exact evaluation at the point the other half (``ops._mm_columns`` on Fractions).
 """
 from __future__ import annotations
 
@@ -93,12 +100,13 @@ def files(folder: Path, sizes) -> list[dict]:
     return cells
 
 
-def run(argv: list[str], memory_gib: float, timeout: float, json_path: Path, baseline: Path | None) -> dict:
+def run(argv: list[str], memory_gib: float, timeout: float, json_path: Path, baseline: Path | None,
+        search: bool = False) -> dict:
     """The command in a fresh interpreter; its exit status, verdict, eta, wall, CPU and peak RSS."""
     cmd = [sys.executable, "-c", _BASELINE, str(baseline)] if baseline else [sys.executable, "-m", "verify.construct"]
     cmd += ["import", *argv, "--json", str(json_path), "--proof-memory-gib", f"{memory_gib:g}",
             "--proof-timeout", f"{timeout:g}"]
-    if baseline:
+    if baseline and not search:
         cmd.insert(cmd.index("--json"), "--no-search")  # the verdict only: the old solve is the subject
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", _MEASURED, *cmd], cwd=ROOT, capture_output=True, text=True,
@@ -117,6 +125,16 @@ def run(argv: list[str], memory_gib: float, timeout: float, json_path: Path, bas
             "cpu_s": round(m["cpu_s"], 2), "peak_rss_gib": round(m["peak_kib"] / 2 ** 20, 3)}
 
 
+def _modules_at(commit: str, folder: Path) -> Path:
+    """``verify/importers/search.py`` and ``prove.py`` as at ``commit``, written into ``folder``."""
+    folder.mkdir()
+    for name in ("search", "prove"):
+        src = subprocess.run(["git", "show", f"{commit}:verify/importers/{name}.py"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        (folder / f"{name}.py").write_text(src)
+    return folder
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memory-gib", type=float, default=TARGET_GIB)
@@ -125,21 +143,21 @@ def main() -> int:
     ap.add_argument("--baseline-commit")
     ap.add_argument("--baseline-memory-gib", type=float, default=TARGET_GIB)
     ap.add_argument("--baseline-timeout", type=float, default=300)
+    ap.add_argument("--before-commit")
     ap.add_argument("--json")
     a = ap.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",") if s]
     rows = []
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
-        base = None
-        if a.baseline_commit:
-            base = folder / "baseline"
-            base.mkdir()
-            for name in ("search", "prove"):
-                src = subprocess.run(["git", "show", f"{a.baseline_commit}:verify/importers/{name}.py"], cwd=ROOT,
-                                     capture_output=True, text=True, check=True).stdout
-                (base / f"{name}.py").write_text(src)
+        base = _modules_at(a.baseline_commit, folder / "baseline") if a.baseline_commit else None
+        before = _modules_at(a.before_commit, folder / "before") if a.before_commit else None
         for cell in files(folder, sizes):
+            if before is not None and cell["trained"]:
+                r = run(cell["argv"], a.memory_gib, a.timeout, folder / "r.json", before, search=True)
+                row = {"file": cell["name"], "solve": f"integer points (before: {a.before_commit})", **r}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
             r = run(cell["argv"], a.memory_gib, a.timeout, folder / "r.json", None)
             ok = (r["rc"] == 1 and r["counterexample"]) if cell["trained"] else r["rc"] == 0
             row = {"file": cell["name"], "solve": "integer points", **r,
