@@ -77,6 +77,24 @@ def parse_settings(pairs: list[str] | None, entry, allow_large: bool = False) ->
     return sizes, params
 
 
+def export_k(a, obj, name: str) -> int | None:
+    """``--k``: the body copies ``--export`` writes (None: the export's default, one), checked before any
+    work: only with --export, within 1..the weight files' layer limit, and only for a construction with a
+    body to repeat."""
+    k = getattr(a, "k", None)
+    if k is None:
+        return None
+    from constructions.weights_io import MAX_LAYERS
+
+    if getattr(a, "export", None) is None:
+        raise UsageError("--k applies only with --export (the proof covers every depth)")
+    if not 1 <= k <= MAX_LAYERS:
+        raise UsageError(f"--k must be in 1..{MAX_LAYERS}, got {k}")
+    if k != 1 and not getattr(obj, "body", None):
+        raise UsageError(f"--k {k}: {name} has no body to repeat")
+    return k
+
+
 def describe_built(obj) -> dict:
     from constructions.base import Construction
 
@@ -111,7 +129,9 @@ def add_arguments(s, entry) -> None:
     s.add_argument("--allow-large", action="store_true", help=f"allow sizes above {MAX_SIZE}")
     bounded.add_arguments(s)
     add_check_arguments(s)
-    add_export_arguments(s, "the entry's weights (a construction with a body: one body copy)")
+    add_export_arguments(s, "the entry's weights (a construction with a body: --k body copies, default 1)")
+    s.add_argument("--k", type=int, default=None, metavar="K",
+                   help="with --export: the body copies written (1..the weight files' layer limit; default 1)")
 
 
 def cmd_entry(entry, a, out) -> int:
@@ -131,10 +151,11 @@ def cmd_entry(entry, a, out) -> int:
         obj = entry.build(**sizes, **params)
     except (ValueError, IndexError, ZeroDivisionError) as e:
         raise UsageError(f"{entry.name}: {e}") from None
+    k = export_k(a, obj, entry.name)
     if getattr(a, "export", None) is not None or getattr(a, "export_format", None) is not None:
         from .export import check_export_arguments
 
-        check_export_arguments(a, obj)  # the format holds the entry, or one line now, before the proof
+        check_export_arguments(a, obj, k=k)  # the format holds the entry, or one line now, before the proof
     if a.check == "random":
         from .prover.randomized import RandomizedUnsupported, claim_of
 
@@ -172,7 +193,7 @@ def cmd_entry(entry, a, out) -> int:
     if getattr(a, "export", None) is not None:
         from .export import write_export
 
-        write_export(a, obj, out=out)
+        write_export(a, obj, k=k, out=out)
     if json_path:
         verdict, line = verdict_of(res)
         atomic_write_text(json_path, report_json({"command": entry.name, "paper": entry.paper, "sizes": sizes,

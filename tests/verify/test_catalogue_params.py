@@ -71,3 +71,26 @@ def test_the_help_lists_the_parameters(capsys):
         main(["s004-gdpp", "--help"], out=io.StringIO())
     out = capsys.readouterr().out
     assert "gamma=1/16" in out and "eta=1/8" in out
+
+
+def test_export_k_writes_that_many_body_copies_and_imports_proved(tmp_path, capsys):
+    """``--k K`` with ``--export``: the file holds K body copies (issue 44: the catalogue exported only k = 1)."""
+    from constructions.weights_io import load
+
+    path = tmp_path / "w.safetensors"
+    rc, text, _ = run(["s004-gd", "--export", str(path), "--k", "3"], capsys)
+    assert rc == 0 and "exported 3 layers" in text
+    assert len(load(path).layers) == 3
+    rc, text, _ = run(["import", str(path), "--from", "polyverify"], capsys)
+    assert rc == 0 and "k = 3 in the file" in text
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["s004-gd", "--k", "3"], "--k applies only with --export"),
+    (["s004-gd", "--k", "0", "--export", "{out}"], "--k must be in 1.."),
+    (["s003-add", "--k", "2", "--export", "{out}"], "has no body to repeat"),
+])
+def test_export_k_refusals_are_one_line_before_any_work(tmp_path, capsys, argv, needle):
+    out = tmp_path / "w.safetensors"
+    rc, text, err = run([x.format(out=out) for x in argv], capsys)
+    assert rc == 2 and needle in err and err.count("\n") == 1 and text == "" and not out.exists()
