@@ -213,49 +213,51 @@ class Trainer:
         if self._pending:  # a chunk is open: end it first (its steps come before this one)
             self.flush()
         rc = self.cfg.recipe
-        u, y = self.tensors(*self.task.sample(self.cfg.batch, rng_for(self.cfg.seed, 0, self.step)))
-        self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_on(u, y)
-        loss.backward()
+        loss = self._loss_and_gradient()
         gn = grad_norm(self.params)
         ok = math.isfinite(gn) and gn <= rc.skip_grad_norm
         if ok:
-            for g in self.opt.param_groups:
-                g["lr"] = self.sched.lr
-            self.ema.before_step()
-            saved = self.ema.save_params()
-            self.opt.step()
-            self.ema.after_step(saved)
+            self._optimizer_step()
         else:
             self.skipped += 1
-        self.step += 1
-        if rc.scheduler == "adaptive" and self.step % rc.metric_every == 0:
-            self.sched.observe(self.gradient_metric())
-        self.sched.step(self.step)
+        self._advance_schedule()
         return float(loss.detach()), ok
 
-    def _step_on_device(self) -> None:
-        """:meth:`train_step`'s step, reading nothing from the device: the step is taken and its loss
-        and whether it should have been skipped are kept (on the device) for :meth:`flush`."""
-        if self._mark is None:
-            self._mark = self._snapshot()
-        rc = self.cfg.recipe
+    def _loss_and_gradient(self):
+        """The step's batch (seeded by the step number), its loss and the gradient in the parameters."""
         u, y = self.tensors(*self.task.sample(self.cfg.batch, rng_for(self.cfg.seed, 0, self.step)))
         self.opt.zero_grad(set_to_none=True)
         loss = self.loss_on(u, y)
         loss.backward()
-        ok = grad_ok(self.params, rc.skip_grad_norm)
+        return loss
+
+    def _optimizer_step(self) -> None:
+        """The optimiser's step at the schedule's learning rate, the EMA around it."""
         for g in self.opt.param_groups:
             g["lr"] = self.sched.lr
         self.ema.before_step()
         saved = self.ema.save_params()
         self.opt.step()
         self.ema.after_step(saved)
-        self._pending.append((loss.detach(), ok))
+
+    def _advance_schedule(self) -> None:
+        """One step counted; the adaptive schedule's metric where due; the schedule stepped."""
+        rc = self.cfg.recipe
         self.step += 1
         if rc.scheduler == "adaptive" and self.step % rc.metric_every == 0:
             self.sched.observe(self.gradient_metric())
         self.sched.step(self.step)
+
+    def _step_on_device(self) -> None:
+        """:meth:`train_step`'s step, reading nothing from the device: the step is taken and its loss
+        and whether it should have been skipped are kept (on the device) for :meth:`flush`."""
+        if self._mark is None:
+            self._mark = self._snapshot()
+        loss = self._loss_and_gradient()
+        ok = grad_ok(self.params, self.cfg.recipe.skip_grad_norm)
+        self._optimizer_step()
+        self._pending.append((loss.detach(), ok))
+        self._advance_schedule()
 
     def _one_step(self) -> None:
         """The next step of the current chunk: on the device, or (after a rolled-back chunk) checked."""
