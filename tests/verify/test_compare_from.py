@@ -13,13 +13,13 @@ torch = pytest.importorskip("torch", reason="precision-ls and zoology files and 
 
 from constructions.catalogue import entries  # noqa: E402
 from constructions.layers import BaseConv  # noqa: E402
-from polyverify.torch import load_module  # noqa: E402
 from verify import export as E  # noqa: E402
 from verify.compare import main  # noqa: E402
 from verify.importers import FORMATS  # noqa: E402
 
 from tests.verify.import_files import icl_gd_create_weights, zoology_mixer  # noqa: E402
 from tests.verify.test_import_checkpoints import train_state  # noqa: E402
+from tests.verify.trained_files import trained_module  # noqa: E402
 
 SMALL = ["--problems", "4", "--iters", "4", "--iter-sigmas", "1", "--sigmas", "1", "--kappas", "5", "--scales", "1",
          "--skip", "polynomial,invariants"]
@@ -38,14 +38,7 @@ def largest(rep) -> float:
 
 def trained(name, fmt, k=2, steps=3):
     con = entries()[name].build(n=4, d=2)
-    m = load_module(con, k, frozen=E.frozen_for(fmt))
-    if steps:
-        opt = torch.optim.Adam(m.parameters(), lr=1e-3)
-        S = torch.randn(6, *con.layout.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-        for _ in range(steps):
-            opt.zero_grad()
-            m(S).pow(2).mean().backward()
-            opt.step()
+    m = trained_module(con, k, fmt, steps=steps, seed=1)
     return con, m
 
 

@@ -16,6 +16,7 @@ from constructions.weights_io import load  # noqa: E402
 from polyverify.torch import load_module  # noqa: E402
 from verify import export as E  # noqa: E402
 from verify.construct import main  # noqa: E402
+from tests.verify.trained_files import trained_module  # noqa: E402
 
 SUFFIX = {"polyverify": ".safetensors", "precision-ls": ".pt", "zoology": ".safetensors", "icl-gd": ".npz"}
 #: constructions and the formats that hold them (tests/verify/test_export.py's FITS), with a body where one is
@@ -30,14 +31,7 @@ def _sizes(name):
 
 def _module(name, fmt, steps: int):
     con = entries()[name].build(**_sizes(name))
-    m = load_module(con, 2 if con.body else None, frozen=E.frozen_for(fmt))
-    if steps:
-        opt = torch.optim.Adam(m.parameters(), lr=1e-3)
-        S = torch.randn(6, *con.layout.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-        for _ in range(steps):
-            opt.zero_grad()
-            m(S).pow(2).mean().backward()
-            opt.step()
+    m = trained_module(con, 2 if con.body else None, fmt, steps=steps, seed=0)
     return con, m
 
 

@@ -21,18 +21,15 @@ from fractions import Fraction
 IDENTITY = {"format": "polyverify-layout/1"}
 
 
-def trained_precision_ls(path, *, n: int = 4, d: int = 2, k: int = 2, steps: int = 3, eta=Fraction(1, 16),
-                         seed: int = 0):
-    """``gd-baseconv`` (n, d, eta) with ``k`` body copies, ``steps`` Adam steps (lr 1e-3), exported to
-    precision-ls at ``path``; returns the export (``verify.export.Exported``)."""
+def trained_module(con, k, fmt: str, *, steps: int = 3, seed: int = 0):
+    """``polyverify.torch.load_module(con, k)`` with what ``fmt`` fixes frozen (``verify.export.frozen_for``),
+    after ``steps`` Adam steps (lr 1e-3) on the squared output of 6 random states drawn with ``seed``."""
     import torch
 
-    from constructions.catalogue import entries
     from polyverify.torch import load_module
     from verify import export as E
 
-    con = entries()["gd-baseconv"].build(n=n, d=d, eta=Fraction(eta))
-    m = load_module(con, k, frozen=E.frozen_for("precision-ls"))
+    m = load_module(con, k, frozen=E.frozen_for(fmt))
     if steps:
         opt = torch.optim.Adam(m.parameters(), lr=1e-3)
         S = torch.randn(6, *con.layout.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
@@ -40,6 +37,18 @@ def trained_precision_ls(path, *, n: int = 4, d: int = 2, k: int = 2, steps: int
             opt.zero_grad()
             m(S).pow(2).mean().backward()
             opt.step()
+    return m
+
+
+def trained_precision_ls(path, *, n: int = 4, d: int = 2, k: int = 2, steps: int = 3, eta=Fraction(1, 16),
+                         seed: int = 0):
+    """``gd-baseconv`` (n, d, eta) with ``k`` body copies, ``steps`` Adam steps (lr 1e-3), exported to
+    precision-ls at ``path``; returns the export (``verify.export.Exported``)."""
+    from constructions.catalogue import entries
+    from verify import export as E
+
+    con = entries()["gd-baseconv"].build(n=n, d=d, eta=Fraction(eta))
+    m = trained_module(con, k, "precision-ls", steps=steps, seed=seed)
     return E.export(path, m, "precision-ls")
 
 
