@@ -18,14 +18,19 @@ here: a trained file is floats, and so is the distance):
 2. **The model's symmetries divided out**, per layer kind, with the invariants the comparison already
    uses (``verify/comparison/analyses.py``, registered in ``constructions/kinds.py``):
 
-   * BaseConv (seed 000 eq. (2)/(19)): per inner channel ``c`` the scalings and sign flips
+   * BaseConv (seed 000 eq. (2)/(19)): the inner channels matched to the construction's (a permutation of
+     the columns of ``W_in, b_in, h, b_conv, W_gate, b_gate`` and the rows of ``W_out`` together is the
+     same function; ``match_channels``: the assignment of least summed squared distance between the
+     channels' rank-one tensors gate (x) conv (x) ``W_out``, found once per fit), then per inner channel
+     ``c`` the scalings and sign flips
      ``W_in[:, c], b_in[:, c]`` times ``s``, ``h[:, c]`` times ``t``, ``b_conv[:, c]`` times ``s t``,
      ``W_gate[:, c], b_gate[:, c]`` times ``u``, ``W_out[c, :]`` divided by ``s t u``; the learned layer
      is rescaled to the construction's factor norms and signs (``align_baseconv``);
    * LSA (seed 001 eq. (8)): each head compared as ``W3 W1^T`` and ``W2`` (the product is invariant
-     under the gauge ``W3 R``, ``W1 R^-T``), heads matched (``match_heads``, up to 6 heads), the
-     scale (and sign) exchanged between the two factors fitted by regressing the learned ``W3 W1^T`` on
-     the construction's (unbiased by dense noise, where a norm ratio is not);
+     under the gauge ``W3 R``, ``W1 R^-T``), heads matched (``match_heads``: every permutation up to 6
+     heads, an optimal assignment above), the scale (and sign) exchanged between the two factors fitted
+     by regressing the learned ``W3 W1^T`` on the construction's (unbiased by dense noise, where a norm
+     ratio is not);
    * token-form LSA (seed 004 eq. (2)-(3)): ``Q`` and ``P`` per head, matched, scale exchanged;
    * ELSA (seed 001 eq. (16)): no invariant is derived (its bias matrices enter each head's cubic
      product), so its arrays are compared as stored.
@@ -107,8 +112,8 @@ def entries(layers) -> int:
 
 #: what is divided out, per layer kind (printed and in the JSON)
 SYMMETRIES = {
-    "baseconv": "per-channel scalings and sign flips of the gate, filter and input projection (W_out row "
-                "divided by their product)",
+    "baseconv": "inner channels matched (a permutation); per channel scalings and sign flips of the gate, filter "
+                "and input projection (W_out row divided by their product)",
     "lsa": "heads matched; per head W3 W1^T and W2 (gauge W3 R, W1 R^-T), scale and sign exchanged between them",
     "token_lsa": "heads matched; per head Q and P, scale and sign exchanged between them",
     "elsa": "none (no invariant is derived for ELSA: its bias matrices enter each head's cubic product)",
@@ -136,8 +141,19 @@ def _heads(canon: dict, kind: str) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(canon[f"head{i}.{fn}"], canon[f"head{i}.{gn}"]) for i in range(n)]
 
 
-def head_order(learned, ref_canon: dict) -> list[int] | None:
-    """The learned head matched to each constructed head (attention kinds), None otherwise."""
+def _ref_baseconv(ref_canon: dict, ref_config: dict) -> BaseConv:
+    return BaseConv(**ref_canon, causal=ref_config["causal"], residual=ref_config["residual"],
+                    same=bool(ref_config.get("same", False)))
+
+
+def unit_order(learned, ref_canon: dict, ref_config: dict) -> list[int] | None:
+    """The learned unit matched to each constructed one: a head (attention kinds, ``match_heads``), a
+    BaseConv inner channel (``match_channels``); None for a kind whose units are not permuted (ELSA)."""
+    if learned.kind == "baseconv":
+        from verify.comparison.analyses import match_channels
+
+        order = match_channels(learned, _ref_baseconv(ref_canon, ref_config))
+        return None if order == list(range(len(order))) else order
     if learned.kind not in _HEAD_FACTORS:
         return None
     from verify.comparison.analyses import match_heads
@@ -149,11 +165,14 @@ def aligned(learned, ref_canon: dict, ref_config: dict, order: list[int] | None)
     """The learned float layer's canonical arrays after its symmetries are fitted to the reference's."""
     kind = learned.kind
     if kind == "baseconv":
-        from verify.comparison.analyses import align_baseconv
+        from verify.comparison.analyses import align_baseconv, permute_channels
 
-        ref = BaseConv(**ref_canon, causal=ref_config["causal"], residual=ref_config["residual"],
-                       same=bool(ref_config.get("same", False)))
-        return dict(align_baseconv(learned, ref).arrays())
+        if order is not None:  # the inner channels in the construction's order (formed once per fit)
+            memo = learned.__dict__.get("_permuted")
+            if memo is None or memo[0] != tuple(order):
+                memo = learned.__dict__["_permuted"] = (tuple(order), permute_channels(learned, order))
+            learned = memo[1]
+        return dict(align_baseconv(learned, _ref_baseconv(ref_canon, ref_config)).arrays())
     if kind in _HEAD_FACTORS:
         (fn, _), (gn, _) = _HEAD_FACTORS[kind]
         own = learned.__dict__.get("_canonical")  # the learned layer's products, formed once per fit
@@ -535,7 +554,7 @@ def _fit(res: Nearest, build_at, used, names, learned, name, prove, chan, t0) ->
     Lf = [float_layer(L) for L in learned]
     p = np.array([float(used[n]) for n in fit])
     refs = fam.at(p)
-    orders = [head_order(Lf[i], refs[s]) for i, s in enumerate(fam.slot)]
+    orders = [unit_order(Lf[i], refs[s], fam.configs[s]) for i, s in enumerate(fam.slot)]
 
     # the layers whose construction moves with the parameters: their alignment, and so their whole
     # residual, depends on the parameters (a head's scale moves eta between W3 W1^T and W2)

@@ -276,3 +276,58 @@ def test_weights_check_cut_off_reports_rows_checked():
     w = weights_check(con, C, timeout=1e-3, memory_gb=None)
     assert not w["complete"] and not w["exact"] and "time limit" in w["reason"]
     assert all(s["rows_checked"] <= s["rows"] for s in w["sections"])
+
+
+def test_invariants_match_permuted_and_rescaled_baseconv_channels():
+    """A permutation of BaseConv's inner channels with per-channel power-of-two scalings and sign flips
+    is the same function: the invariants find every channel equal (the learned channel matched to each
+    constructed one named), and one moved entry is reported on the construction's channel it belongs to."""
+    import numpy as np
+
+    from verify.comparison.analyses import invariants, match_channels, permute_channels
+
+    con = build_construction("gd-baseconv", 4, 2)
+    C = constructed_stack(con, 1)
+    rng = np.random.default_rng(5)
+
+    def symmetric(L, order):
+        L = permute_channels(L.map(lambda w: np.array(w, dtype=object)), order)
+        for c in range(L.shape[1]):
+            s, u = (Fraction(int(rng.choice([1, -1, 2, -2]))) for _ in range(2))
+            L.W_in[:, c] *= s
+            L.b_in[:, c] *= s
+            L.b_conv[:, c] *= s
+            L.W_gate[:, c] *= u
+            L.b_gate[:, c] *= u
+            L.W_out[c, :] /= s * u
+        return L
+
+    C_ = C.layers[0].shape[1]
+    orders = [list(rng.permutation(C_)) for _ in C.layers]
+    sym = stack_of(con, [symmetric(L, o) for L, o in zip(C.layers, orders)])
+    rep = invariants(sym, C)
+    assert all(L["differing"] == [] and L["max_distance"] < 1e-9 for L in rep["layers"])
+    for L, o in zip(rep["layers"], orders):  # the learned channel now at o.index(c) was constructed channel c
+        assert all(row.get("learned_channel", row["channel"]) == o.index(row["channel"]) or row["distance"] == 0
+                   for row in L["rows"])
+    from verify.comparison.models import to_float
+    assert match_channels(to_float(C.layers[0]), to_float(C.layers[0])) == list(range(C_))  # identity kept
+
+    layer, arr, idx, unit, region = _bc_target(con)
+    moved = perturb(C.layers, layer, arr, idx, DELTA)
+    sym = stack_of(con, [symmetric(L, o) for L, o in zip(moved, orders)])
+    rep = invariants(sym, C)
+    assert rep["layers"][layer]["differing"] == [unit]
+
+
+def test_more_than_six_heads_are_matched_by_assignment():
+    import numpy as np
+
+    from verify.comparison.analyses import match_heads
+
+    rng = np.random.default_rng(2)
+    fc = [(rng.standard_normal((3, 3)), rng.standard_normal((3, 3))) for _ in range(9)]
+    perm = [int(j) for j in rng.permutation(9)]
+    fl = [(fc[j][0] * -2.0, fc[j][1] * 0.5) for j in perm]  # learned head i is constructed head perm[i]
+    got = match_heads(fl, fc)  # the learned head matched to each constructed head
+    assert [perm[i] for i in got] == list(range(9))

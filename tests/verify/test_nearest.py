@@ -1,7 +1,7 @@
 """verify/nearest.py: the nearest construction of a family to a learned (FAILED) weight file.
 
 Exact constructions are perturbed by ``delta`` in random entries and put through random symmetries of
-the model (BaseConv per-channel scalings and sign flips; LSA head permutations, the W3 R / W1 R^-T
+the model (BaseConv inner-channel permutations, per-channel scalings and sign flips; LSA head permutations, the W3 R / W1 R^-T
 gauge and the scale exchanged between a head's two factors): the fitted parameters recover the
 construction's (exactly after snapping at delta = 0), the distance is within a factor of 2 of delta,
 and the snapped construction is PROVED.  Then the commands: the FAILED line carries the distance, the
@@ -21,6 +21,7 @@ from constructions.catalogue import gd_architectures
 from constructions.gd_baseconv import gd_baseconv
 from constructions.layers import LSA, LSAHead
 from verify import nearest as NR
+from verify.comparison.analyses import permute_channels
 from verify.construct import main
 
 N, D = 4, 2
@@ -63,9 +64,12 @@ def _live_channels(L):
     return live
 
 
-def _baseconv_symmetry(L, draw):
-    """A random per-channel rescaling (with sign flips) of a BaseConv layer: the same function."""
+def _baseconv_symmetry(L, draw, permute: bool = True):
+    """A random permutation of the inner channels and per-channel rescaling (with sign flips, by powers of
+    two) of a BaseConv layer: the same function."""
     L = L.map(lambda w: np.array(w, dtype=object))
+    if permute:
+        L = permute_channels(L, draw(st.permutations(range(L.shape[1]))))
     for c in range(L.shape[1]):
         s, t, u = (draw(st.sampled_from(SCALES)) for _ in range(3))
         L.W_in[:, c] *= s
@@ -148,19 +152,27 @@ def test_gd_baseconv_distance_is_at_most_twice_delta_for_any_entry(data, eta, de
 # ------------------------------------------------------------------ LSA: gd-compiled-lsa (eta, lam in the weights)
 
 def _lsa_symmetry(L: LSA, draw) -> LSA:
-    """Heads permuted; each head's W3 R, W1 R^-T (R a signed, scaled permutation) and W2 c, W3 / c."""
+    """Heads permuted; each head's W3 R, W1 R^-T (R a signed, scaled permutation times a unit upper
+    triangular matrix: a general invertible gauge, not only a monomial one) and W2 c, W3 / c."""
+    import sympy
+
     heads = list(L.heads)
     order = draw(st.permutations(range(len(heads))))
     out = []
     for h in (heads[i] for i in order):
         n = h.W1.shape[0]
         perm = draw(st.permutations(range(n)))
-        R = np.zeros((n, n), dtype=object)
-        R_inv_T = np.zeros((n, n), dtype=object)
+        M = sympy.zeros(n, n)
         for i, j in enumerate(perm):
-            s = draw(st.sampled_from(SCALES))
-            R[i, j] = s
-            R_inv_T[i, j] = 1 / s  # (P S)^-T = P S^-1 for a permutation P and a diagonal S
+            M[i, j] = sympy.Rational(draw(st.sampled_from(SCALES)))
+        U = sympy.eye(n)
+        for i in range(n):
+            for j in range(i + 1, n):
+                U[i, j] = sympy.Rational(draw(st.sampled_from([0, 0, 1, Fraction(-1, 2)])))
+        Rm = M * U
+        R = np.array([[Fraction(int(x.p), int(x.q)) for x in row] for row in Rm.tolist()], dtype=object)
+        R_inv_T = np.array([[Fraction(int(x.p), int(x.q)) for x in row] for row in Rm.inv().T.tolist()],
+                           dtype=object)
         c = draw(st.sampled_from(SCALES))
         W3 = np.array(h.W3, dtype=object).dot(R) / c
         W1 = np.array(h.W1, dtype=object).dot(R_inv_T)

@@ -222,12 +222,68 @@ def head_factors(L) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _match_heads(fl, fc):
-    """Learned head order matching the constructed heads best (largest sum of |tensor cosine|)."""
+    """Learned head order matching the constructed heads best (largest sum of |tensor cosine|): every
+    permutation tried up to 6 heads, an optimal assignment (``scipy.optimize.linear_sum_assignment``,
+    the same objective) above."""
     H = len(fc)
     if H > 6:
-        return list(range(H))
+        from scipy.optimize import linear_sum_assignment
+
+        score = np.array([[abs(_tensor_cmp(fl[i], fc[u])["cosine"]) for u in range(H)] for i in range(H)])
+        rows, cols = linear_sum_assignment(-score)
+        order = [0] * H
+        for i, u in zip(rows, cols):
+            order[int(u)] = int(i)
+        return order
     score = lambda p: sum(abs(_tensor_cmp(fl[p[i]], fc[i])["cosine"]) for i in range(H))  # noqa: E731
     return list(max(itertools.permutations(range(H)), key=score))
+
+
+def _baseconv_gram(a: BaseConv, b: BaseConv) -> np.ndarray:
+    """``M[i, c]``: the inner product of ``a``'s inner channel ``i`` and ``b``'s channel ``c`` as the
+    rank-one tensors gate (x) conv (x) W_out of :func:`baseconv_factors` (a product of the three factors'
+    inner products; the convolution factor's is (h_i . h_c)(W_in_i . W_in_c) + aff_i . aff_c), formed
+    with a few matrix products instead of C^2 tensors."""
+    def aff(L):
+        T = L.shape[0]
+        return ops.conv(L.b_in, L.h, causal=L.causal, same=L.same, method="fft" if T > 64 else "direct") + L.b_conv
+    gate = np.vstack([a.W_gate, a.b_gate]).T @ np.vstack([b.W_gate, b.b_gate])
+    conv = (a.h.T @ b.h) * (a.W_in.T @ b.W_in) + aff(a).T @ aff(b)
+    return gate * conv * (a.W_out @ b.W_out.T)
+
+
+def match_channels(a: BaseConv, b: BaseConv) -> list[int]:
+    """The inner channel of float layer ``a`` matched to each inner channel of ``b`` (a permutation of
+    BaseConv's inner channels is a symmetry: the columns of W_in, b_in, h, b_conv, W_gate, b_gate and the
+    rows of W_out permuted together): the assignment minimising the summed squared distance of the
+    channels' rank-one tensors gate (x) conv (x) W_out, which the per-channel scalings and sign flips
+    leave unchanged (``scipy.optimize.linear_sum_assignment``).  The identity where it is as good (within
+    rounding): an unpermuted layer keeps its order, ties among equal channels included."""
+    from scipy.optimize import linear_sum_assignment
+
+    C = a.shape[1]
+    with np.errstate(all="ignore"):
+        na, nb = np.diag(_baseconv_gram(a, a)), np.diag(_baseconv_gram(b, b))
+        cost = na[:, None] + nb[None, :] - 2 * _baseconv_gram(a, b)
+    if not np.all(np.isfinite(cost)):
+        return list(range(C))
+    cost = np.maximum(cost, 0.0)
+    rows, cols = linear_sum_assignment(cost)
+    best = float(cost[rows, cols].sum())
+    ident = float(np.trace(cost))
+    if ident <= best + 1e-12 * max(float(na.sum() + nb.sum()), 1.0):
+        return list(range(C))
+    order = [0] * C
+    for i, c in zip(rows, cols):
+        order[int(c)] = int(i)
+    return order
+
+
+def permute_channels(L: BaseConv, order: list[int]) -> BaseConv:
+    """``L`` with inner channel ``order[c]`` moved to position ``c`` (the same function)."""
+    o = list(order)
+    cols = {k: getattr(L, k)[:, o] for k in ("W_in", "b_in", "h", "b_conv", "W_gate", "b_gate")}
+    return BaseConv(**cols, W_out=L.W_out[o, :], b_out=L.b_out, causal=L.causal, residual=L.residual, same=L.same)
 
 
 def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
@@ -239,10 +295,15 @@ def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
             continue
         inv = kinds.get(a.kind, "invariants")
         fl, fc = inv.factors(a), inv.factors(b)
-        perm = _match_heads(fl, fc) if inv.matched else list(range(len(fc)))
+        if inv.matched:
+            perm = _match_heads(fl, fc)
+        elif isinstance(a, BaseConv):  # inner channels in any order: matched (match_channels)
+            perm = match_channels(a, b)
+        else:
+            perm = list(range(len(fc)))
         unit = inv.unit
-        rows = [{unit: u, **({f"learned_{unit}": perm[u]} if inv.matched else {}), **_tensor_cmp(fl[perm[u]], fc[u])}
-                for u in range(len(fc))]
+        rows = [{unit: u, **({f"learned_{unit}": perm[u]} if inv.matched or perm[u] != u else {}),
+                 **_tensor_cmp(fl[perm[u]], fc[u])} for u in range(len(fc))]
         extra = {"invariant": inv.invariant} if inv.matched else \
             {"b_out_max_abs_diff": float(np.max(np.abs(a.b_out - b.b_out)))}
         differing = [r[unit] for r in rows if (r["distance"] or 0) > tol]
@@ -281,11 +342,11 @@ def _align_baseconv(a: BaseConv, b: BaseConv) -> BaseConv:
 
 
 #: public names of the alignment and the head matching (verify/nearest.py fits the nearest construction with them)
-align_baseconv, match_heads = _align_baseconv, _match_heads
+align_baseconv, match_heads = _align_baseconv, _match_heads  # (match_channels, permute_channels: above)
 
 
 def _lerp_baseconv(a, b, t):
-    A = _align_baseconv(a, b)
+    A = _align_baseconv(permute_channels(a, match_channels(a, b)), b)
     return b.map(lambda x: x) if t == 0 else BaseConv(**{k: (1 - t) * getattr(b, k) + t * getattr(A, k)
                                                         for k in BaseConv.array_fields},
                                                      causal=b.causal, residual=b.residual, same=b.same)
