@@ -655,11 +655,54 @@ def missing_cells(s: dict) -> list[dict]:
     return out
 
 
+def decide_order(s: dict, cells: list[dict]) -> list[dict]:
+    """``cells`` (:func:`missing_cells`) in the order they decide each mixer's smallest width reaching the threshold
+    as N grows (the sweep runner starts a grid's cells in its order, so a run stopped early has run these first),
+    read from the records (:func:`pooled`: the median over every seed recorded):
+
+    0. at an N where the mixer has records: the widths that decide its crossing there (the smallest width whose
+       median reaches the threshold and the width of ``WIDTHS["dims"]`` below it), their missing seeds;
+    1. at an N where it has none: every width up to the largest at which it crosses at a recorded N (the crossing
+       there is undecided until each of them is measured), the widths at which it crosses at a recorded N first
+       (whether the needed width stays or grows), seeds 0-2 before 3-4 (three seeds of five already settle a
+       median where they agree);
+    2. the rest.
+
+    Attention's cells of ranks 0 and 1 come before BaseConv's (attention's runs are the cheaper), then BaseConv's,
+    then rank 2 by mixer, N, width and seed."""
+    p = pooled(s)
+    dims = list(WIDTHS["dims"])
+    cross: dict = {}
+    for m in MIXERS:
+        for N, _ in WIDTHS["sizes"]:
+            have = [d for d in dims if f"{m}/{N}/{d}" in p]
+            if have:
+                cross[(m, N)] = next((d for d in have if p[f"{m}/{N}/{d}"]["median"] >= s["threshold"]), None)
+    top = {m: max((d for (mm, _), d in cross.items() if mm == m and d is not None), default=max(dims)) for m in MIXERS}
+    at = {m: {d for (mm, _), d in cross.items() if mm == m and d is not None} for m in MIXERS}
+
+    def key(c):
+        m, N, d, sd = c["mixer"], c["N"], c["d"], c["seed"]
+        if (m, N) in cross:
+            hit = cross[(m, N)]
+            i = dims.index(hit) if hit is not None else len(dims)
+            rank, sub = (0, (0, 0)) if d in dims[max(0, i - 1):i + 1] else (2, (0, 0))
+        elif d <= top[m]:
+            rank, sub = 1, (sd >= 3, d not in at[m])
+        else:
+            rank, sub = 2, (0, 0)
+        return (rank == 2, MIXERS.index(m), rank, sub, N, d, sd)
+
+    return sorted(cells, key=key)
+
+
 def widths_grid(s: dict) -> dict:
-    """The grid file (``python -m numerics.sweep run FILE``) of :func:`missing_cells`: the CPU grid's settings
-    (``FULL``) at its learning rate per mixer, the vocabulary raised where N needs it (``WIDTHS["vocab_at"]``)."""
+    """The grid file (``python -m numerics.sweep run FILE``) of :func:`missing_cells` in :func:`decide_order`: the
+    CPU grid's settings (``FULL``) at its learning rate per mixer, the vocabulary raised where N needs it
+    (``WIDTHS["vocab_at"]``)."""
     cells = [{**c, "lr": min(FULL["lrs"][c["mixer"]]),
-              **({"vocab": WIDTHS["vocab_at"][c["N"]]} if c["N"] in WIDTHS["vocab_at"] else {})} for c in missing_cells(s)]
+              **({"vocab": WIDTHS["vocab_at"][c["N"]]} if c["N"] in WIDTHS["vocab_at"] else {})}
+             for c in decide_order(s, missing_cells(s))]
     return {"cell": "numerics.experiments.seed003_mqar:cell", "fixed": _common(FULL), "cells": cells}
 
 
@@ -729,4 +772,4 @@ def gpu_markdown(s: dict, figure: str) -> str:
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "gpu_configs", "summarise", "criteria",
            "table", "plot", "markdown", "gpu_markdown", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
            "build_model", "MQARCell", "config_of", "at_least_N", "carried", "PARTS", "PART_KEY", "pooled", "smallest_width",
-           "missing_cells", "widths_grid", "write_widths_grid", "WIDTHS", "WIDTHS_GRID_FILE"]
+           "missing_cells", "decide_order", "widths_grid", "write_widths_grid", "WIDTHS", "WIDTHS_GRID_FILE"]
