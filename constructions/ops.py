@@ -144,6 +144,10 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
         k2, n = Y.shape
         if k != k2:
             raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
+        if m * k * n >= RATIONAL_MM_MIN:  # rational entries only: one integer-matrix product in FLINT
+            out = mm_rational(X, Y)
+            if out is not None:
+                return out
         NX = nonzero_pattern(X) if nonzero_x is None else pattern_of(nonzero_x, X)  # numpy's loop
         NY = nonzero_pattern(Y) if nonzero_y is None else pattern_of(nonzero_y, Y)
         try:
@@ -174,6 +178,102 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
                 seen[key] = out[i, j] = 0 if not terms else tree_sum(terms)
         return out
     return X @ Y
+
+
+#: an exact product of at least this many scalar products (``m k n``) whose entries are all rationals
+#: (:func:`mm_rational`) runs as one FLINT integer-matrix product; a smaller one as :func:`_mm_columns`
+RATIONAL_MM_MIN = 4096
+
+
+def _rational_types():
+    """The exact rational scalar types :func:`mm_rational` reads, by the output type they give (the
+    first present of fmpq, mpq, Fraction, int)."""
+    from fractions import Fraction
+
+    import flint
+    import gmpy2
+
+    return {int: "int", Fraction: "fraction", type(gmpy2.mpz(0)): "int", type(gmpy2.mpq(0)): "mpq",
+            flint.fmpz: "int", flint.fmpq: "fmpq"}
+
+
+def _num_den(x, kind: str) -> tuple[int, int]:
+    if kind == "int":
+        return int(x), 1
+    if kind == "fmpq":
+        return int(x.p), int(x.q)
+    return int(x.numerator), int(x.denominator)
+
+
+def mm_rational(X: np.ndarray, Y: np.ndarray):
+    """The exact ``X @ Y`` of two 2-D object arrays whose entries are all rationals (Python ``int``,
+    ``fractions.Fraction``, gmpy2 ``mpz`` / ``mpq``, FLINT ``fmpz`` / ``fmpq``), or None where an entry
+    is anything else (a polynomial, a running sum, a float), or FLINT's and gmpy2's / Fraction's
+    rationals are mixed (they do not multiply each other: :func:`mm`'s own loop raises as before).
+
+    Each row ``i`` of ``X`` is scaled by the lcm ``a_i`` of its denominators and each column ``j`` of
+    ``Y`` by the lcm ``b_j`` of its, so both are integer matrices; their product is one FLINT
+    ``fmpz_mat`` product (exact, multimodular), and entry ``(i, j)`` is that product's entry over
+    ``a_i b_j``: the same rational as the sum of the entries' products, whatever their order.  The
+    entries come back in the operands' type (fmpq where FLINT's, else mpq where gmpy2's, else
+    Fraction where any, else int; as their own arithmetic gives), each zero the int 0 (the structural
+    zero the exact operations skip).  A learned file's dense float weights read exactly (binary
+    fractions) are multiplied here in a fraction of a second where the entry-by-entry Fraction
+    products took minutes (issue 41 item 1)."""
+    import math
+
+    import flint
+
+    table = _rational_types()
+    xs, ys = X.ravel().tolist(), Y.ravel().tolist()
+    kinds = set()
+    for t in set(map(type, xs)) | set(map(type, ys)):
+        kind = table.get(t)
+        if kind is None:
+            return None
+        kinds.add(kind)
+    if "fmpq" in kinds and kinds & {"mpq", "fraction"}:
+        return None
+    out_kind = next(k for k in ("fmpq", "mpq", "fraction", "int") if k in kinds or k == "int")
+    m, k = X.shape
+    n = Y.shape[1]
+
+    def cleared(vals, rows, cols, by_row: bool):
+        """The integer matrix (row-major list) and the lcm of the denominators of each row (or column)."""
+        nd = [_num_den(v, table[type(v)]) for v in vals]
+        if by_row:
+            lcms = [math.lcm(*(d for _, d in nd[i * cols:(i + 1) * cols])) for i in range(rows)] if rows else []
+            ints = [a * (lcms[h // cols] // d) for h, (a, d) in enumerate(nd)]
+        else:
+            lcms = [math.lcm(*(nd[r * cols + j][1] for r in range(rows))) for j in range(cols)] if cols else []
+            ints = [a * (lcms[h % cols] // d) for h, (a, d) in enumerate(nd)]
+        return ints, lcms
+
+    A, ra = cleared(xs, m, k, True)
+    B, cb = cleared(ys, k, n, False)
+    out = np.zeros((m, n), dtype=object)
+    if not (m and n):
+        return out
+    P = (flint.fmpz_mat(m, k, A) * flint.fmpz_mat(k, n, B)).entries() if k else [0] * (m * n)
+    if out_kind == "int":  # every denominator 1
+        make = int
+    elif out_kind == "fmpq":
+        make = flint.fmpq
+    elif out_kind == "mpq":
+        import gmpy2
+
+        make = gmpy2.mpq
+    else:
+        from fractions import Fraction
+
+        make = Fraction
+    flat = out.reshape(-1)
+    for h, v in enumerate(P):
+        if v:
+            i, j = divmod(h, n)
+            d = ra[i] * cb[j]
+            flat[h] = make(int(v)) if out_kind == "int" else make(int(v), d)
+    return out
 
 
 def _scalar_array(y) -> np.ndarray:

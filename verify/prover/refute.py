@@ -17,9 +17,10 @@ proof takes as a symbol is the construction's here: a mismatch there refutes the
    ring homomorphism on the rationals whose denominators ``p`` does not divide, so equal rational
    values have equal residues;
 2. **the exact counterexample**: both sides are then evaluated exactly at that integer point, in
-   rationals (``fractions.Fraction`` object arrays through the layers' own ``forward``,
+   rationals (object arrays of gmpy2's ``mpq`` through the layers' own ``forward``, :func:`to_mpq`;
+   a dense product is one FLINT integer-matrix product, ``constructions.ops.mm_rational``;
    ``constructions.base.run_layers``, and the specification's own ``input_state`` / ``state`` /
-   ``step`` / ``final_state`` on the same arrays, ``rings.section_claims``); the first differing entry
+   ``step`` / ``final_state`` at the same point in ``Fraction``, ``rings.section_claims``); the first differing entry
    of the section's output is found by the kernel's equality (``kernel.first_mismatch``).  The point
    is then made sparse (coordinates set to 0 in halves and quarters, ... while the two sides still
    differ at the same first entry and the same layer and entry are blamed; :data:`SHRINK_SECONDS`,
@@ -57,6 +58,7 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import gmpy2
 import numpy as np
 
 from constructions import ops
@@ -247,6 +249,46 @@ def prepared(L, memo: dict | None = None):
     return out
 
 
+def to_mpq(A, shared: dict | None = None):
+    """An exact object array with each ``Fraction`` entry as gmpy2's ``mpq`` of the same value (equal
+    objects stay one object: ``shared``, by the entry's id); anything else as it is.  The exact evaluation
+    runs the layers' own ``forward`` on these: GMP's rationals multiply and add the long numerators and
+    denominators of dense float weights' products about ten times faster than ``Fraction`` (whose gcds
+    run in Python), they mix with ``Fraction`` and ``int`` (the specification's values) to the exact
+    rational, and a dense product of them is one FLINT matrix product (``constructions.ops.mm_rational``).
+    Values, and so every comparison and the counterexample (read back with ``Fraction``), are unchanged."""
+    if not (isinstance(A, np.ndarray) and A.dtype == object and A.size):
+        return A
+    flat = A.reshape(-1)
+    vals = flat.tolist()
+    hits = [h for h, x in enumerate(vals) if type(x) is Fraction]
+    if not hits:
+        return A
+    memo = {} if shared is None else shared
+    conv = np.empty(len(hits), dtype=object)
+    for i, h in enumerate(hits):
+        x = vals[h]
+        hit = memo.get(id(x))
+        if hit is None or hit[0] is not x:
+            hit = memo[id(x)] = (x, gmpy2.mpq(x.numerator, x.denominator))  # x kept alive: its id stays its own
+        conv[i] = hit[1]
+    out = flat.copy()
+    out[hits] = conv
+    return out.reshape(A.shape)
+
+
+def fast_layer(L, memo: dict | None = None):
+    """``L`` (as :func:`prepared`) with its ``Fraction`` weights as gmpy2 rationals (:func:`to_mpq`): the
+    same layer, the same values."""
+    if memo is not None and id(L) in memo and memo[id(L)][0] is L:
+        return memo[id(L)][1]
+    shared = memo.setdefault("__values__", {}) if memo is not None else {}
+    out = L.map(lambda A: to_mpq(A, shared))
+    if memo is not None:
+        memo[id(L)] = (L, out)
+    return out
+
+
 def _modular_mismatch(con, plan, point, p, cache) -> _Found | None:
     """Every section of ``plan`` at the integer ``point`` modulo ``p``; the first mismatch (None: all
     agree).  :class:`modular.Unrepresentable` where ``p`` divides a denominator."""
@@ -329,8 +371,10 @@ def _matrices(L, cache: dict) -> list[tuple[int, int, int]]:
 
 
 #: seconds per product of a state entry and a weight, per bit of the weight (numerator and denominator):
-#: measured on gd-baseconv (small weights, about 300 ns) and on dense float weights (about 10 us)
-_SECONDS_PER_BIT = 1e-7
+#: measured in ``Fraction`` on gd-baseconv (small weights, about 300 ns) and on dense float weights (about
+#: 10 us) as 1e-7; in gmpy2's rationals with FLINT's matrix products (:func:`to_mpq`) the first exact
+#: evaluation of a trained gd-baseconv 64x16 file (7 layers, estimated 56 s at 1e-7) took 3.4 s
+_SECONDS_PER_BIT = 1e-8
 
 
 def _run_bounded(Ls, S, limit: list, cache: dict):
@@ -374,17 +418,19 @@ class _Exact:
     def __init__(self, con, sec: str, Ls, compare_own: bool):
         self.con, self.sec = con, sec
         memo: dict = {}
-        self.Ls = [prepared(L, memo) for L in Ls]
+        fast: dict = {}
+        self.Ls = [fast_layer(prepared(L, memo), fast) for L in Ls]
         self.n = len(Ls)
         own = list(getattr(con, sec))
         self.own = own
-        self.ref = [prepared(L, memo) for L in own] if compare_own and own and len(own) == self.n else None
+        self.ref = ([fast_layer(prepared(L, memo), fast) for L in own] if compare_own and own and len(own) == self.n
+                    else None)
         try:
             pristine = con.rebuild(**con.params) if con.rebuild else None
         except Exception:  # noqa: BLE001 - only a guard; without it the location falls back
             pristine = None
         P = getattr(pristine, sec) if pristine is not None else None
-        self.pristine = ([prepared(L, memo) for L in P] if P is not None and len(P) == self.n
+        self.pristine = ([fast_layer(prepared(L, memo), fast) for L in P] if P is not None and len(P) == self.n
                          and not all(same_layer(a, b) for a, b in zip(P, Ls)) else None)
         self.use_declared: bool | None = None  # decided at the first point (:meth:`at` with decide)
         self.why_not = "no intermediate states declared"
@@ -409,6 +455,7 @@ class _Exact:
         """The section at ``point``: None where its output equals the target there."""
         v = _exact_point(point)
         S0, want = self._states(v, decide)
+        S0 = to_mpq(S0)  # the same values, in gmpy2's rationals (:func:`to_mpq`)
         states = self.run(self.Ls, S0) if self.Ls else []
         got = states[-1] if states else S0
         if got.shape != want.shape:
