@@ -318,3 +318,97 @@ def test_nonzero_pattern_and_zeros():
     Z = ops.zeros_like_object((2, 3))
     assert Z.dtype == object and Z.shape == (2, 3) and all(z == 0 for z in Z.flat)
     assert ops.is_object(Z) and not ops.is_object(np.zeros(2)) and ops.is_torch(torch.zeros(1))
+
+
+# ----------------------------------------------------------------------------- the FLINT product of rationals
+
+#: binary fractions as a float's value is one (learned weights read exactly): an odd or even integer
+#: numerator of up to 53 bits over 2^e, negative, zero (the int 0 and Fraction(0)) and one included
+binary_q = st.one_of(
+    st.sampled_from([0, Fraction(0), Fraction(1), Fraction(-1), 1, -3]),
+    st.builds(lambda a, e: Fraction(a, 2 ** e), st.integers(-(2 ** 53), 2 ** 53), st.integers(0, 80)),
+)
+
+
+@st.composite
+def binary_matrix(draw, rows, cols):
+    a = np.empty((rows, cols), dtype=object)
+    for idx in np.ndindex(rows, cols):
+        a[idx] = draw(binary_q)
+    return a
+
+
+@st.composite
+def rational_mm_case(draw):
+    m, k, n = draw(st.integers(0, 5)), draw(st.integers(0, 5)), draw(st.integers(0, 5))
+    return draw(binary_matrix(m, k)), draw(binary_matrix(k, n))
+
+
+def _fraction_path(X, Y):
+    """The entry-by-entry exact product (mm's column loop on Fractions, no FLINT)."""
+    return ops._mm_columns(X, ops.nonzero_pattern(X), Y.shape[1], ops._dense_columns(Y, ops.nonzero_pattern(Y)))
+
+
+def _as(kind, A):
+    import flint
+    import gmpy2
+
+    f = {"mpq": lambda x: gmpy2.mpq(x.numerator, x.denominator),
+         "fmpq": lambda x: flint.fmpq(x.numerator, x.denominator)}[kind]
+    out = np.empty(A.shape, dtype=object)
+    for idx in np.ndindex(*A.shape):
+        out[idx] = f(A[idx]) if isinstance(A[idx], Fraction) else A[idx]
+    return out
+
+
+@given(case=rational_mm_case())
+def test_flint_product_of_rationals_equals_the_fraction_path(case):
+    """ops.mm_rational (rows and columns cleared of denominators, one fmpz_mat product) is the same exact
+    product as the Fraction path, entry for entry, for Fraction, gmpy2 mpq and FLINT fmpq entries; zeros
+    come back as the int 0, the other entries in the operands' type."""
+    import flint
+    import gmpy2
+
+    X, Y = case
+    want = _fraction_path(X, Y)
+    for kind, (A, B) in {"fraction": (X, Y), "mpq": (_as("mpq", X), Y), "fmpq": (_as("fmpq", X), _as("fmpq", Y))}.items():
+        got = ops.mm_rational(A, B)
+        assert got is not None and got.shape == want.shape and got.dtype == object
+        assert [[Fraction(int(x.p), int(x.q)) if isinstance(x, flint.fmpq) else Fraction(x) for x in row]
+                for row in got.tolist()] == as_fractions(want)
+        for x in got.flat:
+            if x == 0:
+                assert id(x) == id(0)  # the structural zero object
+            elif kind == "mpq":
+                assert isinstance(x, type(gmpy2.mpq(1)))
+            elif kind == "fmpq":
+                assert isinstance(x, flint.fmpq)
+            elif any(isinstance(v, Fraction) for v in [*A.flat, *B.flat]):
+                assert isinstance(x, Fraction)
+
+
+def test_flint_product_declines_what_is_not_only_rationals():
+    import flint
+    import sympy
+
+    X = np.array([[Fraction(1, 2), 3]], dtype=object)
+    assert ops.mm_rational(X, np.array([[sympy.Symbol("a")], [1]], dtype=object)) is None
+    assert ops.mm_rational(X, np.array([[0.5], [1]], dtype=object)) is None  # a float: not exact
+    assert ops.mm_rational(X, np.array([[True], [1]], dtype=object)) is None
+    assert ops.mm_rational(X, np.array([[flint.fmpq(1, 3)], [1]], dtype=object)) is None  # FLINT's and Fraction mixed
+
+
+def test_mm_takes_the_flint_product_from_its_size_on(monkeypatch):
+    rng = np.random.default_rng(0)
+    X = np.array([[Fraction(int(a), 2 ** int(e)) for a, e in zip(r, rng.integers(0, 60, 20))]
+                  for r in rng.integers(-2 ** 40, 2 ** 40, (16, 20))], dtype=object)
+    Y = np.array([[Fraction(int(a), 1024) for a in r] for r in rng.integers(-5, 5, (20, 16))], dtype=object)
+    assert X.shape[0] * X.shape[1] * Y.shape[1] >= ops.RATIONAL_MM_MIN
+    calls = []
+    real = ops.mm_rational
+    monkeypatch.setattr(ops, "mm_rational", lambda A, B: calls.append(1) or real(A, B))
+    got = ops.mm(X, Y)
+    assert calls and as_fractions(got) == as_fractions(_fraction_path(X, Y))
+    calls.clear()
+    ops.mm(X[:2, :2], Y[:2, :2])  # small: the column loop
+    assert not calls

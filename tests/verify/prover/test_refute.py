@@ -226,6 +226,29 @@ def test_dense_float_weights_are_refuted_exactly(monkeypatch):
     check_refutation(con, secs, res)
 
 
+def test_a_learned_file_is_refuted_exactly_through_flint_products(monkeypatch):
+    """A module trained a few Adam steps (``tests/verify/trained_files.py``: every weight a dense float) is
+    FAILED with the exact counterexample: the section evaluated in gmpy2 rationals with its dense products
+    in FLINT (``ops.mm_rational`` taken, never declined), and the counterexample and the culprit
+    reproduce in Fractions (``replay_counterexample``, the prover's own evaluation)."""
+    from constructions import ops
+    from tests.verify.trained_files import trained_module
+
+    con = gd_baseconv(12, 4)
+    m = trained_module(con, 1, "polyverify", steps=3)
+    layers = m.layers()  # float64 arrays, every entry moved by the training
+    p, b = len(con.prologue), len(con.body)
+    secs = {"prologue": layers[:p], "body": layers[p:p + b], "epilogue": layers[p + b:]}
+    taken = []
+    real = ops.mm_rational
+    monkeypatch.setattr(ops, "mm_rational", lambda X, Y: taken.append(real(X, Y) is not None) or real(X, Y))
+    monkeypatch.setattr(P, "_prove", lambda *a, **k: pytest.fail("the full ring ran"))
+    res = prove(con, sections=secs)
+    assert res.ring.startswith("integer point") and "exact in rationals" in res.ring
+    assert taken and all(taken)
+    check_refutation(con, secs, res)
+
+
 def test_too_large_an_exact_evaluation_reports_residues_modulo_p(monkeypatch):
     con = gd_baseconv(4, 2)
     secs = _tampered(con)
