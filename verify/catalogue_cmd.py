@@ -132,6 +132,13 @@ def add_arguments(s, entry) -> None:
     add_export_arguments(s, "the entry's weights (a construction with a body: --k body copies, default 1)")
     s.add_argument("--k", type=int, default=None, metavar="K",
                    help="with --export: the body copies written (1..the weight files' layer limit; default 1)")
+    s.add_argument("--weights", default=None, metavar="FILE",
+                   help="prove this weight file (the entry's layer structure, any number of body copies) against "
+                        "the entry's specification instead of the built weights; refuted first, and a FAILED file "
+                        "gets its distance and the nearest construction of the entry's family (verify/nearest.py)")
+    s.add_argument("--allow-metadata-mismatch", action="store_true",
+                   help="with --weights: prove the file even where its metadata declares another construction, "
+                        "size, parameter or layer setting")
 
 
 def cmd_entry(entry, a, out) -> int:
@@ -152,6 +159,7 @@ def cmd_entry(entry, a, out) -> int:
     except (ValueError, IndexError, ZeroDivisionError) as e:
         raise UsageError(f"{entry.name}: {e}") from None
     k = export_k(a, obj, entry.name)
+    lw = read_weights(a, obj, entry.name)  # --weights: read and checked before anything is printed
     if getattr(a, "export", None) is not None or getattr(a, "export_format", None) is not None:
         from .export import check_export_arguments
 
@@ -183,23 +191,130 @@ def cmd_entry(entry, a, out) -> int:
         print(f"  notes: {obj.notes}", file=out)
     if entry.claim:
         print(f"  paper's claim: {entry.claim}", file=out)
-    if a.check == "random":
+    diagnosis: dict = {}
+    if lw is not None:
+        from .gd_cmd import prove_weights
+
+        res, user = prove_weights(obj, lw, a.weights, lw_k(obj, lw), a, layers_from="file")
+        print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
+              f"{user['weights']['distinct_bodies']} distinct body variant(s); {lw.declared_summary()})", file=out)
+        if holds(res) or getattr(res, "method", "") == "random":
+            print_proof(res, out)
+        else:  # diagnosis of a FAILED file, after the verdict (never a verdict itself)
+            diagnosis = weights_diagnosis(entry, obj, sizes, params, lw, a, res, out)
+        diagnosis["weights"] = {**user["weights"], **diagnosis.get("weights", {})}
+    elif a.check == "random":
         from .prover.randomized import check_item
 
         res = random_check(lambda: check_item(obj, seed=a.random_seed), a, entry.name)
+        print_proof(res, out)
     else:
         res = bounded.call(lambda: check(obj), a, entry.name)
-    print_proof(res, out)
+        print_proof(res, out)
     if getattr(a, "export", None) is not None:
         from .export import write_export
 
         write_export(a, obj, k=k, out=out)
     if json_path:
         verdict, line = verdict_of(res)
+        if "nearest" in diagnosis:  # the nearest construction of the family: its own block, never the verdict
+            line = f"{line}; {diagnosis.pop('summary')}"
         atomic_write_text(json_path, report_json({"command": entry.name, "paper": entry.paper, "sizes": sizes,
                                                  "params": {k: str(v) for k, v in params.items()},
                                                  "built": info, "claim": entry.claim, "check": a.check,
                                                  "verdict": verdict, "verdict_line": line,
-                                                 ("randomized" if a.check == "random" else "proof"): res.to_json()}))
+                                                 ("randomized" if a.check == "random" else "proof"): res.to_json(),
+                                                 **{k: v for k, v in diagnosis.items() if k != "summary"}}))
         print(f"report written to {json_path}", file=out)
     return 0 if holds(res) else 1
+
+
+# ------------------------------------------------------------------ --weights: a file for the entry
+
+def read_weights(a, obj, name: str):
+    """``--weights``: the file read exactly against the entry's construction (``weights_io.load``), its
+    metadata checked (refused, naming what it declares, without ``--allow-metadata-mismatch``), its layers
+    the construction's kinds and shapes at the file's own number of body copies; a UsageError (one line)
+    before any work otherwise.  None without ``--weights``."""
+    path = getattr(a, "weights", None)
+    if path is None:
+        if getattr(a, "allow_metadata_mismatch", False):
+            raise UsageError("--allow-metadata-mismatch applies to a --weights file; none was given")
+        return None
+    from constructions.base import Construction
+    from constructions.weights_io import WeightFileError, check_against, declared_mismatches, load
+
+    if not isinstance(obj, Construction):
+        raise UsageError(f"--weights: {name} is an identity claim ({type(obj).__name__}), not a construction "
+                         f"with layers to read")
+    if getattr(a, "export", None) is not None or getattr(a, "export_format", None) is not None:
+        raise UsageError("--weights proves a file; --export writes the entry's own weights: give one of them")
+    try:
+        lw = load(path, spec=obj)
+        k = lw_k(obj, lw)
+        bad = declared_mismatches(obj, k, lw)
+        if bad and not a.allow_metadata_mismatch:
+            raise UsageError(f"{path} declares {'; '.join(bad)}; pass --allow-metadata-mismatch to prove it as "
+                             f"{name} with the sizes given")
+        check_against(obj.layers(k), lw.layers, path)
+    except WeightFileError as e:
+        raise UsageError(str(e)) from None
+    return lw
+
+
+def lw_k(obj, lw) -> int:
+    """The file's number of body copies (``weights_io.repetitions``)."""
+    from constructions.weights_io import repetitions
+
+    return repetitions(obj, len(lw.layers))
+
+
+def weights_diagnosis(entry, obj, sizes: dict, params: dict, lw, a, res, out) -> dict:
+    """A FAILED ``--weights`` file, after its verdict: the exact weight distance to the entry at the
+    parameters used, the nearest construction of the entry's family (its exact parameters fitted,
+    ``verify/nearest.py``; the snapped one proved under the command's limits) and the functional distance
+    (``verify/functional_distance.py``, sampled and certified).  Printed after the verdict line (which
+    gets the distance); returned for the JSON report.  Diagnosis only: ``res`` is not read or changed."""
+    from fractions import Fraction
+
+    from .functional_distance import functional_distance, gd_stacks, specification_problems
+    from .nearest import guarded, nearest, print_failed
+    from .weight_distance import weight_distance
+
+    k = lw_k(obj, lw)
+    distance = weight_distance(obj.layers(k), lw.layers)
+    at = ", ".join(f"{p} = {v}" for p, v in {**entry.params, **params}.items()) if getattr(entry, "params", None) \
+        else ""
+    used_line = distance.line(f"{entry.name} at {at} (the parameters used)" if at else entry.name)
+    used = {}
+    for n, v in {**(getattr(entry, "params", {}) or {}), **params}.items():
+        try:
+            used[n] = Fraction(v)
+        except (TypeError, ValueError):  # a parameter that is not a number: not fitted
+            pass
+
+    def build(**p):
+        try:
+            c = entry.build(**sizes, **{**params, **p})
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            raise ValueError(str(e)) from None
+        return c, c.layers(k)
+
+    near = guarded(lambda: nearest(build, used, lw.layers, name=entry.name,
+                                   prove=lambda c: bounded.prove(c, a, f"the nearest {c.name}"),
+                                   built=(obj, obj.layers(k))), entry.name)
+    print_failed(res, near, out, used_line, summary=None)
+    report = {"weights": {"distance": distance.to_json()}, "nearest": near.to_json(),
+              "summary": near.verdict_text(used_line)}
+    try:
+        ref, learned, what = gd_stacks(obj, k, lw.layers)
+        v, desc = specification_problems(obj)
+        fd = functional_distance(ref, learned, obj.variables, v, desc, what)
+    except (ValueError, TypeError, ArithmeticError, KeyError) as e:  # diagnosis: said, never the command's end
+        from polyverify.plumbing.cli import one_line
+
+        print(f"  functional distance: not computed ({one_line(e)})", file=out)
+    else:
+        print("  " + fd.line(), file=out)
+        report["functional_distance"] = fd.to_json()
+    return report

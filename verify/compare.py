@@ -123,7 +123,8 @@ def refute_learned(con, learned: Stack) -> dict | None:
         if r is not None:
             text = r.failure.describe()
             return {"body_copy": j, "section": r.failure.section, "ring": r.ring, "seconds": r.seconds,
-                    "failure": (f"body copy {j}: " if j and r.failure.section == "body" else "") + text}
+                    "failure": (f"body copy {j}: " if j and r.failure.section == "body" else "") + text,
+                    "details": r.to_json()["failure"]}  # the counterexample, the entry and both exact values
     return None
 
 
@@ -359,7 +360,7 @@ def _main(argv) -> int:
 
 def run(a: CompareOptions) -> int:
     """One comparison from the command's typed options: checked before any work, then the report."""
-    from polyverify.plumbing.cli import UsageError, output_dir
+    from polyverify.plumbing.cli import UsageError
 
     _check_args(a, a.n, a.d)
     _check_learned(a.learned, a.from_format)

@@ -101,7 +101,7 @@ def _checkpoints(k: int) -> list[int]:
     return sorted(p for p in pts if p >= 1)
 
 
-def _prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command line") -> tuple[ProofResult, dict]:
+def prove_weights(con, lw, path: str, k: int, a, layers_from: str = "command line") -> tuple[ProofResult, dict]:
     """Prove a loaded weight file: each distinct body copy once, plus prologue and epilogue, in a
     child under ``--proof-memory-gib`` and ``--proof-timeout`` (``verify/bounded.py``); with
     ``--check random``, the randomized test of the same sections (each distinct body its own)."""
@@ -495,7 +495,7 @@ def _gd_proof(a, con, k: int, source: dict, lw, out) -> tuple:
         from constructions.weights_io import WeightFileError
 
         try:
-            proof, user = _prove_weights(con, lw, a.weights, k, a, layers_from=source.get("layers", "command line"))
+            proof, user = prove_weights(con, lw, a.weights, k, a, layers_from=source.get("layers", "command line"))
         except WeightFileError as e:
             raise UsageError(str(e)) from None
         print(f"weights: {a.weights} ({user['weights']['tensors_read']} tensors, all read; "
@@ -600,7 +600,7 @@ def cmd_gd(a, out) -> int:
             report["weights"]["distance"] = distance.to_json()
     if near is not None:  # the nearest construction of the family: its own block, never the file's verdict
         report["nearest"] = near.to_json()
-        report["verdict_line"] = f"{line}; {near.summary()}"
+        report["verdict_line"] = f"{line}; {near.verdict_text(used_line)}"
     if functional is not None:
         report["functional_distance"] = functional.to_json()
     if getattr(a, "distance_report", None):

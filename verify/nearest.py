@@ -340,6 +340,14 @@ class Nearest:
         return (f"distance {self.distance:.3g} to the nearest {self.construction} ({self.params_text()}) after its "
                 f"symmetries are divided out")
 
+    def verdict_text(self, distance_line: str | None = None) -> str:
+        """What follows a FAILED file's verdict line: :meth:`summary`, preceded where the fit was skipped by
+        ``distance_line`` (the exact weight distance at the parameters used), so the verdict line of a
+        FAILED file always gives a distance when one was measured."""
+        if self.skipped and distance_line:
+            return f"{distance_line}; {self.summary()}"
+        return self.summary()
+
     def lines(self) -> list[str]:
         """The report's lines (printed after the verdict; the verdict stays the file's)."""
         if self.skipped:  # the verdict line says it (summary)
@@ -715,7 +723,7 @@ def print_failed(proof, near: Nearest | None, out, distance_line: str | None = N
     print_proof(proof, buf)
     first, _, rest = buf.getvalue().partition("\n")
     if near is not None or summary:
-        first += f"; {near.summary() if near is not None else summary}"
+        first += f"; {near.verdict_text(distance_line) if near is not None else summary}"
     print(first, file=out)
     out.write(rest)
     if distance_line:
