@@ -99,7 +99,7 @@ MORE_SEEDS = {"mixer": "baseconv", "dims": (96, 128), "seeds": (3, 4)}
 #: grid's settings and are pooled with its seeds by :func:`pooled` for the smallest-width criterion)
 PARTS = ("tune", "long", "filter", "small", "seeds")
 #: the parts pooled with the grid's runs (:func:`pooled`): the same settings, other widths or seeds
-POOLED_PARTS = ("small", "more_seeds")
+POOLED_PARTS = ("small", "more_seeds", "widths")
 #: the width grid on which both mixers' smallest width reaching the threshold is to be measured alike (issue 45
 #: item 1): every width from 16 up for both mixers, five seeds per cell, three sequence lengths; N = 64 needs a
 #: vocabulary above N (the generator's assertion), so it runs at ``vocab_at`` (a smaller vocabulary-to-N ratio
@@ -109,6 +109,9 @@ WIDTHS = {"sizes": ((16, 4), (32, 4), (64, 4)), "dims": (16, 32, 64, 96, 128, 25
           "vocab_at": {64: 128}}
 #: the grid file of the cells of ``WIDTHS`` without a record (written by :func:`write_widths_grid`)
 WIDTHS_GRID_FILE = "numerics/experiments/grids/seed003-mqar-widths.json"
+#: where the width grid's run writes its records (``python -m numerics.sweep run WIDTHS_GRID_FILE --out WIDTHS_DIR``:
+#: ``cells/<id>.json`` as each cell finishes) and the CPU grid's folder that :func:`add_widths_records` adds them to
+WIDTHS_DIR, CPU_DIR = "docs/experiments/seed003-mqar/widths", "docs/experiments/seed003-mqar"
 #: the summary's key for each part's runs (``seeds`` is the summary's list of the grid's seed numbers)
 PART_KEY = {part: ("more_seeds" if part == "seeds" else part) for part in PARTS}
 #: ``--quick``: the CI check of the pipeline (tiny cells, not the paper's numbers)
@@ -350,7 +353,9 @@ def summarise(rows, quick: bool) -> dict:
     learning rate with the highest median kept (the paper's "maximum test accuracy" over its sweep, made
     robust to one lucky seed), with the seeds' spread at it."""
     every = rows_ok(rows)
-    ok = [r for r in every if not r["config"].get("part")]
+    wide = {canonical_config(c) for c in widths_configs()} - {canonical_config(c) for c in configs(quick)}
+    in_widths = [r for r in every if canonical_config(r["config"]) in wide]
+    ok = [r for r in every if not r["config"].get("part") and r not in in_widths]
     key = lambda x: (x["N"], x["mixer"], x["d"], x["lr"], x["seed"])  # noqa: E731
     extra = {PART_KEY[part]: sorted((_run_record(r) for r in every if r["config"].get("part") == part), key=key)
              for part in PARTS}
@@ -377,10 +382,23 @@ def summarise(rows, quick: bool) -> dict:
          "config": {k: cfg.get(k) for k in SHARED},
          "lrs": {m: sorted({x["lr"] for x in runs if x["mixer"] == m}) for m in MIXERS},
          "seeds": sorted({x["seed"] for x in runs}), "sizes": sorted({(x["N"], x["D"]) for x in runs}),
-         "dims": {m: sorted({x["d"] for x in runs if x["mixer"] == m}) for m in MIXERS}, **extra}
+         "dims": {m: sorted({x["d"] for x in runs if x["mixer"] == m}) for m in MIXERS}, **extra,
+         # the width grid's runs beyond the CPU grid's (:func:`widths_configs`, :func:`add_widths_records`)
+         "widths": sorted((_run_record(r) for r in in_widths), key=key), "widths_run": _widths_run(in_widths)}
     s["carried"] = carried(every)
     s["criteria"] = criteria(s)
     return s
+
+
+def _widths_run(rows) -> dict | None:
+    """What the width grid's records beyond the CPU grid cost: how many, their CPU and wall time summed, when the
+    first and the last finished, the code versions that made them (None where there are none)."""
+    if not rows:
+        return None
+    done = sorted(str(r.get("finished") or "") for r in rows)
+    return {"cells": len(rows), "cpu_s": round(sum(r.get("cpu_s") or 0 for r in rows), 2),
+            "wall_s": round(sum(r.get("wall_s") or 0 for r in rows), 2), "first": done[0], "last": done[-1],
+            "sources": sorted({str((r.get("code_version") or {}).get("sources")) for r in rows})}
 
 
 def carried(rows) -> dict | None:
@@ -588,6 +606,7 @@ def pooled(s: dict) -> dict:
         accs = [x["best_test_acc"] for x in xs]
         cells[key] = {"mixer": xs[0]["mixer"], "N": xs[0]["N"], "D": xs[0]["D"], "d": xs[0]["d"],
                       "seeds": [x["seed"] for x in xs], "accs": accs, "median": statistics.median(accs),
+                      "steps": [x["steps_run"] for x in xs],
                       "reached": sum(a >= th for a in accs), "ran": max(x["steps_run"] for x in xs),
                       # the steps its runs could run: under a GPU budget the steps planned, else the configured ones
                       "budget": max(x.get("steps_planned") or x["steps"] for x in xs)}
@@ -601,45 +620,110 @@ def smallest_width(s: dict, mixer: str, N: int, widths: list[int]):
     return next((d for d in widths if p[f"{mixer}/{N}/{d}"]["median"] >= s["threshold"]), None)
 
 
+def cell_state(s: dict, mixer: str, N: int, d: int, want: int) -> dict:
+    """Whether ``mixer`` at (N, d) reaches the threshold by the median over ``want`` seeds, read from the seeds
+    recorded (:func:`pooled`): ``"reach"`` where the median reaches it whatever the seeds not recorded would give
+    (with 5 wanted: 3 recorded at or above it), ``"below"`` where it stays below it whatever they give and the runs
+    below it trained at least as many steps as the mixer needed where it reached the threshold (:func:`learn_steps`;
+    a run stopped short says only that its budget was short), else ``"open"`` (seeds missing, or too little
+    training to read); with the cell's ``seeds``, ``reached``, ``median`` (None without a record) and ``missing``
+    (how many of the ``want`` seeds have no record)."""
+    th, c = s["threshold"], pooled(s).get(f"{mixer}/{N}/{d}")
+    accs = list(c["accs"]) if c else []
+    n, gap = len(accs), max(0, want - len(accs))
+    lo, hi = statistics.median(accs + [0.0] * gap) if want else 0.0, statistics.median(accs + [1.0] * gap) if want else 0.0
+    need = learn_steps(s, mixer)
+    short = c is not None and any(a < th and (need is None or r < need) for a, r in zip(accs, c["steps"]))
+    state = "reach" if n and lo >= th else "below" if n and hi < th and not short else "open"
+    return {"d": d, "state": state, "seeds": n, "reached": c["reached"] if c else 0,
+            "median": c["median"] if c else None, "missing": gap, "short": short}
+
+
+def _crossing(s: dict, mixer: str, N: int, widths: list[int], want: int) -> dict:
+    """``mixer``'s smallest width reaching the threshold at N over ``widths`` (:func:`cell_state` of each):
+    ``lo`` the first width not below it, ``hi`` the first width reaching it (None: none does, so far), ``d`` the
+    smallest width where decided (``lo == hi``; None where every width stays below it: above them all), ``decided``;
+    ``cells``: the states from the width below ``lo`` up to ``hi`` (every width above ``lo`` where ``hi`` is None),
+    the cells that decide the crossing or would."""
+    st = [cell_state(s, mixer, N, d, want) for d in widths]
+    i = next((k for k, c in enumerate(st) if c["state"] != "below"), len(st))
+    j = next((k for k, c in enumerate(st) if c["state"] == "reach"), None)
+    decided = (j is not None and j == i) or i == len(st)
+    top = (j if j is not None else len(st) - 1) + 1
+    return {"lo": widths[i] if i < len(st) else None, "hi": widths[j] if j is not None else None,
+            "d": widths[j] if decided and j is not None else None, "decided": decided,
+            "cells": st[max(0, i - 1):top]}
+
+
+def _bounds(x: dict) -> tuple[float, float]:
+    """A crossing (:func:`_crossing`) as the interval its smallest width lies in, math.inf for "above every width"."""
+    import math
+
+    lo = math.inf if x["lo"] is None else x["lo"]
+    return lo, (x["hi"] if x["hi"] is not None else math.inf)
+
+
 def _widths_vs_N(s: dict, Ns: list[int], th: float) -> dict:
-    """Criterion 4 of :func:`criteria`: each mixer's smallest width reaching the threshold, the median over every
-    seed recorded (:func:`pooled`), on the widths that mixer ran at every N, read alike for both mixers from the
-    smallest N to the largest: ``grows`` (larger at the largest N; reaching it at no width there counts as
-    larger), ``same``, ``smaller``, or None (it reaches it at no width at the smallest N).  Met where attention's
-    does not grow and BaseConv's does (the paper's Claim 1); not met where attention's grows or BaseConv's does
-    not; not read where either is None.  ``decide``: per mixer and N the cells that decide the crossing (the
-    smallest width reaching it and the width below it), with their seeds."""
+    """Criterion 4 of :func:`criteria`: each mixer's smallest width reaching the threshold, by the median over the
+    seeds a cell is asked for (``want``: the most seeds any cell has recorded; :func:`cell_state` reads a cell
+    with fewer only where those recorded already settle that median), on the widths recorded (with ``WIDTHS``' where
+    the width grid's records are in the summary), read alike for both mixers from the smallest N to the largest (:func:`_crossing`, an interval where
+    cells are open): ``grows`` (every width it can be at the largest N is above every width it can be at the
+    smallest; reaching it at no width there counts as above), ``same`` (both decided and equal), ``smaller``,
+    ``not larger`` (no growth, the exact relation open), ``undecided`` (cells missing: ``missing`` names the open
+    cells within the two intervals), ``short`` (open only where runs below it trained too little), or None (not read: it reaches the threshold at no width at the smallest N).
+    Met where attention's does not grow and BaseConv's does (the paper's Claim 1); not met where attention's grows
+    or BaseConv's does not; not read (None) where either is undecided or not read.  It reads every N with a
+    record (:func:`pooled`: the width grid's N = 64 has none in ``best``), not only the CPU grid's ``Ns``."""
+    import math
+
     p = pooled(s)
-    per, decide, widths, smallest = {}, {}, {}, {}
+    Ns = sorted({c["N"] for c in p.values()})  # every N recorded, the width grid's runs' included
+    want = max((len(c["seeds"]) for c in p.values()), default=0)
+    per, decide, widths, smallest, bounds, missing, notes = {}, {}, {}, {}, {}, {}, []
     for m in MIXERS:
-        ws = sorted(d for d in {c["d"] for c in p.values() if c["mixer"] == m}
-                    if all(f"{m}/{N}/{d}" in p for N in Ns))
+        # the width grid's widths where its records are part of the summary (not the GPU grid's, nor a test's)
+        ws = sorted({c["d"] for c in p.values() if c["mixer"] == m} | (set(WIDTHS["dims"]) if s.get("widths") else set()))
         widths[m] = ws
-        smallest[m] = {str(N): smallest_width(s, m, N, ws) for N in Ns}
-        decide[m] = {}
-        for N in Ns:
-            d = smallest[m][str(N)]
-            i = ws.index(d) if d is not None else len(ws)
-            decide[m][str(N)] = [{"d": w, "seeds": len(p[f"{m}/{N}/{w}"]["seeds"]),
-                                  "reached": p[f"{m}/{N}/{w}"]["reached"], "median": p[f"{m}/{N}/{w}"]["median"]}
-                                 for w in ws[max(0, i - 1):i + 1]]
-        first, last = smallest[m][str(Ns[0])], smallest[m][str(Ns[-1])]
-        need = learn_steps(s, m)
-        short = last is None and any(need is None or p[f"{m}/{Ns[-1]}/{w}"]["ran"] < need for w in ws)
-        if len(Ns) < 2 or not ws or first is None or short:  # short: below it everywhere, but trained too little
+        xs = {N: _crossing(s, m, N, ws, want) for N in Ns}
+        smallest[m] = {str(N): x["d"] for N, x in xs.items()}
+        bounds[m] = {str(N): {"lo": x["lo"], "hi": x["hi"], "decided": x["decided"]} for N, x in xs.items()}
+        decide[m] = {str(N): x["cells"] for N, x in xs.items()}
+        missing[m] = {str(N): [c for c in xs[N]["cells"] if c["state"] == "open"] for N in (Ns[:1] + Ns[-1:])
+                      if not xs[N]["decided"]} if Ns else {}
+        if len(Ns) < 2 or not ws:
             per[m] = None
-        elif last is None or last > first:
+            continue
+        first, last = xs[Ns[0]], xs[Ns[-1]]
+        (lo0, hi0), (lo1, hi1) = _bounds(first), _bounds(last)
+        if first["decided"] and first["d"] is None:  # below it at every width at the smallest N: nothing to compare
+            per[m] = None
+        elif lo1 > hi0 or (math.isinf(lo1) and not math.isinf(hi0)):
             per[m] = "grows"
-        else:
-            per[m] = "same" if last == first else "smaller"
-    if per["attention"] is None or per["baseconv"] is None:
+        elif first["decided"] and last["decided"]:
+            per[m] = "same" if last["d"] == first["d"] else "smaller" if hi1 < lo0 else "not larger"
+        elif hi1 < lo0:
+            per[m] = "smaller"
+        elif hi1 <= lo0:
+            per[m] = "not larger"
+        elif any(c["missing"] for cs in missing[m].values() for c in cs):
+            per[m] = "undecided"
+        else:  # open only where runs below the threshold trained too little to count
+            per[m] = "short"
+    if any(v is None for v in per.values()) or {"undecided", "short"} & set(per.values()):
         met = None
     else:
         met = per["attention"] != "grows" and per["baseconv"] == "grows"
-    return {"id": "widths-vs-N", "text": f"each mixer's smallest d reaching {th} (median over every seed recorded, on "
-                                         "the widths it ran at every N) read alike from the smallest N to the largest: "
-                                         "attention's does not grow and BaseConv's does (Claim 1)",
-            "met": met, "per_mixer": per, "smallest": smallest, "widths": widths, "decide": decide, "notes": []}
+    absent = [N for N, _ in WIDTHS["sizes"] if N not in Ns]
+    if absent and s.get("widths"):
+        notes.append(f"N = {', '.join(map(str, absent))} of the width grid: no record yet, so read from N = "
+                     f"{Ns[0] if Ns else '-'} to {Ns[-1] if Ns else '-'} only")
+    return {"id": "widths-vs-N", "text": f"each mixer's smallest d reaching {th} (the median over {want} seed(s) per "
+                                         "cell, read only where the seeds recorded settle it) read alike from the "
+                                         "smallest N to the largest: attention's does not grow and BaseConv's does "
+                                         "(Claim 1)",
+            "met": met, "per_mixer": per, "smallest": smallest, "bounds": bounds, "widths": widths, "decide": decide,
+            "missing": missing, "want": want, "notes": notes}
 
 
 def missing_cells(s: dict) -> list[dict]:
@@ -658,51 +742,112 @@ def missing_cells(s: dict) -> list[dict]:
 def decide_order(s: dict, cells: list[dict]) -> list[dict]:
     """``cells`` (:func:`missing_cells`) in the order they decide each mixer's smallest width reaching the threshold
     as N grows (the sweep runner starts a grid's cells in its order, so a run stopped early has run these first),
-    read from the records (:func:`pooled`: the median over every seed recorded):
+    read from the records as the criterion reads them (:func:`_crossing` over ``WIDTHS``' widths, five seeds):
 
-    0. at an N where the mixer has records: the widths that decide its crossing there (the smallest width whose
-       median reaches the threshold and the width of ``WIDTHS["dims"]`` below it), their missing seeds;
-    1. at an N where it has none: every width up to the largest at which it crosses at a recorded N (the crossing
-       there is undecided until each of them is measured), the widths at which it crosses at a recorded N first
-       (whether the needed width stays or grows), seeds 0-2 before 3-4 (three seeds of five already settle a
-       median where they agree);
-    2. the rest.
+    0. at an N where the mixer has records: the open cells (:func:`cell_state`) from the first width not below
+       the threshold up to the first reaching it (every width above where none reaches it yet): their verdict
+       moves the crossing;
+    1. at an N where it has none: every width up to the largest at which it crosses at a recorded N (or first
+       reaches the threshold there, where the crossing is open; the crossing at this N is undecided until each of
+       them is measured), the widths at which it crosses at a recorded N first
+       (whether the needed width stays or grows), seeds 0-2 before 3-4 (three seeds of five agreeing settle a
+       median);
+    2. the missing seeds of the cells that decide a crossing already (the crossing width and the one below it):
+       the rule asks for five seeds there;
+    3. the rest.
 
-    Attention's cells of ranks 0 and 1 come before BaseConv's (attention's runs are the cheaper), then BaseConv's,
-    then rank 2 by mixer, N, width and seed."""
-    p = pooled(s)
-    dims = list(WIDTHS["dims"])
-    cross: dict = {}
-    for m in MIXERS:
-        for N, _ in WIDTHS["sizes"]:
-            have = [d for d in dims if f"{m}/{N}/{d}" in p]
-            if have:
-                cross[(m, N)] = next((d for d in have if p[f"{m}/{N}/{d}"]["median"] >= s["threshold"]), None)
-    top = {m: max((d for (mm, _), d in cross.items() if mm == m and d is not None), default=max(dims)) for m in MIXERS}
-    at = {m: {d for (mm, _), d in cross.items() if mm == m and d is not None} for m in MIXERS}
+    Ranks 0 to 2 of attention come before BaseConv's (attention's runs are the cheaper), then rank 3 by mixer, N,
+    width and seed."""
+    want = len(WIDTHS["seeds"])
+    dims = sorted(set(WIDTHS["dims"]))
+    have = {(c["mixer"], c["N"]) for c in pooled(s).values()}
+    cross = {(m, N): _crossing(s, m, N, dims, want) for m in MIXERS for N, _ in WIDTHS["sizes"] if (m, N) in have}
+    # the widths at which it crosses (or first reaches the threshold, where the crossing is still open) at a recorded N
+    at = {m: {x["hi"] for (mm, _), x in cross.items() if mm == m and x["hi"] is not None} for m in MIXERS}
+    top = {m: max(at[m], default=max(dims)) for m in MIXERS}
 
     def key(c):
         m, N, d, sd = c["mixer"], c["N"], c["d"], c["seed"]
-        if (m, N) in cross:
-            hit = cross[(m, N)]
-            i = dims.index(hit) if hit is not None else len(dims)
-            rank, sub = (0, (0, 0)) if d in dims[max(0, i - 1):i + 1] else (2, (0, 0))
+        x = cross.get((m, N))
+        if x is not None:
+            open_ = {y["d"] for y in x["cells"] if y["state"] == "open"}
+            if d in open_:
+                rank, sub = 0, (sd >= 3, 0)
+            elif x["decided"] and d in {y["d"] for y in x["cells"]}:
+                rank, sub = 2, (0, 0)
+            else:
+                rank, sub = 3, (0, 0)
         elif d <= top[m]:
             rank, sub = 1, (sd >= 3, d not in at[m])
         else:
-            rank, sub = 2, (0, 0)
-        return (rank == 2, MIXERS.index(m), rank, sub, N, d, sd)
+            rank, sub = 3, (0, 0)
+        return (rank == 3, MIXERS.index(m), rank, sub, N, d, sd)
 
     return sorted(cells, key=key)
+
+
+def _widths_cell(c: dict) -> dict:
+    """A cell of ``WIDTHS`` (mixer, N, D, d, seed) with its learning rate and, where N needs it, vocabulary."""
+    return {**c, "lr": min(FULL["lrs"][c["mixer"]]),
+            **({"vocab": WIDTHS["vocab_at"][c["N"]]} if c["N"] in WIDTHS["vocab_at"] else {})}
+
+
+def widths_configs() -> list[dict]:
+    """Every cell of ``WIDTHS`` as its whole config (the CPU grid's settings, ``FULL``), those the CPU grid runs
+    (:func:`configs`) included: what :func:`summarise` reads a record of the width grid's run by."""
+    return [{**_common(FULL), **_widths_cell({"mixer": m, "N": N, "D": D, "d": d, "seed": sd})}
+            for m in MIXERS for N, D in WIDTHS["sizes"] for d in WIDTHS["dims"] for sd in WIDTHS["seeds"]]
+
+
+def canonical_config(c: dict) -> str:
+    import json
+
+    return json.dumps(c, sort_keys=True)
+
+
+def add_widths_records(widths: str = WIDTHS_DIR, out: str = CPU_DIR) -> dict:
+    """Add the width grid's finished records (``widths/cells/<id>.json``, what ``python -m numerics.sweep run
+    WIDTHS_GRID_FILE --out widths`` writes as each cell finishes) to ``out/results.jsonl``, the records the CPU
+    grid's summary is made from (``python -m numerics.experiments seed003-mqar --resummarise --out out``).  A record
+    is added only where it is whole and a cell of ``WIDTHS`` beyond the CPU grid: status ok, this module's cell,
+    its config one of :func:`widths_configs` and not of :func:`configs`, its id the hash of that cell
+    (:func:`polyverify.sweep.cell_id`), and its digest that of its contents (the runner's own check, at the code
+    version the record names); one already there (by id) is replaced.  Written atomically; returns the counts."""
+    import json
+    from pathlib import Path
+
+    from polyverify.plumbing.cli import atomic_write_text
+    from polyverify.sweep import cell_id, record_digest
+
+    cell = f"{__name__}:cell"
+    wide = {canonical_config(c) for c in widths_configs()} - {canonical_config(c) for c in configs(False)}
+    rows = [json.loads(line) for line in (Path(out) / "results.jsonl").read_text().splitlines() if line.strip()]
+    found, refused = [], []
+    for f in sorted((Path(widths) / "cells").glob("*.json")):
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError):
+            refused.append(f.name)
+            continue
+        if not isinstance(rec, dict) or rec.get("status") != "ok":
+            continue
+        ok = (rec.get("cell") == cell and canonical_config(rec.get("config")) in wide
+              and rec.get("id") == cell_id(cell, rec["config"]) and rec.get("digest") == record_digest(rec))
+        (found if ok else refused).append(rec if ok else f.name)
+    ids = {r["id"] for r in found}
+    kept = [r for r in rows if r.get("id") not in ids]
+    new = [{**{k: v for k, v in r.items() if k not in ("index", "resumed")}, "index": len(kept) + i, "resumed": False}
+           for i, r in enumerate(sorted(found, key=lambda r: (r.get("finished") or "", r["id"])))]
+    atomic_write_text(Path(out) / "results.jsonl", "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept + new))
+    return {"added": len(ids - {r.get("id") for r in rows}), "replaced": len(ids & {r.get("id") for r in rows}),
+            "records": len(kept) + len(new), "refused": refused}
 
 
 def widths_grid(s: dict) -> dict:
     """The grid file (``python -m numerics.sweep run FILE``) of :func:`missing_cells` in :func:`decide_order`: the
     CPU grid's settings (``FULL``) at its learning rate per mixer, the vocabulary raised where N needs it
     (``WIDTHS["vocab_at"]``)."""
-    cells = [{**c, "lr": min(FULL["lrs"][c["mixer"]]),
-              **({"vocab": WIDTHS["vocab_at"][c["N"]]} if c["N"] in WIDTHS["vocab_at"] else {})}
-             for c in decide_order(s, missing_cells(s))]
+    cells = [_widths_cell(c) for c in decide_order(s, missing_cells(s))]
     return {"cell": "numerics.experiments.seed003_mqar:cell", "fixed": _common(FULL), "cells": cells}
 
 
@@ -772,4 +917,5 @@ def gpu_markdown(s: dict, figure: str) -> str:
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "gpu_configs", "summarise", "criteria",
            "table", "plot", "markdown", "gpu_markdown", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
            "build_model", "MQARCell", "config_of", "at_least_N", "carried", "PARTS", "PART_KEY", "pooled", "smallest_width",
-           "missing_cells", "decide_order", "widths_grid", "write_widths_grid", "WIDTHS", "WIDTHS_GRID_FILE"]
+           "missing_cells", "decide_order", "widths_grid", "widths_configs", "canonical_config", "add_widths_records",
+           "cell_state", "WIDTHS_DIR", "CPU_DIR", "write_widths_grid", "WIDTHS", "WIDTHS_GRID_FILE"]

@@ -11,9 +11,9 @@ import math
 import statistics
 
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
-from .seed003_mqar import (MIXERS, PART_KEY, WIDTHS, WIDTHS_GRID_FILE, acc_at, at_least_N, configs, learn_steps,
+from .seed003_mqar import (MIXERS, PART_KEY, WIDTHS, WIDTHS_DIR, WIDTHS_GRID_FILE, acc_at, at_least_N, configs, learn_steps,
                            missing_cells, pooled, smallest_d)
-from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, TEXT, WIDTHS_SAID, say
+from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, STATE_SAID, TEXT, WIDTHS_SAID, say
 
 
 def blocks(*parts) -> list[str]:
@@ -35,10 +35,10 @@ def plot(s: dict):
     without matching the key: the plateau) and d = N."""
     import matplotlib.pyplot as plt
 
-    Ns = sorted({b["N"] for b in s["best"].values()}) or [64]
-    Ds = {N: D for N, D in s["sizes"]} if s.get("sizes") else {}
-    fig, axes = plt.subplots(1, len(Ns), figsize=(5 * len(Ns), 4.8), squeeze=False)
     cells = pooled(s)
+    Ns = sorted({b["N"] for b in s["best"].values()} | {c["N"] for c in cells.values()}) or [64]
+    Ds = ({N: D for N, D in s["sizes"]} if s.get("sizes") else {}) | {c["N"]: c["D"] for c in cells.values()}
+    fig, axes = plt.subplots(1, len(Ns), figsize=(5 * len(Ns), 4.8), squeeze=False)
     for ax, N in zip(axes[0], Ns):
         for i, m in enumerate(MIXERS):
             bs = sorted((b for b in cells.values() if b["mixer"] == m and b["N"] == N), key=lambda b: b["d"])
@@ -149,21 +149,39 @@ def criteria_lines(s: dict) -> list[str]:
 WANT_SEEDS = len(WIDTHS["seeds"])
 
 
+def crossing_text(cr: dict, m: str, N: str) -> str:
+    """One mixer's smallest width reaching the threshold at one N as the criterion reads it: the width, "above"
+    every width, or where seeds are missing the widths it lies between (undecided)."""
+    b, top = cr["bounds"][m][N], max(cr["widths"][m] or [0])
+    if b["decided"]:
+        return say("crit.widths.item", N=N, d=b["lo"] if b["lo"] is not None else say("crit.widths.above", top=top))
+    if b["hi"] is None:
+        return say("crit.widths.open.above", N=N, lo=b["lo"])
+    return say("crit.widths.open", N=N, lo=b["lo"], hi=b["hi"])
+
+
 def widths_lines(s: dict, cr: dict) -> list[str]:
-    """The smallest-width criterion's readings: per mixer the smallest width per N and its reading, the cells
-    that decide each crossing with their seeds (those with fewer than the seeds asked for named), and a mixer
-    whose smallest width is the lowest it ran (it may be lower)."""
-    per = "; ".join(say("crit.widths.mixer", mixer=m, said=WIDTHS_SAID[cr["per_mixer"][m]], per=", ".join(
-        say("crit.widths.item", N=N, d=d if d is not None else say("crit.widths.above", top=max(cr["widths"][m] or [0])))
-        for N, d in cr["smallest"][m].items())) for m in MIXERS)
+    """The smallest-width criterion's readings: per mixer the smallest width per N (or the widths it lies between
+    where seeds are missing) and its reading, the cells that decide each crossing with their seeds and state (those
+    with fewer than the seeds asked for named), where undecided the cells missing, and a mixer whose smallest width
+    is the lowest it ran (it may be lower)."""
+    want = cr.get("want") or WANT_SEEDS
+    per = "; ".join(say("crit.widths.mixer", mixer=m, said=WIDTHS_SAID[cr["per_mixer"][m]],
+                        per=", ".join(crossing_text(cr, m, N) for N in cr["bounds"][m])) for m in MIXERS)
     cells = [(m, N, c) for m in MIXERS for N, cs in cr["decide"][m].items() for c in cs]
     text = lambda m, N, c: say("crit.widths.cell", mixer=m, N=N, d=c["d"], hit=c["reached"], n=c["seeds"],  # noqa: E731
-                               median=fmt(c["median"]))
+                               median=fmt(c["median"]), state=STATE_SAID[c["state"]])
     few = [say("crit.widths.few.cell", mixer=m, N=N, d=c["d"], n=c["seeds"]) for m, N, c in cells
-           if c["seeds"] < WANT_SEEDS]
-    L = [say("crit.widths", per=per),
+           if c["seeds"] < want]
+    L = [say("crit.widths", want=want, per=per),
          say("crit.widths.decide", cells="; ".join(text(m, N, c) for m, N, c in cells),
-             few=say("crit.widths.few", want=WANT_SEEDS, cells="; ".join(few)) if few else "")]
+             few=say("crit.widths.few", want=want, cells="; ".join(few)) if few else "")]
+    open_ = [m for m in MIXERS if cr["per_mixer"][m] in ("undecided", "short")]
+    miss = [(m, N, c) for m in open_ for N, cs in cr["missing"][m].items() for c in cs]
+    if miss:
+        L.append(say("crit.widths.missing", mixers=" and ".join(open_), cells="; ".join(
+            say("crit.widths.missing.cell", mixer=m, N=N, d=c["d"], n=c["seeds"], missing=c["missing"], want=want)
+            if c["missing"] else say("crit.widths.missing.short", mixer=m, N=N, d=c["d"]) for m, N, c in miss)))
     for m in MIXERS:
         ws = cr["widths"][m]
         low = [N for N, d in cr["smallest"][m].items() if ws and d == ws[0]]
@@ -211,7 +229,8 @@ def missing_lines(s: dict) -> list[str]:
     miss = missing_cells(s)
     if not miss or s["quick"]:
         return []
-    runs = [x for x in [*s["runs"], *(s.get("small") or []), *(s.get("more_seeds") or [])] if x.get("cpu_s")]
+    runs = [x for x in [*s["runs"], *(s.get("small") or []), *(s.get("more_seeds") or []), *(s.get("widths") or [])]
+            if x.get("cpu_s")]
     mean = {}
     for m in MIXERS:
         for N in {x["N"] for x in runs if x["mixer"] == m}:
@@ -235,7 +254,7 @@ def missing_lines(s: dict) -> list[str]:
                 if base is not None:
                     cpu += mean[(m, base)] * N / base * len(mine)
                     scaled[N] = base
-    return [say("missing", dims=_ints(WIDTHS["dims"]), seeds=_ints(WIDTHS["seeds"]),
+    return [say("missing", out=WIDTHS_DIR, dims=_ints(WIDTHS["dims"]), seeds=_ints(WIDTHS["seeds"]),
                 Ns=_ints(N for N, _ in WIDTHS["sizes"]), vocab_Ns=_ints(WIDTHS["vocab_at"]),
                 vocab_at=_ints(WIDTHS["vocab_at"].values()), n=len(miss), cells="; ".join(groups),
                 hours=fmt(cpu / 3600), grid_file=WIDTHS_GRID_FILE,
@@ -371,7 +390,7 @@ def failure_lines(s: dict) -> list[str]:
 def cost_line(s: dict) -> str:
     per = {m: sum(x["cpu_s"] or 0 for x in s["runs"] if x["mixer"] == m) for m in MIXERS}
     per |= {key.replace("_", " "): sum(x["cpu_s"] or 0 for x in s.get(key) or [])
-            for key in PART_KEY.values() if s.get(key)}
+            for key in (*PART_KEY.values(), "widths") if s.get(key)}
     c = s.get("carried") or {}
     hand = c.get("by_hand", c if c and "by_hand" not in c else None)  # a summary made before the two were told apart
     ok = c.get("verified")
@@ -380,6 +399,10 @@ def cost_line(s: dict) -> str:
             + (say("cost.verified", cells=ok["cells"], sources=", ".join(ok["sources"]),
                    commits=", ".join(f"{k} ({v})" for k, v in ok["commits"].items()), cpu=fmt_seconds(ok["cpu_s"]))
                if ok else ""))
+    w = s.get("widths_run")
+    kept += say("cost.widths", cells=w["cells"], cpu=fmt_seconds(w["cpu_s"]), wall=fmt_seconds(w["wall_s"]),
+                first=w["first"][:16], last=w["last"][:16], sources=", ".join(w["sources"]), grid_file=WIDTHS_GRID_FILE,
+                out=WIDTHS_DIR) if w else ""
     return say("cost", timing=timing_line(s), carried=kept,
                per=", ".join(say("cost.part", what=k, cpu=fmt_seconds(v)) for k, v in per.items()))
 
@@ -589,12 +612,13 @@ def widths_reading(s: dict) -> str:
         return ""
 
     def per(m):
-        return ", ".join(say("crit.widths.item", N=N, d=d if d is not None else say(
-            "crit.widths.above", top=max(cr["widths"][m] or [0]))) for N, d in cr["smallest"][m].items())
-    return say("reading.widths", th=s["threshold"], att_said=WIDTHS_SAID[cr["per_mixer"]["attention"]],
+        return ", ".join(crossing_text(cr, m, N) for N in cr["bounds"][m])
+    undecided = bool({"undecided", "short"} & set(cr["per_mixer"].values()))
+    return say("reading.widths", th=s["threshold"], want=cr.get("want") or WANT_SEEDS,
+               att_said=WIDTHS_SAID[cr["per_mixer"]["attention"]],
                att=per("attention"), bc_said=WIDTHS_SAID[cr["per_mixer"]["baseconv"]], bc=per("baseconv"),
-               verdict=say("reading.widths.none") if cr["met"] is None else
-               say("reading.widths.met" if cr["met"] else "reading.widths.not_met"))
+               verdict=(say("reading.widths.undecided") if undecided else say("reading.widths.none"))
+               if cr["met"] is None else say("reading.widths.met" if cr["met"] else "reading.widths.not_met"))
 
 
 def growth_text(s: dict) -> str:

@@ -111,6 +111,11 @@ TEXT = {
              "line's cells and failures, and in no result."),
     "gone.N": "N = {N}",
     "cost": "**Cost.** {timing}. CPU: {per}.{carried}",
+    "cost.widths": (" The width grid's {cells} records beyond the CPU grid were made by `python -m numerics.sweep run "
+                    "{grid_file} --out {out} --workers 1` (under `nice -n 19`, on this 2-core machine shared with other "
+                    "jobs; code version {sources}), finished {first} to {last} UTC: {cpu} of CPU, {wall} of wall time "
+                    "summed over the cells; added to this folder's records by `python -c \"import "
+                    "numerics.experiments.seed003_mqar as m; m.add_widths_records()\"`."),
     "cost.part": "{what} cells {cpu}",
     "cost.carried": (
         " {cells} of the cells are records made by an earlier code version (sources {sources}, finished {finished}; "
@@ -125,13 +130,21 @@ TEXT = {
         "seed."),
 
     # the smallest-width criterion (both mixers alike, every seed recorded)
-    "crit.widths": "  Smallest d reaching the threshold (median over every seed recorded): {per}.",
+    "crit.widths": ("  Smallest d reaching the threshold (the median over {want} seed(s) per cell; a cell with fewer "
+                    "recorded is read only where those settle that median, else it is open): {per}."),
+    "crit.widths.open": "N = {N}: from d = {lo} to {hi} (seeds missing between)",
+    "crit.widths.open.above": "N = {N}: d = {lo} or more (seeds missing from there up)",
+    "crit.widths.missing": ("  Undecided for {mixers}. The open cells that decide it (at the smallest and the largest "
+                            "N): {cells}."),
+    "crit.widths.missing.short": ("{mixer}, N = {N}, d = {d} (below it, but trained fewer steps than the mixer needed "
+                                  "to reach it elsewhere)"),
+    "crit.widths.missing.cell": "{mixer}, N = {N}, d = {d} ({n} seeds recorded, {missing} of {want} without a record)",
     "crit.widths.mixer": "{mixer}: {per} ({said})",
     "crit.widths.item": "N = {N}: {d}",
     "crit.widths.above": "above d = {top}",
     "crit.widths.decide": ("  The cells that decide each crossing (the smallest width reaching it and the width below "
                            "it): {cells}.{few}"),
-    "crit.widths.cell": "{mixer}, N = {N}, d = {d}: {hit} of {n} seeds (median {median})",
+    "crit.widths.cell": "{mixer}, N = {N}, d = {d}: {hit} of {n} seeds (median {median}; {state})",
     "crit.widths.few": (" With fewer than {want} seeds: {cells}; the issue's rule asks for at least {want} at every cell "
                         "that decides a crossing, so the reading rests on fewer draws there."),
     "crit.widths.few.cell": "{mixer}, N = {N}, d = {d} ({n})",
@@ -166,10 +179,14 @@ TEXT = {
     "missing": ("**What measuring both mixers alike still needs** (issue 45 item 1: widths {dims} for both mixers, "
                 "seeds {seeds} at every cell, N = {Ns}; N = {vocab_Ns} at vocabulary {vocab_at} since the generator "
                 "needs a vocabulary above N). {n} cells have no record: {cells}. Estimated {hours} CPU hours on this "
-                "machine (each (mixer, N)'s mean CPU per recorded run{scaled}). Not run here; the grid file "
-                "`{grid_file}` holds exactly these cells (written from this summary by `python -c \"import "
-                "numerics.experiments.seed003_mqar as m; m.write_widths_grid()\"`), and "
-                "`python -m numerics.sweep run {grid_file} --out out/seed003-mqar-widths --workers 2` runs them."),
+                "machine (each (mixer, N)'s mean CPU per recorded run{scaled}). The grid file `{grid_file}` holds "
+                "exactly these cells, those that decide each mixer's crossing first (written from this summary by "
+                "`python -c \"import numerics.experiments.seed003_mqar as m; m.write_widths_grid()\"`; the order: "
+                "`decide_order` in numerics/experiments/seed003_mqar.py); `python -m numerics.sweep run {grid_file} "
+                "--out {out} --workers 1` runs them in that order, resumably (a record per cell as it finishes), and "
+                "`python -c \"import numerics.experiments.seed003_mqar as m; m.add_widths_records()\"` then "
+                "`python -m numerics.experiments seed003-mqar --resummarise --out docs/experiments/seed003-mqar` "
+                "bring the new records into this section."),
     "missing.group": "{mixer}, N = {N}: {cells}",
     "missing.cell": "d = {d} (seeds {seeds})",
     "missing.scaled": "; N = {N} from N = {base}'s scaled by {k}, the length",
@@ -252,8 +269,10 @@ TEXT = {
     "reading.gap.not_met": "The gap is not shown at every N (see the criteria above).",
     "reading.at_least_N.met": " BaseConv reaches it only from d >= N, as the paper states.",
     "reading.at_least_N.not_met": " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
-    "reading.widths": ("Read alike for both mixers over every seed recorded (the last criterion): attention's smallest "
+    "reading.widths": ("Read alike for both mixers over {want} seed(s) per cell (the last criterion): attention's smallest "
                        "width reaching {th} {att_said} with N ({att}), BaseConv's {bc_said} ({bc}): {verdict}."),
+    "reading.widths.undecided": ("undecided: cells open (named under the criterion), so this setting neither shows "
+                                 "nor refutes Claim 1's contrast yet"),
     "reading.widths.met": "the contrast Claim 1 states",
     "reading.widths.not_met": ("not the contrast Claim 1 states (attention's width constant, BaseConv's growing), so "
                                "this setting does not show Claim 1, whatever the three-seed criteria above say"),
@@ -327,7 +346,11 @@ TEXT = {
 #: the number of sequence lengths, in words (:func:`.seed003_mqar_report.why_line`)
 COUNT_WORDS = {2: "two", 3: "three", 4: "four"}
 #: the smallest-width criterion's reading of one mixer from the smallest N to the largest
-WIDTHS_SAID = {"grows": "grows", "same": "the same", "smaller": "smaller", None: "not read"}
+WIDTHS_SAID = {"grows": "grows", "same": "the same", "smaller": "smaller", "not larger": "not larger (the same or smaller)",
+               "undecided": "undecided: cells missing",
+               "short": "not read: runs below the threshold trained too little", None: "not read"}
+#: a cell's state in the smallest-width criterion (:func:`numerics.experiments.seed003_mqar.cell_state`)
+STATE_SAID = {"reach": "reaches it", "below": "below it", "open": "open"}
 #: a criterion's per-N reading between one N and the next (``>``: larger, ...)
 GROWTH_SAID = {">": "larger", "=": "the same", "<": "smaller", None: "not read"}
 
@@ -337,4 +360,4 @@ def say(name: str, /, **values) -> str:
     return TEXT[name].format(**values)
 
 
-__all__ = ["TEXT", "COUNT_WORDS", "GROWTH_SAID", "WIDTHS_SAID", "say"]
+__all__ = ["TEXT", "COUNT_WORDS", "GROWTH_SAID", "STATE_SAID", "WIDTHS_SAID", "say"]

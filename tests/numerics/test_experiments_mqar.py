@@ -619,12 +619,15 @@ def test_widths_criterion_reads_both_mixers_alike_over_every_seed():
     c = widths_vs_N(grid(PAPER_LIKE | {("baseconv", 128): {16: 0.05, 32: 0.1, 64: 0.95}}))
     assert c["met"] is False and c["per_mixer"]["baseconv"] == "same"
     # the parts that share the grid's settings are pooled: two more attention seeds at N = 128, d = 16 below the
-    # threshold make the median over three seeds fall below it (the grid's one seed alone reached it)
+    # threshold make the median over three seeds fall below it (the grid's one seed alone reached it); three seeds
+    # are then asked of every cell, and one seed settles no median of three: the other cells are open, undecided
     rows = grid(PAPER_LIKE) + [part_row("attention", 128, 16, 0.3, sd, "small") for sd in (1, 2)]
     c = widths_vs_N(rows)
-    assert c["smallest"]["attention"] == {"64": 16, "128": 32} and c["met"] is False
-    assert c["decide"]["attention"]["128"] == [{"d": 16, "seeds": 3, "reached": 1, "median": 0.3},
-                                               {"d": 32, "seeds": 1, "reached": 1, "median": 0.99}]
+    assert c["want"] == 3 and c["met"] is None and c["per_mixer"]["attention"] == "undecided"
+    assert c["decide"]["attention"]["128"][:2] == [
+        {"d": 16, "state": "below", "seeds": 3, "reached": 1, "median": 0.3, "missing": 0, "short": False},
+        {"d": 32, "state": "open", "seeds": 1, "reached": 1, "median": 0.99, "missing": 2, "short": False}]
+    assert c["bounds"]["attention"]["128"] == {"lo": 32, "hi": None, "decided": False}
     # a part with other settings (the longer run) is not pooled
     rows = grid(PAPER_LIKE) + [part_row("attention", 128, 16, 0.3, sd, "long") for sd in (1, 2)]
     assert widths_vs_N(rows)["smallest"]["attention"]["128"] == 16
