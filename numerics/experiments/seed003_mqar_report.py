@@ -195,7 +195,9 @@ def setting_lines(s: dict) -> list[str]:
     grid's settings and records and what it does to the conclusion: the sequence lengths, the vocabulary, the
     epochs, the one learning rate tuned at one cell, and the N at which the query positions are fixed."""
     c = s["config"]
-    Ns = [N for N, _ in s["sizes"]]
+    # the CPU grid's N and the width grid's (N = 64 has records of the width grid's run only)
+    sizes = dict(s["sizes"]) | {x["N"]: x["D"] for x in s.get("widths") or []}
+    Ns = sorted(sizes)
     if not Ns:
         return []
     items = [say("setting.N", Ns=_ints(Ns), paper_lo=min(PAPER["Ns"]), paper_hi=max(PAPER["Ns"]),
@@ -203,6 +205,12 @@ def setting_lines(s: dict) -> list[str]:
                  pairs=fmt(math.log2(max(Ns) / min(Ns)))),
              say("setting.vocab", vocab=c["vocab"], paper=PAPER["vocab"], ratio=fmt(PAPER["vocab"] / c["vocab"]),
                  keys=c["vocab"] // 2 - 1, paper_keys=PAPER["vocab"] // 2 - 1)]
+    wide = sorted({x["N"] for x in s.get("widths") or [] if x["N"] in WIDTHS["vocab_at"]})
+    if wide:  # the width grid's N above the CPU grid's vocabulary: another vocabulary there
+        ratios = {N: (WIDTHS["vocab_at"].get(N) or c["vocab"]) / N for N in sorted(set(Ns) | set(wide))}
+        items.append(say("setting.vocab_at", Ns=_ints(wide), vocab=_ints(WIDTHS["vocab_at"][N] for N in wide),
+                         base=c["vocab"], ratios=", ".join(say("setting.vocab_at.ratio", N=N, r=fmt(r))
+                                                           for N, r in ratios.items())))
     epochs = c["steps"] * c["batch"] / c["train_examples"]
     items.append(say("setting.epochs", epochs=fmt(epochs), ratio=fmt(PAPER["epochs"] / epochs)))
     tune = s.get("tune") or []
@@ -211,12 +219,12 @@ def setting_lines(s: dict) -> list[str]:
     if tuned:
         items.append(say("setting.lr", lrs="; ".join(f"{m} {', '.join(fmt(v) for v in s['lrs'].get(m, []))}" for m in MIXERS),
                          cells=tuned))
-    gaps = {N: (N - 2 * D) // 2 for N, D in s["sizes"]}
-    sets = {N: math.comb(gaps[N], D) for N, D in s["sizes"]}
+    gaps = {N: (N - 2 * D) // 2 for N, D in sizes.items()}
+    sets = {N: math.comb(gaps[N], D) for N, D in sizes.items()}
     fixed = [N for N in Ns if sets[N] == 1]
     other = [N for N in Ns if sets[N] > 1]
     if fixed and other:
-        D = dict(s["sizes"])[fixed[0]]
+        D = sizes[fixed[0]]
         items.append(say("setting.positions", fixed=fixed[0], D=D, gaps=gaps[fixed[0]], other=other[0],
                          sets=", ".join(say("setting.positions.set", sets=sets[N], N=N) for N in other)))
     return [say("setting", items="; ".join(items))]

@@ -159,6 +159,11 @@ TEXT = {
     "setting.vocab": ("vocabulary {vocab:,} where the paper has {paper:,} ({ratio}x smaller): the embedding has {keys} "
                       "keys to tell apart instead of {paper_keys:,}, so the widths needed here are not the paper's widths; "
                       "only their growth with N is compared"),
+    "setting.vocab_at": ("the width grid's N = {Ns} at vocabulary {vocab} instead of {base} (the generator needs a "
+                         "vocabulary above N), so the vocabulary per position falls as N grows ({ratios}): the step to "
+                         "N = {Ns} changes the number of keys as well as the length, more keys to tell apart at the "
+                         "larger N, which may raise either mixer's needed width beside any growth with N"),
+    "setting.vocab_at.ratio": "V/N = {r} at N = {N}",
     "setting.epochs": ("{epochs} epochs where the paper trains 64 ({ratio}x fewer): a cell below the threshold may be "
                        "short of training; the criteria count such a cell only where the mixer reached the threshold "
                        "within as many steps elsewhere, but a width that needs more training than the grid gives would "

@@ -108,17 +108,19 @@ def test_decide_order_runs_the_open_crossing_cells_first():
                  ("attention", 32, 32): [HIT] * 3, ("baseconv", 16, 32): [MISS] * 3, ("baseconv", 16, 64): [HIT] * 3})
     order = [(c["mixer"], c["N"], c["d"], c["seed"]) for c in mq.decide_order(s, mq.missing_cells(s))]
     assert len(order) == len(mq.missing_cells(s)) == len(set(order))
-    # attention's open cell at N = 32 (1 of 3 at d = 16) first; then N = 64 at the crossing widths 16 and 32, seeds
-    # 0-2 before 3-4; then the missing seeds of cells that decide a crossing already
-    assert order[:2] == [("attention", 32, 16, 3), ("attention", 32, 16, 4)]
-    assert order[2:8] == [("attention", 64, d, sd) for d in (16, 32) for sd in (0, 1, 2)]
-    assert order[8:12] == [("attention", 64, d, sd) for d in (16, 32) for sd in (3, 4)]
-    att = [o for o in order if o[0] == "attention"]
-    first_rest = next(i for i, o in enumerate(order) if o[0] == "baseconv")
-    assert ("attention", 16, 16, 3) in order[:first_rest] and ("attention", 16, 256, 0) in order[first_rest:]
-    # BaseConv: its open width below the crossing at N = 16 (d = 16, no record) before N = 64
-    bc = [o for o in order[first_rest:] if o[0] == "baseconv"]
-    assert bc[:3] == [("baseconv", 16, 16, sd) for sd in (0, 1, 2)] and len(att) + len(bc) == len(order)
+    # rank 0, seeds 0-2, narrow widths first, both mixers alike: BaseConv's open d = 16 at N = 16 (the crossing's
+    # lower bound there), attention at N = 64 (no record) up to d = 32 (its first width reaching it at N = 32),
+    # BaseConv at N = 64 up to d = 64 (its crossing at N = 16)
+    assert order[:18] == [("baseconv", 16, 16, 0), ("baseconv", 16, 16, 1), ("baseconv", 16, 16, 2),
+                          *[(m, 64, 16, sd) for m in mq.MIXERS for sd in (0, 1, 2)],
+                          *[(m, 64, 32, sd) for m in mq.MIXERS for sd in (0, 1, 2)],
+                          ("baseconv", 64, 64, 0), ("baseconv", 64, 64, 1), ("baseconv", 64, 64, 2)]
+    # then their seeds 3-4; then the N between (attention's open d = 16 at N = 32); then the missing seeds of the
+    # cells that decide a crossing already; attention at N = 64 above d = 32 only among the rest
+    assert order[18] == ("baseconv", 16, 16, 3)
+    rest = order.index(("attention", 16, 16, 3))
+    assert order.index(("attention", 32, 16, 3)) < rest < order.index(("attention", 64, 64, 0))
+    assert order[-1] == ("baseconv", 64, 256, 4)
 
 
 def test_add_widths_records_adds_whole_records_of_the_width_grid_only(tmp_path):
@@ -149,3 +151,12 @@ def test_add_widths_records_adds_whole_records_of_the_width_grid_only(tmp_path):
 def test_every_width_config_is_a_valid_cell_with_a_vocabulary_above_N(N):
     for c in (c for c in mq.widths_configs() if c["N"] == N):
         assert mq.config_of(c).vocab > N
+
+
+def test_setting_lines_say_the_width_grids_other_vocabulary():
+    s = summary(full("attention", 16, 16) | full("attention", 64, 16) | full("baseconv", 16, 64))
+    text = mqr.setting_lines(s)[0]
+    assert "N = 16, 32, 64 where the paper runs" in text or "N = 16, 64 where the paper runs" in text
+    assert "the width grid's N = 64 at vocabulary 128 instead of 64" in text
+    assert "V/N = 4 at N = 16" in text and "V/N = 2 at N = 64" in text
+    assert "20,475 possible sets at N = 64" in text
