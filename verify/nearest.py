@@ -25,7 +25,9 @@ here: a trained file is floats, and so is the distance):
      ``c`` the scalings and sign flips
      ``W_in[:, c], b_in[:, c]`` times ``s``, ``h[:, c]`` times ``t``, ``b_conv[:, c]`` times ``s t``,
      ``W_gate[:, c], b_gate[:, c]`` times ``u``, ``W_out[c, :]`` divided by ``s t u``; the learned layer
-     is rescaled to the construction's factor norms and signs (``align_baseconv``);
+     is rescaled per channel to the scales nearest the construction in least squares (``align_baseconv``:
+     from the construction's factor norms and signs, refined by Gauss-Newton on the channel's summed
+     squared difference; norm ratios alone put a factor's dense noise whole into ``W_out``'s row);
    * LSA (seed 001 eq. (8)): each head compared as ``W3 W1^T`` and ``W2`` (the product is invariant
      under the gauge ``W3 R``, ``W1 R^-T``), heads matched (``match_heads``: every permutation up to 6
      heads, an optimal assignment above), the scale (and sign) exchanged between the two factors fitted
@@ -47,11 +49,10 @@ here: a trained file is floats, and so is the distance):
    residual; both from the residual's Jacobian at the fit (finite differences through the alignment) on
    the entries that depend on the parameter strongly (at least half its largest derivative): the residual
    elsewhere, a structure the file does not share, says nothing about the parameter, and the second
-   absorbs the small bias dense noise gives the norm-based BaseConv alignment, which the standard error
-   does not see; never more than :data:`SNAP_RELATIVE` of the fitted value (a poorly determined ``lam``
+   absorbs a small bias dense noise may give the alignment, which the standard error does not see; never more than :data:`SNAP_RELATIVE` of the fitted value (a poorly determined ``lam``
    would snap to 0, where the compiled architectures have another structure).  At an exact fit: the
-   nearest rational of denominator at most the bound (``Fraction.limit_denominator``).  It is built exactly and proved by the ordinary
-   prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
+   nearest rational of denominator at most the bound (``Fraction.limit_denominator``).  It is built
+   exactly and proved by the ordinary prover (``verify.prover.proof.prove`` or the command's own bounded call); its verdict is the kernel's
    word for *that construction*, never for the file.
 
 Bounded: a stack of more than :data:`MAX_ENTRIES` weight entries, or more than :data:`MAX_FIT_PARAMS`
@@ -113,7 +114,7 @@ def entries(layers) -> int:
 #: what is divided out, per layer kind (printed and in the JSON)
 SYMMETRIES = {
     "baseconv": "inner channels matched (a permutation); per channel scalings and sign flips of the gate, filter "
-                "and input projection (W_out row divided by their product)",
+                "and input projection (W_out row divided by their product), fitted in least squares",
     "lsa": "heads matched; per head W3 W1^T and W2 (gauge W3 R, W1 R^-T), scale and sign exchanged between them",
     "token_lsa": "heads matched; per head Q and P, scale and sign exchanged between them",
     "elsa": "none (no invariant is derived for ELSA: its bias matrices enter each head's cubic product)",

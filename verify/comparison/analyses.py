@@ -317,28 +317,92 @@ def invariants(learned: Stack, constructed: Stack, tol: float = 0.0) -> dict:
 # ------------------------------------------------------------------ (4) interpolation in invariant space
 
 def _align_baseconv(a: BaseConv, b: BaseConv) -> BaseConv:
-    """``a`` reparametrised (per-channel rescalings, function unchanged) to the factor norms and
-    signs of ``b``."""
+    """``a`` reparametrised (per-channel rescalings, function unchanged) towards ``b``: per inner channel
+    the scales ``s`` (``W_in``, ``b_in``), ``t`` (``h``), ``u`` (``W_gate``, ``b_gate``), with ``b_conv``
+    times ``s t`` and ``W_out``'s row divided by ``s t u``, that minimise the channel's summed squared
+    difference to ``b`` (:func:`_refined_scales`, from the factor norms and signs of ``b``)."""
     W_in, b_in, h, b_conv = a.W_in.copy(), a.b_in.copy(), a.h.copy(), a.b_conv.copy()
     W_gate, b_gate, W_out = a.W_gate.copy(), a.b_gate.copy(), a.W_out.copy()
-    for c in range(a.shape[1]):
+    C = a.shape[1]
+    init = np.ones((C, 3))  # (s, t, u) per channel: the construction's factor norms and signs
+    for c in range(C):
         def ratio(x, y):
             c_, nx, ny = _cos(x, y)
             if nx == 0 or ny == 0:
                 return 1.0
             return (ny / nx) * (-1.0 if c_ < 0 else 1.0)
-        al = ratio(np.concatenate([W_gate[:, c], b_gate[:, c]]), np.concatenate([b.W_gate[:, c], b.b_gate[:, c]]))
-        be = ratio(h[:, c], b.h[:, c])
-        ga = ratio(np.concatenate([W_in[:, c], b_in[:, c]]), np.concatenate([b.W_in[:, c], b.b_in[:, c]]))
-        W_gate[:, c] *= al
-        b_gate[:, c] *= al
-        h[:, c] *= be
-        W_in[:, c] *= ga
-        b_in[:, c] *= ga
-        b_conv[:, c] *= be * ga
-        W_out[c, :] /= al * be * ga
+        init[c] = (ratio(np.concatenate([W_in[:, c], b_in[:, c]]), np.concatenate([b.W_in[:, c], b.b_in[:, c]])),
+                   ratio(h[:, c], b.h[:, c]),
+                   ratio(np.concatenate([W_gate[:, c], b_gate[:, c]]), np.concatenate([b.W_gate[:, c], b.b_gate[:, c]])))
+    sc = _refined_scales(a, b, init)
+    s_, t_, u_ = sc[:, 0], sc[:, 1], sc[:, 2]
+    W_gate *= u_
+    b_gate *= u_
+    h *= t_
+    W_in *= s_
+    b_in *= s_
+    b_conv *= s_ * t_
+    W_out /= (s_ * t_ * u_)[:, None]
     return BaseConv(W_in, b_in, h, b_conv, W_gate, b_gate, W_out, a.b_out.copy(), causal=a.causal,
                     residual=a.residual, same=a.same)
+
+
+#: Gauss-Newton iterations of the per-channel scale refinement (each a 3 x 3 solve per channel)
+ALIGN_ITERATIONS = 12
+#: the magnitude of a refined scale stays within exp(+-ALIGN_LOG_BOUND)
+ALIGN_LOG_BOUND = 40.0
+
+
+def _refined_scales(a: BaseConv, b: BaseConv, init: np.ndarray) -> np.ndarray:
+    """Per inner channel the scales (s, t, u), signs those of ``init``, whose reparametrisation of ``a``
+    is nearest ``b`` in the summed squared entries of the channel (``W_in``/``b_in`` times s, ``h`` times
+    t, ``b_conv`` times s t, ``W_gate``/``b_gate`` times u, ``W_out``'s row times 1/(s t u)): each term is
+    ``L l^2 - 2 M l`` in its scale ``l`` (L = |learned|^2, M = <learned, reference>), minimised in the log
+    magnitudes by damped Gauss-Newton from ``init`` (a step that does not lower a channel's sum is halved,
+    then dropped), so the result is never farther than ``init``.  Norm ratios alone are biased by dense
+    noise: a factor's noise goes whole into ``W_out``'s row, the largest entries (a trained file's nearest
+    gd-baseconv at 0.076 after that alignment, 0.020 unaligned)."""
+    def cols(*xs):
+        return np.vstack([np.asarray(x, dtype=np.float64) for x in xs])
+
+    pairs = [(cols(a.W_in, a.b_in), cols(b.W_in, b.b_in)), (cols(a.h), cols(b.h)), (cols(a.b_conv), cols(b.b_conv)),
+             (cols(a.W_gate, a.b_gate), cols(b.W_gate, b.b_gate)), (cols(a.W_out.T), cols(b.W_out.T))]
+    Wt = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1], [-1, -1, -1]], dtype=np.float64)  # (5 terms, 3)
+    with np.errstate(all="ignore"):
+        Lk = np.stack([np.sum(l * l, axis=0) for l, _ in pairs], axis=1)  # (C, 5)
+        Mk = np.stack([np.sum(l * r, axis=0) for l, r in pairs], axis=1)
+    if not (np.all(np.isfinite(Lk)) and np.all(np.isfinite(Mk))):
+        return init
+    sig = np.where(init < 0, -1.0, 1.0)
+    sk = np.stack([sig[:, 0], sig[:, 1], sig[:, 0] * sig[:, 1], sig[:, 2], sig[:, 0] * sig[:, 1] * sig[:, 2]], axis=1)
+    Bk = sk * Mk  # the signed cross terms
+    x = np.log(np.abs(init))
+
+    def value(x):
+        E = np.exp(x @ Wt.T)
+        return np.sum(Lk * E * E - 2 * Bk * E, axis=1)
+
+    f = value(x)
+    for _ in range(ALIGN_ITERATIONS):
+        E = np.exp(x @ Wt.T)
+        g = (2 * Lk * E * E - 2 * Bk * E) @ Wt  # (C, 3)
+        H = np.einsum("ck,ki,kj->cij", 2 * Lk * E * E, Wt, Wt)
+        H += (1e-12 * np.trace(H, axis1=1, axis2=2) + 1e-300)[:, None, None] * np.eye(3)
+        try:
+            step = -np.linalg.solve(H, g[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            break
+        step = np.where(np.isfinite(step), step, 0.0)
+        moved = np.zeros(len(x), dtype=bool)
+        for damp in (1.0, 0.5, 0.25, 0.125):
+            xn = np.clip(x + damp * step, -ALIGN_LOG_BOUND, ALIGN_LOG_BOUND)
+            fn = value(xn)
+            take = ~moved & np.isfinite(fn) & (fn < f)
+            x[take], f[take] = xn[take], fn[take]
+            moved |= take
+        if not moved.any():
+            break
+    return sig * np.exp(x)
 
 
 #: public names of the alignment and the head matching (verify/nearest.py fits the nearest construction with them)
