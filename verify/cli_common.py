@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from polyverify.plumbing.cli import UsageError, file_kind, input_file, input_file_problem  # noqa: F401
 # an output that is written through (a device, a FIFO, /dev/stdout) has no suffix to read
 from polyverify.plumbing.cli import writes_through as stream_target  # noqa: F401
+# the registry of formats (light): their names and file names, for --export / --format
+from verify.importers import REGISTRY, SUFFIXES  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prover.proof import ProofResult
@@ -121,16 +123,12 @@ def markdown_table(header: list[str], rows) -> list[str]:
             + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])
 
 
-#: the layouts ``--export`` writes (``verify/export.py``); here so that a parser names them without
-#: importing the export (numpy, the constructions): ``--help`` and argument errors stay light
-FORMATS = ("polyverify", "precision-ls", "zoology", "icl-gd")
-DEFAULT_FORMAT = "polyverify"
-_TORCH = (".pt", ".pth", ".bin")
-#: the file names each format is written as (the importers and ``gd --weights`` read a file by its
-#: suffix): ``--export keep.txt`` is refused, never a safetensors file under a text file's name
-SUFFIXES: dict[str, tuple[str, ...]] = {
-    "polyverify": (".safetensors",), "precision-ls": _TORCH + (".safetensors",), "zoology": _TORCH + (".safetensors",),
-    "icl-gd": (".npz", ".safetensors")}
+#: the layouts ``--export`` writes and their file names: the one registry of formats
+#: (``verify/importers/__init__.py``, light: a parser names them without importing any format, so
+#: ``--help`` and argument errors stay light).  ``SUFFIXES``: the importers and ``gd --weights`` read a file
+#: by its suffix, so ``--export keep.txt`` is refused, never a safetensors file under a text file's name
+FORMATS = tuple(REGISTRY)
+DEFAULT_FORMAT = FORMATS[0]
 
 
 def export_suffix_problem(path, fmt: str) -> str | None:
@@ -172,12 +170,12 @@ def check_export_suffix(a) -> None:
 
 
 def add_export_arguments(parser, what: str = "the weights") -> None:
-    """``--export FILE`` and ``--format polyverify|precision-ls|zoology|icl-gd`` (default polyverify);
+    """``--export FILE`` and ``--format polyverify|precision-ls|zoology|icl-gd`` (:data:`FORMATS`; default polyverify);
     ``verify.export.check_export_arguments`` checks them, ``write_export`` writes the file."""
     parser.add_argument("--export", metavar="FILE",
                         help=f"write {what} to FILE in the --format's layout (checked before any work)")
     parser.add_argument("--format", dest="export_format", default=None, metavar="|".join(FORMATS),
                         help="the layout of --export: this toolkit's safetensors (polyverify, the default) or a "
-                             "peer's own names, shapes and config (precision-ls, zoology: .pt or .safetensors; "
-                             "icl-gd: .npz or .safetensors); a format that cannot hold the construction is refused "
-                             "(docs/interop.md)")
+                             "peer's own names, shapes and config ("
+                             + "; ".join(f"{n}: {', '.join(s)}" for n, s in SUFFIXES.items() if n != DEFAULT_FORMAT)
+                             + "); a format that cannot hold the construction is refused (docs/interop.md)")

@@ -31,7 +31,7 @@ from verify.construct import main
 from verify.importers import FORMATS as IMPORTERS
 from verify.importers import mapping, search
 from verify.importers.convs import conv1d_taps, conv1d_weight, long_filter, long_taps
-from verify.importers.icl_gd import head_matrices
+from verify.importers.icl_gd import head_matrices, head_weights
 
 PEERS = ("precision-ls", "zoology", "icl-gd")
 SUFFIX = {"polyverify": ".safetensors", "precision-ls": ".pt", "zoology": ".safetensors", "icl-gd": ".npz"}
@@ -258,7 +258,7 @@ def test_conv1d_and_long_filter_tables_read_back_exactly(T, same):
 def test_icl_gd_head_weights_are_head_matrices_backwards():
     rng = np.random.default_rng(1)
     P, Q = _rand(rng, 4, 4), _rand(rng, 4, 4)
-    P2, Q2 = head_matrices(*E.head_weights(P, Q), 1)
+    P2, Q2 = head_matrices(*head_weights(P, Q), 1)
     assert (P2 == P).all() and (Q2 == Q).all()
 
 

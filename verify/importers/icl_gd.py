@@ -48,6 +48,7 @@ from constructions.layers import TokenLSA, TokenLSAHead
 
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
                      mark_not_proved)
+from .writing import ExportError, Exported, check_kinds, distinct_layers, same_for_all
 
 NAME = "icl-gd"
 SETTINGS = ("dampening", "include_query", "y_update", "num_heads", "num_layers")
@@ -238,3 +239,72 @@ def default_layout(spec, imported: Imported) -> dict | None:
                 "note": "von Oswald et al.'s tokens (x_i, y_i) then the query; the carrier token and its "
                         "coordinates (one, x) are the specification's"}
     return None
+
+# ------------------------------------------------------------------ the writer: the table above read backwards
+# (``verify/export.py`` drives it: the stack's layers in, the peer's tensors and config out)
+
+#: the settings an export's summary shows (what the reader needs; an ``.npz`` file holds no config)
+SHOWN = ("num_heads", "num_layers", "include_query")
+#: how the peer runs its model in float64 (an export with entries that are not float32 values says so)
+FLOAT64 = "jax.config.update('jax_enable_x64', True)"
+
+
+def head_weights(P, Q):
+    """``(W_Q, W_K, W_V, W_O)`` of one head (key size D) with
+    :func:`verify.importers.icl_gd.head_matrices` ``= (P, Q)`` at dampening 1: ``W_Q = I``,
+    ``W_K = Q``, ``W_V = I``, ``W_O = P^T`` (no product: every entry is one of the head's)."""
+    D = P.shape[0]
+    return ops.eye_object(D), np.array(Q, dtype=object), ops.eye_object(D), np.ascontiguousarray(np.array(P, dtype=object).T)
+
+
+def plan(layers, make_tensors: bool) -> Exported:
+    from constructions.weights_io import same_layer
+
+    fmt = NAME
+    check_kinds(layers, fmt, "token_lsa", "token-form LSA layers (seed 004 eq. (2)-(3))")
+    for i, L in distinct_layers(layers):
+        if not L.residual:
+            raise ExportError(f"{fmt}: layer {i} has no residual; von Oswald et al.'s layer is h + dampening * attn")
+        if not L.heads:
+            raise ExportError(f"{fmt}: layer {i} has no heads")
+    excl = same_for_all(layers, fmt, lambda L: L.exclude_last, "exclude_last =",
+                        "include_query is one setting of the model")
+    D = same_for_all(layers, fmt, lambda L: L.heads[0].P.shape[0], "width", "one model has one token width")
+    H = max(len(L.heads) for L in layers)
+    shared = all(L is layers[0] or same_layer(L, layers[0]) for L in layers)
+    model = GD_MODEL if H == 1 else MODEL
+    ex = Exported(fmt, len(layers))
+    if H > 1:
+        ex.notes.append(f"{H} heads: von Oswald et al.'s GD model (Transformer_gd) has one, so the stack is written as "
+                        f"their trained model 'transformer' (num_heads = {H} in its config)")
+    short = [i for i, L in distinct_layers(layers) if len(L.heads) < H]
+    if short:
+        ex.notes.append(f"layers {', '.join(map(str, short))} have fewer than {H} heads: padded with zero heads "
+                        f"(P = Q = 0, which add nothing)")
+    if not make_tensors:
+        return ex
+    mods = [(SHARED.format(model=model), layers[0])] if shared else \
+        [(PER_LAYER.format(model=model, l=i), L) for i, L in enumerate(layers)]
+    for pre, L in mods:
+        ws = [head_weights(h.P, h.Q) for h in L.heads]
+        zero = np.zeros((D, D), dtype=object)
+        ws += [head_weights(zero, zero)] * (H - len(L.heads))
+        q, k, v, o = (np.concatenate([w[j] for w in ws], axis=0 if j == 3 else 1) for j in range(4))
+        for name, arr in zip(PARAMS, (q, k, v, o)):
+            ex.tensors[f"{pre}{name}/w"] = arr
+    ex.config = {"num_heads": H, "key_size": D, "emb_size": D, "include_query": not excl, "dampening": 1.0,
+                 "y_update": False, "deq": shared, "use_bias": False, "use_softmax": False, "layer_norm": False,
+                 "att_only_trans": True, "in_proj": False, "out_proj": False, "pos_enc": False}
+    if shared:
+        ex.config["num_layers"] = len(layers)
+    ex.settings = {"num_heads": H}
+    if shared:
+        ex.settings["num_layers"] = len(layers)
+    if not excl:
+        ex.settings["include_query"] = "true"
+    return ex
+
+
+def frozen(L, n: str) -> bool:
+    """What the format fixes in a layer (``verify.export.frozen_for``): nothing."""
+    return False

@@ -18,13 +18,13 @@ refused before the proof.  The loaded file is kept as ``Imported.loaded`` for th
 """
 from __future__ import annotations
 
-import json
-
 from constructions.weights_io import NoMetadataError, WeightFileError, load
 
 from .common import ImportRefused, Imported
 
 NAME = "polyverify"
+#: the ``--config`` keys it reads: none (the file carries its own settings)
+SETTINGS = ()
 
 
 def read(path, settings: dict, spec_for=None) -> Imported:
@@ -70,7 +70,6 @@ def read(path, settings: dict, spec_for=None) -> Imported:
             next(iter(dts)), next(iter(dts))) if len(dts) == 1 else "mixed"
     except Exception:  # noqa: BLE001 - the dtype is only reported
         pass
-    _ = json
     imp = Imported(NAME, str(path), lw.layers, shape, conventions, tensors, dtype, sizes, params)
     imp.loaded = lw  # the LoadedWeights: declared metadata, checked against the specification (cli.settings)
     imp.declared_rationals = {"entries": lw.entries_from_exact, "largest_gap": str(lw.declared_gap),
@@ -81,3 +80,65 @@ def read(path, settings: dict, spec_for=None) -> Imported:
 def default_layout(spec, imported: Imported) -> dict | None:
     R, C = spec.layout.shape
     return {"format": "polyverify-layout/1", "tokens": list(range(R)), "columns": list(range(C))}
+
+
+# ------------------------------------------------------------------ the writer (``verify/export.py`` drives it)
+# This format writes its own container (``constructions.weights_io.save``: the construction's name, layout
+# and input map beside the layers), so it has ``save`` where the peers' formats have ``plan``.
+
+#: what the export's summary says the file is
+WRITTEN_AS = "polyverify: safetensors, float64 with the exact rationals in the metadata"
+
+
+def to_write(construction, k, sections):
+    """``(construction, k, layers)`` for ``weights_io.save``: ``construction.layers(k)`` is the
+    stack where its body copies are one body repeated (``layers`` None); where they differ,
+    ``layers`` is the unrolled stack (each copy its own layers, ``"unrolled"`` in the metadata)."""
+    import copy
+
+    from constructions.weights_io import same_layer
+
+    from .writing import ExportError, as_sections, default_k
+
+    if construction is None:
+        raise ExportError("polyverify: a module loaded from a weight file has no construction (its name, layout and "
+                          "input map) to write beside its weights; build the module with load_module(construction, k)")
+    if sections is None:
+        return construction, default_k(construction, k), None
+    s = as_sections(sections)
+    body = s.bodies[0] if s.bodies else list(construction.body)
+    for j, b in enumerate(s.bodies):
+        if len(b) != len(body):
+            raise ExportError(f"polyverify: body copy {j} has {len(b)} layers and copy 0 {len(body)}; "
+                              f"{construction.name}'s body has {len(construction.body)}")
+    con = copy.copy(construction)
+    con.prologue, con.body, con.epilogue = list(s.prologue), list(body), list(s.epilogue)
+    same = all(x is y or same_layer(x, y) for b in s.bodies for x, y in zip(b, body))
+    unrolled = None if same else list(s.prologue) + [L for b in s.bodies for L in b] + list(s.epilogue)
+    return con, len(s.bodies), unrolled
+
+
+def check_writable(construction, k, sections) -> None:
+    """Whether the stack can be written (an ``ExportError`` naming what not), writing nothing."""
+    to_write(construction, k, sections)
+
+
+def save(path, construction, k, sections):
+    """Write the stack to ``path`` (the caller's temporary file; ``verify/export.py`` renames it):
+    the :class:`~verify.importers.writing.Exported` record, its notes said."""
+    from constructions.weights_io import save as save_weights
+
+    from .writing import Exported
+
+    con, kk, unrolled = to_write(construction, k, sections)
+    save_weights(path, con, kk, layers=unrolled)
+    ex = Exported(NAME, con.depth(kk))
+    if unrolled is not None:
+        ex.notes.append(f"the {kk} body copies differ: written unrolled (each copy its own layers; "
+                        f"\"unrolled\": true in the metadata)")
+    return ex
+
+
+def frozen(L, n: str) -> bool:
+    """What the format fixes in a layer (``verify.export.frozen_for``): nothing."""
+    return False

@@ -49,11 +49,13 @@ import re
 
 import numpy as np
 
+from constructions import ops
 from constructions.layers import BaseConv
 
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, load_tensors,
                      mark_not_proved, numbered_blocks, repeat_rows, transpose)
-from .convs import add_identity, conv1d_taps, long_taps
+from .convs import add_identity, conv1d_taps, conv1d_weight, long_filter, long_taps
+from .writing import ExportError, Exported, check_kinds, distinct_layers, is_zero, row_constant, same_for_all
 
 NAME = "precision-ls"
 _KEY = re.compile(r"(?:.*\.)?(\d+)\.seq_mixer\.base_conv\.(.+)")
@@ -236,3 +238,74 @@ def default_layout(spec, imported: Imported) -> dict | None:
             "sections": {"prologue": 0, "epilogue": 0},
             "note": "precision-ls notebooks/baseconv_construction.ipynb: channels [a, b, x, s1, s2], N tokens, "
                     "no query token, no epilogue"}
+
+# ------------------------------------------------------------------ the writer: the table above read backwards
+# (``verify/export.py`` drives it: the stack's layers in, the peer's tensors and config out)
+
+#: the settings an export's summary shows (what the reader needs; the file holds the whole config)
+SHOWN = ("causal", "conv_type", "use_resid")
+#: how the peer runs its model in float64 (an export with entries that are not float32 values says so)
+FLOAT64 = "training.dtype float64"
+
+
+def plan(layers, make_tensors: bool) -> Exported:
+    fmt = NAME
+    check_kinds(layers, fmt, "baseconv", "BaseConv blocks")
+    conv = same_for_all(layers, fmt, lambda L: L.convolution, "convolution", "precision-ls's one 'causal' setting (and one "
+                        "conv_type) covers every block")
+    resid = same_for_all(layers, fmt, lambda L: L.residual, "residual =",
+                         "precision-ls's one 'use_resid' setting covers every block")
+    T, C = same_for_all(layers, fmt, lambda L: tuple(L.shape), "state", "one model has one state")
+    kind = "long" if conv == "circular" else "short"  # circular: FFT of size T; causal / "same": Conv1d
+    same = conv == "same"
+    ex = Exported(fmt, len(layers))
+    rows = {}
+    for i, L in distinct_layers(layers):
+        r = {}
+        for mod, (Wn, bn) in LINEARS.items():
+            r[bn] = row_constant(i, bn, getattr(L, bn), fmt, "precision-ls's nn.Linear bias")
+        if kind == "long":
+            if not is_zero(L.b_conv):
+                raise ExportError(f"{fmt}: layer {i} has a convolution bias b_conv; precision-ls's circular convolution "
+                                  f"(the long filter, causal=False) has none")
+        else:
+            r["b_conv"] = row_constant(i, "b_conv", L.b_conv, fmt, "precision-ls's Conv1d bias")
+        rows[id(L)] = r
+    if not make_tensors:
+        return ex
+    for i, L in enumerate(layers):
+        r = rows[id(L)]
+        pre = BLOCK.format(i=i)
+        for mod, (Wn, bn) in LINEARS.items():
+            ex.tensors[f"{pre}{mod}.weight"] = np.ascontiguousarray(getattr(L, Wn).T)
+            ex.tensors[f"{pre}{mod}.bias"] = r[bn]
+        h = np.array(L.h, dtype=object)
+        if resid:  # the peer's convolution adds its input (resid): the filter holds h - identity
+            add_identity(h, same=same, by=-1)
+        if kind == "short":
+            ex.tensors[pre + SHORT_WEIGHT] = conv1d_weight(h, same=same)
+            ex.tensors[pre + SHORT_BIAS] = r["b_conv"]
+        else:
+            ex.tensors[pre + LONG_FILTER] = long_filter(h)
+        if resid:
+            ex.tensors[pre + BRANCH] = np.array([1, 0], dtype=object)
+    # the whole TransformerModel (src/models/gpt2.py), so that get_model_from_run loads it strictly: identity
+    # _read_in / _read_out and a zero position embedding (the construction's state is the model's input)
+    ex.tensors = {"_read_in.weight": ops.eye_object(C), "_read_in.bias": np.zeros(C, dtype=object),
+                  "_backbone.transformer.wpe.weight": np.zeros((T, C), dtype=object), **ex.tensors,
+                  "_read_out.weight": ops.eye_object(C), "_read_out.bias": np.zeros(C, dtype=object)}
+    # build_model(conf.model)-ready (src/models/__init__.py), with the GPT2Config fields besides
+    ex.config = {"family": "gpt2", "n_dims": C, "n_positions": T, "n_embd": C, "n_layer": len(layers), "n_head": 1,
+                 "use_mlps": False, "seq_op": "base_conv", "mlp_activ": "gelu", "use_resid": resid,
+                 "use_seqop_ln": False, "use_final_ln": False, "use_mlp_ln": False, "conv_type": kind,
+                 "causal": conv == "causal", "train_proj": False, "train_pos": False, "mlp_upfactor": 4,
+                 "in_dims": C, "out_dims": C, "use_softmax_for_attn": True, "block_size": T, "bias": True}
+    if same:
+        ex.notes.append(f"'same' convolution: precision-ls's Conv1d with causal=False (padding {T // 2}, kernel {T})")
+    return ex
+
+
+def frozen(L, n: str) -> bool:
+    """What the format fixes in a layer (``verify.export.frozen_for``): a circular BaseConv's ``b_conv``
+    (the long filter has no bias)."""
+    return L.kind == "baseconv" and n == "b_conv" and L.convolution == "circular"

@@ -33,6 +33,7 @@ names them.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 import numpy as np
 
@@ -40,7 +41,9 @@ from constructions.layers import BaseConv
 
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, eye, load_tensors,
                      mark_not_proved, numbered_blocks, repeat_rows, transpose, zeros)
-from .convs import add_identity, conv1d_taps, fft2t_taps, fit_convention
+from .convs import add_identity, conv1d_taps, conv1d_weight, fft2t_taps, fit_convention
+from .writing import (ExportError, Exported, check_kinds, distinct_layers, is_identity, is_zero, row_constant,
+                      same_for_all)
 
 NAME = "zoology"
 _KEY = re.compile(r"(?:(?:.*\.)?(\d+)\.sequence_mixer\.)?(projection\.weight|projection\.bias|conv\.conv\.weight|"
@@ -216,5 +219,80 @@ def default_layout(spec, imported: Imported) -> dict | None:
     R, C = spec.layout.shape
     return {"format": "polyverify-layout/1", "tokens": list(range(R)), "columns": list(range(C))}
 
+# ------------------------------------------------------------------ the writer: the table above read backwards
+# (``verify/export.py`` drives it: the stack's layers in, the peer's tensors and config out)
 
-_ = np  # numpy is the arrays' type throughout
+#: the settings an export's summary shows (what the reader needs; the file holds the whole config)
+SHOWN = ("tokens", "use_act")
+#: how the peer runs its model in float64 (an export with entries that are not float32 values says so)
+FLOAT64 = "model.double()"
+
+
+def plan(layers, make_tensors: bool) -> Exported:
+    fmt = NAME
+    check_kinds(layers, fmt, "baseconv", "BaseConv mixers")
+    T, C = same_for_all(layers, fmt, lambda L: tuple(L.shape), "state", "one model has one state")
+    ex = Exported(fmt, len(layers))
+    parts = {}
+    for i, L in distinct_layers(layers):
+        if L.convolution != "causal":
+            raise ExportError(f"{fmt}: layer {i} has a {L.convolution} convolution; zoology's BaseConv mixer is causal "
+                              f"(a Conv1d with padding K-1, an FFT of size 2T)")
+        for name, want in FIXED.items():
+            if name == "residual":
+                continue
+            ok = is_identity(getattr(L, name)) if want == "I" else is_zero(getattr(L, name))
+            if not ok:
+                raise ExportError(f"{fmt}: layer {i} has {name} != {'I' if want == 'I' else '0'}; zoology's mixer "
+                                  f"(y = conv(u) * projection(u) + u) has no in / out projection")
+        b_gate = row_constant(i, "b_gate", L.b_gate, fmt, "zoology's projection bias")
+        b_conv = row_constant(i, "b_conv", L.b_conv, fmt, "zoology's Conv1d bias")
+        h, W_gate = np.array(L.h, dtype=object), np.array(L.W_gate, dtype=object)
+        note = None
+        if not L.residual:  # the mixer adds u: write the same map in its form, where one is (module docstring)
+            if is_zero(L.W_gate) and all(g != 0 for g in b_gate):
+                for c in range(C):  # g (h*u + b) = g (h'*u + b) + u  with  h' = h - delta_0 / g
+                    h[0, c] = h[0, c] - Fraction(1) / Fraction(b_gate[c])
+                note = "a constant gate g: the filter holds h - 1/g at lag 0"
+            elif is_zero(L.h) and all(z != 0 for z in b_conv):
+                for c in range(C):  # (u W + b) z = (u W' + b) z + u  with  W' = W - diag(1/z)
+                    W_gate[c, c] = W_gate[c, c] - Fraction(1) / Fraction(b_conv[c])
+                note = "a constant convolution z: W_gate holds W - diag(1/z)"
+            else:
+                raise ExportError(f"{fmt}: layer {i} has no residual, and neither its gate (W_gate = 0, no zero bias) "
+                                  f"nor its convolution (h = 0, no zero bias) is constant; zoology's mixer adds u, "
+                                  f"which only such a layer can take back")
+            ex.notes.append(f"layer {i}: not residual; written as zoology's mixer (which adds u) with {note}")
+        parts[id(L)] = (h, W_gate, b_gate, b_conv)
+    if not make_tensors:
+        return ex
+    for i, L in enumerate(layers):
+        h, W_gate, b_gate, b_conv = parts[id(L)]
+        pre = MIXER.format(i=i)
+        mod, (Wn, bn) = PROJECTION
+        ex.tensors[f"{pre}{mod}.weight"] = np.ascontiguousarray(W_gate.T)
+        ex.tensors[f"{pre}{mod}.bias"] = b_gate
+        ex.tensors[pre + SHORT_WEIGHT] = conv1d_weight(h, same=False)
+        ex.tensors[pre + SHORT_BIAS] = b_conv
+    ex.config = {"tokens": T, "use_act": False, "d_model": C, "n_layers": len(layers),
+                 "sequence_mixer": {"name": "zoology.mixers.base_conv.BaseConv",
+                                    "kwargs": {"l_max": T, "kernel_size": T, "use_act": False}}}
+    return ex
+
+
+def frozen(L, n: str) -> bool:
+    """What the format fixes in a layer (``verify.export.frozen_for``): the mixer's missing in / out
+    projection (``W_in = W_out = I``, ``b_in = b_out = 0``: :data:`FIXED`) and, in a layer without the
+    residual, the constant gate ``W_gate = 0`` (or convolution ``h = 0``) that takes back the ``u`` the
+    mixer adds (:func:`plan`)."""
+    from constructions.sparse import dense
+
+    if L.kind != "baseconv":
+        return False
+    if n in FIXED and n != "residual":
+        return True
+    if not L.residual:
+        if is_zero(dense(L.W_gate)):
+            return n == "W_gate"
+        return is_zero(dense(L.h)) and n == "h"
+    return False
