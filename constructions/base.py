@@ -154,33 +154,64 @@ class Construction(abc.ABC):
     def run(self, v: dict, k: int | None = None, *, sections: "Sections | None" = None, state=None,
             cast: Callable[[Layer], Layer] | None = None, conv_method: str = "direct",
             on_layer: Callable[[int, np.ndarray], bool | None] | None = None,
-            on_step: Callable[[int, np.ndarray], bool | None] | None = None):
+            on_step: Callable[[int, np.ndarray], bool | None] | None = None,
+            on_nonfinite: Callable[[int, np.ndarray], bool | None] | None = None):
         """**The** run loop: prologue + body x k + epilogue on ``input_state(v)``
         (or on ``state``), exact (object arrays) or float (any backend's arrays).
 
         ``sections`` replaces the layers (a weight file: each body copy its
         own); ``cast`` maps each distinct layer once before use (a backend's
-        float cast); ``on_layer(i, S)`` runs after stack layer ``i`` and
-        ``on_step(j, S)`` after the prologue (j = 0) and after body copy j;
-        either may return True to stop early.  Returns ``(S, layers_run)``.
+        float cast); ``on_step(j, S)`` runs after the prologue (j = 0) and
+        after body copy j; ``on_nonfinite(i, S)`` once, for the first stack
+        layer ``i`` whose output ``S`` holds a non-finite value (inf or NaN);
+        ``on_layer(i, S)`` after every stack layer ``i``.  Each may return
+        True to stop (``on_nonfinite``: at layer ``i``).  Returns
+        ``(S, layers_run)``.
+
+        A section's layers run by :func:`constructions.plans.run_checked`
+        (planned torch BaseConv layers channel-major, the state laid out by
+        channel once a section; finiteness read on the device, a host sync per
+        section); with ``on_layer`` every layer runs by its ``forward`` and hands
+        its state to the hook.
         """
+        from .plans import all_finite, run_checked
+
         secs = sections if sections is not None else self.sections(k or 0)
         if k is not None and sections is not None:
             secs = Sections(secs.prologue, secs.bodies[:k], secs.epilogue)
         S = self.input_state(v) if state is None else state
         done = 0
         cache: dict[int, Layer] = {}
+        report = [on_nonfinite]  # the first non-finite layer is reported once
+        # a non-finite input value the layers carry on untouched is reported at the first layer
+        unchecked = [on_nonfinite is not None and on_layer is None and not all_finite(S)]
+
+        def nonfinite(i, Si) -> bool:
+            hook, report[0] = report[0], None
+            return bool(hook(i, Si))
 
         def apply(layers) -> bool:
             nonlocal S, done
-            for L in layers:
-                if cast is not None:
+            if cast is not None:
+                for L in layers:
                     if id(L) not in cache:
                         cache[id(L)] = cast(L)
-                    L = cache[id(L)]
+                layers = [cache[id(L)] for L in layers]
+            if on_layer is None:
+                base, checked = done, not (unchecked[0] and layers)
+                if layers:
+                    unchecked[0] = False
+                S, ran, stop = run_checked(layers, S, conv_method=conv_method, input_checked=checked,
+                                           on_nonfinite=None if report[0] is None
+                                           else (lambda i, Si: nonfinite(base + i, Si)))
+                done += ran
+                return stop
+            for L in layers:
                 S = L.forward(S, conv_method=conv_method)
                 done += 1
-                if on_layer is not None and on_layer(done - 1, S):
+                if report[0] is not None and not all_finite(S) and nonfinite(done - 1, S):
+                    return True
+                if on_layer(done - 1, S):
                     return True
             return False
 

@@ -530,18 +530,18 @@ class _ChannelLayer:
         self.cleared_all = p.cleared is not None
         self.bo = None if p.bo is None else {int(c): p.bo[:, c] for c in np.flatnonzero(_nonzero(p.bo).any(axis=0))}
         self.copy = None if p.copy is None else self._mix_terms(p.copy.W, p.copy.rows, np.asarray(
-            _rows_of(p.copy)))
+            _rows_of(p.copy)), p.copy.select is not None)
         k = len(p.K)
-        self.gate = self._mix_terms(p.Wg, None, p.Rg) if k else None
-        self.into = self._mix_terms(p.Wi, None, p.Ri) if k else None
-        self.out = self._mix_terms(p.Wo, None, np.arange(k)) if k else None
+        self.gate = self._mix_terms(p.Wg, None, p.Rg, p.gate.select is not None) if k else None
+        self.into = self._mix_terms(p.Wi, None, p.Ri, p.into.select is not None) if k else None
+        self.out = self._mix_terms(p.Wo, None, np.arange(k), p.out.select is not None) if k else None
         self.bg = None if p.bg is None else [p.bg[:, j] for j in range(k)]
         self.bi = None if p.bi is None else [p.bi[:, j] for j in range(k)]
         self.bc = None if p.bc is None else [p.bc[:, j] for j in range(k)]
         self.conv = [self._conv_of(p.conv, j) for j in range(k)]
 
     @staticmethod
-    def _mix_terms(W, _rows, src: np.ndarray):
+    def _mix_terms(W, _rows, src: np.ndarray, select: bool):
         """Per output column of ``x[src] @ W``: its nonzero terms ``(input channel, weight)`` in row
         order (weight 1.0 / -1.0 an add / subtract), or the dense block for a matrix product."""
         if isinstance(W, SparseMatrix):
@@ -557,34 +557,49 @@ class _ChannelLayer:
         terms = {}
         for c in np.flatnonzero(nz.any(axis=0)).tolist():
             terms[c] = [(int(src[r]), float(Wn[r, c])) for r in np.flatnonzero(nz[:, c]).tolist()]
-        return ("terms", terms)
+        return ("terms", terms, select)
 
     @staticmethod
-    def _sum(mix, x, n_out: int):
-        """The mix applied to the channel list ``x``: a dict output column -> tensor (absent: zero)."""
+    def _sum(mix, x, start: list) -> list:
+        """The mix applied to the channel list ``x``, added into ``start`` (one entry a column, None:
+        zero): a new list.  A column's terms are added to its start one by one in row order, as the
+        per-layer forward's ``index_add_`` adds a selection's terms into its output (so the same
+        roundings; a mix the per-layer forward forms as a matrix product is summed first and added to
+        the start last, as there); columns with the same start and the same terms share one sum."""
+        out = list(start)
         if mix[0] == "mm":
             _, src, cols, Wt = mix
             ins = [x[r] for r in src]
             ref = next((t for t in ins if t is not None), None)
             if ref is None:
-                return {}
+                return out
             import torch
 
             X = torch.stack([t if t is not None else ref.new_zeros(ref.shape) for t in ins])
             Y = (Wt @ X.reshape(len(ins), -1)).reshape((len(cols),) + tuple(ref.shape))
-            return dict(zip(cols, Y.unbind(0)))
-        out, done = {}, {}
+            for c, t in zip(cols, Y.unbind(0)):
+                out[c] = t if out[c] is None else out[c] + t
+            return out
+        done: dict = {}
+        into = mix[2]
         for c, terms in mix[1].items():
-            key = tuple(terms)
-            if key in done:  # the same terms in the same order (a value several columns receive): the same sum
-                if done[key] is not None:
-                    out[c] = done[key]
+            acc = out[c] if into else None
+            key = (id(out[c]) if out[c] is not None else None, tuple(terms))
+            if key in done:  # the same start and terms in the same order: the same sum
+                out[c] = done[key]
                 continue
-            acc = None
+            half = None
             for r, w in terms:
                 t = x[r]
                 if t is None:
                     continue
+                if half is None and t.dtype in _half_formats():
+                    # torch's index_add_ (and a CPU matrix product) adds a half format's terms of one column
+                    # in float32 and rounds once
+                    half = t.dtype
+                    acc = None if acc is None else acc.float()
+                if half is not None:
+                    t = t.float()
                 if acc is None:
                     acc = t if w == 1.0 else (-t if w == -1.0 else t * w)
                 elif w == 1.0:
@@ -593,9 +608,11 @@ class _ChannelLayer:
                     acc = acc - t
                 else:
                     acc = acc + t * w
-            done[key] = acc
-            if acc is not None:
-                out[c] = acc
+            if half is not None:
+                acc = acc.to(half)
+            if not into and out[c] is not None:
+                acc = out[c] if acc is None else acc + out[c]
+            done[key] = out[c] = acc
         return out
 
     @staticmethod
@@ -631,6 +648,27 @@ class _ChannelLayer:
                 out += tap * (v.roll(lag, -1) if lag else v)
         return out
 
+    def _token_sums(self, vs: list):
+        """The circular token sums of every formed channel, ``(..., k)``, when a channel of this layer
+        is a sum (else None): the channels stacked as the per-layer forward holds them, ``(..., T, k)``,
+        and summed over the token axis by the same reduction (``ops.ConvPlan``), so each sum adds
+        its terms in the same order as there (a sum over one contiguous channel adds them in another)."""
+        if self.p.conv.causal or not any(op[0] == "sum" for op in self.conv):
+            return None
+        ref = next((t for t in vs if t is not None and t.dim() > 1), None)
+        if ref is None:
+            return None
+        import torch
+
+        shape = tuple(ref.shape)
+        V = torch.stack([ref.new_zeros(shape) if t is None else t.expand(shape) for t in vs], dim=-1)
+        return V.sum(-2)
+
+    def _spread(self, op, s, v):
+        """A circular sum channel from its token sum ``s`` (``(...,)``): times its tap, on every token."""
+        acc = s.unsqueeze(-1) * op[1]  # the per-layer forward multiplies by the tap (1 included)
+        return acc.expand(v.shape)
+
     def __call__(self, x: list) -> list:
         y = [None] * self.C_out
         for r in self.kept:
@@ -639,29 +677,31 @@ class _ChannelLayer:
             for c, b in self.bo.items():
                 y[c] = b if y[c] is None else y[c] + b
         if self.copy is not None:
-            for c, t in self._sum(self.copy, x, self.C_out).items():
-                y[c] = t if y[c] is None else y[c] + t
+            y = self._sum(self.copy, x, y)
         if self.gate is not None:
-            g = self._sum(self.gate, x, len(self.conv))
-            v = self._sum(self.into, x, len(self.conv))
-            prods = [None] * len(self.conv)
+            k = len(self.conv)
+            g = self._sum(self.gate, x, self.bg or [None] * k)  # the bias first, then the terms (as index_add_)
+            vs = self._sum(self.into, x, self.bi or [None] * k)
+            prods = [None] * k
+            sums = self._token_sums(vs)
             for j, op in enumerate(self.conv):
-                gj = g.get(j)
-                if self.bg is not None:
-                    gj = self.bg[j] if gj is None else gj + self.bg[j]
-                vj = v.get(j)
-                if self.bi is not None:
-                    vj = self.bi[j] if vj is None else vj + self.bi[j]
-                zj = None if vj is None else self._convolve(op, vj)
+                gj, vj = g[j], vs[j]
+                zj = None if vj is None else (self._convolve(op, vj) if sums is None or op[0] != "sum"
+                                              else self._spread(op, sums[..., j], vj))
                 if self.bc is not None:
                     zj = self.bc[j] if zj is None else zj + self.bc[j]
                 if gj is not None and zj is not None:
                     prods[j] = gj * zj
-            for c, t in self._sum(self.out, prods, self.C_out).items():
-                y[c] = t if y[c] is None else y[c] + t
+            y = self._sum(self.out, prods, y)
         if self.residual:
             y = [a if b is None else (b if a is None else a + b) for a, b in zip(x, y)]
         return y
+
+
+def _half_formats() -> tuple:
+    import torch
+
+    return (torch.float16, torch.bfloat16)
 
 
 def _rows_of(mix: "_Mix") -> np.ndarray:
@@ -686,27 +726,137 @@ def channel_layer(L):
     return ch
 
 
-def run_stack(layers, S):
-    """Forward the float state ``S`` through prepared ``layers``: each run of consecutive planned
-    torch BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out once as one
-    contiguous ``(..., T)`` block a channel, carried channels passed on untouched, laid back at the
-    end of the run), any other layer by its ``forward``.  The same sums as ``forward`` layer by
-    layer (a dense channel mix a rounding apart)."""
-    i, n = 0, len(layers)
-    while i < n:
-        ch = channel_layer(layers[i]) if ops.is_torch(S) else None
-        if ch is None:
-            S = layers[i].forward(S)
-            i += 1
-            continue
+# --------------------------------------------------------------------------- the run loop's execution
+
+#: layers whose finiteness flags may wait unread (each holds its output state, or for a channel-major
+#: layer the references to its channels, until the flags are read in one host sync)
+PENDING_CHECKS = 8
+
+
+def _to_channels(S) -> list:
+    """A torch state ``(..., T, C)`` as ``C`` contiguous ``(..., T)`` tensors (one pass)."""
+    return list(S.movedim(-1, 0).contiguous().unbind(0))
+
+
+def _from_channels(x: list, like):
+    """The channel list ``x`` laid back as a state ``(..., T, C)`` like ``like`` (None: zeros): the
+    channels copied one after another into a ``(C, ..., T)`` block and that block's view with the
+    channel axis last (so the next run of channel layers reads its channels back without a copy)."""
+    import torch
+
+    shape = tuple(like.shape[:-1])
+    return torch.stack([like.new_zeros(shape) if t is None else t.expand(shape) for t in x]).movedim(0, -1)
+
+
+def _sum_flag(ts: list):
+    """A device scalar whose value is finite only if every entry of the tensors ``ts`` is (a sum of
+    finite values is finite unless it overflows, so a non-finite flag is confirmed before it is
+    reported); None when ``ts`` is empty.  Half formats sum in float32 (a float16 sum of a large
+    state would overflow: a false alarm on every layer)."""
+    if not ts:
+        return None
+    import torch
+
+    acc = None
+    for t in ts:
+        s = t.sum(dtype=torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.sum()
+        acc = s if acc is None else acc + s
+    return acc
+
+
+def all_finite(A) -> bool:
+    """Whether a state holds only finite values (an exact object array always does)."""
+    if ops.is_torch(A):
         import torch
 
-        X = S.movedim(-1, 0).contiguous()
-        x = list(X.unbind(0))
-        while i < n and ch is not None:
-            x = ch(x)
-            i += 1
-            ch = channel_layer(layers[i]) if i < n else None
-        shape = tuple(S.shape[:-1])
-        S = torch.stack([S.new_zeros(shape) if t is None else t.expand(shape) for t in x], dim=-1)
-    return S
+        return bool(torch.isfinite(A).all())
+    if getattr(A, "dtype", None) == object:
+        return True
+    return bool(ops.array_module(A).isfinite(A).all())
+
+
+def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, input_checked: bool = True):
+    """Forward the state ``S`` through the (cast, prepared) ``layers``, as the run loop
+    (:meth:`constructions.base.Construction.run`) executes a section: each run of consecutive
+    planned torch BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out once as
+    one contiguous ``(..., T)`` block a channel, carried channels passed on untouched, laid back at
+    the end of the run), any other layer by its ``forward``.  The same sums of the same terms in the
+    same order as ``forward`` layer by layer (a selection's terms added into its start one by one as
+    ``index_add_`` adds them, half formats in float32 as there; a token sum by the same reduction on
+    the same layout), so the same values bit for bit on the GD constructions (tested); a mix that
+    ``forward`` forms as a matrix product of non-unit weights is summed term by term here (a library
+    product may fuse a multiply and an add: a rounding apart), a dense one as one product.  After a
+    non-finite value, which entries are inf and which NaN may differ (a dense product turns a
+    skipped ``0 * inf`` into NaN).
+
+    ``on_nonfinite(i, S_i)``: called once, for the first layer ``i`` (index into ``layers``) whose
+    output state ``S_i`` holds a non-finite value -- the state as that layer wrote it, laid out as
+    ``S`` is; it returns True to stop there.  Each torch layer's check is a device scalar (the sum of
+    the tensors it wrote, :func:`_sum_flag`), read for up to :data:`PENDING_CHECKS` layers at once
+    (one host sync, and at the end), and a non-finite flag confirmed with ``isfinite`` on the whole
+    state; a numpy layer's is ``isfinite`` at once.  A channel-major layer's check covers the channels
+    it wrote (the others are the input's or an earlier layer's, checked there) -- with
+    ``input_checked=False`` (an input state that may hold a non-finite value) the first layer's
+    covers its whole output.  Returns ``(S, layers_run, stopped)``."""
+    n = len(layers)
+    is_t = ops.is_torch(S)
+    chans = None  # the channel-major state while a run of channel layers lasts
+    pending: list = []  # (layer index, flag, state or channel list)
+
+    def state_of(snap):
+        return _from_channels(snap, S) if isinstance(snap, list) else snap
+
+    def flush():
+        """The first pending layer whose state is confirmed non-finite, as ``(i, S_i)``, or None."""
+        nonlocal pending
+        todo, pending = pending, []
+        flags = [(i, f, snap) for i, f, snap in todo if f is not None]
+        if not flags:
+            return None
+        import torch
+
+        ok = torch.isfinite(torch.stack([f.to(torch.float64) for _, f, _ in flags])).tolist()  # one sync
+        for (i, _, snap), good in zip(flags, ok):
+            if not good:
+                Si = state_of(snap)
+                if not all_finite(Si):
+                    return i, Si
+        return None
+
+    bad = None
+    for i in range(n):
+        L = layers[i]
+        ch = channel_layer(L) if is_t and conv_method == "direct" else None
+        if ch is not None:
+            if chans is None:
+                chans = _to_channels(S)
+            prev = {id(t) for t in chans if t is not None}
+            chans = ch(chans)
+            if on_nonfinite is not None:
+                wrote = [t for t in chans if t is not None and (id(t) not in prev or (i == 0 and not input_checked))]
+                pending.append((i, _sum_flag(wrote), chans))
+        else:
+            if chans is not None:
+                S, chans = _from_channels(chans, S), None
+            S = L.forward(S, conv_method=conv_method)
+            if on_nonfinite is not None:
+                if is_t:
+                    pending.append((i, _sum_flag([S]), S))
+                elif not all_finite(S):
+                    bad = (i, S)
+        if on_nonfinite is not None and bad is None and (len(pending) >= PENDING_CHECKS or i == n - 1):
+            bad = flush()
+        if bad is not None:  # reported once: the first non-finite layer
+            (j, Sj), bad = bad, None
+            on, on_nonfinite, pending = on_nonfinite, None, []
+            if on(j, Sj):
+                return Sj, j + 1, True
+    if chans is not None:
+        S = _from_channels(chans, S)
+    return S, n, False
+
+
+def run_stack(layers, S):
+    """``layers`` forward on the float state ``S`` as the run loop executes them
+    (:func:`run_checked`, no finiteness checks)."""
+    return run_checked(layers, S)[0]

@@ -19,7 +19,7 @@ from fractions import Fraction
 import gmpy2
 import numpy as np
 
-from constructions.base import Construction, run_layers
+from constructions.base import Construction, Sections
 from constructions.catalogue import CatalogueEntry
 from constructions.catalogue import gd_architectures
 from polyverify.plumbing.cli import UsageError
@@ -123,6 +123,7 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
         return out
     base = {lab: lay.get(S64, reg).copy() for lab, reg, _, b in regions if b == "input"}
     p, b = len(con.prologue), len(con.body)
+    epilogue = Sections([], [], list(con.epilogue))  # a checkpoint's prediction: the epilogue on its state
     cast_cache: dict[int, object] = {}
 
     def cast(L):  # each distinct layer cast once, shared by the run and the checkpoint predictions
@@ -137,13 +138,11 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
             return "body", 1 + (i - p) // b, (i - p) % b
         return "epilogue", k, i - p - b * k
 
-    def on_layer(i, S):
-        if not backend.isfinite_all(S):
-            sec, step, j = where(i)
-            out["first_nonfinite"] = {"layer": i, "section": sec, "step": step, "layer_in_section": j,
-                                      **_first_bad(con, backend.to_numpy64(S))}
-            return True
-        return False
+    def on_nonfinite(i, S):  # the run stops there
+        sec, step, j = where(i)
+        out["first_nonfinite"] = {"layer": i, "section": sec, "step": step, "layer_in_section": j,
+                                  **_first_bad(con, backend.to_numpy64(S))}
+        return True
 
     def on_step(step, S):
         S64 = backend.to_numpy64(S)
@@ -160,13 +159,13 @@ def stream(con: Construction, v: dict, k: int, backend: Backend, *, conv_method:
             dev_rel[lab][step] = dd["max_rel"]
         if step in checkpoints:
             with np.errstate(over="ignore", invalid="ignore"):
-                Se = run_layers([cast(L) for L in con.epilogue], S, conv_method=conv_method)
+                Se, _ = con.run({}, sections=epilogue, state=S, cast=cast, conv_method=conv_method)
             out["predictions"][step] = backend.to_numpy64(con.readout(Se)["prediction"])
         return False
 
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported as the first non-finite layer
         _, out["layers_run"] = con.run(v, k, state=S, cast=cast, conv_method=conv_method,
-                                       on_layer=on_layer, on_step=on_step)
+                                       on_nonfinite=on_nonfinite, on_step=on_step)
     return out
 
 

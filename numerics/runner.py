@@ -52,9 +52,8 @@ def stream_construction(con: Construction, v: dict[str, np.ndarray], k: int, bac
     bad: list[int] = []
     seen = [0]
 
-    def on_layer(i, S):  # the first non-finite layer; the run stops after that body copy
-        if not bad and not backend.isfinite_all(S):
-            bad.append(i)
+    def on_nonfinite(i, S):  # the first non-finite layer; the run stops after that body copy
+        bad.append(i)
 
     def on_step(j, S):
         on_x(j, backend.to_numpy64(con.readout(S)["x"]))
@@ -65,7 +64,8 @@ def stream_construction(con: Construction, v: dict[str, np.ndarray], k: int, bac
 
     with np.errstate(all="ignore"):  # overflow is reported as the first non-finite layer
         S, done = con.run(v, k, sections=secs, state=backend.asarray(con.input_state(v)),
-                          cast=backend.cast_layer, conv_method=conv_method, on_layer=on_layer, on_step=on_step)
+                          cast=backend.cast_layer, conv_method=conv_method, on_nonfinite=on_nonfinite,
+                          on_step=on_step)
     pred = None if bad else backend.to_numpy64(con.readout(S)["prediction"])
     return StreamResult(steps_run=seen[0], prediction=pred, first_nonfinite_layer=bad[0] if bad else None,
                         layers_run=done)

@@ -92,3 +92,60 @@ def test_conv_plan_with_a_sum_channel_and_a_general_one_but_no_lag0_channel(lib)
     want = ops.conv(V, H, causal=False)
     assert tuple(got.shape) == v.shape
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+# ------------------------------------------------------------------ the run loop's finiteness watch
+
+def _square_then_drop(dtype):
+    """Two float layers on 4 tokens x 2 channels: the first carries channel 0 and writes its square
+    into channel 1, the second carries channel 0 and drops channel 1 (a scratch channel)."""
+    from numerics.backends import Backend
+
+    A = BaseConv.zeros(4, 2, causal=True)
+    A.W_in[0, 0] = A.h[0, 0] = A.W_out[0, 0] = 1  # inner 0: 1 * u0, carried into channel 0
+    for t in range(4):
+        A.b_gate[t, 0] = 1
+    A.W_gate[0, 1] = A.W_in[0, 1] = A.h[0, 1] = A.W_out[1, 1] = 1  # inner 1: u0 * u0 into channel 1
+    B = BaseConv.zeros(4, 2, causal=True)
+    B.W_in[0, 0] = B.h[0, 0] = B.W_out[0, 0] = 1
+    for t in range(4):
+        B.b_gate[t, 0] = 1
+    be = Backend("torch", dtype)
+    return [be.cast_layer(L) for L in (A, B)], be
+
+
+@pytest.mark.parametrize("pending", [1, 8])
+def test_run_checked_reports_the_layer_that_wrote_a_non_finite_value(monkeypatch, pending):
+    """An overflow in a scratch channel the next layer drops is reported at the layer that wrote it,
+    with that layer's state, whether the device flags are read after every layer or at the end."""
+    from constructions import plans
+
+    monkeypatch.setattr(plans, "PENDING_CHECKS", pending)
+    stack, be = _square_then_drop("float32")
+    u = torch.zeros(3, 4, 2)
+    u[1, 2, 0] = 1e30  # its square overflows float32
+    seen = []
+    S, ran, stopped = plans.run_checked(stack * 3, u, on_nonfinite=lambda i, Si: seen.append((i, Si.clone())))
+    assert [i for i, _ in seen] == [0] and not stopped and ran == 6
+    assert torch.isinf(seen[0][1][1, 2, 1]) and torch.isfinite(S).all()  # dropped by layer 1
+    S, ran, stopped = plans.run_checked(stack * 3, u, on_nonfinite=lambda i, Si: True)
+    assert stopped and ran == 1 and torch.isinf(S[1, 2, 1])
+    want = u
+    for L in stack:
+        want = L.forward(want)
+    np.testing.assert_array_equal(plans.run_checked(stack, u)[0].numpy(), want.numpy())
+
+
+def test_run_checked_confirms_a_flag_before_reporting():
+    """A state of large finite values whose sum overflows (the device flag's false alarm) is not
+    reported; a NaN input is (its square in channel 1 holds it)."""
+    from constructions import plans
+
+    stack, _ = _square_then_drop("float32")
+    u = torch.full((4, 4, 2), 1e19)  # squares 1e38: finite, their float32 sum is not
+    seen = []
+    S, _, _ = plans.run_checked(stack, u, on_nonfinite=lambda i, Si: seen.append(i))
+    assert seen == [] and torch.isfinite(S).all()
+    u[0, 0, 0] = float("nan")
+    plans.run_checked(stack, u, on_nonfinite=lambda i, Si: seen.append(i))
+    assert seen == [0]

@@ -294,3 +294,57 @@ def test_memory_flat_in_steps():
     it_lo = _peak(lambda: sum(1 for _ in gd_reference_iter(v["A"], v["b"], v["x"], 0.0625, lo)))
     it_hi = _peak(lambda: sum(1 for _ in gd_reference_iter(v["A"], v["b"], v["x"], 0.0625, hi)))
     assert it_hi - it_lo < 20_000, (it_lo, it_hi)
+
+
+# ------------------------------------------------------------ torch: the run loop's planned execution
+
+
+def torch_problems(dtype, *, scale=1.0, B=6, n=6, d=2, seed=1):
+    be = Backend("torch", dtype)
+    P = sample_ls(B, n, d, kappa=5.0, seed=seed)
+    q = np.random.default_rng(seed + 1).standard_normal((B, d))
+    v = {"A": be.round_input(P.A * scale), "b": be.round_input(P.b * scale), "x": be.round_input(P.x0),
+         "q": be.round_input(q)}
+    return be, v
+
+
+@pytest.mark.parametrize("arch", ["baseconv", "causal", "lsa"])
+@pytest.mark.parametrize("dtype,case", [("float32", "finite"), ("float64", "finite"), ("float16", "finite"),
+                                        ("float16", "overflow"), ("float16", "huge-input")])
+def test_torch_run_loop_equals_the_per_layer_forwards(dtype, arch, case):
+    """On torch the run loop runs planned BaseConv layers channel-major and reads the finiteness of
+    each layer on the device; the former loop (every layer's forward, its state checked at once:
+    ``legacy_run_construction``) gives the same iterates bit for bit, the same first non-finite layer
+    and the same layers run.  After a non-finite value, which entries are inf and which NaN may
+    differ (a matrix product turns 0 * inf into NaN where the channel-major run skips the zero)."""
+    eta = Fraction(4) if case == "overflow" else Fraction(1, 16)  # eta = 4: GD diverges
+    be, v = torch_problems(dtype, scale=300.0 if case == "huge-input" else 1.0)
+    con = {"baseconv": gd_baseconv, "causal": gd_baseconv_causal, "lsa": gd_lsa}[arch](6, 2, eta=eta)
+    k = 12
+    seen = []
+    with np.errstate(all="ignore"):
+        res = stream_construction(con, v, k, be, lambda j, x: seen.append(x))
+        x, pred, bad, done = legacy_run_construction(con, v, k, be)
+    assert res.first_nonfinite_layer == bad and res.layers_run == done and res.steps_run == len(seen)
+    if case == "finite":
+        assert bad is None and len(seen) == k + 1 and same_bits(res.prediction, pred)
+    else:
+        assert bad is not None and res.prediction is None is pred
+    got, want = np.stack(seen), x[:len(seen)]
+    clean = np.isfinite(want).all(axis=(1, 2))  # the steps before the first non-finite value
+    assert clean.sum() >= len(seen) - 1 and same_bits(got[clean], want[clean])
+    both = np.isfinite(got) & np.isfinite(want)  # the step holding it: its finite entries
+    assert same_bits(got[both], want[both])
+
+
+def test_torch_run_loop_reports_a_non_finite_input_its_layers_carry():
+    """A non-finite value in the input state that the layers carry on untouched (never a new value)
+    is reported at the first layer, as the former loop's check of every state did."""
+    be, v = torch_problems("float32")
+    con = gd_baseconv(6, 2)
+    v["A"] = v["A"].copy()
+    v["A"][2, 3, 1] = np.inf
+    with np.errstate(all="ignore"):
+        res = stream_construction(con, v, 3, be, lambda j, x: None)
+        _, _, bad, done = legacy_run_construction(con, v, 3, be)
+    assert res.first_nonfinite_layer == bad == 0 and res.layers_run == done
