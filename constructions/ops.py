@@ -14,7 +14,8 @@ the four functions below.  They dispatch on the array type:
 
 Convolution (``conv``, ``ConvPlan``, ``lag_index``: causal, circular and "same", seed 003
 App. H.1.1, seed 000 Def. D.20) lives in :mod:`constructions.conv`; its names are read
-through this module too (``ops.conv``), loaded on first use.
+through this module too, loaded on first use (``ops.conv``: that ``conv``, with a FLINT
+shortcut for dense rational filters, :func:`conv_rational`, as :func:`mm_rational` is mm's).
 """
 from __future__ import annotations
 
@@ -144,12 +145,12 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
         k2, n = Y.shape
         if k != k2:
             raise ValueError(f"shape mismatch in matrix product: {X.shape} @ {Y.shape}")
-        if m * k * n >= RATIONAL_MM_MIN:  # rational entries only: one integer-matrix product in FLINT
-            out = mm_rational(X, Y)
+        NY = nonzero_pattern(Y) if nonzero_y is None else pattern_of(nonzero_y, Y)
+        if m * k * n >= RATIONAL_MM_MIN and NY.sum() >= RATIONAL_MM_DENSITY * NY.size:
+            out = mm_rational(X, Y)  # dense, rational entries only: one integer-matrix product in FLINT
             if out is not None:
                 return out
         NX = nonzero_pattern(X) if nonzero_x is None else pattern_of(nonzero_x, X)  # numpy's loop
-        NY = nonzero_pattern(Y) if nonzero_y is None else pattern_of(nonzero_y, Y)
         try:
             return _mm_columns(X, NX, n, _dense_columns(Y, NY))
         except (TypeError, ValueError):  # an entry whose == 1 is not a plain bool: one by one below
@@ -181,8 +182,11 @@ def mm(X, Y, *, nonzero_x=None, nonzero_y=None):
 
 
 #: an exact product of at least this many scalar products (``m k n``) whose entries are all rationals
-#: (:func:`mm_rational`) runs as one FLINT integer-matrix product; a smaller one as :func:`_mm_columns`
+#: (:func:`mm_rational`), with at least this fraction of the right operand's entries nonzero (a learned
+#: file's dense weights; a construction's sparse ones are faster in :func:`_mm_columns`, which skips
+#: the zeros), runs as one FLINT integer-matrix product
 RATIONAL_MM_MIN = 4096
+RATIONAL_MM_DENSITY = 0.25
 
 
 def _rational_types():
@@ -225,22 +229,16 @@ def mm_rational(X: np.ndarray, Y: np.ndarray):
     import flint
 
     table = _rational_types()
-    xs, ys = X.ravel().tolist(), Y.ravel().tolist()
-    kinds = set()
-    for t in set(map(type, xs)) | set(map(type, ys)):
-        kind = table.get(t)
-        if kind is None:
-            return None
-        kinds.add(kind)
-    if "fmpq" in kinds and kinds & {"mpq", "fraction"}:
+    out_kind = _rationals_kind((X, Y), table)
+    if out_kind is None:
         return None
-    out_kind = next(k for k in ("fmpq", "mpq", "fraction", "int") if k in kinds or k == "int")
+    xs, ys = X.ravel().tolist(), Y.ravel().tolist()
     m, k = X.shape
     n = Y.shape[1]
 
     def cleared(vals, rows, cols, by_row: bool):
         """The integer matrix (row-major list) and the lcm of the denominators of each row (or column)."""
-        nd = [_num_den(v, table[type(v)]) for v in vals]
+        nd = [(0, 1) if id(v) == _ZERO_ADDRESS else _num_den(v, table[type(v)]) for v in vals]  # the structural 0
         if by_row:
             lcms = [math.lcm(*(d for _, d in nd[i * cols:(i + 1) * cols])) for i in range(rows)] if rows else []
             ints = [a * (lcms[h // cols] // d) for h, (a, d) in enumerate(nd)]
@@ -255,24 +253,109 @@ def mm_rational(X: np.ndarray, Y: np.ndarray):
     if not (m and n):
         return out
     P = (flint.fmpz_mat(m, k, A) * flint.fmpz_mat(k, n, B)).entries() if k else [0] * (m * n)
-    if out_kind == "int":  # every denominator 1
-        make = int
-    elif out_kind == "fmpq":
-        make = flint.fmpq
-    elif out_kind == "mpq":
-        import gmpy2
-
-        make = gmpy2.mpq
-    else:
-        from fractions import Fraction
-
-        make = Fraction
+    make = _maker(out_kind)  # (int: every denominator 1)
     flat = out.reshape(-1)
     for h, v in enumerate(P):
         if v:
             i, j = divmod(h, n)
-            d = ra[i] * cb[j]
-            flat[h] = make(int(v)) if out_kind == "int" else make(int(v), d)
+            flat[h] = make(int(v), ra[i] * cb[j])
+    return out
+
+
+def _rationals_kind(arrays, table) -> str | None:
+    """The output kind of :func:`mm_rational` / :func:`conv_rational` for these operands (None where an
+    entry is no rational of ``table``, or FLINT's rationals are mixed with gmpy2's or Fraction)."""
+    kinds = set()
+    for A in arrays:
+        for t in set(map(type, A.ravel().tolist())):
+            kind = table.get(t)
+            if kind is None:
+                return None
+            kinds.add(kind)
+    if "fmpq" in kinds and kinds & {"mpq", "fraction"}:
+        return None
+    return next(k for k in ("fmpq", "mpq", "fraction", "int") if k in kinds or k == "int")
+
+
+def _maker(kind: str):
+    """``make(numerator, denominator)`` of the output kind (a canonical rational; an int where ``int``)."""
+    if kind == "int":
+        return lambda a, d: a
+    if kind == "fmpq":
+        import flint
+
+        return flint.fmpq
+    if kind == "mpq":
+        import gmpy2
+
+        return gmpy2.mpq
+    from fractions import Fraction
+
+    return Fraction
+
+
+def conv(v, h, *, causal: bool, method: str = "direct", need=None, same: bool = False, nonzero_h=None):
+    """:func:`constructions.conv.conv` (the reference semantics, its docstring), with one shortcut: an
+    exact causal or circular convolution of a 2-D state whose entries and taps are all rationals, with
+    at least :data:`RATIONAL_MM_DENSITY` of the taps nonzero and of the outputs wanted (``need``; a
+    learned file's dense filter), is :func:`conv_rational` (FLINT's integer polynomial products), the
+    outputs not wanted then set to 0 as the reference leaves them; every other call is
+    ``constructions.conv.conv`` itself."""
+    if (not same and is_object(v) and np.ndim(v) == 2 and np.ndim(h) == 2 and np.shape(v) == np.shape(h)
+            and np.size(h) and v.shape[0] * v.shape[1] >= RATIONAL_MM_MIN // 16):
+        H = np.asarray(h, dtype=object)
+        NH = nonzero_pattern(H) if nonzero_h is None else pattern_of(nonzero_h, H)
+        want = None if need is None else np.broadcast_to(np.asarray(need, dtype=bool), v.shape)
+        if NH.sum() >= RATIONAL_MM_DENSITY * NH.size and (want is None or want.sum() >= RATIONAL_MM_DENSITY * want.size):
+            if method not in ("direct", "fft"):
+                raise ValueError(f"unknown convolution method {method!r} (use 'direct' or 'fft')")
+            out = conv_rational(v, H, causal)
+            if out is not None:
+                if want is not None:
+                    out[~want] = 0
+                return out
+    from .conv import conv as reference
+
+    return reference(v, h, causal=causal, method=method, need=need, same=same, nonzero_h=nonzero_h)
+
+
+def conv_rational(v: np.ndarray, h: np.ndarray, causal: bool):
+    """The exact per-channel convolution of ``v`` (T, C) with taps ``h`` (T, C), ``y[t, c] = sum_s
+    h[s, c] v[t - s, c]`` over ``s <= t`` (causal) or with ``t - s`` taken modulo ``T`` (circular),
+    for rational entries only (as :func:`mm_rational`; None otherwise).  Channel ``c`` is one product of
+    integer polynomials in FLINT (``fmpz_poly``): the taps and the column cleared of their
+    denominators' lcms ``a_c`` and ``b_c``, ``(sum_s A_s x^s)(sum_r B_r x^r)``, whose coefficient ``t``
+    is the causal sum (times ``a_c b_c``) and whose coefficients ``t`` and ``t + T`` together the
+    circular one.  Entries in the operands' type, zeros the int 0."""
+    import math
+
+    import flint
+
+    table = _rational_types()
+    kind = _rationals_kind((v, h), table)
+    if kind is None:
+        return None
+    make = _maker(kind)
+    T, C = v.shape
+    out = np.zeros((T, C), dtype=object)
+
+    def column(A, c):
+        nd = [(0, 1) if id(x) == _ZERO_ADDRESS else _num_den(x, table[type(x)]) for x in A[:, c].tolist()]
+        den = math.lcm(*(d for _, d in nd))
+        return [a * (den // d) for a, d in nd], den
+
+    for c in range(C):
+        hs, dh = column(h, c)
+        vs, dv = column(v, c)
+        if not any(hs) or not any(vs):
+            continue
+        co = [int(x) for x in (flint.fmpz_poly(hs) * flint.fmpz_poly(vs)).coeffs()]
+        co += [0] * (2 * T - len(co))
+        d = dh * dv
+        for t in range(T):
+            a = co[t] if causal else co[t] + co[t + T]
+            if a:
+                out[t, c] = make(a, d) if kind != "int" else a // d
     return out
 
 
@@ -481,7 +564,7 @@ def add(X, Y, *, nonzero_x=None, nonzero_y=None):
     return X + Y
 
 
-_CONV_NAMES = frozenset({"ConvPlan", "conv", "lag_index", "_check_mode", "_conv_exact", "_conv_fft"})
+_CONV_NAMES = frozenset({"ConvPlan", "lag_index", "_check_mode", "_conv_exact", "_conv_fft"})
 
 
 def __getattr__(name):

@@ -376,15 +376,18 @@ def test_flint_product_of_rationals_equals_the_fraction_path(case):
         assert got is not None and got.shape == want.shape and got.dtype == object
         assert [[Fraction(int(x.p), int(x.q)) if isinstance(x, flint.fmpq) else Fraction(x) for x in row]
                 for row in got.tolist()] == as_fractions(want)
+        operands = {type(v) for v in [*A.flat, *B.flat]}
         for x in got.flat:
             if x == 0:
                 assert id(x) == id(0)  # the structural zero object
-            elif kind == "mpq":
-                assert isinstance(x, type(gmpy2.mpq(1)))
-            elif kind == "fmpq":
+            elif flint.fmpq in operands:
                 assert isinstance(x, flint.fmpq)
-            elif any(isinstance(v, Fraction) for v in [*A.flat, *B.flat]):
+            elif type(gmpy2.mpq(1)) in operands:
+                assert isinstance(x, type(gmpy2.mpq(1)))
+            elif Fraction in operands:
                 assert isinstance(x, Fraction)
+            else:
+                assert type(x) is int
 
 
 def test_flint_product_declines_what_is_not_only_rationals():
@@ -412,3 +415,59 @@ def test_mm_takes_the_flint_product_from_its_size_on(monkeypatch):
     calls.clear()
     ops.mm(X[:2, :2], Y[:2, :2])  # small: the column loop
     assert not calls
+
+
+@st.composite
+def rational_conv_case(draw):
+    T, C = draw(st.integers(1, 7)), draw(st.integers(1, 4))
+    return draw(binary_matrix(T, C)), draw(binary_matrix(T, C))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@given(case=rational_conv_case())
+def test_flint_convolution_of_rationals_equals_the_definition(causal, case):
+    """ops.conv_rational (each channel one FLINT integer-polynomial product) is the exact convolution, causal
+    and circular, for Fraction and gmpy2 mpq entries: the definition and constructions.conv's own exact
+    convolution, entry for entry; zeros the int 0."""
+    from constructions.conv import _conv_exact
+
+    v, h = case
+    want = conv_by_definition(v, h, causal)
+    assert as_fractions(_conv_exact(v, h, causal)) == want
+    for A, B in ((v, h), (_as("mpq", v), h)):
+        got = ops.conv_rational(A, B, causal)
+        assert got is not None and as_fractions(got) == want
+        assert all(id(x) == id(0) for x in got.flat if x == 0)
+
+
+def test_ops_conv_takes_the_flint_convolution_for_dense_rational_filters(monkeypatch):
+    """ops.conv: a dense rational filter (and outputs mostly wanted) through conv_rational, the outputs not
+    wanted 0 as constructions.conv leaves them; a sparse filter, 'same' or a symbol through constructions.conv."""
+    import sympy
+
+    from constructions import conv as C
+
+    rng = np.random.default_rng(1)
+    T, Ch = 16, 20
+    v = np.array([[Fraction(int(a), 2 ** int(e)) for a, e in zip(r, rng.integers(0, 30, Ch))]
+                  for r in rng.integers(-2 ** 30, 2 ** 30, (T, Ch))], dtype=object)
+    h = np.array([[Fraction(int(a), 64) for a in r] for r in rng.integers(1, 9, (T, Ch))], dtype=object)
+    need = np.ones((T, Ch), dtype=bool)
+    need[3, 2] = need[7, 11] = False
+    calls = []
+    real = ops.conv_rational
+    monkeypatch.setattr(ops, "conv_rational", lambda *a: calls.append(1) or real(*a))
+    for causal in (True, False):
+        got = ops.conv(v, h, causal=causal, need=need)
+        assert calls and as_fractions(got) == as_fractions(C.conv(v, h, causal=causal, need=need))
+        assert got[3, 2] == 0 and got[7, 11] == 0
+        calls.clear()
+    sparse = ops.zeros_like_object((T, Ch))
+    sparse[0, :] = h[0, :]
+    ops.conv(v, sparse, causal=True)
+    ops.conv(v, h, causal=False, same=True)
+    assert not calls
+    v2 = v.copy()
+    v2[0, 0] = sympy.Symbol("a")
+    got = ops.conv(v2, h, causal=True)  # declined (a symbol): the reference's result
+    assert calls and sympy.expand(got[1, 0] - (h[1, 0] * v2[0, 0] + h[0, 0] * v2[1, 0])) == 0

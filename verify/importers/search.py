@@ -22,7 +22,7 @@
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import replace
 from fractions import Fraction
 
@@ -123,13 +123,18 @@ def solve_param(build, name: str, layers) -> dict | None:
     groups_all: list[dict] = []
     seen: set = set()
     points = 0
+    fast: dict = {}
     for _ in range(SOLVE_POINTS):
         v = {k: _integers(rng, shape) for k, shape in con0.variables.items()}
         points += 1
         for sec, start, target, Ls in claims:
-            S = ar.array(start(v))
-            for L in ar.layers(Ls):
-                S = L.forward(S)
+            S = _run_rational(start(v), Ls, fast)
+            if S is None:  # a start state in the parameter: the layers in FLINT's polynomials
+                S = ar.array(start(v))
+                for L in ar.layers(Ls):
+                    S = L.forward(S)
+            else:
+                S = ar.array(S)
             want = ar.array(target(v))
             for idx in np.ndindex(want.shape):
                 diff = S[idx] - want[idx]
@@ -169,6 +174,22 @@ def solve_param(build, name: str, layers) -> dict | None:
         return {**base, "value": None, "consistent": False, "agree": max(roots.values(), default=0)}
     r, _ = roots.most_common(1)[0]
     return {**base, "value": r, "consistent": False, "agree": sum(vanishes(g, r) for g in groups_all)}
+
+
+def _run_rational(S0, Ls, memo: dict):
+    """The file's layers ``Ls`` on a start state ``S0`` whose entries are all rationals (the parameter
+    does not enter it), exactly, as the refutation evaluates them (``refute.prepared`` and
+    ``refute.fast_layer``: gmpy2 rationals, dense products in FLINT's integer matrices); None where an
+    entry of ``S0`` is no rational (a polynomial in the parameter).  The same values as the layers in
+    FLINT's polynomial ring, several times faster on a learned file's dense float weights."""
+    from constructions.base import run_layers
+    from verify.prover.refute import fast_layer, prepared, to_mpq
+
+    S0 = np.asarray(S0, dtype=object)
+    if not all(type(x) in (int, Fraction) for x in S0.ravel().tolist()):
+        return None
+    layers = [fast_layer(prepared(L, memo.setdefault("prepared", {})), memo.setdefault("fast", {})) for L in Ls]
+    return run_layers(layers, to_mpq(S0)) if layers else S0
 
 
 def _integers(rng, shape) -> np.ndarray:
