@@ -209,6 +209,13 @@ def _num_den(x, kind: str) -> tuple[int, int]:
     return int(x.numerator), int(x.denominator)
 
 
+#: the right operands of :func:`mm_rational` cleared of their denominators, by the array's id (the array
+#: kept with it, and the identities of the entries it held: an array changed in place since is cleared
+#: again): a weight is cleared once, not once per product (the oldest dropped)
+_CLEARED: dict = {}
+_CLEARED_KEPT = 64
+
+
 def mm_rational(X: np.ndarray, Y: np.ndarray):
     """The exact ``X @ Y`` of two 2-D object arrays whose entries are all rationals (Python ``int``,
     ``fractions.Fraction``, gmpy2 ``mpz`` / ``mpq``, FLINT ``fmpz`` / ``fmpq``), or None where an entry
@@ -248,11 +255,19 @@ def mm_rational(X: np.ndarray, Y: np.ndarray):
         return ints, lcms
 
     A, ra = cleared(xs, m, k, True)
-    B, cb = cleared(ys, k, n, False)
+    hit = _CLEARED.get(id(Y))
+    held = addresses(Y).tobytes()  # the entries (immutable rationals) Y holds now, by identity
+    if hit is None or hit[0] is not Y or hit[1] != held:  # a weight multiplied again: cleared once
+        B, cb = cleared(ys, k, n, False)
+        hit = (Y, held, flint.fmpz_mat(k, n, B) if k else None, cb)
+        if len(_CLEARED) >= _CLEARED_KEPT:
+            _CLEARED.pop(next(iter(_CLEARED)))
+        _CLEARED[id(Y)] = hit  # Y kept alive with it: its id stays its own
+    _, _, MB, cb = hit
     out = np.zeros((m, n), dtype=object)
     if not (m and n):
         return out
-    P = (flint.fmpz_mat(m, k, A) * flint.fmpz_mat(k, n, B)).entries() if k else [0] * (m * n)
+    P = (flint.fmpz_mat(m, k, A) * MB).entries() if k else [0] * (m * n)
     make = _maker(out_kind)  # (int: every denominator 1)
     flat = out.reshape(-1)
     for h, v in enumerate(P):

@@ -471,3 +471,14 @@ def test_ops_conv_takes_the_flint_convolution_for_dense_rational_filters(monkeyp
     v2[0, 0] = sympy.Symbol("a")
     got = ops.conv(v2, h, causal=True)  # declined (a symbol): the reference's result
     assert calls and sympy.expand(got[1, 0] - (h[1, 0] * v2[0, 0] + h[0, 0] * v2[1, 0])) == 0
+
+
+def test_flint_product_sees_a_weight_changed_in_place():
+    """mm_rational keeps a right operand's cleared form by the array's id: an entry changed in place since
+    is read again (the product is of the values the array holds now)."""
+    X = np.array([[Fraction(1, 3), 2], [5, Fraction(-1, 2)]], dtype=object)
+    Y = np.array([[Fraction(1, 2), 1], [3, Fraction(1, 4)]], dtype=object)
+    first = ops.mm_rational(X, Y)
+    assert as_fractions(first) == as_fractions(np.dot(X, Y))
+    Y[1, 0] = Fraction(7, 8)
+    assert as_fractions(ops.mm_rational(X, Y)) == as_fractions(np.dot(X, Y)) != as_fractions(first)
