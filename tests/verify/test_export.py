@@ -310,7 +310,8 @@ def test_icl_gd_pads_heads_and_writes_one_module_per_layer(tmp_path):
     path = tmp_path / "i.safetensors"
     ex = E.export(path, None, "icl-gd", sections={"epilogue": [L0, L1]})
     assert ex.config["num_heads"] == 2 and ex.config["include_query"] and not ex.config["deq"]
-    assert "num_layers" not in ex.config and any("zero heads" in n for n in ex.notes)
+    # src/train.py's num_layers: the per-layer modules' count (deq false), read back and checked
+    assert ex.config["num_layers"] == 2 and any("zero heads" in n for n in ex.notes)
     assert {n.split("/")[0] for n in ex.tensors} == {"transformer"} and any("layer_1" in n for n in ex.tensors)
     imp = IMPORTERS["icl-gd"].read(path, {})
     assert _same_arrays(imp.layers[0], L0)

@@ -106,7 +106,11 @@ def read(path, settings: dict) -> Imported:
     shared = len(order) == 1 and _layer_index(order[0]) == -1
     reps = reps_cfg if shared and reps_cfg is not None else 1
     if not shared and "num_layers" in cfg:
-        raise ImportRefused("--config num_layers is for one shared attention module; this file has one per layer")
+        if src["num_layers"] == "--config":
+            raise ImportRefused("--config num_layers is for one shared attention module; this file has one per layer")
+        if reps_cfg != len(order):  # an export's config names them all (src/train.py's num_layers)
+            raise ImportRefused(f"{path}: its config says num_layers = {reps_cfg}, and it has {len(order)} attention "
+                                f"modules (one per layer)")
     if shared:
         conventions["num_layers"] = {"value": reps, "from": src.get(
             "num_layers", "default of src/config.py (num_layers = 1; transformer.py's own default is 3); every "
@@ -245,6 +249,22 @@ def default_layout(spec, imported: Imported) -> dict | None:
 
 #: the settings an export's summary shows (what the reader needs; an ``.npz`` file holds no config)
 SHOWN = ("num_heads", "num_layers", "include_query")
+
+
+def train_config(H: int, D: int, num_layers: int, deq: bool) -> dict:
+    """The model settings ``src/train.py``'s ``forward`` reads from ``src/config.py``'s ``config`` (3d5547c;
+    ``config.update(...)`` with these): the GD model ``Transformer_gd`` (``num_heads = 1``, ``gd_deq``,
+    ``gd_dampening``) or the trained model ``transformer`` (``num_heads``, ``deq``, ``dampening``), attention
+    only, no embedding, position encoding, input MLP, LayerNorm, bias, softmax, clip or output mapping, on
+    tokens of ``emb_size = input_size + 1 = D`` (key size D).  ``dataset_size`` (the context length) is the
+    data's, not the model's: the model holds no position encoding."""
+    return {"num_heads": H, "num_layers": num_layers, "key_size": D, "emb_size": D, "input_size": D - 1,
+            "output_size": 1, "deq": deq, "gd_deq": deq, "dampening": 1.0, "gd_dampening": 1.0, "y_update": False,
+            "att_only_trans": True, "use_softmax": False, "use_non_lin_mix": False, "first_layer_sm": False,
+            "use_bias": False, "layer_norm": False, "in_proj": False, "out_proj": False, "pos_enc": False,
+            "pos_enc_size": 0, "concat_pos_enc": False, "zero_pos_enc": False, "input_mlp": False,
+            "input_mlp_out_dim": 0, "sum_norm": False, "clip": 0.0, "dropout_rate": 0.0, "widening_factor": 4,
+            "ana_copy": False, "classic_token_const": False}
 #: how the peer runs its model in float64 (an export with entries that are not float32 values says so)
 FLOAT64 = "jax.config.update('jax_enable_x64', True)"
 
@@ -281,6 +301,9 @@ def plan(layers, make_tensors: bool) -> Exported:
     if short:
         ex.notes.append(f"layers {', '.join(map(str, short))} have fewer than {H} heads: padded with zero heads "
                         f"(P = Q = 0, which add nothing)")
+    if not excl:
+        ex.notes.append("include_query = true: their Transformer(include_query=True); src/train.py's forward does not "
+                        "pass it (Transformer's default is False)")
     if not make_tensors:
         return ex
     mods = [(SHARED.format(model=model), layers[0])] if shared else \
@@ -292,11 +315,7 @@ def plan(layers, make_tensors: bool) -> Exported:
         q, k, v, o = (np.concatenate([w[j] for w in ws], axis=0 if j == 3 else 1) for j in range(4))
         for name, arr in zip(PARAMS, (q, k, v, o)):
             ex.tensors[f"{pre}{name}/w"] = arr
-    ex.config = {"num_heads": H, "key_size": D, "emb_size": D, "include_query": not excl, "dampening": 1.0,
-                 "y_update": False, "deq": shared, "use_bias": False, "use_softmax": False, "layer_norm": False,
-                 "att_only_trans": True, "in_proj": False, "out_proj": False, "pos_enc": False}
-    if shared:
-        ex.config["num_layers"] = len(layers)
+    ex.config = {**train_config(H, D, len(layers), shared), "include_query": not excl}
     ex.settings = {"num_heads": H}
     if shared:
         ex.settings["num_layers"] = len(layers)

@@ -224,6 +224,24 @@ def default_layout(spec, imported: Imported) -> dict | None:
 
 #: the settings an export's summary shows (what the reader needs; the file holds the whole config)
 SHOWN = ("tokens", "use_act")
+#: the mixers hold the file; the rest of zoology's ``LanguageModel`` is absent or holds none of it: no MLP (the
+#: state mixer is ``torch.nn.Identity``, no parameters), no position embedding (``max_position_embeddings = 0``),
+#: no dropout; its LayerNorms (``norm1``, ``norm2``, ``ln_f``: not polynomial, never identity), token embedding
+#: and LM head are the model's own (not in the file)
+STATE_MIXER = {"name": "torch.nn.Identity", "kwargs": {}}
+
+
+def model_config(T: int, C: int, n_layers: int) -> dict:
+    """``zoology.config.ModelConfig``'s fields (``zoology/config.py``, d88d6f5): ``LanguageModel(ModelConfig(
+    **config))`` has ``n_layers`` BaseConv mixers of kernel T on ``d_model = C`` channels, which a strict
+    ``load_state_dict`` of each ``backbone.layers[i].sequence_mixer`` fills from the file (pydantic ignores the
+    config's other keys: ``tokens``, ``use_act``, ``dtype``, ``polyverify``)."""
+    return {"sequence_mixer": {"name": "zoology.mixers.base_conv.BaseConv",
+                               "kwargs": {"l_max": T, "kernel_size": T, "use_act": False}},
+            "state_mixer": STATE_MIXER, "d_model": C, "n_layers": n_layers, "max_position_embeddings": 0,
+            "learnable_word_embeddings": True, "embedding_init_type": "default", "vocab_size": 8192,
+            "resid_dropout": 0.0, "embed_dropout": 0.0, "drop_path": 0.0, "layer_norm_epsilon": 1e-5,
+            "pad_vocab_size_multiple": 1, "block_type": "TransformerBlock", "name": "polyverify-export"}
 #: how the peer runs its model in float64 (an export with entries that are not float32 values says so)
 FLOAT64 = "model.double()"
 
@@ -274,9 +292,7 @@ def plan(layers, make_tensors: bool) -> Exported:
         ex.tensors[f"{pre}{mod}.bias"] = b_gate
         ex.tensors[pre + SHORT_WEIGHT] = conv1d_weight(h, same=False)
         ex.tensors[pre + SHORT_BIAS] = b_conv
-    ex.config = {"tokens": T, "use_act": False, "d_model": C, "n_layers": len(layers),
-                 "sequence_mixer": {"name": "zoology.mixers.base_conv.BaseConv",
-                                    "kwargs": {"l_max": T, "kernel_size": T, "use_act": False}}}
+    ex.config = {"tokens": T, "use_act": False, **model_config(T, C, len(layers))}
     return ex
 
 
