@@ -50,6 +50,7 @@ FITS = {
     "s003-hyena-equiv": {"precision-ls"}, "s003-linear-circuit": {"precision-ls"},
     "s003-conv": {"precision-ls", "zoology"}, "s003-linear": {"precision-ls", "zoology"},
     "s003-shift-down": {"precision-ls", "zoology"},
+    "gd-lsa": {"icl-gd"}, "gd-compiled-lsa": {"icl-gd"},  # seed 001's LSA in the token form (icl_gd.token_form)
     "gd-token-lsa": {"icl-gd"}, "s004-gd": {"icl-gd"}, "s004-gdpp": {"icl-gd"}, "s004-implicit-w": {"icl-gd"},
     "s004-precond": {"icl-gd"}, "s004-ridge2": {"icl-gd"},
 }
@@ -325,7 +326,6 @@ def test_icl_gd_pads_heads_and_writes_one_module_per_layer(tmp_path):
     ("gd-compiled-baseconv", "precision-ls", ["layer 0 b_gate", "position-dependent bias", "one per channel"]),
     ("gd-baseconv", "zoology", ["circular convolution", "causal"]),
     ("s003-remember", "precision-ls", ["layer 2", "circular", "causal"]),
-    ("gd-lsa", "icl-gd", ["lsa layer", "token form"]),
     ("gd-elsa", "icl-gd", ["elsa layer"]),
     ("gd-token-lsa", "precision-ls", ["BaseConv", "token_lsa"]),
     ("s000-linear", "zoology", ["W_in != I", "no in / out projection"]),

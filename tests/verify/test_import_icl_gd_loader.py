@@ -81,7 +81,7 @@ def transformer(params, conf, gd, h):
     return h
 
 
-@pytest.mark.parametrize("name", ["gd-token-lsa", "s004-gd", "s004-precond", "s004-gdpp"])
+@pytest.mark.parametrize("name", ["gd-token-lsa", "s004-gd", "s004-precond", "s004-gdpp", "gd-lsa"])
 def test_their_model_takes_an_export_and_computes_the_construction(tmp_path, name):
     e = entries()[name]
     con = e.build(n=4, d=2) if "gd" in e.roles else e.build(**e.sizes)

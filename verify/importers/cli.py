@@ -166,6 +166,8 @@ def settings(a) -> dict:
     spec, params = _specification(entry, sizes, size_keys, given_params, declared_used, param_src)
     kinds = {L.kind for L in imp.layers}
     spec_kinds = {L.kind for L in spec.layers(1)}
+    if kinds == {"token_lsa"} and spec_kinds == {"lsa"}:  # seed 001's LSA as an export writes it: seed 004's
+        spec_kinds = kinds                                # token form, the same map (icl_gd.token_form)
     if kinds != spec_kinds:
         raise UsageError(f"{a.file}: {', '.join(sorted(kinds))} layers; {spec.name} is made of "
                          f"{', '.join(sorted(spec_kinds))} layers")

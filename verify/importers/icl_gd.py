@@ -277,10 +277,22 @@ def head_weights(P, Q):
     return ops.eye_object(D), np.array(Q, dtype=object), ops.eye_object(D), np.ascontiguousarray(np.array(P, dtype=object).T)
 
 
+def token_form(L) -> TokenLSA:
+    """Seed 001's LSA in Hagiwara's form (``constructions.layers.LSA``: ``H + sum_k (H W3)(H W1)^T (H W2)``,
+    the sum over the rows of H) as seed 004's token form, the same map exactly: with every token a key,
+    ``E + E Q^T (E^T E) P^T`` (``TokenLSA``) is it at ``Q = W1 W3^T``, ``P = W2^T`` (exact rational products)."""
+    heads = [TokenLSAHead(ops.transpose(h.W2), ops.mm(h.W1, ops.transpose(h.W3))) for h in L.heads]
+    return TokenLSA(heads, exclude_last=False, residual=L.residual)
+
+
 def plan(layers, make_tensors: bool) -> Exported:
     from constructions.weights_io import same_layer
 
     fmt = NAME
+    lsa = [i for i, L in distinct_layers(layers) if L.kind == "lsa"]
+    if lsa:  # the exact rewrite into the token form, each distinct layer once (repeated body copies stay shared)
+        done: dict[int, TokenLSA] = {}
+        layers = [done.setdefault(id(L), token_form(L)) if L.kind == "lsa" else L for L in layers]
     check_kinds(layers, fmt, "token_lsa", "token-form LSA layers (seed 004 eq. (2)-(3))")
     for i, L in distinct_layers(layers):
         if not L.residual:
@@ -301,6 +313,9 @@ def plan(layers, make_tensors: bool) -> Exported:
     if short:
         ex.notes.append(f"layers {', '.join(map(str, short))} have fewer than {H} heads: padded with zero heads "
                         f"(P = Q = 0, which add nothing)")
+    if lsa:
+        ex.notes.append(f"{len(lsa)} distinct layers of seed 001's LSA (Hagiwara's form) written in seed 004's token "
+                        f"form, the same map exactly: Q = W1 W3^T, P = W2^T, every token a key (include_query = true)")
     if not excl:
         ex.notes.append("include_query = true: their Transformer(include_query=True); src/train.py's forward does not "
                         "pass it (Transformer's default is False)")

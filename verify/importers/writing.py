@@ -112,10 +112,8 @@ def check_kinds(layers, fmt: str, kind: str, what: str) -> None:
         raise ExportError(f"{fmt}: the stack has no layers to export")
     for i, L in enumerate(layers):
         if L.kind != kind:
-            extra = (" (seed 001's LSA in Hagiwara's form: the icl-gd importer reads seed 004's token form "
-                     "only, so the file could not be proved back)") if (L.kind, kind) == ("lsa", "token_lsa") else ""
             raise ExportError(f"{fmt} holds {what}; layer {i} is {'an' if L.kind in ('lsa', 'elsa') else 'a'} "
-                              f"{L.kind} layer{extra}")
+                              f"{L.kind} layer")
 
 
 def same_for_all(layers, fmt: str, get, what: str, why: str) -> object:
