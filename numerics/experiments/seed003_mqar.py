@@ -22,6 +22,10 @@ not read by the criteria (``PARTS``): each mixer at one cell with the paper's fo
 filter at one cell (``FILTER``), attention below the grid's widths (``SMALL``), and two more seeds of
 BaseConv at the widths where it crosses the threshold (``MORE_SEEDS``).  The GPU grid (``GPU``, :func:`gpu_configs`,
 ``numerics/experiments/gpu.sh``): the paper's vocabulary, N and widths on a card within a time budget.
+The width grid (``WIDTHS``: both mixers at widths 16 to 256, five seeds, N = 16, 32, 64) adds the cells the CPU
+grid lacks (:func:`missing_cells`, in :func:`decide_order`) through a grid file for ``python -m numerics.sweep run``
+(:func:`write_widths_grid`); :func:`add_widths_records` adds its records to the CPU grid's, where they are kept
+apart (``widths``) and pooled with its seeds for the smallest-width criterion.
 The criteria (:func:`criteria`) count a cell below the threshold only where that mixer demonstrably
 reaches the threshold somewhere in the grid within as many steps.  The report
 (:mod:`.seed003_mqar_report`: ``markdown``, ``gpu_markdown``, ``plot``) states every remaining

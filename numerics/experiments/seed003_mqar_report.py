@@ -72,7 +72,9 @@ def plot(s: dict):
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("model dimension d")
         ax.set_ylabel("best test accuracy")
-        ax.set_title(f"N = {N}" + (f", D = {Ds[N]}" if N in Ds else ""), fontsize=9)
+        wide = N in WIDTHS["vocab_at"] and any(x["N"] == N for x in s.get("widths") or [])
+        ax.set_title(f"N = {N}" + (f", D = {Ds[N]}" if N in Ds else "")
+                     + (f", vocabulary {WIDTHS['vocab_at'][N]} (the width grid's)" if wide else ""), fontsize=9)
         ax.grid(alpha=0.3)
         wide = max((len(h) for h in ax.get_legend_handles_labels()[1]), default=0) > 60
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1 if wide else 2, frameon=False)
