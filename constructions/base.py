@@ -172,9 +172,11 @@ class Construction(abc.ABC):
         (planned torch BaseConv layers channel-major, the state laid out by
         channel once a section; finiteness read on the device, a host sync per
         section); with ``on_layer`` every layer runs by its ``forward`` and hands
-        its state to the hook.
+        its state to the hook.  A state handed to a hook is valid until the hook
+        returns (the run lays its next state out in the same memory): a hook
+        that keeps it copies it.
         """
-        from .plans import all_finite, run_checked
+        from .plans import ChannelBuffer, all_finite, run_checked
 
         secs = sections if sections is not None else self.sections(k or 0)
         if k is not None and sections is not None:
@@ -185,6 +187,7 @@ class Construction(abc.ABC):
         report = [on_nonfinite]  # the first non-finite layer is reported once
         # a non-finite input value the layers carry on untouched is reported at the first layer
         unchecked = [on_nonfinite is not None and on_layer is None and not all_finite(S)]
+        buffer = ChannelBuffer()  # the channel-major state's memory across the sections
 
         def nonfinite(i, Si) -> bool:
             hook, report[0] = report[0], None
@@ -201,7 +204,7 @@ class Construction(abc.ABC):
                 base, checked = done, not (unchecked[0] and layers)
                 if layers:
                     unchecked[0] = False
-                S, ran, stop = run_checked(layers, S, conv_method=conv_method, input_checked=checked,
+                S, ran, stop = run_checked(layers, S, conv_method=conv_method, input_checked=checked, buffer=buffer,
                                            on_nonfinite=None if report[0] is None
                                            else (lambda i, Si: nonfinite(base + i, Si)))
                 done += ran

@@ -106,8 +106,9 @@ class GDLSA(_AttentionGD):
         r, l = self.params["sqrt_eta"], self.params["sqrt_lam"]
         lay = self.layout
         H = new_state(lay, np.asarray(v["A"]), batch_ndim(v, self.variables))
-        lay.put(H, "X^T", ops.transpose(np.asarray(v["A"])) * r)
-        lay.put(H, "y^T", (np.asarray(v["b"]) * r)[..., None, :])
+        s = r if H.dtype == object else float(r)  # float data: x * float(r) in numpy, what x * Fraction computes
+        lay.put(H, "X^T", ops.transpose(np.asarray(v["A"])) * s)
+        lay.put(H, "y^T", (np.asarray(v["b"]) * s)[..., None, :])
         lay.put(H, "one", 1)
         for j in range(d):
             H[(...,) + (j, lay.cols("lamI")[j])] = r * l

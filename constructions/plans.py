@@ -769,13 +769,57 @@ def all_finite(A) -> bool:
     if ops.is_torch(A):
         import torch
 
-        return bool(torch.isfinite(A).all())
+        # a finite sum says so in one pass (no boolean state); else the entries are looked at
+        return bool(torch.isfinite(_sum_flag([A]))) or bool(torch.isfinite(A).all())
     if getattr(A, "dtype", None) == object:
         return True
     return bool(ops.array_module(A).isfinite(A).all())
 
 
-def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, input_checked: bool = True):
+class ChannelBuffer:
+    """The memory a run loop lays its channel-major state out in, kept across its sections: a
+    ``(C, ..., T)`` block whose view with the channel axis last is the state handed on (to the
+    next section without a copy, to the hooks, as the result).  Laying a channel list out copies
+    only the channels that are not already in their row (a channel a section carried on is the
+    row's own view, passed on untouched), so a section that writes a few channels costs a few
+    copies, not the state.  The state it returns is valid until the next ``lay_out``: the run
+    loop's hooks read it before they return (``Construction.run``)."""
+
+    def __init__(self):
+        self.buf = None
+        self.state = None
+        self.views: list = []
+        self.zero: set = set()
+
+    def channels(self, S):
+        """``S`` as its channel list: the rows' own views when ``S`` is this buffer's state."""
+        return list(self.views) if S is self.state and self.state is not None else _to_channels(S)
+
+    def lay_out(self, x: list, like):
+        import torch
+
+        shape = tuple(like.shape[:-1])
+        if self.buf is None or self.buf.shape != (len(x),) + shape or self.buf.dtype != like.dtype \
+                or self.buf.device != like.device:
+            self.buf = torch.empty((len(x),) + shape, dtype=like.dtype, device=like.device)
+            self.views, self.zero = list(self.buf.unbind(0)), set()
+            self.state = self.buf.movedim(0, -1)
+        row = {id(v): i for i, v in enumerate(self.views)}
+        # a row's view moved to another channel is copied first (its row may be written below)
+        x = [t.clone() if t is not None and row.get(id(t), c) != c else t for c, t in enumerate(x)]
+        for c, t in enumerate(x):
+            if t is None:
+                if c not in self.zero:
+                    self.views[c].zero_()
+                    self.zero.add(c)
+            elif row.get(id(t)) != c:
+                self.views[c].copy_(t.expand(shape))
+                self.zero.discard(c)
+        return self.state
+
+
+def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, input_checked: bool = True,
+                buffer: "ChannelBuffer | None" = None):
     """Forward the state ``S`` through the (cast, prepared) ``layers``, as the run loop
     (:meth:`constructions.base.Construction.run`) executes a section: each run of consecutive
     planned torch BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out once as
@@ -797,7 +841,9 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
     state; a numpy layer's is ``isfinite`` at once.  A channel-major layer's check covers the channels
     it wrote (the others are the input's or an earlier layer's, checked there) -- with
     ``input_checked=False`` (an input state that may hold a non-finite value) the first layer's
-    covers its whole output.  Returns ``(S, layers_run, stopped)``."""
+    covers its whole output.  ``buffer``: where a channel-major run lays its state out
+    (:class:`ChannelBuffer`, the run loop's across its sections; default a new block).  Returns
+    ``(S, layers_run, stopped)``."""
     n = len(layers)
     is_t = ops.is_torch(S)
     chans = None  # the channel-major state while a run of channel layers lasts
@@ -829,7 +875,7 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
         ch = channel_layer(L) if is_t and conv_method == "direct" else None
         if ch is not None:
             if chans is None:
-                chans = _to_channels(S)
+                chans = buffer.channels(S) if buffer is not None else _to_channels(S)
             prev = {id(t) for t in chans if t is not None}
             chans = ch(chans)
             if on_nonfinite is not None:
@@ -837,7 +883,7 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
                 pending.append((i, _sum_flag(wrote), chans))
         else:
             if chans is not None:
-                S, chans = _from_channels(chans, S), None
+                S, chans = (buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)), None
             S = L.forward(S, conv_method=conv_method)
             if on_nonfinite is not None:
                 if is_t:
@@ -852,7 +898,7 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
             if on(j, Sj):
                 return Sj, j + 1, True
     if chans is not None:
-        S = _from_channels(chans, S)
+        S = buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)
     return S, n, False
 
 

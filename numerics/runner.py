@@ -56,7 +56,7 @@ def stream_construction(con: Construction, v: dict[str, np.ndarray], k: int, bac
         bad.append(i)
 
     def on_step(j, S):
-        on_x(j, backend.to_numpy64(con.readout(S)["x"]))
+        on_x(j, np.array(backend.to_numpy64(con.readout(S)["x"])))  # a copy: the run reuses the state's memory
         seen[0] += 1
         if j and progress is not None:
             progress.update(1)

@@ -149,3 +149,22 @@ def test_run_checked_confirms_a_flag_before_reporting():
     u[0, 0, 0] = float("nan")
     plans.run_checked(stack, u, on_nonfinite=lambda i, Si: seen.append(i))
     assert seen == [0]
+
+
+def test_channel_buffer_copies_only_what_moved_and_reads_its_own_state_back():
+    """The run loop's state memory: a channel carried in its own row is not copied again, a row's view
+    moved to another channel lands there intact (copied before its row is overwritten), a zero channel
+    is zeroed, and the state laid out reads back as the same views."""
+    from constructions.plans import ChannelBuffer
+
+    buf = ChannelBuffer()
+    like = torch.zeros(2, 3, 3)
+    a, b = torch.arange(6.0).reshape(2, 3), -torch.arange(6.0).reshape(2, 3)
+    S = buf.lay_out([a, b, None], like)
+    np.testing.assert_array_equal(S.numpy(), torch.stack([a, b, torch.zeros(2, 3)], dim=-1).numpy())
+    x = buf.channels(S)
+    assert all(u is v for u, v in zip(x, buf.views)) and S is buf.state
+    S2 = buf.lay_out([x[1], x[0], x[0] + 1], like)  # the two rows swapped, a new third channel
+    np.testing.assert_array_equal(S2.numpy(), torch.stack([b, a, a + 1], dim=-1).numpy())
+    S3 = buf.lay_out([None, buf.views[1], None], like)  # row 1 carried untouched
+    np.testing.assert_array_equal(S3.numpy(), torch.stack([0 * a, a, 0 * a], dim=-1).numpy())
