@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from .cluster import (check_scheduler, dashboard, local_cluster, resource_rule, 
                       check_out, check_resources, check_written_file, default_workers, local_cluster_config,
                       probe_scheduler, read_scheduler_file)
 from .jobqueue import JobqueueSpec, await_first_worker, check_submit_command, read_jobqueue_config
+from .worker import attempts_file
 from .versions import write_record, check_record, check_worker_versions, code_version, default_preload, record_digest
 
 # ------------------------------------------------------------------ progress
@@ -55,6 +57,8 @@ class _Reporter:
             line += f"{rec['wall_s']:.2f} s wall, {rec.get('cpu_s') or 0.0:.2f} s CPU on {rec.get('worker')}"
         else:
             line += "no time (lost with its worker)"
+        if (rec.get("attempt") or 1) > 1:  # the scheduler (or the driver) ran it again after a lost worker
+            line += f" [run {rec['attempt']}: rerun after a lost worker]"
         if rec["status"] != "ok":
             line += f": {rec['error']}"
         if self.bar is not None:
@@ -411,6 +415,9 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
     execute = importlib.import_module("polyverify.sweep.worker").execute_cell
 
     def submit(i, cid):
+        if cid not in tries:  # a count left by an interrupted earlier run is not this run's
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(attempts_file(str((cells / cid).resolve())))
         tries[cid] = tries.get(cid, 0) + 1
         extra = {"resources": resources[i]} if resources and resources.get(i) else {}
         f = client.submit(execute, cell, configs[i], str((cells / cid).resolve()), version, pure=False,
@@ -435,6 +442,8 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
             rec = {"id": cid, "cell": cell, "config": configs[i], "status": "failed", "result": None,
                    "error": f"lost: {type(e).__name__}: {one_line(e)}", "traceback": None, "worker": None,
                    "wall_s": None, "cpu_s": None, "cpu_user_s": None, "cpu_sys_s": None, "finished": now()}
+            if tries[cid] > 1:
+                rec["attempt"] = tries[cid]
         fut.release()
         cpu += rec.get("cpu_s") or 0.0
         if resources and resources.get(i):
@@ -443,6 +452,8 @@ def _run(client, cell, configs, todo, cells: Path, records, rep: _Reporter, clie
         rec["digest"] = record_digest(rec)
         records[cid] = rec
         write_record(cells / f"{cid}.json", rec)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(attempts_file(str((cells / cid).resolve())))
         rep.cell(rec)
         if waiting:
             ac.add(submit(*waiting.pop(0)))

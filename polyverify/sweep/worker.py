@@ -42,6 +42,9 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
             rec.update({"error": f"VersionMismatch: {why}", "wall_s": 0.0, "cpu_user_s": 0.0, "cpu_sys_s": 0.0,
                         "cpu_s": 0.0, "finished": now()})
             return rec
+    attempt = count_attempt(artifacts)
+    if attempt > 1:
+        rec["attempt"] = attempt
     token = CELL_DIR.set(artifacts)
     u0, s0 = rusage()
     t0 = time.perf_counter()
@@ -68,6 +71,32 @@ def execute_cell(cell: str, config: dict, artifacts: str | None = None, expect: 
     rec.update({"wall_s": wall, "cpu_user_s": u1 - u0, "cpu_sys_s": s1 - s0, "cpu_s": (u1 - u0) + (s1 - s0),
                 "finished": now()})
     return rec
+
+def attempts_file(artifacts: str) -> str:
+    """The file beside a cell's artifacts folder that counts how often the cell started in this sweep
+    run (the driver removes it when the record is written, and before the cell's first submission)."""
+    return artifacts.rstrip("/") + ".started"
+
+
+def count_attempt(artifacts: str | None) -> int:
+    """This execution's number among the cell's starts in this sweep run: 1, or more when an earlier
+    start ended without a record (its worker was lost and the scheduler or the driver ran the cell
+    again).  Counted in :func:`attempts_file`; 1 when there is no folder or it cannot be written."""
+    if not artifacts:
+        return 1
+    path = attempts_file(artifacts)
+    try:
+        with open(path) as fh:
+            n = int(fh.read().strip() or 0) + 1
+    except (OSError, ValueError):
+        n = 1
+    with contextlib.suppress(OSError):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(str(n))
+        os.replace(tmp, path)  # atomic: a reader sees the old count or the new one
+    return n
+
 
 def _preload(modules) -> None:
     """In a worker, as it starts: import the cells' modules once, so that no cell's wall time

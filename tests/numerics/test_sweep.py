@@ -28,7 +28,7 @@ def _json(x):
 
 # ------------------------------------------------------------------ reliability
 
-def test_grid_survives_a_failing_cell_and_a_killed_worker_and_resumes(tmp_path):
+def test_grid_survives_a_failing_cell_and_a_killed_worker_and_resumes(tmp_path, capsys):
     log = tmp_path / "log"
     log.mkdir()
     configs = [{"i": i, "log": str(log), "roundoff": rc} for i, rc in enumerate(_roundoff_configs())]
@@ -36,8 +36,14 @@ def test_grid_survives_a_failing_cell_and_a_killed_worker_and_resumes(tmp_path):
     configs[5]["kill"] = True  # SIGKILLs its worker on its first execution
     out = tmp_path / "out"
 
-    res = sweep.run_grid(CELL, configs, out, workers=2, retries=1, progress=False, name="t")
+    res = sweep.run_grid(CELL, configs, out, workers=2, retries=1, progress=True, name="t")
 
+    # the progress line of the cell run again after its worker was lost says so, no other line does
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("t: [")]
+    assert len(lines) == 8, lines
+    marked = [ln for ln in lines if "rerun" in ln]
+    assert len(marked) == 1 and res.rows[5]["id"] in marked[0] and "[run 2: rerun after a lost worker]" in marked[0]
+    assert not list((out / "cells").glob("*.started"))  # the start counts go with the records
     assert res.failed == 1 and res.skipped == 0 and res.exit_status() == sweep.FAILED_BASE + 1
     assert [r["index"] for r in res.rows] == list(range(8))
     bad = res.rows[2]
@@ -83,6 +89,20 @@ def test_grid_survives_a_failing_cell_and_a_killed_worker_and_resumes(tmp_path):
     assert res3.skipped == 8 and res3.cluster["workers"] is None and sweep_cells.runs(log) == ran2
 
 
+def test_a_cells_starts_are_counted_beside_its_folder(tmp_path):
+    """A worker counts each start of a cell in ``cells/<id>.started`` (the driver removes it with the
+    record): a start after one that left no record is a rerun, and its record says which run it is."""
+    from polyverify.sweep.worker import attempts_file, count_attempt, execute_cell
+
+    (tmp_path / "cells").mkdir()
+    art = str(tmp_path / "cells" / "c1")
+    assert [count_attempt(art) for _ in range(3)] == [1, 2, 3] and count_attempt(None) == 1
+    assert Path(attempts_file(art)).read_text() == "3" and not list(tmp_path.rglob("*.tmp"))
+    rec = execute_cell(CELL, {"i": 0, "log": str(tmp_path), "echo": 1}, art)
+    assert rec["status"] == "ok" and rec["attempt"] == 4
+    assert "attempt" not in execute_cell(CELL, {"i": 0, "log": str(tmp_path), "echo": 1}, str(tmp_path / "cells" / "c2"))
+
+
 def test_execute_cell_records_failures_without_raising(tmp_path):
     log = tmp_path
     rec = sweep.execute_cell(CELL, {"i": 0, "log": str(log), "nan": True})
@@ -124,11 +144,11 @@ def test_csv_flattens_nested_results():
 
 # ------------------------------------------------------------------ the command
 
-def test_roundoff_command_writes_table_and_plots_and_resumes(tmp_path, capsys):
+def test_roundoff_command_writes_table_and_plots_and_resumes(tmp_path, capsys, shared_cluster):
+    """On the test run's cluster (``--scheduler``; the local cluster's start is tested above)."""
     out = tmp_path / "o"
     argv = ["roundoff", "--archs", "baseconv", "--depths", "4,7", "--dtypes", "float64,float32", "--sizes", "6x3",
-            "--batch", "4", "--backends", "numpy", "--workers", "1", "--out", str(out),
-            "--preload", "numerics.roundoff"]  # not torch and the rest (--preload auto), which numpy cells never use
+            "--batch", "4", "--backends", "numpy", "--scheduler", shared_cluster.scheduler_address, "--out", str(out)]
     assert sweep.main(argv) == 0
     cap = capsys.readouterr()
     assert "4 cells, 4 run, 0 finished earlier, 0 failed" in cap.out
@@ -275,18 +295,16 @@ def test_every_command_has_help():
 
 # ------------------------------------------------------------------ an existing cluster, the adapters
 
-def test_run_grid_on_an_existing_scheduler(tmp_path):
-    """--scheduler: the command connects to a running cluster (here one in this process) and
+def test_run_grid_on_an_existing_scheduler(tmp_path, shared_cluster):
+    """--scheduler: the command connects to a running cluster (the test run's, in this process) and
     closes only its own client; the cluster keeps running."""
-    from distributed import LocalCluster
-
+    cluster = shared_cluster
     log = tmp_path / "log"
     log.mkdir()
     rc = roundoff.sweep_check({"arch": "baseconv", "layers": 4, "dtype": "float64", **TINY})
     configs = [{"i": 0, "log": str(log), "roundoff": rc}, {"i": 1, "log": str(log), "nan": True}]
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
-        res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=cluster.scheduler_address, progress=False)
-        assert cluster.scheduler.workers  # still up
+    res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=cluster.scheduler_address, progress=False)
+    assert cluster.scheduler.workers  # still up
     assert res.failed == 1 and res.cluster["scheduler"] == cluster.scheduler_address
     # the dashboard link only where the scheduler has bokeh (asked of the scheduler itself)
     assert (res.cluster["dashboard"] is not None) == sweep._has_bokeh()

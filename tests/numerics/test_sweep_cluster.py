@@ -25,20 +25,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 # ------------------------------------------------------------------ --scheduler-file
 
-def test_scheduler_file_written_by_a_real_scheduler_runs_the_grid(tmp_path, capsys):
-    from distributed import LocalCluster
-
-    sf = tmp_path / "scheduler.json"
+def test_scheduler_file_written_by_a_real_scheduler_runs_the_grid(tmp_path, capsys, shared_cluster):
+    cluster, sf = shared_cluster, shared_cluster.scheduler_file
     log = tmp_path / "log"
     log.mkdir()
     grid = _grid(tmp_path, [{"i": i, "log": str(log), "echo": i * 10} for i in range(3)])
     out = tmp_path / "out"
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-                      scheduler_kwargs={"scheduler_file": str(sf)}) as cluster:
-        assert json.loads(sf.read_text())["address"] == cluster.scheduler_address  # the scheduler wrote it
-        rc = sweep.main(["run", str(grid), "--out", str(out), "--scheduler-file", str(sf), "--quiet"])
-        workers = set(cluster.scheduler.workers)
-        assert workers  # the command closed only its own client
+    assert json.loads(sf.read_text())["address"] == cluster.scheduler_address  # the scheduler wrote it
+    rc = sweep.main(["run", str(grid), "--out", str(out), "--scheduler-file", str(sf), "--quiet"])
+    workers = set(cluster.scheduler.workers)
+    assert workers  # the command closed only its own client
     assert rc == 0, capsys.readouterr().err
     rows = [json.loads(s) for s in (out / "results.jsonl").read_text().splitlines()]
     assert [r["result"] for r in rows] == [{"value": 0}, {"value": 10}, {"value": 20}]
