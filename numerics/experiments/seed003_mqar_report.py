@@ -157,9 +157,11 @@ def crossing_text(cr: dict, m: str, N: str) -> str:
     b, top = cr["bounds"][m][N], max(cr["widths"][m] or [0])
     if b["decided"]:
         return say("crit.widths.item", N=N, d=b["lo"] if b["lo"] is not None else say("crit.widths.above", top=top))
+    seeds = any(c["state"] == "open" and c["missing"] for c in cr["decide"][m][N])
+    why = say("crit.widths.why.seeds") if seeds else say("crit.widths.why.short")
     if b["hi"] is None:
-        return say("crit.widths.open.above", N=N, lo=b["lo"])
-    return say("crit.widths.open", N=N, lo=b["lo"], hi=b["hi"])
+        return say("crit.widths.open.above", N=N, lo=b["lo"], why=why)
+    return say("crit.widths.open", N=N, lo=b["lo"], hi=b["hi"], why=why)
 
 
 def widths_lines(s: dict, cr: dict) -> list[str]:

@@ -132,8 +132,10 @@ TEXT = {
     # the smallest-width criterion (both mixers alike, every seed recorded)
     "crit.widths": ("  Smallest d reaching the threshold (the median over {want} seed(s) per cell; a cell with fewer "
                     "recorded is read only where those settle that median, else it is open): {per}."),
-    "crit.widths.open": "N = {N}: from d = {lo} to {hi} (seeds missing between)",
-    "crit.widths.open.above": "N = {N}: d = {lo} or more (seeds missing from there up)",
+    "crit.widths.open": "N = {N}: from d = {lo} to {hi} (open: {why})",
+    "crit.widths.open.above": "N = {N}: d = {lo} or more (open: {why})",
+    "crit.widths.why.seeds": "seeds missing",
+    "crit.widths.why.short": "runs below the threshold trained too little to count",
     "crit.widths.missing": ("  Undecided for {mixers}. The open cells that decide it (at the smallest and the largest "
                             "N): {cells}."),
     "crit.widths.missing.short": ("{mixer}, N = {N}, d = {d} (below it, but trained fewer steps than the mixer needed "
@@ -274,8 +276,9 @@ TEXT = {
     "reading.gap.not_met": "The gap is not shown at every N (see the criteria above).",
     "reading.at_least_N.met": " BaseConv reaches it only from d >= N, as the paper states.",
     "reading.at_least_N.not_met": " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
-    "reading.widths": ("Read alike for both mixers over {want} seed(s) per cell (the last criterion): attention's smallest "
-                       "width reaching {th} {att_said} with N ({att}), BaseConv's {bc_said} ({bc}): {verdict}."),
+    "reading.widths": ("Read alike for both mixers over {want} seed(s) per cell (the last criterion), each mixer's "
+                       "smallest width reaching {th} from the smallest N to the largest: attention's {att_said} "
+                       "({att}), BaseConv's {bc_said} ({bc}): {verdict}."),
     "reading.widths.undecided": ("undecided: cells open (named under the criterion), so this setting neither shows "
                                  "nor refutes Claim 1's contrast yet"),
     "reading.widths.met": "the contrast Claim 1 states",

@@ -90,7 +90,7 @@ def test_criterion_is_undecided_where_cells_are_missing_and_names_them():
     assert c["bounds"]["baseconv"]["64"] == {"lo": 64, "hi": None, "decided": False}
     assert [x["d"] for x in c["missing"]["baseconv"]["64"]] == [64, 96, 128, 256]
     text = "\n".join(mqr.widths_lines(s, c))
-    assert "N = 64: d = 64 or more (seeds missing from there up)" in text and "undecided: cells missing" in text
+    assert "N = 64: d = 64 or more (open: seeds missing)" in text and "undecided: cells missing" in text
     assert "baseconv, N = 64, d = 64 (0 seeds recorded, 5 of 5 without a record)" in text
     assert "undecided: cells open" in mqr.widths_reading(s)
     # where the seeds recorded there already put BaseConv's width above N = 16's at N = 64, it grows: decided
