@@ -260,6 +260,57 @@ def _check_suffix(path: Path, fmt: str) -> None:
         raise ExportError(problem)
 
 
+# ------------------------------------------------------------------ coverage (docs/interop.md, "Coverage")
+
+#: why a refusal stands (no exact rewrite done), by the refusal's words: the first entry whose words all occur
+#: in the ExportError's message
+WHY_NOT: list[tuple[tuple[str, ...], str]] = [
+    (("position-dependent bias",),
+     "an exact rewrite exists but is not done: the gd architectures' biases differ on the query token only, so one "
+     "extra channel (1 on the query token, 0 elsewhere: set by the input map, carried by every layer) would make "
+     "the difference a weight; the file's state would then have a channel the specification has not, which the "
+     "import's layout cannot give its value, so the file could not be proved against the construction"),
+    (("circular convolution", "causal"),
+     "no exact rewrite: the construction's circular convolution mixes token t with later tokens, which no causal "
+     "filter on the same T tokens does"),
+    (("no in / out projection",),
+     "no exact rewrite: zoology's mixer is conv(u) * projection(u) + u, with nothing before the convolution or "
+     "after the product"),
+    (("holds BaseConv",),
+     "no exact rewrite: attention mixes tokens by products of two tokens' channels; a BaseConv block's token "
+     "mixing is a fixed convolution"),
+    (("elsa layer",),
+     "no exact rewrite: ELSA's bias matrices are per token (seed 001 eq. (16)); von Oswald et al.'s attention has "
+     "no bias"),
+    (("holds token-form", "baseconv layer"),
+     "no exact rewrite: von Oswald et al.'s layer mixes tokens only by attention; a BaseConv block's convolution "
+     "is a fixed token mixing"),
+]
+
+
+def coverage(sizes=(4, 2)) -> list[tuple[str, str, bool, str]]:
+    """Per gd architecture (``constructions.catalogue.gd_architectures``, built at ``sizes``) and format:
+    ``(architecture, format, fits, why)``: ``why`` the rewrites the export makes (its notes) where it fits,
+    else its refusal and why no exact rewrite is done (:data:`WHY_NOT`)."""
+    from constructions.catalogue import gd_architectures
+
+    out = []
+    for name, arch in gd_architectures().items():
+        con = arch.build(*sizes)
+        for fmt in FORMATS:
+            try:
+                ex = check(con, fmt)
+            except ExportError as e:
+                msg = str(e)
+                why = next((w for words, w in WHY_NOT if all(x in msg for x in words)), None)
+                if why is None:
+                    raise AssertionError(f"{name} -> {fmt}: no reason recorded for the refusal {msg!r}") from None
+                out.append((name, fmt, False, f"{msg}. {why[0].upper()}{why[1:]}"))
+            else:
+                out.append((name, fmt, True, "; ".join(ex.notes)))
+    return out
+
+
 # ------------------------------------------------------------------ the command line
 
 def check_export_arguments(args, construction, *, k: int | None = None, sections=None) -> Path | None:
