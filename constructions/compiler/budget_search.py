@@ -81,11 +81,21 @@ def _machine(g, name, causal, c):
     return compile_budget(g, name, causal, c)
 
 
+def _packed(g, name, causal, c):
+    from .packed import compile_packed
+
+    return compile_packed(g, name, causal, c)
+
+
+def _build(g, name, causal, kind, arg):
+    return {"levelled": _levelled, "machine": _machine, "packed": _packed}[kind](g, name, causal, arg)
+
+
 def _try(g, causal: bool, kind: str, arg):
     """(layers, width, tokens) of one compile, or None where it does not compile (memoised)."""
     def make():
         try:
-            con = _levelled(g, "circuit", causal, arg) if kind == "levelled" else _machine(g, "circuit", causal, arg)
+            con = _build(g, "circuit", causal, kind, arg)
         except (CompileError, ValueError):
             return None
         return _shape(con)
@@ -126,11 +136,28 @@ def _machine_budgets(g, upto: int) -> list:
     return cs
 
 
+def _packed_budgets(g, upto: int) -> list:
+    """The budgets the packed compile is tried at: every one from the grid's channels + 1 for
+    :data:`EXHAUSTIVE` budgets, then every ``ceil(3/2)``-fold step; a fixed list cut at ``upto`` (so the
+    compiles tried at a budget include those tried at every smaller one)."""
+    from .place import grid_channels
+
+    lo = grid_channels(g) + 1
+    cs = list(range(lo, min(upto, lo + EXHAUSTIVE - 1) + 1))
+    c = lo + EXHAUSTIVE - 1
+    while True:
+        c = -(-3 * c // 2)
+        if c > upto:
+            return cs
+        cs.append(c)
+
+
 def tries(g, causal: bool, upto: int) -> list:
     """Every compile tried for budgets up to ``upto``: ``{"kind", "arg", "layers", "width", "tokens"}``
     (the default is ``kind "levelled", arg None``)."""
     out = []
-    for kind, args in (("levelled", [None] + _qs(g, causal)), ("machine", _machine_budgets(g, upto))):
+    for kind, args in (("levelled", [None] + _qs(g, causal)), ("packed", _packed_budgets(g, upto)),
+                       ("machine", _machine_budgets(g, upto))):
         for arg in args:
             r = _try(g, causal, kind, arg)
             if r is not None:
@@ -154,6 +181,8 @@ def minimum_width(g, causal: bool) -> int | None:
 def _describe(kind: str, arg) -> str:
     if kind == "machine":
         return f"the budget machine at {arg} channels (constructions/compiler/budget.py)"
+    if kind == "packed":
+        return f"the packed levelled compile at {arg} channels (constructions/compiler/packed.py)"
     return "the default levelled compile" if arg is None else f"the levelled compile, {arg} product(s) per token a layer"
 
 
@@ -173,10 +202,10 @@ def compile_within(g, name: str, causal: bool, channels: int) -> CompiledCircuit
             raise ValueError(f"channel budget {channels} is below the minimum {least} for {target} (the narrowest "
                              f"of the compiles tried: the default levelled compile, fewer products per layer, and "
                              f"the budget machine from the grid's channels + 2)")
-        best = min(fits, key=lambda t: (t["layers"], t["width"], t["kind"] != "levelled"))
+        best = min(fits, key=lambda t: (t["layers"], t["width"], ("levelled", "packed", "machine").index(t["kind"])))
         chosen = (best["kind"], best["arg"])
     kind, arg = chosen
-    con = _levelled(g, name, causal, arg) if kind == "levelled" else _machine(g, name, causal, arg)
+    con = _build(g, name, causal, kind, arg)
     ci = con.compile_info
     layers, width, tokens = _shape(con)
     bound = dict(ci.bound)

@@ -88,7 +88,7 @@ def test_the_budget_machine_compiles_and_proves_every_builder_at_every_budget_fr
         if causal or budget < LEVEL_MIN:
             assert bound["scheme"] == "one product at a time" and "why" in bound
         elif bound["scheme"] == "level-parallel":  # the stated rule, recomputed
-            K, md = bound["K"], max(con.info["compiled"].get("multiplicative_depth", 0), 0)
+            K = bound["K"]
             assert 2 ** K >= con.info["compiled"]["tokens"] > 2 ** (K - 1) or K == 0
             assert bound["per_level"] == (6 * K - 1 if budget >= LEVEL_PARALLEL else 12 * K - 3)
         else:  # the small-circuit choice: fewer layers one product at a time, saying so
@@ -98,7 +98,9 @@ def test_the_budget_machine_compiles_and_proves_every_builder_at_every_budget_fr
 def test_a_budget_below_the_minimum_is_refused_naming_it():
     g = BUILDERS["gd_step"]()
     least = minimum_width(C.validate(g), False)
-    assert least == min(compile_circuit(g).info["compiled"]["state_width"], grid_channels(g) + EXTRA)
+    # the narrowest compile tried: here the packed levelled compile, one channel past the grid's
+    assert least == grid_channels(g) + 1 < min(compile_circuit(g).info["compiled"]["state_width"],
+                                               grid_channels(g) + EXTRA)
     with pytest.raises(ValueError, match=f"channel budget {least - 1} is below the minimum {least} for baseconv"):
         compile_circuit(g, channels=least - 1)
     assert compile_circuit(g, channels=least).info["compiled"]["state_width"] <= least
@@ -234,15 +236,33 @@ def test_benes_routes_every_permutation_as_exact_layers(data):
     assert all(v == 0 for v in S[:, 0]) or len(moves) == 0
 
 
-def test_gd_step_20x5_at_the_minimum_budget_is_tens_of_layers():
-    """The GD step gd_step(20, 5) on its 21 x 11 grid at the least budget 13 (one product at
-    a time: 858 layers); level-parallel: 97 layers on 1024 tokens, within md (6K - 1) + 8K - 1 = 197."""
-    g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
+def test_gd_step_20x5_budget_machine_at_its_minimum_is_tens_of_layers():
+    """The budget machine on GD step gd_step(20, 5)'s 21 x 11 grid at its least budget 13 (one product
+    at a time: 858 layers); level-parallel: 97 layers on 1024 tokens, within md (6K - 1) + 8K - 1 = 197."""
+    g = C.validate(C.gd_step(20, 5, Fraction(1, 16), placed=True))
     least = minimum_channels(g, False)
     assert least == 13
-    con = compile_circuit(g, channels=least)
+    con = compile_budget(g, "gd", False, least)
     cm = con.info["compiled"]
     assert cm["bound"]["scheme"] == "level-parallel"
     assert cm["layers"] <= 100 and cm["layers"] <= cm["bound"]["layers"] == 2 * (6 * 10 - 1) + 8 * 10 - 1
     assert cm["state_width"] == 13 >= cm["inner_width"] and cm["tokens"] == 1024
     assert_proved(prove(con))
+
+
+def test_gd_step_20x5_budgets_trade_channels_for_layers():
+    """GD step 20 x 5 (grid 21 x 11, default 3 layers on 16 channels): the packed levelled compile puts
+    1, 2, 3 products per token in a layer at 12, 13, 14 channels (the sums over j build up in one slot
+    per token, each -eta sum_i A_ij r_i is added into x_j's slot by its channel's carry): 11, 7, 5
+    layers, each proved; the minimum is 12; at 16 and above the default."""
+    g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
+    assert minimum_width(C.validate(g), False) == 12
+    want = {12: 11, 13: 7, 14: 5, 15: 5, 16: 3, 17: 3}
+    for c, layers in want.items():
+        con = compile_circuit(g, channels=c)
+        check(con, g, c)
+        assert con.info["compiled"]["layers"] == layers
+    with pytest.raises(ValueError, match="below the minimum 12"):
+        compile_circuit(g, channels=11)
+    front = [(p["channels"], p["layers"]) for p in pareto(g, "baseconv")]
+    assert front == [(12, 11), (13, 7), (14, 5), (16, 3)]
