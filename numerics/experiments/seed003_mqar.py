@@ -667,24 +667,46 @@ def _bounds(x: dict) -> tuple[float, float]:
     return lo, (x["hi"] if x["hi"] is not None else math.inf)
 
 
+def _compare(first: dict, last: dict) -> str | None:
+    """Two crossings (:func:`_crossing`) of one mixer, at a smaller N and a larger: ``grows`` (every width it can be
+    at the larger N is above every width it can be at the smaller; reaching the threshold at no width there counts
+    as above), ``same`` (both decided and equal), ``smaller``, ``not larger`` (no growth, the exact relation open),
+    ``undecided`` (cells missing), ``short`` (open only where runs below the threshold trained too little), or None
+    (it reaches the threshold at no width at the smaller N: nothing to compare)."""
+    import math
+
+    (lo0, hi0), (lo1, hi1) = _bounds(first), _bounds(last)
+    if first["decided"] and first["d"] is None:
+        return None
+    if lo1 > hi0 or (math.isinf(lo1) and not math.isinf(hi0)):
+        return "grows"
+    if first["decided"] and last["decided"]:
+        return "same" if last["d"] == first["d"] else "smaller" if hi1 < lo0 else "not larger"
+    if hi1 < lo0:
+        return "smaller"
+    if hi1 <= lo0:
+        return "not larger"
+    opened = [c for x in (first, last) for c in x["cells"] if c["state"] == "open"]
+    return "undecided" if any(c["missing"] for c in opened) else "short"
+
+
 def _widths_vs_N(s: dict, Ns: list[int], th: float) -> dict:
     """Criterion 4 of :func:`criteria`: each mixer's smallest width reaching the threshold, by the median over the
     seeds a cell is asked for (``want``: the most seeds any cell has recorded; :func:`cell_state` reads a cell
     with fewer only where those recorded already settle that median), on the widths recorded (with ``WIDTHS``' where
-    the width grid's records are in the summary), read alike for both mixers from the smallest N to the largest (:func:`_crossing`, an interval where
-    cells are open): ``grows`` (every width it can be at the largest N is above every width it can be at the
-    smallest; reaching it at no width there counts as above), ``same`` (both decided and equal), ``smaller``,
-    ``not larger`` (no growth, the exact relation open), ``undecided`` (cells missing: ``missing`` names the open
-    cells within the two intervals), ``short`` (open only where runs below it trained too little), or None (not read: it reaches the threshold at no width at the smallest N).
-    Met where attention's does not grow and BaseConv's does (the paper's Claim 1); not met where attention's grows
-    or BaseConv's does not; not read (None) where either is undecided or not read.  It reads every N with a
-    record (:func:`pooled`: the width grid's N = 64 has none in ``best``), not only the CPU grid's ``Ns``."""
-    import math
+    the width grid's records are in the summary), an interval where cells are open (:func:`_crossing`), read alike
+    for both mixers from the smallest N to the largest (``per_mixer``) and from one N to the next (``steps``), each
+    by :func:`_compare`; ``missing``: the open cells at the smallest and the largest N.  Met where attention's grows
+    at no comparison and BaseConv's is larger at the largest N than at the smallest and smaller at no step (the
+    paper's Claim 1, as criterion 3 reads growth); not met where a decided reading contradicts that (attention's
+    grows somewhere, BaseConv's does not grow overall or is smaller at a step); else not read (None: undecided,
+    cells missing).  It reads every N with a record (:func:`pooled`: the width grid's N = 64 has none in
+    ``best``), not only the CPU grid's ``Ns``."""
 
     p = pooled(s)
     Ns = sorted({c["N"] for c in p.values()})  # every N recorded, the width grid's runs' included
     want = max((len(c["seeds"]) for c in p.values()), default=0)
-    per, decide, widths, smallest, bounds, missing, notes = {}, {}, {}, {}, {}, {}, []
+    per, steps, decide, widths, smallest, bounds, missing, notes = {}, {}, {}, {}, {}, {}, {}, []
     for m in MIXERS:
         # the width grid's widths where its records are part of the summary (not the GPU grid's, nor a test's)
         ws = sorted({c["d"] for c in p.values() if c["mixer"] == m} | (set(WIDTHS["dims"]) if s.get("widths") else set()))
@@ -696,37 +718,29 @@ def _widths_vs_N(s: dict, Ns: list[int], th: float) -> dict:
         missing[m] = {str(N): [c for c in xs[N]["cells"] if c["state"] == "open"] for N in (Ns[:1] + Ns[-1:])
                       if not xs[N]["decided"]} if Ns else {}
         if len(Ns) < 2 or not ws:
-            per[m] = None
+            per[m], steps[m] = None, {}
             continue
-        first, last = xs[Ns[0]], xs[Ns[-1]]
-        (lo0, hi0), (lo1, hi1) = _bounds(first), _bounds(last)
-        if first["decided"] and first["d"] is None:  # below it at every width at the smallest N: nothing to compare
-            per[m] = None
-        elif lo1 > hi0 or (math.isinf(lo1) and not math.isinf(hi0)):
-            per[m] = "grows"
-        elif first["decided"] and last["decided"]:
-            per[m] = "same" if last["d"] == first["d"] else "smaller" if hi1 < lo0 else "not larger"
-        elif hi1 < lo0:
-            per[m] = "smaller"
-        elif hi1 <= lo0:
-            per[m] = "not larger"
-        elif any(c["missing"] for cs in missing[m].values() for c in cs):
-            per[m] = "undecided"
-        else:  # open only where runs below the threshold trained too little to count
-            per[m] = "short"
-    if any(v is None for v in per.values()) or {"undecided", "short"} & set(per.values()):
-        met = None
+        per[m] = _compare(xs[Ns[0]], xs[Ns[-1]])
+        steps[m] = {f"{n0}->{n1}": _compare(xs[n0], xs[n1]) for n0, n1 in zip(Ns, Ns[1:])}
+    read = ("grows", "same", "smaller", "not larger")
+    att = [per["attention"], *steps["attention"].values()]
+    bc = list(steps["baseconv"].values())
+    if "grows" in att or per["baseconv"] in ("same", "smaller", "not larger") or "smaller" in bc:
+        met = False
+    elif all(v in read for v in att) and per["baseconv"] == "grows" and all(v in ("grows", "same") for v in bc):
+        met = True
     else:
-        met = per["attention"] != "grows" and per["baseconv"] == "grows"
+        met = None
     absent = [N for N, _ in WIDTHS["sizes"] if N not in Ns]
     if absent and s.get("widths"):
         notes.append(f"N = {', '.join(map(str, absent))} of the width grid: no record yet, so read from N = "
                      f"{Ns[0] if Ns else '-'} to {Ns[-1] if Ns else '-'} only")
     return {"id": "widths-vs-N", "text": f"each mixer's smallest d reaching {th} (the median over {want} seed(s) per "
                                          "cell, read only where the seeds recorded settle it) read alike from the "
-                                         "smallest N to the largest: attention's does not grow and BaseConv's does "
-                                         "(Claim 1)",
-            "met": met, "per_mixer": per, "smallest": smallest, "bounds": bounds, "widths": widths, "decide": decide,
+                                         "smallest N to the largest and from one N to the next: attention's grows "
+                                         "nowhere, BaseConv's is larger at the largest N than at the smallest and "
+                                         "smaller at no larger N (Claim 1)",
+            "met": met, "per_mixer": per, "steps": steps, "smallest": smallest, "bounds": bounds, "widths": widths, "decide": decide,
             "missing": missing, "want": want, "notes": notes}
 
 

@@ -177,10 +177,14 @@ def widths_lines(s: dict, cr: dict) -> list[str]:
                                median=fmt(c["median"]), state=STATE_SAID[c["state"]])
     few = [say("crit.widths.few.cell", mixer=m, N=N, d=c["d"], n=c["seeds"]) for m, N, c in cells
            if c["seeds"] < want]
+    steps = [say("crit.widths.steps.mixer", mixer=m, steps=", ".join(
+        say("crit.widths.step", pair=k.replace("->", " to "), said=WIDTHS_SAID[v]) for k, v in cr["steps"][m].items()))
+        for m in MIXERS if (cr.get("steps") or {}).get(m)]
     L = [say("crit.widths", want=want, per=per),
+         say("crit.widths.steps", per="; ".join(steps)) if steps else "",
          say("crit.widths.decide", cells="; ".join(text(m, N, c) for m, N, c in cells),
              few=say("crit.widths.few", want=want, cells="; ".join(few)) if few else "")]
-    open_ = [m for m in MIXERS if cr["per_mixer"][m] in ("undecided", "short")]
+    open_ = [m for m in MIXERS if {"undecided", "short"} & {cr["per_mixer"][m], *(cr.get("steps") or {}).get(m, {}).values()}]
     miss = [(m, N, c) for m in open_ for N, cs in cr["missing"][m].items() for c in cs]
     if miss:
         L.append(say("crit.widths.missing", mixers=" and ".join(open_), cells="; ".join(
@@ -191,7 +195,7 @@ def widths_lines(s: dict, cr: dict) -> list[str]:
         low = [N for N, d in cr["smallest"][m].items() if ws and d == ws[0]]
         if low:
             L.append(say("crit.widths.lowest", mixer=m, Ns=", ".join(low), d=ws[0]))
-    return L
+    return [x for x in L if x]
 
 
 def setting_lines(s: dict) -> list[str]:
@@ -625,8 +629,12 @@ def widths_reading(s: dict) -> str:
 
     def per(m):
         return ", ".join(crossing_text(cr, m, N) for N in cr["bounds"][m])
-    undecided = bool({"undecided", "short"} & set(cr["per_mixer"].values()))
-    return say("reading.widths", th=s["threshold"], want=cr.get("want") or WANT_SEEDS,
+    undecided = bool({"undecided", "short"} & {*cr["per_mixer"].values(),
+                                              *(v for m in MIXERS for v in (cr.get("steps") or {}).get(m, {}).values())})
+    steps = "; ".join(say("crit.widths.steps.mixer", mixer=m, steps=", ".join(
+        say("crit.widths.step", pair=k.replace("->", " to "), said=WIDTHS_SAID[v]) for k, v in cr["steps"][m].items()))
+        for m in MIXERS if (cr.get("steps") or {}).get(m))
+    return say("reading.widths", th=s["threshold"], want=cr.get("want") or WANT_SEEDS, steps=steps,
                att_said=WIDTHS_SAID[cr["per_mixer"]["attention"]],
                att=per("attention"), bc_said=WIDTHS_SAID[cr["per_mixer"]["baseconv"]], bc=per("baseconv"),
                verdict=(say("reading.widths.undecided") if undecided else say("reading.widths.none"))

@@ -132,6 +132,9 @@ TEXT = {
     # the smallest-width criterion (both mixers alike, every seed recorded)
     "crit.widths": ("  Smallest d reaching the threshold (the median over {want} seed(s) per cell; a cell with fewer "
                     "recorded is read only where those settle that median, else it is open): {per}."),
+    "crit.widths.steps": "  From one N to the next: {per}.",
+    "crit.widths.steps.mixer": "{mixer}: {steps}",
+    "crit.widths.step": "{pair}: {said}",
     "crit.widths.open": "N = {N}: from d = {lo} to {hi} (open: {why})",
     "crit.widths.open.above": "N = {N}: d = {lo} or more (open: {why})",
     "crit.widths.why.seeds": "seeds missing",
@@ -278,11 +281,11 @@ TEXT = {
     "reading.at_least_N.not_met": " BaseConv reaches it below d = N at some N, unlike the paper's statement (d >= N).",
     "reading.widths": ("Read alike for both mixers over {want} seed(s) per cell (the last criterion), each mixer's "
                        "smallest width reaching {th} from the smallest N to the largest: attention's {att_said} "
-                       "({att}), BaseConv's {bc_said} ({bc}): {verdict}."),
+                       "({att}), BaseConv's {bc_said} ({bc}); from one N to the next: {steps}: {verdict}."),
     "reading.widths.undecided": ("undecided: cells open (named under the criterion), so this setting neither shows "
                                  "nor refutes Claim 1's contrast yet"),
     "reading.widths.met": "the contrast Claim 1 states",
-    "reading.widths.not_met": ("not the contrast Claim 1 states (attention's width constant, BaseConv's growing), so "
+    "reading.widths.not_met": ("not the contrast Claim 1 states (attention's width growing nowhere, BaseConv's growing), so "
                                "this setting does not show Claim 1, whatever the three-seed criteria above say"),
     "reading.widths.none": "the contrast is not read",
     "seeds": "BaseConv's seeds reaching {th} per width: {per}.{split}",

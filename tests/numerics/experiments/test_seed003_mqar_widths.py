@@ -74,6 +74,11 @@ def test_criterion_reads_claim_1_where_the_records_decide_it():
     # attention's smallest width grows too: not the paper's contrast
     c = crit(summary(paper | full("attention", 64, 32)))
     assert c["met"] is False and c["per_mixer"]["attention"] == "grows"
+    # attention's grows from N = 16 to 32 and is back at 16 at N = 64: the same from the smallest N to the largest,
+    # but it grows at a step: not the paper's contrast
+    c = crit(summary(paper | full("attention", 32, 32)))
+    assert c["per_mixer"]["attention"] == "same" and c["steps"]["attention"] == {"16->32": "grows", "32->64": "smaller"}
+    assert c["met"] is False
     # BaseConv's does not grow from the smallest N to the largest: not met
     c = crit(summary(paper | full("baseconv", 64, 64)))
     assert c["met"] is False and c["per_mixer"]["baseconv"] == "same"
@@ -93,10 +98,15 @@ def test_criterion_is_undecided_where_cells_are_missing_and_names_them():
     assert "N = 64: d = 64 or more (open: seeds missing)" in text and "undecided: cells missing" in text
     assert "baseconv, N = 64, d = 64 (0 seeds recorded, 5 of 5 without a record)" in text
     assert "undecided: cells open" in mqr.widths_reading(s)
-    # where the seeds recorded there already put BaseConv's width above N = 16's at N = 64, it grows: decided
+    # where the seeds recorded there already put BaseConv's width above N = 16's at N = 64, it grows from the
+    # smallest N to the largest; from N = 32 (128) to 64 (96 or more) it may still be smaller: not read
     more = {("baseconv", 64, d): [MISS] * 3 for d in (64,)}
     c = crit(summary(paper | part | more))
-    assert c["per_mixer"]["baseconv"] == "grows" and c["met"] is True
+    assert c["per_mixer"]["baseconv"] == "grows" and c["steps"]["baseconv"]["32->64"] == "undecided"
+    assert c["met"] is None
+    # and once d = 96 and 128 are below there too, it is larger at every step: met
+    c = crit(summary(paper | part | more | {("baseconv", 64, d): [MISS] * 3 for d in (96, 128)}))
+    assert c["steps"]["baseconv"] == {"16->32": "grows", "32->64": "grows"} and c["met"] is True
     # one N of the width grid without any record: said, read over the others
     c = crit(summary(full("attention", 16, 16) | full("attention", 32, 16) | full("baseconv", 16, 64)
                      | full("baseconv", 32, 128)))
