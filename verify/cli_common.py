@@ -9,7 +9,7 @@ from polyverify.plumbing.cli import UsageError, file_kind, input_file, input_fil
 # an output that is written through (a device, a FIFO, /dev/stdout) has no suffix to read
 from polyverify.plumbing.cli import writes_through as stream_target  # noqa: F401
 # the registry of formats (light): their names and file names, for --export / --format
-from verify.importers import REGISTRY, SUFFIXES  # noqa: F401
+from verify.importers import REGISTRY, SUFFIXES, TORCH_SUFFIXES  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prover.proof import ProofResult
@@ -141,7 +141,25 @@ def export_suffix_problem(path, fmt: str) -> str | None:
     if ok is not None and Path(path).suffix.lower() not in ok and not stream_target(path):
         return (f"{fmt} files are {', '.join(ok)} (the importers read a file by its suffix); got "
                 f"{Path(path).name!r}")
+    if export_suffix(path, fmt) in TORCH_SUFFIXES and not torch_installed():
+        return f"{Path(path).name!r}: {torch_missing('written')}"
     return None
+
+
+def torch_installed() -> bool:
+    """Whether torch can be imported (without importing it: torch is the ``torch`` extra, pyproject.toml)."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("torch") is not None
+    except (ImportError, ValueError):  # a stand-in module without a spec
+        return False
+
+
+def torch_missing(done: str) -> str:
+    """Why a torch checkpoint cannot be ``done`` (read / written) here: one line with the fix."""
+    return (f"a torch checkpoint is {done} with torch, which is not installed (pip install 'polyverify[torch]'); "
+            f".safetensors holds the same tensors without it")
 
 
 def export_suffix(path, fmt: str) -> str:

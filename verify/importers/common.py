@@ -94,6 +94,10 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
                 tensors = {k: z[k] for k in z.files}
             return _checked(tensors, path), {}
         if suffix in (".pt", ".pth", ".bin", ".ckpt"):
+            from verify.cli_common import torch_installed, torch_missing
+
+            if not torch_installed():
+                raise ImportRefused(f"{path}: {torch_missing('read')}")
             return _torch(path)
     except ImportRefused:
         raise
@@ -162,7 +166,7 @@ def _safetensors(path: Path):
         import torch  # noqa: F401  (bfloat16 tensors need the torch framework)
 
         framework = "pt"
-    except ImportError:  # pragma: no cover - torch is a dependency here
+    except ImportError:  # torch is the torch extra: numpy reads every dtype but bfloat16
         framework = "numpy"
     with safe_open(str(path), framework=framework) as f:
         meta = f.metadata() or {}
