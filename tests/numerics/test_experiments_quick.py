@@ -1,10 +1,10 @@
 """Every experiment's --quick variant end to end through the sweep runner (the CI check of the
 pipeline, not of the paper's numbers), the report built from it, and docs/experiments.md current.
 
-The four quick runs share one Dask cluster, started once by the fixture and passed to each command
-as ``--scheduler``: one worker thread in this process (no nanny or worker process to start, torch
-imported once), so the fixture pays one cluster start and one set of imports instead of four local
-clusters of worker processes; one experiment (seed002-ntk, the cheapest) is run a second time to
+The four quick runs share the test run's Dask cluster (``shared_cluster``, tests/numerics/conftest.py),
+passed to each command as ``--scheduler``: one worker thread in this process (no nanny or worker
+process to start, torch imported once), one cluster start and one set of imports instead of four
+local clusters of worker processes; one experiment (seed002-ntk, the cheapest) is run a second time to
 check that a rerun resumes from the finished cells.  (The worker-process path runs in CI too: the
 GPU script's smoke test, tests/numerics/experiments/test_gpu_script.py, starts its own clusters.)"""
 import csv
@@ -22,19 +22,13 @@ RESUMED = "seed002-ntk"
 
 
 @pytest.fixture(scope="module")
-def quick_runs(tmp_path_factory):
-    import logging
-
-    from distributed import LocalCluster
-
+def quick_runs(tmp_path_factory, shared_cluster):
     base = tmp_path_factory.mktemp("exp")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
-                      silence_logs=logging.CRITICAL) as cluster:
-        addr = cluster.scheduler_address
-        codes = {name: main([name, "--quick", "--out", str(base / name), "--scheduler", addr, "--no-progress"])
-                 for name in EXPERIMENTS}
-        first = json.loads((base / RESUMED / "summary.json").read_text())
-        resumed = main([RESUMED, "--quick", "--out", str(base / RESUMED), "--scheduler", addr, "--no-progress"])
+    addr = shared_cluster.scheduler_address
+    codes = {name: main([name, "--quick", "--out", str(base / name), "--scheduler", addr, "--no-progress"])
+             for name in EXPERIMENTS}
+    first = json.loads((base / RESUMED / "summary.json").read_text())
+    resumed = main([RESUMED, "--quick", "--out", str(base / RESUMED), "--scheduler", addr, "--no-progress"])
     return base, codes, (first, resumed)
 
 

@@ -250,7 +250,7 @@ def test_table7_long_command_bad_input_is_one_line_exit_2(argv, msg, tmp_path, m
     assert not any((tmp_path / n / "long").exists() for n in ("Q", "F", "G"))
 
 
-def test_table7_long_command_runs_merges_and_the_report_shows_it(tmp_path, capsys):
+def test_table7_long_command_runs_merges_and_the_report_shows_it(tmp_path, capsys, shared_cluster):
     """The quick grid holds its long cells already; ``--only paper-table5`` runs that one again and merges
     it (tagged with the command), the summary is rewritten, and the section names the command."""
     import json
@@ -259,7 +259,8 @@ def test_table7_long_command_runs_merges_and_the_report_shows_it(tmp_path, capsy
     from numerics.experiments.__main__ import main
 
     out = tmp_path / "t7"
-    assert main(["seed000-table7", "--quick", "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    assert main(["seed000-table7", "--quick", "--out", str(out), "--scheduler", shared_cluster.scheduler_address,
+                 "--no-progress"]) == 0  # the test run's cluster: only the outputs are checked
     assert L.main(["--out", str(out), "--quick", "--only", "paper-table5", "--no-progress"]) == 0
     assert "1 cells, 0 failed; 1 merged" in capsys.readouterr().out
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
