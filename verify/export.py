@@ -24,9 +24,9 @@ zoology        BaseConv mixers ``conv(u) *        ``backbone.layers.{i}.sequence
                projection(u) + u`` (seed 003      ``projection`` (``W_gate^T``, bias), a causal
                Def. 4.1)                          ``Conv1d`` of kernel T (taps reversed, bias)
 icl-gd         token-form LSA (seed 004           haiku ``{model}/multi_head_attention/{query,key,
-               eq. (2)-(3))                       value,linear}/w`` (one module applied ``num_layers``
-                                                  times where every layer is the same; else
-                                                  ``{model}/~trans_block/layer_{l}/``), per head
+               eq. (2)-(3)); seed 001's LSA       value,linear}/w`` (one module applied ``num_layers``
+               (Hagiwara's form) rewritten into   times where every layer is the same; else
+               it (``icl_gd.token_form``)         ``{model}/~trans_block/layer_{l}/``), per head
                                                   ``W_Q = I``, ``W_K = Q``, ``W_V = I``, ``W_O = P^T``
                                                   (``Q = W_K W_Q^T``, ``P = (W_V W_O)^T``), key size D
 =============  =================================  =====================================================
