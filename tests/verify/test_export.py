@@ -320,6 +320,26 @@ def test_icl_gd_pads_heads_and_writes_one_module_per_layer(tmp_path):
     assert (imp.layers[1].heads[0].P == L1.heads[0].P).all() and (imp.layers[1].heads[0].Q == L1.heads[0].Q).all()
 
 
+def test_seed_001_lsa_goes_to_icl_gd_in_the_token_form_and_a_changed_entry_fails(tmp_path):
+    """gd-lsa's LSA layers (Hagiwara's form) in seed 004's token form (icl_gd.token_form): the same map, said in the
+    summary; import --from icl-gd alone proves it, and one entry changed is FAILED."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    con = _build("gd-lsa")
+    path = tmp_path / "lsa.safetensors"
+    ex = E.export(path, con, "icl-gd", k=2)
+    assert any("token form, the same map exactly" in n for n in ex.notes) and ex.config["include_query"]
+    assert main(["import", str(path), "--from", "icl-gd", "--no-search"], out=io.StringIO()) == 0
+    with safe_open(str(path), framework="numpy") as f:
+        meta, t = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    q = next(k for k in t if k.endswith("key/w"))
+    i = tuple(int(x) for x in np.argwhere(t[q] != 0)[0])
+    t[q][i] *= 2
+    save_file(t, str(path), metadata=meta)
+    assert main(["import", str(path), "--from", "icl-gd", "--no-search"], out=io.StringIO()) == 1
+
+
 # ------------------------------------------------------------------ refusals, one line naming what does not fit
 
 @pytest.mark.parametrize("name,fmt,words", [
