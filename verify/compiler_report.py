@@ -252,7 +252,7 @@ def trace_example() -> dict:
 
 
 #: the circuit of the channel-budget section: its layers/channels frontier (constructions/compiler/budget.py)
-BUDGET_EXAMPLE = ("gd_step", (6, 2, Fraction(1, 16)))
+BUDGET_EXAMPLE = ("gd_step", (20, 5, Fraction(1, 16)))
 
 
 def budget_example() -> dict:
@@ -313,13 +313,12 @@ def level_example() -> dict:
     """``LEVEL_EXAMPLE`` at its least ``baseconv`` budget: the level-parallel compile's layers and
     tokens, its stated bound, and the one-product-at-a-time scheme's stated bound at that budget."""
     import circuits as C
-    from constructions.compiler import compile_circuit
-    from constructions.compiler.budget import layer_bound, minimum_channels, one_at_a_time_layers
+    from constructions.compiler.budget import compile_budget, layer_bound, minimum_channels, one_at_a_time_layers
 
     builder, args = LEVEL_EXAMPLE
-    g = build_circuit(builder, args)
+    g = C.validate(build_circuit(builder, args))
     least = minimum_channels(g, False)
-    cm = compile_circuit(g, target="baseconv", channels=least).info["compiled"]
+    cm = compile_budget(g, "gd", False, least).info["compiled"]
     return {"call": call_text(builder, args), "channels": least, "layers": cm["layers"], "tokens": cm["tokens"],
             "scheme": cm["bound"]["scheme"], "bound": cm["bound"]["layers"],
             "one_at_a_time": one_at_a_time_layers(C.validate(g), False, least), "one_at_a_time_bound": layer_bound(g, least)["layers"]}

@@ -82,9 +82,34 @@ def _machine(g, name, causal, c):
 
 
 def _packed(g, name, causal, c):
+    """The packed levelled compile (:mod:`.packed`); causal: also of the circuit's token-sum form
+    (:mod:`.token_sums`, per-token products summed to later tokens), the one with fewer layers, proved
+    against the circuit as given."""
     from .packed import compile_packed
 
-    return compile_packed(g, name, causal, c)
+    try:
+        con = compile_packed(g, name, causal, c)
+    except CompileError:
+        con = None
+    if causal:
+        from .token_sums import token_sum_form
+
+        h = token_sum_form(g)
+        if h is not None:
+            try:
+                alt = compile_packed(h, name, causal, c)
+            except CompileError:
+                alt = None
+            if alt is not None and (con is None or alt.compile_info.layers < con.compile_info.layers):
+                alt.graph, alt.compiled_graph = g, h
+                alt.info["circuit"] = C.metrics(g, validated=True)
+                alt.compile_info = replace(alt.compile_info, bound={
+                    **alt.compile_info.bound, "token_sum_form": "compiled from the circuit's token-sum form "
+                    "(constructions/compiler/token_sums.py); proved against the circuit as given"})
+                con = alt
+    if con is None:
+        raise CompileError(f"the packed compile does not fit {c} channels")
+    return con
 
 
 def _build(g, name, causal, kind, arg):
@@ -136,27 +161,30 @@ def _machine_budgets(g, upto: int) -> list:
     return cs
 
 
-def _packed_budgets(g, upto: int) -> list:
+def _packed_budgets(g, causal: bool, upto: int) -> list:
     """The budgets the packed compile is tried at: every one from the grid's channels + 1 for
-    :data:`EXHAUSTIVE` budgets, then every ``ceil(3/2)``-fold step; a fixed list cut at ``upto`` (so the
+    :data:`EXHAUSTIVE` budgets, every ``ceil(3/2)``-fold step after them, and the :data:`EXHAUSTIVE`
+    budgets below the default compile's width; a fixed list for the circuit, cut at ``upto`` (so the
     compiles tried at a budget include those tried at every smaller one)."""
     from .place import grid_channels
 
     lo = grid_channels(g) + 1
-    cs = list(range(lo, min(upto, lo + EXHAUSTIVE - 1) + 1))
+    cs = set(range(lo, lo + EXHAUSTIVE))
     c = lo + EXHAUSTIVE - 1
-    while True:
+    default = _try(g, causal, "levelled", None)
+    top = default[1] if default is not None else upto
+    while c < top:
         c = -(-3 * c // 2)
-        if c > upto:
-            return cs
-        cs.append(c)
+        cs.add(c)
+    cs |= set(range(max(lo, top - EXHAUSTIVE), top))
+    return sorted(c for c in cs if c <= min(upto, top - 1))
 
 
 def tries(g, causal: bool, upto: int) -> list:
     """Every compile tried for budgets up to ``upto``: ``{"kind", "arg", "layers", "width", "tokens"}``
     (the default is ``kind "levelled", arg None``)."""
     out = []
-    for kind, args in (("levelled", [None] + _qs(g, causal)), ("packed", _packed_budgets(g, upto)),
+    for kind, args in (("levelled", [None] + _qs(g, causal)), ("packed", _packed_budgets(g, causal, upto)),
                        ("machine", _machine_budgets(g, upto))):
         for arg in args:
             r = _try(g, causal, kind, arg)
@@ -167,7 +195,8 @@ def tries(g, causal: bool, upto: int) -> list:
 
 def minimum_width(g, causal: bool) -> int | None:
     """The narrowest state (and inner channels) among the compiles tried: the least budget accepted."""
-    ws = [t["width"] for t in tries(g, causal, _machine_min(g))]
+    default = _try(g, causal, "levelled", None)
+    ws = [t["width"] for t in tries(g, causal, max(_machine_min(g), default[1] if default else 0))]
     if not ws:
         return None
     best = min(ws)

@@ -48,6 +48,8 @@ from .place import grid_channels
 from .routing import CompileError, LayerSpec, route, shift
 
 JUNK = "junk"
+#: a layer stops taking products after this many inner channels in a row did not fit
+MISSES = 16
 
 
 def _key(p: str):
@@ -438,11 +440,15 @@ class _Packer:
                 return 0 if any((t, c) not in self.occ for c in sigs.get(_sig(idx.get(p, {})), [])) else 1
 
             ready.sort(key=lambda p: (self.level.get(p, 0), mate(p), _key(p)))
-            chosen = []
+            chosen, misses = [], 0
             for gr in self._groups(ready, reads):  # whole inner channels, in the ready order
                 trial = chosen + [p for p, _, _ in gr[3].values()]
                 if self._layer(trial, reads, reduce=False) is not None:
-                    chosen = trial
+                    chosen, misses = trial, 0
+                else:
+                    misses += 1
+                    if misses >= MISSES:
+                        break
             if not chosen:
                 raise CompileError(f"no ready product fits a layer of {self.C} channels")
             lay = self._layer(chosen, reads, reduce=True) or self._layer(chosen, reads, reduce=False)
