@@ -74,9 +74,15 @@ def compare(con, learned: Stack, constructed: Stack | None = None, *, problems: 
                           for i, s in enumerate(iter_sigmas)]
     if weights:
         refuted = refute_learned(con, learned)  # refute first: an exact counterexample at an integer point
-        rep["weights"] = weights_check(con, learned, timeout=2 * poly_timeout, memory_gb=poly_memory_gb)
+        # a refuted file's residual sizes are diagnosis only (a trained file's fill minutes and GiB): time-boxed
+        limit = 2 * poly_timeout if refuted is None else min(2 * poly_timeout, RESIDUAL_AFTER_REFUTATION_S)
+        rep["weights"] = weights_check(con, learned, timeout=limit, memory_gb=poly_memory_gb)
         rep["weights"]["refutation"] = refuted
         if refuted is not None:  # the failure is the refutation's, never a residual's
+            if not rep["weights"]["complete"]:
+                rep["weights"]["reason"] = (f"{rep['weights']['reason']}: refuted first at an integer point, so the "
+                                            f"residual sizes are diagnosis, given {limit:g} s at most "
+                                            f"(verify/compare.py RESIDUAL_AFTER_REFUTATION_S)")
             rep["weights"]["exact"] = False
             rep["weights"]["first_residual_failure"] = rep["weights"]["first_failure"]
             rep["weights"]["first_failure"] = refuted["failure"]
@@ -104,6 +110,12 @@ def nearest_of(con, learned: Stack) -> dict:
     dist = weight_distance(con.layers(k), learned.layers)
     return {"construction": con.name, "weight_distance": dist.to_json(),
             "text": [dist.line(f"{con.name} (no family to fit: the construction itself)")]}
+
+
+#: seconds the exact residual rows of ``--weights`` may take once the refutation has failed the file (they
+#: only size the residual: the verdict and its counterexample are the refutation's); a file nothing refutes
+#: gets twice ``--poly-timeout``.  A 20-step trained gd-baseconv 4x2 file filled 600 s and 2.3 GiB with them.
+RESIDUAL_AFTER_REFUTATION_S = 30.0
 
 
 def refute_learned(con, learned: Stack) -> dict | None:

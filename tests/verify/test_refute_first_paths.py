@@ -274,3 +274,19 @@ def test_a_broken_diagnosis_leaves_the_verdict(gd_file, tmp_path, monkeypatch):
     lw = weights_io.load(path, spec=con)
     near = NR.gd_nearest(con, 4, 2, 1, Fraction(1, 8), None, lw.layers, prove=forged)
     assert near.snapped_verdict == "FAILED" and "is not PROVED" in "\n".join(near.lines())
+
+
+def test_compare_weights_time_boxes_the_residual_of_a_refuted_file(gd_file, monkeypatch):
+    """The exact residual rows only size a refuted file's residual: they get RESIDUAL_AFTER_REFUTATION_S,
+    and the verdict and counterexample stay the refutation's."""
+    import verify.compare as VC
+    from verify.comparison import constructed_stack, stack_of
+
+    con, path = gd_file
+    monkeypatch.setattr(VC, "RESIDUAL_AFTER_REFUTATION_S", 1e-3)
+    learned = stack_of(con, weights_io.load(path, spec=con).layers)
+    rep = VC.compare(con, learned, constructed_stack(con, 1), weights=True, problems=4, iter_sigmas=(),
+                     skip=("functional", "sensitivities", "polynomial", "invariants", "implicit_w", "iterate"))
+    w = rep["weights"]
+    assert not w["exact"] and not w["complete"] and "RESIDUAL_AFTER_REFUTATION_S" in w["reason"]
+    assert w["first_failure"] == w["refutation"]["failure"] and refuted(w["refutation"]["details"])
