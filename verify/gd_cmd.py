@@ -552,7 +552,7 @@ def cmd_gd(a, out) -> int:
                                           else f"{', '.join(keys)} by default" for src, keys in by.items()), file=out)
     proof, user = _gd_proof(a, con, k, source, lw, out)
     distance = near = used_line = None
-    if lw is not None and not holds(proof) and getattr(proof, "method", "") != "random":
+    if lw is not None and not holds(proof):  # exact or --check random: the FAILED line gives the distance
         from . import bounded
         from .nearest import gd_nearest, guarded, print_failed  # diagnosis of a FAILED file: how far, from what
         from .weight_distance import weight_distance

@@ -290,3 +290,16 @@ def test_compare_weights_time_boxes_the_residual_of_a_refuted_file(gd_file, monk
     w = rep["weights"]
     assert not w["exact"] and not w["complete"] and "RESIDUAL_AFTER_REFUTATION_S" in w["reason"]
     assert w["first_failure"] == w["refutation"]["failure"] and refuted(w["refutation"]["details"])
+
+
+def test_gd_check_random_failed_line_has_the_distance(gd_file, tmp_path):
+    """``gd --weights F --check random``: the randomized test's FAILED line carries the distance too (the
+    counterexample is modulo p there, as --check random says; --check exact gives the exact one)."""
+    con, path = gd_file
+    out, rep = io.StringIO(), tmp_path / "r.json"
+    assert main(["gd", "--weights", str(path), "--batch", "2", "--quiet", "--check", "random", "--random-seed", "1",
+                 "--json", str(rep)], out=out) == 1
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("check: FAILED"))
+    assert near_distance(line) is not None
+    r = json.loads(rep.read_text())
+    assert r["verdict"] == "failed" and "distance" in r["verdict_line"] and "nearest" in r
