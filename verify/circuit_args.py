@@ -147,6 +147,10 @@ def add_arguments(c) -> None:
     c.add_argument("--plot", metavar="FILE",
                    help="draw the state's occupancy per layer (cells coloured by node kind) as a PNG (checked "
                         "before any work, written atomically)")
+    c.add_argument("--plot-weights", metavar="FILE",
+                   help="draw every nonzero weight array of the compiled stack (BaseConv's channel mixes and "
+                        "filters, each LSA / ELSA head's matrices) as heat maps in one PNG (checked before any "
+                        "work, written atomically)")
 
 
 
@@ -164,12 +168,13 @@ def check_paths(a) -> None:
     claim_input("--graph", a.graph)  # an output on it is refused (output_file): it would overwrite the circuit
     if a.weights is not None:
         input_file("--weights", a.weights)  # missing, a folder, /dev/zero, a FIFO: said as what it is
-    for flag, p in (("--json", a.json), ("--export", a.export), ("--plot", getattr(a, "plot", None))):
+    for flag, p in (("--json", a.json), ("--export", a.export), ("--plot", getattr(a, "plot", None)),
+                    ("--plot-weights", getattr(a, "plot_weights", None))):
         output_file(flag, p)  # two outputs on one path, or an output on an input, are refused there
     check_export_suffix(a)  # --export keep.txt: refused before the compile, not written as safetensors
-    plot = getattr(a, "plot", None)
-    if plot is not None and Path(plot).suffix.lower() != ".png" and not stream_target(plot):
-        raise UsageError(f"--plot {plot}: not a .png file name")
+    for flag, plot in (("--plot", getattr(a, "plot", None)), ("--plot-weights", getattr(a, "plot_weights", None))):
+        if plot is not None and Path(plot).suffix.lower() != ".png" and not stream_target(plot):
+            raise UsageError(f"{flag} {plot}: not a .png file name")
 
 
 def check_arguments(a) -> None:

@@ -246,6 +246,13 @@ def cmd_circuit(a, out) -> int:
         _pareto(a, g, target, report, out)
     if a.trace or a.plot:  # the labels are read after the proof, from the proved layers
         _trace(con, a, report, out)
+    if getattr(a, "plot_weights", None):
+        from .compiler_trace_plot import plot_weights
+
+        n = plot_weights(list(con.prologue) + list(con.body) + list(con.epilogue), a.plot_weights,
+                         title=f"{a.graph} on {target}")
+        report["plot_weights"] = {"file": a.plot_weights, "panels": n}
+        print(f"weight heat maps ({n} arrays) written to {a.plot_weights}", file=out)
     if a.json:
         atomic_write_text(a.json, report_json(report), "--json")
         print(f"report written to {a.json}", file=out)
@@ -315,17 +322,18 @@ def _print_compiled(a, con, target: str, t_compile: float, out) -> None:
     """The circuit's metrics, the compiled stack's shape and bounds, re-association, output slots."""
     info = con.info
     m, cm = info["circuit"], info["compiled"]
-    after = (cm.get("reassociated") or {}).get("circuit_after")  # the Thm. H.21 line's circuit, where rewritten
-    h21_of = (f" (of the re-associated circuit compiled: depth {after['depth']}, width {after['width']})"
-              if after else "")
+    after = (cm.get("reassociated") or {}).get("circuit_after")  # the circuit compiled, where rewritten
+    h21 = info["theorem_H21_bound"]
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.output_slots)} outputs, size {m['size']}, "
           f"depth {m['depth']}, width {m['width']}, degree {m['degree']}", file=out)
-    print(f"compiled to {target} in {t_compile:.3f} s: {cm['layers']} layers (circuit depth {m['depth']}), "
-          f"state {cm['tokens']} x {cm['state_width']} (circuit width {m['width']}); "
+    of = (f"the re-associated circuit compiled: depth {after['depth']}, width {after['width']}" if after
+          else f"this circuit: depth {m['depth']}, width {m['width']}")
+    print(f"compiled to {target} in {t_compile:.3f} s: {cm['layers']} layers, state {cm['tokens']} x "
+          f"{cm['state_width']}; "
           + (f"guaranteed: at most {cm['bound']['layers']} layers on {cm['bound']['tokens']} tokens; "
              if "bound" in cm else "")
-          + f"Thm. H.21 bound{h21_of}: {info['theorem_H21_bound']['layers']} layers, "
-          f"{info['theorem_H21_bound']['inner_dimension']} width", file=out)
+          + f"Thm. H.21 ({of}): {h21['layers']} layers, {h21.get('inner_tokens', '')} inner tokens, "
+          f"{h21['inner_dimension']} inner channels, no constants stated", file=out)
     ra = cm.setdefault("reassociated", {"ran": False})
     print(f"re-association: multiplicative depth {ra['mult_depth_before']} -> {ra['mult_depth_after']}; "
           f"compiled {ra['chosen']} (--as-written skips it)" if ra["ran"]

@@ -48,8 +48,9 @@ where nothing is gathered, on the input grid's tokens.  The placed GD step: 2 la
 (``(A x - b)_i`` for every ``i`` in one head; ``x - eta A^T r`` written into ``x`` in place).
 
 ``heads=H`` (:func:`limit_heads`) splits a layer of ``K > H`` heads into ``ceil(K / H)`` layers (LSA
-layers are residual: the partial sums accumulate), through temporaries and one more layer where a
-head reads a channel another head writes; ELSA stages keep at most ``H`` heads with their skip.
+layers are residual: the partial sums accumulate), the heads that read a channel before those that
+write it; only where reads and writes form a cycle, through temporaries and one more layer; ELSA
+stages keep at most ``H`` heads with their skip.
 
 ``elsa`` groups the layers two by two into modules of two stages (seed 001 eq. (57)-(59):
 ``H + P2(P1(H))``): stage 1 = the first layer's heads plus a skip head (Property 3), stage 2 =
@@ -532,6 +533,10 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
         writes = [set(h.n) for h in hs]
         reads = [_reads(h) for h in hs]
         clash = any(writes[a] & reads[b] for a in range(len(hs)) for b in range(len(hs)) if a != b)
+        if clash:  # every head that reads a channel before every other head that writes it, if an order does
+            order = _readers_first(reads, writes)
+            if order is not None:
+                hs, clash = [hs[i] for i in order], False
         # a part's channels are fresh (0 in its input) only where no earlier part wrote them
         if not clash:
             done: set = set()
@@ -561,6 +566,31 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
         fresh.append(None)
     return Plan(layers, kinds, fresh, pl.inputs, pl.outputs, pl.T, pl.D, nxt - pl.D, pl.md, pl.work_row,
                 pl.gathered, pl.consumers)
+
+
+def _readers_first(reads: list, writes: list):
+    """An order of a layer's heads in which each head that reads a channel comes before every other head
+    that writes it (so its sub-layer still reads the layer's input there; the residual sums accumulate
+    the rest exactly), the original order where free; None where the reads and writes form a cycle."""
+    import heapq
+
+    n = len(reads)
+    after = [[a for a in range(n) if a != b and reads[b] & writes[a]] for b in range(n)]  # b before a
+    indeg = [0] * n
+    for b in range(n):
+        for a in after[b]:
+            indeg[a] += 1
+    ready = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        b = heapq.heappop(ready)
+        out.append(b)
+        for a in after[b]:
+            indeg[a] -= 1
+            if indeg[a] == 0:
+                heapq.heappush(ready, a)
+    return out if len(out) == n else None
 
 
 def _clear_heads(P: _Planner, exclude: set) -> list:

@@ -15,7 +15,7 @@ from .. import ops
 from ..layers import ELSA, LSA, ELSAHead, LSAHead
 from ..sparse import SparseMatrix
 from .attention import Head, Plan, pos_cell, limit_heads, plan
-from .circuit import CompiledCircuit, compiled, param_counts
+from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import ABSENT, CompileInfo
 from .routing import CompileError
 
@@ -184,8 +184,7 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
     bound = _bound(pl0, pl, elsa, heads, per_layer)
     m = C.metrics(g, validated=True)
     info = {"circuit": m, "compiled": _compiled_info(pl, layers, width, mods, heads, bound),
-            "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
-                                  "inner_dimension": f"O(w) = O({m['width']})"}}
+            "theorem_H21_bound": theorem_h21(m, h21_d(g))}
     eq = "eq. (16), modules of eq. (57)-(59)" if elsa else "eq. (8), (38)"
     return compiled(g, name, (pl.T, width), layers, pl.inputs, pl.outputs, info,
                     reference=f"seed 001 {eq}: gather, one product layer per level, outputs",

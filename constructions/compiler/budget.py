@@ -61,7 +61,7 @@ from fractions import Fraction
 
 import circuits as C
 
-from .circuit import CompiledCircuit, compiled, param_counts
+from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, linearise, needed
 # the level-parallel scheme (constructions/compiler/levels.py); its names re-exported here
@@ -529,8 +529,7 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
                                 grid_tokens=pl.tokens if pl else 1, channel_budget=channels,
                                 inner_width=max(sp.inner for sp in specs), params=param_counts(layers),
                                 plan=[sp.kind for sp in specs], outputs=dict(sorted(slots.items())), bound=bound),
-        "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
-                              "inner_dimension": f"O(w) = O({m['width']})"},
+        "theorem_H21_bound": theorem_h21(m, h21_d(g)),
     }
     conv = "causal (linear) convolution" if causal else "circular convolution"
     return compiled(g, name, (T, Cw), layers, inputs, slots, info,

@@ -115,3 +115,26 @@ def compiled(g, name: str, shape: tuple[int, int], layers: list, inputs: dict, o
     con.compile_info = info["compiled"]
     con.constants = dict(constants or {})
     return con
+
+
+def theorem_h21(m: dict, d: int) -> dict:
+    """What seed 003 Thm. H.21 states for a circuit of metrics ``m`` (depth Delta, width w) whose inputs
+    are an ``N x d`` grid: an equivalent (N, Delta', d, N', d')-BaseConv with Delta' = O(Delta log w)
+    layers, inner sequence length N' = O(w) and inner dimension d' = d.  The theorem states no constants,
+    so the entry gives the orders with the circuit's measures and their values at constant 1
+    (``Delta_log2_w``, ``w``) to compare a compile's layers and tokens with, not a guarantee."""
+    import math
+
+    delta, w = int(m["depth"]), int(m["width"])
+    return {"statement": "seed 003 Thm. H.21: Delta' = O(Delta log w) layers, N' = O(w) inner tokens, d' = d "
+                         "inner channels; no constants stated",
+            "layers": f"O(Delta log w) = O({delta} * log2({w}))", "Delta": delta, "w": w, "d": int(d),
+            "Delta_log2_w": delta * max(1, math.ceil(math.log2(max(w, 2)))),
+            "inner_tokens": f"N' = O(w) = O({w})", "inner_dimension": f"d' = d = {int(d)}"}
+
+
+def h21_d(g) -> int:
+    """The d of seed 003 Thm. H.21 for ``g``: its placed grid's channels (one token holding every input
+    where the circuit is not placed)."""
+    pl = C.placement(g)
+    return pl.channels if pl is not None else max(1, len(C.inputs(g)))

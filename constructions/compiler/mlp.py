@@ -35,7 +35,7 @@ import networkx as nx
 import circuits as C
 
 from ..layers import BaseConv
-from .circuit import CompiledCircuit, compiled
+from .circuit import CompiledCircuit, compiled, h21_d, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, last_uses, linearise, needed
 
@@ -123,8 +123,7 @@ def compile_mlp(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
         "circuit": m,
         "compiled": CompileInfo("mlp", "baseconv-mlp", layers=s.depth, tokens=1, state_width=s.width,
                                 product_atoms=sum(1 for a in s.atoms if a.startswith("p"))),
-        "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
-                              "inner_dimension": f"O(w) = O({m['width']})"},
+        "theorem_H21_bound": theorem_h21(m, h21_d(g)),
     }
     con = compiled(g, name, (1, s.width), layers, inputs, outputs, s.info,
                    reference="seed 000 App. D.2.1 (LINEAR, MULTIPLY), seed 003 Thm. H.21 / seed 000 Thm. D.30",

@@ -41,7 +41,7 @@ from fractions import Fraction
 
 import circuits as C
 
-from .circuit import CompiledCircuit, compiled, param_counts
+from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, linearise, needed
 from .place import grid_channels
@@ -523,8 +523,7 @@ def compile_packed(g, name: str = "circuit", causal: bool = False, channels: int
         "compiled": CompileInfo("budget", target, layers=len(layers), tokens=T, state_width=Cw, grid_tokens=T,
                                 channel_budget=channels, inner_width=pk.inner_max, params=param_counts(layers),
                                 plan=list(pk.kinds), outputs=dict(sorted(slots.items())), bound=bound),
-        "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
-                              "inner_dimension": f"O(w) = O({m['width']})"},
+        "theorem_H21_bound": theorem_h21(m, h21_d(g)),
     }
     conv = "causal (linear) convolution" if causal else "circular convolution"
     return compiled(g, name, (T, Cw), layers, dict(pl.inputs), slots, info,

@@ -47,7 +47,7 @@ from fractions import Fraction
 import circuits as C
 
 from ..layers import BaseConv
-from .circuit import CompiledCircuit, compiled, param_counts
+from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, last_uses, linearise, needed
 from .place import candidates, is_relabelling
@@ -597,8 +597,7 @@ def _compile_levelled(g, name: str, causal: bool, min_width: int, per_layer: int
             "sequence", target, layers=len(layers), tokens=T, state_width=Cw, params=param_counts(layers), plan=kinds,
             multiplicative_depth=md, input_layout=placed, outputs=dict(sorted(outputs.items())),
             bound=_levelled_bound(g, md, T, width_bound, per_layer)),
-        "theorem_H21_bound": {"layers": f"O(Delta log w) = O({m['depth']} * log2({m['width']}))",
-                              "inner_dimension": f"O(w) = O({m['width']})"},
+        "theorem_H21_bound": theorem_h21(m, h21_d(g)),
     }
     conv = "causal (linear) convolution" if causal else "circular convolution"
     return compiled(g, name, (T, Cw), layers, inputs, outputs, info,

@@ -224,12 +224,31 @@ def test_random_placed_circuits_with_a_head_budget_prove(target, data):
     assert run_stack(con, vals) == {k: Fraction(v) for k, v in C.evaluate(g, vals).items()}
 
 
-def test_a_layer_whose_heads_read_what_others_write_goes_through_temporaries():
-    """The fused output layer of the GD step writes x in place and clears what its other heads read:
-    split, its heads write temporaries that one more head adds back (and clears)."""
-    con = compile_circuit(placed_gd(3, 2), target="lsa", heads=1)
-    kinds = con.info["compiled"]["plan"]
-    assert "add temporaries" in kinds and any("to temporaries" in k for k in kinds)
+def test_one_head_per_layer_spends_layers_not_width_where_an_order_exists():
+    """Issue 43 item 6: the GD step's fused output layer writes x in place and its other heads read
+    channels written there; ordered readers first, one head per layer needs no temporaries: the same
+    width as the unlimited compile (20 x 5: 21 x 52, was 21 x 83), more layers."""
+    for n, d in ((3, 2), (20, 5)):
+        free = compile_circuit(placed_gd(n, d), target="lsa").info["compiled"]
+        con = compile_circuit(placed_gd(n, d), target="lsa", heads=1)
+        cm = con.info["compiled"]
+        assert not any("temporaries" in k for k in cm["plan"])
+        assert cm["state_width"] == free["state_width"] and cm["layers"] > free["layers"]
+        assert_proved(prove(con))
+
+
+def test_heads_that_read_each_others_writes_go_through_temporaries():
+    """Where the reads and writes of a layer's heads form a cycle no order avoids, its heads write
+    temporaries that one more head adds back (and clears); proved."""
+    from constructions.compiler.attention import Head, Plan, limit_heads
+
+    hs = [Head(l={0: {0: Fraction(1)}}, m={0: {0: Fraction(1)}}, n={1: {1: Fraction(1)}}),
+          Head(l={0: {1: Fraction(1)}}, m={0: {1: Fraction(1)}}, n={0: {0: Fraction(1)}})]
+    pl = Plan([hs], ["product"], [None], {}, {}, 2, 2, 0, 1, 0, 0, 0)
+    out = limit_heads(pl, 1)
+    assert out.kinds[-1] == "add temporaries" and any("to temporaries" in k for k in out.kinds)
+    g = C.from_function(lambda a, b: {"y": C.prefix_sum(a * b)}, a=(8,), b=(8,), placed=True)
+    con = compile_circuit(g, target="lsa", heads=1)
     assert_proved(prove(con))
 
 

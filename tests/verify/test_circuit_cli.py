@@ -235,14 +235,44 @@ def test_reassociate_forces_the_rewrite(random_circuit_file):
 
 
 def test_the_theorem_line_names_the_circuit_it_refers_to(tmp_path):
-    """Issue 43 item 4: where the re-associated circuit is compiled, the Thm. H.21 line gives that
-    circuit's depth and width, not the original's (printed beside it on the same line)."""
+    """Issue 43 item 4: where the re-associated circuit is compiled, the summary line's Thm. H.21 entry
+    gives that circuit's depth and width, and the line mixes in no other circuit's depth (the original's is
+    on the line above); the entry states the theorem's orders: N' = O(w) inner tokens, d' = d channels."""
     f = tmp_path / "h.json"
     C.dump(C.horner([1, -2, 3, Fraction(1, 2), 5, -1, 2, 7, Fraction(-1, 3)], placed=True), f)
     rc, text = run(["circuit", "--graph", str(f), "--trials", "2"])
     line = next(ln for ln in text.splitlines() if ln.startswith("compiled to"))
     g = C.load(f)
-    assert rc == 0 and f"(circuit depth {C.metrics(g)['depth']})" in line
-    assert "Thm. H.21 bound (of the re-associated circuit compiled: depth " in line
+    assert rc == 0 and "circuit depth" not in line
+    assert "Thm. H.21 (the re-associated circuit compiled: depth " in line
     depth = int(line.split("re-associated circuit compiled: depth ")[1].split(",")[0])
     assert f"O({depth} * log2(" in line and depth != C.metrics(g)["depth"]
+    assert f"d' = d = {C.placement(g).channels} inner channels" in line and "no constants stated" in line
+    first = next(ln for ln in text.splitlines() if ln.startswith("circuit "))
+    assert f"depth {C.metrics(g)['depth']}," in first
+
+
+@pytest.mark.parametrize("target", ["baseconv", "lsa"])
+def test_plot_weights_draws_every_nonzero_weight_array(tmp_path, target, capsys):
+    """Issue 43 item 5: --plot-weights draws the compiled stack's weights (BaseConv channel mixes and
+    filters, LSA heads) as heat maps, one panel per nonzero array, in one PNG; a non-.png name is
+    refused before any work."""
+    import json
+
+    f, png, j = tmp_path / "gd.json", tmp_path / "w.png", tmp_path / "r.json"
+    C.dump(C.gd_step(3, 2, Fraction(1, 16), placed=True), f)
+    rc, text = run(["circuit", "--graph", str(f), "--target", target, "--trials", "2", "--plot-weights", str(png),
+                    "--json", str(j)])
+    assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rep = json.loads(j.read_text())
+    from constructions.compiler import compile_circuit
+    from verify.compiler_trace_plot import _dense
+
+    con = compile_circuit(C.load(f), target=target)
+    want = sum(1 for L in con.epilogue for w in L.arrays().values() if _dense(w).any())
+    assert rep["plot_weights"]["panels"] == want > 0
+    assert f"weight heat maps ({want} arrays)" in text
+    capsys.readouterr()
+    rc, text = run(["circuit", "--graph", str(f), "--plot-weights", str(tmp_path / "w.txt")])
+    err = capsys.readouterr().err + text
+    assert rc == 2 and "--plot-weights" in err and "not a .png file name" in err
