@@ -123,14 +123,26 @@ def _width(pl: Plan, elsa: bool, min_width: int) -> int:
     return n
 
 
-def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | None) -> dict:
-    """The stated guarantee (``compiled.bound``): layers, tokens, state width and the rule."""
+def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | None, g) -> dict:
+    """The stated guarantee (``compiled.bound``): layers, tokens, state width and the rule.  The width is
+    a formula in the linearised circuit's measures: the grid's ``D`` channels, ``I`` inputs (each gathered
+    at most once), ``F + O`` terms of the products' factor forms and the outputs' forms (a consumer form
+    takes one work channel per level its atoms come from, at most one per term), the ``T`` positions
+    (``lsa``), and as many temporaries again where a head limit splits a layer whose heads read what
+    others write."""
+    from .linearise import CONST, linearise, needed
     if limit is None:
         layers = math.ceil((pl.md + 2) / 2) if elsa else pl.md + 2
     else:
         layers = sum(1 if len(hs) <= per_layer else math.ceil(len(hs) / per_layer) + 1 for hs in pl0.layers)
-    width = max(pl.D + pl.gathered + pl.consumers + (pl.work - pl0.work), len(pl.outputs),
-                pl.T if elsa else 0) + (0 if elsa else pl.T)
+    atoms, _, outputs = linearise(g)
+    need = needed(atoms, outputs)
+    n_in = sum(1 for a in need if atoms[a][0] == "input")
+    terms = sum(len([x for x in f if x != CONST]) for a in need if atoms[a][0] == "mul" for f in atoms[a][1:]) \
+        + sum(len([x for x in f if x != CONST]) for f in outputs.values())
+    data = pl.D + n_in + terms
+    temps = data if limit is not None else 0
+    width = max(data + temps, len(pl.outputs), pl.T if elsa else 0) + (0 if elsa else pl.T)
     rule = ("a gather layer (if an input must move to the work row), one product layer per "
             "level of multiplicative depth md, one output layer: at most md + 2 layers"
             + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
@@ -139,9 +151,11 @@ def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | 
                f"heads becomes ceil(K / {per_layer}) layers, + 1 where its heads read what "
                "others write (temporaries added back)"
                + (" (each a module at worst)" if elsa else ""))
-            + "; channels: the grid's, " + ("" if elsa else "one per token (positions), ")
-            + "one per gathered input and per consumer and level, one per temporary (at least one per output"
-            + (", and one per token for the skip of Property 3" if elsa else "") + ")")
+            + f"; channels <= max(D + I + (F + O){' + temporaries (as many again)' if limit is not None else ''}, "
+            f"outputs{', T' if elsa else ''}){'' if elsa else ' + T (positions)'} = {width} with D = {pl.D} grid "
+            f"channels, I = {n_in} inputs (each gathered at most once), F + O = {terms} terms of the products' "
+            "factor forms and the outputs' forms (one work channel per consumer form and level it reads)"
+            + (", T for the skip of Property 3" if elsa else ""))
     return {"layers": layers, "tokens": pl.T, "state_width": width, "rule": rule}
 
 
@@ -181,7 +195,7 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
         constants = {(r, pl.D + r): Fraction(1) for r in range(pl.T)}
         ix = _lsa_channel(pl)
         pl.outputs = {n: (t, ix(c)) for n, (t, c) in pl.outputs.items()}
-    bound = _bound(pl0, pl, elsa, heads, per_layer)
+    bound = _bound(pl0, pl, elsa, heads, per_layer, g)
     m = C.metrics(g, validated=True)
     info = {"circuit": m, "compiled": _compiled_info(pl, layers, width, mods, heads, bound),
             "theorem_H21_bound": theorem_h21(m, h21_d(g))}

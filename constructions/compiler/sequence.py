@@ -318,11 +318,22 @@ def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
     grid = max([1, grid_channels] + [c + 1 for _, c in best["internal"].values()]
                + [p[1] + 1 for p in places.values() if p is not None])
     states = max(min_width, grid + best["grow"] + len(outputs))
-    # a layer's inner channels: a product layer's <= carried + products; a route's at most one per
-    # (source channel, destination channel, destination token) (routing.py)
-    bound = max(states, states * states * T)
+    bound = max(states, width_formula(atoms, need, outputs)["value"])
     return (best["specs"], best["kinds"], inputs, best["slots"], T, best["width"], md, bound,
             {"layout": best["layout"], "moved": best["moved"]})
+
+
+def width_formula(atoms: dict, need: set, outputs: dict) -> dict:
+    """The inner-channel guarantee of a levelled compile, from the linearised circuit: a product layer has
+    at most (atoms carried) + (products) <= A inner channels; a route layer at most one per (destination
+    slot, source channel it reads) (routing.py: a new inner channel only for a row no earlier one admits),
+    so at most the carried atoms plus the terms of the forms it writes: the factor forms of a level's
+    products (F over all levels) or the outputs' forms (O).  Width <= A + max(F, O), ``A`` the atoms needed
+    (inputs and products)."""
+    A = len(need)
+    F = sum(len([x for x in f if x != CONST]) for a in need if atoms[a][0] == "mul" for f in atoms[a][1:])
+    O = sum(len([x for x in f if x != CONST]) for f in outputs.values())
+    return {"A": A, "F": F, "O": O, "value": A + max(F, O), "formula": "A + max(F, O)"}
 
 
 def _chunks(need, atoms, level, md: int, per_layer: int | None, state):
@@ -538,8 +549,11 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
 def _levelled_bound(g, md: int, T: int, width_bound: int, per_layer: int | None) -> dict:
     """The levelled compile's guarantee: ``2 md + 1`` layers; with ``per_layer = q`` products per
     token per layer, ``2 sum_l ceil(m_l / q) + 1`` for ``m_l`` products at level ``l``."""
-    rule_w = ("channels <= S^2 T with S = D + max over levels (carried atoms + 2 products) + outputs (a route "
-              "layer's inner channels; states need at most S)")
+    wf = width_formula(*(lambda a, lv, o: (a, needed(a, o), o))(*linearise(g)))
+    rule_w = (f"channels <= max(S, A + max(F, O)): states S = D + max over levels (carried atoms + 2 products) + "
+              f"outputs; a product layer's inner channels <= A = {wf['A']} atoms (inputs and products), a route "
+              f"layer's <= the atoms it carries + the terms of the forms it writes, F = {wf['F']} (every product's "
+              f"two factor forms) or O = {wf['O']} (the outputs' forms)")
     if not per_layer:
         return {"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
                 "rule": "one product layer per level of multiplicative depth md, preceded by a route layer where a "
