@@ -696,7 +696,7 @@ def _widths_vs_N(s: dict, Ns: list[int], th: float) -> dict:
     with fewer only where those recorded already settle that median), on the widths recorded (with ``WIDTHS``' where
     the width grid's records are in the summary), an interval where cells are open (:func:`_crossing`), read alike
     for both mixers from the smallest N to the largest (``per_mixer``) and from one N to the next (``steps``), each
-    by :func:`_compare`; ``missing``: the open cells at the smallest and the largest N.  Met where attention's grows
+    by :func:`_compare`; ``missing``: the open cells at each N where its crossing is open.  Met where attention's grows
     at no comparison and BaseConv's is larger at the largest N than at the smallest and smaller at no step (the
     paper's Claim 1, as criterion 3 reads growth); not met where a decided reading contradicts that (attention's
     grows somewhere, BaseConv's does not grow overall or is smaller at a step); else not read (None: undecided,
@@ -715,8 +715,7 @@ def _widths_vs_N(s: dict, Ns: list[int], th: float) -> dict:
         smallest[m] = {str(N): x["d"] for N, x in xs.items()}
         bounds[m] = {str(N): {"lo": x["lo"], "hi": x["hi"], "decided": x["decided"]} for N, x in xs.items()}
         decide[m] = {str(N): x["cells"] for N, x in xs.items()}
-        missing[m] = {str(N): [c for c in xs[N]["cells"] if c["state"] == "open"] for N in (Ns[:1] + Ns[-1:])
-                      if not xs[N]["decided"]} if Ns else {}
+        missing[m] = {str(N): [c for c in xs[N]["cells"] if c["state"] == "open"] for N in Ns if not xs[N]["decided"]}
         if len(Ns) < 2 or not ws:
             per[m], steps[m] = None, {}
             continue

@@ -139,8 +139,8 @@ TEXT = {
     "crit.widths.open.above": "N = {N}: d = {lo} or more (open: {why})",
     "crit.widths.why.seeds": "seeds missing",
     "crit.widths.why.short": "runs below the threshold trained too little to count",
-    "crit.widths.missing": ("  Undecided for {mixers}. The open cells that decide it (at the smallest and the largest "
-                            "N): {cells}."),
+    "crit.widths.missing": ("  Undecided for {mixers}. The open cells that decide it (at each N where its crossing is "
+                            "open): {cells}."),
     "crit.widths.missing.short": ("{mixer}, N = {N}, d = {d} (below it, but trained fewer steps than the mixer needed "
                                   "to reach it elsewhere)"),
     "crit.widths.missing.cell": "{mixer}, N = {N}, d = {d} ({n} seeds recorded, {missing} of {want} without a record)",
