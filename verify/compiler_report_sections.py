@@ -504,7 +504,8 @@ def _section_c_levels(seq) -> list[str]:
             "(constructions/compiler/routing.py opens an inner channel only for a row no earlier one admits), "
             "so at most the atoms it carries plus the terms of the forms it writes: F (every product's two "
             "factor forms) or O (the outputs' forms). `state_width` <= max(S, A + max(F, O)) in "
-            "`compiled.bound` (was S^2 T: 2,441,901 for the GD step's 16 channels, now 1,225). "
+            "`compiled.bound` (it was S^2 T, the route's worst case over every (source, destination) channel pair "
+            "and token). "
             + (f"In table (a) every proved sequence cell is within the bound; the closest to it is "
                f"`{worst['call']}` on `{worst['target']}`: {worst['layers']} of {worst['bound']['layers']} "
                f"layers (plan {_plan(worst)})." if worst and all(c["within_bound"] for c in seq) else
