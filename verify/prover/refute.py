@@ -316,11 +316,11 @@ def _modular_mismatch(con, plan, point, p, cache) -> _Found | None:
     return None
 
 
-def _test(con, plan, seed: int, bounds) -> _Found | None:
-    """The points of ``bounds`` in turn (one prime), until a section differs modulo p."""
+def _test(con, plan, seed: int, bounds, cache: dict) -> _Found | None:
+    """The points of ``bounds`` in turn (one prime), until a section differs modulo p (``cache``: the layers'
+    residues, by layer and prime; the failure's report reuses them)."""
     rng = np.random.default_rng(seed)
     p = draw_prime(rng)
-    cache: dict = {}
     for bound in bounds:
         point = _integer_point(con.variables, rng, bound)
         for _ in range(_PRIME_TRIES):
@@ -377,9 +377,9 @@ def _matrices(L, cache: dict) -> list[tuple[int, int, int]]:
 _SECONDS_PER_BIT = 1e-8
 
 
-def _run_bounded(Ls, S, limit: list, cache: dict):
-    """``run_layers(Ls, S, keep=True)``, with the cost of each layer's matrix products estimated before
-    it runs (the state's nonzero entries times each weight matrix's nonzeros per row, times the weights'
+def _run_bounded(Ls, S, limit: list, cache: dict, convert=lambda L: L):
+    """``run_layers(Ls, S, keep=True)`` (each layer as ``convert`` makes it), with the cost of each layer's
+    matrix products estimated before it is converted and runs (the state's nonzero entries times each weight matrix's nonzeros per row, times the weights'
     bits, :data:`_SECONDS_PER_BIT`) and taken from ``limit[0]`` (seconds): past it, :class:`_TooLarge`."""
     states = []
     for L in Ls:
@@ -391,7 +391,7 @@ def _run_bounded(Ls, S, limit: list, cache: dict):
         if limit[0] < 0:
             raise _TooLarge(f"an exact evaluation of about {cost:.0f} s for one layer (estimated from the weights' "
                             f"nonzeros and sizes; more than {EXACT_SECONDS:g} s in all)")
-        S = L.forward(S)
+        S = convert(L).forward(S)
         states.append(S)
     return states
 
@@ -418,30 +418,34 @@ class _Exact:
     def __init__(self, con, sec: str, Ls, compare_own: bool):
         self.con, self.sec = con, sec
         memo: dict = {}
-        fast: dict = {}
-        self.Ls = [fast_layer(prepared(L, memo), fast) for L in Ls]
+        self._memo, self._fast = memo, {}
+        self.Ls = list(Ls)  # the plan's layers (:func:`prepared` already); each converted as it first runs
         self.n = len(Ls)
         own = list(getattr(con, sec))
         self.own = own
-        self.ref = ([fast_layer(prepared(L, memo), fast) for L in own] if compare_own and own and len(own) == self.n
-                    else None)
+        self.ref = [prepared(L, memo) for L in own] if compare_own and own and len(own) == self.n else None
         try:
             pristine = con.rebuild(**con.params) if con.rebuild else None
         except Exception:  # noqa: BLE001 - only a guard; without it the location falls back
             pristine = None
         P = getattr(pristine, sec) if pristine is not None else None
-        self.pristine = ([fast_layer(prepared(L, memo), fast) for L in P] if P is not None and len(P) == self.n
+        self.pristine = ([prepared(L, memo) for L in P] if P is not None and len(P) == self.n
                          and not all(same_layer(a, b) for a, b in zip(P, Ls)) else None)
         self.use_declared: bool | None = None  # decided at the first point (:meth:`at` with decide)
         self.why_not = "no intermediate states declared"
         self.limit = [EXACT_SECONDS]  # the estimated seconds of the first evaluation (:func:`_run_bounded`)
         self.stats: dict = {}
 
+    def fast(self, L):
+        """``L`` (prepared) in gmpy2's rationals (:func:`fast_layer`), converted once, when it first runs."""
+        return fast_layer(L, self._fast)
+
     def run(self, Ls, S0):
-        """The states after each layer: the first evaluation bounded (:func:`_run_bounded`), the others not."""
+        """The states after each layer: the first evaluation bounded (:func:`_run_bounded`: each layer's cost
+        estimated before it is converted and run), the others not."""
         if self.limit is None:
-            return run_layers(Ls, S0, keep=True)
-        return _run_bounded(Ls, S0, self.limit, self.stats)
+            return run_layers([self.fast(L) for L in Ls], S0, keep=True)
+        return _run_bounded(Ls, S0, self.limit, self.stats, self.fast)
 
     def _states(self, v, decide: bool):
         start, target = next((s, t) for sec, s, t in section_claims(self.con, v) if sec == self.sec)
@@ -642,8 +646,9 @@ def refute(con: Construction, sections: dict | None = None, *, seed: int = 0, bo
     given, as ``prove``)."""
     t0 = time.perf_counter()
     plan = _plan(con, sections)
+    cache: dict = {}  # the layers' residues modulo p: the test's, reused by a report modulo p
     try:
-        found = _test(con, plan, seed, bounds)
+        found = _test(con, plan, seed, bounds, cache)
     except Exception:  # noqa: BLE001 - whatever the test cannot evaluate, the exact proof decides
         return None
     if found is None:
@@ -652,11 +657,11 @@ def refute(con: Construction, sections: dict | None = None, *, seed: int = 0, bo
     own = sections is not None if compare_own is None else compare_own
     offsets = _offsets(sections, con)
     try:
-        return _exact_failure(con, found, Ls, offsets, own, seed, t0, shrink_seconds)
+        return _exact_failure(con, found, Ls, offsets, own, seed, t0, shrink_seconds, cache)
     except Exception as e:  # noqa: BLE001 - floats in the specification (_Inexact), or anything else the exact
         why = str(e) if isinstance(e, _Inexact) else f"it raised {type(e).__name__}"  # evaluation cannot do
     try:
-        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, why)
+        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, why, cache)
     except Exception:  # noqa: BLE001 - the refutation is a shortcut: where it cannot report, the exact proof does
         return None
 
@@ -681,16 +686,16 @@ def _refutation_note(found: _Found, seed: int, exact: bool) -> str:
     return head
 
 
-def _exact_failure(con, found: _Found, Ls, offsets, compare_own, seed, t0, shrink_seconds) -> ProofResult:
+def _exact_failure(con, found: _Found, Ls, offsets, compare_own, seed, t0, shrink_seconds, cache) -> ProofResult:
     why = exact_feasible(con)
     if why:
-        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, why)
+        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, why, cache)
     ev = _Exact(con, found.section, Ls, compare_own)
     t1 = time.perf_counter()
     try:
         first = ev.at(found.point, decide=True)
     except _TooLarge as e:
-        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, str(e))
+        return _modular_failure(con, found, Ls, offsets, seed, t0, shrink_seconds, str(e), cache)
     ev.limit = None  # the first evaluation is the largest: the rest run under the sparsification's deadline
     if first is None:  # cannot happen (a mismatch modulo p is one over the rationals): the exact proof decides
         raise _Inexact("the exact evaluation at the point agrees")
@@ -716,12 +721,13 @@ def _exact_failure(con, found: _Found, Ls, offsets, compare_own, seed, t0, shrin
     return _result(con, found, failure, t0, "fractions", True)
 
 
-def _modular_failure(con, found: _Found, Ls, offsets, seed, t0, shrink_seconds, why: str) -> ProofResult:
+def _modular_failure(con, found: _Found, Ls, offsets, seed, t0, shrink_seconds, why: str,
+                     cache: dict | None = None) -> ProofResult:
     """The failure reported modulo p (the exact evaluation is too large, or inexact): the integer point
     (made sparse modulo p), the entry, both residues, the section's last layer."""
     p, sec = found.prime, found.section
     plan1 = [(sec, Ls)]
-    cache: dict = {}
+    cache = {} if cache is None else cache  # the test's residues of these layers (the same objects)
     latest = {"found": found}
 
     def holds(cand):
