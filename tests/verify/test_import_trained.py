@@ -123,6 +123,30 @@ def test_the_solve_reads_integer_points_not_symbols():
     assert not sol["fails_at"](sol["value"]) and sol["fails_at"](Fraction(1, 10))
 
 
+def test_the_solve_in_rationals_equals_the_solve_in_flint_polynomials(monkeypatch):
+    """search.solve_param runs the file's layers in the refutation's rationals (gmpy2, FLINT matrix products)
+    where the start state holds no parameter: the same residuals, so the same value, agreement and points as
+    the layers in FLINT's polynomial ring (``_run_rational`` declined); on gd-baseconv's own layers (eta read,
+    consistent) and on a module trained 3 Adam steps (no value)."""
+    from constructions.gd_baseconv import gd_baseconv
+    from tests.verify.trained_files import trained_module
+    from verify.importers import search
+
+    monkeypatch.setattr(search, "SOLVE_SECONDS", 1e9)  # every point, whatever the load
+    con = gd_baseconv(4, 2)
+    real = search._run_rational
+    for layers in (con.layers(2), trained_module(con, 2, "polyverify", steps=3).layers()):
+        taken = []
+        monkeypatch.setattr(search, "_run_rational", lambda *a: taken.append(real(*a)) or taken[-1])
+        fast = search.solve_param(lambda **kw: gd_baseconv(4, 2, **kw), "eta", layers)
+        assert taken and all(r is not None for r in taken)  # the rationals ran
+        monkeypatch.setattr(search, "_run_rational", lambda *a: None)
+        slow = search.solve_param(lambda **kw: gd_baseconv(4, 2, **kw), "eta", layers)
+        keys = ("value", "consistent", "agree", "of", "points")
+        assert {k: fast[k] for k in keys} == {k: slow[k] for k in keys}
+    assert fast["value"] is None and slow["points"] == search.SOLVE_POINTS  # the trained module carries no value
+
+
 def test_a_trained_20x5_export_is_failed_with_a_counterexample(tmp_path):
     """The issue's size (n = 20, d = 5): FAILED with an exact counterexample, and every nearby reading
     (refuted at integer points, its counterexample not made sparse) FAILED at a named stack layer."""
