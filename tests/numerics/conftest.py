@@ -13,12 +13,12 @@ import pytest
 @pytest.fixture(scope="session")
 def shared_cluster(tmp_path_factory):
     """The session's in-process ``LocalCluster``; its scheduler also writes a scheduler file
-    (``cluster.scheduler_file``), as ``dask scheduler --scheduler-file`` does, and serves its
-    dashboard where bokeh is installed (on a free port)."""
+    (``cluster.scheduler_file``), as ``dask scheduler --scheduler-file`` does.  No dashboard: its
+    server would update in this process for the whole run."""
     from distributed import LocalCluster
 
     sf = tmp_path_factory.mktemp("dask") / "scheduler.json"
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
                       silence_logs=logging.CRITICAL, scheduler_kwargs={"scheduler_file": str(sf)}) as cluster:
         cluster.scheduler_file = sf
         yield cluster

@@ -295,16 +295,18 @@ def test_every_command_has_help():
 
 # ------------------------------------------------------------------ an existing cluster, the adapters
 
-def test_run_grid_on_an_existing_scheduler(tmp_path, shared_cluster):
-    """--scheduler: the command connects to a running cluster (the test run's, in this process) and
-    closes only its own client; the cluster keeps running."""
-    cluster = shared_cluster
+def test_run_grid_on_an_existing_scheduler(tmp_path):
+    """--scheduler: the command connects to a running cluster (here one in this process, with a
+    dashboard) and closes only its own client; the cluster keeps running."""
+    from distributed import LocalCluster
+
     log = tmp_path / "log"
     log.mkdir()
     rc = roundoff.sweep_check({"arch": "baseconv", "layers": 4, "dtype": "float64", **TINY})
     configs = [{"i": 0, "log": str(log), "roundoff": rc}, {"i": 1, "log": str(log), "nan": True}]
-    res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=cluster.scheduler_address, progress=False)
-    assert cluster.scheduler.workers  # still up
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        res = sweep.run_grid(CELL, configs, tmp_path / "o", scheduler=cluster.scheduler_address, progress=False)
+        assert cluster.scheduler.workers  # still up
     assert res.failed == 1 and res.cluster["scheduler"] == cluster.scheduler_address
     # the dashboard link only where the scheduler has bokeh (asked of the scheduler itself)
     assert (res.cluster["dashboard"] is not None) == sweep._has_bokeh()
