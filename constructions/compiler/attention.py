@@ -516,7 +516,9 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
     """The plan with at most ``limit`` heads per layer (``None``: as planned).  A layer of ``K >
     limit`` heads becomes ``ceil(K / limit)`` layers; LSA layers are residual, ``H + sum_k head_k(H)``,
     so the partial sums accumulate exactly when no head reads a channel another head of the layer
-    writes.  Otherwise every head writes into a fresh **temporary** channel per channel it writes
+    writes, or when the heads can be ordered so that every reader of a channel comes before its
+    writers (:func:`_readers_first`).  Otherwise every head writes into a fresh **temporary** channel
+    per channel it writes that another head reads
     (its sub-layers then read only the layer's input), and one more layer, a single head with
     ``l = m = pos_r`` for every token ``r`` (``out[t, c] = n_c(H[t])``, any per-token linear map),
     adds each temporary into its channel and clears it: ``ceil(K / limit) + 1`` layers."""
@@ -533,10 +535,10 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
         writes = [set(h.n) for h in hs]
         reads = [_reads(h) for h in hs]
         clash = any(writes[a] & reads[b] for a in range(len(hs)) for b in range(len(hs)) if a != b)
-        if clash:  # every head that reads a channel before every other head that writes it, if an order does
-            order = _readers_first(reads, writes)
-            if order is not None:
-                hs, clash = [hs[i] for i in order], False
+        shared: set = set()
+        if clash:  # every head that reads a channel before every other head that writes it (_schedule)
+            order, shared = _schedule(reads, writes)
+            hs, clash = [hs[i] for i in order], bool(shared)
         # a part's channels are fresh (0 in its input) only where no earlier part wrote them
         if not clash:
             done: set = set()
@@ -547,16 +549,18 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
                 fresh.append(None if fr is None or w & done else w)
                 done |= w
             continue
+        # only the channels no order of the heads can leave unread by later heads go through temporaries
         tmp = {}
-        for c in sorted(set().union(*writes)):
+        for c in sorted(shared):
             tmp[c], nxt = nxt, nxt + 1
-        moved = [Head(l=h.l, m=h.m, n={tmp[c]: f for c, f in h.n.items()}) for h in hs]
+        moved = [Head(l=h.l, m=h.m, n={tmp.get(c, c): f for c, f in h.n.items()}) for h in hs]
         done = set()
         for i in range(0, len(moved), limit):
             chunk = moved[i:i + limit]
             w = {c for h in chunk for c in h.n}
             layers.append(chunk), kinds.append(f"{kind} (part, to temporaries)")
-            fresh.append(None if w & done else w)
+            direct = w - set(tmp.values())
+            fresh.append(None if w & done or (direct and (fr is None or not direct <= set(fr))) else w)
             done |= w
         n = {c: {t: Fraction(1)} for c, t in tmp.items()}
         n.update({t: {t: Fraction(-1)} for t in tmp.values()})
@@ -566,6 +570,38 @@ def limit_heads(pl: Plan, limit: int | None) -> Plan:
         fresh.append(None)
     return Plan(layers, kinds, fresh, pl.inputs, pl.outputs, pl.T, pl.D, nxt - pl.D, pl.md, pl.work_row,
                 pl.gathered, pl.consumers)
+
+
+def _schedule(reads: list, writes: list) -> tuple[list, set]:
+    """``(order, temporaries)``: an order of a layer's heads (:func:`_readers_first`) once the channels in
+    ``temporaries`` are written to temporaries instead (so no head reads their new values): where the
+    reads and writes form a cycle, the first remaining head is run and the channels it writes that a
+    remaining head reads become temporaries, until an order exists."""
+    tmp: set = set()
+    while True:
+        order = _readers_first([r - tmp for r in reads], [w - tmp for w in writes])
+        if order is not None:
+            return order, tmp
+        done = _readers_first_prefix([r - tmp for r in reads], [w - tmp for w in writes])
+        rest = [i for i in range(len(reads)) if i not in done]
+        h = rest[0]
+        tmp |= {c for b in rest if b != h for c in (writes[h] - tmp) & reads[b]}
+
+
+def _readers_first_prefix(reads: list, writes: list) -> set:
+    """The heads :func:`_readers_first` can place before it meets a cycle."""
+    n = len(reads)
+    indeg = [sum(1 for b in range(n) if b != a and reads[b] & writes[a]) for a in range(n)]
+    done, ready = set(), [i for i in range(n) if indeg[i] == 0]
+    while ready:
+        b = ready.pop()
+        done.add(b)
+        for a in range(n):
+            if a != b and a not in done and reads[b] & writes[a]:
+                indeg[a] -= 1
+                if indeg[a] == 0:
+                    ready.append(a)
+    return done
 
 
 def _readers_first(reads: list, writes: list):

@@ -238,8 +238,8 @@ def test_one_head_per_layer_spends_layers_not_width_where_an_order_exists():
 
 
 def test_heads_that_read_each_others_writes_go_through_temporaries():
-    """Where the reads and writes of a layer's heads form a cycle no order avoids, its heads write
-    temporaries that one more head adds back (and clears); proved."""
+    """Where the reads and writes of a layer's heads form a cycle no order avoids, the writes that break
+    it go to temporaries that one more head adds back (and clears); proved."""
     from constructions.compiler.attention import Head, Plan, limit_heads
 
     hs = [Head(l={0: {0: Fraction(1)}}, m={0: {0: Fraction(1)}}, n={1: {1: Fraction(1)}}),
@@ -247,6 +247,7 @@ def test_heads_that_read_each_others_writes_go_through_temporaries():
     pl = Plan([hs], ["product"], [None], {}, {}, 2, 2, 0, 1, 0, 0, 0)
     out = limit_heads(pl, 1)
     assert out.kinds[-1] == "add temporaries" and any("to temporaries" in k for k in out.kinds)
+    assert out.work == 1  # one temporary breaks the cycle (head 0 first: only its write head 1 reads), not two
     g = C.from_function(lambda a, b: {"y": C.prefix_sum(a * b)}, a=(8,), b=(8,), placed=True)
     con = compile_circuit(g, target="lsa", heads=1)
     assert_proved(prove(con))
