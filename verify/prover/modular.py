@@ -58,6 +58,8 @@ class Unrepresentable(ZeroDivisionError):
 
 def _fraction(q) -> Fraction:
     """An exact rational: a float (numpy's too) is its exact binary value."""
+    if type(q) is Fraction:
+        return q
     if isinstance(q, (Fraction, int)):
         return Fraction(q)
     if isinstance(q, (float, np.floating)):
@@ -67,12 +69,67 @@ def _fraction(q) -> Fraction:
     return Fraction(q)
 
 
-def residue(q, p: int) -> int:
-    q = _fraction(q)
-    den = q.denominator % p
+def _inverse(den: int, p: int, q) -> int:
+    den %= p
     if den == 0:
         raise Unrepresentable(f"{q} has a denominator divisible by {p}")
-    return q.numerator % p * pow(den, -1, p) % p
+    return pow(den, -1, p)
+
+
+def residue(q, p: int) -> int:
+    q = _fraction(q)
+    return q.numerator % p * _inverse(q.denominator, p, q) % p
+
+
+def float_residues(x, p: int) -> np.ndarray:
+    """Finite floats (any numpy float dtype) as int64 residues modulo an odd prime ``p`` < 2^61,
+    each exactly ``Fraction(x) mod p``, without a ``Fraction`` per entry: a float is ``M 2^E``
+    with ``M`` an integer of at most 53 bits (``np.frexp``'s mantissa times 2^53, exact for normal
+    and subnormal doubles alike) and ``E`` an integer exponent; its residue is ``M mod p`` times
+    ``2^E mod p`` (``2^-1 mod p`` raised to ``-E`` for a negative one), one power per distinct
+    exponent (at most 2,100).  An infinity or NaN is a ``ValueError`` (no rational)."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        raise TypeError(f"float_residues takes a float array, not {x.dtype}")
+    x = x.astype(np.float64)  # float16/32 widen exactly
+    if not np.isfinite(x).all():
+        raise ValueError("a weight is infinite or NaN: no rational to reduce modulo p")
+    m, e = np.frexp(x)
+    M = np.ldexp(m, 53).astype(np.int64)  # |M| < 2^53, exact (m carries at most 53 bits)
+    E = e.astype(np.int64) - 53
+    ks, at = np.unique(E, return_inverse=True)
+    half = pow(2, -1, p)
+    pw = np.array([pow(2, k, p) if k >= 0 else pow(half, -k, p) for k in ks.tolist()], dtype=np.int64)
+    return mulmod(M % p, pw[at.reshape(E.shape)], p)
+
+
+def object_residues(objs, p: int) -> np.ndarray:
+    """A list of exact values (ints, ``Fraction``s, floats; anything :func:`residue` takes) as int64
+    residues modulo ``p``: integers by one ``%``, ``Fraction``s by their numerator times an inverse
+    cached per denominator (learned weights share a few dozen power-of-two denominators), floats
+    through :func:`float_residues`; no ``Fraction`` is built for an int, a ``Fraction`` or a float."""
+    vals = [0] * len(objs)
+    inv: dict[int, int] = {}
+    floats, at = [], []
+    for i, x in enumerate(objs):
+        t = type(x)
+        if t is Fraction:
+            d = x.denominator
+            r = inv.get(d)
+            if r is None:
+                r = inv[d] = _inverse(d, p, x)
+            vals[i] = x.numerator % p * r % p
+        elif t is int or t is bool:
+            vals[i] = x % p
+        elif t is float or isinstance(x, np.floating):
+            floats.append(x)
+            at.append(i)
+        else:
+            vals[i] = residue(x, p)
+    out = np.array(vals, dtype=np.int64)
+    if floats:
+        out[np.asarray(at, dtype=np.intp)] = float_residues(np.asarray(floats, dtype=np.float64), p)
+    return out
 
 
 def distinct_entries(A: np.ndarray):
@@ -89,13 +146,19 @@ def distinct_entries(A: np.ndarray):
 
 
 def residues(A, p: int) -> np.ndarray:
-    """An exact array (object or int) as int64 residues modulo ``p`` (each distinct entry object
-    reduced once)."""
+    """An exact array (object or int) or a float array as int64 residues modulo ``p``: a float or
+    integer dtype vectorised (:func:`float_residues`; integers by ``%`` where they fit in int64), an
+    object array by each distinct entry object once (:func:`object_residues`)."""
+    A = np.asarray(A)
+    if A.dtype.kind == "f":
+        return float_residues(A, p)
+    if A.dtype.kind in "iub":
+        return (A.astype(object) % p).astype(np.int64) if A.dtype == np.uint64 else A.astype(np.int64) % p
     A = np.asarray(A, dtype=object)
     out = np.zeros(A.size, dtype=np.int64)
     objs, pos, inv = distinct_entries(A)
     if objs:
-        out[pos] = np.fromiter((residue(x, p) for x in objs), dtype=np.int64, count=len(objs))[inv]
+        out[pos] = object_residues(objs, p)[inv]
     return out.reshape(A.shape)
 
 
