@@ -123,7 +123,7 @@ ROWS = [
      "`--allow-large` (sizes)"),
     ("`verify.construct import`", "each size of the specification (`--set`, the file's metadata); n x d of a `gd` "
      "specification (variables of the exact proof); layers in the file",
-     "{import[size]:,}; {import[variables]:,}; {import[layers]:,}", "-"),
+     "{import[size]:,}; {import[variables]:,}; {import[layers]:,}", "`--allow-large` (n x d)"),
     ("`gd`, `import`, `circuit`, `NAME` (every exact proof of the CLIs)", "memory of the proof (it runs in a forked "
      "child; past the limit: exit 2, one line naming it, never a FLINT abort)", "{proof[memory]:g} GiB",
      "`--proof-memory-gib` ({proof[memory_range][0]:g} to {proof[memory_range][1]:,})"),

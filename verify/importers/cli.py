@@ -80,8 +80,13 @@ def add_arguments(p) -> None:
     p.add_argument("--allow-metadata-mismatch", action="store_true",
                    help="polyverify files: prove the file as the arguments say even where its metadata declares "
                         "other sizes, parameters, k or layer settings (as gd --weights)")
+    p.add_argument("--allow-large", action="store_true",
+                   help=f"lift the limit on n x d of a gd specification ({MAX_PROOF_VARIABLES}; the sizes stay "
+                        f"<= {MAX_SIZE}): for --check random, or an exact proof under --proof-memory-gib")
     from verify.bounded import add_arguments as add_proof_limits
+    from verify.cli_common import add_check_arguments
 
+    add_check_arguments(p)  # --check exact|random, --random-seed (as gd --weights)
     add_proof_limits(p)  # --proof-memory-gib, --proof-timeout: the proving part runs in a child under them
 
 
@@ -101,9 +106,9 @@ def _check_before_reading(a, entry, mod, cfg, sizes, size_src, size_keys, given_
         if size_src.get(k) == "--set" and not (0 <= v <= MAX_SIZE):
             raise UsageError(f"size {k}={v} outside 0..{MAX_SIZE}")
     if ("gd" in entry.roles and size_src.get("n") == size_src.get("d") == "--set"
-            and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES):
+            and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES and not getattr(a, "allow_large", False)):
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit {MAX_PROOF_VARIABLES} of the "
-                         "exact proof")
+                         "exact proof (pass --allow-large to lift it)")
     try:  # the entry at small / default sizes (cheap): a layer stack, and its parameters
         spec_d = build_spec(entry, {"n": 2, "d": 1} if "gd" in entry.roles else dict(entry.sizes or {}), {})
     except UsageError as e:
@@ -161,9 +166,13 @@ def settings(a) -> dict:
     # specification (docs/interop.md); --set wins where given (a contradiction is refused below)
     lw = getattr(imp, "loaded", None)
     declares_spec = bool(lw is not None and lw.declared and lw.declared.get("name") == entry.name)
-    param_src = {k: ParamSource.SET_FLAG for k in given_params}
+    set_keys = {x.split("=", 1)[0].strip() for x in a.set}
+    # a parameter an export's description gives (not --set) is the file's own declaration
+    param_src = {k: (ParamSource.SET_FLAG if desc is None or k in set_keys else ParamSource.METADATA)
+                 for k in given_params}
     declared_used = _declared_params(a, entry, imp, given_params, param_src) if declares_spec else {}
-    spec, params = _specification(entry, sizes, size_keys, given_params, declared_used, param_src)
+    spec, params = _specification(entry, sizes, size_keys, given_params, declared_used, param_src,
+                                  allow_large=getattr(a, "allow_large", False))
     kinds = {L.kind for L in imp.layers}
     spec_kinds = {L.kind for L in spec.layers(1)}
     if kinds == {"token_lsa"} and spec_kinds == {"lsa"}:  # seed 001's LSA as an export writes it: seed 004's
@@ -336,15 +345,15 @@ def _declared_params(a, entry, imp, given_params: dict, param_src: dict) -> dict
 
 
 def _specification(entry, sizes: dict, size_keys: set, given_params: dict, declared_used: dict,
-                   param_src: dict) -> tuple:
+                   param_src: dict, allow_large: bool = False) -> tuple:
     """The specification at the sizes (checked against the exact proof's limits) and its parameters:
     (spec, params); ``param_src`` keeps the parameters used."""
     for k, v in sizes.items():
         if isinstance(v, int) and not (0 <= v <= MAX_SIZE):
             raise UsageError(f"size {k}={v} outside 0..{MAX_SIZE}")
-    if "gd" in entry.roles and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES:
+    if "gd" in entry.roles and sizes["n"] * sizes["d"] > MAX_PROOF_VARIABLES and not allow_large:
         raise UsageError(f"n x d = {sizes['n'] * sizes['d']} exceeds the limit {MAX_PROOF_VARIABLES} of the "
-                         "exact proof")
+                         "exact proof (pass --allow-large to lift it)")
     spec0 = build_spec(entry, sizes, {})
     unknown_param(given_params, entry, spec0, size_keys)
     declared_used = {k: v for k, v in declared_used.items() if k in accepted(entry, spec0)}
@@ -404,7 +413,10 @@ def _check_declared(a, spec, lw, declares_spec: bool, k: int, has_body: bool) ->
 def cmd_import(a, out) -> int:
     from verify import bounded
 
+    from verify.cli_common import check_check_arguments
+
     bounded.check(a)  # --proof-memory-gib, --proof-timeout
+    check_check_arguments(a)  # --random-seed only with --check random, in range
     st = settings(a)
     # everything after the checks proves (parameters solved from the file, the proof, the nearby
     # search), its output streamed back (verify/bounded.py): the verdict in a child under the proof

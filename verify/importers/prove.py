@@ -255,6 +255,8 @@ def _verdict_part(a, st, out) -> dict:
     if _declared_note(imp):
         print(f"  declared rationals: {_declared_note(imp)}", file=out)
     con = st["build"](**values) if values else st["con"]
+    if getattr(a, "check", "exact") == "random":
+        return _random_part(a, st, con, values, pinfo, psrc, out)
     res = search.prove_stack(con, imp.layers)
     from verify.cli_common import print_proof
 
@@ -280,6 +282,56 @@ def _verdict_part(a, st, out) -> dict:
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
     return {"rc": 0 if is_proved(res) else 1, "report": report, "search": not is_proved(res) and not a.no_search,
+            "values": values, "pinfo": pinfo, "psrc": psrc}
+
+
+def _random_part(a, st, con, values: dict, pinfo: dict, psrc: dict, out) -> dict:
+    """``--check random`` (as ``gd --weights --check random``): the randomized identity test of the
+    file's prologue, each distinct body copy and epilogue modulo a random 61-bit prime
+    (``verify/prover/randomized.py``).  Never PROVED: "PASSED randomized identity test" with its
+    error bound (exit 0), or a counterexample modulo p, a definite failure (exit 1), then the nearest
+    construction of the specification's family (diagnosis) and the nearby search."""
+    from verify.cli_common import print_proof
+    from verify.prover.randomized import RandomizedUnsupported, check
+
+    spec, imp = st["spec"], st["imported"]
+    secs = search.split(con, imp.layers)
+    sections = {"prologue": secs["prologue"], "bodies": search.distinct_bodies(secs), "epilogue": secs["epilogue"],
+                "k": secs["k"]}
+    try:
+        res = check(con, sections=sections, seed=a.random_seed)
+    except RandomizedUnsupported as e:
+        raise UsageError(f"{imp.file}: {e}") from None
+    print_proof(res, out)
+    outside = getattr(imp, "not_proved", None) or {}
+    report = {"command": "import", "check": "random", "file": imp.file, "format": imp.format, "dtype": imp.dtype,
+              "spec": spec.name, "spec_reference": spec.reference, "sizes": st["sizes"], "size_sources": st["size_src"],
+              "k": st["k"], "layers": len(imp.layers), "conventions": imp.conventions, "tensors": imp.tensors,
+              "layout": st["layout"], "layout_source": st["layout_src"], "parameters": pinfo,
+              "randomized": res.to_json(), "not_proved": dict(outside)}
+    params = "".join(f", {n} = {pinfo[n].get('described', pinfo[n]['value'])}" for n in pinfo)
+    not_proved = f"; not checked (--blocks-only): {describe_not_proved(outside)}" if outside else ""
+    near = None
+    if res.ok:
+        print(f"verdict: {res.verdict_line()}: the file computes {spec.name} at k = {st['k']}{params} (not a proof: "
+              f"--check exact proves it){not_proved}", file=out)
+        report["verdict"] = {"ok": True, "word": res.verdict}
+    else:
+        from verify.nearest import guarded, import_nearest  # diagnosis of a FAILED file: how far, from what
+
+        f = res.failure
+        near = guarded(lambda: import_nearest(st, values, imp.layers), spec.name)
+        print(f"verdict: FAILED: the file is not {spec.name}; {f.section} differs modulo p (stack layer {f.layer}, "
+              f"region {f.region!r} entry {list(f.entry)}; a definite failure){not_proved}; {near.summary()}",
+              file=out)
+        for line in near.lines():
+            print(f"  {line}", file=out)
+        report["verdict"] = {"ok": False, "word": res.verdict}
+        report["nearest"] = near.to_json()
+    report["verdict"]["distance_markdown"] = _distance_md(a, imp, res.verdict_line(), near)
+    for inf in pinfo.values():
+        inf.pop("_fails_at", None)
+    return {"rc": 0 if res.ok else 1, "report": report, "search": not res.ok and not a.no_search,
             "values": values, "pinfo": pinfo, "psrc": psrc}
 
 
