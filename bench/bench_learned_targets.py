@@ -4,6 +4,7 @@
 
     python bench/bench_learned_targets.py [--sizes 64x16,256x64,512x128] [--timeout 240]
         [--memory-gib 8] [--no-state-pt] [--json bench/results/import_trained/learned_targets.json]
+        [--runs "gd --weights,import"] [--baseline-commit C [--changed a.py,b.py] [--baseline-all]]
 
 Files, for each size N x D (``gd-baseconv``, eta 1/16):
 
@@ -165,9 +166,9 @@ def verdict_of(m: dict) -> str:
 CHANGED = ("constructions/ops.py", "verify/prover/refute.py", "verify/importers/search.py")
 
 
-def trees(folder: Path, commit: str) -> tuple[Path, Path]:
-    """Two copies of the committed tree (``git archive HEAD``): as it is, and with :data:`CHANGED` as at
-    ``commit`` (the baseline); the same interpreter and the same everything else."""
+def trees(folder: Path, commit: str, changed: tuple = CHANGED) -> tuple[Path, Path]:
+    """Two copies of the committed tree (``git archive HEAD``): as it is, and with ``changed`` (default
+    :data:`CHANGED`) as at ``commit`` (the baseline); the same interpreter and the same everything else."""
     out = []
     for name in ("new", "baseline"):
         d = folder / name
@@ -175,11 +176,21 @@ def trees(folder: Path, commit: str) -> tuple[Path, Path]:
         tar = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(d)], input=tar, check=True)
         if name == "baseline":
-            for path in CHANGED:
+            for path in changed:
                 src = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, check=True)
                 (d / path).write_bytes(src.stdout)
         out.append(d)
     return out[0], out[1]
+
+
+def target_met(row: dict, m: dict) -> tuple[str, bool]:
+    """The row's target and whether ``m`` meets it: FAILED (exit 1, or killed at the timeout after its
+    FAILED line), the first verdict line within the target's seconds, the peak RSS within its GiB."""
+    secs, gib = TARGETS[row["size"]]
+    first = m.get("proof_s")
+    met = (m.get("rc") == 1 or verdict_of(m).startswith("stopped: timeout (after FAILED")) and first is not None \
+        and first <= secs and (gib is None or (m.get("rss_mib") or 1e9) <= gib * 1024)
+    return f"FAILED <= {secs:g} s" + (f", <= {gib:g} GiB" if gib else ""), bool(met)
 
 
 def main(argv=None) -> int:
@@ -193,6 +204,13 @@ def main(argv=None) -> int:
                                              "the committed tree and in that tree with " + ", ".join(CHANGED) +
                                              " as at this commit: CPU and wall ratios")
     p.add_argument("--only-baseline", action="store_true", help="with --baseline-commit: only those two runs per row")
+    p.add_argument("--changed", help="with --baseline-commit: the files taken as at that commit, comma-separated "
+                                     "(default " + ",".join(CHANGED) + ")")
+    p.add_argument("--baseline-all", action="store_true",
+                   help="with --baseline-commit: every row (its own command, search included) in both trees, "
+                        "instead of the learned imports with --no-search")
+    p.add_argument("--runs", help="only the rows whose command label starts with one of these, comma-separated "
+                                  "(e.g. 'gd --weights')")
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
@@ -204,34 +222,38 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         rows = files(Path(tmp), sizes, not a.no_state_pt)
         print(f"files written in {time.perf_counter() - t0:.1f} s", flush=True)
-        pair = trees(Path(tmp), a.baseline_commit) if a.baseline_commit else None
+        changed = tuple(x for x in a.changed.split(",") if x) if a.changed else CHANGED
+        pair = trees(Path(tmp), a.baseline_commit, changed) if a.baseline_commit else None
+        if a.runs:
+            rows = [r for r in rows if r["run"].startswith(tuple(x.strip() for x in a.runs.split(",") if x.strip()))]
         for row in rows:
             argv_ = row["argv"] + ["--proof-memory-gib", f"{cap / 2**30 * 0.9:.2f}", "--proof-timeout",
                                    f"{a.timeout:.0f}"]
-            if pair is not None and row["run"].startswith("import") and row["file"].startswith("learned"):
+            if pair is not None and (a.baseline_all or row["run"].startswith("import") and
+                                     row["file"].startswith("learned")):
                 both = {}
+                extra = [] if a.baseline_all else ["--no-search"]
                 for name, tree in zip(("committed tree", f"baseline ({a.baseline_commit})"), pair):
-                    m = measured(argv_ + ["--no-search"], cap, a.timeout, tree)
+                    m = measured(argv_ + extra, cap, a.timeout, tree)
                     both[name] = m
                     size = "x".join(map(str, row["size"]))
-                    r = {"size": size, "file": row["file"], "run": f"{row['run']} --no-search, {name}",
+                    target, met = target_met(row, m) if a.baseline_all else (None, None)
+                    r = {"size": size, "file": row["file"], "run": f"{row['run']}{' '.join([''] + extra)}, {name}",
                          "verdict": verdict_of(m), "proof_line_s": m.get("proof_s"), "verdict_line_s": m.get("verdict_s"),
                          "wall_s": m.get("wall_s"), "cpu_s": m.get("cpu_s"), "peak_rss_mib": m.get("rss_mib"),
-                         "target": None, "met": None, "tail": (m.get("out") or "")[-800:]}
+                         "target": target, "met": met, "tail": (m.get("out") or "")[-800:]}
                     out_rows.append(r)
                     print(json.dumps({k: v for k, v in r.items() if k != "tail"}), flush=True)
                 new_, old_ = both.values()
                 if new_.get("cpu_s") and old_.get("cpu_s"):
                     print(f"{size}: baseline / committed: CPU {old_['cpu_s'] / new_['cpu_s']:.1f}x, wall "
                           f"{old_['wall_s'] / new_['wall_s']:.1f}x", flush=True)
-            if a.only_baseline:
+            if a.only_baseline or a.baseline_all:  # --baseline-all: the committed tree's run above is the row
                 continue
             m = measured(argv_, cap, a.timeout)
             v = verdict_of(m)
-            secs, gib = TARGETS[row["size"]]
+            target, met = target_met(row, m)
             first = m.get("proof_s")
-            met = (m.get("rc") == 1 or v.startswith("stopped: timeout (after FAILED")) and first is not None \
-                and first <= secs and (gib is None or (m.get("rss_mib") or 1e9) <= gib * 1024)
             size = row["size"] if isinstance(row["size"], str) else "x".join(map(str, row["size"]))
             r = {"size": size, "file": row["file"], "run": row["run"], "verdict": v,
                  "proof_line_s": None if first is None else round(first, 2),
@@ -239,7 +261,7 @@ def main(argv=None) -> int:
                  "wall_s": None if m.get("wall_s") is None else round(m["wall_s"], 2),
                  "cpu_s": None if m.get("cpu_s") is None else round(m["cpu_s"], 2),
                  "peak_rss_mib": None if m.get("rss_mib") is None else round(m["rss_mib"], 1),
-                 "target": f"FAILED <= {secs:g} s" + (f", <= {gib:g} GiB" if gib else ""), "met": bool(met),
+                 "target": target, "met": met,
                  "command": "python -m verify.construct " + " ".join(row["argv"]),
                  "tail": (m.get("out") or "")[-800:]}
             out_rows.append(r)
