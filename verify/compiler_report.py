@@ -223,7 +223,7 @@ def run(mode: str, log=lambda s: None) -> dict:
     warm_up()
     return {"mode": mode, "sizes": {k: [str(a) for a in v] for k, v in SIZES[mode].items()},
             "cells": builder_cells(mode, log), "gd": gd_rows(mode, log), "trace_example": trace_example(),
-            "budget": budget_example()}
+            "budget": budget_example(mode)}
 
 
 #: the circuit of the trace section (small in both modes: its tables are printed whole); its PNG
@@ -253,16 +253,24 @@ def trace_example() -> dict:
 
 #: the circuit of the channel-budget section: its layers/channels frontier (constructions/compiler/budget.py)
 BUDGET_EXAMPLE = ("gd_step", (20, 5, Fraction(1, 16)))
+#: ``--quick``'s circuit of the budget, level-parallel and causal examples (the same sections, a smaller GD step:
+#: the default's causal frontier alone takes over a minute of CPU)
+QUICK_EXAMPLE = ("gd_step", (6, 2, Fraction(1, 16)))
 
 
-def budget_example() -> dict:
-    """The GD step's frontier on both sequence targets, the minimum budget and the stated bound."""
+def budget_example(mode: str = "default") -> dict:
+    """The GD step's frontier on both sequence targets, the minimum budget and the stated bound
+    (``mode`` "quick": :data:`QUICK_EXAMPLE` in every example of the section)."""
     import circuits as C
     from constructions.compiler.budget_search import minimum_width, pareto
 
-    builder, args = BUDGET_EXAMPLE
+    builder, args = BUDGET_EXAMPLE if mode != "quick" else QUICK_EXAMPLE
     g = build_circuit(builder, args)
-    out = {"call": call_text(builder, args), "targets": {}}
+    pl = C.placement(g)
+    places = list(pl.inputs.values()) + list(pl.outputs.values())
+    # the placed grid's channels and the step's d (the text's q = C - grid channels, 2 ceil(d / q) + 1 layers)
+    out = {"call": call_text(builder, args), "targets": {}, "grid_channels": 1 + max(c for _, c in places),
+           "d": int(args[1])}
     for target in accepting("channels"):
         causal = TARGETS[target].causal
         try:
@@ -278,8 +286,8 @@ def budget_example() -> dict:
         out["targets"][target] = {"minimum": least,
                                   "bound_at_minimum": f"{bd['layers']} ({bd.get('scheme', 'levelled')}; {bd['choice']})",
                                   "frontier": pareto(g, target)}
-    out["level_example"] = level_example()
-    out["causal_example"] = causal_example()
+    out["level_example"] = level_example(mode)
+    out["causal_example"] = causal_example(mode)
     return out
 
 
@@ -287,7 +295,7 @@ def budget_example() -> dict:
 CAUSAL_EXAMPLES = (("gd_step", (12, 4, Fraction(1, 16))), ("gd_step", (20, 5, Fraction(1, 16))))
 
 
-def causal_example() -> list:
+def causal_example(mode: str = "default") -> list:
     """Each of ``CAUSAL_EXAMPLES`` on ``baseconv-causal``: layers, state, verdict, and the hand causal
     construction's state (constructions/gd_baseconv.py)."""
     from constructions.compiler import compile_circuit
@@ -296,7 +304,7 @@ def causal_example() -> list:
     from verify.prover.proof import prove
 
     out = []
-    for builder, args in CAUSAL_EXAMPLES:
+    for builder, args in (CAUSAL_EXAMPLES if mode != "quick" else (QUICK_EXAMPLE,)):
         con = compile_circuit(build_circuit(builder, args), target="baseconv-causal")
         cm = con.info["compiled"]
         out.append({"call": call_text(builder, args), "layers": cm["layers"], "tokens": cm["tokens"],
@@ -309,13 +317,13 @@ def causal_example() -> list:
 LEVEL_EXAMPLE = ("gd_step", (20, 5, Fraction(1, 16)))
 
 
-def level_example() -> dict:
+def level_example(mode: str = "default") -> dict:
     """``LEVEL_EXAMPLE`` at its least ``baseconv`` budget: the level-parallel compile's layers and
     tokens, its stated bound, and the one-product-at-a-time scheme's stated bound at that budget."""
     import circuits as C
     from constructions.compiler.budget import compile_budget, layer_bound, minimum_channels, one_at_a_time_layers
 
-    builder, args = LEVEL_EXAMPLE
+    builder, args = LEVEL_EXAMPLE if mode != "quick" else QUICK_EXAMPLE
     g = C.validate(build_circuit(builder, args))
     least = minimum_channels(g, False)
     cm = compile_budget(g, "gd", False, least).info["compiled"]
