@@ -76,6 +76,78 @@ def _exact(a) -> np.ndarray:
     return out
 
 
+_PLAIN = (Fraction, int, float)
+
+
+def _array(a) -> np.ndarray:
+    """A weight array as numpy (floats kept as floats, exact scalars as objects, any other rational
+    scalar (sympy's, gmpy2's) as a Fraction; sparse densified)."""
+    a = dense(a) if is_sparse(a) else np.asarray(a)
+    if a.dtype == object and not all(type(v) in _PLAIN for v in a.flat):
+        a = _exact(a)
+    return a
+
+
+def _as_fraction(v) -> Fraction:
+    return v if isinstance(v, Fraction) else Fraction(v)
+
+
+def _exact_max(approx: np.ndarray, err: np.ndarray, exact) -> tuple[Fraction, int]:
+    """The largest of the exact values ``exact(i)`` over the flat indices of ``approx`` (floats within
+    ``err`` of them): only the candidates the floats cannot rule out are evaluated exactly."""
+    floor = np.max(approx - err)
+    cand = np.flatnonzero(approx + err >= floor)
+    best, at = None, -1
+    for i in cand:
+        v = exact(int(i))
+        if best is None or v > best:
+            best, at = v, int(i)
+    return best, at
+
+
+def _array_distance(i: int, name: str, want, got) -> ArrayDistance | None:
+    """One array's distance, or None where every entry is equal.  Exact: equality, zeros and the two
+    maxima are decided in exact arithmetic (a float against a Fraction compares exactly); floats only
+    pick the candidates for each maximum, with a bound on their rounding, and every candidate that bound
+    cannot rule out is evaluated exactly."""
+    flat_w, flat_g = want.reshape(-1), got.reshape(-1)
+    both_float = flat_w.dtype.kind == "f" and flat_g.dtype.kind == "f"
+    ow = flat_w if both_float else flat_w.astype(object)
+    og = flat_g if both_float else flat_g.astype(object)
+    neq = np.asarray(og != ow, dtype=bool)
+    if not neq.any():
+        return None
+    try:
+        wf, gf = np.asarray(flat_w, dtype=np.float64), np.asarray(flat_g, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):  # entries no float holds: every entry exactly
+        wf = gf = None
+    if wf is None or not (np.isfinite(wf).all() and np.isfinite(gf).all()):
+        W, G = _exact(flat_w), _exact(flat_g)
+        diff = [abs(g - w) for g, w in zip(G, W)]
+        at = max(range(len(diff)), key=lambda j: diff[j])
+        rel = max(d / max(abs(w), Fraction(1)) for d, w in zip(diff, W))
+        spurious = int(sum(1 for w, g in zip(W, G) if w == 0 and g != 0))
+        return ArrayDistance(i, name, diff[at], tuple(int(t) for t in np.unravel_index(at, want.shape)), rel,
+                             spurious)
+    eps, tiny = np.finfo(np.float64).eps, np.finfo(np.float64).tiny
+    # each float is within eps/2 relative of its entry (converted), the difference rounds once more
+    d = np.where(neq, np.abs(gf - wf), 0.0)
+    err = 4 * eps * np.maximum(np.abs(gf), np.abs(wf)) + 4 * tiny
+    err = np.where(neq, err, 0.0)
+    scale = np.maximum(np.abs(wf), 1.0)
+    rel_f, rel_err = d / scale, err / scale + 4 * eps * (d / scale)
+
+    def diff_at(j):
+        return abs(_as_fraction(flat_g[j]) - _as_fraction(flat_w[j]))
+
+    max_abs, at = _exact_max(d, err, diff_at)
+    max_rel, _ = _exact_max(rel_f, rel_err, lambda j: diff_at(j) / max(abs(_as_fraction(flat_w[j])), Fraction(1)))
+    zero = np.asarray(ow == 0, dtype=bool)
+    spurious = int(np.count_nonzero(zero & neq))
+    return ArrayDistance(i, name, max_abs, tuple(int(t) for t in np.unravel_index(at, want.shape)), max_rel,
+                         spurious)
+
+
 def weight_distance(reference, layers) -> WeightDistance:
     """The distance of ``layers`` from ``reference`` (two stacks of the same layer kinds and shapes, as
     a weight file checked against its construction is), array by array."""
@@ -85,15 +157,10 @@ def weight_distance(reference, layers) -> WeightDistance:
         for name in ra:
             if name not in la:
                 continue
-            want, got = _exact(ra[name]), _exact(la[name])
-            if want.shape != got.shape:
+            want, got = _array(ra[name]), _array(la[name])
+            if want.shape != got.shape or not want.size:
                 continue
-            diff = np.vectorize(lambda x, y: abs(x - y), otypes=[object])(got, want) if want.size else want
-            if not want.size or not any(d != 0 for d in diff.flat):
-                continue
-            flat = int(np.argmax([d for d in diff.flat]))
-            idx = tuple(int(t) for t in np.unravel_index(flat, want.shape))
-            rel = max(d / max(abs(w), Fraction(1)) for d, w in zip(diff.flat, want.flat))
-            spurious = sum(1 for w, g in zip(want.flat, got.flat) if w == 0 and g != 0)
-            out.arrays.append(ArrayDistance(i, name, diff[idx], idx, rel, spurious))
+            a = _array_distance(i, name, want, got)
+            if a is not None:
+                out.arrays.append(a)
     return out

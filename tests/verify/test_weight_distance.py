@@ -63,3 +63,39 @@ def test_gd_weights_says_the_distance_of_a_failed_file(tmp_path):
     rep = json.loads((tmp_path / "r.json").read_text())["weights"]["distance"]
     assert rep["arrays"][0]["layer"] == i and rep["arrays"][0]["index"] == list(idx)
     assert Fraction(rep["arrays"][0]["max_abs_exact"]) == abs(Fraction(a[idx]))
+
+
+def _reference_distance(want, got):
+    """The definition, every entry in Fractions: (max_abs, first index of it, max_rel, spurious)."""
+    W = [Fraction(x) for x in np.asarray(want, dtype=object).flat]
+    G = [Fraction(x) for x in np.asarray(got, dtype=object).flat]
+    diff = [abs(g - w) for g, w in zip(G, W)]
+    at = max(range(len(diff)), key=lambda j: (diff[j], -j))
+    rel = max(d / max(abs(w), Fraction(1)) for d, w in zip(diff, W))
+    return diff[at], at, rel, sum(1 for w, g in zip(W, G) if w == 0 and g != 0)
+
+
+_ENTRY = st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=64, min_value=-1e300, max_value=1e300),
+                   st.sampled_from([0.0, -0.0, 5e-324, 1.0, 1 + 2**-52, 1 - 2**-53, 2.0**-1074 * 3]),
+                   st.fractions(max_denominator=10**6, min_value=-10**6, max_value=10**6),
+                   st.integers(-2**70, 2**70))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_ENTRY, _ENTRY), min_size=1, max_size=12), st.booleans())
+def test_the_float_candidates_give_the_exact_maxima_of_the_definition(pairs, as_floats):
+    """The float-guided path (floats pick candidates within their rounding bound, each decided exactly)
+    equals the definition in Fractions on any entries: floats near each other, subnormals, big integers,
+    Fractions no float holds, near-ties."""
+    from verify.weight_distance import _array_distance
+
+    want = np.array([w for w, _ in pairs], dtype=object)
+    got = np.array([g for _, g in pairs], dtype=object)
+    if as_floats:  # both float64 arrays (a learned file against a float construction)
+        want, got = np.array([float(x) for x in want]), np.array([float(x) for x in got])
+    ref = _reference_distance(want, got)
+    a = _array_distance(0, "w", want, got)
+    if ref[0] == 0:
+        assert a is None
+        return
+    assert (a.max_abs, a.index, a.max_rel, a.spurious) == (ref[0], (ref[1],), ref[2], ref[3])
