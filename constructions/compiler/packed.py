@@ -46,6 +46,7 @@ from .info import CompileInfo
 from .linearise import CONST, linearise, needed
 from .place import grid_channels
 from .routing import CompileError, LayerSpec, route, shift
+from .sequence import conv_side
 
 JUNK = "junk"
 #: a layer stops taking products after this many inner channels in a row did not fit
@@ -115,29 +116,7 @@ class _Packer:
         return toks.pop() if len(toks) == 1 else None
 
     def _conv(self, form, t):
-        atoms = {a: v for a, v in form.items() if a != CONST}
-        slots = {a: self.slot[a] for a in atoms}
-        if all(s[0] == t for s in slots.values()):
-            return ("mix", tuple(sorted((slots[a][1], v) for a, v in atoms.items()))), {0: Fraction(1)}
-        chans = {s[1] for s in slots.values()}
-        if len(chans) != 1:
-            return None
-        c = chans.pop()
-        want = {slots[a][0]: v for a, v in atoms.items()}
-        taps = {}
-        for (t2, c2) in self.occ:
-            if c2 != c:
-                continue
-            s = shift(t, t2, self.T, self.causal)
-            v = want.get(t2, Fraction(0))
-            if s is None:
-                if v != 0:
-                    return None
-                continue
-            if taps.get(s, v) != v:
-                return None
-            taps[s] = v
-        return ("chan", c), taps
+        return conv_side(form, t, self.slot, self.occ, self.T, self.causal)
 
     def _read(self, p):
         """(token, gate, conv key, taps, gate const, conv const) of product ``p``, or None."""

@@ -87,12 +87,19 @@ def _token_of(form: dict, st: SeqState):
 
 
 def _conv_side(form: dict, t: int, st: SeqState, causal: bool):
-    """How the conv side reads ``form`` at token ``t``: ``(key, taps)`` or None.
+    """How the conv side reads ``form`` at token ``t`` in ``st``: :func:`conv_side`."""
+    return conv_side(form, t, st.slot_of, st.occupied, st.T, causal)
+
+
+def conv_side(form: dict, t: int, slot_of: dict, occupied, T: int, causal: bool):
+    """How the conv side reads ``form`` at token ``t``: ``(key, taps)`` or None (``slot_of``: atom ->
+    (t, c); ``occupied``: the occupied slots (t, c), iterated in order; ``T`` tokens).
     key ``("mix", channels)``: every atom at ``t`` (filter = identity);
     key ``("chan", c)``: every atom in channel ``c``, moved by the taps (all occupied slots of
-    ``c`` get a tap, zero where the form does not read them)."""
+    ``c`` get a tap, zero where the form does not read them); None where two slots would need
+    different coefficients on one tap."""
     atoms = {a: v for a, v in form.items() if a != CONST}
-    slots = {a: st.slot_of[a] for a in atoms}
+    slots = {a: slot_of[a] for a in atoms}
     if all(s[0] == t for s in slots.values()):
         return ("mix", tuple(sorted((slots[a][1], v) for a, v in atoms.items()))), {0: Fraction(1)}
     chans = {s[1] for s in slots.values()}
@@ -101,15 +108,17 @@ def _conv_side(form: dict, t: int, st: SeqState, causal: bool):
     c = chans.pop()
     want = {slots[a][0]: v for a, v in atoms.items()}
     taps = {}
-    for (t2, c2), a in st.occupied.items():
+    for (t2, c2) in occupied:
         if c2 != c:
             continue
-        s = shift(t, t2, st.T, causal)
+        s = shift(t, t2, T, causal)
         coef = want.get(t2, Fraction(0))
         if s is None:
             if coef != 0:
                 return None
             continue
+        if taps.get(s, coef) != coef:
+            return None
         taps[s] = coef
     return ("chan", c), taps
 
