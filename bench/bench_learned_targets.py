@@ -73,10 +73,11 @@ def files(folder: Path, sizes, state_pt: bool) -> list[dict]:
     rows = []
     for n, d in sizes:
         t = tampered_file(n, d, folder)
+        big = ["--allow-large"] if n * d > 1024 else []  # import's n x d limit of a gd specification
         rows.append({"size": (n, d), "file": "tampered", "run": "gd --weights", "argv": ["gd", "--weights", str(t),
                                                                                           *gd_flags]})
         rows.append({"size": (n, d), "file": "tampered", "run": "import", "argv": ["import", str(t), "--from",
-                                                                                    "polyverify"]})
+                                                                                    "polyverify", *big]})
         con = entries()["gd-baseconv"].build(n=n, d=d)
         pv, pls = tampered_file(n, d, folder, k=2, finetuned=True), folder / f"learned-{n}x{d}.pt"
         E.export(pls, trained_module(con, 2, "precision-ls", steps=3), "precision-ls")
@@ -84,7 +85,7 @@ def files(folder: Path, sizes, state_pt: bool) -> list[dict]:
                      "argv": ["gd", "--weights", str(pv), *gd_flags]})
         rows.append({"size": (n, d), "file": "learned (3 Adam steps)", "run": "import --from precision-ls",
                      "argv": ["import", str(pls), "--from", "precision-ls", "--spec", "gd-baseconv", "--set", f"n={n}",
-                              "--set", f"d={d}", "--layout", str(lay)]})
+                              "--set", f"d={d}", "--layout", str(lay), *big]})
     if state_pt:
         p = folder / "state.pt"
         trained_state_pt(p, steps=3)
