@@ -194,19 +194,18 @@ def exact_tensor(t: np.ndarray, name: str, path) -> np.ndarray:
     if kind == "b":
         raise WeightFileError(f"{path}: tensor {name} has dtype bool, which is not a weight (a mask or flag; "
                               f"integer and float tensors only)")
-    a = np.empty(t.shape, dtype=object)
+    a = np.empty(t.size, dtype=object)
     if kind in "iu":
-        for idx, val in np.ndenumerate(t):
-            a[idx] = int(val)
-        return a
+        a[:] = t.ravel().tolist()  # Python ints, exactly
+        return a.reshape(t.shape)
     if kind != "f":
         raise WeightFileError(f"{path}: tensor {name} has dtype {t.dtype}, which cannot be read exactly "
                               f"(integer and float tensors only)")
     if not np.isfinite(t).all():
         raise WeightFileError(f"{path}: tensor {name} holds non-finite values")
-    for idx, val in np.ndenumerate(t):
-        a[idx] = Fraction(float(val)) if val != 0 else 0  # float16/32/64 are exact in Python floats
-    return a
+    # float16/32/64 widen to float64 exactly; each value is the binary fraction it is (zero: the int 0)
+    a[:] = [Fraction(x) if x else 0 for x in t.astype(np.float64).ravel().tolist()]
+    return a.reshape(t.shape)
 
 
 def load(path: str | Path, spec: Construction | None = None, k: int | None = None, *,

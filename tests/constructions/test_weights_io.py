@@ -215,3 +215,27 @@ def test_same_layer_detects_differences():
     assert not same_layer(a, b)
     assert not same_layer(a, gd_baseconv(2, 1).body[1])
     assert not same_layer(gd_lsa(2, 1).body[0], gd_elsa(2, 1).body[0])
+
+
+def test_exact_tensor_is_each_entry_as_the_binary_fraction_it_is():
+    """The vectorised reading equals the definition entry by entry: a float (any width) is the exact
+    binary fraction it is, zero (either sign) the int 0, an integer the Python int; shapes kept."""
+    from hypothesis import given, settings, strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    from constructions.weights_io import exact_tensor
+
+    dtypes = st.sampled_from([np.float16, np.float32, np.float64, np.int8, np.int64, np.uint64])
+
+    @settings(max_examples=60, deadline=None)
+    @given(dtypes.flatmap(lambda dt: hnp.arrays(dt, hnp.array_shapes(min_dims=0, max_dims=3, max_side=4),
+                                                elements={"allow_nan": False, "allow_infinity": False}
+                                                if np.dtype(dt).kind == "f" else None)))
+    def check(t):
+        got = exact_tensor(t, "t", "f")
+        assert got.shape == t.shape and got.dtype == object
+        for idx, v in np.ndenumerate(t):
+            want = (Fraction(float(v)) if v != 0 else 0) if t.dtype.kind == "f" else int(v)
+            assert got[idx] == want and type(got[idx]) is type(want), (idx, v, got[idx])
+
+    check()
