@@ -61,8 +61,9 @@ LOCATED_ONLY = "only layer"  # a section of one layer: nothing to locate
 def _describe_ce(ce: Counterexample | None, got: str = "layers give", want: str = "specification") -> str:
     if not ce:
         return ""
-    a = ", ".join(f"{k}={v}" for k, v in ce.assignment.items()) or "all variables 0"
-    return f"{a} (others 0): {got} {ce.got}, {want} {ce.expected}"
+    a = ", ".join(f"{k}={v}" for k, v in ce.assignment.items())
+    a = f"{a} (others 0)" if a else "every variable 0"
+    return f"{a}: {got} {ce.got}, {want} {ce.expected}"
 
 
 @dataclass

@@ -51,8 +51,9 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         ce = r["counterexample"]
         if ce:
-            asg = ", ".join(f"{k}={v}" for k, v in ce["assignment"].items()) or "all variables 0"
-            cell = f"{asg} (others 0): {ce['left']} vs {ce['right']}"
+            asg = ", ".join(f"{k}={v}" for k, v in ce["assignment"].items())
+            asg = f"{asg} (others 0)" if asg else "every variable 0"
+            cell = f"{asg}: {ce['left']} vs {ce['right']}"
         else:
             cell = "(none: as-printed form was not rejected)"
         ok = r["as_printed_rejected"] and r["corrected_proved"]
