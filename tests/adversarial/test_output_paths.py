@@ -75,6 +75,16 @@ def _run(module: str, argv: list[str], capsys):
     return rc, out.out, out.err
 
 
+def release_reader(fifo) -> None:
+    """End a reader thread's wait on ``fifo`` (a command that never opened it): open and close its write
+    end without blocking.  A blocking open hung forever when the reader finished between the caller's
+    ``is_alive()`` and the open (no reader left); here that is ENXIO, and nothing is left to release."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # ENXIO: no reader any more (it read what the command wrote, to its end)
+        pass
+
+
 @pytest.mark.parametrize("name,module,argv,flag,fname", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_a_fifo_is_written_through(tmp_path, capsys, name, module, argv, flag, fname):
     fifo = tmp_path / fname
@@ -91,8 +101,7 @@ def test_a_fifo_is_written_through(tmp_path, capsys, name, module, argv, flag, f
         rc, _, err = _run(module, [*_argv(tmp_path, argv), flag, str(fifo)], capsys)
     finally:
         if reader.is_alive():  # the command never wrote: let the reader go
-            with open(fifo, "wb"):
-                pass
+            release_reader(fifo)
         reader.join(10)
     assert rc == 0, err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced"
@@ -328,11 +337,8 @@ def test_a_plot_into_a_fifo_needs_no_png_suffix(tmp_path, capsys):
     reader.start()
     rc, _, err = _run("verify.construct", ["circuit", "--graph", _graph(tmp_path), "--float-trials", "4",
                                            "--plot", str(fifo)], capsys)
-    if reader.is_alive():  # a command that wrote nothing: end the reader's wait (a non-blocking open, so
-        try:                # that a reader which finished in between cannot leave this open waiting)
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:  # ENXIO: no reader any more (it read the plot to its end)
-            pass
+    if reader.is_alive():  # a command that wrote nothing: end the reader's wait
+        release_reader(fifo)
     reader.join(10)
     assert rc == 0, err
     assert got and got[0].startswith(b"\x89PNG")
