@@ -5,6 +5,7 @@
     python bench/bench_learned_targets.py [--sizes 64x16,256x64,512x128] [--timeout 240]
         [--memory-gib 8] [--no-state-pt] [--json bench/results/import_trained/learned_targets.json]
         [--runs "gd --weights,import"] [--baseline-commit C [--changed a.py,b.py] [--baseline-all]]
+        [--cache /tmp/polyverify-bench-learned-targets | --no-cache]
 
 Files, for each size N x D (``gd-baseconv``, eta 1/16):
 
@@ -22,6 +23,13 @@ Files, for each size N x D (``gd-baseconv``, eta 1/16):
   too large", so the learned file for ``gd --weights`` is made this way);
 * **state.pt**: precision-ls's ``state.pt`` after 3 AdamW steps (``trained_state_pt``); ``import state.pt
   --from precision-ls --spec prefix-coupled --config causal=true --blocks-only``.
+
+Only the selected rows' files are made, each just before its command, and kept under ``--cache`` (default
+``/tmp/polyverify-bench-learned-targets``), one subfolder per size named with a hash of the generators'
+sources (``GENERATORS``): a rerun, or another run sharing the folder (an exclusive lock per subfolder),
+reuses them.  Writing the learned file takes minutes at 256x64 and more at 512x128.  A change to a
+construction or an exporter is not in the hash: ``--no-cache`` writes the files afresh into a temporary
+folder.  The JSON records the cache folder.
 
 Each command runs in a fresh interpreter (``--one``: that process's only child, so ``RUSAGE_CHILDREN`` is
 the command's own) under an address-space cap (``--memory-gib``) and ``--timeout`` seconds (then killed:
@@ -57,41 +65,116 @@ def _cap(gib: float) -> int:
     return want if hard == resource.RLIM_INFINITY else min(want, hard)
 
 
-def files(folder: Path, sizes, state_pt: bool) -> list[dict]:
-    """The rows: size, file kind, command label, argv (after ``python -m verify.construct``)."""
+#: the generated files are cached under this folder by default (``--cache``), one subfolder per size and
+#: generator version: a rerun (or another session's run of ``--runs 'gd --weights'``) reuses them
+CACHE = Path("/tmp/polyverify-bench-learned-targets")
+#: the sources whose content decides the generated files: the cache subfolder's name carries their hash, so
+#: a change to any of them writes fresh files (a change elsewhere, e.g. to a construction or an exporter,
+#: needs ``--no-cache`` or the cache folder removed)
+GENERATORS = ("bench/bench_refute.py", "tests/verify/trained_files.py", "bench/bench_learned_targets.py")
+
+
+def cache_key() -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in GENERATORS:
+        h.update(path.encode() + b"\0" + (ROOT / path).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cached(folder: Path, name: str, make) -> Path:
+    """``folder/name``, written by ``make(tmp_folder) -> path`` unless it is already there.  Written into a
+    fresh folder beside it and renamed into place (``os.replace``), under an exclusive ``flock`` on
+    ``folder/.lock``: two bench runs sharing the cache make each file once and never read a partial one."""
+    import fcntl
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / name
+    with open(folder / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out.exists():
+            print(f"  reusing {out}", flush=True)
+            return out
+        t0 = time.perf_counter()
+        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
+        try:
+            made = Path(make(tmp))
+            os.replace(made, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"  wrote {out} in {time.perf_counter() - t0:.1f} s", flush=True)
+        return out
+
+
+def files(folder: Path, sizes, state_pt: bool, cache: Path | None = None) -> list[dict]:
+    """The rows: size, file kind, command label, and ``make()`` -> argv (after ``python -m
+    verify.construct``), which writes the row's file on first use (only the selected rows' files are made).
+    ``cache``: the folder the files are kept in between runs (``cached``), one subfolder per size; None:
+    ``folder`` (a temporary folder, written afresh)."""
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_refute import tampered_file
 
-    from constructions.catalogue import entries
     from tests.verify.trained_files import IDENTITY, trained_module, trained_state_pt
-    from verify import export as E
 
     lay = folder / "identity.json"
     lay.write_text(json.dumps(IDENTITY))
     gd_flags = ["--allow-large", "--quiet", "--batch", "2", "--dtype", "float64"]
+    key = cache_key() if cache is not None else None
+
+    def where(size: str) -> Path:
+        return folder if cache is None else cache / f"{size}-{key}"
+
+    def keep(size: str, name: str, make) -> Path:
+        if cache is None:
+            return Path(make(folder))
+        return cached(where(size), name, make)
+
+    def learned(n, d, tmp):
+        from constructions.catalogue import entries
+        from verify import export as E
+
+        con = entries()["gd-baseconv"].build(n=n, d=d)
+        path = tmp / f"learned-{n}x{d}.pt"
+        E.export(path, trained_module(con, 2, "precision-ls", steps=3), "precision-ls")
+        return path
+
+    def state(tmp):
+        path = tmp / "state.pt"
+        trained_state_pt(path, steps=3)
+        return path
+
     rows = []
     for n, d in sizes:
-        t = tampered_file(n, d, folder)
+        size = f"{n}x{d}"
         big = ["--allow-large"] if n * d > 1024 else []  # import's n x d limit of a gd specification
-        rows.append({"size": (n, d), "file": "tampered", "run": "gd --weights", "argv": ["gd", "--weights", str(t),
-                                                                                          *gd_flags]})
-        rows.append({"size": (n, d), "file": "tampered", "run": "import", "argv": ["import", str(t), "--from",
-                                                                                    "polyverify", *big]})
-        con = entries()["gd-baseconv"].build(n=n, d=d)
-        pv, pls = tampered_file(n, d, folder, k=2, finetuned=True), folder / f"learned-{n}x{d}.pt"
-        E.export(pls, trained_module(con, 2, "precision-ls", steps=3), "precision-ls")
+
+        def tampered(n=n, d=d, size=size):
+            return keep(size, f"gd-baseconv-{n}x{d}-k1.safetensors", lambda tmp: tampered_file(n, d, tmp))
+
+        def finetuned(n=n, d=d, size=size):
+            return keep(size, f"gd-baseconv-{n}x{d}-k2-finetuned.safetensors",
+                        lambda tmp: tampered_file(n, d, tmp, k=2, finetuned=True))
+
+        def trained(n=n, d=d, size=size):
+            return keep(size, f"learned-{n}x{d}.pt", lambda tmp: learned(n, d, tmp))
+
+        rows.append({"size": (n, d), "file": "tampered", "run": "gd --weights",
+                     "make": lambda t=tampered: ["gd", "--weights", str(t()), *gd_flags]})
+        rows.append({"size": (n, d), "file": "tampered", "run": "import",
+                     "make": lambda t=tampered, big=big: ["import", str(t()), "--from", "polyverify", *big]})
         rows.append({"size": (n, d), "file": "fine-tuned (every entry + N(0, 1e-3))", "run": "gd --weights",
-                     "argv": ["gd", "--weights", str(pv), *gd_flags]})
+                     "make": lambda f=finetuned: ["gd", "--weights", str(f()), *gd_flags]})
         rows.append({"size": (n, d), "file": "learned (3 Adam steps)", "run": "import --from precision-ls",
-                     "argv": ["import", str(pls), "--from", "precision-ls", "--spec", "gd-baseconv", "--set", f"n={n}",
-                              "--set", f"d={d}", "--layout", str(lay), *big]})
+                     "make": lambda f=trained, n=n, d=d, big=big: [
+                         "import", str(f()), "--from", "precision-ls", "--spec", "gd-baseconv", "--set", f"n={n}",
+                         "--set", f"d={d}", "--layout", str(lay), *big]})
     if state_pt:
-        p = folder / "state.pt"
-        trained_state_pt(p, steps=3)
         rows.append({"size": "state.pt", "file": "precision-ls state.pt (3 AdamW steps)", "run": "import",
-                     "argv": ["import", str(p), "--from", "precision-ls", "--spec", "prefix-coupled", "--config",
-                              "causal=true", "--blocks-only"]})
+                     "make": lambda: ["import", str(keep("state.pt", "state.pt", state)), "--from", "precision-ls",
+                                      "--spec", "prefix-coupled", "--config", "causal=true", "--blocks-only"]})
     return rows
 
 
@@ -184,9 +267,12 @@ def trees(folder: Path, commit: str, changed: tuple = CHANGED) -> tuple[Path, Pa
     return out[0], out[1]
 
 
-def target_met(row: dict, m: dict) -> tuple[str, bool]:
+def target_met(row: dict, m: dict) -> tuple[str | None, bool | None]:
     """The row's target and whether ``m`` meets it: FAILED (exit 1, or killed at the timeout after its
-    FAILED line), the first verdict line within the target's seconds, the peak RSS within its GiB."""
+    FAILED line), the first verdict line within the target's seconds, the peak RSS within its GiB.  A size
+    the issue sets no target for (a smoke run's): ``(None, None)``."""
+    if row["size"] not in TARGETS:
+        return None, None
     secs, gib = TARGETS[row["size"]]
     first = m.get("proof_s")
     met = (m.get("rc") == 1 or verdict_of(m).startswith("stopped: timeout (after FAILED")) and first is not None \
@@ -212,6 +298,10 @@ def main(argv=None) -> int:
                         "instead of the learned imports with --no-search")
     p.add_argument("--runs", help="only the rows whose command label starts with one of these, comma-separated "
                                   "(e.g. 'gd --weights')")
+    p.add_argument("--cache", default=str(CACHE),
+                   help=f"folder the generated files are kept in, one subfolder per size and generator version, so "
+                        f"a rerun reuses them (writing the 512x128 learned file takes minutes; default {CACHE})")
+    p.add_argument("--no-cache", action="store_true", help="write the files afresh into a temporary folder")
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
@@ -220,14 +310,14 @@ def main(argv=None) -> int:
     cap = _cap(a.memory_gib)
     out_rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        rows = files(Path(tmp), sizes, not a.no_state_pt)
-        print(f"files written in {time.perf_counter() - t0:.1f} s", flush=True)
+        cache = None if a.no_cache else Path(a.cache)
+        rows = files(Path(tmp), sizes, not a.no_state_pt, cache)
         changed = tuple(x for x in a.changed.split(",") if x) if a.changed else CHANGED
         pair = trees(Path(tmp), a.baseline_commit, changed) if a.baseline_commit else None
         if a.runs:
             rows = [r for r in rows if r["run"].startswith(tuple(x.strip() for x in a.runs.split(",") if x.strip()))]
-        for row in rows:
+        for row in rows:  # each row's file made (or found in the cache) just before its command
+            row["argv"] = row.pop("make")()
             argv_ = row["argv"] + ["--proof-memory-gib", f"{cap / 2**30 * 0.9:.2f}", "--proof-timeout",
                                    f"{a.timeout:.0f}"]
             if pair is not None and (a.baseline_all or row["run"].startswith("import") and
@@ -279,6 +369,7 @@ def main(argv=None) -> int:
 
     atomic_write_text(out, json.dumps({"command": "python bench/bench_learned_targets.py " + " ".join(
         sys.argv[1:] if argv is None else argv), "memory_cap_gib": cap / 2**30, "timeout_s": a.timeout,
+        "files_cache": None if a.no_cache else a.cache,
         "cores": os.cpu_count(), "rows": out_rows}, indent=1), "--json")
     print(f"wrote {out}")
     return 0
