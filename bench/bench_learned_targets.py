@@ -26,7 +26,7 @@ Files, for each size N x D (``gd-baseconv``, eta 1/16):
 
 Only the selected rows' files are made, each just before its command, and kept under ``--cache`` (default
 ``/tmp/polyverify-bench-learned-targets``), one subfolder per size named with a hash of the generators'
-sources (``GENERATORS``): a rerun, or another run sharing the folder (an exclusive lock per subfolder),
+sources (``GENERATORS``: the generating functions and ``tests/verify/trained_files.py``): a rerun, or another run sharing the folder (an exclusive lock per subfolder),
 reuses them.  Writing the learned file takes minutes at 256x64 and more at 512x128.  A change to a
 construction or an exporter is not in the hash: ``--no-cache`` writes the files afresh into a temporary
 folder.  The JSON records the cache folder.
@@ -68,18 +68,23 @@ def _cap(gib: float) -> int:
 #: the generated files are cached under this folder by default (``--cache``), one subfolder per size and
 #: generator version: a rerun (or another session's run of ``--runs 'gd --weights'``) reuses them
 CACHE = Path("/tmp/polyverify-bench-learned-targets")
-#: the sources whose content decides the generated files: the cache subfolder's name carries their hash, so
-#: a change to any of them writes fresh files (a change elsewhere, e.g. to a construction or an exporter,
-#: needs ``--no-cache`` or the cache folder removed)
-GENERATORS = ("bench/bench_refute.py", "tests/verify/trained_files.py", "bench/bench_learned_targets.py")
+#: what decides the generated files: the cache subfolder's name carries a hash of ``tests/verify/trained_files.py``
+#: and the source of :func:`files` and ``bench_refute.tampered_file``, so a change to any of them writes fresh
+#: files (a change elsewhere, e.g. to a construction or an exporter, needs ``--no-cache`` or the cache folder
+#: removed)
+GENERATORS = ("tests/verify/trained_files.py", "files", "bench_refute.tampered_file")
 
 
 def cache_key() -> str:
     import hashlib
+    import inspect
 
-    h = hashlib.sha256()
-    for path in GENERATORS:
-        h.update(path.encode() + b"\0" + (ROOT / path).read_bytes())
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_refute import tampered_file
+
+    h = hashlib.sha256((ROOT / GENERATORS[0]).read_bytes())
+    for f in (files, tampered_file):
+        h.update(b"\0" + inspect.getsource(f).encode())
     return h.hexdigest()[:12]
 
 
