@@ -32,8 +32,9 @@ icl-gd         token-form LSA (seed 004           haiku ``{model}/multi_head_att
 =============  =================================  =====================================================
 
 What a format cannot hold is refused before any work with one line naming it
-(:class:`ExportError`): a position-dependent bias matrix (the peers' biases are one per
-channel), a convolution the peer's mixer does not compute (zoology's is causal; precision-ls has
+(:class:`ExportError`): a position-dependent bias matrix where the format has no rewrite for it
+(zoology's biases are one per channel; precision-ls's export writes one with extra *constant
+channels*, below), a convolution the peer's mixer does not compute (zoology's is causal; precision-ls has
 one ``causal`` flag and one ``use_resid`` for every block), a layer kind the format has no
 module for, an in / out projection zoology's mixer does not have.  zoology's mixer always adds
 ``u``; a BaseConv layer without the residual is written in its form only where that is the same
@@ -43,6 +44,17 @@ map exactly: a constant gate ``g`` (``W_gate = 0``, every ``g_c != 0``: the filt
 (``Transformer_gd``, ``tr_gd`` of ``src/train.py``) has one head: a stack with more heads is
 written as the trained model ``transformer`` (``num_heads`` from the config), and a layer with
 fewer heads than the others gets zero heads.
+
+**Per-token biases as constant channels** (precision-ls; issue 44 item 4).  A BaseConv stack whose
+bias matrices differ between tokens is written on a wider state: one indicator channel per class of
+tokens with the same bias rows (all but the largest class), 1 on the class's tokens and 0 elsewhere,
+set by the model's input and carried unchanged by every block; each bias is then a per-channel bias
+plus weights from the indicators (``B = 1 b0^T + sum_p K_p (b_p - b0)^T`` in ``W_in`` / ``W_gate`` /
+``W_out``), and a per-token convolution bias is first moved into ``b_in`` through the filter (solved
+exactly) or, where the gate is a constant, into ``b_out`` (``verify.importers.writing.constant_channels``;
+the same map exactly on the construction's channels).  :attr:`Exported.constants` names the channels
+and their values; the file's description gives them to the import's layout (``"constants"``,
+``verify/importers/mapping.py``), which sets them on the input and proves that they come out unchanged.
 
 Weights go to the peers as float32 (their models' dtype), each entry rounded once to nearest
 from its exact rational; entries that are not float32 values are counted and reported (the
@@ -97,7 +109,7 @@ from .cli_common import (DEFAULT_FORMAT, FORMATS, SUFFIXES, add_export_arguments
                          export_suffix, export_suffix_problem)
 # each format's writer is in its module (verify/importers/, one line of its REGISTRY); these are shared
 from .importers import FORMATS as MODULES
-from .importers.writing import ExportError, Exported, as_sections, default_k  # noqa: F401
+from .importers.writing import ExportError, Exported, as_sections, default_k, layout_constants  # noqa: F401
 
 
 # ------------------------------------------------------------------ the stack
@@ -171,6 +183,10 @@ def plan(construction: Construction, fmt: str, *, k: int | None = None, sections
 
     desc = describe(construction)  # self-describing (issue 44 item 2): import --from FORMAT needs no other flag
     if desc is not None:
+        if ex.constants:  # the state's constant channels (issue 44 item 4): mapped to no column, set per token
+            lay = desc["layout"]
+            lay["columns"] = list(lay["columns"]) + [None] * len(ex.constants)
+            lay["constants"] = layout_constants(ex.constants)
         ex.config["polyverify"] = desc
     return ex
 
@@ -266,10 +282,12 @@ def _check_suffix(path: Path, fmt: str) -> None:
 #: in the ExportError's message
 WHY_NOT: list[tuple[tuple[str, ...], str]] = [
     (("position-dependent bias",),
-     "an exact rewrite exists but is not done: the gd architectures' biases differ on the query token only, so one "
-     "extra channel (1 on the query token, 0 elsewhere: set by the input map, carried by every layer) would make "
-     "the difference a weight; the file's state would then have a channel the specification has not, which the "
-     "import's layout cannot give its value, so the file could not be proved against the construction"),
+     "not rewritten for this format: precision-ls's export makes such biases weights from extra constant channels "
+     "(writing.constant_channels: its in_proj, projection and out_proj read them); zoology's mixer has no in / out "
+     "projection to read them (only a gate bias could be, which is not done)"),
+    (("b_conv differs between tokens", "no input to its"),
+     "no exact rewrite: that bias is added after a convolution no input to which gives it, and multiplied by a "
+     "gate that reads the state, so no constant channel makes it a weight"),
     (("circular convolution", "causal"),
      "no exact rewrite: the construction's circular convolution mixes token t with later tokens, which no causal "
      "filter on the same T tokens does"),

@@ -38,11 +38,11 @@ SUFFIX = {"polyverify": ".safetensors", "precision-ls": ".pt", "zoology": ".safe
 GD_SIZES = {"n": 4, "d": 2}
 
 #: the peer formats that hold each construction (at the entry's default sizes; gd at n=4, d=2).
-#: Not listed: none does.  Why (the others): gd-baseconv-causal, gd-compiled-baseconv(-causal),
-#: s000-read, s003-add, s003-gating, s003-h21-mult-step, s003-shift-up: position-dependent bias
-#: matrices; s003-remember: causal and circular layers in one stack; LSA / ELSA: no peer module;
-#: zoology: an in / out projection, a non-causal filter, or a layer without the residual whose gate
-#: and convolution both vary.
+#: Not listed: none does.  Why (the others): s003-remember: causal and circular layers in one stack;
+#: LSA / ELSA: no peer module; zoology: an in / out projection, a non-causal filter, a position-dependent
+#: bias matrix, or a layer without the residual whose gate and convolution both vary.  The second group
+#: of precision-ls's have bias matrices that differ between tokens: written with constant channels
+#: (``writing.constant_channels``, issue 44 item 4).
 FITS = {
     "gd-baseconv": {"precision-ls"}, "prefix-coupled": {"precision-ls"}, "s000-linear": {"precision-ls"},
     "s000-multiply": {"precision-ls"}, "s000-newton": {"precision-ls"}, "s000-poly": {"precision-ls"},
@@ -53,6 +53,8 @@ FITS = {
     "gd-lsa": {"icl-gd"}, "gd-compiled-lsa": {"icl-gd"},  # seed 001's LSA in the token form (icl_gd.token_form)
     "gd-token-lsa": {"icl-gd"}, "s004-gd": {"icl-gd"}, "s004-gdpp": {"icl-gd"}, "s004-implicit-w": {"icl-gd"},
     "s004-precond": {"icl-gd"}, "s004-ridge2": {"icl-gd"},
+    **{n: {"precision-ls"} for n in ("gd-baseconv-causal", "gd-compiled-baseconv", "gd-compiled-baseconv-causal",
+                                     "s000-read", "s003-add", "s003-gating", "s003-h21-mult-step", "s003-shift-up")},
 }
 
 
@@ -87,12 +89,14 @@ def test_each_format_holds_exactly_the_constructions_of_the_table(name):
         assert "\n" not in msg and msg.startswith(fmt) and "layer" in msg, msg
 
 
-def prove_back(con, path, fmt: str, settings: dict):
-    """The file read by the format's importer and proved against ``con`` (identity layout)."""
+def prove_back(con, path, fmt: str, settings: dict, constants=None):
+    """The file read by the format's importer and proved against ``con`` (identity layout; ``constants``: the
+    export's constant channels, after the construction's, set per token)."""
     imp = IMPORTERS[fmt].read(path, {k: str(v) for k, v in settings.items()})
     R, C = con.layout.shape
-    rows, cols, secs, shape = mapping.parse({"tokens": list(range(R)), "columns": list(range(C))}, con,
-                                            imp.state_shape)
+    constants = constants or {}
+    rows, cols, secs, shape = mapping.parse({"tokens": list(range(R)), "columns": list(range(C)) + [None] * len(constants),
+                                             "constants": E.layout_constants(constants)}, con, imp.state_shape)
     p, b, e = len(con.prologue), len(con.body), len(con.epilogue)
     first = {"prologue": imp.layers[:p], "body": imp.layers[p:p + b],
              "epilogue": imp.layers[len(imp.layers) - e:] if e else []}
@@ -106,7 +110,7 @@ def test_round_trip_import_of_export_is_proved(tmp_path, name, fmt):
     ex = E.export(path, con, fmt, k=_k(con))
     assert path.is_file() and ex.layers == con.depth(_k(con))
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
-    res, imp = prove_back(con, path, fmt, ex.settings)
+    res, imp = prove_back(con, path, fmt, ex.settings, ex.constants)
     assert len(imp.layers) == con.depth(_k(con))
     if ex.inexact:  # the export said the file holds rounded weights: it is not the construction
         assert ex.dtype == "float64" and not res.ok and any(f"{ex.inexact} of" in s for s in ex.summary())
@@ -178,21 +182,30 @@ def _state(con, seed=0):
     return rng.integers(-3, 4, size=con.layout.shape) / 4
 
 
-@pytest.mark.parametrize("name", ["gd-baseconv", "prefix-coupled", "s000-newton", "s003-hyena-equiv"])
+@pytest.mark.parametrize("name", ["gd-baseconv", "prefix-coupled", "s000-newton", "s003-hyena-equiv",
+                                  "gd-baseconv-causal", "gd-compiled-baseconv", "gd-compiled-baseconv-causal",
+                                  "s003-add", "s003-h21-mult-step"])
 def test_precision_ls_forward_on_the_exported_file_is_the_construction(tmp_path, name):
+    """The peer's forward on the exported file: the construction on its channels and, where the export wrote
+    constant channels (per-token biases as weights), those set on the input and given back unchanged."""
     torch = pytest.importorskip("torch", reason="precision-ls's modules are torch modules")
     P = _peer_forwards()
     con, k = _build(name), _k(_build(name))
     path = tmp_path / "w.pt"
-    E.export(path, con, "precision-ls", k=k)
+    ex = E.export(path, con, "precision-ls", k=k)
+    assert bool(ex.constants) == (name not in ("gd-baseconv", "prefix-coupled", "s000-newton", "s003-hyena-equiv"))
     ck = torch.load(str(path), weights_only=True)  # the peer's loader
     sd, cfg = {n: t.numpy() for n, t in ck["model_state_dict"].items()}, ck["config"]
     S = _state(con)
-    u = S
+    C = S.shape[1]
+    K = np.array([ex.constants[j] for j in sorted(ex.constants)], dtype=np.float64).T.reshape(S.shape[0], -1)
+    assert sorted(ex.constants) == list(range(C, C + K.shape[1])) and cfg["n_embd"] == C + K.shape[1]
+    u = np.concatenate([S, K], axis=1)
     for i in range(cfg["n_layer"]):
         u = P.precision_ls_forward(sd, u, f"_backbone.transformer.h.{i}.seq_mixer.base_conv.", cfg["causal"])
     ref = _float_run(con, k, S)
-    assert np.allclose(u, ref, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(ref).max())))
+    assert np.allclose(u[:, :C], ref, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(ref).max())))
+    assert np.allclose(u[:, C:], K, rtol=0, atol=1e-12)  # the constant channels come out as they went in (FFT: rounding)
 
 
 @pytest.mark.parametrize("name", ["s003-conv", "s003-linear", "s003-shift-down"])
@@ -343,7 +356,7 @@ def test_seed_001_lsa_goes_to_icl_gd_in_the_token_form_and_a_changed_entry_fails
 # ------------------------------------------------------------------ refusals, one line naming what does not fit
 
 @pytest.mark.parametrize("name,fmt,words", [
-    ("gd-compiled-baseconv", "precision-ls", ["layer 0 b_gate", "position-dependent bias", "one per channel"]),
+    ("s003-add", "zoology", ["layer 0 b_gate", "position-dependent bias", "one per channel"]),
     ("gd-baseconv", "zoology", ["circular convolution", "causal"]),
     ("s003-remember", "precision-ls", ["layer 2", "circular", "causal"]),
     ("gd-elsa", "icl-gd", ["elsa layer"]),
@@ -404,8 +417,7 @@ def test_no_export_is_no_work():
     (["--export", "{tmp}/w.h5", "--format", "precision-ls"], "gd-baseconv", ["--export", ".pt", "w.h5"]),
     (["--export", "{tmp}/w.npz", "--format", "zoology"], "s003-conv", ["zoology files are"]),
     (["--export", "{tmp}", "--format", "icl-gd"], "gd-token-lsa", ["--export", "is a folder"]),
-    (["--export", "{tmp}/w.pt", "--format", "precision-ls"], "gd-compiled-baseconv",
-     ["--format precision-ls", "position-dependent bias"]),
+    (["--export", "{tmp}/w.pt", "--format", "zoology"], "s003-add", ["--format zoology", "position-dependent bias"]),
     (["--export", "{tmp}/w.npz", "--format", "icl-gd"], "gd-baseconv", ["--format icl-gd", "baseconv layer"]),
     (["--export", "{tmp}/w.safetensors"], "s004-lemma-a3", ["not a layer stack"]),
 ])

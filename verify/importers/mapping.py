@@ -15,6 +15,7 @@ read as the identity)::
      "columns":  [spec column of file channel 0, 1, ... | null],  # or, by region:
      "channels": {"REGION": [file channel of the region's column 0, 1, ...], ...},
      "sections": {"prologue": 0, "epilogue": 0},                # layers the file has (default: the spec's)
+     "constants": {"FILE CHANNEL": [value on file token 0, 1, ...]},  # constant channels
      "note": "..."}
 
 * a token / channel permutation is a list that is not the identity;
@@ -23,6 +24,11 @@ read as the identity)::
 * a file channel mapped to nothing (``null``, or absent from ``channels``) is the file's own
   scratch: 0 in every projected state, so the file's layers must leave it 0 between sections
   (they may use it inside a section);
+* ``constants``: a file channel mapped to no column that holds fixed values, one per file token
+  (an int or an exact rational's string, ``"1/2"``), in every projected state: an export's
+  indicator channels, through which per-token biases became weights (``verify/importers/writing.py``,
+  ``constant_channels``).  The input state has them and the claim includes them: the layers must
+  give them back unchanged at the end of every section, so a stack that changes one is FAILED;
 * ``sections``: a file without the specification's prologue (epilogue) starts from (ends in)
   ``state(v)``; the report names what the specification has and the file does not.
 
@@ -78,12 +84,15 @@ def check_format(d: dict, where: str) -> None:
 class ProjectedLayout(Layout):
     """The file's state, whose entries are named by the specification's regions."""
 
-    def __init__(self, shape, spec_layout: Layout, rows: list[int], cols: list[int | None]):
+    def __init__(self, shape, spec_layout: Layout, rows: list[int], cols: list[int | None], constants=()):
         super().__init__(tuple(shape), "file tokens", "file channels")
         self.spec_layout, self.map_rows, self.map_cols = spec_layout, rows, cols
+        self.constants = set(constants)
 
     def locate(self, i: int, j: int):
         c = self.map_cols[j]
+        if j in self.constants:
+            return f"(file channel {j}, a constant channel of the layout)", (i, 0)
         if c is None:
             return f"(file channel {j}, not in the specification)", (i, 0)
         name, (a, b) = self.spec_layout.locate(self.map_rows[i], c)
@@ -98,7 +107,7 @@ def parse(d: dict, spec: Construction, file_shape: tuple[int, int] | None, n_fil
     """Validate a layout dict against the specification: (rows, cols, sections, file shape)."""
     if d.get("format", FORMAT) != FORMAT:  # a layout file's format is required (read_layout_file)
         raise ImportRefused(f"layout: format {d.get('format')!r}, expected {FORMAT!r}")
-    known = {"format", "tokens", "columns", "channels", "sections", "note"}
+    known = {"format", "tokens", "columns", "channels", "sections", "constants", "note"}
     extra = sorted(set(d) - known)
     if extra:
         raise ImportRefused(f"layout: unknown key {extra[0]!r} (keys: {', '.join(sorted(known))})")
@@ -153,6 +162,8 @@ def parse(d: dict, spec: Construction, file_shape: tuple[int, int] | None, n_fil
     used = [c for c in cols if c is not None]
     if len(set(used)) != len(used):
         raise ImportRefused("layout: two file channels map onto one specification column")
+    cols = FileChannels(cols)
+    cols.constants = _constants(d.get("constants", {}), cols, len(tokens))
     secs = d.get("sections", {})
     if not isinstance(secs, dict) or set(secs) - {"prologue", "epilogue"} or not all(
             _is_int(v) and v >= 0 for v in secs.values()):
@@ -168,13 +179,54 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+class FileChannels(list):
+    """The file's channels, each the specification column it holds or None, as :func:`parse` returns them;
+    ``constants``: the constant channels, ``{file channel: [exact value on each file token]}`` (their
+    entries are None in the list: they hold no column of the specification)."""
+
+    constants: dict[int, list] = {}
+
+
+def _constants(d, cols: list, n_tokens: int) -> dict[int, list]:
+    """The layout's ``"constants"`` checked: a file channel mapped to no column, one exact value per file
+    token (an int or a rational's string; a float or a bool is refused: the value must be exact)."""
+    from fractions import Fraction
+
+    if not isinstance(d, dict):
+        raise ImportRefused("layout: 'constants' must map file channels to their values on the file's tokens")
+    out: dict[int, list] = {}
+    for key, vals in d.items():
+        j = int(key) if isinstance(key, str) and key.isdigit() else None
+        if j is None or not 0 <= j < len(cols):
+            raise ImportRefused(f"layout: constants: {key!r} is not a file channel in 0..{len(cols) - 1}")
+        if cols[j] is not None:
+            raise ImportRefused(f"layout: constants: file channel {j} is mapped to specification column {cols[j]}; "
+                                f"a constant channel holds no column")
+        if not isinstance(vals, list) or len(vals) != n_tokens:
+            raise ImportRefused(f"layout: constants: file channel {j} needs one value per file token ({n_tokens})")
+        q = []
+        for v in vals:
+            try:
+                if isinstance(v, bool) or not isinstance(v, (int, str)):
+                    raise ValueError
+                x = Fraction(v)
+            except (ValueError, ZeroDivisionError):
+                raise ImportRefused(f"layout: constants: file channel {j}: {v!r} is not an exact value (an int or a "
+                                    f"rational's string such as \"1/2\")") from None
+            q.append(int(x) if x.denominator == 1 else x)
+        out[j] = q
+    return out
+
+
 class Projected(Construction):
     """``spec``'s states projected onto the file's state (see the module docstring)."""
 
     def __init__(self, spec: Construction, rows, cols, secs, shape, layers_by_section):
         self.spec, self.rows, self.cols = spec, list(rows), list(cols)
+        #: the constant channels (``parse``'s ``cols.constants``): file channel -> value on each file token
+        self.constants = dict(getattr(cols, "constants", {}))
         self.has = {s: secs.get(s, len(getattr(spec, s))) > 0 for s in ("prologue", "epilogue")}
-        lay = ProjectedLayout(shape, spec.layout, self.rows, self.cols)
+        lay = ProjectedLayout(shape, spec.layout, self.rows, self.cols, self.constants)
         super().__init__(
             name=spec.name, reference=spec.reference, layout=lay, prologue=layers_by_section["prologue"],
             body=layers_by_section["body"], epilogue=layers_by_section["epilogue"], params=dict(spec.params),
@@ -193,10 +245,17 @@ class Projected(Construction):
         else:
             out = np.zeros_like(sub)
         out[..., self._mapped] = sub[..., self._mapped]
+        for j, vals in self.constants.items():  # set on every token, in every state (the claim reads them)
+            col = np.array(vals, dtype=object) if out.dtype == object else np.array([float(x) for x in vals])
+            out[..., j] = col.astype(out.dtype) if out.dtype != object else col
         return out
 
     def project_mask(self, M):
-        return self.project(np.asarray(M, dtype=bool)).astype(bool) & self._mapped[None, :]
+        M = np.asarray(M, dtype=bool)
+        sub = M[..., self.rows, :][..., self._src_cols] & self._mapped
+        for j in self.constants:
+            sub[..., j] = True
+        return sub
 
     def input_state(self, v):
         return self.project(self.spec.input_state(v) if self.has["prologue"] else self.spec.state(v))
@@ -232,7 +291,8 @@ class Projected(Construction):
             if kept < len(inside):
                 regs.append(f"{r.name}" + ("" if kept == 0 else f" ({len(inside) - kept} of {len(inside)} entries)"))
         out = {"spec_rows": rows, "spec_columns": cols, "regions": regs,
-               "file_only_channels": [j for j, c in enumerate(self.cols) if c is None],
+               "file_only_channels": [j for j, c in enumerate(self.cols) if c is None and j not in self.constants],
+               "constant_channels": {j: [str(x) for x in v] for j, v in self.constants.items()},
                "sections": [s for s in ("prologue", "epilogue") if not self.has[s] and getattr(self.spec, s)]}
         return out
 

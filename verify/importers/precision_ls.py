@@ -55,7 +55,8 @@ from constructions.layers import BaseConv
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, load_tensors,
                      mark_not_proved, numbered_blocks, repeat_rows, transpose)
 from .convs import add_identity, conv1d_taps, conv1d_weight, long_filter, long_taps
-from .writing import ExportError, Exported, check_kinds, distinct_layers, is_zero, row_constant, same_for_all
+from .writing import (ExportError, Exported, check_kinds, constant_channels, distinct_layers, is_zero, row_constant,
+                      same_for_all)
 
 NAME = "precision-ls"
 _KEY = re.compile(r"(?:.*\.)?(\d+)\.seq_mixer\.base_conv\.(.+)")
@@ -255,10 +256,25 @@ def plan(layers, make_tensors: bool) -> Exported:
                         "conv_type) covers every block")
     resid = same_for_all(layers, fmt, lambda L: L.residual, "residual =",
                          "precision-ls's one 'use_resid' setting covers every block")
-    T, C = same_for_all(layers, fmt, lambda L: tuple(L.shape), "state", "one model has one state")
+    T, C0 = same_for_all(layers, fmt, lambda L: tuple(L.shape), "state", "one model has one state")
+    # bias matrices that differ between tokens: extra constant channels make the differences weights (issue 44
+    # item 4; writing.constant_channels, the same map exactly on the construction's channels)
+    layers, constants, moved = constant_channels(layers, fmt, "precision-ls's Conv1d bias")
+    C = C0 + len(constants)
     kind = "long" if conv == "circular" else "short"  # circular: FFT of size T; causal / "same": Conv1d
     same = conv == "same"
-    ex = Exported(fmt, len(layers))
+    ex = Exported(fmt, len(layers), constants=constants)
+    if constants:
+        said = "; ".join(f"channel {j}: 1 on token{'s' * (sum(v) > 1)} "
+                         f"{', '.join(str(t) for t, x in enumerate(v) if x)}, 0 elsewhere" for j, v in constants.items())
+        ex.notes.append(f"bias matrices that differ between tokens: {len(constants)} constant channel"
+                        f"{'s' * (len(constants) > 1)} after the construction's {C0} ({said}), set by the model's "
+                        f"input and carried unchanged by every block; the bias differences are weights from them "
+                        f"(W_in, W_gate, W_out), the same map exactly on the construction's channels"
+                        + "".join(f"; layer {i}'s per-token b_conv (channel{'s' * (len(cs) > 1)} "
+                                  f"{', '.join(map(str, cs))}) moved into {to}"
+                                  + (" through its filter" if to == "b_in" else " (its gate is a constant)")
+                                  for (i, to), cs in _grouped(moved).items()))
     rows = {}
     for i, L in distinct_layers(layers):
         r = {}
@@ -303,6 +319,14 @@ def plan(layers, make_tensors: bool) -> Exported:
     if same:
         ex.notes.append(f"'same' convolution: precision-ls's Conv1d with causal=False (padding {T // 2}, kernel {T})")
     return ex
+
+
+def _grouped(moved) -> dict:
+    """``{(layer, where): [channels]}`` of ``constant_channels``' moves."""
+    out: dict = {}
+    for i, c, to in moved:
+        out.setdefault((i, to), []).append(c)
+    return out
 
 
 def frozen(L, n: str) -> bool:
