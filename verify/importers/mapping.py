@@ -297,6 +297,19 @@ class Projected(Construction):
         return out
 
 
+def describe_constants(constants: dict) -> str:
+    """The constant channels in words, for the import's report: ``"file channel 20: 1 on token 4, 0
+    elsewhere"`` for an indicator, else the values."""
+    def one(j, vals):
+        on = [t for t, x in enumerate(vals) if x != 0]
+        if all(vals[t] == 1 for t in on):
+            return (f"file channel {j}: 1 on token{'s' * (len(on) != 1)} {', '.join(map(str, on)) or '(none)'}, "
+                    f"0 elsewhere")
+        return f"file channel {j}: [{', '.join(str(x) for x in vals)}] on the file's tokens"
+
+    return "; ".join(one(j, v) for j, v in constants.items())
+
+
 def check_carried(con: Projected) -> None:
     """Every carried variable appears in the projected state (exact, in fresh symbols)."""
     from verify.prover.proof import SymbolicProblem
