@@ -387,7 +387,7 @@ def _print_reading(st, outside: dict, training: dict, out) -> dict:
     dropped = con.dropped()
     print(f"  layout: {st['layout_src']}; the file's state {con.layout.shape[0]} x {con.layout.shape[1]}; "
           f"{spec.name}'s {spec.layout.shape[0]} x {spec.layout.shape[1]}", file=out)
-    if getattr(con, "constants", None):  # the layout's constant channels (an export's per-token biases): read by the proof
+    if getattr(con, "constants", None):  # the layout's constant channels: read by the proof
         print(f"  constant channels (set on the input, checked unchanged after every section): "
               f"{mapping.describe_constants(con.constants)}", file=out)
     if dropped["regions"] or dropped["sections"] or dropped["file_only_channels"]:
