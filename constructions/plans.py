@@ -424,10 +424,12 @@ def _head_term_torch(P, hd: dict):
     return -term if negate else term
 
 
-def _sparse_heads_torch(H, plan, residual: bool):
+def _sparse_heads_torch(H, plan, residual: bool, inplace: bool = False):
     """:func:`sparse_heads_forward` on torch tensors: the same products and sums of the same
     terms, the row and column selections as views or ``index_select`` / ``index_add_`` with index
-    tensors planned once (not advanced indexing by Python lists on every call)."""
+    tensors planned once (not advanced indexing by Python lists on every call).  ``inplace`` (a
+    residual layer whose last stage writes a column, :func:`inplace_layer`): the skip adds into ``H``
+    itself on those columns, and the result is ``(H, the columns written)``."""
     P = H
     for si, stage in enumerate(plan):
         # the stage's sum over heads is formed on the union of the columns its heads write (the
@@ -447,13 +449,13 @@ def _sparse_heads_torch(H, plan, residual: bool):
                     small[..., ix] += term
                 else:
                     small.view(-1, len(ucols)).index_add_(1, ix, term.reshape(-1, term.shape[-1]))
-            out = H.clone()
+            out = H if inplace else H.clone()
             cols = _torch_index(stage[0], "union", ucols, P.device)
             if isinstance(cols, slice):
                 out[..., cols] += small
             else:
                 out.view(-1, out.shape[-1]).index_add_(1, cols, small.reshape(-1, len(ucols)))
-            return out
+            return (out, _torch_columns(out, cols)) if inplace else out
         acc = None
         for hd in stage:
             if not hd["vcols"] or not hd["q"][1].shape[-1]:
@@ -480,6 +482,30 @@ def _sparse_heads_torch(H, plan, residual: bool):
                     acc.view(-1, acc.shape[-1]).index_add_(1, cols, term.reshape(-1, term.shape[-1]))
         P = P * 0 if acc is None else acc
     return H + P if residual else P
+
+
+def _last_columns(plan) -> list:
+    """The columns the last stage of a sparse-heads plan writes (its heads' value columns)."""
+    return sorted({c for hd in plan[-1] if hd["vcols"] and hd["q"][1].shape[-1] for c in hd["vcols"]}) \
+        if plan else []
+
+
+def inplace_layer(L):
+    """A prepared residual LSA / ELSA layer on torch as an update of its state in place (the run
+    loop's, :func:`run_checked`): ``f(H) -> (H, the columns written)``, the skip added into ``H`` on
+    the columns its last stage writes -- the values of ``forward``, which adds them into a copy of
+    ``H`` (the copy, a pass over the whole state, left out; gd-lsa's layers write one column of 48).
+    None for any other layer."""
+    if getattr(L, "kind", None) not in ("lsa", "elsa") or not getattr(L, "residual", False):
+        return None
+    plan = L.__dict__.get("_plan")
+    if not plan or not _last_columns(plan):
+        return None
+    probe = next((hd[key][1] for st in plan for hd in st for key in ("q", "k", "v")
+                  if hd[key][1] is not None and not isinstance(hd[key][1], SparseMatrix)), None)
+    if probe is None or not ops.is_torch(probe):
+        return None
+    return lambda H: _sparse_heads_torch(H, plan, True, inplace=True)
 
 
 def sparse_heads_forward(H, plan, residual: bool):
@@ -658,10 +684,15 @@ class _ChannelLayer:
         ref = next((t for t in vs if t is not None and t.dim() > 1), None)
         if ref is None:
             return None
-        import torch
-
         shape = tuple(ref.shape)
-        V = torch.stack([ref.new_zeros(shape) if t is None else t.expand(shape) for t in vs], dim=-1)
+        # the channels copied into a (..., T, k) block one by one (torch.stack on the last axis ran
+        # about 2x slower, (4096, 21) x 5 channels); a channel that is None is zero
+        V = ref.new_empty(shape + (len(vs),))
+        for j, t in enumerate(vs):
+            if t is None:
+                V[..., j].zero_()
+            else:
+                V[..., j].copy_(t.expand(shape))
         return V.sum(-2)
 
     def _spread(self, op, s, v):
@@ -779,31 +810,54 @@ def all_finite(A) -> bool:
 class ChannelBuffer:
     """The memory a run loop lays its channel-major state out in, kept across its sections: a
     ``(C, ..., T)`` block whose view with the channel axis last is the state handed on (to the
-    next section without a copy, to the hooks, as the result).  Laying a channel list out copies
-    only the channels that are not already in their row (a channel a section carried on is the
-    row's own view, passed on untouched), so a section that writes a few channels costs a few
-    copies, not the state.  The state it returns is valid until the next ``lay_out``: the run
-    loop's hooks read it before they return (``Construction.run``)."""
+    next section without a copy, to the hooks, as the result).  A state that is not the buffer's is
+    laid out in it once (one copy, :meth:`channels`); laying a channel list out copies only the
+    channels that are not already in their row (a channel a section carried on is the row's own
+    view, passed on untouched), so a section that writes a few channels costs a few copies, not the
+    state.  The state it returns is valid until the next ``lay_out``: the run loop's hooks read it
+    before they return (``Construction.run``).  ``owned``: the last state a section of the run made
+    (the run may update it in place, :func:`inplace_layer`; never the caller's input)."""
 
     def __init__(self):
         self.buf = None
         self.state = None
         self.views: list = []
         self.zero: set = set()
+        self.owned = None
 
-    def channels(self, S):
-        """``S`` as its channel list: the rows' own views when ``S`` is this buffer's state."""
-        return list(self.views) if S is self.state and self.state is not None else _to_channels(S)
+    def owns(self, S) -> bool:
+        """Whether ``S`` is memory of this run (its buffer's state, or a state a section made)."""
+        return S is not None and (S is self.state or S is self.owned)
 
-    def lay_out(self, x: list, like):
+    def _fit(self, n: int, like):
         import torch
 
-        shape = tuple(like.shape[:-1])
-        if self.buf is None or self.buf.shape != (len(x),) + shape or self.buf.dtype != like.dtype \
+        shape = (n,) + tuple(like.shape[:-1])
+        if self.buf is None or tuple(self.buf.shape) != shape or self.buf.dtype != like.dtype \
                 or self.buf.device != like.device:
-            self.buf = torch.empty((len(x),) + shape, dtype=like.dtype, device=like.device)
+            self.buf = torch.empty(shape, dtype=like.dtype, device=like.device)
             self.views, self.zero = list(self.buf.unbind(0)), set()
             self.state = self.buf.movedim(0, -1)
+
+    def channels(self, S):
+        """``S`` as its channel list: the rows' own views when ``S`` is this buffer's state, else ``S``
+        copied into the rows first (one pass; a contiguous ``(..., T, C)`` state as a 2-D transpose,
+        about twice as fast as the copy of the moved axes at (4096, 21, 27) float64).  The rows are
+        overwritten: the caller holds no pending reference to them."""
+        if S is self.state and self.state is not None:
+            return list(self.views)
+        C = S.shape[-1]
+        self._fit(C, S)
+        if S.is_contiguous() and S.dim() > 1:
+            self.buf.view(C, -1).copy_(S.reshape(-1, C).t())
+        else:
+            self.buf.copy_(S.movedim(-1, 0))
+        self.zero = set()
+        return list(self.views)
+
+    def lay_out(self, x: list, like):
+        shape = tuple(like.shape[:-1])
+        self._fit(len(x), like)
         row = {id(v): i for i, v in enumerate(self.views)}
         # a row's view moved to another channel is copied first (its row may be written below)
         x = [t.clone() if t is not None and row.get(id(t), c) != c else t for c, t in enumerate(x)]
@@ -824,7 +878,9 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
     (:meth:`constructions.base.Construction.run`) executes a section: each run of consecutive
     planned torch BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out once as
     one contiguous ``(..., T)`` block a channel, carried channels passed on untouched, laid back at
-    the end of the run), any other layer by its ``forward``.  The same sums of the same terms in the
+    the end of the run), a residual LSA / ELSA layer on the CPU in place on a state of the run
+    (:func:`inplace_layer`: its skip added into the columns it writes; the caller's input is copied
+    first), any other layer by its ``forward``.  The same sums of the same terms in the
     same order as ``forward`` layer by layer (a selection's terms added into its start one by one as
     ``index_add_`` adds them, half formats in float32 as there; a token sum by the same reduction on
     the same layout), so the same values bit for bit on the GD constructions (tested); a mix that
@@ -837,15 +893,19 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
     output state ``S_i`` holds a non-finite value -- the state as that layer wrote it, laid out as
     ``S`` is; it returns True to stop there.  Each torch layer's check is a device scalar (the sum of
     the tensors it wrote, :func:`_sum_flag`), read for up to :data:`PENDING_CHECKS` layers at once
-    (one host sync, and at the end), and a non-finite flag confirmed with ``isfinite`` on the whole
-    state; a numpy layer's is ``isfinite`` at once.  A channel-major layer's check covers the channels
-    it wrote (the others are the input's or an earlier layer's, checked there) -- with
-    ``input_checked=False`` (an input state that may hold a non-finite value) the first layer's
-    covers its whole output.  ``buffer``: where a channel-major run lays its state out
-    (:class:`ChannelBuffer`, the run loop's across its sections; default a new block).  Returns
-    ``(S, layers_run, stopped)``."""
+    (one host sync, and at the end; before the run overwrites memory a pending state lives in: an
+    in-place layer, a state laid into the buffer), and a non-finite flag confirmed with ``isfinite``
+    on the whole state; a numpy layer's is ``isfinite`` at once.  A channel-major layer's check
+    covers the channels it wrote (the others are the input's or an earlier layer's, checked there),
+    an in-place layer's the columns it wrote -- with ``input_checked=False`` (an input state that may
+    hold a non-finite value) the first layer's covers its whole output.  ``buffer``: where a
+    channel-major run lays its state out and which states the run may update in place
+    (:class:`ChannelBuffer`, the run loop's across its sections; default a new block, and no state
+    updated in place but those this call makes).  Returns ``(S, layers_run, stopped)``."""
     n = len(layers)
     is_t = ops.is_torch(S)
+    cpu = is_t and S.device.type == "cpu"
+    S_in, made = S, None  # the caller's state; the last state this call made (its own memory)
     chans = None  # the channel-major state while a run of channel layers lasts
     pending: list = []  # (layer index, flag, state or channel list)
 
@@ -869,36 +929,62 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
                     return i, Si
         return None
 
-    bad = None
+    def report(bad):
+        """Hand the first non-finite layer to ``on_nonfinite`` (once); its answer: stop there."""
+        nonlocal on_nonfinite, pending
+        (j, Sj) = bad
+        on, on_nonfinite, pending = on_nonfinite, None, []
+        return bool(on(j, Sj))
+
     for i in range(n):
         L = layers[i]
         ch = channel_layer(L) if is_t and conv_method == "direct" else None
+        ip = inplace_layer(L) if ch is None and cpu else None
+        overwrites = (ip is not None) or (ch is not None and chans is None and buffer is not None
+                                          and S is not buffer.state)
+        if pending and overwrites:  # a pending state may live in the memory this layer writes
+            bad = flush()
+            if bad is not None and report(bad):
+                return bad[1], bad[0] + 1, True
+        bad = None
         if ch is not None:
             if chans is None:
                 chans = buffer.channels(S) if buffer is not None else _to_channels(S)
             prev = {id(t) for t in chans if t is not None}
             chans = ch(chans)
             if on_nonfinite is not None:
-                wrote = [t for t in chans if t is not None and (id(t) not in prev or (i == 0 and not input_checked))]
+                first = i == 0 and not input_checked
+                wrote = list({id(t): t for t in chans if t is not None and (first or id(t) not in prev)}.values())
                 pending.append((i, _sum_flag(wrote), chans))
+        elif ip is not None:
+            if chans is not None:
+                S, chans = (buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)), None
+            if S is not made and not (buffer is not None and buffer.owns(S)):
+                S = S.clone()  # the caller's state is not written
+            elif buffer is not None and S is buffer.state:
+                buffer.zero = set()  # its rows written here: none is known to be zero
+            S, cols = ip(S)
+            made = S
+            if on_nonfinite is not None:
+                pending.append((i, _sum_flag([S] if i == 0 and not input_checked else [cols]), S))
         else:
             if chans is not None:
                 S, chans = (buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)), None
-            S = L.forward(S, conv_method=conv_method)
+            S = made = L.forward(S, conv_method=conv_method)
             if on_nonfinite is not None:
                 if is_t:
                     pending.append((i, _sum_flag([S]), S))
                 elif not all_finite(S):
                     bad = (i, S)
-        if on_nonfinite is not None and bad is None and (len(pending) >= PENDING_CHECKS or i == n - 1):
-            bad = flush()
-        if bad is not None:  # reported once: the first non-finite layer
-            (j, Sj), bad = bad, None
-            on, on_nonfinite, pending = on_nonfinite, None, []
-            if on(j, Sj):
-                return Sj, j + 1, True
+        if on_nonfinite is not None and bad is None and (len(pending) >= PENDING_CHECKS or i == n - 1
+                                                         or ip is not None):
+            bad = flush()  # an in-place layer's state is read before the next layer writes it
+        if bad is not None and report(bad):  # reported once: the first non-finite layer
+            return bad[1], bad[0] + 1, True
     if chans is not None:
         S = buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)
+    if buffer is not None and S is not S_in:
+        buffer.owned = S
     return S, n, False
 
 
