@@ -181,8 +181,11 @@ class LivePlan:
                 return torch.as_tensor(a, device=lib.device, dtype=torch.long)
             return ops.array_module(lib).asarray(a)
 
-        def bias(B):
-            return None if not _nonzero(B).any() else B[:, index(K)]
+        def bias(B):  # the live channels' columns, None where they are all zero (x + 0 is x)
+            if not len(K):
+                return None
+            BK = B[:, index(K)]
+            return None if not _nonzero(BK).any() else BK
 
         k = index(K)
         self._K, self._Rg, self._Ri = k, index(self.Rg), index(self.Ri)
@@ -565,6 +568,9 @@ class _ChannelLayer:
         self.bi = None if p.bi is None else [p.bi[:, j] for j in range(k)]
         self.bc = None if p.bc is None else [p.bc[:, j] for j in range(k)]
         self.conv = [self._conv_of(p.conv, j) for j in range(k)]
+        # a gate that is the constant 1 (no terms, its bias all ones): the product 1 * z is z itself
+        self.gate_one = [self.gate is not None and self.gate[0] == "terms" and j not in self.gate[1]
+                         and self.bg is not None and bool((_numpy(self.bg[j]) == 1).all()) for j in range(k)]
 
     @staticmethod
     def _mix_terms(W, _rows, src: np.ndarray, select: bool):
@@ -615,10 +621,13 @@ class _ChannelLayer:
                 out[c] = done[key]
                 continue
             half = None
+            full = None  # a token-constant term's shape: its one token worked on, laid out at the end
             for r, w in terms:
                 t = x[r]
                 if t is None:
                     continue
+                if t.dim() and t.shape[-1] > 1 and t.stride(-1) == 0:
+                    full, t = t.shape, t[..., :1]
                 if half is None and t.dtype in _half_formats():
                     # torch's index_add_ (and a CPU matrix product) adds a half format's terms of one column
                     # in float32 and rounds once
@@ -638,6 +647,8 @@ class _ChannelLayer:
                 acc = acc.to(half)
             if not into and out[c] is not None:
                 acc = out[c] if acc is None else acc + out[c]
+            if full is not None and acc is not None and acc.dim() and acc.shape[-1] == 1 < full[-1]:
+                acc = acc.expand(tuple(acc.shape[:-1]) + (full[-1],))
             done[key] = out[c] = acc
         return out
 
@@ -722,7 +733,7 @@ class _ChannelLayer:
                 if self.bc is not None:
                     zj = self.bc[j] if zj is None else zj + self.bc[j]
                 if gj is not None and zj is not None:
-                    prods[j] = gj * zj
+                    prods[j] = zj if self.gate_one[j] else gj * zj
             y = self._sum(self.out, prods, y)
         if self.residual:
             y = [a if b is None else (b if a is None else a + b) for a, b in zip(x, y)]
