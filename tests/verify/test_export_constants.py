@@ -275,6 +275,9 @@ def test_the_layout_constants_are_read_exactly():
     _, got, _, _ = _parse({"columns": cols, "constants": {"20": [0, "1/2", -3, 0, 1]}})
     assert got == cols and got.constants == {20: [0, Fraction(1, 2), -3, 0, 1]}
     assert mapping.describe_constants(got.constants) == "file channel 20: [0, 1/2, -3, 0, 1] on the file's tokens"
+    _, got, _, _ = _parse({"constants": {"20": [0, 0, 0, 0, 1]}})  # no columns: the identity, then the constant
+    assert got == cols and got.constants == {20: [0, 0, 0, 0, 1]}
+    assert mapping.describe_constants(got.constants) == "file channel 20: 1 on token 4, 0 elsewhere"
 
 
 @pytest.mark.parametrize("constants,words", [
@@ -298,5 +301,28 @@ def test_an_export_without_a_description_names_the_layout_an_import_needs(tmp_pa
     L = _layer(rng, 5, 3, "causal", False, [0, 0, 0, 0, 1])
     ex = E.export(tmp_path / "w.pt", None, "precision-ls", sections={"epilogue": [L]})
     line = next(s for s in ex.summary() if "--layout" in s)
-    assert json.dumps({"constants": {"3": [0, 0, 0, 0, 1]}}) in line
+    assert json.dumps({"format": mapping.FORMAT, "constants": {"3": [0, 0, 0, 0, 1]}}) in line
     assert "polyverify" not in ex.config
+
+
+def test_a_compiled_circuit_with_per_token_biases_is_proved_back_with_the_layout_its_export_names(tmp_path):
+    """A circuit compiled to baseconv (a gate bias on one token) exported to precision-ls: the summary's
+    --layout (the compiled state's channels, then the constant channel) proves it back with --circuit."""
+    import circuits as Cc
+    from constructions.compiler import compile_circuit
+
+    g = tmp_path / "dot.json"
+    Cc.dump(Cc.dot(3, placed=True), str(g))
+    con = compile_circuit(Cc.load(g), name="dot", target="baseconv")
+    path = tmp_path / "dot.pt"
+    ex = E.export(path, con, "precision-ls")
+    assert ex.constants
+    line = next(s for s in ex.summary() if "--layout" in s)
+    lay = tmp_path / "L.json"
+    lay.write_text(line[line.index("{"):line.rindex("}") + 1])
+    argv = ["import", str(path), "--from", "precision-ls", "--circuit", str(g), "--target", "baseconv", "--no-search"]
+    out = io.StringIO()
+    assert main(argv + ["--layout", str(lay)], out=out) == 0, out.getvalue()
+    assert "constant channels" in out.getvalue()
+    out = io.StringIO()  # without it the file's state is not the compiled stack's: refused in one line
+    assert main(argv, out=out) == 2

@@ -28,7 +28,9 @@ read as the identity)::
   (an int or an exact rational's string, ``"1/2"``), in every projected state: an export's
   indicator channels, through which per-token biases became weights (``verify/importers/writing.py``,
   ``constant_channels``).  The input state has them and the claim includes them: the layers must
-  give them back unchanged at the end of every section, so a stack that changes one is FAILED;
+  give them back unchanged at the end of every section, so a stack that changes one is FAILED.
+  Without ``columns`` / ``channels``, a file whose channels are the specification's followed by
+  exactly the constant channels maps the first ones as the identity;
 * ``sections``: a file without the specification's prologue (epilogue) starts from (ends in)
   ``state(v)``; the report names what the specification has and the file does not.
 
@@ -153,10 +155,15 @@ def parse(d: dict, spec: Construction, file_shape: tuple[int, int] | None, n_fil
                     raise ImportRefused(f"layout: file channel {c} is mapped to two specification columns")
                 cols[c] = want
     else:
-        if file_shape and file_shape[1] != C:
+        extra = file_shape[1] - C if file_shape else 0
+        consts = d.get("constants")
+        if extra > 0 and isinstance(consts, dict) and sorted(consts) == sorted(str(j) for j in range(C, C + extra)):
+            cols = list(range(C)) + [None] * extra  # the specification's channels, then the constant channels
+        elif file_shape and file_shape[1] != C:
             raise ImportRefused(f"layout: 'columns' or 'channels' is needed (the file has {file_shape[1]} channels, "
                                f"{spec.name} {C})")
-        cols = list(range(C))
+        else:
+            cols = list(range(C))
     if file_shape and len(cols) != file_shape[1]:
         raise ImportRefused(f"layout: {len(cols)} channels mapped; the file's state has {file_shape[1]}")
     used = [c for c in cols if c is not None]

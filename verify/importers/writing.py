@@ -66,8 +66,9 @@ class Exported:
             lines.append(f"  self-describing: import {self.path} --from {self.format} proves it against {desc['spec']} "
                          f"({', '.join(f'{k}={v}' for k, v in desc['sizes'].items())}) with no other flag")
         elif self.constants:  # no description: an import needs the layout with them
-            lines.append("  import with --layout L.json holding " + json.dumps({"constants": layout_constants(
-                self.constants)}) + " (the constant channels' values on the file's tokens)")
+            lines.append("  import with --layout L.json holding " + json.dumps(
+                {"format": "polyverify-layout/1", "constants": layout_constants(self.constants)})
+                + " (the state's channels, then the constant channels with their values on the file's tokens)")
         lines += [f"  {n}" for n in self.notes]
         return lines
 
