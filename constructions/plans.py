@@ -210,6 +210,15 @@ class LivePlan:
         self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
         self.bo = None if not _nonzero(L.b_out).any() else L.b_out
         self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)
+        # on the CPU a circular sum channel is summed over its tokens as one contiguous (..., T) block
+        # (the channel-major run's layout, _ChannelLayer: the same reduction, so the same sums)
+        self.uni = None
+        if self.torch and lib.device.type == "cpu" and not L.causal and not L.same and len(self.conv.uniform):
+            u = self.conv.uniform
+            hr = L.h[:, k].clone()
+            hr[:, index(u)] = 0
+            self.uni = (_span(u, index), self.conv.h[0, index(u)],
+                        None if len(u) == len(K) else ops.ConvPlan(hr, causal=False))
 
     def _zeros(self, u):
         shape = tuple(u.shape[:-1]) + (self.C_out,)
@@ -229,11 +238,25 @@ class LivePlan:
         if len(self.K):
             g = self.gate(u, self.bg)
             v = self.into(u, self.bi)
-            z = self.conv(v)
+            z = self.conv(v) if self.uni is None else self._conv_sums(v)
             if self.bc is not None:
                 z = z + self.bc
             y = self.out(g * z, y, into=True)
         return y
+
+    def _conv_sums(self, v):
+        """The convolution of ``v`` (..., T, k) with the circular sum channels summed channel by
+        channel, each over one contiguous ``(..., T)`` block (:func:`channel_token_sum`), times its
+        tap, on every token; the other channels by their plan (a sum channel there a zero filter)."""
+        cols, taps, rest = self.uni
+        vu = _Mix._columns(v, cols)
+        sums = channel_token_sum(vu.movedim(-1, 0)).movedim(0, -1)  # (..., ku)
+        term = (sums * taps).unsqueeze(-2)  # (..., 1, ku): times the tap, as ConvPlan
+        if rest is None:
+            return term.expand(v.shape)
+        z = rest(v)
+        z[..., cols] = term
+        return z
 
     def flops(self) -> dict:
         """Per sample: the multiply-adds of the planned projections (:meth:`_Mix.flops`: 2 per
@@ -695,6 +718,9 @@ class _ChannelLayer:
         ref = next((t for t in vs if t is not None and t.dim() > 1), None)
         if ref is None:
             return None
+        if self.p.uni is not None:  # the per-layer forward sums each channel as one contiguous block
+            return [channel_token_sum(t) if t is not None and op[0] == "sum" else None
+                    for t, op in zip(vs, self.conv)]
         shape = tuple(ref.shape)
         # the channels copied into a (..., T, k) block one by one (torch.stack on the last axis ran
         # about 2x slower, (4096, 21) x 5 channels); a channel that is None is zero
@@ -729,7 +755,8 @@ class _ChannelLayer:
             for j, op in enumerate(self.conv):
                 gj, vj = g[j], vs[j]
                 zj = None if vj is None else (self._convolve(op, vj) if sums is None or op[0] != "sum"
-                                              else self._spread(op, sums[..., j], vj))
+                                              else self._spread(op, sums[j] if isinstance(sums, list)
+                                                                else sums[..., j], vj))
                 if self.bc is not None:
                     zj = self.bc[j] if zj is None else zj + self.bc[j]
                 if gj is not None and zj is not None:
@@ -738,6 +765,14 @@ class _ChannelLayer:
         if self.residual:
             y = [a if b is None else (b if a is None else a + b) for a, b in zip(x, y)]
         return y
+
+
+def channel_token_sum(v):
+    """The circular token sum of a channel ``v`` (..., T) (or of channels ``(k, ..., T)``): one
+    reduction over the contiguous token axis (a copy first if it is not contiguous), which adds each
+    row's terms in the same order whatever the leading shape (:meth:`LivePlan._conv_sums` and the
+    channel-major run, :class:`_ChannelLayer`, use it on the CPU: the same sums bit for bit)."""
+    return v.contiguous().sum(-1)
 
 
 def _half_formats() -> tuple:
