@@ -6,7 +6,9 @@
   on the state extended by the constant channels it is the same map exactly, and the constant channels
   come out as they went in;
 * a ``b_conv`` no rewrite makes a weight is refused in one line, before any work;
-* the gd architectures that now fit precision-ls: ``import FILE --from precision-ls`` alone PROVED (the
+* the gd architectures that now fit precision-ls: their loader (written from their code) loads the export
+  strictly and computes the construction on the state with the constant channel appended;
+  ``import FILE --from precision-ls`` alone PROVED (the
   file's description gives the layout's ``constants``), and FAILED where the file changes an indicator
   channel, where a bias difference read from it is changed, and where the description puts the indicator
   on another token;
@@ -160,6 +162,28 @@ def test_import_from_precision_ls_alone_proves_the_export(tmp_path, arch):
     assert f"constant channels (set on the input, checked unchanged after every section): file channel {C}: 1 on " \
            f"token {T - 1}, 0 elsewhere" in text
     assert f"verdict: PROVED: the file computes gd-{arch} at every depth (k = 2 in the file)" in text
+
+
+@pytest.mark.parametrize("arch", NEW)
+def test_their_loader_loads_it_strictly_and_computes_the_construction_on_the_wider_state(tmp_path, arch):
+    """precision-ls's get_model_from_run (written from their code, test_import_precision_ls_loader) loads the export
+    strictly; TransformerModel.forward on the construction's state with the constant channel appended is the
+    construction's layers on its channels and gives the constant channel back."""
+    pytest.importorskip("torch")
+    from tests.verify.test_import_precision_ls_loader import get_model_from_run, model_forward
+
+    con, path, ex = _export(tmp_path, arch)
+    sd, conf = get_model_from_run(path)
+    T, C = con.layout.shape
+    assert conf["n_dims"] == conf["n_embd"] == C + 1
+    S = np.random.default_rng(1).standard_normal((T, C))
+    want = S
+    for L in con.layers(2):
+        want = L.map(lambda a: np.asarray(a, dtype=float)).forward(want)
+    K = np.array(ex.constants[C], dtype=float)[:, None]
+    got = model_forward(sd, conf, np.concatenate([S, K], axis=1))
+    assert np.allclose(got[:, :C], want, rtol=1e-9, atol=1e-9), np.abs(got[:, :C] - want).max()
+    assert np.allclose(got[:, C:], K, rtol=0, atol=1e-12)
 
 
 def test_a_safetensors_export_is_self_describing_too(tmp_path):
