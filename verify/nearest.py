@@ -734,6 +734,16 @@ def print_failed(proof, near: Nearest | None, out, distance_line: str | None = N
             print("  " + line, file=out)
 
 
+def print_nearest(verdict_line: str, near: Nearest, out, distance_line: str | None = None) -> None:
+    """After a FAILED verdict line printed first (:func:`print_failed` with the distance at the parameters
+    used as its ``summary``): the nearest construction's lines, then ``verdict: VERDICT_LINE; SUMMARY``,
+    the file's verdict (unchanged) with the distance to the nearest construction (``near.verdict_text``),
+    as the JSON report's ``verdict_line`` gives it."""
+    for line in near.lines():
+        print("  " + line, file=out)
+    print(f"verdict: {verdict_line}; {near.verdict_text(distance_line)}", file=out)
+
+
 def project_layers(layers, rows: list[int], cols: list, n_spec_rows: int) -> list:
     """A specification's layers on a file's state (``verify/importers/mapping.py``'s ``rows``: file token
     -> specification row, ``cols``: file channel -> specification column or None): each weight restricted
@@ -807,9 +817,29 @@ def import_family(st, values: dict) -> tuple[Callable, dict]:
             raise ValueError(str(e)) from None
         layers = [*(s.prologue if con.has["prologue"] else []), *(list(s.body) * k),
                   *(s.epilogue if con.has["epilogue"] else [])]  # the sections the file holds
-        return s, project_layers(layers, con.rows, con.cols, R)
+        return s, _with_constants(layers, con, R) or project_layers(layers, con.rows, con.cols, R)
 
     return build, used
+
+
+def _with_constants(layers, con, R):
+    """Where the layout has constant channels after the specification's (an export's per-token biases as
+    weights, ``verify.importers.writing.constant_channels``): the specification's layers projected onto the
+    other channels and written the way the export writes them, if that gives the layout's constant channels;
+    else None (the projection alone)."""
+    constants = getattr(con, "constants", None)
+    if not constants:
+        return None
+    from verify.importers.writing import ExportError, constant_channels
+
+    keep = [j for j in range(len(con.cols)) if j not in constants]
+    if keep != list(range(len(keep))):
+        return None
+    try:
+        wide, got, _ = constant_channels(project_layers(layers, con.rows, [con.cols[j] for j in keep], R), "", "")
+    except (ExportError, ValueError):
+        return None
+    return wide if got == constants else None
 
 
 def import_nearest(st, values: dict, layers) -> Nearest:

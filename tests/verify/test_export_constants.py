@@ -220,6 +220,9 @@ def test_a_file_that_changes_an_indicator_channel_is_failed(tmp_path, arch):
     rc, text = _import(_tampered(path, tmp_path / "t.pt", change))
     assert rc == 1, text
     assert "a constant channel of the layout" in text and "verdict: FAILED" in text
+    # the nearest construction is the specification written with the same constant channel (verify/nearest.py):
+    # its step size the file's, the entry that differs the indicator's
+    assert f"to the nearest gd-{arch} (eta = 1/16)" in text and f"W_out[{C},{C}]" in text, text
 
 
 def _forward(sd, cfg, u):
