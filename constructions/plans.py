@@ -574,8 +574,8 @@ def sparse_heads_forward(H, plan, residual: bool):
 # --------------------------------------------------------------------------- channel-major runs
 
 class _ChannelLayer:
-    """A planned float BaseConv layer (:class:`LivePlan`, torch) run on a state held channel by
-    channel: a list of ``C`` tensors of shape ``(..., T)`` (``None``: a channel that is zero).
+    """A planned float BaseConv layer (:class:`LivePlan`, torch or numpy) run on a state held channel
+    by channel: a list of ``C`` arrays of shape ``(..., T)`` (``None``: a channel that is zero).
 
     The same terms and the same order of addition per output channel as :meth:`LivePlan.__call__`
     (output = the kept input channel or 0, + ``B_out``, + the copied channels' mix, + the formed
@@ -615,9 +615,12 @@ class _ChannelLayer:
         nz = Wn != 0
         if nz.sum() > 4 * max(1, Wn.shape[1]) and nz.any(axis=1).sum() > 4:  # dense enough: one product
             cols = np.flatnonzero(nz.any(axis=0))
-            import torch
+            if isinstance(W, np.ndarray):
+                Wt = np.ascontiguousarray(Wn[:, cols].T).astype(W.dtype)  # (out, in)
+            else:
+                import torch
 
-            Wt = torch.as_tensor(Wn[:, cols].T.copy(), dtype=W.dtype, device=W.device)  # (out, in)
+                Wt = torch.as_tensor(Wn[:, cols].T.copy(), dtype=W.dtype, device=W.device)  # (out, in)
             return ("mm", [int(r) for r in src], cols.tolist(), Wt)
         terms = {}
         for c in np.flatnonzero(nz.any(axis=0)).tolist():
@@ -638,11 +641,14 @@ class _ChannelLayer:
             ref = next((t for t in ins if t is not None), None)
             if ref is None:
                 return out
-            import torch
+            if isinstance(ref, np.ndarray):
+                X = np.stack([t if t is not None else np.zeros_like(ref) for t in ins])
+            else:
+                import torch
 
-            X = torch.stack([t if t is not None else ref.new_zeros(ref.shape) for t in ins])
+                X = torch.stack([t if t is not None else ref.new_zeros(ref.shape) for t in ins])
             Y = (Wt @ X.reshape(len(ins), -1)).reshape((len(cols),) + tuple(ref.shape))
-            for c, t in zip(cols, Y.unbind(0)):
+            for c, t in zip(cols, list(Y)):
                 out[c] = t if out[c] is None else out[c] + t
             return out
         done: dict = {}
@@ -659,15 +665,17 @@ class _ChannelLayer:
                 t = x[r]
                 if t is None:
                     continue
-                if t.dim() and t.shape[-1] > 1 and t.stride(-1) == 0:
+                if _token_constant(t):
                     full, t = t.shape, t[..., :1]
-                if half is None and t.dtype in _half_formats():
+                if half is None and (t.dtype == np.float16 and not into if isinstance(t, np.ndarray)
+                                     else t.dtype in _half_formats()):
                     # torch's index_add_ (and a CPU matrix product) adds a half format's terms of one column
-                    # in float32 and rounds once
+                    # in float32 and rounds once; numpy's matrix product of float16 too (its selections
+                    # add in float16)
                     half = t.dtype
-                    acc = None if acc is None else acc.float()
+                    acc = None if acc is None else _float32(acc)
                 if half is not None:
-                    t = t.float()
+                    t = _float32(t)
                 if acc is None:
                     acc = t if w == 1.0 else (-t if w == -1.0 else t * w)
                 elif w == 1.0:
@@ -677,11 +685,11 @@ class _ChannelLayer:
                 else:
                     acc = acc + t * w
             if half is not None:
-                acc = acc.to(half)
+                acc = acc.astype(half) if isinstance(acc, np.ndarray) else acc.to(half)
             if not into and out[c] is not None:
                 acc = out[c] if acc is None else acc + out[c]
-            if full is not None and acc is not None and acc.dim() and acc.shape[-1] == 1 < full[-1]:
-                acc = acc.expand(tuple(acc.shape[:-1]) + (full[-1],))
+            if full is not None and acc is not None and acc.ndim and acc.shape[-1] == 1 < full[-1]:
+                acc = _expand(acc, tuple(acc.shape[:-1]) + (full[-1],))
             done[key] = out[c] = acc
         return out
 
@@ -694,7 +702,8 @@ class _ChannelLayer:
             return ("sum", float(_numpy(plan.h[0, j:j + 1])[0]))
         gen = plan.general.tolist()
         if j in gen:
-            return ("toeplitz", plan.K[:, :, gen.index(j)].T.contiguous())  # y = v @ K^T
+            Kj = plan.K[:, :, gen.index(j)].T
+            return ("toeplitz", np.ascontiguousarray(Kj) if isinstance(Kj, np.ndarray) else Kj.contiguous())
         taps = [(lag, float(_numpy(tap[list(cols.tolist()).index(j):][:1])[0]))
                 for (lag, cols, tap), (_, cols_np) in zip(plan._taps, plan.taps) if j in cols_np.tolist()]
         return ("taps", taps) if taps else ("zero", None)
@@ -704,9 +713,9 @@ class _ChannelLayer:
         if kind == "scale":
             return v if a == 1.0 else v * a
         if kind == "sum":
-            acc = v.cumsum(-1) if self.p.conv.causal else v.sum(-1, keepdim=True)
+            acc = v.cumsum(-1) if self.p.conv.causal else v.sum(-1, keepdims=True)
             acc = acc if a == 1.0 else acc * a
-            return acc if self.p.conv.causal else acc.expand(v.shape)
+            return acc if self.p.conv.causal else _expand(acc, v.shape)
         if kind == "toeplitz":
             return v @ a
         out = v * 0
@@ -715,7 +724,7 @@ class _ChannelLayer:
             if self.p.conv.causal:
                 out[..., lag:] += tap * v[..., :T - lag]
             else:
-                out += tap * (v.roll(lag, -1) if lag else v)
+                out += tap * ((np.roll(v, lag, -1) if isinstance(v, np.ndarray) else v.roll(lag, -1)) if lag else v)
         return out
 
     def _token_sums(self, vs: list):
@@ -725,9 +734,13 @@ class _ChannelLayer:
         its terms in the same order as there (a sum over one contiguous channel adds them in another)."""
         if self.p.conv.causal or not any(op[0] == "sum" for op in self.conv):
             return None
-        ref = next((t for t in vs if t is not None and t.dim() > 1), None)
+        ref = next((t for t in vs if t is not None and t.ndim > 1), None)
         if ref is None:
             return None
+        if isinstance(ref, np.ndarray):  # as numpy's per-layer forward: the (..., T, k) block summed
+            shape = tuple(ref.shape)
+            return np.stack([np.zeros(shape, ref.dtype) if t is None else np.broadcast_to(t, shape) for t in vs],
+                            axis=-1).sum(axis=-2)
         if self.p.uni is not None:  # the per-layer forward sums each channel as one contiguous block
             return [channel_token_sum(t) if t is not None and op[0] == "sum" else None
                     for t, op in zip(vs, self.conv)]
@@ -744,8 +757,8 @@ class _ChannelLayer:
 
     def _spread(self, op, s, v):
         """A circular sum channel from its token sum ``s`` (``(...,)``): times its tap, on every token."""
-        acc = s.unsqueeze(-1) * op[1]  # the per-layer forward multiplies by the tap (1 included)
-        return acc.expand(v.shape)
+        acc = s[..., None] * op[1]  # the per-layer forward multiplies by the tap (1 included)
+        return _expand(acc, v.shape)
 
     def __call__(self, x: list) -> list:
         y = [None] * self.C_out
@@ -777,6 +790,21 @@ class _ChannelLayer:
         return y
 
 
+def _float32(t):
+    return t.astype(np.float32) if isinstance(t, np.ndarray) else t.float()
+
+
+def _expand(t, shape):
+    """``t`` broadcast to ``shape`` as a view (torch ``expand``, numpy ``broadcast_to``)."""
+    return np.broadcast_to(t, shape) if isinstance(t, np.ndarray) else t.expand(shape)
+
+
+def _token_constant(t) -> bool:
+    """Whether ``t`` is one token's values laid on every token (a view with stride 0 on the token axis)."""
+    return bool(t.ndim) and t.shape[-1] > 1 and t.strides[-1] == 0 if isinstance(t, np.ndarray) \
+        else bool(t.dim()) and t.shape[-1] > 1 and t.stride(-1) == 0
+
+
 def channel_token_sum(v):
     """The circular token sum of a channel ``v`` (..., T) (or of channels ``(k, ..., T)``): one
     reduction over the contiguous token axis (a copy first if it is not contiguous), which adds each
@@ -802,10 +830,10 @@ def _rows_of(mix: "_Mix") -> np.ndarray:
 
 
 def channel_layer(L):
-    """The channel-major form of a prepared torch float BaseConv layer (made once, kept on the
-    layer), or None for any other layer."""
+    """The channel-major form of a prepared torch or numpy float BaseConv layer (made once, kept on
+    the layer), or None for any other layer."""
     p = L.__dict__.get("_plan") if getattr(L, "kind", None) == "baseconv" else None
-    if not isinstance(p, LivePlan) or not p.torch or p.C_out != p.C:
+    if not isinstance(p, LivePlan) or not (p.torch or isinstance(L.h, np.ndarray)) or p.C_out != p.C:
         return None
     ch = L.__dict__.get("_channel_plan")
     if ch is None:
@@ -821,7 +849,9 @@ PENDING_CHECKS = 8
 
 
 def _to_channels(S) -> list:
-    """A torch state ``(..., T, C)`` as ``C`` contiguous ``(..., T)`` tensors (one pass)."""
+    """A torch or numpy state ``(..., T, C)`` as ``C`` contiguous ``(..., T)`` arrays (one pass)."""
+    if isinstance(S, np.ndarray):
+        return list(np.ascontiguousarray(np.moveaxis(S, -1, 0)))
     return list(S.movedim(-1, 0).contiguous().unbind(0))
 
 
@@ -829,9 +859,12 @@ def _from_channels(x: list, like):
     """The channel list ``x`` laid back as a state ``(..., T, C)`` like ``like`` (None: zeros): the
     channels copied one after another into a ``(C, ..., T)`` block and that block's view with the
     channel axis last (so the next run of channel layers reads its channels back without a copy)."""
+    shape = tuple(like.shape[:-1])
+    if isinstance(like, np.ndarray):
+        return np.moveaxis(np.stack([np.zeros(shape, like.dtype) if t is None else np.broadcast_to(t, shape)
+                                     for t in x]), 0, -1)
     import torch
 
-    shape = tuple(like.shape[:-1])
     return torch.stack([like.new_zeros(shape) if t is None else t.expand(shape) for t in x]).movedim(0, -1)
 
 
@@ -885,17 +918,24 @@ class ChannelBuffer:
         self.views: list = []
         self.zero: set = set()
         self.owned = None
+        self.by_layer = False  # numpy: the run met a non-finite value, its layers run by forward
 
     def owns(self, S) -> bool:
         """Whether ``S`` is memory of this run (its buffer's state, or a state a section made)."""
         return S is not None and (S is self.state or S is self.owned)
 
     def _fit(self, n: int, like):
-        import torch
-
         shape = (n,) + tuple(like.shape[:-1])
-        if self.buf is None or tuple(self.buf.shape) != shape or self.buf.dtype != like.dtype \
-                or self.buf.device != like.device:
+        if isinstance(like, np.ndarray):
+            if not isinstance(self.buf, np.ndarray) or self.buf.shape != shape or self.buf.dtype != like.dtype:
+                self.buf = np.empty(shape, dtype=like.dtype)
+                self.views, self.zero = list(self.buf), set()
+                self.state = np.moveaxis(self.buf, 0, -1)
+            return
+        if self.buf is None or isinstance(self.buf, np.ndarray) or tuple(self.buf.shape) != shape \
+                or self.buf.dtype != like.dtype or self.buf.device != like.device:
+            import torch
+
             self.buf = torch.empty(shape, dtype=like.dtype, device=like.device)
             self.views, self.zero = list(self.buf.unbind(0)), set()
             self.state = self.buf.movedim(0, -1)
@@ -909,7 +949,9 @@ class ChannelBuffer:
             return list(self.views)
         C = S.shape[-1]
         self._fit(C, S)
-        if S.is_contiguous() and S.dim() > 1:
+        if isinstance(S, np.ndarray):
+            self.buf[...] = np.moveaxis(S, -1, 0)
+        elif S.is_contiguous() and S.dim() > 1:
             self.buf.view(C, -1).copy_(S.reshape(-1, C).t())
         else:
             self.buf.copy_(S.movedim(-1, 0))
@@ -917,18 +959,18 @@ class ChannelBuffer:
         return list(self.views)
 
     def lay_out(self, x: list, like):
-        shape = tuple(like.shape[:-1])
         self._fit(len(x), like)
         row = {id(v): i for i, v in enumerate(self.views)}
         # a row's view moved to another channel is copied first (its row may be written below)
-        x = [t.clone() if t is not None and row.get(id(t), c) != c else t for c, t in enumerate(x)]
+        x = [(t.copy() if isinstance(t, np.ndarray) else t.clone()) if t is not None and row.get(id(t), c) != c
+             else t for c, t in enumerate(x)]
         for c, t in enumerate(x):
             if t is None:
                 if c not in self.zero:
-                    self.views[c].zero_()
+                    self.views[c][...] = 0
                     self.zero.add(c)
             elif row.get(id(t)) != c:
-                self.views[c].copy_(t.expand(shape))
+                self.views[c][...] = t  # broadcast: a token-constant channel laid on every token
                 self.zero.discard(c)
         return self.state
 
@@ -966,6 +1008,9 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
     n = len(layers)
     is_t = ops.is_torch(S)
     cpu = is_t and S.device.type == "cpu"
+    # channel-major runs (numpy: until its first non-finite value, then layer by layer, see below)
+    chan_ok = (is_t or (isinstance(S, np.ndarray) and not (buffer is not None and buffer.by_layer))) \
+        and conv_method == "direct"
     S_in, made = S, None  # the caller's state; the last state this call made (its own memory)
     chans = None  # the channel-major state while a run of channel layers lasts
     pending: list = []  # (layer index, flag, state or channel list)
@@ -999,7 +1044,7 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
 
     for i in range(n):
         L = layers[i]
-        ch = channel_layer(L) if is_t and conv_method == "direct" else None
+        ch = channel_layer(L) if chan_ok else None
         ip = inplace_layer(L) if ch is None and cpu else None
         overwrites = (ip is not None) or (ch is not None and chans is None and buffer is not None
                                           and S is not buffer.state)
@@ -1012,11 +1057,20 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
             if chans is None:
                 chans = buffer.channels(S) if buffer is not None else _to_channels(S)
             prev = {id(t) for t in chans if t is not None}
-            chans = ch(chans)
+            before, chans = chans, ch(chans)
             if on_nonfinite is not None:
                 first = i == 0 and not input_checked
                 wrote = list({id(t): t for t in chans if t is not None and (first or id(t) not in prev)}.values())
-                pending.append((i, _sum_flag(wrote), chans))
+                if is_t:
+                    pending.append((i, _sum_flag(wrote), chans))
+                elif not all(all_finite(t) for t in wrote):
+                    # numpy, checked at once: this layer and the rest of the run by forward, so the state
+                    # reported and those after it are the per-layer loop's (its products turn a skipped
+                    # 0 * inf into NaN), as numpy's run loop gave them before
+                    S = made = L.forward(np.ascontiguousarray(_from_channels(before, S)), conv_method=conv_method)
+                    chans, chan_ok, bad = None, False, (i, S)
+                    if buffer is not None:
+                        buffer.by_layer = True
         elif ip is not None:
             if chans is not None:
                 S, chans = (buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)), None
@@ -1031,6 +1085,8 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
         else:
             if chans is not None:
                 S, chans = (buffer.lay_out(chans, S) if buffer is not None else _from_channels(chans, S)), None
+                if not is_t:  # numpy's products of a strided state may add in another order (float16)
+                    S = np.ascontiguousarray(S)
             S = made = L.forward(S, conv_method=conv_method)
             if on_nonfinite is not None:
                 if is_t:
