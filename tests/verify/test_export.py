@@ -184,7 +184,7 @@ def _state(con, seed=0):
 
 @pytest.mark.parametrize("name", ["gd-baseconv", "prefix-coupled", "s000-newton", "s003-hyena-equiv",
                                   "gd-baseconv-causal", "gd-compiled-baseconv", "gd-compiled-baseconv-causal",
-                                  "s003-add", "s003-h21-mult-step"])
+                                  "s003-add", "s003-h21-mult-step", "s000-read"])
 def test_precision_ls_forward_on_the_exported_file_is_the_construction(tmp_path, name):
     """The peer's forward on the exported file: the construction on its channels and, where the export wrote
     constant channels (per-token biases as weights), those set on the input and given back unchanged."""
