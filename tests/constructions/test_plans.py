@@ -168,3 +168,127 @@ def test_channel_buffer_copies_only_what_moved_and_reads_its_own_state_back():
     np.testing.assert_array_equal(S2.numpy(), torch.stack([b, a, a + 1], dim=-1).numpy())
     S3 = buf.lay_out([None, buf.views[1], None], like)  # row 1 carried untouched
     np.testing.assert_array_equal(S3.numpy(), torch.stack([0 * a, a, 0 * a], dim=-1).numpy())
+
+
+# ------------------------------------------------------------------ channel-major runs (torch and numpy)
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@given(L=layers(), seed=st.integers(0, 2**16))
+def test_channel_major_run_is_the_per_layer_loop(lib, L, seed):
+    """Three copies of a random layer run channel-major (``run_checked``: carried channels passed on,
+    token-constant terms mixed on one token, token sums channel by channel on the CPU) give the states
+    of the layers' forward one after another, exactly (integer weights and inputs: every sum exact)."""
+    from constructions import plans
+
+    T, C = L.shape
+    u = np.random.default_rng(seed).integers(-3, 4, (3, T, C)).astype(np.float64)
+    if lib == "numpy":
+        F, x = L.map(lambda A: np.asarray(A, dtype=np.float64)).prepare(), u
+    else:
+        F, x = L.map(lambda A: torch.as_tensor(np.asarray(A, dtype=np.float64))).prepare(), torch.as_tensor(u)
+    assert plans.channel_layer(F) is not None
+    want = x
+    for _ in range(3):
+        want = F.forward(want)
+    seen = []
+    got, ran, stopped = plans.run_checked([F] * 3, x, buffer=plans.ChannelBuffer(),
+                                          on_nonfinite=lambda i, S: seen.append(i))
+    to_np = (lambda a: a.numpy()) if lib == "torch" else np.asarray
+    np.testing.assert_array_equal(to_np(got), to_np(want))
+    assert ran == 3 and not stopped and seen == [] and ops.is_torch(got) == (lib == "torch")
+    np.testing.assert_array_equal(to_np(x), u)  # the caller's state is not written
+
+
+def test_numpy_run_from_a_non_finite_value_on_is_the_per_layer_loop():
+    """numpy: the layer that writes the first non-finite value is reported, and that layer's state and
+    every later one are the per-layer loop's bit for bit (its products' NaN where the channel-major
+    run would skip a 0 * inf), whether the run stops there or goes on."""
+    from constructions import plans
+    from numerics.backends import Backend
+
+    be = Backend("numpy", "float32")
+    stack = [be.cast_layer(L) for L in _square_then_drop_exact()] * 3
+    assert plans.channel_layer(stack[0]) is not None
+    u = np.zeros((3, 4, 2), dtype=np.float32)
+    u[1, 2, 0] = 1e30  # its square overflows float32
+    seen = []
+    with np.errstate(all="ignore"):
+        S, ran, stopped = plans.run_checked(stack, u, buffer=plans.ChannelBuffer(),
+                                            on_nonfinite=lambda i, Si: seen.append((i, Si.copy())))
+        want = [u]
+        for L in stack:
+            want.append(L.forward(want[-1]))
+    assert [i for i, _ in seen] == [0] and ran == 6 and not stopped
+    same = lambda a, b: np.array_equal(np.asarray(a).view(np.int32), np.asarray(b).view(np.int32))  # noqa: E731
+    assert same(seen[0][1], want[1]) and same(S, want[-1])
+    with np.errstate(all="ignore"):
+        S, ran, stopped = plans.run_checked(stack, u, on_nonfinite=lambda i, Si: True)
+    assert stopped and ran == 1 and same(S, want[1])
+
+
+def _square_then_drop_exact():
+    """The exact layers of :func:`_square_then_drop` (for another backend's cast)."""
+    A = BaseConv.zeros(4, 2, causal=True)
+    A.W_in[0, 0] = A.h[0, 0] = A.W_out[0, 0] = 1
+    for t in range(4):
+        A.b_gate[t, 0] = 1
+    A.W_gate[0, 1] = A.W_in[0, 1] = A.h[0, 1] = A.W_out[1, 1] = 1
+    B = BaseConv.zeros(4, 2, causal=True)
+    B.W_in[0, 0] = B.h[0, 0] = B.W_out[0, 0] = 1
+    for t in range(4):
+        B.b_gate[t, 0] = 1
+    return A, B
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lsa_layers_run_in_place_on_the_runs_own_state(dtype):
+    """gd-lsa's residual layers on the CPU add their column into the run's state in place
+    (``inplace_layer``): the caller's state is left as it was, the result is the per-layer loop's
+    bit for bit, and a non-finite value the layers carry from the input is reported at layer 0."""
+    from constructions import plans
+    from constructions.gd_attention import gd_lsa
+    from numerics.backends import Backend
+    from numerics.problems import sample_ls
+
+    be = Backend("torch", dtype)
+    con = gd_lsa(6, 2)
+    stack = [be.cast_layer(L) for L in con.layers(4)]
+    assert all(plans.inplace_layer(L) is not None for L in stack[:-1])
+    P = sample_ls(5, 6, 2, seed=1)
+    v = {"A": P.A, "b": P.b, "x": P.x0, "q": np.random.default_rng(2).standard_normal((5, 2))}
+    S0 = be.asarray(con.input_state(v))
+    keep = S0.clone()
+    want = S0
+    for L in stack:
+        want = L.forward(want)
+    buf = plans.ChannelBuffer()
+    got, ran, stopped = plans.run_checked(stack, S0, buffer=buf, on_nonfinite=lambda i, S: None)
+    assert torch.equal(S0, keep) and torch.equal(got, want) and buf.owns(got) and ran == len(stack)
+    # the run's own state is updated in place by the next section, not copied
+    got2, _, _ = plans.run_checked(stack[:1], got, buffer=buf)
+    assert got2 is got
+    S0[2, 0, 0] = float("inf")
+    seen = []
+    with np.errstate(all="ignore"):
+        plans.run_checked(stack, S0, input_checked=False, on_nonfinite=lambda i, S: seen.append(i))
+    assert seen == [0]
+
+
+def test_numpy_channel_buffer_lays_out_and_reads_back():
+    """The numpy form of the run loop's state memory: rows carried untouched, a moved row copied, a
+    zero channel zeroed, a token-constant channel laid on every token, a foreign state laid in once."""
+    from constructions.plans import ChannelBuffer
+
+    buf = ChannelBuffer()
+    like = np.zeros((2, 3, 3))
+    a, b = np.arange(6.0).reshape(2, 3), -np.arange(6.0).reshape(2, 3)
+    S = buf.lay_out([a, b, None], like)
+    np.testing.assert_array_equal(S, np.stack([a, b, np.zeros((2, 3))], axis=-1))
+    x = buf.channels(S)
+    assert all(u is v for u, v in zip(x, buf.views)) and S is buf.state
+    S2 = buf.lay_out([x[1], x[0], np.broadcast_to(a[:, :1], (2, 3))], like)
+    np.testing.assert_array_equal(S2, np.stack([b, a, np.broadcast_to(a[:, :1], (2, 3))], axis=-1))
+    T = np.arange(18.0).reshape(2, 3, 3)
+    y = buf.channels(T)
+    np.testing.assert_array_equal(np.stack(y, axis=-1), T)
+    assert y[0] is buf.views[0]
