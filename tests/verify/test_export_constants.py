@@ -104,6 +104,41 @@ def test_the_rewrite_is_the_same_map_exactly_and_carries_the_constant_channels(c
             assert (b[:, :C] == a).all() and (b[:, C:] == K).all()
 
 
+@pytest.mark.parametrize("conv", ["causal", "circular", "same"])
+@pytest.mark.parametrize("resid", [False, True])
+def test_precision_ls_forward_on_the_written_layers_is_the_original_stack(tmp_path, conv, resid):
+    """The random layers above written to a precision-ls file: the peer's forward (written from their code) on the
+    state with the constant channels appended is the original stack on its channels, the constants given back."""
+    pytest.importorskip("torch")
+    import torch
+
+    from tests.adversarial.test_import_conventions import precision_ls_forward
+
+    rng = np.random.default_rng(5)
+    T, C = 6, 4
+    layers = [_layer(rng, T, C, conv, resid, [0, 0, 1, 0, 2, 1]) for _ in range(2)]
+    if conv == "circular":  # the long filter has no bias: the per-channel part of b_conv 0
+        layers = [L.map(lambda a: a) for L in layers]
+        for L in layers:
+            L.b_conv[:] = L.b_conv - L.b_conv[0:1]
+    path = tmp_path / "w.pt"
+    ex = E.export(path, None, "precision-ls", sections={"epilogue": layers})
+    assert ex.constants  # (a deconvolved b_conv may be no float: the file then holds it rounded once, float64)
+    ck = torch.load(str(path), weights_only=True)
+    sd = {n: t.numpy().astype(np.float64) for n, t in ck["model_state_dict"].items()}
+    K = np.array([ex.constants[j] for j in sorted(ex.constants)], dtype=float).T
+    u0 = rng.integers(-4, 5, size=(T, C)) / 4
+    want = u0.astype(object)
+    for L in layers:
+        want = L.forward(want)
+    got = np.concatenate([u0, K], axis=1)
+    for i in range(len(layers)):
+        got = precision_ls_forward(sd, got, _block(i, ""), conv == "causal")
+    want = np.array(want, dtype=float)
+    assert np.allclose(got[:, :C], want, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(want).max())))
+    assert np.allclose(got[:, C:], K, rtol=0, atol=1e-9)
+
+
 def test_per_channel_biases_are_left_as_they_are():
     rng = np.random.default_rng(2)
     L = _layer(rng, 5, 3, "causal", False, [0] * 5)
