@@ -10,8 +10,11 @@ round by round, in one process:
 * ``construction, the gd command's run`` (**the real entry point**): ``numerics.runner.stream_construction``
   as ``gd`` / ``gd_accuracy`` call it -- the input state embedded and moved to torch, each distinct
   layer cast and planned (``Backend.cast_layer``), the run loop ``Construction.run`` (planned
-  BaseConv layers channel-major, ``constructions.plans.run_checked``; the first non-finite layer
-  watched on the device), ``x`` read out to numpy after every GD step;
+  BaseConv layers channel-major, residual LSA layers in place on the run's own state,
+  ``constructions.plans.run_checked``; the first non-finite layer watched on the device), ``x`` read
+  out to numpy after every GD step;
+* ``construction, the gd command's run, numpy backend``: the same entry point with ``--backend numpy``
+  (the same channel-major plans on numpy arrays; CPU only);
 * ``construction, per-layer forward``: ``Layer.forward`` one layer after another (``LivePlan`` /
   the sparse heads) on layers cast once, no checks, ``x`` read out at the end: the layers alone;
 * ``same live channels, plain torch`` (**equal work**): the layer written in plain torch on exactly
@@ -83,6 +86,7 @@ from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, outpu
 DTYPES = ("float32", "float64")
 ARCHS = {"baseconv": gd_baseconv, "lsa": gd_lsa}
 CHANNEL = "construction, the gd command's run"
+NUMPY = "construction, the gd command's run, numpy backend"
 FORWARD = "construction, per-layer forward"
 LIVE = "same live channels, plain torch"
 DENSE = "dense layer, plain torch (all channels)"
@@ -90,7 +94,7 @@ GD = "plain GD, torch bmm"
 GRAM = "plain GD, A^T A precomputed"
 PEAK_NP = "matmul peak (numpy)"
 PEAK_TORCH = "matmul peak (torch)"
-IMPLS = (CHANNEL, FORWARD, LIVE, DENSE, GD, GRAM)
+IMPLS = (CHANNEL, NUMPY, FORWARD, LIVE, DENSE, GD, GRAM)
 
 
 # ------------------------------------------------------------------ baselines
@@ -464,6 +468,19 @@ def run_config(arch: str, con, k: int, dtype: str, B: int, a) -> dict:
         return torch.as_tensor(last[0])
 
     fns[CHANNEL] = entry_point
+    if a.device == "cpu":  # the numpy backend through the same entry point
+        be_np = Backend("numpy", dtype)
+        vr_np = {name: be_np.round_input(x) for name, x in v.items()}
+
+        def entry_numpy():
+            last = []
+            res = stream_construction(con, vr_np, k, be_np, lambda j, x: last.append(x) if j == k else None)
+            if res.first_nonfinite_layer is not None:
+                raise RuntimeError(f"{con.name} {dtype} numpy: non-finite at layer {res.first_nonfinite_layer}")
+            return torch.as_tensor(last[0])
+
+        fns[NUMPY] = entry_numpy
+        performed[NUMPY] = performed[CHANNEL]
     fns[FORWARD] = lambda: readout(run_fwd())
     fns[LIVE] = lambda: readout(run_live())
     fns[DENSE] = lambda: readout(run_dense())
@@ -583,7 +600,8 @@ def summary(results: list) -> list[str]:
                    f"sample (wall {_x(r['wall_vs_plain_gd'])}; the layers alone "
                    f"{_x(row['impl'][FORWARD]['cpu_vs_plain_gd'])}; GD with A^T A precomputed "
                    f"{_x(row['impl'][GRAM]['cpu_vs_plain_gd'])}), target {TARGET:g}x {verdict}; equal-work plain "
-                   f"torch {_x(row['impl'][LIVE]['cpu_vs_plain_gd'])}")
+                   f"torch {_x(row['impl'][LIVE]['cpu_vs_plain_gd'])}"
+                   + (f"; the numpy backend {_x(row['impl'][NUMPY]['cpu_vs_plain_gd'])}" if NUMPY in row["impl"] else ""))
     return out
 
 
