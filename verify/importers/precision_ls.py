@@ -266,7 +266,8 @@ def plan(layers, make_tensors: bool) -> Exported:
     ex = Exported(fmt, len(layers), constants=constants)
     if constants:
         said = "; ".join(f"channel {j}: 1 on token{'s' * (sum(v) > 1)} "
-                         f"{', '.join(str(t) for t, x in enumerate(v) if x)}, 0 elsewhere" for j, v in constants.items())
+                         f"{', '.join(str(t) for t, x in enumerate(v) if x)}, 0 elsewhere"
+                         for j, v in constants.items())
         ex.notes.append(f"bias matrices that differ between tokens: {len(constants)} constant channel"
                         f"{'s' * (len(constants) > 1)} after the construction's {C0} ({said}), set by the model's "
                         f"input and carried unchanged by every block; the bias differences are weights from them "
