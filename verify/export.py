@@ -179,9 +179,11 @@ def plan(construction: Construction, fmt: str, *, k: int | None = None, sections
         out[name] = f
     ex.tensors, ex.dtype = out, dtype
     ex.config["dtype"] = dtype
-    from verify.importers.described import describe
+    from verify.importers.described import describe, describe_circuit
 
-    desc = describe(construction)  # self-describing (issue 44 item 2): import --from FORMAT needs no other flag
+    # self-describing (issue 44 items 2-3): import --from FORMAT (a compiled circuit: --circuit G.json) needs no
+    # other flag
+    desc = describe_circuit(construction) or describe(construction)
     if desc is not None:
         if ex.constants:  # the state's constant channels (issue 44 item 4): mapped to no column, set per token
             lay = desc["layout"]

@@ -32,6 +32,7 @@ from verify.gd_cmd import GD_LIMITS
 
 from . import FORMATS, mapping
 from .common import ImportRefused, ParamSource, describe_not_proved, parse_settings
+from .described import circuit_settings
 from .prove import nearby_specifications, prove_bounded  # noqa: F401 - nearby_specifications: named here too
 from .shapes import check_layer_shapes
 from .specs import (accepted, alias_of, build_spec, builder_keywords, parse_param, size_keys_of, builder_takes,
@@ -139,10 +140,7 @@ def settings(a) -> dict:
     if getattr(a, "circuit", None):
         if a.spec is not None:
             raise UsageError("--circuit and --spec: give one (the circuit compiled is the specification)")
-        entry = _circuit_entry(a)
-        if layout_d is None:  # an export's state is the compiled stack's
-            R, C = entry.con.layout.shape
-            layout_d = {"format": mapping.FORMAT, "tokens": list(range(R)), "columns": list(range(C))}
+        entry, imp, layout_d = circuit_settings(a, mod, cfg, layout_d)  # described.py: the file's target, layout
         a.spec = entry.name
     elif getattr(a, "target", None):
         raise UsageError("--target applies to --circuit")

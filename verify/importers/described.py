@@ -10,6 +10,13 @@ other flag.
 * This toolkit's own files (``polyverify``): the ``construction`` metadata ``constructions/weights_io.py``
   writes (name, variables, parameters) is the description; the sizes are found from it
   (:func:`from_declared`).
+* A compiled circuit (``constructions/compiler/``) exported to a peer's format: no catalogue entry builds it, so
+  its description names the compile instead of an entry, ``{"format": "polyverify-export/1", "circuit":
+  {"name", "target", "state": [tokens, channels]}, "layout": {...}}`` (:func:`describe_circuit`; the layout with
+  the export's constant channels where it has them), and ``import FILE --from FORMAT --circuit G.json`` reads the
+  target and the layout from it (:func:`circuit_settings`; ``--target`` and ``--layout`` still win).  The
+  circuit itself is not in the file: the import compiles the one it is given, and a recorded state whose shape
+  is not that compile's is refused in one line.
 
 A description is written only where it is checked: the entry named, built at the sizes and parameters
 written, must give the exported construction's own layers, variables and layout exactly
@@ -119,20 +126,101 @@ def describe(con) -> dict | None:
     return None if sizes is None else _description(entry, sizes, dict(con.params), con.layout.shape)
 
 
-def from_config(cfg, path) -> dict | None:
+def describe_circuit(con) -> dict | None:
+    """A compiled circuit's description (module docstring): the compile's name, target and state shape, and
+    the identity layout of its state (the export adds its constant channels); None for anything else."""
+    info = getattr(con, "info", None)
+    compiled = info.get("compiled") if isinstance(info, dict) else None
+    if con is None or not isinstance(compiled, dict) or not isinstance(compiled.get("target"), str):
+        return None
+    R, C = (int(x) for x in con.layout.shape)
+    return {"format": EXPORT_FORMAT, "circuit": {"name": str(con.name), "target": compiled["target"], "state": [R, C]},
+            "layout": {"format": "polyverify-layout/1", "tokens": list(range(R)), "columns": list(range(C))}}
+
+
+def from_config(cfg, path, *, circuit: bool = False) -> dict | None:
     """The description in a peer-format file's config (``cfg["polyverify"]``), checked; None where the
-    file has none (a peer's own file)."""
+    file has none (a peer's own file).  A compiled circuit's description is returned only with ``circuit``
+    (``import --circuit``); without it such a file is refused in one line naming ``--circuit``."""
     d = cfg.get("polyverify") if isinstance(cfg, dict) else None
     if d is None:
         return None
     if not isinstance(d, dict) or d.get("format") != EXPORT_FORMAT:
         raise ImportRefused(f"{path}: its config's 'polyverify' entry is not a {EXPORT_FORMAT} description")
+    if "circuit" in d:
+        c = _circuit_description(d, path)
+        if not circuit:
+            raise ImportRefused(f"{path} holds the circuit {c['name']!r} compiled to {c['target']} (its description "
+                                f"names no catalogue construction): pass --circuit G.json, the circuit it was "
+                                f"compiled from")
+        return d
     for key, typ in (("spec", str), ("sizes", dict), ("params", dict), ("layout", dict)):
         if not isinstance(d.get(key), typ):
             raise ImportRefused(f"{path}: its {EXPORT_FORMAT} description has no valid {key!r}")
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in d["sizes"].values()):
         raise ImportRefused(f"{path}: its {EXPORT_FORMAT} description's sizes are not integers")
     return d
+
+
+def _circuit_description(d: dict, path) -> dict:
+    """A compiled circuit's description checked (:func:`describe_circuit`'s keys and types); its ``circuit``."""
+    c = d.get("circuit")
+    ok = (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("target"), str)
+          and isinstance(c.get("state"), list) and len(c["state"]) == 2
+          and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in c["state"])
+          and isinstance(d.get("layout"), dict))
+    if not ok:
+        raise ImportRefused(f"{path}: its {EXPORT_FORMAT} description of a compiled circuit needs 'circuit' "
+                            f"{{name, target, state: [tokens, channels]}} and a 'layout'")
+    return c
+
+
+def circuit_settings(a, mod, cfg: dict, layout_d):
+    """``import FILE --from FORMAT --circuit G.json`` (``verify/importers/cli.py``): the compiled circuit as the
+    specification entry, the file read (None for ``polyverify``, which the import reads against the entry) and the
+    layout.  A peer-format file is read first: its compiled circuit's description (:func:`describe_circuit`) gives
+    the target where ``--target`` is not given and the layout where ``--layout`` is not given (the export's
+    constant channels included); a file without one keeps the compiled stack's own state (the identity).  A
+    recorded state that is not the compiled stack's is refused in one line, before any proof."""
+    from polyverify.plumbing.cli import UsageError
+    from verify.cli_common import input_file
+
+    from . import mapping
+    from .cli import _circuit_entry, _read_checked
+
+    imp = circ = None
+    if a.fmt != "polyverify":
+        from constructions.compiler import TARGETS
+
+        if a.target is not None and a.target not in TARGETS:  # the arguments first, before the file is read
+            raise UsageError(f"--target {a.target!r}: not a compiler target ({', '.join(TARGETS)})")
+        input_file("--circuit", a.circuit)
+        try:
+            check = getattr(mod, "check_config", None)
+            if check is not None:
+                check(cfg)
+            input_file("", a.file)
+            imp = mod.read(a.file, cfg)
+            desc = from_config(getattr(imp, "file_config", None), a.file, circuit=True)
+        except ImportRefused as e:
+            raise UsageError(str(e)) from None
+        _read_checked(a, imp)
+        circ = desc if desc is not None and "circuit" in desc else None
+        if circ is not None and a.target is None:
+            a.target = circ["circuit"]["target"]  # the target the file was compiled to
+    entry = _circuit_entry(a)
+    shape = [int(x) for x in entry.con.layout.shape]
+    if layout_d is None and circ is not None:
+        c = circ["circuit"]
+        if c["state"] != shape:
+            raise UsageError(f"{a.file} holds the circuit {c['name']!r} compiled to {c['target']} on a {c['state'][0]} x "
+                             f"{c['state'][1]} state; {a.circuit} compiled to {a.target or 'its default target'} acts "
+                             f"on {shape[0]} x {shape[1]}: not the circuit the file was exported from (pass --layout "
+                             f"to map it)")
+        layout_d = dict(circ["layout"])
+    elif layout_d is None:  # an export's state is the compiled stack's
+        layout_d = {"format": mapping.FORMAT, "tokens": list(range(shape[0])), "columns": list(range(shape[1]))}
+    return entry, imp, layout_d
 
 
 def from_declared(declared: dict | None, path) -> dict | None:

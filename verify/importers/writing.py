@@ -62,7 +62,13 @@ class Exported:
         if where == ".npz" and self.settings:
             lines.append("  import with " + " ".join(f"--config {k}={v}" for k, v in self.settings.items()))
         desc = self.config.get("polyverify")
-        if desc and where != ".npz":
+        if desc and where != ".npz" and "circuit" in desc:  # a compiled circuit's (described.describe_circuit)
+            c = desc["circuit"]
+            lines.append(f"  self-describing: import {self.path} --from {self.format} --circuit G.json proves it against "
+                         f"the circuit G.json compiled to {c['target']} (the target and the layout"
+                         + (", its constant channels included," if self.constants else "")
+                         + " from the file)")
+        elif desc and where != ".npz":
             lines.append(f"  self-describing: import {self.path} --from {self.format} proves it against {desc['spec']} "
                          f"({', '.join(f'{k}={v}' for k, v in desc['sizes'].items())}) with no other flag")
         elif self.constants:  # no description: an import needs the layout with them
