@@ -184,6 +184,11 @@ class Construction(abc.ABC):
         S = self.input_state(v) if state is None else state
         done = 0
         cache: dict[int, Layer] = {}
+        # each distinct layer's cast is dropped after the last section that runs it: a cast layer holds its
+        # float plans (a learned file's dense filters: tens of MB a layer), and a stack's are not all needed
+        # at once
+        last = {id(L): i for i, sec in enumerate([secs.prologue, *secs.bodies, secs.epilogue]) for L in sec}
+        section = [0]
         report = [on_nonfinite]  # the first non-finite layer is reported once
         # a non-finite input value the layers carry on untouched is reported at the first layer
         unchecked = [on_nonfinite is not None and on_layer is None and not all_finite(S)]
@@ -196,10 +201,15 @@ class Construction(abc.ABC):
         def apply(layers) -> bool:
             nonlocal S, done
             if cast is not None:
+                ids = [id(L) for L in layers]
                 for L in layers:
                     if id(L) not in cache:
                         cache[id(L)] = cast(L)
                 layers = [cache[id(L)] for L in layers]
+                for i in ids:  # this section runs them last: the section's own list keeps them until it ends
+                    if last.get(i) == section[0]:
+                        cache.pop(i, None)
+            section[0] += 1
             if on_layer is None:
                 base, checked = done, not (unchecked[0] and layers)
                 if layers:

@@ -97,7 +97,9 @@ class ConvPlan:
       a compiled route's lags 0 and +-2^j): one shifted copy of ``v`` per nonzero lag, times the tap,
       ``T`` multiply-adds a tap (no ``(T, T)`` kernel: a compiled circuit's 625 tokens x 2137 route
       channels would be an 8 GB kernel);
-    * the other channels: a Toeplitz/circulant product built once.
+    * the other channels: a Toeplitz/circulant product, its ``(T, T, channels)`` kernel built once where
+      it is small (:data:`KERNEL_MAX_ENTRIES`), else formed in each call a group of channels at a time
+      (:data:`KERNEL_CHUNK_ENTRIES`): the same sums, bit for bit, in bounded memory.
 
     Channels with an all-zero filter give 0.  This is what
     :meth:`constructions.layers.BaseConv.prepare` installs after a cast.
@@ -143,16 +145,40 @@ class ConvPlan:
         else:
             xp = array_module(h)
             self._taps = [(lag, xp.asarray(cols), h[lag, xp.asarray(cols)]) for lag, cols in self.taps]
-        self.K = None
+        self._K = None
         if len(self.general):
             idx_np, mask_np = lag_index(T, causal, same)
-            hg = h[:, self._gen]
             if self.torch:
-                self.K = hg[torch.as_tensor(idx_np, device=h.device)] * torch.as_tensor(
-                    mask_np, device=h.device)[..., None].to(h.dtype)
+                self._idx = torch.as_tensor(idx_np, device=h.device)
+                self._mask = torch.as_tensor(mask_np, device=h.device)[..., None].to(h.dtype)
             else:
                 xp = array_module(h)
-                self.K = hg[xp.asarray(idx_np)] * xp.asarray(mask_np)[..., None]
+                self._idx, self._mask = xp.asarray(idx_np), xp.asarray(mask_np)[..., None]
+            if T * T * len(self.general) <= KERNEL_MAX_ENTRIES:
+                self._K = self._kernel(self._gen)
+        # the general channels in groups whose kernel has at most KERNEL_CHUNK_ENTRIES entries (a kept
+        # kernel: one group)
+        # (at least two channels a group: einsum sums a single channel's products in another order)
+        n = len(self.general)
+        per = n if self._K is not None else max(2, KERNEL_CHUNK_ENTRIES // (T * T))
+        self._groups = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
+        if len(self._groups) > 1 and self._groups[-1][1] - self._groups[-1][0] < 2:
+            self._groups[-2:] = [(self._groups[-2][0], n)]
+
+    def _kernel(self, cols):
+        """The Toeplitz/circulant kernel ``K[t, r, j] = h[lag(t, r), cols[j]]`` (0 where no tap),
+        ``(T, T, len(cols))``."""
+        return self.h[:, cols][self._idx] * self._mask
+
+    @property
+    def K(self):
+        """The general channels' kernel, ``(T, T, len(general))`` (None without general channels): the array
+        kept from the start when it has at most :data:`KERNEL_MAX_ENTRIES` entries; otherwise a view
+        (:class:`KernelView`) whose ``K[:, :, j]`` forms that one channel's ``(T, T)`` kernel when asked
+        (the plan's own calls form it a group of channels at a time)."""
+        if not len(self.general):
+            return None
+        return self._K if self._K is not None else KernelView(self)
 
     def __call__(self, v):
         out = v * self.c_lag0 if len(self.lag0) else None
@@ -168,9 +194,12 @@ class ConvPlan:
                 out = term.expand(v.shape).clone() if self.torch else array_module(v).broadcast_to(term, v.shape).copy()
         if out is None:
             out = v * 0
-        if self.K is not None:
+        if len(self.general):  # each output entry the same sum, in the same order, whatever the grouping
             ein = torch.einsum if self.torch else array_module(v).einsum
-            out[..., self._gen] = ein("trc,...rc->...tc", self.K, v[..., self._gen])
+            for lo, hi in self._groups:
+                cols = self._gen[lo:hi]
+                K = self._K[..., lo:hi] if self._K is not None else self._kernel(cols)
+                out[..., cols] = ein("trc,...rc->...tc", K, v[..., cols])
         T = self.T
         for lag, cols, tap in self._taps:  # y[t] += h[lag] v[t - lag] (circular: mod T; causal: t >= lag)
             vc = v[..., cols]
@@ -183,8 +212,38 @@ class ConvPlan:
         return out
 
 
+class KernelView:
+    """``ConvPlan.K`` where the whole kernel is not kept: ``shape``, and ``view[:, :, j]`` (``j`` an index
+    into the plan's general channels), that channel's ``(T, T)`` kernel, formed on the call; ``view[...]``
+    or ``numpy.asarray(view)``: the whole kernel, formed on the call."""
+
+    def __init__(self, plan: "ConvPlan"):
+        self.plan = plan
+        self.shape = (plan.T, plan.T, len(plan.general))
+        self.dtype = plan.h.dtype
+
+    def __getitem__(self, key):
+        p = self.plan
+        if (isinstance(key, tuple) and len(key) == 3 and key[0] == slice(None) and key[1] == slice(None)
+                and isinstance(key[2], (int, np.integer))):
+            j = int(key[2])
+            return p._kernel(p._gen[j:j + 1 if j != -1 else None])[:, :, 0]
+        return p._kernel(p._gen)[key]
+
+    def __array__(self, dtype=None, copy=None):
+        full = self[...]
+        full = full.detach().cpu().numpy() if is_torch(full) else np.asarray(full)
+        return full if dtype is None else full.astype(dtype)
+
+
 #: ``ConvPlan`` runs a channel with ``k`` nonzero taps as ``k`` shifted copies where ``k * FEW_TAPS_PER <= T``
 FEW_TAPS_PER = 8
+#: ``ConvPlan`` keeps its general channels' ``(T, T, channels)`` kernel when it has at most this many entries
+#: (32 MiB of float64); a larger one (a learned file's dense filters: 257 x 257 x 322 float64 is 170 MB a layer,
+#: and a stack's plans are kept for the whole run) is formed in each call a group of channels at a time
+KERNEL_MAX_ENTRIES = 1 << 22
+#: entries of one group's kernel when the whole kernel is not kept (8 MiB of float64)
+KERNEL_CHUNK_ENTRIES = 1 << 20
 
 
 def _conv_fft(v, h, causal, same=False):

@@ -255,10 +255,13 @@ def run_float(stack: Stack, v: dict):
             batch = len(next(iter(v.values())))
             S = np.stack([np.asarray(stack.start({nm: x[i] for nm, x in v.items()}), dtype=np.float64)
                           for i in range(batch)])
-        for L in stack.layers:
+        last = {id(L): i for i, L in enumerate(stack.layers)}
+        for i, L in enumerate(stack.layers):
             if id(L) not in cache:
                 cache[id(L)] = _float_cast(L)
             S = cache[id(L)].forward(S)
+            if last[id(L)] == i:  # its float plans dropped after its last use (a dense filter's are large)
+                del cache[id(L)]
         out = np.asarray(stack.output(S), dtype=np.float64)
     return out.reshape(out.shape[0], -1)
 

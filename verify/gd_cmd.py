@@ -554,15 +554,18 @@ def cmd_gd(a, out) -> int:
     distance = near = used_line = None
     if lw is not None and not holds(proof):  # exact or --check random: the FAILED line gives the distance
         from . import bounded
-        from .nearest import gd_nearest, guarded, print_failed  # diagnosis of a FAILED file: how far, from what
+        from .nearest import gd_nearest, guarded, print_failed, print_nearest  # diagnosis: how far, from what
         from .weight_distance import weight_distance
 
         distance = weight_distance(con.layers(k), lw.layers)
         at = ", ".join(f"{p} = {v}" for p, v in con.params.items())
+        used_line = distance.line(f"{con.name} at {at} (the parameters used)" if at else con.name)
+        # the verdict line first, with the exact weight distance at the parameters used; the nearest
+        # construction's fit (the slow part of the diagnosis) after it, then its own "verdict:" line
+        print_failed(proof, None, out, summary=used_line)
         near = guarded(lambda: gd_nearest(con, n, d, k, eta, lam, lw.layers,
                                           prove=lambda c: bounded.prove(c, a, f"the nearest {c.name}")), con.name)
-        used_line = distance.line(f"{con.name} at {at} (the parameters used)" if at else con.name)
-        print_failed(proof, near, out, used_line)
+        print_nearest(verdict_of(proof)[1], near, out, used_line)
     else:
         print_proof(proof, out)
 

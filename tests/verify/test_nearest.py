@@ -256,9 +256,15 @@ def test_gd_weights_failed_line_has_the_distance_and_json_the_nearest_block(tmp_
                "--json", str(tmp_path / "r.json")], out=out)
     text = out.getvalue()
     assert rc == 1
-    failed = next(line for line in text.splitlines() if line.startswith("proof: FAILED"))
-    assert "distance 0.01 to the nearest gd-baseconv (eta = 1/8)" in failed
-    assert "weight distance to gd-baseconv at eta = 1/16 (the parameters used)" in text
+    lines = text.splitlines()
+    # the verdict line comes first, with the exact weight distance at the parameters used; the nearest
+    # construction's fit after it, ending in its own "verdict:" line (the JSON report's verdict_line)
+    failed = next(line for line in lines if line.startswith("proof: FAILED"))
+    assert "weight distance to gd-baseconv at eta = 1/16 (the parameters used)" in failed
+    assert "nearest" not in failed and "PROVED" not in failed
+    after = next(line for line in lines if line.startswith("verdict: FAILED"))
+    assert lines.index(failed) < lines.index(after)
+    assert "distance 0.01 to the nearest gd-baseconv (eta = 1/8)" in after and "PROVED" not in after
     assert "the nearest construction (eta = 1/8, distance 0.01) is PROVED" in text
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["verdict"] == "failed"  # the file's verdict, unchanged
@@ -266,6 +272,7 @@ def test_gd_weights_failed_line_has_the_distance_and_json_the_nearest_block(tmp_
     assert near["rational"] == {"eta": "1/8"} and near["used"] == {"eta": "1/16"}
     assert near["snapped_verdict"] == "PROVED" and near["distance"]["spurious"] == 1
     assert abs(near["distance"]["max_abs"] - 0.01) < 1e-6 and "distance" in rep["verdict_line"]
+    assert after == f"verdict: {rep['verdict_line']}"
 
 
 def test_import_failed_line_has_the_distance_and_json_the_nearest_block(tmp_path):
