@@ -24,7 +24,7 @@ from polyverify.plumbing.options import config_class
 from verify.comparison import (FROM_FORMATS, CompareError, Stack, build_construction, constructed_stack, functional,
                                 implicit_w, interpolation, invariants, iterate, learned_stack, load_learned,
                                 polynomial_view, read_learned, sample, sensitivities, weights_check)
-from verify.comparison.models import sizes
+from verify.comparison.models import WithConstants, sizes, with_file_constants, written_with_constants
 from verify.comparison.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
                                          load_sequence_model)
 from verify.comparison.summary import summary_lines
@@ -105,11 +105,36 @@ def nearest_of(con, learned: Stack) -> dict:
         P = con.params  # the LSA/ELSA constructions store square roots: the family's eta and lam are their squares
         eta = P["eta"] if "eta" in P else P["sqrt_eta"] ** 2
         lam = P["lam"] if "lam" in P else (P["sqrt_lam"] ** 2 if "sqrt_lam" in P else None)
-        near = guarded(lambda: gd_nearest(con, n, d, k, eta, lam, learned.layers), con.name)
+        if isinstance(con, WithConstants):  # a peer's file with constant channels: the family written with them
+            near = guarded(lambda: _nearest_with_constants(con, n, d, k, eta, lam, learned.layers), con.name)
+        else:
+            near = guarded(lambda: gd_nearest(con, n, d, k, eta, lam, learned.layers), con.name)
         return {**near.to_json(), "text": [near.summary(), *near.lines()]}
     dist = weight_distance(con.layers(k), learned.layers)
     return {"construction": con.name, "weight_distance": dist.to_json(),
             "text": [dist.line(f"{con.name} (no family to fit: the construction itself)")]}
+
+
+def _nearest_with_constants(con, n: int, d: int, k: int, eta, lam, layers):
+    """``nearest.gd_nearest`` for a construction on a state with constant channels (:class:`WithConstants`):
+    each member of the family written with the same constant channels (the export's rewrite), so the fit and
+    the snapped proof read the learned layers in their own coordinates."""
+    from fractions import Fraction
+
+    from .nearest import channel_namer, nearest
+
+    entry = next(e for e in gd_architectures().values() if e.name == con.name)
+    used = {"eta": Fraction(eta), **({"lam": Fraction(lam or 0)} if entry.ridge else {})}
+
+    def build(**p):
+        c = entry.build(n, d, **p)
+        sections, own = written_with_constants(c)
+        if own != con.constants:
+            raise ValueError(f"{con.name} at {p} is written with other constant channels")
+        w = WithConstants(c, sections, own, con.source)
+        return w, w.layers(k)
+
+    return nearest(build, used, layers, name=con.name, chan=channel_namer(con.layout), built=(con, con.layers(k)))
 
 
 #: seconds the exact residual rows of ``--weights`` may take once the refutation has failed the file (they
@@ -410,6 +435,8 @@ def run(a: CompareOptions) -> int:
                 rep["weights_reason"] = "--weights needs the construction's layout (" + NOT_APPLICABLE + ")"
         else:
             con = build_construction(a.construction, n, d, **eta)
+            if peer is not None:  # a precision-ls export's constant channels (issue 44 item 4): con written with them
+                con = with_file_constants(peer, con)
             learned = load_learned(a.learned, con) if peer is None else learned_stack(peer, con)
             _check_memory(a, n, d, con.state_size, len(learned.layers))
             out = _report_folder(a.out)  # refused before the work; created when the report is written
@@ -418,6 +445,8 @@ def run(a: CompareOptions) -> int:
                           poly_timeout=a.poly_timeout, poly_memory_gb=a.poly_memory_gb)
         rep["learned_file"] = str(a.learned)
         rep["learned_from"] = peer.describe() if peer is not None else {"format": a.from_format}
+        if isinstance(con, WithConstants):  # the state's constant channels: their values and where they were read
+            rep["learned_from"]["constant_channels"] = con.describe_constants()
         try:
             files = write_report(rep, out)
         except OSError as e:  # checked up front; a file system can still refuse (full, read-only)

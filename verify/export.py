@@ -183,7 +183,7 @@ def plan(construction: Construction, fmt: str, *, k: int | None = None, sections
 
     # self-describing (issue 44 items 2-3): import --from FORMAT (a compiled circuit: --circuit G.json) needs no
     # other flag
-    desc = describe_circuit(construction) or describe(construction)
+    desc = describe(construction) or describe_circuit(construction)  # a catalogue entry first (s003-circuit-h21)
     if desc is not None:
         if ex.constants:  # the state's constant channels (issue 44 item 4): mapped to no column, set per token
             lay = desc["layout"]

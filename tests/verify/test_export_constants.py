@@ -367,24 +367,108 @@ def test_an_export_without_a_description_names_the_layout_an_import_needs(tmp_pa
     assert "polyverify" not in ex.config
 
 
-def test_a_compiled_circuit_with_per_token_biases_is_proved_back_with_the_layout_its_export_names(tmp_path):
-    """A circuit compiled to baseconv (a gate bias on one token) exported to precision-ls: the summary's
-    --layout (the compiled state's channels, then the constant channel) proves it back with --circuit."""
+def _compiled_dot(tmp_path, suffix=".pt"):
+    """A circuit compiled to baseconv (a gate bias on one token) exported to precision-ls: (graph path, compiled,
+    file, Exported)."""
     import circuits as Cc
     from constructions.compiler import compile_circuit
 
     g = tmp_path / "dot.json"
     Cc.dump(Cc.dot(3, placed=True), str(g))
     con = compile_circuit(Cc.load(g), name="dot", target="baseconv")
-    path = tmp_path / "dot.pt"
-    ex = E.export(path, con, "precision-ls")
-    assert ex.constants
-    line = next(s for s in ex.summary() if "--layout" in s)
-    lay = tmp_path / "L.json"
-    lay.write_text(line[line.index("{"):line.rindex("}") + 1])
-    argv = ["import", str(path), "--from", "precision-ls", "--circuit", str(g), "--target", "baseconv", "--no-search"]
+    path = tmp_path / f"dot{suffix}"
+    return g, con, path, E.export(path, con, "precision-ls")
+
+
+def _import_circuit(path, g, *extra):
     out = io.StringIO()
-    assert main(argv + ["--layout", str(lay)], out=out) == 0, out.getvalue()
-    assert "constant channels" in out.getvalue()
-    out = io.StringIO()  # without it the file's state is not the compiled stack's: refused in one line
-    assert main(argv, out=out) == 2
+    rc = main(["import", str(path), "--from", "precision-ls", "--circuit", str(g), "--no-search", *map(str, extra)],
+              out=out)
+    return rc, out.getvalue()
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_a_compiled_circuit_with_per_token_biases_is_proved_back_with_circuit_alone(tmp_path, suffix):
+    """The export records the compile (target, state) and the layout with its constant channel: import --circuit
+    G.json with no --target and no --layout PROVED; the summary says so."""
+    g, con, path, ex = _compiled_dot(tmp_path, suffix)
+    R, C = con.layout.shape
+    assert ex.constants and sorted(ex.constants) == list(range(C, C + len(ex.constants)))
+    desc = ex.config["polyverify"]
+    assert desc["circuit"] == {"name": "dot", "target": "baseconv", "state": [R, C]}
+    assert desc["layout"]["columns"] == list(range(C)) + [None] * len(ex.constants)
+    assert desc["layout"]["constants"] == {str(j): v for j, v in ex.constants.items()}
+    assert any("--circuit G.json proves it" in line and "constant channels included" in line for line in ex.summary())
+    assert not any("--layout" in line for line in ex.summary())
+    rc, text = _import_circuit(path, g)
+    assert rc == 0, text
+    assert "layout: the file's description" in text and "constant channels (set on the input" in text, text
+    assert "verdict: PROVED: the file computes dot" in text, text
+
+
+def test_a_compiled_circuit_whose_indicator_is_changed_is_failed(tmp_path):
+    """The last block gives the constant channel back doubled: only the proof's reading of it fails the file."""
+    pytest.importorskip("torch")
+    g, con, path, ex = _compiled_dot(tmp_path)
+    C, last = con.layout.shape[1], ex.config["n_layer"] - 1
+    j = min(ex.constants)
+
+    def change(ck):
+        W = ck["model_state_dict"][_block(last, "out_proj.weight")]
+        assert W[j, j] == 1.0  # the indicator carried through the last block's inner channel j
+        W[j, j] = 2.0
+
+    rc, text = _import_circuit(_tampered(path, tmp_path / "t.pt", change), g)
+    assert rc == 1 and "verdict: FAILED" in text and "a constant channel of the layout" in text, text
+    assert C == j  # (the constant channel follows the compiled stack's channels)
+
+    def move(ck):  # the description's indicator on another token
+        cons = ck["config"]["polyverify"]["layout"]["constants"]
+        cons[str(j)] = cons[str(j)][1:] + cons[str(j)][:1]
+
+    rc, text = _import_circuit(_tampered(path, tmp_path / "m.pt", move), g)
+    assert rc == 1 and "verdict: FAILED" in text, text
+
+
+def test_an_explicit_layout_or_target_still_wins_and_a_state_not_the_compiles_is_refused(tmp_path, capsys):
+    pytest.importorskip("torch")
+    g, con, path, ex = _compiled_dot(tmp_path)
+    R, C = con.layout.shape
+    # --layout wins: the file's extra channel as scratch (no constants): the file's state is not the compiled one
+    lay = tmp_path / "L.json"
+    lay.write_text(json.dumps({"format": mapping.FORMAT, "columns": list(range(C)) + [None]}))
+    rc, text = _import_circuit(path, g, "--layout", lay)
+    assert rc == 1 and f"layout: --layout {lay}" in text and "verdict: FAILED" in text, text
+    # --target wins: compiled to baseconv-mlp the state is not the file's recorded one: refused in one line
+    capsys.readouterr()
+    rc, text = _import_circuit(path, g, "--target", "baseconv-mlp")
+    err = capsys.readouterr().err
+    assert rc == 2 and text == "" and err.count("\n") == 1, err
+    assert f"holds the circuit 'dot' compiled to baseconv on a {R} x {C} state" in err and "not the circuit" in err
+
+    def shape(ck):  # a description whose recorded state is not the compile's
+        ck["config"]["polyverify"]["circuit"]["state"] = [R + 1, C]
+
+    rc, text = _import_circuit(_tampered(path, tmp_path / "s.pt", shape), g)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and f"on a {R + 1} x {C} state" in err, err
+
+
+def test_a_compiled_circuits_export_without_circuit_is_refused_naming_it(tmp_path, capsys):
+    _, _, path, _ = _compiled_dot(tmp_path)
+    rc, text = _import(path)
+    err = capsys.readouterr().err
+    assert rc == 2 and text == "" and err.count("\n") == 1, err
+    assert "holds the circuit 'dot' compiled to baseconv" in err and "pass --circuit G.json" in err, err
+
+
+def test_a_broken_circuit_description_is_refused_in_one_line(tmp_path, capsys):
+    pytest.importorskip("torch")
+    g, _, path, _ = _compiled_dot(tmp_path)
+
+    def broken(ck):
+        ck["config"]["polyverify"]["circuit"]["state"] = ["3", 4]
+
+    rc, text = _import_circuit(_tampered(path, tmp_path / "b.pt", broken), g)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "description of a compiled circuit needs" in err, err

@@ -188,6 +188,151 @@ def read_learned(path, fmt: str, settings: dict | None = None) -> Learned:
     return Learned(str(path), fmt, imported=imp)
 
 
+# ------------------------------------------------------------------ constant channels
+
+class WithConstants(Construction):
+    """``spec`` on its state followed by *constant channels*, the state a precision-ls export of a stack whose
+    bias matrices differ between tokens has (issue 44 item 4; ``verify.importers.writing.constant_channels``):
+    each constant channel holds fixed values on the tokens (an indicator) in every state, set on the input
+    and carried unchanged; the layers are ``spec``'s written with them as the export writes them (the same
+    map exactly on ``spec``'s channels).  The read-out, the variables and the step are ``spec``'s; each
+    constant channel is a region of its own (``constant channel J``), so the comparison's per-region
+    differences name a learned model that changes one.  ``source``: where the channels were read."""
+
+    def __init__(self, spec: Construction, sections: dict, constants: dict, source: str):
+        from constructions.layout import Layout
+
+        T, C0 = spec.layout.shape
+        self.spec, self.C0, self.source = spec, C0, source
+        self.constants = {int(j): list(v) for j, v in sorted(constants.items())}
+        lay = Layout((T, C0 + len(self.constants)), spec.layout.row_axis, spec.layout.col_axis)
+        for r in spec.layout.regions.values():
+            lay.add(r.name, r.rows, r.cols, r.doc)
+        for j in self.constants:
+            lay.add(f"constant channel {j}", (0, T), (j, j + 1),
+                    "set on the input, carried unchanged by every layer (per-token biases as weights from it)")
+        super().__init__(name=spec.name, reference=spec.reference, layout=lay, prologue=sections["prologue"],
+                         body=sections["body"], epilogue=sections["epilogue"], params=dict(spec.params),
+                         variables=dict(spec.variables), carried=spec.carried,
+                         notes=f"{spec.name} with {len(self.constants)} constant channel(s) after its {C0}",
+                         rebuild=None, symbolic_params=())
+
+    def extend(self, S) -> np.ndarray:
+        """A state of ``spec`` (exact, or float with leading batch axes) with the constant channels appended."""
+        S = np.asarray(S)
+        shape = S.shape[:-1] + (self.layout.shape[1],)
+        if S.dtype == object:
+            out = np.empty(shape, dtype=object)
+            out.fill(0)
+        else:
+            out = np.zeros(shape, dtype=S.dtype)
+        out[..., :self.C0] = S
+        for j, vals in self.constants.items():
+            out[..., j] = (np.array(vals, dtype=object) if S.dtype == object
+                           else np.array([float(x) for x in vals], dtype=S.dtype))
+        return out
+
+    def input_state(self, v):
+        return self.extend(self.spec.input_state(v))
+
+    def state(self, v):
+        return self.extend(self.spec.state(v))
+
+    def final_state(self, v):
+        return self.extend(self.spec.final_state(v))
+
+    def step(self, v):
+        return self.spec.step(v)
+
+    def readout(self, state) -> dict:
+        return self.spec.readout(state[..., :self.C0])  # numpy or torch (the sensitivities differentiate it)
+
+    def intermediate_states(self, v, section):
+        from constructions.base import PartialState
+
+        ds = self.spec.intermediate_states(v, section)
+        if ds is None:
+            return None
+        out = []
+        for p in ds:
+            if p is None:
+                out.append(None)
+                continue
+            mask = np.zeros(self.layout.shape, dtype=bool)
+            mask[:, :self.C0] = p.mask
+            mask[:, self.C0:] = True
+            out.append(PartialState(self.extend(p.expected), mask))
+        return out
+
+    def describe_constants(self) -> dict:
+        """For the report: each constant channel's values on the tokens, and where they were read."""
+        return {"channels": {str(j): [str(x) for x in v] for j, v in self.constants.items()}, "from": self.source}
+
+
+def written_with_constants(con: Construction):
+    """``con``'s sections written with the constant channels a precision-ls export writes
+    (``writing.constant_channels`` on prologue + body + epilogue at once): ``(sections, constants)``;
+    ``constants`` empty where every bias is one per channel."""
+    from verify.importers.writing import ExportError, constant_channels
+
+    P, B, E = list(con.prologue), list(con.body), list(con.epilogue)
+    try:
+        wide, constants, _ = constant_channels(P + B + E, "precision-ls", "the construction's b_conv")
+    except ExportError as e:
+        raise CompareError(str(e)) from None
+    return {"prologue": wide[:len(P)], "body": wide[len(P):len(P) + len(B)], "epilogue": wide[len(P) + len(B):]}, \
+        constants
+
+
+def with_file_constants(learned: Learned, con: Construction) -> Construction:
+    """``con``, or ``con`` extended by constant channels (:class:`WithConstants`) where a peer's file has
+    ``con``'s tokens and more channels: those of the file's description (``verify.importers.described``, a
+    ``polyverify-export/1`` layout: ``con``'s channels, then the constant channels), which must be the ones
+    ``con``'s export writes; a file without a description (a researcher's checkpoint as their training loop
+    saves it) is read with ``con``'s own, where they are as many as its extra channels.  Anything else is left
+    to :func:`learned_stack`, which refuses a state that is not ``con``'s in one line."""
+    from verify.importers import mapping
+    from verify.importers.common import ImportRefused
+    from verify.importers.described import from_config
+
+    imp = learned.imported
+    shape = getattr(imp, "state_shape", None)
+    T, C = con.layout.shape
+    if imp is None or shape is None or int(shape[0]) != T or int(shape[1]) <= C:
+        return con
+    extra = int(shape[1]) - C
+    path = learned.path
+    try:
+        desc = from_config(getattr(imp, "file_config", None), path)
+    except ImportRefused as e:
+        raise CompareError(str(e)) from None
+    sections, own = written_with_constants(con)
+    lay = (desc or {}).get("layout")
+    if isinstance(lay, dict) and lay.get("constants"):
+        try:
+            rows, cols, secs, _ = mapping.parse(lay, con, (T, C + extra))
+        except ImportRefused as e:
+            raise CompareError(f"{path}: its description's {e}") from None
+        if (rows != list(range(T)) or list(cols) != list(range(C)) + [None] * extra or secs
+                or sorted(cols.constants) != list(range(C, C + extra))):
+            raise CompareError(f"{path}: its description's layout is not {con.name}'s state followed by constant "
+                               f"channels (compare reads that state; prove another with python -m verify.construct "
+                               f"import)")
+        constants, source = cols.constants, "the file's description"
+        if constants != own:
+            raise CompareError(f"{path}: its description's constant channels ({mapping.describe_constants(constants)}) "
+                               f"are not those {con.name} is written with ("
+                               + (mapping.describe_constants(own) if own else "none: its biases are one per channel")
+                               + ")")
+    elif len(own) == extra:
+        chans = f"channel {C} is" if extra == 1 else f"channels {C}..{C + extra - 1} are"
+        constants, source = own, (f"{con.name}'s own, as its export writes them (the file has no description: its "
+                                  f"{chans} read as {'this' if extra == 1 else 'these'})")
+    else:
+        return con
+    return WithConstants(con, sections, constants, source)
+
+
 def learned_stack(learned: Learned, con: Construction) -> Stack:
     """The layers of a file read by :func:`read_learned` as ``con``'s stack: the file's state must be
     the construction's, and its layers the construction's kinds and array shapes (``check_against``)."""
@@ -204,9 +349,10 @@ def learned_stack(learned: Learned, con: Construction) -> Stack:
         shape = tuple(con.layout.shape)
         if imp.state_shape is not None and tuple(imp.state_shape) != shape:
             raise CompareError(f"{path}: the {learned.format} file's state is {imp.state_shape[0]} x "
-                               f"{imp.state_shape[1]}; {con.name} acts on {shape[0]} x {shape[1]} (compare reads a "
-                               f"peer's file in the construction's own state, as verify.export writes it; map "
-                               f"another state with python -m verify.construct import --layout)")
+                               f"{imp.state_shape[1]}; {con.name} acts on {shape[0]} x {shape[1]}"
+                               + _with_own_constants(con) + " (compare reads a peer's file in the construction's "
+                               "own state, as verify.export writes it; map another state with python -m "
+                               "verify.construct import --layout)")
         layers = list(imp.layers)
     st = stack_of(con, layers)
     try:
@@ -214,6 +360,16 @@ def learned_stack(learned: Learned, con: Construction) -> Stack:
     except weights_io.WeightFileError as e:
         raise CompareError(str(e)) from None
     return st
+
+
+def _with_own_constants(con: Construction) -> str:
+    """For a refusal: the width of ``con``'s state with the constant channels its precision-ls export writes."""
+    try:
+        _, own = written_with_constants(con)
+    except CompareError:
+        return ""
+    T, C = con.layout.shape
+    return f" ({T} x {C + len(own)} with the constant channels its precision-ls export writes)" if own else ""
 
 
 def constructed_stack(con: Construction, k: int) -> Stack:
