@@ -604,6 +604,11 @@ class _ChannelLayer:
         # a gate that is the constant 1 (no terms, its bias all ones): the product 1 * z is z itself
         self.gate_one = [self.gate is not None and self.gate[0] == "terms" and j not in self.gate[1]
                          and self.bg is not None and bool((_numpy(self.bg[j]) == 1).all()) for j in range(k)]
+        # the carried channels the products' mix adds into last (gd-baseconv's x - eta s2): updated in
+        # place when the run allows it (run_checked: the buffer's own rows), not copied into a new block
+        kept = set(self.kept)
+        self.inplace_cols = [] if residual or self.out is None or self.out[0] != "terms" or self.out[2] \
+            else [c for c in self.out[1] if c in kept]
 
     @staticmethod
     def _mix_terms(W, _rows, src: np.ndarray, select: bool):
@@ -628,9 +633,11 @@ class _ChannelLayer:
         return ("terms", terms, select)
 
     @staticmethod
-    def _sum(mix, x, start: list) -> list:
+    def _sum(mix, x, start: list, writable=None, wrote=None) -> list:
         """The mix applied to the channel list ``x``, added into ``start`` (one entry a column, None:
-        zero): a new list.  A column's terms are added to its start one by one in row order, as the
+        zero): a new list.  ``writable``: ids of start arrays a mix summed first and added to its start
+        last may add into in place (the same sum, ``start + terms``; each one so written is appended
+        to ``wrote``).  A column's terms are added to its start one by one in row order, as the
         per-layer forward's ``index_add_`` adds a selection's terms into its output (so the same
         roundings; a mix the per-layer forward forms as a matrix product is summed first and added to
         the start last, as there); columns with the same start and the same terms share one sum."""
@@ -687,7 +694,12 @@ class _ChannelLayer:
             if half is not None:
                 acc = acc.astype(half) if isinstance(acc, np.ndarray) else acc.to(half)
             if not into and out[c] is not None:
-                acc = out[c] if acc is None else acc + out[c]
+                if acc is not None and writable and id(out[c]) in writable:
+                    out[c].add_(acc)  # the same sum as acc + out[c], into the start's own memory
+                    wrote.append(out[c])
+                    acc = out[c]
+                else:
+                    acc = out[c] if acc is None else acc + out[c]
             if full is not None and acc is not None and acc.ndim and acc.shape[-1] == 1 < full[-1]:
                 acc = _expand(acc, tuple(acc.shape[:-1]) + (full[-1],))
             done[key] = out[c] = acc
@@ -760,7 +772,10 @@ class _ChannelLayer:
         acc = s[..., None] * op[1]  # the per-layer forward multiplies by the tap (1 included)
         return _expand(acc, v.shape)
 
-    def __call__(self, x: list) -> list:
+    def __call__(self, x: list, writable=None, wrote=None) -> list:
+        """The layer on the channel list ``x``: its output channel list.  ``writable`` (ids of input
+        channels this call may overwrite; the run loop's buffer rows): a carried channel of
+        :attr:`inplace_cols` is updated in place and appended to ``wrote``."""
         y = [None] * self.C_out
         for r in self.kept:
             y[r] = x[r]
@@ -784,7 +799,10 @@ class _ChannelLayer:
                     zj = self.bc[j] if zj is None else zj + self.bc[j]
                 if gj is not None and zj is not None:
                     prods[j] = zj if self.gate_one[j] else gj * zj
-            y = self._sum(self.out, prods, y)
+            can = None if not writable or not self.inplace_cols else \
+                {id(y[c]) for c in self.inplace_cols if y[c] is not None and id(y[c]) in writable
+                 and sum(t is y[c] for t in y) == 1}
+            y = self._sum(self.out, prods, y, can, wrote)
         if self.residual:
             y = [a if b is None else (b if a is None else a + b) for a, b in zip(x, y)]
         return y
@@ -1056,11 +1074,24 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
         if ch is not None:
             if chans is None:
                 chans = buffer.channels(S) if buffer is not None else _to_channels(S)
+            writable, rows = None, []
+            if ch.inplace_cols and cpu and buffer is not None:
+                if pending:  # the rows updated in place may be in a pending layer's state
+                    bad = flush()
+                    if bad is not None and report(bad):
+                        return bad[1], bad[0] + 1, True
+                    bad = None
+                writable = {id(v) for v in buffer.views}
             prev = {id(t) for t in chans if t is not None}
-            before, chans = chans, ch(chans)
+            before, chans = chans, ch(chans, writable, rows)
+            if rows:  # the buffer's rows written in place: none of them is zero now
+                at = {id(v): c for c, v in enumerate(buffer.views)}
+                buffer.zero -= {at[id(t)] for t in rows}
             if on_nonfinite is not None:
                 first = i == 0 and not input_checked
-                wrote = list({id(t): t for t in chans if t is not None and (first or id(t) not in prev)}.values())
+                rid = {id(t) for t in rows}
+                wrote = list({id(t): t for t in chans + rows
+                              if t is not None and (first or id(t) not in prev or id(t) in rid)}.values())
                 if is_t:
                     pending.append((i, _sum_flag(wrote), chans))
                 elif not all(all_finite(t) for t in wrote):
