@@ -45,6 +45,11 @@ def test_a_trained_gd_baseconv_export_without_eta_is_failed_with_a_counterexampl
     # the file carries no step size (each residual entry is off by its own amount): the entry's default
     eta = rep["parameters"]["eta"]
     assert eta["value"] == "1/16" and "carries no value" in eta["from"]
+    # decided modulo the refutation's prime, before any exact run of the layers; the verdict is still the
+    # proof at the default, FAILED at a point whose both sides are exact rationals (no "(mod p)")
+    assert "shown modulo a 61-bit prime" in eta["from"] and int(eta["solve_modulo"]) > 2**60
+    cex = rep["proof"]["failure"]["counterexample"]
+    assert "mod p" not in json.dumps(cex) and Fraction(cex["got"]) != Fraction(cex["expected"])
     assert "nearby:" in out  # the search ran after the verdict, within the limits (no "search stopped")
     assert "nearby search stopped" not in out
 
@@ -133,6 +138,7 @@ def test_the_solve_in_rationals_equals_the_solve_in_flint_polynomials(monkeypatc
     from verify.importers import search
 
     monkeypatch.setattr(search, "SOLVE_SECONDS", 1e9)  # every point, whatever the load
+    monkeypatch.setattr(search, "SOLVE_MODULAR", False)  # the exact residuals (the modular reading: below)
     con = gd_baseconv(4, 2)
     real = search._run_rational
     for layers in (con.layers(2), trained_module(con, 2, "polyverify", steps=3).layers()):
@@ -145,6 +151,53 @@ def test_the_solve_in_rationals_equals_the_solve_in_flint_polynomials(monkeypatc
         keys = ("value", "consistent", "agree", "of", "points")
         assert {k: fast[k] for k in keys} == {k: slow[k] for k in keys}
     assert fast["value"] is None and slow["points"] == search.SOLVE_POINTS  # the trained module carries no value
+
+
+def test_the_solve_modulo_p_says_no_value_exactly_where_the_exact_solve_does(monkeypatch):
+    """search._no_value_modulo_p: on trained modules (3 Adam steps, two seeds) it decides "no value" (the
+    layers never run in rationals) with the same agreement, count and points as the exact residuals; on the
+    construction at a step size other than the entry's default (1/10, 3/32), and on it with one weight
+    entry doubled, it declines (a root shared modulo p) and the exact solve reads the step size."""
+    from constructions.gd_baseconv import gd_baseconv
+    from tests.verify.trained_files import trained_module
+    from verify.importers import search
+
+    monkeypatch.setattr(search, "SOLVE_SECONDS", 1e9)  # every point, whatever the load
+
+    def both(layers):
+        ran, calls = [], []
+        real, quick = search._run_rational, search._no_value_modulo_p
+        monkeypatch.setattr(search, "_run_rational", lambda *a: ran.append(1) or real(*a))
+        monkeypatch.setattr(search, "_no_value_modulo_p", lambda *a: calls.append(quick(*a)) or calls[-1])
+        monkeypatch.setattr(search, "SOLVE_MODULAR", True)
+        fast = search.solve_param(lambda **kw: gd_baseconv(4, 2, **kw), "eta", layers)
+        ran_fast = list(ran)  # the exact runs of the first solve
+        monkeypatch.setattr(search, "SOLVE_MODULAR", False)
+        exact = search.solve_param(lambda **kw: gd_baseconv(4, 2, **kw), "eta", layers)
+        return fast, exact, calls, ran_fast
+
+    keys = ("value", "consistent", "agree", "of", "points")
+    con = gd_baseconv(4, 2)
+    for seed in (0, 1):
+        fast, exact, calls, ran = both(trained_module(con, 2, "polyverify", steps=3, seed=seed).layers())
+        assert calls and calls[0] is not None and not ran[:1]  # decided modulo p, before any exact run
+        assert fast["modulo"] > 2**60 and exact["modulo"] is None
+        assert {k: fast[k] for k in keys} == {k: exact[k] for k in keys} and fast["value"] is None
+    for eta in (Fraction(1, 10), Fraction(3, 32)):
+        layers = gd_baseconv(4, 2, eta=eta).layers(2)
+        fast, exact, calls, ran = both(layers)
+        assert calls == [None] and ran  # declined: the exact residuals read the value
+        assert fast["value"] == eta and fast["consistent"] and {k: fast[k] for k in keys} == {k: exact[k] for k in keys}
+        from dataclasses import replace
+
+        L = layers[1]  # a body layer with one W_out entry doubled (the tampered file's change)
+        W = L.W_out.copy()
+        ix = tuple(int(i) for i in np.argwhere(W != 0)[0])
+        W[ix] = 2 * W[ix]
+        tampered = [replace(L, W_out=W) if M is L else M for M in layers]
+        fast, exact, calls, ran = both(tampered)
+        assert calls == [None] and fast["value"] == eta and not fast["consistent"] and fast["agree"] >= 2
+        assert {k: fast[k] for k in keys} == {k: exact[k] for k in keys}
 
 
 def test_a_trained_20x5_export_is_failed_with_a_counterexample(tmp_path):

@@ -163,10 +163,12 @@ def _params_for(st, layers, out) -> tuple[dict, dict, dict]:
             sources[name] = ParamSource.DEFAULT
             why = ("the file does not determine it" if not sol else
                    f"the file carries no value: no two of its {sol['of']} distinct residual entries at {sol['points']} "
-                   f"integer points share a root")
+                   f"integer points share a root" + (" (shown modulo a 61-bit prime)" if sol.get("modulo") else ""))
             info[name] = {"value": str(values[name]), "from": f"the entry's default ({why})"}
             if sol:
                 info[name]["solve_seconds"] = round(dt, 3)
+                if sol.get("modulo"):
+                    info[name]["solve_modulo"] = str(sol["modulo"])
     for name, v in spec.params.items():  # constants of the specification (a compiled stack's eta, lam)
         if name in info:
             continue
@@ -249,15 +251,18 @@ def _verdict_part(a, st, out) -> dict:
     outside = getattr(imp, "not_proved", None) or {}
     training = getattr(imp, "training_state", None) or {}
     dropped = _print_reading(st, outside, training, out)
-    values, pinfo, psrc = _params_for(st, imp.layers, out)
-    for name, inf in pinfo.items():
-        print(f"  {name} = {_shown(inf, psrc[name])} (from {inf['from']})", file=out)
-    if _declared_note(imp):
-        print(f"  declared rationals: {_declared_note(imp)}", file=out)
-    con = st["build"](**values) if values else st["con"]
-    if getattr(a, "check", "exact") == "random":
-        return _random_part(a, st, con, values, pinfo, psrc, out)
-    res = search.prove_stack(con, imp.layers)
+    from verify.prover.refute import shared_memo
+
+    with shared_memo():  # the solve's exact layers and residues are the refutation's (verify/prover/refute.py)
+        values, pinfo, psrc = _params_for(st, imp.layers, out)
+        for name, inf in pinfo.items():
+            print(f"  {name} = {_shown(inf, psrc[name])} (from {inf['from']})", file=out)
+        if _declared_note(imp):
+            print(f"  declared rationals: {_declared_note(imp)}", file=out)
+        con = st["build"](**values) if values else st["con"]
+        if getattr(a, "check", "exact") == "random":
+            return _random_part(a, st, con, values, pinfo, psrc, out)
+        res = search.prove_stack(con, imp.layers)
     from verify.cli_common import print_proof
 
     print_proof(res, out)

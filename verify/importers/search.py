@@ -30,8 +30,10 @@ from fractions import Fraction
 import numpy as np
 
 from constructions.layers import BaseConv, TokenLSA, TokenLSAHead
+from constructions.running_sums import RunningSum
 from verify.prover.proof import ProofResult, SymbolicProblem, prove
 from verify.prover.flint_backend import FlintRing
+from verify.prover.refute import shared
 
 #: the parameter solve's start states: this many, each variable's entries integers drawn from
 #: [-SOLVE_BOUND, SOLVE_BOUND] (seeded: the same file reads the same value)
@@ -113,7 +115,12 @@ def solve_param(build, name: str, layers) -> dict | None:
     (exact rationals through the layers, never polynomials in the problem's variables: a dense
     trained layer expanded symbolically fills gigabytes, issue 41 item 1), against targets built
     with the parameter as the one symbol; every entry of each residual is then a polynomial in the
-    parameter alone (its degree the specification's), which must vanish."""
+    parameter alone (its degree the specification's), which must vanish.
+
+    First (:data:`SOLVE_MODULAR`) the residuals are read with the layers' side modulo a 61-bit prime
+    (:func:`_no_value_modulo_p`): where that shows that no two distinct residual entries can share a
+    root (a learned file), the file carries no value, decided without the exact run of its layers;
+    otherwise (a root shared modulo p, as a file that carries a value has) the exact residuals decide."""
     con0 = build()
     sp = SymbolicProblem({}, (name,))
     R = sp.R
@@ -125,15 +132,19 @@ def solve_param(build, name: str, layers) -> dict | None:
     claims += [("body", con.state, lambda v: con.state(con.step(v)), body) for _, body in distinct_bodies(secs)]
     claims = [c for c in claims if c[3]]
     rng = np.random.default_rng(SOLVE_SEED)
+    starts = [{k: _integers(rng, shape) for k, shape in con0.variables.items()} for _ in range(SOLVE_POINTS)]
+    if SOLVE_MODULAR:
+        quick = _no_value_modulo_p(claims, starts, ar)
+        if quick is not None:
+            return quick
     groups_all: list[dict] = []
     seen: set = set()
     points = 0
-    fast: dict = {}
+    fast: dict = {"prepared": shared("prepared"), "fast": shared("fast")}
     t0 = time.perf_counter()
-    for _ in range(SOLVE_POINTS):
+    for v in starts:
         if points and time.perf_counter() - t0 > SOLVE_SECONDS:
             break  # the points run so far decide (``points`` in the result says how many)
-        v = {k: _integers(rng, shape) for k, shape in con0.variables.items()}
         points += 1
         for sec, start, target, Ls in claims:
             S = _run_rational(start(v), Ls, fast)
@@ -148,8 +159,7 @@ def solve_param(build, name: str, layers) -> dict | None:
                 diff = S[idx] - want[idx]
                 if diff == 0:
                     continue
-                g = {int(m[0]): Fraction(int(c.numerator), int(c.denominator))
-                     for m, c in _as_sympy(ar, diff, R).terms()}
+                g = {e: Fraction(int(c.p), int(c.q)) for e, c in _coefficients(diff).items()}
                 key = tuple(sorted(g.items()))
                 if key in seen:  # one residual counted once: equal entries agree on every root
                     continue
@@ -172,7 +182,7 @@ def solve_param(build, name: str, layers) -> dict | None:
         there (a witness at an integer point; that it holds needs the proof)."""
         return not all(vanishes(g, Fraction(r)) for g in groups_all)
 
-    base = {"of": len(groups_all), "points": points, "fails_at": fails_at}
+    base = {"of": len(groups_all), "points": points, "fails_at": fails_at, "modulo": None}
     for r, _ in roots.most_common():
         if all(vanishes(g, r) for g in groups_all):
             return {**base, "value": r, "consistent": True, "agree": len(groups_all)}
@@ -182,6 +192,109 @@ def solve_param(build, name: str, layers) -> dict | None:
         return {**base, "value": None, "consistent": False, "agree": max(roots.values(), default=0)}
     r, _ = roots.most_common(1)[0]
     return {**base, "value": r, "consistent": False, "agree": sum(vanishes(g, r) for g in groups_all)}
+
+
+#: the solve reads the residuals modulo a prime first (:func:`_no_value_modulo_p`); False: the exact run only
+SOLVE_MODULAR = True
+
+
+def _coefficients(x) -> dict:
+    """The nonzero coefficients of an entry of a residual or target in the parameter alone, read from
+    FLINT as they are: ``{degree: fmpq}`` (an int or ``fmpq`` is degree 0; 0 has none)."""
+    import flint
+
+    if type(x) is RunningSum:
+        x = x.value()
+    if isinstance(x, flint.fmpq_mpoly):
+        return {int(m[0]) if m else 0: c for m, c in x.to_dict().items() if c != 0}
+    if x == 0:
+        return {}
+    return {0: x if isinstance(x, flint.fmpq) else flint.fmpq(Fraction(x).numerator, Fraction(x).denominator)}
+
+
+def _no_value_modulo_p(claims, starts, ar) -> dict | None:
+    """Whether the file carries no value, read modulo the refutation's first prime ``p``
+    (``refute.first_prime``): the layers' side of every claim at every start point by their modular
+    forward (``verify/prover/modular.py``; in a ``refute.shared_memo`` block the proof's refutation
+    reuses the layers' residues), the target exactly in the parameter.  A residual entry is then
+    ``g(x) = s - t(x)``: its constant term ``s - t_0`` known modulo p, the others ``-t_k`` exactly, so
+    its degree is the target's and a linear entry's root is ``(s - t_0) / t_1`` modulo p.
+
+    Returns the solve's "no value" result where at least two distinct entries are linear and their
+    roots modulo p are pairwise distinct.  That is exact, not a sample: two entries sharing a rational
+    root share it modulo p, and entries with equal exact coefficients above degree 0 and equal constant
+    terms modulo p whose exact roots were equal would be the same entry; so no two linear residual
+    entries share a root and none is consistent, as the exact count over every entry (the rest of
+    :func:`solve_param`) finds.  None where it cannot say so (a root shared modulo p, fewer than two
+    linear entries, a start state in the parameter, a denominator p divides, a layer without a
+    modular forward): the exact residuals decide."""
+    from verify.prover import modular
+    from verify.prover.randomized_bounds import to_residues
+    from verify.prover.refute import first_prime, prepared
+
+    p = first_prime()
+    memo, res = shared("prepared"), shared("residues")
+    keys: set = set()
+    roots: set = set()
+    linear = 0
+    known: dict = {}  # a target coefficient's residue, by its value (a state repeats a few values)
+
+    def mod(c) -> int:
+        r = known.get(c)
+        if r is None:
+            r = known[c] = _residue(c, p)
+        return r
+
+    try:
+        for v in starts:
+            for sec, start, target, Ls in claims:
+                S0 = np.asarray(start(v), dtype=object)
+                if not all(type(x) in (int, Fraction) for x in S0.ravel().tolist()):
+                    return None  # a start state in the parameter
+                S = to_residues(S0, p)[None]
+                for L in Ls:
+                    P = prepared(L, memo)
+                    key = (id(P), p)
+                    if key not in res:
+                        res[key] = (P, modular.layer_residues(P, p))  # P kept alive: its id stays its own
+                    S = modular.forward(res[key][1], S, p)
+                want = ar.array(target(v))
+                S = S[0]
+                if S.shape != want.shape:
+                    return None
+                for idx in np.ndindex(want.shape):
+                    t = _coefficients(want[idx])
+                    s = int(S[idx])
+                    c0 = t.pop(0, 0)
+                    g0 = (s - mod(c0)) % p
+                    if not t and not g0:
+                        continue  # zero (modulo p)
+                    high = tuple(sorted((e, int(c.p), int(c.q)) for e, c in t.items()))
+                    k = (g0, high)
+                    if k in keys:
+                        continue
+                    keys.add(k)
+                    if max(t, default=0) == 1:
+                        linear += 1
+                        roots.add(g0 * pow(mod(t[1]), -1, p) % p)
+                        if len(roots) < linear:
+                            return None  # a root shared modulo p: the exact residuals decide
+    except (modular.Unrepresentable, modular.ModularUnsupported, ValueError, ZeroDivisionError, TypeError):
+        return None
+    if linear < 2:
+        return None
+    return {"of": len(keys), "points": len(starts), "fails_at": None, "modulo": p, "value": None,
+            "consistent": False, "agree": 1}
+
+
+def _residue(c, p: int) -> int:
+    """An exact rational (``fmpq``, int) modulo ``p`` (:class:`modular.Unrepresentable` where p divides its
+    denominator)."""
+    from verify.prover import modular
+
+    if isinstance(c, int):
+        return c % p
+    return modular.residue(Fraction(int(c.p), int(c.q)), p)
 
 
 def _run_rational(S0, Ls, memo: dict):
@@ -206,11 +319,6 @@ def _integers(rng, shape) -> np.ndarray:
     for ix in np.ndindex(*shape):
         a[ix] = int(rng.integers(-SOLVE_BOUND, SOLVE_BOUND + 1))
     return a
-
-
-def _as_sympy(ar, p, R):
-    q = ar.to_sympy(p)
-    return q if hasattr(q, "terms") else R(q)
 
 
 def describe_value(q, dtype: str, declared: bool = False) -> str:

@@ -55,6 +55,7 @@ forward, non-finite weights) is not refuted here: None, and the exact proof runs
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -185,10 +186,41 @@ def assignment(point: dict) -> dict[str, str]:
 
 # ------------------------------------------------------------------ the modular test
 
+# ------------------------------------------------------------------ what refutations of the same layers share
+
+_SHARED: list[dict] = []
+
+
+@contextmanager
+def shared_memo():
+    """Within the block, the refutations (and ``verify.importers.search.solve_param``, which reads the same
+    layers at integer points before the proof) share what they derive from a layer object: its exact form
+    (:func:`prepared`), its residues modulo p, its gmpy2 form (:func:`fast_layer`) and its weights'
+    statistics (the exact evaluation's cost estimate), each keyed by the layer's id with the layer kept alive,
+    so every value is the one each would compute alone (a learned file's dense weights are converted once,
+    not once per step).  All of it is freed when the block ends."""
+    _SHARED.append({})
+    try:
+        yield
+    finally:
+        _SHARED.pop()
+
+
+def shared(kind: str) -> dict:
+    """The memo of ``kind`` of the innermost :func:`shared_memo` block, or a fresh dict outside one."""
+    return _SHARED[-1].setdefault(kind, {}) if _SHARED else {}
+
+
+def first_prime(seed: int = 0) -> int:
+    """The first prime :func:`refute` with ``seed`` tests modulo: in a :func:`shared_memo` block, the layers'
+    residues ``search.solve_param`` computed modulo it are the test's."""
+    return draw_prime(np.random.default_rng(seed))
+
+
 def _plan(con: Construction, sections) -> list[tuple[str, list]]:
     """(section, its layers as :func:`prepared`) of every section tested; an empty body is not (as the proof)."""
     src = sections if sections is not None else {sec: getattr(con, sec) for sec in _SECTIONS}
-    memo: dict = {}
+    memo = shared("prepared")
     return [(sec, [prepared(L, memo) for L in src[sec]]) for sec in _SECTIONS if not (sec == "body" and not src[sec])]
 
 
@@ -417,13 +449,16 @@ class _Exact:
 
     def __init__(self, con, sec: str, Ls, compare_own: bool):
         self.con, self.sec = con, sec
-        memo: dict = {}
-        self._memo, self._fast = memo, {}
+        memo = shared("prepared")
+        self._memo, self._fast = memo, shared("fast")
         self.Ls = list(Ls)  # the plan's layers (:func:`prepared` already); each converted as it first runs
         self.n = len(Ls)
         own = list(getattr(con, sec))
         self.own = own
         self.ref = [prepared(L, memo) for L in own] if compare_own and own and len(own) == self.n else None
+        if self.ref is not None and all(a is b or same_layer(a, b) for a, b in zip(self.ref, self.Ls)):
+            self.ref = None  # the layers given are the construction's own (an import's projected specification
+            #                  holds the file's first copy): their states are the same, no layer differs from them
         try:
             pristine = con.rebuild(**con.params) if con.rebuild else None
         except Exception:  # noqa: BLE001 - only a guard; without it the location falls back
@@ -434,7 +469,7 @@ class _Exact:
         self.use_declared: bool | None = None  # decided at the first point (:meth:`at` with decide)
         self.why_not = "no intermediate states declared"
         self.limit = [EXACT_SECONDS]  # the estimated seconds of the first evaluation (:func:`_run_bounded`)
-        self.stats: dict = {}
+        self.stats: dict = shared("stats")
 
     def fast(self, L):
         """``L`` (prepared) in gmpy2's rationals (:func:`fast_layer`), converted once, when it first runs."""
@@ -503,8 +538,10 @@ class _Exact:
             return Location(0, LOCATED_ONLY), None
         declared = self._declared(v, S0, decide)
         ref = None
-        if self.ref is not None:
-            for li, (a, b) in enumerate(zip(states, self.run(self.ref, S0))):
+        if self.ref is not None:  # the own layers run one at a time, up to the first whose output differs
+            b = S0
+            for li, (a, L) in enumerate(zip(states, self.ref)):
+                b = self.run([L], b)[-1]
                 j, _ = first_mismatch(a, b)
                 if j is not None:
                     ref = (li, tuple(int(t) for t in j))
@@ -646,7 +683,7 @@ def refute(con: Construction, sections: dict | None = None, *, seed: int = 0, bo
     given, as ``prove``)."""
     t0 = time.perf_counter()
     plan = _plan(con, sections)
-    cache: dict = {}  # the layers' residues modulo p: the test's, reused by a report modulo p
+    cache = shared("residues")  # the layers' residues modulo p: the test's, reused by a report modulo p
     try:
         found = _test(con, plan, seed, bounds, cache)
     except Exception:  # noqa: BLE001 - whatever the test cannot evaluate, the exact proof decides
@@ -755,4 +792,4 @@ def _modular_failure(con, found: _Found, Ls, offsets, seed, t0, shrink_seconds, 
     return _result(con, found, failure, t0, "modular", False)
 
 
-__all__ = ["refute", "exact_feasible", "assignment", "REFUTED", "POINT_BOUNDS", "MORE_BOUNDS"]
+__all__ = ["refute", "shared_memo", "first_prime", "exact_feasible", "assignment", "REFUTED", "POINT_BOUNDS", "MORE_BOUNDS"]
