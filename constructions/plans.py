@@ -171,14 +171,15 @@ class LivePlan:
     def __init__(self, L: "BaseConv"):
         T, C = L.shape
         self.T, self.C, self.C_out = T, C, L.W_out.shape[1]
-        gate = _used(L.W_gate, 0) | _nonzero(L.b_gate).any(axis=0)
-        conv = ((_used(L.W_in, 0) | _nonzero(L.b_in).any(axis=0)) & _nonzero(L.h).any(axis=0)) \
-            | _nonzero(L.b_conv).any(axis=0)
-        live = np.flatnonzero(gate & conv & _used(L.W_out, 1))
-        src = _copy_sources(L, live)
+        Ln = _NumpyWeights(L)  # the weights read into float64 numpy once, for finding the plan
+        gate = _used(Ln.W_gate, 0) | _nonzero(Ln.b_gate).any(axis=0)
+        conv = ((_used(Ln.W_in, 0) | _nonzero(Ln.b_in).any(axis=0)) & _nonzero(Ln.h).any(axis=0)) \
+            | _nonzero(Ln.b_conv).any(axis=0)
+        live = np.flatnonzero(gate & conv & _used(Ln.W_out, 1))
+        src = _copy_sources(Ln, live)
         K, copied = live[src < 0], live[src >= 0]
         self.live, self.copied = live, copied
-        self.K, self.Rg, self.Ri = K, _rows_into(L.W_gate, K), _rows_into(L.W_in, K)
+        self.K, self.Rg, self.Ri = K, _rows_into(Ln.W_gate, K), _rows_into(Ln.W_in, K)
         lib = L.h
         self.torch = ops.is_torch(lib)
 
@@ -189,11 +190,10 @@ class LivePlan:
                 return torch.as_tensor(a, device=lib.device, dtype=torch.long)
             return ops.array_module(lib).asarray(a)
 
-        def bias(B):  # the live channels' columns, None where they are all zero (x + 0 is x)
-            if not len(K):
+        def bias(name):  # the live channels' columns, None where they are all zero (x + 0 is x)
+            if not len(K) or not _nonzero(getattr(Ln, name)[:, K]).any():
                 return None
-            BK = B[:, index(K)]
-            return None if not _nonzero(BK).any() else BK
+            return getattr(L, name)[:, index(K)]
 
         k = index(K)
         self._K, self._Rg, self._Ri = k, index(self.Rg), index(self.Ri)
@@ -206,7 +206,7 @@ class LivePlan:
         # a copied channel's product is u[:, r] itself: W_out's rows of them mix u's channels r directly;
         # those whose row is e_r (a value carried in its own channel) make the output start as u there
         r_of = src[src >= 0]
-        carry = _carried(L.W_out, copied, r_of) if L.W_out.shape == (C, C) else np.zeros(len(copied), dtype=bool)
+        carry = _carried(Ln.W_out, copied, r_of) if L.W_out.shape == (C, C) else np.zeros(len(copied), dtype=bool)
         self.kept = r_of[carry]  # output channels that start as the input's
         self.cleared = None
         if len(self.kept):
@@ -215,8 +215,8 @@ class LivePlan:
         moved, moved_r = copied[~carry], r_of[~carry]
         self.copy = None if not len(moved) else _Mix(_block(L.W_out, moved, None, index(moved), None),
                                                      moved_r, C, T, index)
-        self.bg, self.bi, self.bc = bias(L.b_gate), bias(L.b_in), bias(L.b_conv)
-        self.bo = None if not _nonzero(L.b_out).any() else L.b_out
+        self.bg, self.bi, self.bc = bias("b_gate"), bias("b_in"), bias("b_conv")
+        self.bo = None if not _nonzero(Ln.b_out).any() else L.b_out
         self.conv = ops.ConvPlan(L.h[:, k], causal=L.causal, same=L.same)
         # on the CPU a circular sum channel is summed over its tokens as one contiguous (..., T) block
         # (the channel-major run's layout, _ChannelLayer: the same reduction, so the same sums)
@@ -276,6 +276,17 @@ class LivePlan:
         return {"projections": proj, "product": T * k, "live": k, "copied": len(self.copied),
                 "lag0": len(self.conv.lag0), "uniform": len(self.conv.uniform), "general": len(self.conv.general),
                 "biases": sum(b is not None for b in (self.bg, self.bi, self.bc, self.bo))}
+
+
+class _NumpyWeights:
+    """A BaseConv layer's weights as float64 numpy arrays (a sparse weight as it is), read once."""
+
+    def __init__(self, L):
+        self.same, self.shape = L.same, L.shape
+        for name in ("W_in", "W_gate", "W_out", "h", "b_in", "b_conv", "b_gate", "b_out"):
+            A = getattr(L, name)
+            setattr(self, name, A if isinstance(A, SparseMatrix) or getattr(A, "dtype", None) == object
+                    else _numpy(A))
 
 
 def _numpy(A) -> np.ndarray:
