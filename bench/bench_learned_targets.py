@@ -195,6 +195,7 @@ def run(cmd: list[str], cap: int, timeout: float, cwd: Path = ROOT) -> dict:
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(cwd)})
     lines: list[str] = []
     seen: dict[str, float] = {}
+    cpu_at: dict[str, float | None] = {}
 
     def read():
         for raw in proc.stdout:
@@ -202,6 +203,7 @@ def run(cmd: list[str], cap: int, timeout: float, cwd: Path = ROOT) -> dict:
             for mark in ("proof:", "verdict:"):
                 if mark not in seen and line.startswith(mark):
                     seen[mark] = time.perf_counter() - t0
+                    cpu_at[mark] = group_cpu(proc.pid)
             lines.append(line)
 
     reader = threading.Thread(target=read, daemon=True)
@@ -216,8 +218,31 @@ def run(cmd: list[str], cap: int, timeout: float, cwd: Path = ROOT) -> dict:
     reader.join(timeout=10)
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"rc": proc.returncode, "timed_out": timed_out, "wall_s": time.perf_counter() - t0,
-            "proof_s": seen.get("proof:"), "verdict_s": seen.get("verdict:"), "cpu_s": ru.ru_utime + ru.ru_stime,
+            "proof_s": seen.get("proof:"), "verdict_s": seen.get("verdict:"), "proof_cpu_s": cpu_at.get("proof:"),
+            "verdict_cpu_s": cpu_at.get("verdict:"), "cpu_s": ru.ru_utime + ru.ru_stime,
             "rss_mib": ru.ru_maxrss / 1024, "out": "".join(lines)}
+
+
+def group_cpu(pgid: int) -> float | None:
+    """CPU seconds (user + sys) so far of the processes in process group ``pgid`` (the command and the
+    children it forks: ``start_new_session``), with the children they reaped (``/proc/PID/stat``'s utime,
+    stime, cutime, cstime); None where ``/proc`` cannot be read.  Read when a verdict line arrives: the
+    CPU the command spent to reach it, which a loaded machine's wall seconds do not show."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    try:
+        pids = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone, or not readable
+        if int(fields[2]) == pgid:  # pgrp (fields after the command's name: state, ppid, pgrp, ...)
+            total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return round(total / tick, 2)
 
 
 def measured(argv: list[str], cap: int, timeout: float, tree: Path = ROOT) -> dict:
@@ -230,6 +255,7 @@ def measured(argv: list[str], cap: int, timeout: float, tree: Path = ROOT) -> di
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"rc": p.returncode, "timed_out": False, "wall_s": None, "proof_s": None, "verdict_s": None,
+                "proof_cpu_s": None, "verdict_cpu_s": None,
                 "cpu_s": None, "rss_mib": None, "out": (p.stdout + p.stderr)[-3000:]}
 
 
@@ -285,6 +311,21 @@ def target_met(row: dict, m: dict) -> tuple[str | None, bool | None]:
     return f"FAILED <= {secs:g} s" + (f", <= {gib:g} GiB" if gib else ""), bool(met)
 
 
+def table(rows: list[dict]) -> str:
+    """The rows as a markdown table (the bench's JSON ``rows``; ``--table FILE.json`` prints a written one):
+    the seconds and the CPU seconds (user + sys of the command's processes, ``group_cpu``) until its
+    ``proof:`` and ``verdict:`` lines, then the whole command's."""
+    out = ["| size | file | command | verdict | proof: at s | proof: CPU s | verdict: at s | verdict: CPU s | wall s "
+           "| CPU s | peak RSS MiB | load at start | target | met |", "|" + "---|" * 14]
+    for r in rows:
+        met = "-" if r.get("met") is None else "yes" if r["met"] else "NO"
+        cells = [r["size"], r["file"], r["run"], r["verdict"], r.get("proof_line_s"), r.get("proof_line_cpu_s"),
+                 r.get("verdict_line_s"), r.get("verdict_line_cpu_s"), r.get("wall_s"), r.get("cpu_s"),
+                 r.get("peak_rss_mib"), r.get("load_at_start"), r.get("target") or "-", met]
+        out.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="64x16,256x64,512x128")
@@ -307,10 +348,15 @@ def main(argv=None) -> int:
                    help=f"folder the generated files are kept in, one subfolder per size and generator version, so "
                         f"a rerun reuses them (writing the 512x128 learned file takes minutes; default {CACHE})")
     p.add_argument("--no-cache", action="store_true", help="write the files afresh into a temporary folder")
+    p.add_argument("--table", metavar="FILE.json", help="print the markdown table of a JSON this bench wrote, and "
+                                                          "exit")
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
         return one(a.one)
+    if a.table:
+        print(table(json.loads(Path(a.table).read_text())["rows"]))
+        return 0
     sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",") if s]
     cap = _cap(a.memory_gib)
     out_rows = []
@@ -330,14 +376,16 @@ def main(argv=None) -> int:
                 both = {}
                 extra = [] if a.baseline_all else ["--no-search"]
                 for name, tree in zip(("committed tree", f"baseline ({a.baseline_commit})"), pair):
+                    load = round(os.getloadavg()[0], 2)
                     m = measured(argv_ + extra, cap, a.timeout, tree)
                     both[name] = m
                     size = "x".join(map(str, row["size"]))
                     target, met = target_met(row, m) if a.baseline_all else (None, None)
                     r = {"size": size, "file": row["file"], "run": f"{row['run']}{' '.join([''] + extra)}, {name}",
                          "verdict": verdict_of(m), "proof_line_s": m.get("proof_s"), "verdict_line_s": m.get("verdict_s"),
+                         "proof_line_cpu_s": m.get("proof_cpu_s"), "verdict_line_cpu_s": m.get("verdict_cpu_s"),
                          "wall_s": m.get("wall_s"), "cpu_s": m.get("cpu_s"), "peak_rss_mib": m.get("rss_mib"),
-                         "target": target, "met": met, "tail": (m.get("out") or "")[-800:]}
+                         "load_at_start": load, "target": target, "met": met, "tail": (m.get("out") or "")[-800:]}
                     out_rows.append(r)
                     print(json.dumps({k: v for k, v in r.items() if k != "tail"}), flush=True)
                 new_, old_ = both.values()
@@ -346,6 +394,7 @@ def main(argv=None) -> int:
                           f"{old_['wall_s'] / new_['wall_s']:.1f}x", flush=True)
             if a.only_baseline or a.baseline_all:  # --baseline-all: the committed tree's run above is the row
                 continue
+            load = round(os.getloadavg()[0], 2)
             m = measured(argv_, cap, a.timeout)
             v = verdict_of(m)
             target, met = target_met(row, m)
@@ -354,27 +403,23 @@ def main(argv=None) -> int:
             r = {"size": size, "file": row["file"], "run": row["run"], "verdict": v,
                  "proof_line_s": None if first is None else round(first, 2),
                  "verdict_line_s": None if m.get("verdict_s") is None else round(m["verdict_s"], 2),
+                 "proof_line_cpu_s": m.get("proof_cpu_s"), "verdict_line_cpu_s": m.get("verdict_cpu_s"),
                  "wall_s": None if m.get("wall_s") is None else round(m["wall_s"], 2),
                  "cpu_s": None if m.get("cpu_s") is None else round(m["cpu_s"], 2),
                  "peak_rss_mib": None if m.get("rss_mib") is None else round(m["rss_mib"], 1),
-                 "target": target, "met": met,
+                 "load_at_start": load, "target": target, "met": met,
                  "command": "python -m verify.construct " + " ".join(row["argv"]),
                  "tail": (m.get("out") or "")[-800:]}
             out_rows.append(r)
             print(json.dumps({k: v for k, v in r.items() if k not in ("tail", "command")}), flush=True)
-    print("\n| size | file | command | verdict | proof: at s | verdict: at s | wall s | CPU s | peak RSS MiB | target "
-          "| met |\n|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in out_rows:
-        met = "-" if r["met"] is None else "yes" if r["met"] else "NO"
-        print(f"| {r['size']} | {r['file']} | {r['run']} | {r['verdict']} | {r['proof_line_s']} | {r['verdict_line_s']} "
-              f"| {r['wall_s']} | {r['cpu_s']} | {r['peak_rss_mib']} | {r['target'] or '-'} | {met} |")
+    print("\n" + table(out_rows))
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     from polyverify.plumbing.cli import atomic_write_text
 
     atomic_write_text(out, json.dumps({"command": "python bench/bench_learned_targets.py " + " ".join(
         sys.argv[1:] if argv is None else argv), "memory_cap_gib": cap / 2**30, "timeout_s": a.timeout,
-        "files_cache": None if a.no_cache else a.cache,
+        "files_cache": None if a.no_cache else a.cache, "load_average_at_end": list(os.getloadavg()),
         "cores": os.cpu_count(), "rows": out_rows}, indent=1), "--json")
     print(f"wrote {out}")
     return 0
