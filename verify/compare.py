@@ -121,16 +121,17 @@ def _nearest_with_constants(con, n: int, d: int, k: int, eta, lam, layers):
     the snapped proof read the learned layers in their own coordinates."""
     from fractions import Fraction
 
+    from .importers.writing import indicator_classes
     from .nearest import channel_namer, nearest
 
     entry = next(e for e in gd_architectures().values() if e.name == con.name)
     used = {"eta": Fraction(eta), **({"lam": Fraction(lam or 0)} if entry.ridge else {})}
 
+    classes = indicator_classes(con.constants)  # the file's classes of tokens (a trained module's may be finer)
+
     def build(**p):
         c = entry.build(n, d, **p)
-        sections, own = written_with_constants(c)
-        if own != con.constants:
-            raise ValueError(f"{con.name} at {p} is written with other constant channels")
+        sections, own = written_with_constants(c, classes)  # a CompareError (a ValueError): the builder refuses
         w = WithConstants(c, sections, own, con.source)
         return w, w.layers(k)
 

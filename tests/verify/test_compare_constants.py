@@ -109,6 +109,26 @@ def test_a_checkpoint_trained_by_precision_ls_s_loop_is_compared_with_the_constr
     assert any(f"nearest {NAME}" in line for line in near["text"]), near["text"]
 
 
+def test_a_trained_module_s_export_with_finer_classes_of_tokens_is_compared(tmp_path):
+    """A ``load_module`` module trained 3 Adam steps: its per-token biases drift apart, so its export has one
+    indicator channel per token but the base; the construction is written with the same (finer) classes, which
+    its biases allow (the rows of a class that is the base's get zero weights)."""
+    from tests.verify.trained_files import trained_module
+
+    con = entries()[NAME].build(n=4, d=2)
+    T, C = con.layout.shape
+    for steps in (0, 3):
+        path = tmp_path / f"m{steps}.pt"
+        ex = E.export(path, trained_module(con, 2, "precision-ls", steps=steps, seed=1), "precision-ls")
+        rc, rep = _compare(tmp_path, path, "--weights", "--poly-timeout", "5", out=f"o{steps}")
+        assert rc == 0 and rep["learned_from"]["constant_channels"]["channels"] == {
+            str(j): [str(x) for x in v] for j, v in ex.constants.items()}
+        if steps:
+            assert len(ex.constants) == T - 1 and _largest(rep) > 0 and rep["weights"]["exact"] is False
+        else:
+            assert len(ex.constants) == 1 and _largest(rep) == 0 and rep["weights"]["exact"] is True
+
+
 def test_a_file_that_changes_the_indicator_differs_in_the_constant_channel(tmp_path):
     """The last block gives the indicator back doubled: the predictions are the construction's (the read-out
     reads the construction's channels), the state after the last layer differs in the constant channel only."""
@@ -126,7 +146,10 @@ def test_a_file_that_changes_the_indicator_differs_in_the_constant_channel(tmp_p
 
 @pytest.mark.parametrize("change,words", [
     (lambda lay, T, C: lay.update(constants={str(C): [0] * (T - 2) + [1, 0]}),
-     "are not those gd-baseconv-causal is written with (file channel 20: 1 on token 4, 0 elsewhere)"),
+     "gd-baseconv-causal cannot be written with these constant channels: precision-ls: the bias rows differ "
+     "between tokens 0 and 4, which the given constant channels put in one class"),
+    (lambda lay, T, C: lay.update(constants={str(C): [0] * (T - 1) + [2]}),
+     "are not indicators of classes of tokens"),
     (lambda lay, T, C: lay.update(columns=[1, 0] + list(range(2, C)) + [None]),
      "its description's layout is not gd-baseconv-causal's state followed by constant channels"),
     (lambda lay, T, C: lay.update(constants={str(C): [0] * (T - 1) + [0.5]}),

@@ -139,6 +139,38 @@ def test_precision_ls_forward_on_the_written_layers_is_the_original_stack(tmp_pa
     assert np.allclose(got[:, C:], K, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("conv", ["causal", "circular", "same"])
+def test_given_finer_classes_the_rewrite_is_the_same_map_and_coarser_ones_are_refused(conv):
+    """``classes`` (a file's indicator channels, ``indicator_classes``): finer than the stack's own, the rewrite
+    is still exact (a class whose rows are the base's gets zero weights); one that joins tokens whose bias rows
+    differ is refused in one line."""
+    from verify.importers.writing import indicator_classes
+
+    rng = np.random.default_rng(12)
+    T, C = 6, 4
+    layers = [_layer(rng, T, C, conv, True, [0, 0, 1, 0, 2, 1]) for _ in range(2)]
+    finer = {C + p: [int(t == p + 1) for t in range(T)] for p in range(T - 1)}  # every token but 0 its own
+    classes = indicator_classes(finer)
+    assert classes == ([0], [[1], [2], [3], [4], [5]])
+    out, constants, _ = constant_channels(layers, "precision-ls", "its bias", classes)
+    assert constants == finer
+    K = np.array([constants[j] for j in sorted(constants)], dtype=object).T
+    u = _q(rng, T, C, lo=-20, hi=21)
+    a, b = u, np.concatenate([u, K], axis=1)
+    for L, Lx in zip(layers, out):
+        a, b = L.forward(a), Lx.forward(b)
+        assert (b[:, :C] == a).all() and (b[:, C:] == K).all()
+    coarse = indicator_classes({C: [0, 1, 0, 1, 0, 0]})  # tokens 0, 2, 4, 5 and 1, 3: token 2's rows differ from 0's
+    with pytest.raises(ExportError) as e:
+        constant_channels(layers, "precision-ls", "its bias", coarse)
+    msg = str(e.value)
+    assert "\n" not in msg and "the bias rows differ between tokens 0 and 2, which the given constant channels put " \
+        "in one class" in msg, msg
+    for bad in ({C: [0, 0, 2, 0, 0, 0]}, {C: [1] * T}, {C: [0, 1, 0, 0, 0, 0], C + 1: [0, 1, 1, 0, 0, 0]},
+                {C: [0] * T}):  # not 0 / 1; no base; a token in two; a channel with no token
+        assert indicator_classes(bad) is None, bad
+
+
 def test_per_channel_biases_are_left_as_they_are():
     rng = np.random.default_rng(2)
     L = _layer(rng, 5, 3, "causal", False, [0] * 5)

@@ -269,17 +269,18 @@ class WithConstants(Construction):
         return {"channels": {str(j): [str(x) for x in v] for j, v in self.constants.items()}, "from": self.source}
 
 
-def written_with_constants(con: Construction):
+def written_with_constants(con: Construction, classes=None):
     """``con``'s sections written with the constant channels a precision-ls export writes
-    (``writing.constant_channels`` on prologue + body + epilogue at once): ``(sections, constants)``;
-    ``constants`` empty where every bias is one per channel."""
+    (``writing.constant_channels`` on prologue + body + epilogue at once; ``classes``: the classes of tokens
+    to write them for, default ``con``'s own): ``(sections, constants)``; ``constants`` empty where every
+    bias is one per channel and no classes are given."""
     from verify.importers.writing import ExportError, constant_channels
 
     P, B, E = list(con.prologue), list(con.body), list(con.epilogue)
     try:
-        wide, constants, _ = constant_channels(P + B + E, "precision-ls", "the construction's b_conv")
+        wide, constants, _ = constant_channels(P + B + E, "precision-ls", "the construction's b_conv", classes)
     except ExportError as e:
-        raise CompareError(str(e)) from None
+        raise CompareError(f"{con.name} cannot be written with these constant channels: {e}") from None
     return {"prologue": wide[:len(P)], "body": wide[len(P):len(P) + len(B)], "epilogue": wide[len(P) + len(B):]}, \
         constants
 
@@ -294,6 +295,7 @@ def with_file_constants(learned: Learned, con: Construction) -> Construction:
     from verify.importers import mapping
     from verify.importers.common import ImportRefused
     from verify.importers.described import from_config
+    from verify.importers.writing import indicator_classes
 
     imp = learned.imported
     shape = getattr(imp, "state_shape", None)
@@ -319,11 +321,18 @@ def with_file_constants(learned: Learned, con: Construction) -> Construction:
                                f"channels (compare reads that state; prove another with python -m verify.construct "
                                f"import)")
         constants, source = cols.constants, "the file's description"
-        if constants != own:
-            raise CompareError(f"{path}: its description's constant channels ({mapping.describe_constants(constants)}) "
-                               f"are not those {con.name} is written with ("
-                               + (mapping.describe_constants(own) if own else "none: its biases are one per channel")
-                               + ")")
+        if constants != own:  # other classes of tokens (a trained module's biases drifted apart: finer ones)
+            classes = indicator_classes(constants)
+            if classes is None:
+                raise CompareError(f"{path}: its description's constant channels "
+                                   f"({mapping.describe_constants(constants)}) are not indicators of classes of "
+                                   f"tokens (0 / 1, disjoint, some token in none), as an export writes them")
+            try:
+                sections, got = written_with_constants(con, classes)
+            except CompareError as e:
+                raise CompareError(f"{path}: its description's constant channels "
+                                   f"({mapping.describe_constants(constants)}): {e}") from None
+            assert got == constants, (got, constants)
     elif len(own) == extra:
         chans = f"channel {C} is" if extra == 1 else f"channels {C}..{C + extra - 1} are"
         constants, source = own, (f"{con.name}'s own, as its export writes them (the file has no description: its "

@@ -244,7 +244,7 @@ def _moved_conv_bias(i: int, L, fmt: str, what: str, moved: list):
     return b_in, b_conv, b_out
 
 
-def constant_channels(layers, fmt: str, what: str):
+def constant_channels(layers, fmt: str, what: str, classes=None):
     """A BaseConv stack whose bias matrices differ between tokens written with extra *constant channels*
     (issue 44 item 4): ``(layers, constants, moved)``, ``constants`` ``{state channel: per-token values}``
     (empty, and the layers as they are, where every bias is one per channel), ``moved`` the per-token
@@ -260,28 +260,43 @@ def constant_channels(layers, fmt: str, what: str):
     1 (``b_gate``, ``W_gate``'s column zero), and ``W_out``'s ``e`` back to it (none with the residual, which
     adds it).  On the construction's channels each layer is the same map exactly, given the constant
     channels on its input; the import sets them (the file's layout names them, ``mapping.parse``) and proves
-    that they come out unchanged."""
+    that they come out unchanged.
+
+    ``classes``: ``(base, others)``, the classes of tokens to write the stack with instead of its own (a
+    partition of the tokens, e.g. a file's indicator channels: :func:`indicator_classes`); every bias row must
+    be the same within each (an ExportError names the first that is not), so they may be finer than the
+    stack's own (a class whose rows are the base's gets zero weights)."""
     from .convs import filter_row
 
     distinct = distinct_layers(layers)
     if not all(L.kind == "baseconv" for _, L in distinct):
+        if classes is not None:
+            raise ExportError(f"{fmt}: constant channels are written for BaseConv stacks only")
         return layers, {}, []
-    if all(np.asarray(getattr(L, b) == getattr(L, b)[0:1], dtype=bool).all()
-           for _, L in distinct for b in ("b_in", "b_conv", "b_gate", "b_out")):
+    if classes is None and all(np.asarray(getattr(L, b) == getattr(L, b)[0:1], dtype=bool).all()
+                               for _, L in distinct for b in ("b_in", "b_conv", "b_gate", "b_out")):
         return layers, {}, []
     moved: list = []
     eff = {id(L): (*_moved_conv_bias(i, L, fmt, what, moved), np.array(L.b_gate, dtype=object)) for i, L in distinct}
     T = layers[0].b_in.shape[0]
-    classes: list[list[int]] = []
-    for t in range(T):
-        for cl in classes:
-            if all(_row_same(B, t, cl[0]) for bs in eff.values() for B in bs):
-                cl.append(t)
-                break
-        else:
-            classes.append([t])
-    base = max(classes, key=len)  # the first of the largest
-    others = [cl for cl in classes if cl is not base]
+    if classes is not None:  # given (a file's): each must hold tokens whose bias rows are the same
+        base, others = classes
+        for cl in [base, *others]:
+            t = next((t for t in cl if not all(_row_same(B, t, cl[0]) for bs in eff.values() for B in bs)), None)
+            if t is not None:
+                raise ExportError(f"{fmt}: the bias rows differ between tokens {cl[0]} and {t}, which the given "
+                                  f"constant channels put in one class")
+    else:
+        own: list[list[int]] = []
+        for t in range(T):
+            for cl in own:
+                if all(_row_same(B, t, cl[0]) for bs in eff.values() for B in bs):
+                    cl.append(t)
+                    break
+            else:
+                own.append([t])
+        base = max(own, key=len)  # the first of the largest
+        others = [cl for cl in own if cl is not base]
     P = len(others)
     out: dict[int, Layer] = {}
     for i, L in distinct:
@@ -317,3 +332,18 @@ def constant_channels(layers, fmt: str, what: str):
     C0 = layers[0].W_in.shape[0]
     constants = {C0 + p: [1 if t in cl else 0 for t in range(T)] for p, cl in enumerate(others)}
     return [out[id(L)] for L in layers], constants, moved
+
+
+def indicator_classes(constants: dict) -> tuple[list[int], list[list[int]]] | None:
+    """The classes of tokens that indicator channels stand for, ``(base, others)`` in the channels' order, as
+    :func:`constant_channels` takes them; None unless every channel is 0 / 1, no token is 1 in two, each has
+    a 1 and some token is 1 in none (the base)."""
+    chans = [constants[j] for j in sorted(constants)]
+    if not chans or any(any(x not in (0, 1) for x in v) for v in chans):
+        return None
+    T = len(chans[0])
+    others = [[t for t in range(T) if v[t] == 1] for v in chans]
+    base = [t for t in range(T) if all(v[t] == 0 for v in chans)]
+    if not base or not all(others) or sum(map(len, others)) + len(base) != T:
+        return None
+    return base, others
