@@ -3,7 +3,10 @@
 :class:`LivePlan` (a float BaseConv layer on its live inner channels, selections as gathers) is what
 ``BaseConv.prepare`` installs after a cast; :func:`sparse_head` restricts an LSA / ELSA head to the
 rows and columns its weights use, for float casts and for the prover's exact copy alike.  The sums
-are the layer's own (``constructions/layers.py``), of the same nonzero terms.
+are the layer's own (``constructions/layers.py``), of the same nonzero terms.  The run loop's
+execution (:func:`run_checked`): planned BaseConv layers channel-major (:class:`_ChannelLayer`, torch
+and numpy, the state in a :class:`ChannelBuffer`), residual LSA / ELSA layers in place on the CPU
+(:func:`inplace_layer`), finiteness read from device flags.
 """
 from __future__ import annotations
 
@@ -1008,18 +1011,20 @@ def run_checked(layers, S, *, conv_method: str = "direct", on_nonfinite=None, in
                 buffer: "ChannelBuffer | None" = None):
     """Forward the state ``S`` through the (cast, prepared) ``layers``, as the run loop
     (:meth:`constructions.base.Construction.run`) executes a section: each run of consecutive
-    planned torch BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out once as
-    one contiguous ``(..., T)`` block a channel, carried channels passed on untouched, laid back at
-    the end of the run), a residual LSA / ELSA layer on the CPU in place on a state of the run
-    (:func:`inplace_layer`: its skip added into the columns it writes; the caller's input is copied
-    first), any other layer by its ``forward``.  The same sums of the same terms in the
+    planned torch or numpy BaseConv layers channel-major (:class:`_ChannelLayer`: the state laid out
+    once as one contiguous ``(..., T)`` block a channel in the buffer, carried channels passed on
+    untouched, a carried channel the layer adds into last updated in its row in place on the CPU,
+    laid back at the end of the run), a residual LSA / ELSA layer on the CPU in place on a state of
+    the run (:func:`inplace_layer`: its skip added into the columns it writes; the caller's input is
+    copied first), any other layer by its ``forward``.  The same sums of the same terms in the
     same order as ``forward`` layer by layer (a selection's terms added into its start one by one as
     ``index_add_`` adds them, half formats in float32 as there; a token sum by the same reduction on
     the same layout), so the same values bit for bit on the GD constructions (tested); a mix that
     ``forward`` forms as a matrix product of non-unit weights is summed term by term here (a library
     product may fuse a multiply and an add: a rounding apart), a dense one as one product.  After a
-    non-finite value, which entries are inf and which NaN may differ (a dense product turns a
-    skipped ``0 * inf`` into NaN).
+    non-finite value, which entries are inf and which NaN may differ on torch (a dense product turns
+    a skipped ``0 * inf`` into NaN); numpy runs the layer that wrote the first non-finite value, and
+    every layer after it, by ``forward``, so its states are the per-layer loop's there too.
 
     ``on_nonfinite(i, S_i)``: called once, for the first layer ``i`` (index into ``layers``) whose
     output state ``S_i`` holds a non-finite value -- the state as that layer wrote it, laid out as
