@@ -3,7 +3,9 @@
 The learned model is a weight file (``constructions.weights_io``) with the construction's layer
 structure, or with ``--from precision-ls|zoology|icl-gd`` a peer's file read by the importer of
 ``python -m verify.construct import`` (``verify/importers/``; its state must be the construction's,
-as ``verify.export`` writes it; ``--config KEY=VALUE`` as for the import), or with ``--from torch``
+as ``verify.export`` writes it, or for precision-ls the construction's followed by the constant channels its
+export writes, against which the construction is written with them: ``comparison.models.WithConstants``;
+``--config KEY=VALUE`` as for the import), or with ``--from torch``
 a ``polyverify.torch`` module's ``state_dict`` saved with ``torch.save`` (never unpickled); the report (``report.json``, ``report.md``, plots) holds (1) prediction and
 layer-by-layer region differences in and out of distribution, (2) query sensitivities, (3) the
 exact polynomial view, (4) invariants up to symmetry and the interpolation curve, (5) the implicit

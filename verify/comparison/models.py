@@ -6,7 +6,9 @@ the *construction's layer structure* (same kinds, settings and array shapes as
 (``--from precision-ls | zoology | icl-gd``) is read by the importer of ``python -m
 verify.construct import`` (``verify/importers/``: its mapping table, every tensor read, exact
 values) into this toolkit's layers on the file's own state, which must be the construction's
-(the state ``verify.export`` writes; another state is mapped by ``import --layout``, not here);
+(the state ``verify.export`` writes; another state is mapped by ``import --layout``, not here), or
+the construction's followed by constant channels (a precision-ls export of per-token biases:
+:func:`with_file_constants` writes the construction with them, :class:`WithConstants`);
 ``--from torch``: a ``polyverify.torch`` module's ``state_dict`` saved with ``torch.save`` (read
 with ``torch.load(weights_only=True)``, never unpickled: :func:`read_learned`).
 """
