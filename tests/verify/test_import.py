@@ -239,6 +239,55 @@ def test_a_layout_that_drops_the_iterate_is_refused(tmp_path, capsys):
     assert rc == 2 and "iterate 'X'" in capsys.readouterr().err
 
 
+def _rings_built(monkeypatch) -> list[int]:
+    """The number of generators of every ring ``mapping.check_carried`` builds (recorded)."""
+    import verify.prover.proof as P
+
+    sizes, real = [], P.SymbolicProblem
+
+    def recorded(variables, params=()):
+        sizes.append(sum(int(np.prod(s)) if s else 1 for s in variables.values()) + len(params))
+        return real(variables, params)
+
+    monkeypatch.setattr(P, "SymbolicProblem", recorded)
+    return sizes
+
+
+def test_the_carried_check_builds_symbols_for_the_carried_variables_only(monkeypatch):
+    """gd-baseconv at 256x64 onto the identity layout: x (64 entries) in symbols, A and y at integers
+    (a ring with every variable's 16,768 entries took 2.4 GB); nothing refused."""
+    from constructions.gd_baseconv import gd_baseconv
+    from verify.importers import mapping
+
+    spec = gd_baseconv(256, 64)
+    rows, cols, secs, shape = mapping.parse({"format": mapping.FORMAT}, spec, spec.layout.shape)
+    con = mapping.Projected(spec, rows, cols, secs, shape,
+                            {"prologue": spec.prologue, "body": spec.body, "epilogue": spec.epilogue})
+    sizes = _rings_built(monkeypatch)
+    mapping.check_carried(con)
+    assert sizes == [64]
+
+
+@pytest.mark.parametrize("symbolic_max", [None, 0])
+def test_a_dropped_iterate_is_refused_by_either_check(tmp_path, capsys, monkeypatch, symbolic_max):
+    """The layout dropping X refused: confirmed with every variable in symbols where the state is small
+    (the default limit), on the integer values alone above the limit (set to 0 here)."""
+    from verify.importers import mapping
+
+    if symbolic_max is not None:
+        monkeypatch.setattr(mapping, "CARRIED_SYMBOLIC_MAX", symbolic_max)
+    sizes = _rings_built(monkeypatch)
+    layout = {"format": "polyverify-layout/1", "tokens": list(range(N)), "columns": [None] * (4 * D + 1),
+              "sections": {"epilogue": 0}}
+    layout["columns"][0] = 0
+    (tmp_path / "L.json").write_text(json.dumps(layout))
+    rc = main(["import", str(pls_file(tmp_path, 1)), "--from", "precision-ls", "--spec", "prefix-coupled",
+               "--layout", str(tmp_path / "L.json")], out=io.StringIO())
+    assert rc == 2 and "iterate 'X'" in capsys.readouterr().err
+    carried_only, *rest = sizes
+    assert carried_only < 4 * D * N and (rest == [] if symbolic_max == 0 else rest[0] > carried_only)
+
+
 def test_prefix_coupled_is_gd_at_the_last_token_for_one_step_only():
     """The iteration itself: from equal iterates, X[N] after one step is one GD step; after two
     it is not (exact, on a rational problem)."""

@@ -35,7 +35,7 @@ read as the identity)::
   ``state(v)``; the report names what the specification has and the file does not.
 
 Every carried variable of the specification must appear in the projected state (else the
-claim would say nothing about the iteration): checked exactly, refused otherwise.
+claim would say nothing about the iteration): checked (`check_carried`), refused otherwise.
 """
 from __future__ import annotations
 
@@ -317,21 +317,59 @@ def describe_constants(constants: dict) -> str:
     return "; ".join(one(j, v) for j, v in constants.items())
 
 
+#: ``check_carried`` decides a carried variable's absence in every variable's symbols up to this many variable
+#: entries (a sympy ring's generators cost quadratic memory: 2.4 GB at 256x64's 16,768)
+CARRIED_SYMBOLIC_MAX = 4096
+
+
 def check_carried(con: Projected) -> None:
-    """Every carried variable appears in the projected state (exact, in fresh symbols)."""
+    """Every carried variable appears in the projected state.  The state is formed with the carried
+    variables' entries as fresh symbols and every other variable's entries as random integers below
+    2^62 in size: a carried entry's symbol in it is in the state's polynomials, exactly (a value of the
+    others cannot make a variable appear).  A carried variable missing there is then looked for with
+    every variable in symbols (exact; up to :data:`CARRIED_SYMBOLIC_MAX` entries in all; above, it is
+    refused on the integer values: a polynomial coefficient that is nonzero vanishes at such a point
+    with probability below its degree / 2^62)."""
+    carried = [var for var in con.variables if var in con.carried]
+    if not carried:
+        return
+    missing = _carried_missing(con, carried, symbolic_others=False)
+    size = sum(int(np.prod(shape)) if shape else 1 for shape in con.variables.values())
+    if missing and size <= CARRIED_SYMBOLIC_MAX:
+        missing = _carried_missing(con, carried, symbolic_others=True)
+    if missing:
+        raise ImportRefused(f"layout: the file's state holds nothing of {con.spec.name}'s iterate {missing[0]!r} "
+                            f"(the claim would say nothing about the iteration); map its region")
+
+
+def _carried_missing(con: Projected, carried: list[str], symbolic_others: bool) -> list[str]:
+    """The carried variables none of whose entries' symbols is in ``con.state(v)`` (:func:`check_carried`),
+    in the order of ``con.variables``."""
+    import random
+
     from verify.prover.proof import SymbolicProblem
 
-    sp = SymbolicProblem(con.variables)
-    S = con.state(sp.v)
+    names = list(con.variables) if symbolic_others else carried
+    sp = SymbolicProblem({k: con.variables[k] for k in names})
+    rng = random.Random(20260041)
+    v = dict(sp.v)
+    for var, shape in con.variables.items():
+        if var not in v:
+            a = np.empty(shape, dtype=object)
+            for ix in np.ndindex(*shape):
+                a[ix] = rng.randint(-(2**62), 2**62)
+            v[var] = a if shape else a[()]
+    S = con.state(v)
     gens_in = set()
-    for x in S.flat:
+    for x in np.asarray(S, dtype=object).flat:
         if hasattr(x, "monoms"):
             for m in x.monoms():
                 gens_in.update(i for i, e in enumerate(m) if e)
-    pos = 0
-    for var, shape in con.variables.items():
+    missing, pos = [], 0
+    for var in names:
+        shape = con.variables[var]
         n = int(np.prod(shape)) if shape else 1
-        if var in con.carried and not any(i in gens_in for i in range(pos, pos + n)):
-            raise ImportRefused(f"layout: the file's state holds nothing of {con.spec.name}'s iterate {var!r} "
-                               f"(the claim would say nothing about the iteration); map its region")
+        if var in carried and not any(i in gens_in for i in range(pos, pos + n)):
+            missing.append(var)
         pos += n
+    return missing
