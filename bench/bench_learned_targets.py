@@ -46,23 +46,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import _timed  # noqa: E402 - the timed runner bench_refute.py shares
 #: (seconds, GiB) per size, and for state.pt: the issue's targets
 TARGETS = {(64, 16): (5.0, None), (256, 64): (30.0, 2.0), (512, 128): (60.0, 3.0), "state.pt": (60.0, 2.0)}
 
 
 def _cap(gib: float) -> int:
-    want = int(gib * 2**30)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    return want if hard == resource.RLIM_INFINITY else min(want, hard)
+    return _timed.cap(gib)
 
 
 #: the generated files are cached under this folder by default (``--cache``), one subfolder per size and
@@ -184,65 +182,19 @@ def files(folder: Path, sizes, state_pt: bool, cache: Path | None = None) -> lis
 
 
 def run(cmd: list[str], cap: int, timeout: float, cwd: Path = ROOT) -> dict:
-    """One child under the cap and the timeout: exit status, wall seconds, the seconds until its first
-    ``proof:`` and ``verdict:`` lines, its output's tail, and this process's children's rusage."""
-    def limit():
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard if hard != resource.RLIM_INFINITY else cap))
-
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, preexec_fn=limit,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(cwd)})
-    lines: list[str] = []
-    seen: dict[str, float] = {}
-    cpu_at: dict[str, float | None] = {}
-
-    def read():
-        for raw in proc.stdout:
-            line = raw.decode(errors="replace")
-            for mark in ("proof:", "verdict:"):
-                if mark not in seen and line.startswith(mark):
-                    seen[mark] = time.perf_counter() - t0
-                    cpu_at[mark] = group_cpu(proc.pid)
-            lines.append(line)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, 9)  # the child's own process group (start_new_session): nothing else
-        proc.wait()
-    reader.join(timeout=10)
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"rc": proc.returncode, "timed_out": timed_out, "wall_s": time.perf_counter() - t0,
-            "proof_s": seen.get("proof:"), "verdict_s": seen.get("verdict:"), "proof_cpu_s": cpu_at.get("proof:"),
-            "verdict_cpu_s": cpu_at.get("verdict:"), "cpu_s": ru.ru_utime + ru.ru_stime,
-            "rss_mib": ru.ru_maxrss / 1024, "out": "".join(lines)}
+    """One child under the cap and the timeout (``bench/_timed.py``): exit status, wall seconds, the seconds
+    and CPU seconds until its first ``proof:`` and ``verdict:`` lines, its output, and this process's
+    children's rusage."""
+    r = _timed.run(cmd, cap, timeout, cwd=cwd, env={**os.environ, "PYTHONPATH": str(cwd)},
+                   marks=("proof:", "verdict:"))
+    ru = r["ru"]
+    return {"rc": r["rc"], "timed_out": r["timed_out"], "wall_s": r["wall_s"], "proof_s": r["at"].get("proof:"),
+            "verdict_s": r["at"].get("verdict:"), "proof_cpu_s": r["cpu_at"].get("proof:"),
+            "verdict_cpu_s": r["cpu_at"].get("verdict:"), "cpu_s": ru.ru_utime + ru.ru_stime,
+            "rss_mib": ru.ru_maxrss / 1024, "out": r["out"]}
 
 
-def group_cpu(pgid: int) -> float | None:
-    """CPU seconds (user + sys) so far of the processes in process group ``pgid`` (the command and the
-    children it forks: ``start_new_session``), with the children they reaped (``/proc/PID/stat``'s utime,
-    stime, cutime, cstime); None where ``/proc`` cannot be read.  Read when a verdict line arrives: the
-    CPU the command spent to reach it, which a loaded machine's wall seconds do not show."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    try:
-        pids = [d for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone, or not readable
-        if int(fields[2]) == pgid:  # pgrp (fields after the command's name: state, ppid, pgrp, ...)
-            total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return round(total / tick, 2)
+group_cpu = _timed.group_cpu
 
 
 def measured(argv: list[str], cap: int, timeout: float, tree: Path = ROOT) -> dict:

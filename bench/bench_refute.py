@@ -33,14 +33,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import _timed  # noqa: E402 - the timed runner bench_learned_targets.py shares
 #: (seconds, GiB) per size: the issue's targets
 TARGETS = {(64, 16): (5.0, None), (256, 64): (30.0, 2.0), (512, 128): (60.0, 3.0)}
 
@@ -101,47 +101,15 @@ def worker(path: str, n: int, d: int, refute: bool) -> int:
 
 
 def _cap(gib: float) -> int:
-    want = int(gib * 2**30)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    return want if hard == resource.RLIM_INFINITY else min(want, hard)
+    return _timed.cap(gib)
 
 
 def run(cmd: list[str], cap: int, timeout: float) -> dict:
-    """One child under the cap and the timeout: exit status, wall seconds, the seconds until it printed
-    its verdict (a line starting ``proof:``), its output's tail."""
-    import threading
-
-    def limit():
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard if hard != resource.RLIM_INFINITY else cap))
-
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=limit,
-                            start_new_session=True)
-    lines: list[str] = []
-    verdict_at: list[float] = []
-
-    def read():
-        for raw in proc.stdout:
-            line = raw.decode(errors="replace")
-            if not verdict_at and line.startswith("proof:"):
-                verdict_at.append(time.perf_counter() - t0)
-            lines.append(line)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, 9)  # the child's own process group (start_new_session): nothing else
-        proc.wait()
-    reader.join(timeout=10)
-    wall = time.perf_counter() - t0
-    return {"rc": proc.returncode, "timed_out": timed_out, "wall_s": wall,
-            "verdict_s": verdict_at[0] if verdict_at else None,
-            "ru": resource.getrusage(resource.RUSAGE_CHILDREN), "out": "".join(lines)}
+    """One child under the cap and the timeout (``bench/_timed.py``): exit status, wall seconds, the seconds
+    until it printed its verdict (a line starting ``proof:``), this process's children's rusage, its output."""
+    r = _timed.run(cmd, cap, timeout, cwd=ROOT, marks=("proof:",))
+    return {"rc": r["rc"], "timed_out": r["timed_out"], "wall_s": r["wall_s"], "verdict_s": r["at"].get("proof:"),
+            "ru": r["ru"], "out": r["out"]}
 
 
 def measured(cmd: list[str], cap: int, timeout: float) -> dict:
