@@ -29,7 +29,7 @@ from verify.comparison import (FROM_FORMATS, CompareError, Stack, build_construc
 from verify.comparison.models import WithConstants, sizes, with_file_constants, written_with_constants
 from verify.comparison.seqmodel import (NOT_APPLICABLE, compare_sequence_model, is_sequence_model_file,
                                          load_sequence_model)
-from verify.comparison.summary import summary_lines
+from verify.comparison.summary import constant_channels_line, summary_lines
 
 SECTIONS = ("functional", "sensitivities", "polynomial", "invariants", "implicit_w", "iterate")
 #: the report's own files in --out (plots beside them: write_plots)
@@ -457,6 +457,8 @@ def run(a: CompareOptions) -> int:
     except (CompareError, ValueError) as e:
         raise UsageError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     print("\n".join(summary_lines(rep)[:1]))
+    if constant_channels_line(rep):  # the state the file was read in (its constant channels, and their source)
+        print(constant_channels_line(rep))
     w = rep.get("weights")
     if w and not w["exact"] and w.get("first_failure"):  # the file's verdict, then how far it is
         near = rep.get("nearest") or {}

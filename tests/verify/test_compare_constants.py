@@ -57,10 +57,14 @@ def _block(i, name):
     return f"_backbone.transformer.h.{i}.seq_mixer.base_conv.{name}"
 
 
-def test_the_export_compares_exactly_against_the_construction_with_its_constant_channels(tmp_path):
+def test_the_export_compares_exactly_against_the_construction_with_its_constant_channels(tmp_path, capsys):
     con, path, ex = _export(tmp_path)
     T, C = con.layout.shape
+    capsys.readouterr()
     rc, rep = _compare(tmp_path, path, "--weights")
+    line = (f"State: the construction's channels, then 1 constant channel (channel {C}: [0, 0, 0, 0, 1] on the "
+            f"tokens) from the file's description")
+    assert line in capsys.readouterr().out and line in (tmp_path / "out" / "report.md").read_text()
     assert rc == 0 and rep["k"] == 2 and _largest(rep) == 0 and rep["weights"]["exact"] is True, rep.get("weights")
     assert rep["learned_from"]["constant_channels"] == {
         "channels": {str(C): ["0"] * (T - 1) + ["1"]}, "from": "the file's description"}

@@ -28,10 +28,25 @@ def _poly_lines(p: dict) -> list[str]:
 def summary_lines(rep: dict) -> list[str]:
     """The comparison report's markdown, a section per analysis the report holds (:data:`_SECTIONS`)."""
     L = [f"# {rep['construction']} (n={rep['n']}, d={rep['d']}, k={rep['k']}, {rep['layers']} layers): learned vs constructed", ""]
+    line = constant_channels_line(rep)
+    if line:
+        L += [line, ""]
     for key, lines in _SECTIONS:
         if rep.get(key):
             L += lines(rep)
     return L
+
+
+def constant_channels_line(rep: dict) -> str | None:
+    """Where the learned file's state has constant channels (``learned_from.constant_channels``: a precision-ls
+    export of per-token biases): the channels, their values and where they were read, in one line."""
+    cc = (rep.get("learned_from") or {}).get("constant_channels")
+    if not cc:
+        return None
+    chans = "; ".join(f"channel {j}: [{', '.join(v)}]" for j, v in cc["channels"].items())
+    return (f"State: the construction's channels, then {len(cc['channels'])} constant channel"
+            f"{'s' * (len(cc['channels']) != 1)} ({chans} on the tokens) from {cc['from']}; the construction is "
+            f"written with them as its precision-ls export writes it.")
 
 
 def _functional_lines(rep: dict) -> list[str]:
