@@ -5,7 +5,7 @@
     python bench/bench_learned_targets.py [--sizes 64x16,256x64,512x128] [--timeout 240]
         [--memory-gib 8] [--no-state-pt] [--json bench/results/import_trained/learned_targets.json]
         [--runs "gd --weights,import"] [--baseline-commit C [--changed a.py,b.py] [--baseline-all]]
-        [--cache /tmp/polyverify-bench-learned-targets | --no-cache]
+        [--files tampered,learned] [--cache /tmp/polyverify-bench-learned-targets | --no-cache]
 
 Files, for each size N x D (``gd-baseconv``, eta 1/16):
 
@@ -95,6 +95,9 @@ def cached(folder: Path, name: str, make) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / name
+    if out.exists():  # renamed into place whole: no lock needed to read it (another file may be being made)
+        print(f"  reusing {out}", flush=True)
+        return out
     with open(folder / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out.exists():
@@ -296,6 +299,8 @@ def main(argv=None) -> int:
                         "instead of the learned imports with --no-search")
     p.add_argument("--runs", help="only the rows whose command label starts with one of these, comma-separated "
                                   "(e.g. 'gd --weights')")
+    p.add_argument("--files", help="only the rows whose file label starts with one of these, comma-separated "
+                                   "(e.g. 'tampered')")
     p.add_argument("--cache", default=str(CACHE),
                    help=f"folder the generated files are kept in, one subfolder per size and generator version, so "
                         f"a rerun reuses them (writing the 512x128 learned file takes minutes; default {CACHE})")
@@ -319,6 +324,8 @@ def main(argv=None) -> int:
         pair = trees(Path(tmp), a.baseline_commit, changed) if a.baseline_commit else None
         if a.runs:
             rows = [r for r in rows if r["run"].startswith(tuple(x.strip() for x in a.runs.split(",") if x.strip()))]
+        if a.files:
+            rows = [r for r in rows if r["file"].startswith(tuple(x.strip() for x in a.files.split(",") if x.strip()))]
         for row in rows:  # each row's file made (or found in the cache) just before its command
             row["argv"] = row.pop("make")()
             argv_ = row["argv"] + ["--proof-memory-gib", f"{cap / 2**30 * 0.9:.2f}", "--proof-timeout",
