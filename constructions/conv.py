@@ -214,8 +214,8 @@ class ConvPlan:
 
 class KernelView:
     """``ConvPlan.K`` where the whole kernel is not kept: ``shape``, and ``view[:, :, j]`` (``j`` an index
-    into the plan's general channels), that channel's ``(T, T)`` kernel, formed on the call; ``view[...]``
-    or ``numpy.asarray(view)``: the whole kernel, formed on the call."""
+    into the plan's general channels), that channel's ``(T, T)`` kernel as a :class:`ChannelKernel` (formed
+    where it is used); ``view[...]`` or ``numpy.asarray(view)``: the whole kernel, formed on the call."""
 
     def __init__(self, plan: "ConvPlan"):
         self.plan = plan
@@ -226,14 +226,51 @@ class KernelView:
         p = self.plan
         if (isinstance(key, tuple) and len(key) == 3 and key[0] == slice(None) and key[1] == slice(None)
                 and isinstance(key[2], (int, np.integer))):
-            j = int(key[2])
-            return p._kernel(p._gen[j:j + 1 if j != -1 else None])[:, :, 0]
+            return ChannelKernel(p, int(key[2]) % len(p.general))
         return p._kernel(p._gen)[key]
 
     def __array__(self, dtype=None, copy=None):
         full = self[...]
         full = full.detach().cpu().numpy() if is_torch(full) else np.asarray(full)
         return full if dtype is None else full.astype(dtype)
+
+
+class ChannelKernel:
+    """One general channel's ``(T, T)`` kernel from a :class:`KernelView` (``view[:, :, j]``), or its
+    transpose (``.T``), formed each time it is used and not kept: ``v @ kernel`` (numpy through
+    ``__array__``, torch through ``__rmatmul__``), ``numpy.asarray(kernel)``; ``.contiguous()`` is itself (the
+    array it forms is contiguous).  A channel-major float layer (``constructions/plans.py``) holds one per
+    channel instead of a ``(T, T)`` copy each: 170 MB a layer for a learned file's dense filters at 256x64."""
+
+    def __init__(self, plan: "ConvPlan", j: int, transposed: bool = False):
+        self.plan, self.j, self.transposed = plan, j, transposed
+        self.shape = (plan.T, plan.T)
+        self.dtype = plan.h.dtype
+
+    @property
+    def T(self) -> "ChannelKernel":
+        return ChannelKernel(self.plan, self.j, not self.transposed)
+
+    def contiguous(self) -> "ChannelKernel":
+        return self
+
+    def array(self):
+        """The kernel (or its transpose) as a contiguous array of the plan's library."""
+        p = self.plan
+        K = p._kernel(p._gen[self.j:self.j + 1])[:, :, 0]
+        K = K.T if self.transposed else K
+        return K.contiguous() if p.torch else array_module(K).ascontiguousarray(K)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.array()
+        a = a.detach().cpu().numpy() if is_torch(a) else np.asarray(a.get() if hasattr(a, "get") else a)
+        return a if dtype is None else a.astype(dtype)
+
+    def __rmatmul__(self, v):
+        return v @ self.array()
+
+    def __matmul__(self, w):
+        return self.array() @ w
 
 
 #: ``ConvPlan`` runs a channel with ``k`` nonzero taps as ``k`` shifted copies where ``k * FEW_TAPS_PER <= T``

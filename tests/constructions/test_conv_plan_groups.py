@@ -44,7 +44,13 @@ def test_grouped_general_channels_equal_the_kept_kernel_bit_for_bit(monkeypatch,
     view = plan.K
     assert isinstance(view, cv.KernelView) and view.shape == kept.K.shape
     for j in (0, n // 2, n - 1, -1):
-        np.testing.assert_array_equal(view[:, :, j], kept.K[:, :, j])
+        kj = view[:, :, j]
+        assert isinstance(kj, cv.ChannelKernel) and kj.shape == (T, T)
+        np.testing.assert_array_equal(np.asarray(kj), kept.K[:, :, j])
+        np.testing.assert_array_equal(np.asarray(kj.T.contiguous()), np.ascontiguousarray(kept.K[:, :, j].T))
+        x = v[..., 0, :T] if v.shape[-1] >= T else rng.normal(size=(3, T))
+        # as constructions/plans.py's channel-major layer uses it: v @ K_j^T, the same product as on the array
+        np.testing.assert_array_equal(x @ kj.T.contiguous(), x @ np.ascontiguousarray(kept.K[:, :, j].T))
     np.testing.assert_array_equal(np.asarray(view), kept.K)
 
 
@@ -68,9 +74,12 @@ def test_torch_grouped_within_rounding(monkeypatch):
     h, v = _filters(rng, T, C), rng.normal(size=(2, T, C))
     H, V = torch.as_tensor(h), torch.as_tensor(v)
     want = cv.ConvPlan(H, causal=True)(V)
+    kept = cv.ConvPlan(H, causal=True).K
     monkeypatch.setattr(cv, "KERNEL_MAX_ENTRIES", 0)
     monkeypatch.setattr(cv, "KERNEL_CHUNK_ENTRIES", T * T * 2)
     plan = cv.ConvPlan(H, causal=True)
     assert plan._K is None and len(plan._groups) > 1
     np.testing.assert_allclose(plan(V).numpy(), want.numpy(), rtol=1e-13, atol=1e-13)
-    np.testing.assert_array_equal(plan.K[:, :, 1].numpy(), cv.ConvPlan(H, causal=True).K[:, :, 1].numpy())
+    np.testing.assert_array_equal(np.asarray(plan.K[:, :, 1]), kept[:, :, 1].numpy())
+    x = torch.as_tensor(rng.normal(size=(3, T)))
+    assert torch.equal(x @ plan.K[:, :, 1].T.contiguous(), x @ kept[:, :, 1].T.contiguous())
