@@ -159,7 +159,8 @@ def solve_param(build, name: str, layers) -> dict | None:
                 diff = S[idx] - want[idx]
                 if diff == 0:
                     continue
-                g = {e: Fraction(int(c.p), int(c.q)) for e, c in _coefficients(diff).items()}
+                g = {e: Fraction(c) if type(c) is int else Fraction(int(c.p), int(c.q))
+                     for e, c in _coefficients(diff).items()}
                 key = tuple(sorted(g.items()))
                 if key in seen:  # one residual counted once: equal entries agree on every root
                     continue
@@ -205,6 +206,8 @@ def _coefficients(x) -> dict:
 
     if type(x) is RunningSum:
         x = x.value()
+    if type(x) is int:
+        return {0: x} if x else {}
     if isinstance(x, flint.fmpq_mpoly):
         return {int(m[0]) if m else 0: c for m, c in x.to_dict().items() if c != 0}
     if x == 0:
@@ -262,14 +265,18 @@ def _no_value_modulo_p(claims, starts, ar) -> dict | None:
                 S = S[0]
                 if S.shape != want.shape:
                     return None
-                for idx in np.ndindex(want.shape):
-                    t = _coefficients(want[idx])
-                    s = int(S[idx])
+                for tx, s in zip(want.ravel().tolist(), S.ravel().tolist()):
+                    if type(tx) is int:  # a target entry without the parameter (most of a state)
+                        g0 = (s - tx) % p
+                        if g0:
+                            keys.add((g0, ()))
+                        continue
+                    t = _coefficients(tx)
                     c0 = t.pop(0, 0)
                     g0 = (s - mod(c0)) % p
                     if not t and not g0:
                         continue  # zero (modulo p)
-                    high = tuple(sorted((e, int(c.p), int(c.q)) for e, c in t.items()))
+                    high = tuple(sorted(t.items()))  # exact (fmpq hashes and compares by value)
                     k = (g0, high)
                     if k in keys:
                         continue

@@ -248,7 +248,9 @@ def _structural_zeros(A):
     vals = flat[pos].tolist()
     try:  # keyed by (numerator, denominator): ints' hashes, not Fractions'
         table: dict = {}
-        shared = [table.setdefault((v.numerator, v.denominator), v) for v in vals]
+        shared = [table.setdefault((v._numerator, v._denominator) if type(v) is Fraction else
+                                   (v.numerator, v.denominator), v) for v in vals]  # (Fraction's slots: its
+        #                                                                   properties cost a call per entry)
     except (AttributeError, TypeError):  # an entry that is not a rational: zeros only
         shared = vals
     B = np.zeros(flat.shape, dtype=object)
