@@ -4,8 +4,9 @@
     python bench/gd_weights_large_table.py bench/results/import_trained/gd_weights_large_256x64.json \\
         [bench/results/import_trained/gd_weights_large_512x128.json ...]
 
-One table per file: each row as measured (verdict, the seconds until the ``proof:`` line and gd's
-``verdict:`` line, wall, CPU, peak RSS, the target and whether it is met), a refused row's whole message
+One table per file: each row as measured (verdict, the seconds until the ``proof:`` line (and the CPU
+seconds by then, where the bench recorded them), until gd's ``verdict:`` line, wall, CPU, peak RSS, the
+1-minute load average at the row's start where recorded, the target and whether it is met), a refused row's whole message
 (the last line of its output); where a file has rows of two
 trees (``--baseline-commit C --baseline-all``), a line per file kind with the baseline / committed ratios
 of the ``proof:`` line's seconds, the wall and CPU seconds and the peak RSS.
@@ -24,14 +25,15 @@ def table(path: str) -> str:
     data = json.loads(open(path).read())
     out = [f"`{path}`: `{data['command']}` (timeout {data['timeout_s']:g} s, address-space cap "
            f"{data['memory_cap_gib']:g} GiB, {data['cores']} cores)", "",
-           "| size | file | command | verdict | proof: at s | verdict: at s | wall s | CPU s | peak RSS MiB | target "
-           "| met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| size | file | command | verdict | proof: at s | proof: CPU s | verdict: at s | wall s | CPU s | peak RSS MiB "
+           "| load at start | target | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     pairs: dict[str, dict[str, dict]] = {}
     for r in data["rows"]:
         met = "-" if r["met"] is None else "yes" if r["met"] else "NO"
+        load = r.get("load_at_start", (r.get("load_average_at_start") or [None])[0])
         out.append(f"| {r['size']} | {r['file']} | {r['run']} | {r['verdict']} | {_num(r['proof_line_s'])} | "
-                   f"{_num(r['verdict_line_s'])} | {_num(r['wall_s'])} | {_num(r['cpu_s'])} | "
-                   f"{_num(r['peak_rss_mib'], 0)} | {r['target'] or '-'} | {met} |")
+                   f"{_num(r.get('proof_line_cpu_s'))} | {_num(r['verdict_line_s'])} | {_num(r['wall_s'])} | "
+                   f"{_num(r['cpu_s'])} | {_num(r['peak_rss_mib'], 0)} | {_num(load, 2)} | {r['target'] or '-'} | {met} |")
         run = r["run"]
         if ", committed tree" in run or ", baseline (" in run:
             which = "new" if run.endswith("committed tree") else "old"
