@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -277,7 +278,8 @@ def table(rows: list[dict]) -> str:
         cells = [r["size"], r["file"], r["run"], r["verdict"], r.get("proof_line_s"), r.get("proof_line_cpu_s"),
                  r.get("verdict_line_s"), r.get("verdict_line_cpu_s"), r.get("wall_s"), r.get("cpu_s"),
                  r.get("peak_rss_mib"), r.get("load_at_start"), r.get("target") or "-", met]
-        out.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
+        out.append("| " + " | ".join("-" if c is None else str(round(c, 2) if isinstance(c, float) else c)
+                                     for c in cells) + " |")
     return "\n".join(out)
 
 
@@ -376,7 +378,7 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     from polyverify.plumbing.cli import atomic_write_text
 
-    atomic_write_text(out, json.dumps({"command": "python bench/bench_learned_targets.py " + " ".join(
+    atomic_write_text(out, json.dumps({"command": "python bench/bench_learned_targets.py " + shlex.join(
         sys.argv[1:] if argv is None else argv), "memory_cap_gib": cap / 2**30, "timeout_s": a.timeout,
         "files_cache": None if a.no_cache else a.cache, "load_average_at_end": list(os.getloadavg()),
         "cores": os.cpu_count(), "rows": out_rows}, indent=1), "--json")
