@@ -825,18 +825,20 @@ def import_family(st, values: dict) -> tuple[Callable, dict]:
 def _with_constants(layers, con, R):
     """Where the layout has constant channels after the specification's (an export's per-token biases as
     weights, ``verify.importers.writing.constant_channels``): the specification's layers projected onto the
-    other channels and written the way the export writes them, if that gives the layout's constant channels;
-    else None (the projection alone)."""
+    other channels and written the way the export writes them, with the layout's classes of tokens (one
+    indicator channel each, :func:`verify.importers.writing.indicator_classes`), if that gives the layout's
+    constant channels; else None (the projection alone)."""
     constants = getattr(con, "constants", None)
     if not constants:
         return None
-    from verify.importers.writing import ExportError, constant_channels
+    from verify.importers.writing import ExportError, constant_channels, indicator_classes
 
     keep = [j for j in range(len(con.cols)) if j not in constants]
     if keep != list(range(len(keep))):
         return None
-    try:
-        wide, got, _ = constant_channels(project_layers(layers, con.rows, [con.cols[j] for j in keep], R), "", "")
+    try:  # the file's own token classes (finer than the specification's where a trained file's biases drifted)
+        wide, got, _ = constant_channels(project_layers(layers, con.rows, [con.cols[j] for j in keep], R), "", "",
+                                         classes=indicator_classes(constants))
     except (ExportError, ValueError):
         return None
     return wide if got == constants else None

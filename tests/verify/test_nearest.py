@@ -398,3 +398,33 @@ def test_a_fit_past_its_time_budget_says_so(monkeypatch):
     r = NR.nearest(build, {"eta": Fraction(1, 16)}, layers, name=con.name, built=(con, layers))
     assert r.skipped.startswith("the fit had spent more than -1 s (verify/nearest.py BUDGET_S) before building")
     assert "not fitted" in r.summary() and r.lines() == []
+
+
+def test_the_nearest_fit_writes_the_specification_with_the_files_own_token_classes():
+    """An import whose layout has finer constant channels than the specification's own (a trained module's export
+    whose per-token biases drifted apart: one indicator per token) gets the specification's layers written with those
+    classes (``nearest._with_constants``), so the fit compares like with like; classes the stack's biases do not
+    allow (token 4's rows put in the base) fall back to the projection alone (None)."""
+    from types import SimpleNamespace
+
+    from constructions.catalogue import gd_architectures
+    from verify.importers.writing import constant_channels, indicator_classes
+    from verify.nearest import _with_constants
+
+    spec = gd_architectures()["baseconv-causal"].build(4, 2)
+    T, C = spec.layout.shape
+    layers = [*spec.prologue, *spec.body, *spec.epilogue]
+    finer = {C + p: [int(t == p + 1) for t in range(T)] for p in range(T - 1)}  # every token but 0 its own class
+    con = SimpleNamespace(constants=finer, rows=list(range(T)), cols=list(range(C)) + [None] * (T - 1))
+    wide = _with_constants(layers, con, T)
+    assert wide is not None
+    want, got, _ = constant_channels(layers, "", "", classes=indicator_classes(finer))
+    assert got == finer and len(wide) == len(want)
+    assert all(a.W_in.shape == (C + T - 1, b.W_in.shape[1]) and (np.asarray(a.W_out) == np.asarray(b.W_out)).all()
+               for a, b in zip(wide, want))
+    coarse = {C: [0] * (T - 1) + [1]}  # the export's own class: as written by the export
+    assert _with_constants(layers, SimpleNamespace(constants=coarse, rows=list(range(T)), cols=list(range(C)) + [None]),
+                           T) is not None
+    wrong = {C: [0, 1] + [0] * (T - 2)}  # token 1 alone, the query token T-1 in the base: its bias rows differ
+    assert _with_constants(layers, SimpleNamespace(constants=wrong, rows=list(range(T)), cols=list(range(C)) + [None]),
+                           T) is None
