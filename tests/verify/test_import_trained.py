@@ -36,9 +36,20 @@ def _gd_baseconv(path, tmp_path, *extra):
                  "--layout", lay, *extra], tmp_path)
 
 
-def test_a_trained_gd_baseconv_export_without_eta_is_failed_with_a_counterexample(tmp_path):
-    trained_precision_ls(tmp_path / "trained.pt", steps=3)
-    rc, out, rep = _gd_baseconv(tmp_path / "trained.pt", tmp_path)
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """The trained 4x2 export (3 Adam steps) imported once per test process with the module's settings as
+    they are (no monkeypatch is active in a module fixture): the verdict test reads this run, and the nearby
+    test compares its nearby readings with a second run under ``prove``'s own refutation."""
+    from verify.importers import search
+
+    d = tmp_path_factory.mktemp("trained")
+    trained_precision_ls(d / "trained.pt", steps=3)
+    return d / "trained.pt", search.NEARBY_SHRINK_SECONDS, _gd_baseconv(d / "trained.pt", d)
+
+
+def test_a_trained_gd_baseconv_export_without_eta_is_failed_with_a_counterexample(trained_run):
+    _, _, (rc, out, rep) = trained_run
     assert rc == 1, out
     assert "verdict: FAILED: the file is not gd-baseconv" in out and "counterexample:" in out
     assert rep["proof"]["ok"] is False and rep["proof"]["failure"]["counterexample"]
@@ -215,16 +226,17 @@ def test_a_trained_20x5_export_is_failed_with_a_counterexample(tmp_path):
     assert all(t["ok"] is False and t["failure"].startswith("stack layer ") for t in rep["nearby"])
 
 
-def test_the_nearby_readings_verdicts_are_those_of_the_full_refutation(tmp_path, monkeypatch):
+def test_the_nearby_readings_verdicts_are_those_of_the_full_refutation(trained_run, tmp_path, monkeypatch):
     """The nearby search's short refutation (``search.NEARBY_SHRINK_SECONDS``) changes no nearby verdict nor
-    the layer, region and entry it blames: the same file searched with ``prove``'s own refutation (None)."""
+    the layer, region and entry it blames: the same file searched with ``prove``'s own refutation (None).
+    The short refutation's run is the module's ``trained_run`` (the same file and arguments, run once)."""
     from verify.importers import search
 
-    trained_precision_ls(tmp_path / "trained.pt", steps=3)
+    path, shrink, short = trained_run
+    assert shrink == search.NEARBY_SHRINK_SECONDS is not None  # the fixture ran the module's own setting
     reports = []
-    for shrink in (search.NEARBY_SHRINK_SECONDS, None):
-        monkeypatch.setattr(search, "NEARBY_SHRINK_SECONDS", shrink)
-        rc, out, rep = _gd_baseconv(tmp_path / "trained.pt", tmp_path)
+    monkeypatch.setattr(search, "NEARBY_SHRINK_SECONDS", None)
+    for rc, out, rep in (short, _gd_baseconv(path, tmp_path)):
         assert rc == 1, out
         reports.append([(t["variant"], t["ok"], t.get("failure")) for t in rep["nearby"]])
     assert reports[0] == reports[1] and len(reports[0]) >= 4
