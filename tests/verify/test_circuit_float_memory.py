@@ -53,9 +53,15 @@ def local_circuit(tokens: int, channels: int = 2, gates_per: int = 16, seed: int
 
 
 @pytest.fixture(scope="module")
-def local10k():
-    g = local_circuit(625)  # 625 tokens x 16 gates = 10,000 gates
-    return g, compile_circuit(g, target="baseconv")
+def local10k_graph():
+    return local_circuit(625)  # 625 tokens x 16 gates = 10,000 gates
+
+
+@pytest.fixture(scope="module")
+def local10k(local10k_graph):
+    """The graph and its compile, made once per test process (the command's test needs only the graph: the
+    command compiles it itself, so a process that runs only that test never compiles it here)."""
+    return local10k_graph, compile_circuit(local10k_graph, target="baseconv")
 
 
 def test_float_trials_of_a_10k_gate_local_circuit_stay_within_their_estimate(local10k):
@@ -130,7 +136,7 @@ def test_out_of_memory_in_the_float_run_is_one_line(tmp_path, monkeypatch):
     assert "Traceback" not in text
 
 
-def test_the_command_on_a_10k_gate_local_circuit_under_a_3_gib_address_space_limit(tmp_path, local10k):
+def test_the_command_on_a_10k_gate_local_circuit_under_a_3_gib_address_space_limit(tmp_path, local10k_graph):
     """The whole command (compile, proof, modular and float64 trials) under ``RLIMIT_AS`` = 3 GiB: before
     the planned float run its dense (625, 625, C) Toeplitz arrays peaked at 4.6 GB and ended in a
     traceback after PROVED."""
@@ -141,7 +147,7 @@ def test_the_command_on_a_10k_gate_local_circuit_under_a_3_gib_address_space_lim
 
     root = Path(__file__).resolve().parents[2]
     f, rep = tmp_path / "local.json", tmp_path / "r.json"
-    C.dump(local10k[0], f)
+    C.dump(local10k_graph, f)
     limit = 3 * 2**30
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY and hard < limit:
