@@ -115,7 +115,8 @@ def test_train_resume_below_the_checkpoints_steps_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     common = ["gradient", "--out", str(out), "--width", "8", "--batch", "16", "--eval-batch", "64",
               "--no-progress"]
-    assert main(common + ["--steps", "6", "--eval-every", "6"]) == 0
+    # the smallest task (N = 3, D = 2, one block): the size is not the subject, the checkpoint's step count is
+    assert main(common + ["--n", "3", "--d", "2", "--layers", "1", "--steps", "6", "--eval-every", "6"]) == 0
     before = (out / "result.json").read_text()
     capsys.readouterr()
     assert main(common[:3] + ["--steps", "3", "--resume"]) == 2
