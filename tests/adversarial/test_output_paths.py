@@ -315,7 +315,8 @@ def test_an_output_on_an_input_is_refused_before_any_work(tmp_path, capsys, name
 
 @pytest.mark.parametrize("module,argv", [
     ("numerics.roundoff", ["baseconv", "--layers", "4", "--dtypes", "float64", "--batch", "8", "--backend", "numpy"]),
-    ("numerics.train", ["gradient", "--steps", "2", "--batch", "8", "--width", "8", "--eval-every", "2"]),
+    ("numerics.train", ["gradient", "--steps", "2", "--batch", "8", "--width", "8", "--eval-every", "2",
+                        "--n", "3", "--d", "2", "--layers", "1", "--eval-batch", "8"]),  # the smallest run
 ], ids=["roundoff", "train"])
 def test_an_output_folder_that_is_a_dangling_link_is_followed(tmp_path, capsys, module, argv):
     """``--out LINK`` where LINK points at a folder not made yet: the folder it names is made and
