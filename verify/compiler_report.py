@@ -273,15 +273,6 @@ def budget_example(mode: str = "default") -> dict:
            "d": int(args[1])}
     deg = output_degree(g)  # the outputs' degree, expanded exactly: a layer at most doubles it
     out.update(degree=deg, least_layers=max(0, (deg - 1).bit_length()))
-    from constructions.compiler.packed import compile_packed
-
-    sh = compile_packed(C.validate(g), "gd", False, out["grid_channels"], fuse=True, relocate=True)
-    sc = sh.info["compiled"]  # the shared-carry mode on the grid's own channels (the text's walk-through)
-    from verify.prover.kernel import verdict
-    from verify.prover.proof import prove
-
-    out["shared"] = {"layers": sc["layers"], "channels": sc["state_width"], "bound": sc["bound"]["layers"],
-                     "verdict": verdict(prove(sh)).value}
     for target in accepting("channels"):
         causal = TARGETS[target].causal
         try:

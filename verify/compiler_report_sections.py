@@ -217,20 +217,17 @@ def _section_budget(ex) -> list[str]:
          "values sit only where another carried channel holds nothing (and the other way round) moves into that "
          "channel's carry (`W_in = e_c + e_c2`, filter `delta_0`: one carry less), and a product group whose conv "
          "side reads channel `d` through the taps and writes into `d` shares `d`'s carry where its tokens are not "
-         "the carry's and its gate form reads nothing at the carry's tokens (there `B_gate` alone is the gate); a product group whose gate reads channel `g` "
-         "also moves a kept value of `g` into its own channel at a token that is not a product's (the gate reads "
-         "that one value there, the conv side nothing, `B_conv` the scale), where that value is later merged with "
-         "the products. A merge takes the base slot that costs the fewest inner channels. The mode is level-synchronous: product "
+         "the carry's and its gate form reads nothing at the carry's tokens (there `B_gate` alone is the gate). A "
+         "merge takes the base slot that costs the fewest inner channels. The mode is level-synchronous: product "
          "layer `k` forms every product of level `k` (all are ready: their factors read lower levels only; a level "
          "that does not fit one layer is refused and left to the other compiles), then at most one merge layer and "
          "one route for the outputs, so its stated bound is `md + 2` layers (`md`: the multiplicative depth of the "
          "products the outputs need). On the GD step layer 1 moves each `x_j` (the last token) into the carry of "
          f"`A`'s channel `j` (the other tokens) and forms every `A_ij x_j` ({ex['d'] + 1} carries + {ex['d']} "
-         f"products = {ex['grid_channels']} inner channels), layer 2 every `A_ij r_i` into `x_j`'s channel, whose "
-         "inner channel (gate: `A`'s channel `j`, which holds `x_j` on the last token) also moves `x_j` back to "
-         "its place, layer 3 adds each `sum_i A_ij r_i` into it through that channel's carry: "
-         f"{ex['shared']['layers']} layers on the grid's own {ex['shared']['channels']} channels "
-         f"(bound `md + 2` = {ex['shared']['bound']}; {ex['shared']['verdict']}).", "",
+         f"products = {ex['grid_channels']} inner channels), layer 2 every `A_ij r_i`, layer 3 adds each "
+         "`sum_i A_ij r_i` into `x_j`'s slot (one inner channel per `j`: the products' channels empty, their "
+         "carries go), a route puts each new `x_j` at its place: 4 layers = `md + 2` on the grid's own "
+         f"{ex['grid_channels']} channels.", "",
          "**The budget machine.** The state is `M = C - 2` memory channels and two work channels "
          "`A`, `B`; every value sits in one memory slot and every other slot is zero. A layer carries each memory "
          "channel holding a live value (one inner channel each: `W_in = W_out = e_c`, filter `delta_0`, `B_gate` the "
@@ -291,7 +288,7 @@ def _frontier_count(ex) -> list[str]:
             f"of degree at most `2^L`, and the outputs (degree {ex['degree']}, expanded exactly) need at least "
             f"{lmin} layers. A frontier's layers fall strictly as its channels grow, from {first['layers']} at "
             f"{D} channels (compiled above), so it has at most {first['layers']} - {lmin} + 1 = {most} points; "
-            f"listed: {len(r['frontier'])} (the budgets from {D} up to the default's width)."]
+            f"{len(r['frontier'])} are listed (the budgets from {D} up to the default's width)."]
 
 
 def _level_example_text(le) -> str:

@@ -45,19 +45,14 @@ modes at every budget).  A carry is ``B_gate`` times one channel read through th
 * *fusion*: a product group whose conv side reads channel ``d`` through the taps and writes into ``d``
   shares ``d``'s carry where its tokens are not the carry's, its gate form reads nothing at the carry's
   tokens (there ``B_gate = 1 / (lam h[0])`` alone is the gate) and the taps read nothing else there;
-* *moves*: a product group whose gate reads channel ``g`` also moves a kept value of ``g`` into its own
-  channel ``d`` at a token that is not a product's (the gate reads that one value there, the conv side
-  reads nothing, ``B_conv = 1 / (lam v)``), where that value's readers read it in the products' ratio
-  (it is merged with them later, in ``d``'s carry) and it is not an output already at its place;
 * a merge takes the base slot whose group costs the fewest inner channels (one per other channel of the
   group, less the channels the group empties: their carries go).
 
 The mode is level-synchronous: product layer ``k`` forms every product of level ``k`` (they are all
 ready, their factors reading lower levels only; a level that does not fit one layer is a
 :class:`.routing.CompileError`), then at most one merge layer and one route layer: ``layers <= md + 2``
-(``md``: the multiplicative depth of the products the outputs need).  GD step 20 x 5: 3 layers on the
-grid's own 11 channels (x_j moves into the carry of A's channel j in layer 1, and back to its place with
-the products A_ij r_i in layer 2, whose sums over i layer 3 adds into it).
+(``md``: the multiplicative depth of the products the outputs need).  GD step 20 x 5: 4 layers on the
+grid's own 11 channels (x_j moves into the carry of A's channel j in layer 1).
 """
 from __future__ import annotations
 
@@ -228,7 +223,7 @@ class _Packer:
         for (t, c) in new_occ:
             live.setdefault(c, set()).add(t)
         reloc: dict = {}
-        for c2 in sorted(live):  # in channel order (a grid's columns keep their order)
+        for c2 in sorted(live, reverse=True):
             if c2 in reloc.values():
                 continue
             for c in sorted(live):
@@ -238,40 +233,6 @@ class _Packer:
                     reloc[c2] = c
                     break
         return reloc
-
-    def _moves(self, gate, conv, taps, members, d, lam, new_occ, merged, moved, prof, touched) -> dict:
-        """{token t: (value, its channel g, gate coefficient v)}: kept values the product group's inner
-        channel also moves into its channel ``d`` (``B_conv[t] = 1 / (lam v)``): at ``t`` (not a product's
-        token) the gate reads that one value (its other channels empty there), the conv side reads nothing,
-        ``(t, d)`` is free, and the value's readers read it in the products' ratio (so it is merged with them
-        later, in ``d``), and it is not an output already at its place."""
-        msig = {self._sig_of(p, prof, touched) for p, _, _ in members.values()}
-        if len(msig) != 1 or lam == 0:
-            return {}
-        ms = msig.pop()
-        if ms is None:
-            return {}
-        places = {tuple(p) for p in self.places.values() if p is not None}
-        out = {}
-        for g, v in gate:
-            for a, (t, c) in self.slot.items():
-                if c != g or t in members or t in out or new_occ.get((t, g)) != a or (t, g) in places:
-                    continue
-                if (t, d) in new_occ or (t, d) in merged or (t, d) in moved:
-                    continue
-                if any((t, c2) in self.occ for c2, _ in gate if c2 != g):
-                    continue
-                if conv[0] == "mix":
-                    if any((t, c2) in self.occ for c2, _ in conv[1]):
-                        continue
-                elif any(w != 0 and (t - s if self.causal else (t - s) % self.T) >= 0
-                         and ((t - s if self.causal else (t - s) % self.T), conv[1]) in self.occ
-                         for s, w in taps.items()):
-                    continue
-                if self._sig_of(a, prof, touched) != ms:
-                    continue
-                out[t] = (a, g, v)
-        return out
 
     # -- one layer ----------------------------------------------------------------------------
     def _groups(self, chosen: list, reads: dict) -> list:
@@ -318,7 +279,6 @@ class _Packer:
             if a != JUNK:
                 live_of.setdefault(c2, []).append(t2)
         fused: set = set()
-        moved: set = set()  # slots a product's inner channel writes a moved value into (no carry there)
         dest = []
         for gate, conv, taps, members in groups:
             # the group's W_out coefficient lam and its channel d: each member merges into a value of the
@@ -339,9 +299,6 @@ class _Packer:
                 lam, ok, score = None, True, 0
                 for t, (p, _, _) in members.items():
                     s = (t, d)
-                    if s in moved:
-                        ok = False
-                        break
                     base = new_occ.get(s)
                     if s in merged:
                         ref = merged[s][0] or next(iter(merged[s][1]))
@@ -384,19 +341,13 @@ class _Packer:
                 new_occ[(t, d)] = JUNK
             if fz:
                 fused.add(d)
-            mv = self._moves(gate, conv, taps0 if fz else taps, members, d, lam, new_occ, merged, moved, prof,
-                             touched) if self.fuse else {}
-            for t, (a, g, _) in mv.items():  # the value rides the product's inner channel into (t, d)
-                del new_occ[(t, g)]
-                new_occ[(t, d)] = a
-                moved.add((t, d))
-            dest.append((d, lam, fz, mv))
+            dest.append((d, lam, fz))
         # merges of values already in the state (reductions): per destination slot the value base and the
         # values added into it through the taps of the channel they sit in
         red: dict = {}  # (src channel, dst channel) -> {dst token: {src token: coef}}
         gone = set()
         if reduce:
-            held = [(s, a) for s, a in new_occ.items() if a != JUNK and s[1] not in reloc.values() and s not in moved]
+            held = [(s, a) for s, a in new_occ.items() if a != JUNK and s[1] not in reloc.values()]
             sig: dict = {}
             for s, a in held:
                 pa = prof.get(a, {})
@@ -429,7 +380,7 @@ class _Packer:
         # carries (and the merges that ride in them)
         carry: dict = {}
         for (t, c), a in new_occ.items():
-            if a != JUNK and a not in gone and (t, c) not in moved:
+            if a != JUNK and a not in gone:
                 carry.setdefault(c, []).append(t)
         inner = len(carry) + len(groups) - len(fused & set(carry))
         extra = []
@@ -460,7 +411,7 @@ class _Packer:
         # a reduction dropped above keeps its source carried
         carry = {}
         for (t, c), a in new_occ.items():
-            if a != JUNK and a not in gone and (t, c) not in moved:
+            if a != JUNK and a not in gone:
                 carry.setdefault(c, []).append(t)
         folded = {cd: (taps, mask) for cs, cd, taps, mask in extra if cs == cd}
         for cd, (taps, _) in folded.items():  # the carry's final mask reads only what it should
@@ -493,7 +444,7 @@ class _Packer:
                 spec.h[(s, k)] = v
             for t in mask:
                 spec.b_gate[(t, k)] = Fraction(1)
-        for (gate, conv, taps, members), (d, lam, fz, mv) in zip(groups, dest):
+        for (gate, conv, taps, members), (d, lam, fz) in zip(groups, dest):
             k = spec.new_inner()
             for c, v in gate:
                 spec.W_gate[(c, k)] = v
@@ -511,8 +462,6 @@ class _Packer:
                 if cv != 0:
                     spec.b_conv[(t, k)] = cv
             spec.W_out[(k, d)] = lam
-            for t, (_, _, v) in mv.items():  # gate v * value, conv B_conv alone: the value, moved into d
-                spec.b_conv[(t, k)] = 1 / (lam * v)
             if fz:  # the carry of d at its live tokens: gate B_gate, conv the carried value through tap 0
                 t0 = taps.get(0, Fraction(1))
                 spec.h[(0, k)] = t0

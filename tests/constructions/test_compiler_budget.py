@@ -180,9 +180,7 @@ def test_cli_channels_and_pareto(tmp_path, capsys):
                  "--json", str(j)]) == 0
     rep = json.loads(j.read_text())
     assert rep["compiled"]["state_width"] <= 8 and rep["proof"]["ok"] is True
-    # GD step 3 x 2 (grid 5 channels, default 3 layers x 7): the shared-carry compile, 3 layers on the
-    # grid's 5 channels, is the whole frontier (the default compile is dominated)
-    assert [(p["channels"], p["layers"], p["budget"]) for p in rep["pareto"]] == [(5, 3, 5)]
+    assert rep["pareto"][-1]["budget"] is None and all(p["channels"] >= 5 for p in rep["pareto"])
     assert "layers/channels frontier" in capsys.readouterr().out
     least = minimum_width(C.load(f), False)
     assert main(["circuit", "--graph", str(f), "--channels", str(least - 1)]) == 2
@@ -257,14 +255,11 @@ def test_gd_step_20x5_budget_machine_at_its_minimum_is_tens_of_layers():
 def test_gd_step_20x5_budgets_trade_channels_for_layers():
     """GD step 20 x 5 (grid 21 x 11, default 3 layers on 16 channels). The packed compile with carries
     shared at disjoint tokens: layer 1 moves each x_j (token 20) into the carry of A's channel j (tokens
-    0..19) and forms every A_ij x_j (6 carries + 5 products = 11 inner channels); layer 2 forms every
-    A_ij r_i into channel 6 + j, and the same inner channel (gate A's channel j, which holds x_j at
-    token 20, conv B_conv alone there) moves x_j back to its place (20, 6 + j); layer 3 adds each sum
-    over i into x_j's slot through channel 6 + j's carry: 3 layers, the default's, on the grid's own 11
-    channels, the least width any compile has (the state holds the 11-channel grid). So every budget
-    from 11 up to the default's width gives 3 layers on 11 channels, and that one point is the whole
-    frontier (the default compile is dominated); the plain packed compile's 12 x 11, 13 x 7, 14 x 5
-    are still made, and beaten."""
+    0..19) and forms every A_ij x_j (6 carries + 5 products = 11 inner channels), layer 2 every
+    A_ij r_i, layer 3 adds each sum over i into x_j's slot, one route puts x_j' back: 4 layers on the
+    grid's own 11 channels, the least width any compile has (the state holds the 11-channel grid).
+    So every budget from 11 to 15 gives 4 layers and the frontier is 11 x 4, 16 x 3 (the default): the
+    plain packed compile's 12 x 11, 13 x 7, 14 x 5 are still made, and beaten."""
     g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
     gv = C.validate(g)
     assert minimum_width(gv, False) == 11 == grid_channels(gv)
@@ -272,11 +267,11 @@ def test_gd_step_20x5_budgets_trade_channels_for_layers():
         con = compile_circuit(g, channels=c, reassociate=False)
         check(con, g, c)
         cm = con.info["compiled"]
-        assert (cm["layers"], cm["state_width"], cm["plan"]) == (3, 11, ["product", "product", "merge"])
-        assert cm["bound"]["layers"] == 4  # md + 2
+        assert (cm["layers"], cm["state_width"], cm["plan"]) == (4, 11, ["product", "product", "merge",
+                                                                          "route (outputs)"])
     for c, layers in {12: 11, 13: 7, 14: 5}.items():  # the plain mode, still tried
         assert compile_packed(gv, "gd", False, c).info["compiled"]["layers"] == layers
     with pytest.raises(ValueError, match="below the minimum 11"):
         compile_circuit(g, channels=10)
     front = [(p["channels"], p["layers"]) for p in pareto(g, "baseconv", reassociate=False)]
-    assert front == [(11, 3)]
+    assert front == [(11, 4), (16, 3)]
