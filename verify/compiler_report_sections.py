@@ -188,8 +188,8 @@ def _section_budget(ex) -> list[str]:
          "levelled compile where its width is at most `C` (so at or above the default's width the budget changes "
          "nothing), else the fewest layers, then the narrowest state, among the compiles tried within `C`: the "
          "levelled compile with at most `q` products per token in a product layer (`q = 1, 2, 4, 8`; a level's "
-         "products in several layers), the packed levelled compile below (constructions/compiler/packed.py), in both its modes, at "
-         "budgets from the grid's channels `D` (the first 8, every 3/2-fold step after them, and the 8 below "
+         "products in several layers), the packed levelled compile below (constructions/compiler/packed.py) at "
+         "budgets from the grid's channels `D` + 1 (the first 8, every 3/2-fold step after them, and the 8 below "
          "the default's width: a fixed list per circuit), and the one-value-per-slot budget machine below "
          "(constructions/compiler/budget.py) from `D` + 2. The compiles tried at a budget include those tried at a "
          "smaller one, so the layers never increase with `C`; the least budget accepted is the narrowest compile "
@@ -210,23 +210,9 @@ def _section_budget(ex) -> list[str]:
          "least one product until the last, a later layer merges at least two values, one route for the outputs). "
          "On `baseconv-causal` it also compiles the circuit's token-sum form (below) and keeps the fewer layers. A "
          "compile it cannot make in one layer per step (a factor over several tokens, a final route wider than "
-         "`C`) is left to the other compiles.", "",
-         "**Carries shared at disjoint tokens** (the packed compile's second mode, tried beside the plain one at "
-         "every budget; `compiled.bound.mode`). A carry is `B_gate` times one channel read through the filter, and "
-         "`B_gate` is per token, so one inner channel serves two uses at disjoint tokens: a channel whose kept "
-         "values sit only where another carried channel holds nothing (and the other way round) moves into that "
-         "channel's carry (`W_in = e_c + e_c2`, filter `delta_0`: one carry less), and a product group whose conv "
-         "side reads channel `d` through the taps and writes into `d` shares `d`'s carry where its tokens are not "
-         "the carry's and its gate form reads nothing at the carry's tokens (there `B_gate` alone is the gate). A "
-         "merge takes the base slot that costs the fewest inner channels. The mode is level-synchronous: product "
-         "layer `k` forms every product of level `k` (all are ready: their factors read lower levels only; a level "
-         "that does not fit one layer is refused and left to the other compiles), then at most one merge layer and "
-         "one route for the outputs, so its stated bound is `md + 2` layers (`md`: the multiplicative depth of the "
-         "products the outputs need). On the GD step layer 1 moves each `x_j` (the last token) into the carry of "
-         f"`A`'s channel `j` (the other tokens) and forms every `A_ij x_j` ({ex['d'] + 1} carries + {ex['d']} "
-         f"products = {ex['grid_channels']} inner channels), layer 2 every `A_ij r_i`, layer 3 adds each "
-         "`sum_i A_ij r_i` into `x_j`'s slot (one inner channel per `j`: the products' channels empty, their "
-         "carries go), a route puts each new `x_j` at its place: 4 layers = `md + 2` on the grid's own "
+         "`C`) is left to the other compiles. The GD step's channels below "
+         f"{ex['grid_channels'] + 1} are all carried (its {ex['grid_channels']} grid "
+         "channels each hold a value every layer reads or writes), so no compile tried fits "
          f"{ex['grid_channels']} channels.", "",
          "**The budget machine.** The state is `M = C - 2` memory channels and two work channels "
          "`A`, `B`; every value sits in one memory slot and every other slot is zero. A layer carries each memory "
@@ -270,25 +256,7 @@ def _section_budget(ex) -> list[str]:
         pts = ", ".join(f"{p['layers']} x {p['channels']} ({p['tokens']})"
                         + ("" if p["budget"] is not None else " unbounded") for p in r["frontier"])
         L.append(f"| {target} | {r['minimum']} | {r['bound_at_minimum']} | {pts} |")
-    L += _frontier_count(ex)
     return L
-
-
-def _frontier_count(ex) -> list[str]:
-    """How many points a frontier on the example's grid can have at all (where its narrowest compile is the
-    grid's own width): computed from the measured frontier, the grid and the outputs' degree."""
-    r = ex["targets"].get("baseconv", {})
-    if "frontier" not in r or not r["frontier"] or r["minimum"] != ex["grid_channels"] or "degree" not in ex:
-        return []
-    first, D, lmin = r["frontier"][0], ex["grid_channels"], ex["least_layers"]
-    most = first["layers"] - lmin + 1
-    return ["", f"How many points a frontier of `{ex['call']}` on `baseconv` can have, in any compile of BaseConv "
-            f"layers on its grid: every state holds the {D}-channel grid, so no point is narrower than {D} channels; "
-            "a layer multiplies two affine forms of its input per inner channel, so `L` layers compute polynomials "
-            f"of degree at most `2^L`, and the outputs (degree {ex['degree']}, expanded exactly) need at least "
-            f"{lmin} layers. A frontier's layers fall strictly as its channels grow, from {first['layers']} at "
-            f"{D} channels (compiled above), so it has at most {first['layers']} - {lmin} + 1 = {most} points; "
-            f"{len(r['frontier'])} are listed (the budgets from {D} up to the default's width)."]
 
 
 def _level_example_text(le) -> str:

@@ -12,8 +12,6 @@ The compiles tried (:func:`tries`), each proved like any other:
   ...`` below the most products any level puts on one token; :func:`.sequence._chunks`): a level's
   products in several product layers, each holding fewer products side by side, so fewer channels and
   more layers;
-* the **packed levelled compile** (:mod:`.packed`), plain and with carries shared at disjoint tokens
-  (:data:`PACKED_MODES`), at budgets from the grid's channels (:func:`_packed_budgets`);
 * the **one-value-per-slot budget machine** (:mod:`.budget`: level-parallel Benes routing on
   ``baseconv``, one product at a time on ``baseconv-causal``) at every budget ``c`` from the grid's
   channels + 2 up to ``C`` (the first :data:`EXHAUSTIVE` of them, then ``C`` itself).

@@ -30,29 +30,10 @@ several channels at other tokens), a causal product that would sit before a toke
 which no ready product fits, or a final route wider than ``C`` is a :class:`.routing.CompileError`:
 :mod:`.budget_search` then keeps the other compiles it tries.
 
-Layers (plain mode): each layer before the last product forms at least one product, each layer after
-it merges at least one pair of values, and the outputs take at most one route layer: ``layers <= P +
-(I + P) + 1`` for ``P`` products and ``I`` inputs (:func:`packed_bound`; in practice far fewer: GD step
-20 x 5 at 12 channels, 11 layers).
-
-**Carries shared at disjoint tokens** (``fuse=True, relocate=True``; :mod:`.budget_search` tries both
-modes at every budget).  A carry is ``B_gate`` times one channel read through the filter, and
-``B_gate`` is per token, so one inner channel serves two uses at disjoint tokens:
-
-* *relocation*: a channel ``c2`` whose kept values sit only at tokens where a carried channel ``c``
-  holds nothing in the layer's input (and the other way round) moves into ``c``'s carry (``W_in = e_c +
-  e_c2``, filter ``delta_0``): one carry less;
-* *fusion*: a product group whose conv side reads channel ``d`` through the taps and writes into ``d``
-  shares ``d``'s carry where its tokens are not the carry's, its gate form reads nothing at the carry's
-  tokens (there ``B_gate = 1 / (lam h[0])`` alone is the gate) and the taps read nothing else there;
-* a merge takes the base slot whose group costs the fewest inner channels (one per other channel of the
-  group, less the channels the group empties: their carries go).
-
-The mode is level-synchronous: product layer ``k`` forms every product of level ``k`` (they are all
-ready, their factors reading lower levels only; a level that does not fit one layer is a
-:class:`.routing.CompileError`), then at most one merge layer and one route layer: ``layers <= md + 2``
-(``md``: the multiplicative depth of the products the outputs need).  GD step 20 x 5: 4 layers on the
-grid's own 11 channels (x_j moves into the carry of A's channel j in layer 1).
+Layers: each layer before the last product forms at least one product, each layer after it merges at
+least one pair of values, and the outputs take at most one route layer: ``layers <= P + (I + P) + 1``
+for ``P`` products and ``I`` inputs (:func:`packed_bound`; in practice far fewer: GD step 20 x 5 at
+12 channels, 11 layers).
 """
 from __future__ import annotations
 
@@ -548,11 +529,10 @@ class _Packer:
             ready.sort(key=lambda p: (self.level.get(p, 0), mate(p), _key(p)))
             chosen, misses = [], 0
             grs = self._groups(ready, reads)
-            if self.fuse:  # level-synchronous: every ready product (the lowest pending level) in this layer
-                if self._layer(ready, reads, reduce=False) is None:
-                    raise CompileError(f"level {self.level.get(ready[0], 0)}'s products do not fit one layer of "
-                                       f"{self.C} channels")
-                chosen, grs = list(ready), []
+            if self.fuse and len(grs) > 1:  # every ready product at once (it frees the carries of what they read)
+                every = [p for gr in grs for p, _, _ in gr[3].values()]
+                if self._layer(every, reads, reduce=False) is not None:
+                    chosen, grs = every, []
             for gr in grs:  # whole inner channels, in the ready order
                 trial = chosen + [p for p, _, _ in gr[3].values()]
                 if self._layer(trial, reads, reduce=False) is not None:
@@ -565,9 +545,8 @@ class _Packer:
                 raise CompileError(f"no ready product fits a layer of {self.C} channels")
             lay = self._layer(chosen, reads, reduce=True) or self._layer(chosen, reads, reduce=False)
             self._apply(*lay, chosen)
-        # merges until nothing merges (level-synchronous: one merge layer at most), then the outputs at
-        # their places
-        while not (self.fuse and self.kinds[-1:] == ["merge"]):
+        # merges until nothing merges, then the outputs at their places
+        while True:
             lay = self._layer([], {}, reduce=True)
             if lay is None or not lay[2]:
                 break
@@ -598,21 +577,13 @@ class _Packer:
         return slots
 
 
-def packed_bound(g, channels: int, fuse: bool = False) -> dict:
-    """The stated layer guarantee of :func:`compile_packed` in its mode (module docstring)."""
+def packed_bound(g, channels: int) -> dict:
+    """The stated layer guarantee of :func:`compile_packed` (module docstring)."""
     atoms, level, outputs = linearise(g)
     need = needed(atoms, outputs)
     P = sum(1 for a in need if atoms[a][0] == "mul")
     I = sum(1 for a in need if atoms[a][0] == "input")  # noqa: E741
-    if fuse:
-        md = max((level[a] for a in need if atoms[a][0] == "mul"), default=0)
-        return {"layers": md + 2, "products": P, "multiplicative_depth": md, "formula": "md + 2",
-                "mode": "level-synchronous, carries shared at disjoint tokens",
-                "rule": "product layer k forms every product of level k (all ready: their factors read only "
-                        "lower levels; a level that does not fit one layer is refused), so md product layers "
-                        "(md: the multiplicative depth of the products the outputs need), then at most one merge "
-                        "layer and one route layer for the outputs: layers <= md + 2"}
-    return {"layers": 2 * P + I + 1, "products": P, "inputs": I, "formula": "2 P + I + 1", "mode": "plain",
+    return {"layers": 2 * P + I + 1, "products": P, "inputs": I, "formula": "2 P + I + 1",
             "rule": "each layer up to the last product forms at least one product (<= P layers), each later layer "
                     "merges at least two values into one (<= P + I layers), one route layer for the outputs: "
                     "layers <= 2 P + I + 1"}
@@ -638,7 +609,7 @@ def compile_packed(g, name: str = "circuit", causal: bool = False, channels: int
     layers = [sp.layer(T, Cw, causal) for sp in pk.specs]
     m = C.metrics(g, validated=True)
     target = "baseconv-causal" if causal else "baseconv"
-    bound = packed_bound(g, channels, fuse)
+    bound = packed_bound(g, channels)
     bound.update({"scheme": "packed levelled", "tokens": T, "state_width": channels, "inner_width": channels,
                   "channel_budget": channels})
     info = {

@@ -68,13 +68,7 @@ def test_the_packed_compile_itself_is_proved_wherever_it_compiles(target, data):
                 continue
             cm = con.info["compiled"]
             assert cm["state_width"] <= budget and cm["inner_width"] <= budget
-            bound = packed_bound(g, budget, mode.get("fuse", False))
-            assert cm["bound"]["layers"] == bound["layers"]
-            assert cm["layers"] == len(con.epilogue) <= bound["layers"]
-            if mode.get("fuse"):  # level-synchronous: one product layer per level, <= 1 merge, <= 1 route
-                plan = cm["plan"]
-                assert plan.count("product") == bound["multiplicative_depth"]
-                assert plan[:plan.count("product")] == ["product"] * plan.count("product")
+            assert cm["layers"] == len(con.epilogue) <= packed_bound(g, budget)["layers"]
             assert_proved(prove(con))
 
 
