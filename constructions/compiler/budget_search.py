@@ -35,9 +35,6 @@ EXHAUSTIVE = 8
 #: at most this many products-per-token settings are tried (q = 1, 2, 4, ...)
 MAX_Q = 4
 
-#: the packed compile's modes tried at each budget: plain, and carries shared at disjoint tokens
-PACKED_MODES = ({}, {"fuse": True, "relocate": True})
-
 _CACHE: dict = {}
 
 
@@ -90,26 +87,19 @@ def _packed(g, name, causal, c):
     against the circuit as given."""
     from .packed import compile_packed
 
-    def best(h):
-        """The packed compile of ``h`` in either mode (plain; carries shared at disjoint tokens), the fewer
-        layers, then the narrower (the plain one on a tie)."""
-        out = None
-        for mode in PACKED_MODES:
-            try:  # a later mode stops once it passes the layers of the compile in hand
-                con = compile_packed(h, name, causal, c, **mode, limit=None if out is None else _shape(out)[0])
-            except CompileError:
-                continue
-            if out is None or _shape(con)[:2] < _shape(out)[:2]:
-                out = con
-        return out
-
-    con = best(g)
+    try:
+        con = compile_packed(g, name, causal, c)
+    except CompileError:
+        con = None
     if causal:
         from .token_sums import token_sum_form
 
         h = token_sum_form(g)
         if h is not None:
-            alt = best(h)
+            try:
+                alt = compile_packed(h, name, causal, c)
+            except CompileError:
+                alt = None
             if alt is not None and (con is None or alt.compile_info.layers < con.compile_info.layers):
                 alt.graph, alt.compiled_graph = g, h
                 alt.info["circuit"] = C.metrics(g, validated=True)
@@ -178,7 +168,7 @@ def _packed_budgets(g, causal: bool, upto: int) -> list:
     compiles tried at a budget include those tried at every smaller one)."""
     from .place import grid_channels
 
-    lo = grid_channels(g)
+    lo = grid_channels(g) + 1
     cs = set(range(lo, lo + EXHAUSTIVE))
     c = lo + EXHAUSTIVE - 1
     default = _try(g, causal, "levelled", None)

@@ -66,11 +66,8 @@ def _sig(prof: dict):
 
 
 class _Packer:
-    def __init__(self, T, inputs, places, atoms, level, outputs, causal, channels, fuse=False, relocate=False,
-                 limit=None):
+    def __init__(self, T, inputs, places, atoms, level, outputs, causal, channels):
         self.T, self.causal, self.C = T, causal, channels
-        self.fuse, self.relocate, self.limit = fuse, relocate, limit
-        self._full, self._sigs = None, {}  # the readers' index of the current state and its ratios (cache)
         self.occ: dict = {}
         self.slot: dict = {}
         for n, (t, c) in inputs.items():
@@ -88,30 +85,6 @@ class _Packer:
         self.count = 0  # unread inputs stay in the state until a layer does not carry them
 
     # -- readers ------------------------------------------------------------------------------
-    def _after(self, chosen) -> tuple[dict, set]:
-        """``_index(skip=chosen)`` from the full index (kept until the state changes): only the atoms the
-        chosen products read change; (index, those atoms)."""
-        if self._full is None:
-            self._full, self._sigs = self._index(), {}
-        skip = set(chosen)
-        touched = {a for p in skip for f in self.pending[p] for a in f if a != CONST}
-        after = dict(self._full)
-        for a in touched:
-            if a in after:
-                rest = {k: v for k, v in after[a].items() if k[0] not in skip}
-                if rest:
-                    after[a] = rest
-                else:
-                    del after[a]
-        return after, touched
-
-    def _sig_of(self, a, prof: dict, touched: set):
-        if a in touched:
-            return _sig(prof.get(a, {}))
-        if a not in self._sigs:
-            self._sigs[a] = _sig(self._full.get(a, {}))
-        return self._sigs[a]
-
     def _index(self, skip=()):
         """atom -> {reader key: coefficient} over the pending products not in ``skip`` and the outputs."""
         idx: dict = {}
@@ -173,48 +146,6 @@ class _Packer:
                 return True
         return False
 
-    def _fusable(self, gate, conv, taps, members, d, live) -> bool:
-        """Whether a product group writing into channel ``d`` can share the carry of ``d`` (whose live
-        tokens after the layer are ``live``): its conv side reads channel ``d`` through the taps, its
-        tokens are not the carry's, its gate form reads nothing at the carry's tokens (there ``B_gate``
-        alone makes the gate, the carry's scale), and the taps read nothing but the carried value there."""
-        if not self.fuse or conv[0] != "chan" or conv[1] != d or not live or set(members) & set(live):
-            return False
-        if taps.get(0, Fraction(1)) == 0:
-            return False
-        for t in live:
-            if any((t, c) in self.occ for c, _ in gate):
-                return False
-            for s, v in taps.items():
-                if s == 0 or v == 0:
-                    continue
-                t2 = t - s if self.causal else (t - s) % self.T
-                if t2 >= 0 and (t2, d) in self.occ:
-                    return False
-        return True
-
-    def _relocations(self, new_occ: dict) -> dict:
-        """{channel c2: channel c}: the values kept in ``c2`` move into ``c``, whose kept values sit at other
-        tokens, through ``c``'s carry (``W_in = e_c + e_c2``, filter ``delta_0``): at every token the carry
-        keeps, the other channel holds nothing in the layer's input (so it reads one value)."""
-        occ_t: dict = {}
-        for (t, c) in self.occ:
-            occ_t.setdefault(c, set()).add(t)
-        live: dict = {}
-        for (t, c) in new_occ:
-            live.setdefault(c, set()).add(t)
-        reloc: dict = {}
-        for c2 in sorted(live, reverse=True):
-            if c2 in reloc.values():
-                continue
-            for c in sorted(live):
-                if c >= c2 or c in reloc or c in reloc.values():
-                    continue
-                if not (live[c2] & occ_t.get(c, set())) and not (live[c] & occ_t.get(c2, set())):
-                    reloc[c2] = c
-                    break
-        return reloc
-
     # -- one layer ----------------------------------------------------------------------------
     def _groups(self, chosen: list, reads: dict) -> list:
         groups = []  # [gate, conv, taps, {t: (p, cg, cv)}]
@@ -234,17 +165,14 @@ class _Packer:
         """The layer forming ``chosen`` (and the merges that fit): (spec, new occ, new slot, renames)
         or None where it does not fit the budget."""
         T, causal = self.T, self.causal
-        after, touched = self._after(chosen)
+        after = self._index(skip=set(chosen))
         kept = {a for a in self.slot if a in after}
         groups = self._groups(chosen, reads)
         new_occ = {s: a for s, a in self.occ.items() if a in kept}
-        reloc = self._relocations(new_occ) if self.relocate else {}
-        if reloc:  # a channel's values move into another channel's carry (disjoint tokens): one carry less
-            new_occ = {((t, reloc.get(c, c))): a for (t, c), a in new_occ.items()}
         # slot -> [base atom or None, {member atom: lam}] (the value written there is base + sum lam m)
         merged: dict = {}
         prof = dict(after)
-        sig_of = {a: self._sig_of(a, prof, touched) for a in set(new_occ.values()) if a != JUNK}
+        sig_of = {a: _sig(prof.get(a, {})) for a in set(new_occ.values()) if a != JUNK}
         chan_sigs: dict = {}
         busy_ch = set()
         for (_, c2), a in new_occ.items():
@@ -255,27 +183,17 @@ class _Packer:
             if any(k[0] != "out" for k in prof.get(a, {})):
                 busy_ch.add(c2)
         used_ch = {c2 for (_, c2) in new_occ}
-        live_of: dict = {}
-        for (t2, c2), a in new_occ.items():
-            if a != JUNK:
-                live_of.setdefault(c2, []).append(t2)
-        fused: set = set()
         dest = []
         for gate, conv, taps, members in groups:
             # the group's W_out coefficient lam and its channel d: each member merges into a value of the
             # same readers' ratio at its token, or takes a free slot
             junk = [t for t in range(T) if t not in members and self._support(gate, conv, taps, t)]
-            taps0 = {**taps, 0: taps.get(0, Fraction(1))}
-            junk0 = [t for t in range(T) if t not in members and self._support(gate, conv, taps0, t)]
             best = None
             cands = sorted({c for (_, c) in new_occ} | {c for (_, c) in merged} | set(range(self.C)))
             for d in cands:
                 if d >= self.C:
                     continue
-                fz = d not in fused and d not in reloc.values() and self._fusable(gate, conv, taps, members, d, live_of.get(d, []))
-                if fz:
-                    fz = not any((t, d) in new_occ or (t, d) in merged for t in junk0 if t not in live_of[d])
-                if not fz and any((t, d) in new_occ or (t, d) in merged for t in junk):
+                if any((t, d) in new_occ or (t, d) in merged for t in junk):
                     continue
                 lam, ok, score = None, True, 0
                 for t, (p, _, _) in members.items():
@@ -300,35 +218,29 @@ class _Packer:
                     continue
                 # a channel where a value with the same readers' ratio lives at another token: the carry
                 # can add the product into it later at no cost
-                msigs = {self._sig_of(p, prof, touched) for p, _, _ in members.values()}
+                msigs = {_sig(prof.get(p, {})) for p, _, _ in members.values()}
                 mates = sum(n for sg, n in chan_sigs.get(d, {}).items() if sg is not None and sg in msigs)
                 used = d in used_ch or any(c2 == d for (_, c2) in merged)
                 # a channel whose values later products still read across tokens is kept clean for those
                 # reads (a filter moves a whole channel)
                 busy = d in busy_ch
-                if fz and lam == 0:
-                    if any((t, d) in new_occ or (t, d) in merged for t in junk):
-                        continue
-                    fz = False
-                rank = (0 if fz else 1, score, busy, -mates, 0 if used else 1, -d if used else d)
+                rank = (score, busy, -mates, 0 if used else 1, -d if used else d)
                 if best is None or rank < best[0]:
-                    best = (rank, d, lam, fz)
+                    best = (rank, d, lam)
             if best is None:
                 return None
-            _, d, lam, fz = best
+            _, d, lam = best
             for t, (p, _, _) in members.items():  # the value at (t, d): its base (if any) + sum lam * product
                 merged.setdefault((t, d), [new_occ.get((t, d)), {}])[1][p] = lam
-            for t in (junk0 if fz else junk):
+            for t in junk:
                 new_occ[(t, d)] = JUNK
-            if fz:
-                fused.add(d)
-            dest.append((d, lam, fz))
+            dest.append((d, lam))
         # merges of values already in the state (reductions): per destination slot the value base and the
         # values added into it through the taps of the channel they sit in
         red: dict = {}  # (src channel, dst channel) -> {dst token: {src token: coef}}
         gone = set()
         if reduce:
-            held = [(s, a) for s, a in new_occ.items() if a != JUNK and s[1] not in reloc.values()]
+            held = [(s, a) for s, a in new_occ.items() if a != JUNK]
             sig: dict = {}
             for s, a in held:
                 pa = prof.get(a, {})
@@ -338,21 +250,13 @@ class _Packer:
                 norm = tuple(sorted(((str(k), v / pa[k0]) for k, v in pa.items())))
                 sig.setdefault(norm, []).append((s, a))
             places = {self.places[n] for n in self.outputs if self.places.get(n) is not None}
-            held_in: dict = {}  # channel -> how many values it holds
-            for (_, c2), a in new_occ.items():
-                held_in[c2] = held_in.get(c2, 0) + 1
             for norm, mem in sig.items():
                 if len(mem) < 2:
                     continue
                 mem.sort(key=lambda x: (x[0] not in places, -x[0][0] if causal else 0, x[0]))
-                if self.fuse:  # the base that costs the fewest inner channels: one per other channel of the
-                    # group, less the channels the group empties (their carries go)
-                    chans = {s[1] for s, _ in mem}
-                    whole = {c for c in chans if held_in[c] == sum(1 for s, _ in mem if s[1] == c)}
-                    mem.sort(key=lambda x: len(chans - {x[0][1]}) - len(whole - {x[0][1]}))
                 (sb, base) = mem[0]
                 for s, a in mem[1:]:
-                    if s in merged or shift(sb[0], s[0], T, causal) is None or (s[1] == sb[1] and s[1] in fused):
+                    if s in merged or shift(sb[0], s[0], T, causal) is None:
                         continue
                     lam = self._ratio(prof[base], prof[a])
                     red.setdefault((s[1], sb[1]), {}).setdefault(sb[0], {})[s[0]] = lam
@@ -363,7 +267,7 @@ class _Packer:
         for (t, c), a in new_occ.items():
             if a != JUNK and a not in gone:
                 carry.setdefault(c, []).append(t)
-        inner = len(carry) + len(groups) - len(fused & set(carry))
+        inner = len(carry) + len(groups)
         extra = []
         for (cs, cd), rows in sorted(red.items()):
             taps, ok = ({0: Fraction(1)} if cs == cd else {}), True
@@ -403,12 +307,8 @@ class _Packer:
                                                                   red.get((cd, cd), {}).get(td, {}).get(t2)):
                         return None
         for c, toks in sorted(carry.items()):
-            if c in fused:  # rides in the product group's inner channel below
-                continue
             k = spec.new_inner()
             spec.W_in[(c, k)] = spec.W_out[(k, c)] = Fraction(1)
-            for c2 in (c2 for c2, c3 in reloc.items() if c3 == c):
-                spec.W_in[(c2, k)] = Fraction(1)
             taps = folded.get(c, ({0: Fraction(1)}, None))[0]
             for s, v in taps.items():
                 spec.h[(s, k)] = v
@@ -425,7 +325,7 @@ class _Packer:
                 spec.h[(s, k)] = v
             for t in mask:
                 spec.b_gate[(t, k)] = Fraction(1)
-        for (gate, conv, taps, members), (d, lam, fz) in zip(groups, dest):
+        for (gate, conv, taps, members), (d, lam) in zip(groups, dest):
             k = spec.new_inner()
             for c, v in gate:
                 spec.W_gate[(c, k)] = v
@@ -443,11 +343,6 @@ class _Packer:
                 if cv != 0:
                     spec.b_conv[(t, k)] = cv
             spec.W_out[(k, d)] = lam
-            if fz:  # the carry of d at its live tokens: gate B_gate, conv the carried value through tap 0
-                t0 = taps.get(0, Fraction(1))
-                spec.h[(0, k)] = t0
-                for t in carry.get(d, []):
-                    spec.b_gate[(t, k)] = 1 / (lam * t0)
         if spec.inner > self.C:
             return None
         # the new state: each written slot holds one value named for what it sums
@@ -474,7 +369,6 @@ class _Packer:
         return spec, occ2, renames
 
     def _apply(self, spec, occ2, renames, chosen) -> None:
-        self._full = None
         for p in chosen:
             del self.pending[p]
         # a merged value m = sum lam_a a: every reader reads it as F[a] / lam_a (the same for each a)
@@ -496,8 +390,6 @@ class _Packer:
         self.slot = {a: s for s, a in occ2.items() if a != JUNK}
         self.specs.append(spec)
         self.kinds.append(spec.kind)
-        if self.limit is not None and len(self.specs) > self.limit:
-            raise CompileError(f"the packed compile passes {self.limit} layers")
         self.inner_max = max(self.inner_max, spec.inner)
         self.width = max([self.width] + [c + 1 for _, c in occ2])
 
@@ -528,12 +420,7 @@ class _Packer:
 
             ready.sort(key=lambda p: (self.level.get(p, 0), mate(p), _key(p)))
             chosen, misses = [], 0
-            grs = self._groups(ready, reads)
-            if self.fuse and len(grs) > 1:  # every ready product at once (it frees the carries of what they read)
-                every = [p for gr in grs for p, _, _ in gr[3].values()]
-                if self._layer(every, reads, reduce=False) is not None:
-                    chosen, grs = every, []
-            for gr in grs:  # whole inner channels, in the ready order
+            for gr in self._groups(ready, reads):  # whole inner channels, in the ready order
                 trial = chosen + [p for p, _, _ in gr[3].values()]
                 if self._layer(trial, reads, reduce=False) is not None:
                     chosen, misses = trial, 0
@@ -589,8 +476,7 @@ def packed_bound(g, channels: int) -> dict:
                     "layers <= 2 P + I + 1"}
 
 
-def compile_packed(g, name: str = "circuit", causal: bool = False, channels: int = 0,
-                   fuse: bool = False, relocate: bool = False, limit: int | None = None) -> CompiledCircuit:
+def compile_packed(g, name: str = "circuit", causal: bool = False, channels: int = 0) -> CompiledCircuit:
     """The packed levelled compile of a validated placed circuit within ``channels`` (module
     docstring); a :class:`.routing.CompileError` where it does not fit."""
     pl = C.placement(g)
@@ -599,8 +485,7 @@ def compile_packed(g, name: str = "circuit", causal: bool = False, channels: int
     if channels < grid_channels(g):
         raise CompileError(f"channel budget {channels} is below the grid's {grid_channels(g)} channels")
     atoms, level, outputs = linearise(g)
-    pk = _Packer(pl.tokens, dict(pl.inputs), dict(pl.outputs), atoms, level, outputs, causal, channels, fuse, relocate,
-                 limit)
+    pk = _Packer(pl.tokens, dict(pl.inputs), dict(pl.outputs), atoms, level, outputs, causal, channels)
     slots = pk.run()
     T = pl.tokens
     Cw = max(pk.width, pk.inner_max, grid_channels(g))

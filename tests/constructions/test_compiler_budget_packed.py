@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import circuits as C
 from constructions.compiler import CompileError, compile_circuit
-from constructions.compiler.budget_search import PACKED_MODES, minimum_width
+from constructions.compiler.budget_search import minimum_width
 from constructions.compiler.packed import compile_packed, packed_bound
 from verify.prover.proof import prove
 
@@ -61,15 +61,14 @@ def test_the_packed_compile_itself_is_proved_wherever_it_compiles(target, data):
     g = C.validate(g)
     lo = C.placement(g).channels
     for budget in range(lo, lo + 6):
-        for mode in PACKED_MODES:
-            try:
-                con = compile_packed(g, "g", causal, budget, **mode)
-            except CompileError:
-                continue
-            cm = con.info["compiled"]
-            assert cm["state_width"] <= budget and cm["inner_width"] <= budget
-            assert cm["layers"] == len(con.epilogue) <= packed_bound(g, budget)["layers"]
-            assert_proved(prove(con))
+        try:
+            con = compile_packed(g, "g", causal, budget)
+        except CompileError:
+            continue
+        cm = con.info["compiled"]
+        assert cm["state_width"] <= budget and cm["inner_width"] <= budget
+        assert cm["layers"] == len(con.epilogue) <= packed_bound(g, budget)["layers"]
+        assert_proved(prove(con))
 
 
 def test_the_packed_gd_step_sums_in_place():
