@@ -221,7 +221,7 @@ class CircuitEntry:
         return self.con
 
 
-def _circuit_entry(a) -> CircuitEntry:
+def circuit_entry(a) -> CircuitEntry:
     """The circuit of ``--circuit`` loaded (bounded, one line on bad input) and compiled to ``--target``."""
     import os
 
@@ -273,7 +273,7 @@ def _described(a, mod, cfg: dict, sets: dict, layout_d):
     if desc is None:
         raise UsageError(f"{a.file} does not describe its construction (only files this toolkit exported do): pass "
                          f"--spec SPEC (and --set, --layout as docs/interop.md says)")
-    _read_checked(a, imp)
+    read_checked(a, imp)
     a.spec = desc["spec"]
     merged = {**{k: str(v) for k, v in desc["sizes"].items()}, **{k: v for k, v in desc["params"].items()}, **sets}
     if layout_d is None and desc["layout"] is not None:
@@ -311,10 +311,10 @@ def _read(a, entry, mod, cfg: dict, sizes: dict, given_params: dict):
             imp = mod.read(a.file, cfg)
     except ImportRefused as e:
         raise UsageError(str(e)) from None
-    return _read_checked(a, imp)
+    return read_checked(a, imp)
 
 
-def _read_checked(a, imp):
+def read_checked(a, imp):
     """A whole model's tensors outside the blocks refused unless ``--blocks-only``."""
     outside = getattr(imp, "not_proved", None) or {}
     if outside and not a.blocks_only:

@@ -186,7 +186,7 @@ def circuit_settings(a, mod, cfg: dict, layout_d):
     from verify.cli_common import input_file
 
     from . import mapping
-    from .cli import _circuit_entry, _read_checked
+    from .cli import circuit_entry, read_checked
 
     imp = circ = None
     if a.fmt != "polyverify":
@@ -204,11 +204,11 @@ def circuit_settings(a, mod, cfg: dict, layout_d):
             desc = from_config(getattr(imp, "file_config", None), a.file, circuit=True)
         except ImportRefused as e:
             raise UsageError(str(e)) from None
-        _read_checked(a, imp)
+        read_checked(a, imp)
         circ = desc if desc is not None and "circuit" in desc else None
         if circ is not None and a.target is None:
             a.target = circ["circuit"]["target"]  # the target the file was compiled to
-    entry = _circuit_entry(a)
+    entry = circuit_entry(a)
     shape = [int(x) for x in entry.con.layout.shape]
     if layout_d is None and circ is not None:
         c = circ["circuit"]
