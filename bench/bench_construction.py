@@ -460,26 +460,21 @@ def run_config(arch: str, con, k: int, dtype: str, B: int, a) -> dict:
     run_fwd, run_live, run_dense = layers_of(cast), layers_of(live), layers_of(dense)
     vr = {name: be.round_input(a) for name, a in v.items()}  # what the gd command runs on: rounded inputs
 
-    def entry_point():
-        last = []
-        res = stream_construction(con, vr, k, be, lambda j, x: last.append(x) if j == k else None)
-        if res.first_nonfinite_layer is not None:
-            raise RuntimeError(f"{con.name} {dtype}: non-finite at layer {res.first_nonfinite_layer}")
-        return torch.as_tensor(last[0])
-
-    fns[CHANNEL] = entry_point
-    if a.device == "cpu":  # the numpy backend through the same entry point
-        be_np = Backend("numpy", dtype)
-        vr_np = {name: be_np.round_input(x) for name, x in v.items()}
-
-        def entry_numpy():
+    def entry(backend, inputs, label):
+        """The gd command's entry point (``stream_construction``) on ``backend``: the last iterate."""
+        def run():
             last = []
-            res = stream_construction(con, vr_np, k, be_np, lambda j, x: last.append(x) if j == k else None)
+            res = stream_construction(con, inputs, k, backend, lambda j, x: last.append(x) if j == k else None)
             if res.first_nonfinite_layer is not None:
-                raise RuntimeError(f"{con.name} {dtype} numpy: non-finite at layer {res.first_nonfinite_layer}")
+                raise RuntimeError(f"{con.name} {label}: non-finite at layer {res.first_nonfinite_layer}")
             return torch.as_tensor(last[0])
 
-        fns[NUMPY] = entry_numpy
+        return run
+
+    fns[CHANNEL] = entry(be, vr, dtype)
+    if a.device == "cpu":  # the numpy backend through the same entry point
+        be_np = Backend("numpy", dtype)
+        fns[NUMPY] = entry(be_np, {name: be_np.round_input(x) for name, x in v.items()}, f"{dtype} numpy")
         performed[NUMPY] = performed[CHANNEL]
     fns[FORWARD] = lambda: readout(run_fwd())
     fns[LIVE] = lambda: readout(run_live())

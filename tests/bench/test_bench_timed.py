@@ -4,8 +4,10 @@ memory cap; and each script's own fields made from it."""
 import sys
 
 CMD = [sys.executable, "-c", "import time; print('start', flush=True); sum(i * i for i in range(3_000_000)); "
-                             "print('proof: FAILED', flush=True); time.sleep(0.2); print('verdict: FAILED'); "
-                             "raise SystemExit(1)"]
+                             "print('proof: FAILED', flush=True); time.sleep(0.2); print('verdict: FAILED', flush=True); "
+                             "time.sleep(1); raise SystemExit(1)"]
+# (the sleeps keep the process alive while the runner reads its CPU seconds from /proc at each marked line: on a
+# loaded machine the reader may reach a line late, and a process already gone has no CPU seconds to read)
 
 
 def test_the_runner_marks_lines_and_stops_at_the_timeout(load_bench):

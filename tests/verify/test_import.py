@@ -229,13 +229,18 @@ def test_layout_json_with_a_channel_permutation(tmp_path):
     assert rc == 1
 
 
-def test_a_layout_that_drops_the_iterate_is_refused(tmp_path, capsys):
+def _import_dropping_the_iterate(tmp_path) -> int:
+    """``import`` of a prefix-coupled precision-ls file with a layout that maps only column 0 (the iterate X dropped)."""
     layout = {"format": "polyverify-layout/1", "tokens": list(range(N)), "columns": [None] * (4 * D + 1),
               "sections": {"epilogue": 0}}
     layout["columns"][0] = 0
     (tmp_path / "L.json").write_text(json.dumps(layout))
-    rc = main(["import", str(pls_file(tmp_path, 1)), "--from", "precision-ls", "--spec", "prefix-coupled",
-               "--layout", str(tmp_path / "L.json")], out=io.StringIO())
+    return main(["import", str(pls_file(tmp_path, 1)), "--from", "precision-ls", "--spec", "prefix-coupled",
+                 "--layout", str(tmp_path / "L.json")], out=io.StringIO())
+
+
+def test_a_layout_that_drops_the_iterate_is_refused(tmp_path, capsys):
+    rc = _import_dropping_the_iterate(tmp_path)
     assert rc == 2 and "iterate 'X'" in capsys.readouterr().err
 
 
@@ -277,12 +282,7 @@ def test_a_dropped_iterate_is_refused_by_either_check(tmp_path, capsys, monkeypa
     if symbolic_max is not None:
         monkeypatch.setattr(mapping, "CARRIED_SYMBOLIC_MAX", symbolic_max)
     sizes = _rings_built(monkeypatch)
-    layout = {"format": "polyverify-layout/1", "tokens": list(range(N)), "columns": [None] * (4 * D + 1),
-              "sections": {"epilogue": 0}}
-    layout["columns"][0] = 0
-    (tmp_path / "L.json").write_text(json.dumps(layout))
-    rc = main(["import", str(pls_file(tmp_path, 1)), "--from", "precision-ls", "--spec", "prefix-coupled",
-               "--layout", str(tmp_path / "L.json")], out=io.StringIO())
+    rc = _import_dropping_the_iterate(tmp_path)
     assert rc == 2 and "iterate 'X'" in capsys.readouterr().err
     carried_only, *rest = sizes
     assert carried_only < 4 * D * N and (rest == [] if symbolic_max == 0 else rest[0] > carried_only)

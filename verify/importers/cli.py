@@ -59,7 +59,7 @@ def add_arguments(p) -> None:
                    help="prove the file against this circuit compiled (a compiled circuit exported to a peer format; "
                         "instead of --spec): the compile's default target, or --target")
     p.add_argument("--target", help="--circuit: the compiler target the file was compiled to (default: the "
-                                    "compiler's default for the circuit)")
+                                    "target the file records, else the compiler's default for the circuit)")
     p.add_argument("--layout", help="JSON mapping the file's state onto the specification's regions "
                                     "(docs/interop.md); default: the format's own layout for this specification")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
