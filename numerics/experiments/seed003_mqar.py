@@ -761,20 +761,20 @@ def decide_order(s: dict, cells: list[dict]) -> list[dict]:
     as N grows (the sweep runner starts a grid's cells in its order, so a run stopped early has run these first),
     read from the records as the criterion reads them (:func:`_crossing` over ``WIDTHS``' widths, five seeds):
 
-    0. at the smallest and the largest N of ``WIDTHS`` (the two the criterion compares): where the mixer has records
-       there, the open cells (:func:`cell_state`) from the first width not below the threshold up to the first
-       reaching it (every width above where none reaches it yet); where it has none, every width up to the largest
-       at which it crosses (or first reaches the threshold) at a recorded N;
-    1. the same at the N between;
+    0. at every N of ``WIDTHS`` alike (the criterion reads the smallest N against the largest and each N against
+       the next, so an open crossing at the N between decides as much as one at either end): where the mixer has
+       records there, the open cells (:func:`cell_state`) from the first width not below the threshold up to the
+       first reaching it (every width above where none reaches it yet); where it has none, every width up to the
+       largest at which it crosses (or first reaches the threshold) at a recorded N;
     2. the missing seeds of the cells that decide a crossing already (the crossing width and the one below it):
        the rule asks for five seeds there;
     3. the rest, by mixer, N, width and seed.
 
-    Within ranks 0 to 2: seeds 0-2 before 3-4 (three seeds of five agreeing settle a median), then the narrower
-    width first (the cheaper run; a crossing's lower bound needs every width below it), both mixers alike."""
+    Within ranks 0 and 2: seeds 0-2 before 3-4 (three seeds of five agreeing settle a median), then the narrower
+    width first (the cheaper run; a crossing's lower bound needs every width below it), then the shorter N (the
+    cheaper run), both mixers alike."""
     want = len(WIDTHS["seeds"])
     dims = sorted(set(WIDTHS["dims"]))
-    ends = {WIDTHS["sizes"][0][0], WIDTHS["sizes"][-1][0]}
     have = {(c["mixer"], c["N"]) for c in pooled(s).values()}
     cross = {(m, N): _crossing(s, m, N, dims, want) for m in MIXERS for N, _ in WIDTHS["sizes"] if (m, N) in have}
     # the widths at which it crosses (or first reaches the threshold, where the crossing is still open) at a recorded N
@@ -784,11 +784,10 @@ def decide_order(s: dict, cells: list[dict]) -> list[dict]:
     def key(c):
         m, N, d, sd = c["mixer"], c["N"], c["d"], c["seed"]
         x = cross.get((m, N))
-        end = 0 if N in ends else 1
         if x is None:
-            rank = end if d <= top[m] else 3
+            rank = 0 if d <= top[m] else 3
         elif d in {y["d"] for y in x["cells"] if y["state"] == "open"}:
-            rank = end
+            rank = 0
         elif x["decided"] and d in {y["d"] for y in x["cells"]}:
             rank = 2
         else:

@@ -118,18 +118,21 @@ def test_decide_order_runs_the_open_crossing_cells_first():
                  ("attention", 32, 32): [HIT] * 3, ("baseconv", 16, 32): [MISS] * 3, ("baseconv", 16, 64): [HIT] * 3})
     order = [(c["mixer"], c["N"], c["d"], c["seed"]) for c in mq.decide_order(s, mq.missing_cells(s))]
     assert len(order) == len(mq.missing_cells(s)) == len(set(order))
-    # rank 0, seeds 0-2, narrow widths first, both mixers alike: BaseConv's open d = 16 at N = 16 (the crossing's
-    # lower bound there), attention at N = 64 (no record) up to d = 32 (its first width reaching it at N = 32),
-    # BaseConv at N = 64 up to d = 64 (its crossing at N = 16)
-    assert order[:18] == [("baseconv", 16, 16, 0), ("baseconv", 16, 16, 1), ("baseconv", 16, 16, 2),
-                          *[(m, 64, 16, sd) for m in mq.MIXERS for sd in (0, 1, 2)],
-                          *[(m, 64, 32, sd) for m in mq.MIXERS for sd in (0, 1, 2)],
-                          ("baseconv", 64, 64, 0), ("baseconv", 64, 64, 1), ("baseconv", 64, 64, 2)]
-    # then their seeds 3-4; then the N between (attention's open d = 16 at N = 32); then the missing seeds of the
-    # cells that decide a crossing already; attention at N = 64 above d = 32 only among the rest
-    assert order[18] == ("baseconv", 16, 16, 3)
+    # rank 0, seeds 0-2, narrow widths first, then the shorter N, both mixers alike, every N alike (the criterion
+    # reads N = 32 against its neighbours as it reads the ends): BaseConv's open d = 16 at N = 16 (the crossing's
+    # lower bound there), BaseConv at N = 32 and 64 (no record) up to d = 64 (its crossing at N = 16), attention at
+    # N = 64 (no record) up to d = 32 (its first width reaching it at N = 32)
+    first = [(m, N, d, sd) for d in (16, 32, 64) for N in (16, 32, 64) for m in mq.MIXERS
+             if (m, N, d) in {("baseconv", 16, 16), *(("baseconv", n, w) for n in (32, 64) for w in (16, 32, 64)),
+                              *(("attention", 64, w) for w in (16, 32))}
+             for sd in (0, 1, 2)]
+    assert order[:27] == first
+    # then their seeds 3-4 (attention's open d = 16 at N = 32 among them, narrow widths first); then the missing
+    # seeds of the cells that decide a crossing already; attention at N = 64 above d = 32 only among the rest
+    assert order[27:31] == [("baseconv", 16, 16, 3), ("baseconv", 16, 16, 4), ("attention", 32, 16, 3),
+                            ("attention", 32, 16, 4)]
     rest = order.index(("attention", 16, 16, 3))
-    assert order.index(("attention", 32, 16, 3)) < rest < order.index(("attention", 64, 64, 0))
+    assert order.index(("baseconv", 64, 64, 4)) < rest < order.index(("attention", 64, 64, 0))
     assert order[-1] == ("baseconv", 64, 256, 4)
 
 
