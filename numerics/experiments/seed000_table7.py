@@ -379,9 +379,9 @@ def summarise(rows, quick: bool) -> dict:
     """The grid's summary: ``runs`` (the equal-steps cells and the warm starts, read by the criteria) and
     ``long`` (the long k = 1 cells, :mod:`.seed000_table7_long`, with their own criterion)."""
     from .seed000_table7_long import criterion as long_criterion
-    from .seed000_table7_long import is_long, summarise_long
+    from .seed000_table7_long import earlier_long, is_long, summarise_long
 
-    long = summarise_long(rows)
+    long, all_rows = summarise_long(rows), list(rows)
     rows = [r for r in rows if not is_long(r)]
     ok = rows_ok(rows)
     runs = {run_name(r["result"]): {**r["result"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s")} for r in ok}
@@ -393,6 +393,7 @@ def summarise(rows, quick: bool) -> dict:
                                   "init_scale": sorted({r["result"].get("init_scale", 1.0) for r in ok}),
                                   "width": sorted({c.width for c in cs}), "batch": sorted({c.batch for c in cs})}}
     s["long"] = long
+    s["long_earlier"] = earlier_long(all_rows)
     s["criteria"] = criteria(s) + [c for c in [long_criterion(long)] if c]
     return s
 

@@ -111,10 +111,81 @@ def run_name(result: dict) -> str:
 
 def summarise_long(rows) -> dict:
     """The long cells' records (status ok) by name, with the cell's CPU and wall time and the command
-    that ran it (the merged record's ``command``; None: the grid's)."""
+    that ran it (the merged record's ``command``; None: the grid's).  An earlier run restored from the
+    project's history (:func:`restore_earlier`, tagged ``superseded``) is not among them: :func:`earlier_long`."""
     return {run_name(r["result"]): {**r["result"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s"),
                                     "command": r.get("command"), "finished": r.get("finished")}
-            for r in rows if r.get("status") == "ok" and is_long(r)}
+            for r in rows if r.get("status") == "ok" and is_long(r) and not r.get("superseded")}
+
+
+def earlier_long(rows) -> dict:
+    """The earlier long runs restored from the project's history (:func:`restore_earlier`) by name, each with
+    its CPU and wall time, when it finished and where it was restored from (``superseded``): shown beside the
+    run that replaced it, read by no criterion."""
+    return {run_name(r["result"]): {**r["result"], "cpu_s": r.get("cpu_s"), "wall_s": r.get("wall_s"),
+                                    "finished": r.get("finished"), "superseded": r["superseded"]}
+            for r in rows if r.get("status") == "ok" and is_long(r) and r.get("superseded")}
+
+
+#: the first run of the k = 1 criterion with docs/training.md's settings (no LR floor, no anneal, 25 CPU
+#: minutes), which missed the bound; the run at HEAD replaced its record in results.jsonl at b87778a.  It is
+#: in the history of ``docs/experiments/seed000-table7/results.jsonl`` at this commit, under this record id
+EARLIER = {"rev": "cf0a694", "id": "b0ab7f22a4bcfeca", "path": "docs/experiments/seed000-table7/results.jsonl"}
+
+
+def earlier_record(text: str, cid: str, where: str) -> dict:
+    """The record ``cid`` among the JSON lines ``text`` (a results.jsonl of the project's history), checked whole:
+    status ok, a long cell of the ``training-doc`` settings, and its digest that of its contents
+    (:func:`polyverify.sweep.record_digest`: the record as the sweep runner wrote it, not edited since).
+    ValueError naming what is wrong."""
+    from polyverify.sweep import record_digest
+
+    found = []
+    for line in text.splitlines():
+        try:
+            r = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(r, dict) and r.get("id") == cid:
+            found.append(r)
+    if len(found) != 1:
+        raise ValueError(f"{where}: {len(found)} records with id {cid}, expected 1")
+    r = found[0]
+    if r.get("status") != "ok" or not is_long(r) or (r.get("config") or {}).get("settings") != "training-doc":
+        raise ValueError(f"{where}: record {cid} is not a finished long training-doc cell")
+    if r.get("digest") != record_digest(r):
+        raise ValueError(f"{where}: record {cid}'s digest does not match its contents (edited after it was written)")
+    return r
+
+
+def restore_earlier(out: str = "docs/experiments/seed000-table7", rev: str = EARLIER["rev"],
+                    cid: str = EARLIER["id"], path: str = EARLIER["path"]) -> dict:
+    """Put the earlier run of the k = 1 criterion (:data:`EARLIER`), read from the project's history with
+    ``git show REV:PATH`` and checked whole (:func:`earlier_record`), into ``out/results.jsonl``, tagged
+    ``superseded`` (the revision and path it came from, and the id of the run that replaced it), so that the
+    report shows it beside that run (``python -c "import numerics.experiments.seed000_table7_long as L;
+    L.restore_earlier()"`` then ``python -m numerics.experiments seed000-table7 --resummarise --out DIR``).  Its
+    fields are the record's own (the tag is outside the digest).  Replaces an earlier copy of it; written
+    atomically; returns the tagged record."""
+    import subprocess
+
+    from polyverify.plumbing.cli import atomic_write_text
+
+    where = f"git show {rev}:{path}"
+    got = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
+    if got.returncode != 0:
+        raise ValueError(f"{where}: {got.stderr.strip().splitlines()[0] if got.stderr.strip() else 'failed'}")
+    rec = earlier_record(got.stdout, cid, where)
+    file = Path(out) / RESULTS
+    rows = [json.loads(x) for x in file.read_text().splitlines() if x.strip()]
+    now = [r for r in rows if is_long(r) and not r.get("superseded")
+           and (r.get("config") or {}).get("settings") == rec["config"]["settings"]]
+    if any(r.get("id") == cid for r in now):
+        raise ValueError(f"{file}: record {cid} is the current run, not an earlier one")
+    tagged = {**rec, "superseded": {"rev": rev, "path": path, "by": [r.get("id") for r in now]}}
+    kept = [r for r in rows if not (r.get("id") == cid and r.get("superseded"))]
+    atomic_write_text(file, "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept + [tagged]))
+    return tagged
 
 
 def first_below(r: dict, bound: float = BOUND) -> dict | None:
@@ -220,18 +291,38 @@ def markdown_lines(s: dict, grid_command: str) -> list[str]:
                      lr_end=fmt(doc["lr_end"]), skipped=doc["skipped"],
                      within=say("long.doc.within" if doc["final_test_mse"] <= BOUND else "long.doc.above"),
                      bound=fmt(BOUND), ratio=fmt(doc["final_test_mse"] / PAPER[1]), paper=fmt(PAPER[1])))
-        L.extend(["", *history_lines(doc)])
+        L.extend(["", *history_lines(doc, (s.get("long_earlier") or {}).get("long-training-doc-k1"))])
     L.append("")
     return L
+
+
+def _earlier_text(doc: dict, e: dict | None) -> str:
+    """The earlier run of the k = 1 criterion (:func:`earlier_long`) as the report tells it beside ``doc``, the run
+    that replaced it, or that it is not shown."""
+    if e is None:
+        return say("long.history.earlier.missing")
+    best = min(e["history"], key=lambda h: h["test_mse"])
+    sup = e["superseded"]
+    same = "-"
+    for x, y in zip(doc["history"], e["history"]):
+        if (x["step"], x["test_mse"]) != (y["step"], y["test_mse"]):
+            break
+        same = f"{x['step']:,}"
+    return say("long.history.earlier", rev=sup["rev"], path=sup["path"], mse=fmt(e["final_test_mse"]),
+               steps=e["steps"], stopped=_stopped(e), limits=_limits(e), cpu=fmt_seconds(e["train_cpu_s"]),
+               wall=fmt_seconds(e["train_wall_s"]), best=fmt(best["test_mse"]), best_step=best["step"],
+               lr_end=fmt(e["lr_end"]), side=say("long.doc.within" if e["final_test_mse"] <= BOUND else "long.doc.above"),
+               bound=fmt(BOUND), floor=_floor_text(e) or say("long.history.earlier.no_floor"), same=same)
 
 
 #: the paper's embedding size (seed 000 App. C.3, its Table 2: 64), against which the fair budget is read
 PAPER_WIDTH = 64
 
 
-def history_lines(doc: dict) -> list[str]:
+def history_lines(doc: dict, earlier: dict | None = None) -> list[str]:
     """How the ``training-doc`` cell came to be (a second run of the criterion, its floor, anneal and limits tuned
-    on branches of a first that missed, whose record is not among these) and where its curve crosses the bound
+    on branches of a first that missed: ``earlier``, that first run's record restored from the project's history
+    (:func:`restore_earlier`; None: not restored, said so)) and where its curve crosses the bound
     (during the anneal or before it, read from its history); then the budget the paper's k = 1 value would take
     at the paper's batch, width and steps, at this run's CPU time per sequence."""
     from .seed000_table7 import PAPER_RECIPE
@@ -249,7 +340,7 @@ def history_lines(doc: dict) -> list[str]:
         cross = (say("long.history.cross.never", bound=fmt(BOUND)) if hit is None else
                  say("long.history.cross.anneal" if hit["step"] >= anneal else "long.history.cross.before",
                      bound=fmt(BOUND)))
-        L += [say("long.history", earlier=say("long.history.earlier.missing"), cross=cross,
+        L += [say("long.history", earlier=_earlier_text(doc, earlier), cross=cross,
                   hit=f"{hit['step']:,}" if hit else say("long.history.not_hit"), anneal=anneal,
                   before=fmt(best["test_mse"]), before_step=best["step"], before_ratio=fmt(best["test_mse"] / BOUND)), ""]
     L.append(say("long.fair", paper_batch=PAPER_RECIPE["batch"], batch_x=fmt(PAPER_RECIPE["batch"] / doc["batch"]),
@@ -275,6 +366,11 @@ def plot_long(ax, s: dict) -> None:
                     color=COLORS.get(r["settings"], "C7"),
                     label=f"k = 1, {r['settings']} (batch {r['batch']:,}{extra};\n"
                           f"stopped by {_stopped(r)} at step {r['steps']:,})")
+    for name, r in sorted((s.get("long_earlier") or {}).items()):
+        ax.semilogy([x["step"] for x in r["history"]], [x["test_mse"] for x in r["history"]], "--", lw=1.4,
+                    color="C9", zorder=3, label=f"k = 1, {r['settings']}, the earlier run (batch {r['batch']:,}, "
+                                        f"{_floor_text(r) or 'no LR floor, no anneal'};\n"
+                                        f"stopped by {_stopped(r)} at step {r['steps']:,}; restored from {r['superseded']['rev']})")
     ax.axhline(BOUND, color="k", ls="--", lw=1, label=f"bound {fmt(BOUND)}")
     ax.axhline(PAPER[1], color="C0", ls=":", lw=1.2,
                label=f"k = 1, paper (Table 7, {PAPER_RECIPE['steps']:,} steps on a GPU): {fmt(PAPER[1])}")
@@ -287,7 +383,8 @@ def plot_long(ax, s: dict) -> None:
 
 def merge(out: Path, rows: list[dict], command: str) -> int:
     """Put the finished ``rows`` (tagged with ``command``) into ``out/results.jsonl`` in place of the
-    records of the same cells and of long cells of the same settings; returns how many were merged."""
+    records of the same cells and of long cells of the same settings (an earlier run restored from the history,
+    :func:`restore_earlier`, is kept); returns how many were merged."""
     from polyverify.plumbing.cli import atomic_write_text
 
     path = out / RESULTS
@@ -295,7 +392,8 @@ def merge(out: Path, rows: list[dict], command: str) -> int:
     new = {r["id"]: {**r, "command": command} for r in rows if r.get("status") == "ok"}
     # a long cell of the same settings made with another config (other limits) is replaced too
     settings = {(r.get("config") or {}).get("settings") for r in new.values() if is_long(r)}
-    kept = [r for r in old if r.get("id") not in new and not (is_long(r) and r["config"].get("settings") in settings)]
+    kept = [r for r in old if r.get("id") not in new and not (is_long(r) and r["config"].get("settings") in settings
+                                                              and not r.get("superseded"))]
     atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept + list(new.values())))
     return len(new)
 

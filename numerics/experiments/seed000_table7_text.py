@@ -160,13 +160,20 @@ TEXT = {
         "run is a tuned second attempt, not a test fixed in advance. {earlier} {cross}: its first evaluation at or "
         "below it is at step {hit}, the anneal starting at step {anneal:,}; before the anneal its lowest evaluation "
         "was {before} (step {before_step:,}), {before_ratio}x the bound."),
-    "long.history.cross.anneal": "The curve crosses {bound} only during the anneal",
-    "long.history.cross.before": "The curve crosses {bound} before the anneal",
-    "long.history.cross.never": "The curve never crosses {bound}",
+    "long.history.cross.anneal": "This run's curve crosses {bound} only during the anneal",
+    "long.history.cross.before": "This run's curve crosses {bound} before the anneal",
+    "long.history.cross.never": "This run's curve never crosses {bound}",
     "long.history.earlier.missing": (
         "That earlier run's record is not among these records (the later run replaced it in the results; it is in the "
         "project's history of `docs/experiments/seed000-table7/results.jsonl`: `git log` of that file), so only "
         "this run is shown."),
+    "long.history.earlier": (
+        "That earlier run is shown beside this one (its record restored from the project's history, `git show "
+        "{rev}:{path}`, its digest checked: `python -c \"import numerics.experiments.seed000_table7_long as L; "
+        "L.restore_earlier()\"`; dashed, light blue, in the figure; the two runs' evaluations are equal up to step {same}, where the LR floor starts to hold this run's LR): {floor}, under {limits}, it ended at {mse} after {steps:,} "
+        "steps, stopped by {stopped} ({cpu} of CPU, {wall} of wall time in training), best evaluation {best} at "
+        "step {best_step:,}, lr at the end {lr_end}: {side} the {bound} bound."),
+    "long.history.earlier.no_floor": "with the recipe's own LR floor and no final anneal",
     "long.history.not_hit": "none",
     "long.fair": (
         "**A fair budget** for the paper's k = 1 value: the paper's batch {paper_batch:,} ({batch_x}x this run's), "

@@ -68,3 +68,49 @@ def test_report_names_the_floor_and_each_cells_own_limits():
     # a record without a floor of ours (the recipe's default) names none
     long["long-training-doc-k1"]["recipe_config"].update(min_lr=RecipeConfig().min_lr, anneal_from=None)
     assert "LR floor" not in "\n".join(L.markdown_lines({"long": long}, "G"))
+
+
+def _record(settings, mse, steps, *, min_lr=None):
+    """A long cell's record as the sweep runner writes it (its digest that of its contents)."""
+    from polyverify.sweep import record_digest
+
+    res = _long(settings, 1500.0, mse, steps)
+    if min_lr is not None:
+        res["recipe_config"].update(min_lr=min_lr, anneal_from=None)
+    cfg = {"k": 1, "recipe": "paper", "part": "long", "settings": settings, "max_cpu_seconds": 1500.0}
+    rec = {"id": f"{settings}-{steps}", "cell": "numerics.experiments.seed000_table7:cell", "config": cfg,
+           "status": "ok", "result": res, "code_version": {"package": "0.1.0", "sources": "0" * 16, "modules": 1},
+           "cpu_s": 1500.0, "wall_s": 2000.0, "finished": "2026-11-26T15:51:33+00:00"}
+    return {**rec, "digest": record_digest(rec)}
+
+
+def test_the_earlier_run_is_restored_whole_and_shown_beside_the_one_that_replaced_it():
+    import json
+
+    import pytest
+
+    from numerics.experiments import seed000_table7 as T
+
+    first = _record("training-doc", 1.17e-8, 44_000, min_lr=RecipeConfig().min_lr)
+    text = "\n".join(json.dumps(r) for r in (first, _record("paper-table5", 1e-3, 12_000)))
+    assert L.earlier_record(text, first["id"], "H") == first
+    # an edited record (its digest no longer its contents'), a missing id and another settings' cell are refused
+    edited = {**first, "result": {**first["result"], "final_test_mse": 9e-9}}
+    for bad, cid, why in ((json.dumps(edited), first["id"], "digest"), (text, "nope", "0 records"),
+                          (text, "paper-table5-12000", "not a finished long training-doc")):
+        with pytest.raises(ValueError, match=why):
+            L.earlier_record(bad, cid, "H")
+    # in the records, tagged superseded: not the criterion's run, shown beside it with its own figures
+    now = _record("training-doc", 6.3e-9, 80_000)
+    tagged = {**first, "superseded": {"rev": "abc1234", "path": "p.jsonl", "by": [now["id"]]}}
+    s = T.summarise([now, tagged], False)
+    assert s["long"]["long-training-doc-k1"]["final_test_mse"] == 6.3e-9
+    assert s["long_earlier"]["long-training-doc-k1"]["steps"] == 44_000
+    assert next(c for c in s["criteria"] if c["id"] == "k1-long")["value"] == 6.3e-9
+    text = "\n".join(L.markdown_lines(s, "G"))
+    assert "That earlier run is shown beside this one" in text and "git show abc1234:p.jsonl" in text
+    assert "it ended at 1.17e-08 after 44,000 steps" in text and "above the 1.00e-08 bound" in text
+    assert "only this run is shown" not in text
+    # without it, the report says it is not shown
+    text = "\n".join(L.markdown_lines(T.summarise([now], False), "G"))
+    assert "only this run is shown" in text and "That earlier run is shown" not in text
