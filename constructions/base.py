@@ -44,6 +44,7 @@ from typing import Callable
 import numpy as np
 
 from . import ops
+from .exact_floats import is_lazy
 from .layers import Layer
 from .layout import Layout
 
@@ -430,6 +431,8 @@ def to_float_array(a: np.ndarray, dtype=np.float64) -> np.ndarray:
     """Exact object array -> float array, each entry correctly rounded *once*
     to ``dtype`` (``"bfloat16"``: a float64 array holding bfloat16 values)."""
     name = np.dtype(dtype).name if dtype != "bfloat16" else "bfloat16"
+    if name in _NUMPY_ROUNDS and is_lazy(a):  # a weight file's floats, read lazily
+        return a.to_float(dtype)  # (constructions/exact_floats.py: each exact value rounded once)
     if a.dtype != object:
         return a.astype(dtype if name != "bfloat16" else np.float64)
     vals = np.zeros(a.shape)

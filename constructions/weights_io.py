@@ -37,6 +37,7 @@ from polyverify.plumbing.rational import RationalError, parse_rational
 
 from . import ops
 from .base import Construction, to_float_array
+from .exact_floats import FLOAT_DTYPES, ExactFloats, differs, equal_exact
 from .layers import Layer, array_names, layer_from_arrays
 from .sparse import is_sparse
 
@@ -128,9 +129,13 @@ class LoadedWeights:
                 f"largest gap {float(self.declared_gap):.2g}")
 
 
-#: a weight file may hold at most this many entries in all (every entry becomes an
-#: exact rational); constructions at research sizes hold far fewer
-MAX_ENTRIES = 20_000_000
+#: a weight file may hold at most this many entries in all: :func:`load` keeps its float tensors as
+#: stored (:class:`~constructions.exact_floats.ExactFloats`, 8 bytes an entry at float64: 800 MB here),
+#: exact values formed where a consumer reads them; the 512x128 fine-tuned gd-baseconv file holds 20.2M
+MAX_ENTRIES = 100_000_000
+#: ... and a reader that forms one ``Fraction`` per entry (:func:`exact_tensor` over a whole file: about
+#: 120 bytes an entry) at most this many
+MAX_EAGER_ENTRIES = 20_000_000
 #: ... and at most this many layers
 MAX_LAYERS = 100_000
 
@@ -206,6 +211,26 @@ def exact_tensor(t: np.ndarray, name: str, path) -> np.ndarray:
     # float16/32/64 widen to float64 exactly; each value is the binary fraction it is (zero: the int 0)
     a[:] = [Fraction(x) if x else 0 for x in t.astype(np.float64).ravel().tolist()]
     return a.reshape(t.shape)
+
+
+def lazy_tensor(t: np.ndarray, name: str, path, over_pos=(), over_vals=()) -> "ExactFloats | np.ndarray":
+    """A tensor read exactly, lazily (``constructions/exact_floats.py``): a float tensor as an
+    :class:`~constructions.exact_floats.ExactFloats` (the floats kept as stored; each entry the
+    binary fraction it is, or the declared rational at ``over_pos``), an integer tensor as
+    :func:`exact_tensor`'s object array; the same refusals as :func:`exact_tensor`."""
+    if t.dtype.kind != "f" or t.dtype not in FLOAT_DTYPES:
+        if len(over_pos):
+            raise WeightFileError(f"{path}: tensor {name}: declared rationals apply to float tensors only")
+        return exact_tensor(t, name, path)
+    if not np.isfinite(t).all():
+        raise WeightFileError(f"{path}: tensor {name} holds non-finite values")
+    return ExactFloats(t, np.asarray(over_pos, dtype=np.int64), _fractions(over_vals))
+
+
+def _fractions(vals) -> np.ndarray:
+    a = np.empty(len(vals), dtype=object)
+    a[:] = list(vals)
+    return a
 
 
 def load(path: str | Path, spec: Construction | None = None, k: int | None = None, *,
@@ -313,13 +338,19 @@ def _build_layers(specs: list[dict], exact: dict, by_layer: dict[int, set[str]],
         arrays = {}
         for name in sp["names"]:
             t = tensors[prefix + name]
-            a = exact_tensor(t, prefix + name, path)
             if t.dtype.kind == "f":
+                if not np.isfinite(t).all():  # before any declared rational is compared with it
+                    raise WeightFileError(f"{path}: tensor {prefix + name} holds non-finite values")
+                over_pos, over_vals = [], []
                 for ix, qf in _exact_entries_of(ex.get(name, []), t, i, name, prefix + name, seen, path):
                     if declared_stands_in(qf, t, ix):
-                        a[ix] = qf
+                        over_pos.append(int(np.ravel_multi_index(ix, t.shape)) if t.ndim else 0)
+                        over_vals.append(qf)
                         n_exact += 1
                         gap = max(gap, abs(qf - Fraction(float(t[ix]))))
+                a = lazy_tensor(t, prefix + name, path, over_pos, over_vals)
+            else:
+                a = exact_tensor(t, prefix + name, path)
             n_float += int(np.count_nonzero(t))
             arrays[name] = a
         layers.append(layer_from_arrays(sp["kind"], sp["config"], arrays))
@@ -393,6 +424,12 @@ def _same_entries(X, Y) -> bool:
     equal (``==`` is reflexive for every exact scalar type; a builder's zeros are all the int 0
     object, and a C x C weight is mostly those), the others are compared with ``==``; both
     steps in numpy's loops."""
+    if isinstance(X, ExactFloats) and isinstance(Y, ExactFloats):  # stored floats compared, no Fraction formed
+        return X.shape == Y.shape and equal_exact(X, Y)
+    if isinstance(X, ExactFloats) or isinstance(Y, ExactFloats):  # against a construction's exact array
+        G, W = (X, Y) if isinstance(X, ExactFloats) else (Y, X)
+        W = W.toarray() if is_sparse(W) else W
+        return G.shape == tuple(np.shape(W)) and not differs(G, W).any()
     if is_sparse(X) and is_sparse(Y):  # the same pattern and values, entry by entry
         return (np.array_equal(X.rows, Y.rows) and np.array_equal(X.cols, Y.cols)
                 and all(a == b for a, b in zip(list(X.vals), list(Y.vals))))

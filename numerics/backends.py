@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from constructions.base import to_float_array
+from constructions.exact_floats import is_lazy
 from constructions.layers import Layer
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -153,7 +154,7 @@ class Backend:
 
     def asarray(self, a: np.ndarray):
         """float64/object numpy array -> backend array of this dtype."""
-        a = np.asarray(a)
+        a = a if is_lazy(a) else np.asarray(a)  # a weight file's floats read lazily: to_float_array casts them
         # exact weights: rounded once, straight to the target format; the cast below is then exact
         a = to_float_array(a, self.dtype).astype(np.float64) if a.dtype == object else np.asarray(a, np.float64)
         return self.lib.asarray(a, self.dtype, self.device)

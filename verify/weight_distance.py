@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions.exact_floats import differs, is_lazy
 from constructions.sparse import dense, is_sparse
 
 
@@ -82,6 +83,8 @@ _PLAIN = (Fraction, int, float)
 def _array(a) -> np.ndarray:
     """A weight array as numpy (floats kept as floats, exact scalars as objects, any other rational
     scalar (sympy's, gmpy2's) as a Fraction; sparse densified)."""
+    if is_lazy(a):  # a weight file's floats, read lazily: entries formed where they are compared
+        return a
     a = dense(a) if is_sparse(a) else np.asarray(a)
     if a.dtype == object and not all(type(v) in _PLAIN for v in a.flat):
         a = _exact(a)
@@ -113,8 +116,11 @@ def _array_distance(i: int, name: str, want, got) -> ArrayDistance | None:
     flat_w, flat_g = want.reshape(-1), got.reshape(-1)
     both_float = flat_w.dtype.kind == "f" and flat_g.dtype.kind == "f"
     ow = flat_w if both_float else flat_w.astype(object)
-    og = flat_g if both_float else flat_g.astype(object)
-    neq = np.asarray(og != ow, dtype=bool)
+    if is_lazy(flat_g):  # a weight file's floats read lazily: compared exactly without a Fraction each
+        neq = differs(flat_g, ow)
+    else:
+        og = flat_g if both_float else flat_g.astype(object)
+        neq = np.asarray(og != ow, dtype=bool)
     if not neq.any():
         return None
     try:

@@ -27,7 +27,7 @@ import numpy as np
 
 from constructions import ops
 from constructions.layers import Layer
-from constructions.weights_io import MAX_ENTRIES, exact_tensor
+from constructions.weights_io import MAX_EAGER_ENTRIES as MAX_ENTRIES, exact_tensor  # (one Fraction an entry)
 from polyverify.plumbing.cli import one_line
 from polyverify.plumbing.rational import parse_rational
 from verify.cli_common import input_file_problem

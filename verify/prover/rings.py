@@ -13,6 +13,7 @@ import numpy as np
 from constructions import ops
 from constructions.base import Construction, PartialState, run_layers
 from constructions.claims import RESIDUAL_CHARS
+from constructions.exact_floats import is_lazy
 from constructions.layers import Layer
 from constructions.weights_io import same_layer
 from .kernel import differing as _differing, is_zero as _is_zero  # noqa: F401 - the kernel decides equality
@@ -80,6 +81,8 @@ def exact_floats(A):
     """``A`` with every floating-point entry replaced by its exact value (:func:`exact_float`):
     a float-dtype array becomes an object array of Fractions (zeros the int 0); an object array
     is copied only if it holds a float (else returned as it is, the same object)."""
+    if is_lazy(A):  # a weight file's floats read lazily: exact values already (constructions/exact_floats.py)
+        return A
     A = np.asarray(A) if not isinstance(A, np.ndarray) else A
     kind = A.dtype.kind
     if kind == "c":
