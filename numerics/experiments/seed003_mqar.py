@@ -758,21 +758,20 @@ def missing_cells(s: dict) -> list[dict]:
 
 def decide_order(s: dict, cells: list[dict]) -> list[dict]:
     """``cells`` (:func:`missing_cells`) in the order they decide each mixer's smallest width reaching the threshold
-    as N grows (the sweep runner starts a grid's cells in its order, so a run stopped early has run these first),
-    read from the records as the criterion reads them (:func:`_crossing` over ``WIDTHS``' widths, five seeds):
+    as N grows, the cheapest first (the sweep runner starts a grid's cells in its order, so a run stopped early has
+    run these first), read from the records as the criterion reads them (:func:`_crossing` over ``WIDTHS``' widths,
+    five seeds), at every N alike (the criterion reads the smallest N against the largest and each N against the
+    next).  The deciding cells come first:
 
-    0. at every N of ``WIDTHS`` alike (the criterion reads the smallest N against the largest and each N against
-       the next, so an open crossing at the N between decides as much as one at either end): where the mixer has
-       records there, the open cells (:func:`cell_state`) from the first width not below the threshold up to the
-       first reaching it (every width above where none reaches it yet); where it has none, every width up to the
-       largest at which it crosses (or first reaches the threshold) at a recorded N;
-    2. the missing seeds of the cells that decide a crossing already (the crossing width and the one below it):
-       the rule asks for five seeds there;
-    3. the rest, by mixer, N, width and seed.
+    * the open cells of a crossing (:func:`cell_state`: from the first width not below the threshold up to the
+      first reaching it, every width above where none reaches it yet); at an N where the mixer has no record,
+      every width up to the largest at which it crosses (or first reaches the threshold) at a recorded N;
+    * the missing seeds of the cells that decide a crossing, or will once its open cells settle: the first width
+      reaching the threshold and the width below the first not below it (the rule asks for five seeds there);
 
-    Within ranks 0 and 2: seeds 0-2 before 3-4 (three seeds of five agreeing settle a median), then the narrower
-    width first (the cheaper run; a crossing's lower bound needs every width below it), then the shorter N (the
-    cheaper run), both mixers alike."""
+    ordered by N x d (a run's cost grows with both: the cheaper runs first, so that a stopped run has decided what
+    it could), then seeds 0-2 before 3-4 (three seeds of five agreeing settle a median), then by mixer.  Then the
+    rest, by mixer, N, width and seed."""
     want = len(WIDTHS["seeds"])
     dims = sorted(set(WIDTHS["dims"]))
     have = {(c["mixer"], c["N"]) for c in pooled(s).values()}
@@ -781,20 +780,20 @@ def decide_order(s: dict, cells: list[dict]) -> list[dict]:
     at = {m: {x["hi"] for (mm, _), x in cross.items() if mm == m and x["hi"] is not None} for m in MIXERS}
     top = {m: max(at[m], default=max(dims)) for m in MIXERS}
 
+    def deciding(x: dict) -> set:
+        below = [d for d in dims if x["lo"] is not None and d < x["lo"]]
+        return {x["hi"], *below[-1:]} - {None}
+
     def key(c):
         m, N, d, sd = c["mixer"], c["N"], c["d"], c["seed"]
         x = cross.get((m, N))
         if x is None:
-            rank = 0 if d <= top[m] else 3
-        elif d in {y["d"] for y in x["cells"] if y["state"] == "open"}:
-            rank = 0
-        elif x["decided"] and d in {y["d"] for y in x["cells"]}:
-            rank = 2
+            first = d <= top[m]
         else:
-            rank = 3
-        if rank == 3:
+            first = d in {y["d"] for y in x["cells"] if y["state"] == "open"} or d in deciding(x)
+        if not first:
             return (True, MIXERS.index(m), N, d, sd)
-        return (False, rank, sd >= 3, d, N, MIXERS.index(m), sd)
+        return (False, N * d, sd >= 3, MIXERS.index(m), N, sd)
 
     return sorted(cells, key=key)
 

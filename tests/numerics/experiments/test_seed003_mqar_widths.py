@@ -118,21 +118,23 @@ def test_decide_order_runs_the_open_crossing_cells_first():
                  ("attention", 32, 32): [HIT] * 3, ("baseconv", 16, 32): [MISS] * 3, ("baseconv", 16, 64): [HIT] * 3})
     order = [(c["mixer"], c["N"], c["d"], c["seed"]) for c in mq.decide_order(s, mq.missing_cells(s))]
     assert len(order) == len(mq.missing_cells(s)) == len(set(order))
-    # rank 0, seeds 0-2, narrow widths first, then the shorter N, both mixers alike, every N alike (the criterion
-    # reads N = 32 against its neighbours as it reads the ends): BaseConv's open d = 16 at N = 16 (the crossing's
-    # lower bound there), BaseConv at N = 32 and 64 (no record) up to d = 64 (its crossing at N = 16), attention at
-    # N = 64 (no record) up to d = 32 (its first width reaching it at N = 32)
-    first = [(m, N, d, sd) for d in (16, 32, 64) for N in (16, 32, 64) for m in mq.MIXERS
-             if (m, N, d) in {("baseconv", 16, 16), *(("baseconv", n, w) for n in (32, 64) for w in (16, 32, 64)),
-                              *(("attention", 64, w) for w in (16, 32))}
-             for sd in (0, 1, 2)]
-    assert order[:27] == first
-    # then their seeds 3-4 (attention's open d = 16 at N = 32 among them, narrow widths first); then the missing
-    # seeds of the cells that decide a crossing already; attention at N = 64 above d = 32 only among the rest
-    assert order[27:31] == [("baseconv", 16, 16, 3), ("baseconv", 16, 16, 4), ("attention", 32, 16, 3),
-                            ("attention", 32, 16, 4)]
-    rest = order.index(("attention", 16, 16, 3))
-    assert order.index(("baseconv", 64, 64, 4)) < rest < order.index(("attention", 64, 64, 0))
+    # the deciding cells first, at every N alike, the cheapest (N x d) first, seeds 0-2 before 3-4 at equal cost:
+    # BaseConv's open d = 16 at N = 16 (the crossing's lower bound there) and the missing seeds of attention's
+    # decided crossing there (d = 16), then N = 32's open d = 16 for both mixers
+    assert order[:14] == [*[("baseconv", 16, 16, sd) for sd in (0, 1, 2)], ("attention", 16, 16, 3),
+                          ("attention", 16, 16, 4), ("baseconv", 16, 16, 3), ("baseconv", 16, 16, 4),
+                          *[("baseconv", 32, 16, sd) for sd in (0, 1, 2)], ("attention", 32, 16, 3),
+                          ("attention", 32, 16, 4), ("baseconv", 32, 16, 3), ("baseconv", 32, 16, 4)]
+    rest = order.index(("attention", 16, 32, 0))  # the first cell that decides nothing yet
+    first = order[:rest]
+    assert [N * d for _, N, d, _ in first] == sorted(N * d for _, N, d, _ in first)
+    # among them: the missing seeds of a crossing's width (BaseConv d = 64 at N = 16, attention d = 32 at N = 32),
+    # N = 64 (no record) up to each mixer's largest crossing width elsewhere (attention 32, BaseConv 64)
+    for c in [("baseconv", 16, 64, 3), ("attention", 32, 32, 4), ("attention", 64, 32, 0), ("baseconv", 64, 64, 4)]:
+        assert c in first
+    # not among them: widths above a decided crossing, attention at N = 64 above d = 32
+    for c in [("attention", 16, 32, 0), ("baseconv", 16, 96, 0), ("attention", 64, 64, 0), ("baseconv", 64, 96, 0)]:
+        assert c not in first
     assert order[-1] == ("baseconv", 64, 256, 4)
 
 
