@@ -238,21 +238,36 @@ def setting_lines(s: dict) -> list[str]:
     return [say("setting", items="; ".join(items))]
 
 
+def cpu_estimate(runs: list[dict], m: str, N: int, d: int) -> tuple[float, str] | None:
+    """The estimated CPU seconds of one run of ``m`` at (N, d) from the recorded ``runs`` (each with ``cpu_s``), and
+    how it was read: ``"cell"`` (the mean over that cell's runs), ``"width"`` (the recorded width nearest d at the
+    same mixer and N, scaled in proportion to d), ``"length"`` (the same at the largest N below with runs, scaled
+    in proportion to N too); None where the mixer has no run at N or below."""
+    import math
+
+    mean: dict = {}
+    for x in runs:
+        mean.setdefault((x["mixer"], x["N"], x["d"]), []).append(x["cpu_s"])
+    mean = {k: sum(v) / len(v) for k, v in mean.items()}
+    if (m, N, d) in mean:
+        return mean[(m, N, d)], "cell"
+    for n, how in [(N, "width"), (max((n for (mm, n, _) in mean if mm == m and n < N), default=None), "length")]:
+        ws = [w for (mm, nn, w) in mean if mm == m and nn == n]
+        if n is not None and ws:
+            w = min(ws, key=lambda w: (abs(math.log(w / d)), w))
+            return mean[(m, n, w)] * d / w * N / n, how
+    return None
+
+
 def missing_lines(s: dict) -> list[str]:
     """The cells of the width grid (:data:`~numerics.experiments.seed003_mqar.WIDTHS`) without a record, grouped
-    per mixer and N, their estimated CPU time (each (mixer, N)'s mean CPU per recorded run; an N without runs
-    scaled from the largest N with runs by the ratio of the lengths) and the command that runs them."""
+    per mixer and N, their estimated CPU time (:func:`cpu_estimate`, summed) and the command that runs them."""
     miss = missing_cells(s)
     if not miss or s["quick"]:
         return []
     runs = [x for x in [*s["runs"], *(s.get("small") or []), *(s.get("more_seeds") or []), *(s.get("widths") or [])]
             if x.get("cpu_s")]
-    mean = {}
-    for m in MIXERS:
-        for N in {x["N"] for x in runs if x["mixer"] == m}:
-            xs = [x["cpu_s"] for x in runs if x["mixer"] == m and x["N"] == N]
-            mean[(m, N)] = sum(xs) / len(xs)
-    groups, cpu, scaled = [], 0.0, {}
+    groups, cpu, ways = [], 0.0, {}
     for m in MIXERS:
         for N, _ in WIDTHS["sizes"]:
             mine = [c for c in miss if c["mixer"] == m and c["N"] == N]
@@ -263,18 +278,21 @@ def missing_lines(s: dict) -> list[str]:
                 by_d.setdefault(c["d"], []).append(c["seed"])
             groups.append(say("missing.group", mixer=m, N=N, cells=", ".join(
                 say("missing.cell", d=d, seeds=_ints(sd)) for d, sd in sorted(by_d.items()))))
-            if (m, N) in mean:
-                cpu += mean[(m, N)] * len(mine)
-            else:
-                base = max((n for (mm, n) in mean if mm == m and n < N), default=None)
-                if base is not None:
-                    cpu += mean[(m, base)] * N / base * len(mine)
-                    scaled[N] = base
+            for c in mine:
+                e = cpu_estimate(runs, m, N, c["d"])
+                if e is not None:
+                    cpu += e[0]
+                    ways[e[1]] = ways.get(e[1], 0) + 1
+                else:
+                    ways["none"] = ways.get("none", 0) + 1
+    how = ", ".join(text for k, text in (("cell", say("missing.how.cell", n=ways.get("cell"))),
+                                         ("width", say("missing.how.width", n=ways.get("width"))),
+                                         ("length", say("missing.how.length", n=ways.get("length"))),
+                                         ("none", say("missing.how.none", n=ways.get("none")))) if k in ways)
     return [say("missing", out=WIDTHS_DIR, dims=_ints(WIDTHS["dims"]), seeds=_ints(WIDTHS["seeds"]),
                 Ns=_ints(N for N, _ in WIDTHS["sizes"]), vocab_Ns=_ints(WIDTHS["vocab_at"]),
                 vocab_at=_ints(WIDTHS["vocab_at"].values()), n=len(miss), cells="; ".join(groups),
-                hours=fmt(cpu / 3600), grid_file=WIDTHS_GRID_FILE,
-                scaled="".join(say("missing.scaled", N=N, base=b, k=fmt(N / b)) for N, b in sorted(scaled.items())))]
+                hours=fmt(cpu / 3600), grid_file=WIDTHS_GRID_FILE, how=how)]
 
 
 def plateau_lines(s: dict) -> list[str]:

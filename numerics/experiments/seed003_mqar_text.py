@@ -189,7 +189,7 @@ TEXT = {
     "missing": ("**What measuring both mixers alike still needs** (issue 45 item 1: widths {dims} for both mixers, "
                 "seeds {seeds} at every cell, N = {Ns}; N = {vocab_Ns} at vocabulary {vocab_at} since the generator "
                 "needs a vocabulary above N). {n} cells have no record: {cells}. Estimated {hours} CPU hours on this "
-                "machine (each (mixer, N)'s mean CPU per recorded run{scaled}). The grid file `{grid_file}` holds "
+                "machine ({how}; a run that stops early at 0.99 costs less, one on a loaded machine more). The grid file `{grid_file}` holds "
                 "exactly these cells, those that decide each mixer's crossing first, the cheapest (N x d) first (written from this summary by "
                 "`python -c \"import numerics.experiments.seed003_mqar as m; m.write_widths_grid()\"`; the order: "
                 "`decide_order` in numerics/experiments/seed003_mqar.py); `python -m numerics.sweep run {grid_file} "
@@ -202,7 +202,11 @@ TEXT = {
                 "bring the new records into this section."),
     "missing.group": "{mixer}, N = {N}: {cells}",
     "missing.cell": "d = {d} (seeds {seeds})",
-    "missing.scaled": "; N = {N} from N = {base}'s scaled by {k}, the length",
+    "missing.how.cell": "{n} cell(s) at the mean CPU per recorded run of that cell",
+    "missing.how.width": "{n} at the recorded width nearest theirs at the same mixer and N, scaled in proportion to d",
+    "missing.how.length": ("{n} at the nearest recorded width at the largest N below with runs, scaled in proportion "
+                           "to d and to N"),
+    "missing.how.none": "{n} without any estimate (no run of that mixer at that N or below)",
 
     "cost.verified": (
         " {cells} of the cells are records made by an earlier code version (sources {sources}; {cpu} of CPU), carried "

@@ -175,3 +175,14 @@ def test_setting_lines_say_the_width_grids_other_vocabulary():
     assert "the width grid's N = 64 at vocabulary 128 instead of 64" in text
     assert "V/N = 4 at N = 16" in text and "V/N = 2 at N = 64" in text
     assert "20,475 possible sets at N = 64" in text
+
+
+def test_cpu_estimate_reads_the_cell_then_the_nearest_width_then_the_length():
+    runs = [{"mixer": "baseconv", "N": 32, "d": 64, "cpu_s": 100.0}, {"mixer": "baseconv", "N": 32, "d": 64, "cpu_s": 120.0},
+            {"mixer": "baseconv", "N": 32, "d": 256, "cpu_s": 500.0}, {"mixer": "attention", "N": 16, "d": 16, "cpu_s": 10.0}]
+    assert mqr.cpu_estimate(runs, "baseconv", 32, 64) == (110.0, "cell")
+    assert mqr.cpu_estimate(runs, "baseconv", 32, 128) == (220.0, "width")  # 64 and 256 equally near: the narrower
+    assert mqr.cpu_estimate(runs, "baseconv", 32, 16) == (27.5, "width")
+    assert mqr.cpu_estimate(runs, "baseconv", 64, 256) == (1000.0, "length")  # N = 32's d = 256, x 64 / 32
+    assert mqr.cpu_estimate(runs, "attention", 32, 32) == (40.0, "length")
+    assert mqr.cpu_estimate(runs, "baseconv", 16, 64) is None  # no BaseConv run at N = 16 or below
