@@ -161,6 +161,11 @@ class ExactFloats:
             if not all(0 <= k < n for k, n in zip(ix, self.shape)):
                 raise IndexError(f"index {key} is out of bounds for shape {self.shape}")
             return self._values(np.asarray([np.ravel_multi_index(ix, self.shape)]))[0]  # one entry, no index array
+        if not len(self.over_pos):  # the stored floats' selection, converted: nothing else formed
+            sub = np.asarray(self.floats[key])
+            a = np.empty(sub.size, dtype=object)
+            a[:] = [Fraction(x) if x else 0 for x in sub.astype(np.float64).ravel().tolist()]
+            return a.reshape(sub.shape)
         where = np.arange(self.size, dtype=np.int64).reshape(self.shape)[key]
         if np.ndim(where) == 0:
             return self._values(np.asarray([where]))[0]
@@ -179,6 +184,16 @@ class ExactFloats:
     @property
     def T(self) -> np.ndarray:
         return self.materialise().T
+
+    #: numpy methods answered on the eager exact array (exact, formed for the call): what a layer's exact
+    #: forward or a report may call on a weight
+    _EAGER_METHODS = frozenset({"swapaxes", "transpose", "diagonal", "take", "flatten", "squeeze", "sum", "any",
+                                "all", "max", "min", "dot", "item", "trace", "repeat", "conj", "conjugate"})
+
+    def __getattr__(self, name):
+        if name in ExactFloats._EAGER_METHODS:
+            return getattr(self.materialise(), name)
+        raise AttributeError(f"'ExactFloats' object has no attribute {name!r}")
 
     def tolist(self):
         return self.materialise().tolist()

@@ -61,6 +61,11 @@ def test_lazy_values_residues_and_floats_equal_the_eager_ones(dtype):
     assert L[-1, -1] == E[-1, -1]
     with pytest.raises(IndexError):
         L[10**6, 0]
+    assert L.swapaxes(0, 1).tolist() == E.T.tolist() and L.T.tolist() == E.T.tolist()
+    import pickle
+
+    back = pickle.loads(pickle.dumps(L))  # a proof's child sends results back pickled
+    assert is_lazy(back) and back.materialise().tolist() == E.tolist()
 
 
 def test_mpq_materialisation_is_the_same_values():
@@ -78,6 +83,7 @@ def test_declared_rationals_override_their_entries_only():
     E[0, 1], E[1, 0] = Fraction(1, 3), Fraction(1, 10)
     assert L.materialise().tolist() == E.tolist()
     assert L[0, 1] == Fraction(1, 3) and L[1, 0] == Fraction(1, 10) and L[0, 0] == Fraction(1, 2)
+    assert L[:, :2].tolist() == E[:, :2].tolist() and L[1].tolist() == E[1].tolist()
     for p in PRIMES:
         assert np.array_equal(residues(L, p), residues(E, p))
     assert np.array_equal(L.to_float(np.float64), x)  # float64(1/3) is the stored float: no change
