@@ -324,7 +324,11 @@ def differs(g: ExactFloats, w: np.ndarray) -> np.ndarray:
             g.is_float_only() else differs(g, w.astype(object).reshape(g.shape))
     if w.dtype != object:
         w = w.astype(object)
-    wf = to_float_array(w, np.float64)
+    try:
+        wf = to_float_array(w, np.float64)
+    except (TypeError, ValueError, ArithmeticError):  # an entry without a float (a symbol): all exactly
+        gv = g.reshape(-1).materialise()
+        return np.asarray([gx != wx for gx, wx in zip(gv.tolist(), w.tolist())], dtype=bool).reshape(g.shape)
     neq = ~(wf == g.floats.astype(np.float64).reshape(-1))
     inexact = np.zeros(w.shape, dtype=bool)  # w's value is not its own float64 (1/3, beyond float64's range)
     ptr = addresses(w)
