@@ -125,7 +125,11 @@ TEXT = {
         "was passed by editing the records, and that their cell function, models and data were unchanged was read by "
         "the person who carried them, not verified by a program (`python -m numerics.experiments seed003-mqar --carry "
         "REV --out DIR`, which carries a record only where the code its cell runs is unchanged since the commit "
-        "that made it, came later; the runner reruns any other record another code version made). A run is repeatable on one machine, not across "
+        "that made it, came later; the runner reruns any other record another code version made; at the code that made "
+        "the width grid's records it refuses these: the cell's code has changed since they were made, in `PARTS` (a part "
+        "added) and in `train` and `train_step` (the MQAR step without host syncs, issue 45 item 4; "
+        "tests/numerics/training/test_host_syncs.py checks that it steps as the masked step did), so records made "
+        "before and after that rewrite pool in the same cells). A run is repeatable on one machine, not across "
         "machines (the float kernels differ), so a carried record and one trained here are two draws of the same "
         "seed."),
 
