@@ -11,7 +11,10 @@ Layout of a file written by :func:`save`:
   distinct layer it repeats), and ``exact`` (the nonzero entries of each
   distinct layer as ``"p/q"`` strings).
 
-:func:`load` reads a file back into exact object arrays.  An entry is taken
+:func:`load` reads a file back exactly: each float tensor as an
+:class:`~constructions.exact_floats.ExactFloats` (the array as stored, exact values formed where a
+consumer reads them: residues modulo a prime, floats, ``Fraction``s; ``numpy.asarray`` gives the
+eager object array), each integer tensor as an object array of ints.  An entry is taken
 as the exact rational in ``exact`` only in a float64 tensor, only where the
 stored value is nonzero and is exactly float64 of that rational (compared as
 rationals: :func:`declared_stands_in`); otherwise (an edited, cast or foreign
@@ -112,7 +115,7 @@ def save(path: str | Path, con: Construction, k: int, *, layers: list[Layer] | N
 
 @dataclass
 class LoadedWeights:
-    layers: list[Layer]  # exact object arrays of Fractions (integers for integer tensors)
+    layers: list[Layer]  # exact arrays: ExactFloats for float tensors, object arrays of ints for integer ones
     meta: dict
     entries_from_exact: int
     entries_from_float: int
