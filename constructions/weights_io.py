@@ -185,7 +185,7 @@ def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
                     raise bad(f"'exact' entry {e!r} of layer {key} {name} is not [index..., \"p/q\"]")
                 where = f"'exact' value of layer {key} {name}"
                 try:  # bounded: '1e999999999' is refused before 10**999999999 is computed
-                    parse_rational(e[-1], where)
+                    e[-1] = parse_rational(e[-1], where)  # parsed once: _exact_entries_of reads the Fraction
                 except RationalError as err:
                     raise bad(f"{where} is not a rational: {str(err)[len(where) + 2:]}") from None
     if not isinstance(cons, dict):
@@ -344,13 +344,11 @@ def _build_layers(specs: list[dict], exact: dict, by_layer: dict[int, set[str]],
             if t.dtype.kind == "f":
                 if not np.isfinite(t).all():  # before any declared rational is compared with it
                     raise WeightFileError(f"{path}: tensor {prefix + name} holds non-finite values")
-                over_pos, over_vals = [], []
-                for ix, qf in _exact_entries_of(ex.get(name, []), t, i, name, prefix + name, seen, path):
-                    if declared_stands_in(qf, t, ix):
-                        over_pos.append(int(np.ravel_multi_index(ix, t.shape)) if t.ndim else 0)
-                        over_vals.append(qf)
-                        n_exact += 1
-                        gap = max(gap, abs(qf - Fraction(float(t[ix]))))
+                listed = list(_exact_entries_of(ex.get(name, []), t, i, name, prefix + name, seen, path))
+                over_pos, over_vals = _standing_in(listed, t)
+                for at, qf in zip(over_pos.tolist(), over_vals):
+                    gap = max(gap, abs(qf - Fraction(float(t.reshape(-1)[at]))))
+                n_exact += len(over_vals)
                 a = lazy_tensor(t, prefix + name, path, over_pos, over_vals)
             else:
                 a = exact_tensor(t, prefix + name, path)
@@ -373,6 +371,27 @@ def _exact_entries_of(listed: list, t: np.ndarray, i: int, name: str, full: str,
             raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' lists {full}{list(ix)} twice")
         seen.add((i, name, ix))
         yield ix, parse_rational(q, f"'exact' value of {full}{list(ix)}")  # checked above
+
+
+def _standing_in(listed: list, t: np.ndarray) -> tuple[np.ndarray, list]:
+    """The flat positions and rationals of the declared entries ``listed`` (``(index, Fraction)``) that
+    are read in place of the stored ones: :func:`declared_stands_in` for all of them at once (float64
+    only; a nonzero stored value equal, as a float, to the correctly rounded float64 of the rational:
+    two finite floats are equal exactly when their rationals are)."""
+    if not listed or t.dtype != np.float64:
+        return np.zeros(0, dtype=np.int64), []
+    flat = np.asarray([np.ravel_multi_index(ix, t.shape) if t.ndim else 0 for ix, _ in listed], dtype=np.int64)
+    stored = t.reshape(-1)[flat]
+    qd = np.asarray([_float64_or_nan(q) for _, q in listed], dtype=np.float64)
+    keep = np.flatnonzero((stored != 0) & (stored == qd))  # NaN (no float64): never equal
+    return flat[keep], [listed[j][1] for j in keep.tolist()]
+
+
+def _float64_or_nan(q: Fraction) -> float:
+    try:
+        return float(q)  # correctly rounded (int / int true division)
+    except OverflowError:
+        return float("nan")
 
 
 def declared_stands_in(q: Fraction, t: np.ndarray, idx: tuple) -> bool:

@@ -171,3 +171,20 @@ def test_entry_bound_is_checked_before_any_tensor_is_read(tmp_path, monkeypatch)
     monkeypatch.setattr(W, "MAX_ENTRIES", n)
     assert len(load(p).layers) == 4
     assert MAX_ENTRIES > 20_182_554  # the 512x128 fine-tuned gd-baseconv file (bench_learned_targets.py)
+
+
+def test_standing_in_all_at_once_is_declared_stands_in_entry_by_entry():
+    from constructions.weights_io import _standing_in, declared_stands_in
+
+    rng = np.random.default_rng(5)
+    qs = [Fraction(1, 3), Fraction(1, 10), Fraction(0), Fraction(10) ** 400, Fraction(1, 10 ** 400), Fraction(-5, 4),
+          Fraction(2) ** -1074, Fraction(3, 2) ** 50] + [Fraction(int(rng.integers(-99, 99)), int(rng.integers(1, 50)))
+                                                          for _ in range(40)]
+    for dtype in (np.float64, np.float32):
+        t = np.array([float(q) if abs(q) < 10 ** 300 else 1.0 for q in qs], dtype=dtype).reshape(-1, 4)
+        t.reshape(-1)[::7] = np.nextafter(t.reshape(-1)[::7], 2.0)  # some stored values off by an ulp
+        listed = [(np.unravel_index(j, t.shape), q) for j, q in enumerate(qs)]
+        pos, vals = _standing_in(listed, t)
+        want = [j for j, (ix, q) in enumerate(listed) if declared_stands_in(q, t, tuple(int(x) for x in ix))]
+        assert pos.tolist() == want and vals == [qs[j] for j in want]
+        assert (dtype == np.float32) == (not want)
