@@ -242,26 +242,51 @@ def _float_cast(L):
     return L.map(lambda a: to_float_array(a, np.float64)).prepare()
 
 
-def run_float(stack: Stack, v: dict):
+#: the sampled run's working memory: the inputs go through each layer in chunks whose states take at most this
+#: many bytes (a 512x128 gd-baseconv state is 2.6 MB an input, so 256 inputs at once are 675 MB a state and
+#: several such intermediates in a layer's forward); the whole batch's state between layers is kept once
+SAMPLED_CHUNK_BYTES = 64 * 2 ** 20
+
+
+def _start_states(stack: Stack, v: dict, batch: int):
+    """The batched float64 input state of ``stack`` on ``v``."""
+    import numpy as np
+
+    try:
+        return np.asarray(stack.start(v), dtype=np.float64)
+    except ValueError:  # a specification whose states take one problem at a time (seed 004's)
+        return np.stack([np.asarray(stack.start({nm: x[i] for nm, x in v.items()}), dtype=np.float64)
+                         for i in range(batch)])
+
+
+def run_float(stack: Stack, v: dict, chunk_bytes: int = SAMPLED_CHUNK_BYTES):
     """``stack`` on the batched float64 inputs ``v``: each distinct layer cast once (as
-    ``Construction.run``'s ``cast``), every layer's own ``forward``; the outputs, (batch, m)."""
+    ``Construction.run``'s ``cast``), every layer's own ``forward``; the outputs, (batch, m).  Layer by layer,
+    the batch in chunks of states of at most ``chunk_bytes`` (:data:`SAMPLED_CHUNK_BYTES`; each input's values
+    are its own: a chunk is the same forward on fewer inputs), so the intermediates of a forward are a chunk's,
+    not the whole batch's; a cast layer is dropped after its last use (a dense filter's plans are large)."""
     import numpy as np
 
     cache: dict[int, object] = {}
     with np.errstate(all="ignore"):
-        try:
-            S = np.asarray(stack.start(v), dtype=np.float64)
-        except ValueError:  # a specification whose states take one problem at a time (seed 004's)
-            batch = len(next(iter(v.values())))
-            S = np.stack([np.asarray(stack.start({nm: x[i] for nm, x in v.items()}), dtype=np.float64)
-                          for i in range(batch)])
+        batch = len(next(iter(v.values())))
+        S = _start_states(stack, v, batch)
+        per = max(1, int(np.prod(S.shape[1:])) * S.itemsize)
+        step = max(1, min(batch, chunk_bytes // per))
         last = {id(L): i for i, L in enumerate(stack.layers)}
         for i, L in enumerate(stack.layers):
             if id(L) not in cache:
                 cache[id(L)] = _float_cast(L)
-            S = cache[id(L)].forward(S)
-            if last[id(L)] == i:  # its float plans dropped after its last use (a dense filter's are large)
+            F = cache[id(L)]
+            if step >= batch:
+                S = F.forward(S)
+            else:
+                parts = [F.forward(S[j:j + step]) for j in range(0, batch, step)]
+                S = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                del parts
+            if last[id(L)] == i:  # its float plans dropped after its last use
                 del cache[id(L)]
+            del F
         out = np.asarray(stack.output(S), dtype=np.float64)
     return out.reshape(out.shape[0], -1)
 
