@@ -77,7 +77,7 @@ def _exact(a) -> np.ndarray:
     return out
 
 
-_PLAIN = (Fraction, int, float)
+_PLAIN = frozenset((Fraction, int, float))
 
 
 def _array(a) -> np.ndarray:
@@ -86,7 +86,7 @@ def _array(a) -> np.ndarray:
     if is_lazy(a):  # a weight file's floats, read lazily: entries formed where they are compared
         return a
     a = dense(a) if is_sparse(a) else np.asarray(a)
-    if a.dtype == object and not all(type(v) in _PLAIN for v in a.flat):
+    if a.dtype == object and not set(map(type, a.ravel().tolist())) <= _PLAIN:  # (the types, in C loops)
         a = _exact(a)
     return a
 
