@@ -23,10 +23,13 @@ Wide primes (``2^31 <= p < 2^61``: the randomized check of ``verify/prover/rando
 one).  A product of two residues no longer fits in int64, so the same layers run on exact
 multi-limb arithmetic: :func:`mulmod` (the quotient from an 80-bit ``longdouble`` where numpy has
 one, the remainder in wrapping 64-bit integers; Python's integers otherwise), matrix products as
-float64 products of ``b``-bit limbs (exact: every partial sum is an integer below ``2^53``) put
-together modulo ``p``, weight matrices as their nonzero entries (:class:`Sparse`), and
-convolutions by channel class (lag 0, equal taps: sums; other filters: their Toeplitz or
-circulant matrix).  :func:`forward` picks the arithmetic from ``p``.
+float64 BLAS products of ``b``-bit limbs (``2 b + bitlen(K) <= 53``: every partial sum is an integer
+below ``2^53``, exact in any order) put together modulo ``p`` (:func:`_mm_wide`; Python's integers
+past the limbs' reach, :func:`_mm_integer`), weight matrices as their nonzero entries
+(:class:`Sparse`), and convolutions by channel class (lag 0, equal taps: sums; other filters: BLAS
+products of the input's windows with the taps in blocks of lags, :func:`_conv_blocks`).
+:func:`forward` picks the arithmetic from ``p``.  ``tests/verify/prover/test_modular_blas.py`` holds
+them to Python's integers; ``bench/bench_modular.py`` times them against the loops they replaced.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from fractions import Fraction
 import numpy as np
 
 from constructions import kinds
+from constructions.exact_floats import is_lazy
 from constructions.layers import sparse_head
 from constructions.ops import addresses, lag_index
 from polyverify.plumbing.cli import UsageError
@@ -148,7 +152,10 @@ def distinct_entries(A: np.ndarray):
 def residues(A, p: int) -> np.ndarray:
     """An exact array (object or int) or a float array as int64 residues modulo ``p``: a float or
     integer dtype vectorised (:func:`float_residues`; integers by ``%`` where they fit in int64), an
-    object array by each distinct entry object once (:func:`object_residues`)."""
+    object array by each distinct entry object once (:func:`object_residues`); a lazily read weight
+    (``constructions.exact_floats.ExactFloats``) from its stored floats, without a ``Fraction`` per entry."""
+    if is_lazy(A):
+        return A.residues(p, float_residues, object_residues)
     A = np.asarray(A)
     if A.dtype.kind == "f":
         return float_residues(A, p)
@@ -349,43 +356,102 @@ def summod(a: np.ndarray, axis: int, p: int, *, cumulative: bool = False) -> np.
     return _join(hi.sum(axis=axis, keepdims=True), lo.sum(axis=axis, keepdims=True), p)
 
 
+#: float64 holds every integer of magnitude at most 2^53 exactly: a limb product's partial sums stay below it
+FLOAT_EXACT_BITS = 53
+#: limbs narrower than this are not used: a contraction too long for them (``K > 2^(53 - 2 * MIN_LIMB_BITS)``)
+#: takes the pure-integer product (:func:`_mm_integer`)
+MIN_LIMB_BITS = 12
+
+
+def limb_bits(K: int) -> int:
+    """The limb width ``b`` for a contraction of length ``K``: the largest with ``2 b + bitlen(K) <= 53``,
+    so that a sum of ``K`` products of two ``b``-bit limbs (each below ``2^(2b)``) is an integer below
+    ``K 2^(2b) < 2^(bitlen(K) + 2b) <= 2^53``: exact in float64 in any summation order."""
+    return (FLOAT_EXACT_BITS - max(int(K), 1).bit_length()) // 2
+
+
 def _limbs(X: np.ndarray, bits: int, n: int) -> list[np.ndarray]:
+    """``X`` (int64 in ``[0, 2^(bits n))``) as ``n`` float64 arrays of ``bits``-bit limbs, lowest first."""
     mask = (1 << bits) - 1
     return [((X >> (bits * i)) & mask).astype(np.float64) for i in range(n)]
 
 
-def _mm_wide(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
-    """``X @ Y mod p`` (broadcast over leading axes) for residues below 2^61: both split into
-    ``b``-bit limbs with ``K 2^(2b) <= 2^53`` (``K`` the contraction length), so that each limb
-    product is a float64 matrix product whose every partial sum is an integer below 2^53, hence
-    exact in any summation order; the products are put together modulo ``p``."""
-    K = X.shape[-1]
-    if K >= 1 << 31:
-        raise ValueError(f"contraction of length {K} exceeds 2^31")
-    bits = (53 - K.bit_length()) // 2
-    n = -(-61 // bits)
-    xl, yl = _limbs(X, bits, n), _limbs(Y, bits, n)
-    parts: list = [None] * (2 * n - 1)
+def mulmod_pow2(a: np.ndarray, bits: int, p: int) -> np.ndarray:
+    """``a * 2^bits mod p`` for residues ``a`` (int64 in ``[0, p)``, ``p < 2^62``) and ``0 <= bits <= 40``,
+    without ``longdouble``: the quotient ``a 2^bits / p`` is below ``2^bits``, and its float64 estimate
+    (three roundings, each a relative error at most ``2^-53``) is within ``2^(bits - 51) < 1`` of it, so its
+    floor ``q`` is the true quotient's floor or one off; ``a 2^bits - q p`` then lies in ``[-p, 2p)``, within
+    int64, and is computed exactly in wrapping 64-bit arithmetic (modulo 2^64), then moved into ``[0, p)``."""
+    if not 0 <= bits <= 40:
+        raise ValueError(f"mulmod_pow2 takes shifts of 0..40 bits, not {bits}")
+    a = np.asarray(a, dtype=np.int64)
+    if not bits:
+        return a
+    q = np.floor(a.astype(np.float64) * ((1 << bits) / p)).astype(np.int64)
+    with np.errstate(over="ignore"):
+        r = (a.astype(np.uint64) << np.uint64(bits)) - q.astype(np.uint64) * np.uint64(p)
+    r = r.view(np.int64)
+    r += np.where(r < 0, p, 0)
+    r -= np.where(r >= p, p, 0)
+    return r
+
+
+def _horner(parts: list, bits: int, p: int) -> np.ndarray:
+    """``sum_j parts[j] 2^(bits j) mod p`` for nonnegative int64 arrays ``parts`` (broadcast): Horner's rule
+    from the top, each step one :func:`mulmod_pow2`."""
+    acc = parts[-1] % p
+    for P in parts[-2::-1]:
+        acc = mulmod_pow2(acc, bits, p) + P % p
+        acc -= np.where(acc >= p, p, 0)
+    return acc
+
+
+def _scaled_limbs(Y: np.ndarray, bits: int, n: int, p: int) -> list[list[np.ndarray]]:
+    """``[[limb j of (Y 2^(bits i) mod p) for j < n] for i < n]``: the weight side of :func:`_mm_wide`
+    and :func:`_conv_blocks` (each row's power of two moved into the constant factor, so the products need
+    only the ``n`` powers ``2^(bits j)`` to be put together)."""
+    out, Yi = [], np.asarray(Y, dtype=np.int64)
     for i in range(n):
+        if i:
+            Yi = mulmod_pow2(Yi, bits, p)
+        out.append(_limbs(Yi, bits, n))
+    return out
+
+
+def _mm_wide(X: np.ndarray, Y: np.ndarray, p: int, bits: int | None = None) -> np.ndarray:
+    """``X @ Y mod p`` (broadcast over leading axes) for residues below ``p < 2^61``, in float64 BLAS products.
+
+    ``X = sum_i x_i 2^(b i)`` in ``n`` limbs of ``b = limb_bits(K)`` bits (``K`` the contraction length),
+    ``Y_i = Y 2^(b i) mod p = sum_j y_ij 2^(b j)``; then ``X Y = sum_j 2^(b j) P_j (mod p)`` with
+    ``P_j = sum_i x_i @ y_ij``.  Each ``x_i @ [y_i0 | ... | y_i,n-1]`` is one float64 matrix product whose
+    every partial sum is an integer below ``2^53`` (:func:`limb_bits`), hence exact in any order BLAS sums
+    it; the ``n`` of them are added in int64 (below ``n 2^53``) and put together by :func:`_horner`.  A
+    contraction too long for limbs of :data:`MIN_LIMB_BITS` takes :func:`_mm_integer`.  ``bits``: another
+    limb width (the tests show a wider one than :func:`limb_bits` is not exact)."""
+    K = X.shape[-1]
+    bits = limb_bits(K) if bits is None else bits
+    if bits < MIN_LIMB_BITS:
+        return _mm_integer(X, Y, p)
+    n = -(-max(p - 1, 1).bit_length() // bits)
+    N = Y.shape[-1]
+    xl = _limbs(X, bits, n)
+    P = None
+    for i, yl in enumerate(_scaled_limbs(Y, bits, n, p)):
         if not xl[i].any():
             continue
-        for j in range(n):
-            if not yl[j].any():
-                continue
-            P = (xl[i] @ yl[j]).astype(np.int64)  # an exact integer below 2^53
-            parts[i + j] = P if parts[i + j] is None else parts[i + j] + P  # <= n terms: < 2^59
-    out = None
-    for k, c in enumerate(parts):
-        if c is None:
-            continue
-        c = c % p
-        if k:
-            c = mulmod(c, pow(2, bits * k, p), p)
-        out = c if out is None else (out + c) % p
-    if out is None:
-        shape = np.broadcast_shapes(X.shape[:-2], Y.shape[:-2]) + (X.shape[-2], Y.shape[-1])
-        out = np.zeros(shape, dtype=np.int64)
-    return out
+        G = (xl[i] @ np.concatenate(yl, axis=-1)).astype(np.int64)  # exact integers below 2^53
+        P = G if P is None else P + G
+    if P is None:
+        shape = np.broadcast_shapes(X.shape[:-2], Y.shape[:-2]) + (X.shape[-2], N)
+        return np.zeros(shape, dtype=np.int64)
+    return _horner([P[..., j * N:(j + 1) * N] for j in range(n)], bits, p)
+
+
+def _mm_integer(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
+    """``X @ Y mod p`` in Python's integers (object arrays): the fallback of :func:`_mm_wide` for a
+    contraction too long for float64 limbs, and the reference the tests hold the limb products to."""
+    out = (np.asarray(X, dtype=np.int64).astype(object) @ np.asarray(Y, dtype=np.int64).astype(object)) % p
+    return np.asarray(out, dtype=object).astype(np.int64)
 
 
 class Sparse:
@@ -471,14 +537,103 @@ def _conv_wide(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool) -
         s = summod(v[..., c], -2, p, cumulative=causal)
         out[..., c] = mulmod(np.broadcast_to(s, v[..., c].shape), h[0, c], p)
     if general.any():
-        idx, mask = lag_index(T, causal, same)
-        groups: dict[bytes, list[int]] = {}
-        for c in np.flatnonzero(general).tolist():
-            groups.setdefault(h[:, c].tobytes(), []).append(c)
-        for cs in groups.values():
-            M = np.where(mask, h[idx, cs[0]], 0)  # y[t] = sum_r M[t, r] v[r]
-            out[..., cs] = _mm_wide(M, v[..., cs], p)
+        c = np.flatnonzero(general)
+        out[..., c] = _conv_blocks(np.broadcast_to(v, out.shape)[..., c], h[:, c], causal, same, p)
     return out
+
+
+#: the block length of :func:`_conv_blocks` (lags ``s = a L + r``, ``r < L``): at most this many
+CONV_BLOCK = 64
+#: :func:`_conv_blocks` holds at most about this many float64 entries of its windowed inputs at once
+#: (channels in chunks)
+_CONV_CHUNK = 1 << 23
+
+
+def _reduce_every(n: int) -> int:
+    """How many blocks' sums (each below ``n 2^53``) :func:`_conv_blocks` adds to a residue (below ``2^61``)
+    before reducing modulo ``p``: the total stays below ``2^63``."""
+    return max(1, ((1 << 63) - (1 << 61)) // (n << FLOAT_EXACT_BITS))
+
+
+def _conv_blocks(v: np.ndarray, h: np.ndarray, causal: bool, same: bool, p: int) -> np.ndarray:
+    """Per-channel convolution ``y[t] = sum_r h[j(t - r)] v[r] mod p`` (``constructions.conv.lag_index``'s
+    taps ``j``) of residues ``v`` (B, T, C) with residue filters ``h`` (T, C), exactly, in float64 BLAS
+    products.
+
+    In all three conventions ``y[t] = sum_{s < T} h[s] w[t - s + o]`` with ``w`` the input read periodically
+    (circular, ``o = 0``) or zero outside ``[0, T)`` (causal: ``o = 0``; "same": ``o = (T - 1) // 2``).  The lags
+    are cut into blocks, ``s = a L + r`` (``r < L``, :data:`CONV_BLOCK`), so that
+    ``y[t] = sum_a W[t - a L, a]`` with ``W[u, a] = sum_r w[u - r + o] h[a L + r]``: per channel, the
+    product of the (rows x ``L``) window matrix of ``w`` with the (``L`` x blocks) matrix of the taps.  Both
+    sides are split into limbs as in :func:`_mm_wide` (``b = limb_bits(L)``; the taps' side scaled by
+    ``2^(b i)`` first), so each float64 product sums ``L`` integers below ``2^(2b)``, exactly; the block sums
+    run in int64 (each block's below ``n 2^53``), and :func:`_horner` puts the
+    limbs together (a sum of more blocks than the int64 range allows is reduced modulo ``p`` on the way).
+    ``T^2`` products per channel, as the dense lag matrix, but as BLAS products of windows
+    of ``w``: no (T, T) matrix is formed."""
+    lead = v.shape[:-2]
+    T, C = h.shape
+    v = np.asarray(v, dtype=np.int64).reshape((-1, T, C))
+    B = v.shape[0]
+    L = min(CONV_BLOCK, T)
+    A = -(-T // L)
+    bits = limb_bits(L)
+    n = -(-max(p - 1, 1).bit_length() // bits)
+    every = _reduce_every(n)
+    off = 0 if not same else (T - 1) // 2
+    periodic = not causal and not same
+    # rows u of W: 0..T-1, and for "same" (whose taps reach forward) also the A - 1 blocks before 0
+    lo = 0 if not same else -(A - 1) * L
+    R = T - lo
+    # w at positions m = u - r + o for u in [lo, T), r in [0, L): m in [lo + o - L + 1, T - 1 + o]
+    m0 = lo + off - L + 1
+    m = np.arange(m0, T + off)
+    if periodic:
+        take = m % T
+        valid = np.ones(m.shape, dtype=bool)
+    else:
+        take = np.clip(m, 0, T - 1)
+        valid = (m >= 0) & (m < T)
+    # taps: Hp[c, q, a] = h[a L + (L - 1 - q), c] (q = L - 1 - r: the window runs forward in m), 0 past T
+    hp = np.zeros((A * L, C), dtype=np.int64)
+    hp[:T] = h
+    hp = hp.reshape(A, L, C)[:, ::-1, :].transpose(2, 1, 0)  # (C, L(q), A)
+    out = np.zeros((B, T, C), dtype=np.int64)
+    per = max(1, _CONV_CHUNK // max(1, n * B * R * L))
+    t = np.arange(T)
+    for c0 in range(0, C, per):
+        cs = slice(c0, min(C, c0 + per))
+        Cc = cs.stop - cs.start
+        w = np.where(valid[None, :, None], v[:, take, cs], 0).transpose(2, 0, 1)  # (Cc, B, M)
+        wl = _limbs(np.ascontiguousarray(w), bits, n)
+        hl = _scaled_limbs(np.ascontiguousarray(hp[cs]), bits, n, p)  # [i][j]: (Cc, L, A)
+        P = None
+        for i in range(n):
+            if not wl[i].any():
+                continue
+            # window row u - lo, column q: w at m = u + off - (L - 1) + q, i.e. index u - lo + q of m
+            win = np.lib.stride_tricks.sliding_window_view(wl[i], L, axis=-1)[:, :, :R, :]  # (Cc, B, R, L)
+            G = np.matmul(np.ascontiguousarray(win).reshape(Cc, B * R, L), np.concatenate(hl[i], axis=-1))
+            G = G.astype(np.int64)  # exact integers below 2^53
+            P = G if P is None else P + G
+        if P is None:
+            continue
+        P = P.reshape(Cc, B, R, n, A)
+        parts = []
+        for j in range(n):
+            acc = np.zeros((Cc, B, T), dtype=np.int64)
+            for a in range(A):
+                if a and a % every == 0:
+                    acc %= p
+                u = t - a * L
+                if periodic:
+                    acc += P[:, :, u % T, j, a]
+                else:
+                    ok = u >= lo
+                    acc[:, :, ok] += P[:, :, u[ok] - lo, j, a]
+            parts.append(acc)
+        out[:, :, cs] = _horner(parts, bits, p).transpose(1, 2, 0)
+    return out.reshape(lead + (T, C))
 
 
 #: the forward the circuit command's trials run: ``"layer"``, each layer's own ``Layer.forward`` on

@@ -66,6 +66,7 @@ from constructions import ops
 from constructions.base import Construction, run_layers
 from constructions.claims import (LOCATED_LAST, LOCATED_ONLY, LOCATED_OWN, LOCATED_STATES, Counterexample, Failure,
                                   LayerMismatch, ProofResult)
+from constructions.exact_floats import is_lazy
 from constructions.sparse import SparseMatrix
 from constructions.weights_io import same_layer
 
@@ -291,6 +292,8 @@ def to_mpq(A, shared: dict | None = None):
     run in Python), they mix with ``Fraction`` and ``int`` (the specification's values) to the exact
     rational, and a dense product of them is one FLINT matrix product (``constructions.ops.mm_rational``).
     Values, and so every comparison and the counterexample (read back with ``Fraction``), are unchanged."""
+    if is_lazy(A):  # a lazily read weight (constructions/exact_floats.py): its values formed once, in mpq
+        return A.materialise(scalar="mpq")
     if not (isinstance(A, np.ndarray) and A.dtype == object and A.size):
         return A
     flat = A.reshape(-1)
@@ -391,6 +394,11 @@ def _matrices(L, cache: dict) -> list[tuple[int, int, int]]:
         if isinstance(A, SparseMatrix):  # a sparse weight: its entries
             vals = [x for x in np.asarray(A.vals, dtype=object).reshape(-1).tolist() if x != 0]
             out.append((A.shape[0], len(vals), bits_of(vals)))
+            return A
+        if is_lazy(A):  # a lazily read weight: the mask and a sample from its stored floats, no Fraction per entry
+            if A.ndim == 2 and A.size:
+                nz = A.nonzero()
+                out.append((A.shape[0], int(nz.sum()), bits_of(A.ravel()[np.flatnonzero(nz)[:256]].tolist())))
             return A
         A = np.asarray(A)
         if A.ndim == 2 and A.size:
