@@ -206,8 +206,9 @@ class ExactFloats:
         f = np.ascontiguousarray(self.floats).reshape(*shape)
         return ExactFloats(f, self.over_pos, self.over_vals)
 
-    def copy(self) -> "ExactFloats":
-        return self  # immutable
+    def copy(self) -> np.ndarray:
+        """A writable copy: the eager exact object array (a caller that copies means to write)."""
+        return self.materialise()
 
     def astype(self, dtype, copy=True):
         """``object``: the eager exact array; a float dtype: :meth:`to_float`."""

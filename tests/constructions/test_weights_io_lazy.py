@@ -188,3 +188,16 @@ def test_standing_in_all_at_once_is_declared_stands_in_entry_by_entry():
         want = [j for j, (ix, q) in enumerate(listed) if declared_stands_in(q, t, tuple(int(x) for x in ix))]
         assert pos.tolist() == want and vals == [qs[j] for j in want]
         assert (dtype == np.float32) == (not want)
+
+
+def test_the_exact_proof_reads_eager_arrays_the_refutation_may_keep_them_lazy(tmp_path):
+    from verify.prover.rings import exact_layer
+
+    con = gd_baseconv(4, 2)
+    L = load(save(tmp_path / "w.safetensors", con, 1)).layers[0]
+    eager_layer, kept = exact_layer(L), exact_layer(L, lazy=True)
+    for name, A in L.arrays().items():
+        E = eager_layer.arrays()[name]
+        assert isinstance(E, np.ndarray) and E.dtype == object and E.tolist() == A.materialise().tolist()
+        assert kept.arrays()[name] is A
+    assert isinstance(L.W_in.copy(), np.ndarray)  # a copy is writable: the eager array

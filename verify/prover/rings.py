@@ -81,8 +81,8 @@ def exact_floats(A):
     """``A`` with every floating-point entry replaced by its exact value (:func:`exact_float`):
     a float-dtype array becomes an object array of Fractions (zeros the int 0); an object array
     is copied only if it holds a float (else returned as it is, the same object)."""
-    if is_lazy(A):  # a weight file's floats read lazily: exact values already (constructions/exact_floats.py)
-        return A
+    if is_lazy(A):  # a weight file's floats read lazily (constructions/exact_floats.py): the eager exact array
+        return A.materialise()
     A = np.asarray(A) if not isinstance(A, np.ndarray) else A
     kind = A.dtype.kind
     if kind == "c":
@@ -120,14 +120,16 @@ def _is_floatish_type(t) -> bool:
             or (mod.startswith("mpmath") and t.__name__ == "mpf") or (mod == "gmpy2" and t.__name__ == "mpfr"))
 
 
-def exact_layer(L: Layer) -> Layer:
+def exact_layer(L: Layer, lazy: bool = False) -> Layer:
     """``L`` with its weights' floats read as their exact binary values (the same object when
-    it holds no float)."""
+    it holds no float).  A weight file's lazily read floats (``constructions/exact_floats.py``) become
+    eager object arrays, except with ``lazy=True`` (the refutation, ``verify/prover/refute.py``, which
+    reads them as residues and gmpy2 rationals itself; it never makes a proved verdict)."""
     changed = False
 
     def f(A):
         nonlocal changed
-        B = exact_floats(A)
+        B = A if lazy and is_lazy(A) else exact_floats(A)
         changed = changed or B is not A
         return B
 
