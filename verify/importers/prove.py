@@ -69,18 +69,47 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
             "param_src": {}, "build": build, "con": con}
 
 
-def nearby_specifications(a, st, out) -> list[dict]:
+#: the other specifications' part of the nearby search decides which catalogue entries can hold the file (each
+#: built at the file's sizes, in a child of its own) for at most this many seconds in all; the entries not
+#: reached are named in one line (a compiled GD entry's build at 512x128 runs its circuit compiler for many
+#: minutes: diagnosis after the verdict, bounded)
+NEARBY_SPECS_SECONDS = 60.0
+
+
+def nearby_specifications(a, st, out, not_tried: list | None = None) -> list[dict]:
     """The other named specifications the file may be: each ``gd`` architecture
     and catalogue entry that can hold the file (:func:`_candidate`), its parameters read from the
     file and proved, under the file's own reading (``prefix-coupled`` for precision-ls's causal
-    notebook that fails as GD).  One entry per distinct specification."""
+    notebook that fails as GD).  One entry per distinct specification: an entry that builds the
+    specification already proved or tried (a ``gd`` architecture and its catalogue name) is not built
+    again.  Whether an entry holds the file is decided in a child (``call_limited``) within what is left
+    of :data:`NEARBY_SPECS_SECONDS`; the entries past it (or past the memory limit) are named in one line
+    and appended to ``not_tried`` as ``{"specification", "why"}``."""
     from constructions.catalogue import entries, gd_architectures
+    from polyverify.plumbing.child import Stopped, call_limited
+    from polyverify.plumbing.cli import one_line
 
     mod, imp = FORMATS[a.fmt], st["imported"]
     seen = {st["spec"].name}
-    tried = []
+    built = {getattr(st.get("entry"), "name", None)}
+    tried, skipped = [], []
+    t0 = time.monotonic()
     for name, entry in [*gd_architectures().items(), *entries().items()]:
-        c = _candidate(name, entry, st, mod)
+        if entry.name in built:  # a gd architecture is its catalogue entry: one build
+            continue
+        built.add(entry.name)
+        left = NEARBY_SPECS_SECONDS - (time.monotonic() - t0)
+        if left <= 0:
+            skipped.append({"specification": name, "why": f"past the search's {NEARBY_SPECS_SECONDS:g} s"})
+            continue
+        try:
+            holds = call_limited(lambda: _candidate(name, entry, st, mod) is not None, timeout=left, memory_gb=None)
+        except Stopped as e:
+            why = (f"past the search's {NEARBY_SPECS_SECONDS:g} s" if e.limit == "time" else
+                   f"building it at the file's sizes stopped: {one_line(str(e))}")
+            skipped.append({"specification": name, "why": why})
+            continue
+        c = _candidate(name, entry, st, mod) if holds else None
         if c is None or c["spec"].name in seen:
             continue
         seen.add(c["spec"].name)
@@ -94,6 +123,12 @@ def nearby_specifications(a, st, out) -> list[dict]:
         print(f"  nearby: {label}: {_verdict_line(r)}"
               + "".join(f", {n} = {_shown(vinfo[n], vsrc[n])}" for n in vals)
               + ("" if r.ok else f" (stack layer {r.failure.layer})"), file=out)
+    if skipped:
+        whys = sorted({x["why"] for x in skipped})
+        print(f"  nearby: {len(skipped)} specification{'s' if len(skipped) > 1 else ''} not tried ("
+              + "; ".join(whys) + "): " + ", ".join(x["specification"] for x in skipped), file=out)
+        if not_tried is not None:
+            not_tried.extend(skipped)
     return tried
 
 
@@ -202,43 +237,104 @@ def _verdict_line(res) -> str:
     return verdict(res).value
 
 
+#: the diagnosis after a FAILED verdict (the functional distance, the nearby search) runs in children held to
+#: the memory the verdict's own child added to the command (its peak resident memory less the parent's), so it
+#: never raises the command's peak above the verdict's; at least this much (GiB: a small file's verdict adds
+#: little, its search needs a few hundred MiB), and never more than --proof-memory-gib
+DIAGNOSIS_MIN_GIB = 1.0
+
+
+def _rss_bytes(field: str = "VmRSS") -> int | None:
+    """This process's resident memory (``VmRSS``) or its peak so far (``VmHWM``), bytes; None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def diagnosis_memory_gib(a, verdict_peak: int | None) -> float:
+    """The memory (GiB, above the parent's) the diagnosis children may use: what the verdict's child added to
+    the parent's resident memory (``verdict_peak``: its peak, which counts the pages it shares with the
+    parent), at least :data:`DIAGNOSIS_MIN_GIB`, at most ``--proof-memory-gib``.  A child's limit is on its
+    address space, which is at least its resident memory, so its resident memory stays within the parent's
+    and this: the verdict's peak (or the parent's + the minimum)."""
+    here = _rss_bytes()
+    extra = (verdict_peak - here) / 2 ** 30 if verdict_peak and here else a.proof_memory_gib
+    return min(a.proof_memory_gib, max(DIAGNOSIS_MIN_GIB, extra))
+
+
+def _children_allowed() -> None:
+    """In a diagnosis child (a daemonic ``multiprocessing`` child: ``polyverify.plumbing.child``), allow it
+    children of its own (the certified bound's, the nearby search's candidates): ``multiprocessing``
+    refuses a daemonic process children.  The grandchildren still die with it (``PR_SET_PDEATHSIG``)."""
+    import multiprocessing as mp
+
+    mp.current_process().daemon = False
+
+
 def prove_bounded(a, st, out) -> int:
     """The command's proving part, under ``--proof-memory-gib`` / ``--proof-timeout``
     (``verify/bounded.py``): the parameters, the proof and the verdict in a child (past a limit:
-    one line, exit 2, and no verdict printed); after a FAILED, the nearby search in a second child
-    under the same memory limit and the rest of the time.  A printed verdict is final: a nearby
-    search that runs out of time or memory is reported in a line of its own (and in the JSON
-    report as ``nearby_stopped``) and the exit status stays the verdict's (1).  The report is
-    written last, here."""
-    from polyverify.plumbing.child import Stopped
+    one line, exit 2, and no verdict printed); after a FAILED, the functional distance and the nearby search,
+    each in a child of its own under the memory the verdict's child added (:func:`diagnosis_memory_gib`: the
+    diagnosis never raises the command's peak above the verdict's) and the rest of the time.  A printed
+    verdict is final: a diagnosis that runs out of time or memory is reported in a line of its own (and in
+    the JSON report as ``functional_distance_stopped`` / ``nearby_stopped``) and the exit status stays the
+    verdict's (1).  The report is written last, here."""
+    from polyverify.plumbing.child import Stopped, call_limited
     from polyverify.plumbing.cli import one_line
     from verify import bounded
 
     t0 = time.monotonic()
     part = bounded.run_command(lambda o: _verdict_part(a, st, o), out, a, a.file)
     report = part["report"]
+    memory = diagnosis_memory_gib(a, part.get("peak_bytes"))
+
+    def stopped(what: str, e: Stopped, key: str) -> None:
+        if e.limit == "memory":
+            how = (f"the diagnosis is held to the memory the verdict used ({memory:.2f} GiB above the command's), "
+                   f"so that it never raises the command's peak")
+        else:
+            how = "raise " + {"time": "--proof-timeout"}.get(e.limit, "--proof-memory-gib or --proof-timeout")
+        msg = f"{what} stopped: {one_line(str(e))}; the verdict above stands ({how}" + \
+              (", or --no-search to skip it)" if key == "nearby_stopped" else ")")
+        print(f"  {msg}", file=out)
+        report[key] = msg
+
+    def left() -> float:
+        t = a.proof_timeout - (time.monotonic() - t0)
+        if t < 1:
+            raise Stopped("time", f"no time left of --proof-timeout {a.proof_timeout:g} s")
+        return t
+
     if part["rc"] == 1:  # FAILED: how far apart the functions are (diagnosis; its certified part in a child)
         from verify.functional_distance import for_import
 
         con = st["build"](**part["values"]) if part["values"] else st["con"]
-        functional = for_import(con, st["k"], st["imported"].layers, box=st["box"])
-        print(f"  {functional.line()}", file=out)
-        report["functional_distance"] = functional.to_json()
-    if part["search"]:
-        left = a.proof_timeout - (time.monotonic() - t0)
         try:
-            if left < 1:
-                raise Stopped("time", f"no time left of --proof-timeout {a.proof_timeout:g} s")
-            report["nearby"] = bounded.run_streamed(
-                lambda o: _nearby_part(a, st, part["values"], part["pinfo"], part["psrc"], o), out, timeout=left,
-                memory_gb=a.proof_memory_gib)
+            def functional_distance():
+                _children_allowed()
+                return for_import(con, st["k"], st["imported"].layers, box=st["box"])
+
+            functional = call_limited(functional_distance, timeout=left(), memory_gb=memory)
+            print(f"  {functional.line()}", file=out)
+            report["functional_distance"] = functional.to_json()
         except Stopped as e:
-            flag = {"time": "--proof-timeout", "memory": "--proof-memory-gib"}.get(e.limit,
-                                                                                 "--proof-memory-gib or --proof-timeout")
-            msg = (f"nearby search stopped: {one_line(str(e))}; the verdict above stands (raise {flag} to search, "
-                   f"or --no-search to skip it)")
-            print(f"  {msg}", file=out)
-            report["nearby_stopped"] = msg
+            stopped("functional distance", e, "functional_distance_stopped")
+    if part["search"]:
+        try:
+            found = bounded.run_streamed(
+                lambda o: _nearby_part(a, st, part["values"], part["pinfo"], part["psrc"], o), out, timeout=left(),
+                memory_gb=memory)
+            report["nearby"] = found["tried"]
+            if found["not_tried"]:
+                report["nearby_not_tried"] = found["not_tried"]
+        except Stopped as e:
+            stopped("nearby search", e, "nearby_stopped")
     _write_report(report, st, time.monotonic() - t0, out)
     return part["rc"]
 
@@ -287,7 +383,7 @@ def _verdict_part(a, st, out) -> dict:
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
     return {"rc": 0 if is_proved(res) else 1, "report": report, "search": not is_proved(res) and not a.no_search,
-            "values": values, "pinfo": pinfo, "psrc": psrc}
+            "values": values, "pinfo": pinfo, "psrc": psrc, "peak_bytes": _rss_bytes("VmHWM")}
 
 
 def _random_part(a, st, con, values: dict, pinfo: dict, psrc: dict, out) -> dict:
@@ -337,18 +433,21 @@ def _random_part(a, st, con, values: dict, pinfo: dict, psrc: dict, out) -> dict
     for inf in pinfo.values():
         inf.pop("_fails_at", None)
     return {"rc": 0 if res.ok else 1, "report": report, "search": not res.ok and not a.no_search,
-            "values": values, "pinfo": pinfo, "psrc": psrc}
+            "values": values, "pinfo": pinfo, "psrc": psrc, "peak_bytes": _rss_bytes("VmHWM")}
 
 
-def _nearby_part(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
-    """After a FAILED: the nearby search, printed; its report entries (plain data)."""
-    tried = _nearby(a, st, values, pinfo, psrc, out)
+def _nearby_part(a, st, values: dict, pinfo: dict, psrc: dict, out) -> dict:
+    """After a FAILED: the nearby search, printed; its report entries (plain data): ``tried`` and
+    ``not_tried`` (the specifications the search's bound left out, :func:`nearby_specifications`)."""
+    _children_allowed()  # each candidate specification is built in a child (nearby_specifications)
+    not_tried: list = []
+    tried = _nearby(a, st, values, pinfo, psrc, out, not_tried)
     if not any(t["ok"] for t in tried):
-        print("  no nearby specification holds either", file=out)
+        print("  no nearby specification holds either" + (" (of those tried)" if not_tried else ""), file=out)
     for t in tried:
         for inf in (t.get("parameters") or {}).values():
             inf.pop("_fails_at", None)
-    return tried
+    return {"tried": tried, "not_tried": not_tried}
 
 
 def _distance_md(a, imp, word: str, near) -> str | None:
@@ -457,7 +556,7 @@ def _verdict_failed(a, st, f, outside: dict, out, near=None) -> dict:
     return verdict
 
 
-def _nearby(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
+def _nearby(a, st, values: dict, pinfo: dict, psrc: dict, out, not_tried: list | None = None) -> list[dict]:
     """After a failure: the file's variants (``search.variants``), each parameter given by --set or
     the metadata at the value the weights carry, and the nearby specifications; printed, and
     returned as the report's ``nearby``."""
@@ -487,4 +586,4 @@ def _nearby(a, st, values: dict, pinfo: dict, psrc: dict, out) -> list[dict]:
                      f"{search.describe_value(sol['value'], imp.dtype, declared=_declared_note(imp) != '')}")
             tried.append({"variant": label, "ok": r.ok})
             print(f"  nearby: {label}: {_verdict_line(r)}", file=out)
-    return tried + nearby_specifications(a, st, out)
+    return tried + nearby_specifications(a, st, out, not_tried)
