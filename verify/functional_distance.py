@@ -647,8 +647,25 @@ def for_gd(con, k: int, layers, *, batch: int, seed: int, kappa: float, box: Box
                                f"--kappa {kappa:g}", what, box, **limits)
 
 
+#: the sampled run's work bound: inputs are drawn until the file's stack would take about this many multiply-adds
+#: (each layer counted as ``R^2 C + R C^2`` on the file's R x C state: a dense convolution's Toeplitz product and
+#: a dense C x C projection), at least :data:`MIN_SAMPLES`, at most :data:`DEFAULT_SAMPLES` (the count is in the
+#: line: "sampled, N inputs").  A learned 512x128 gd-baseconv: 2.7e9 an input, so 16 inputs, not 256
+SAMPLED_WORK = 2 ** 35
+MIN_SAMPLES = 16
+
+
+def sample_count(shape: tuple, n_layers: int, work: int = SAMPLED_WORK) -> int:
+    """How many inputs the sampled distance draws for a stack of ``n_layers`` on states of ``shape``
+    (:data:`SAMPLED_WORK`)."""
+    R, C = (tuple(shape) + (1, 1))[:2]
+    per = max(1, n_layers * (R * R * C + R * C * C))
+    return int(min(DEFAULT_SAMPLES, max(MIN_SAMPLES, work // per)))
+
+
 def for_import(con, k: int, layers, *, box: Box = Box(), **limits) -> FunctionalDistance:
-    """``import``: the file's layers against the specification's (``projected_stacks``)."""
+    """``import``: the file's layers against the specification's (``projected_stacks``), on
+    :func:`sample_count` inputs."""
     ref, learned, what = projected_stacks(con, k, layers)
-    v, desc = specification_problems(con.spec)
+    v, desc = specification_problems(con.spec, sample_count(con.layout.shape, len(layers)))
     return functional_distance(ref, learned, con.spec.variables, v, desc, what, box, **limits)

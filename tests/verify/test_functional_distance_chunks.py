@@ -27,3 +27,13 @@ def test_chunks_give_the_whole_batch_outputs(arch, n, d, chunk_inputs):
     parts = F.run_float(learned, v, chunk_bytes=per * chunk_inputs)
     assert parts.shape == whole.shape == (20, whole.shape[1])
     np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=1e-12)
+
+
+def test_the_sample_count_is_bounded_by_the_work_and_stated():
+    """The sampled inputs: every input at the small sizes, fewer (never below MIN_SAMPLES) where the file's states
+    make each input's run large; the line names the count the run used."""
+    assert F.sample_count((21, 27), 7) == F.DEFAULT_SAMPLES
+    big = F.sample_count((513, 642), 7)
+    assert F.MIN_SAMPLES <= big < F.sample_count((257, 322), 7) < F.DEFAULT_SAMPLES
+    assert big * 7 * (513 * 513 * 642 + 513 * 642 * 642) <= max(F.SAMPLED_WORK, F.MIN_SAMPLES * 7 * (513 * 513 * 642 + 513 * 642 * 642))
+    assert F.sample_count((513, 642), 7, work=1) == F.MIN_SAMPLES
