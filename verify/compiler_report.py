@@ -271,6 +271,17 @@ def budget_example(mode: str = "default") -> dict:
     # the placed grid's channels and the step's d (the text's q = C - grid channels, 2 ceil(d / q) + 1 layers)
     out = {"call": call_text(builder, args), "targets": {}, "grid_channels": 1 + max(c for _, c in places),
            "d": int(args[1])}
+    deg = output_degree(g)  # the outputs' degree, expanded exactly: a layer at most doubles it
+    out.update(degree=deg, least_layers=max(0, (deg - 1).bit_length()))
+    from constructions.compiler.packed import compile_packed
+
+    sh = compile_packed(C.validate(g), "gd", False, out["grid_channels"], fuse=True, relocate=True)
+    sc = sh.info["compiled"]  # the shared-carry mode on the grid's own channels (the text's walk-through)
+    from verify.prover.kernel import verdict
+    from verify.prover.proof import prove
+
+    out["shared"] = {"layers": sc["layers"], "channels": sc["state_width"], "bound": sc["bound"]["layers"],
+                     "verdict": verdict(prove(sh)).value}
     for target in accepting("channels"):
         causal = TARGETS[target].causal
         try:
@@ -289,6 +300,19 @@ def budget_example(mode: str = "default") -> dict:
     out["level_example"] = level_example(mode)
     out["causal_example"] = causal_example(mode)
     return out
+
+
+def output_degree(g) -> int:
+    """The largest total degree of the circuit's outputs, expanded exactly (python-flint)."""
+    import flint
+
+    import circuits as C
+
+    names = C.inputs(g)
+    ctx = flint.fmpq_mpoly_ctx.get(tuple(names), "lex")
+    polys = C.evaluate(C.validate(g), dict(zip(names, ctx.gens())), validated=True,
+                       const=lambda c: ctx.constant(flint.fmpq(c.numerator, c.denominator)))
+    return max((sum(e) for p in polys.values() if hasattr(p, "to_dict") for e in p.to_dict()), default=0)
 
 
 #: the causal GD steps with x and the new x on the last token (constructions/compiler/token_sums.py)

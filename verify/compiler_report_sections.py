@@ -184,17 +184,23 @@ def _section_budget(ex) -> list[str]:
         return []
     L = ["", "## A channel budget (`--channels C`, `--pareto`)", "",
          "`compile_circuit(g, target, channels=C)` (constructions/compiler/budget_search.py) keeps every state and "
-         "every layer's inner channels at most `C` and is a search over this compiler's own compiles: the default "
-         "levelled compile where its width is at most `C` (so at or above the default's width the budget changes "
-         "nothing), else the fewest layers, then the narrowest state, among the compiles tried within `C`: the "
-         "levelled compile with at most `q` products per token in a product layer (`q = 1, 2, 4, 8`; a level's "
-         "products in several layers), the packed levelled compile below (constructions/compiler/packed.py) at "
-         "budgets from the grid's channels `D` + 1 (the first 8, every 3/2-fold step after them, and the 8 below "
-         "the default's width: a fixed list per circuit), and the one-value-per-slot budget machine below "
-         "(constructions/compiler/budget.py) from `D` + 2. The compiles tried at a budget include those tried at a "
-         "smaller one, so the layers never increase with `C`; the least budget accepted is the narrowest compile "
-         "tried (stated in the refusal of a smaller one), never above the default's width. `--pareto` compiles "
-         "every budget from that minimum to the default's width and keeps the lower envelope.", "",
+         "every layer's inner channels at most `C` and is a search over this compiler's own compiles, a fixed list "
+         "per circuit: the default levelled compile (width `W`), the levelled compile with at most `q` products per "
+         "token in a product layer (`q = 1, 2, 4, 8`; a level's products in several layers), the packed levelled "
+         "compile below (constructions/compiler/packed.py), in both its modes, and the one-value-per-slot budget "
+         "machine below (constructions/compiler/budget.py), each at budgets from the grid's channels `D` (the "
+         "machine: `D` + 2): the first 8, every 3/2-fold step after them and the 8 below `W`; none wider than `W`. "
+         "The unbounded compile (no `--channels`) is the least of them in one order (fewest layers, then the "
+         "narrowest state, then the list's order) among those it searches: all of them on circuits of at most "
+         "64 gates; up to 2,000 gates the default and the packed compile on the grid's own `D` channels (one "
+         "packed budget, stopping once it passes the default's layers: the search costs at most that compile); "
+         "above, the default alone. The set `S` a budget chooses from is the searched compiles and every other "
+         "compile of the list that comes after the unbounded one in that order; a budget gives the least compile "
+         "of `S` that fits. So, by construction, the layers never increase with `C`, every `C` at or above the "
+         "unbounded compile's width gives it, and the least budget accepted (stated in the refusal of a smaller "
+         "one) is the narrowest compile of `S`, never above the unbounded compile's width; a budget never gives "
+         "fewer layers than the unbounded compile. `--pareto` compiles the budgets at which a compile of `S` "
+         "starts to fit, from that minimum up, and keeps the lower envelope.", "",
          "**The packed levelled compile** keeps the placed grid's tokens. A layer carries each channel holding a "
          "value still read later (one inner channel each: `W_in = W_out = e_c`, filter `delta_0`, `B_gate` the 0/1 "
          "mask of its live tokens) and spends the other `C - carries` inner channels on ready products (seed 000 "
@@ -210,10 +216,27 @@ def _section_budget(ex) -> list[str]:
          "least one product until the last, a later layer merges at least two values, one route for the outputs). "
          "On `baseconv-causal` it also compiles the circuit's token-sum form (below) and keeps the fewer layers. A "
          "compile it cannot make in one layer per step (a factor over several tokens, a final route wider than "
-         "`C`) is left to the other compiles. The GD step's channels below "
-         f"{ex['grid_channels'] + 1} are all carried (its {ex['grid_channels']} grid "
-         "channels each hold a value every layer reads or writes), so no compile tried fits "
-         f"{ex['grid_channels']} channels.", "",
+         "`C`) is left to the other compiles.", "",
+         "**Carries shared at disjoint tokens** (the packed compile's second mode, tried beside the plain one at "
+         "every budget; `compiled.bound.mode`). A carry is `B_gate` times one channel read through the filter, and "
+         "`B_gate` is per token, so one inner channel serves two uses at disjoint tokens: a channel whose kept "
+         "values sit only where another carried channel holds nothing (and the other way round) moves into that "
+         "channel's carry (`W_in = e_c + e_c2`, filter `delta_0`: one carry less), and a product group whose conv "
+         "side reads channel `d` through the taps and writes into `d` shares `d`'s carry where its tokens are not "
+         "the carry's and its gate form reads nothing at the carry's tokens (there `B_gate` alone is the gate); a product group whose gate reads channel `g` "
+         "also moves a kept value of `g` into its own channel at a token that is not a product's (the gate reads "
+         "that one value there, the conv side nothing, `B_conv` the scale), where that value is later merged with "
+         "the products. A merge takes the base slot that costs the fewest inner channels. The mode is level-synchronous: product "
+         "layer `k` forms every product of level `k` (all are ready: their factors read lower levels only; a level "
+         "that does not fit one layer is refused and left to the other compiles), then at most one merge layer and "
+         "one route for the outputs, so its stated bound is `md + 2` layers (`md`: the multiplicative depth of the "
+         "products the outputs need). On the GD step layer 1 moves each `x_j` (the last token) into the carry of "
+         f"`A`'s channel `j` (the other tokens) and forms every `A_ij x_j` ({ex['d'] + 1} carries + {ex['d']} "
+         f"products = {ex['grid_channels']} inner channels), layer 2 every `A_ij r_i` into `x_j`'s channel, whose "
+         "inner channel (gate: `A`'s channel `j`, which holds `x_j` on the last token) also moves `x_j` back to "
+         "its place, layer 3 adds each `sum_i A_ij r_i` into it through that channel's carry: "
+         f"{ex['shared']['layers']} layers on the grid's own {ex['shared']['channels']} channels "
+         f"(bound `md + 2` = {ex['shared']['bound']}; {ex['shared']['verdict']}).", "",
          "**The budget machine.** The state is `M = C - 2` memory channels and two work channels "
          "`A`, `B`; every value sits in one memory slot and every other slot is zero. A layer carries each memory "
          "channel holding a live value (one inner channel each: `W_in = W_out = e_c`, filter `delta_0`, `B_gate` the "
@@ -256,7 +279,25 @@ def _section_budget(ex) -> list[str]:
         pts = ", ".join(f"{p['layers']} x {p['channels']} ({p['tokens']})"
                         + ("" if p["budget"] is not None else " unbounded") for p in r["frontier"])
         L.append(f"| {target} | {r['minimum']} | {r['bound_at_minimum']} | {pts} |")
+    L += _frontier_count(ex)
     return L
+
+
+def _frontier_count(ex) -> list[str]:
+    """How many points a frontier on the example's grid can have at all (where its narrowest compile is the
+    grid's own width): computed from the measured frontier, the grid and the outputs' degree."""
+    r = ex["targets"].get("baseconv", {})
+    if "frontier" not in r or not r["frontier"] or r["minimum"] != ex["grid_channels"] or "degree" not in ex:
+        return []
+    first, D, lmin = r["frontier"][0], ex["grid_channels"], ex["least_layers"]
+    most = first["layers"] - lmin + 1
+    return ["", f"How many points a frontier of `{ex['call']}` on `baseconv` can have, in any compile of BaseConv "
+            f"layers on its grid: every state holds the {D}-channel grid, so no point is narrower than {D} channels; "
+            "a layer multiplies two affine forms of its input per inner channel, so `L` layers compute polynomials "
+            f"of degree at most `2^L`, and the outputs (degree {ex['degree']}, expanded exactly) need at least "
+            f"{lmin} layers. A frontier's layers fall strictly as its channels grow, from {first['layers']} at "
+            f"{D} channels (compiled above), so it has at most {first['layers']} - {lmin} + 1 = {most} points; "
+            f"listed: {len(r['frontier'])} (the budgets from {D} up to the default's width)."]
 
 
 def _level_example_text(le) -> str:

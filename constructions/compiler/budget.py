@@ -488,16 +488,8 @@ def layers_of(specs, T: int, Cw: int, causal: bool) -> list:
     return [sp.layer(T, Cw, causal) for sp in specs]
 
 
-def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int = 0) -> CompiledCircuit:
-    """Compile a validated placed circuit to BaseConv on at most ``channels`` channels (states and
-    inner channels).  ``baseconv`` with ``channels >= LEVEL_MIN``: the level-parallel scheme
-    (:func:`plan_levels`), unless the one-product-at-a-time scheme's stated bound is already fewer
-    layers (small circuits), then that one; otherwise (the causal target, whose filters cannot move a
-    value to an earlier token, so no Benes route; or a budget below ``LEVEL_MIN``) one product at a
-    time (:func:`plan_budget`).  ``compiled.bound.scheme`` says which ran."""
-    m = C.metrics(g, validated=True)
-    pl = C.placement(g)
-    target = "baseconv-causal" if causal else "baseconv"
+def _plan(g, causal: bool, channels: int):
+    """:func:`compile_budget`'s specifications: (specs, tokens, inputs, output slots, bound, scheme)."""
     scheme, specs = None, None
     if not causal and channels >= LEVEL_MIN:
         specs, T, inputs, slots, bound = plan_levels(g, channels)
@@ -519,6 +511,27 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
         bound = layer_bound(g, channels)
         bound["why"] = ("the causal target: its filters move values only to later tokens, so no Benes route"
                         if causal else f"budget {channels} below the level-parallel scheme's minimum {LEVEL_MIN}")
+    return specs, T, inputs, slots, bound, scheme
+
+
+def budget_shape(g, causal: bool = False, channels: int = 0) -> tuple[int, int, int]:
+    """``(layers, width, tokens)`` of :func:`compile_budget` at ``channels``, planned only (no weights
+    built): what :mod:`.budget_search` compares; the same errors."""
+    specs, T, *_ = _plan(g, causal, channels)
+    return len(specs), channels, T
+
+
+def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int = 0) -> CompiledCircuit:
+    """Compile a validated placed circuit to BaseConv on at most ``channels`` channels (states and
+    inner channels).  ``baseconv`` with ``channels >= LEVEL_MIN``: the level-parallel scheme
+    (:func:`plan_levels`), unless the one-product-at-a-time scheme's stated bound is already fewer
+    layers (small circuits), then that one; otherwise (the causal target, whose filters cannot move a
+    value to an earlier token, so no Benes route; or a budget below ``LEVEL_MIN``) one product at a
+    time (:func:`plan_budget`).  ``compiled.bound.scheme`` says which ran."""
+    specs, T, inputs, slots, bound, scheme = _plan(g, causal, channels)
+    m = C.metrics(g, validated=True)
+    pl = C.placement(g)
+    target = "baseconv-causal" if causal else "baseconv"
     Cw = channels
     layers = layers_of(specs, T, Cw, causal)
     bound.update({"scheme": scheme, "tokens": T, "state_width": channels, "inner_width": channels,

@@ -119,6 +119,7 @@ def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict,
 
     before, after = multiplicative_depth(g), multiplicative_depth(h)
     metrics_g = None  # why: the Reassociation's choice and what it names
+    refusal = None
     if after >= before:
         con = build(g)
         metrics_g = con.info.get("circuit")
@@ -127,11 +128,24 @@ def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict,
         try:
             rewritten = build(h)
         except (ValueError, CompileError) as e:
+            refusal = e
             # the rewritten circuit can need more than the circuit as given (a causal channel budget
             # whose minimum was stated for the circuit as given, a causal dependency the rewriting
             # introduced): the circuit as written is compiled, and its own refusal, if any, stands
             rewritten, refused = None, str(e).splitlines()[0]
-        plain = build(g) if rewritten is None or gates <= COMPARE_MAX_GATES else None
+        plain = None
+        if rewritten is None or gates <= COMPARE_MAX_GATES:
+            from .budget_search import BudgetRefusal
+
+            try:
+                plain = build(g)
+            except BudgetRefusal as e:
+                # under a channel budget each circuit has its own least budget: the refusal names the
+                # lesser, and a budget only the rewrite meets gives the rewrite
+                if rewritten is None:
+                    least = e.least if not isinstance(refusal, BudgetRefusal) else min(
+                        x for x in (e.least, refusal.least) if x is not None)
+                    raise BudgetRefusal(e.channels, least, e.target) from None
         cost = lambda c: (c.compile_info.layers, c.compile_info.state_width)  # noqa: E731
         if rewritten is None:
             con, metrics_g = plain, plain.info.get("circuit")
@@ -141,11 +155,11 @@ def _choose(g: nx.DiGraph, h: nx.DiGraph, name: str, target: Target, opts: dict,
             con, metrics_g = plain, plain.info.get("circuit")
         else:
             con = rewritten
-            if plain is None:
+            if plain is None and gates > COMPARE_MAX_GATES:
                 why = {"choice": Choice.REWRITTEN_UNCOMPARED, "gates": gates, "limit": COMPARE_MAX_GATES}
-            else:
+            else:  # both compiled, or the circuit as written refused under the budget
                 why = {"choice": Choice.REWRITTEN}
-                metrics_g = plain.info.get("circuit")
+                metrics_g = plain.info.get("circuit") if plain is not None else None
             why["circuit_after"] = con.info["circuit"]
             con.compiled_graph = h  # the trace labels with the rewritten circuit's nodes too
     con.graph = g

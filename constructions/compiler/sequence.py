@@ -552,7 +552,9 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
         from .budget_search import compile_within
 
         return compile_within(g, name, causal, channels)
-    return compile_levelled(g, name, causal, min_width)
+    from .budget_search import compile_best
+
+    return compile_best(g, name, causal, min_width)
 
 
 def _levelled_bound(g, md: int, T: int, width_bound: int, per_layer: int | None) -> dict:

@@ -133,10 +133,14 @@ _SEQ_PASSES = (
     _LINEARISE,
     Pass("place", "place:candidates", "input layouts: the canonical channel relabelling and the splits"),
     Pass("plan", "sequence:plan", "LayerSpec per layer (product / route), the narrowest layout"),
-    Pass("plan under a budget", "budget_search:compile_within", "with channels=C: the default plan where it fits, "
+    Pass("search", "budget_search:compile_best", "without a budget: the default plan, or the packed plan on the "
+                                                  "grid's own channels where it is no worse in layers, then "
+                                                  "channels (every plan a budget tries on small circuits)"),
+    Pass("plan under a budget", "budget_search:compile_within", "with channels=C: the unbounded plan where it fits, "
                                                                 "else the fewest layers among the levelled plans "
-                                                                "with fewer products per layer and the budget "
-                                                                "machine (level-parallel or one product at a time)"),
+                                                                "with fewer products per layer, the packed plans and "
+                                                                "the budget machine (level-parallel or one product "
+                                                                "at a time)"),
     Pass("emit", "sequence:_emit", "BaseConv weights per LayerSpec"),
     Pass("assemble", "circuit:compiled", "CompiledCircuit (slots, info, bound)"),
 )
@@ -148,8 +152,9 @@ _ATT_PASSES = (
     Pass("assemble", "circuit:compiled", "CompiledCircuit (slots, info, bound)"),
 )
 _SEQ_BOUND = ("2 md + 1 layers on the input grid's tokens (a product layer per level of multiplicative depth "
-              "md, a route layer before it where a factor must move, one for the outputs); with channels=C the "
-              "stated bound of the compile chosen (constructions/compiler/budget_search.py)")
+              "md, a route layer before it where a factor must move, one for the outputs); where the search keeps "
+              "another compile, and with channels=C, the stated bound of the compile chosen "
+              "(constructions/compiler/budget_search.py)")
 _SEQ_PAPER = ("seed 000 Thm. D.30 / seed 003 Thm. H.21 (levelled; seed 000 App. D.2.1 LINEAR, MULTIPLY; "
               "seed 003 Lemmas H.7-H.8)")
 

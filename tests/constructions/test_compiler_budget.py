@@ -19,6 +19,7 @@ from constructions.compiler.benes import apply_stages, benes_stages
 from constructions.compiler.budget import (EXTRA, LEVEL_MIN, LEVEL_PARALLEL, compile_budget, layers_of,
                                            route_layers, grid_channels, minimum_channels)
 from constructions.compiler.budget_search import minimum_width, pareto
+from constructions.compiler.packed import compile_packed
 from constructions.compiler.routing import LayerSpec
 from verify.prover.proof import prove
 
@@ -98,9 +99,12 @@ def test_the_budget_machine_compiles_and_proves_every_builder_at_every_budget_fr
 def test_a_budget_below_the_minimum_is_refused_naming_it():
     g = BUILDERS["gd_step"]()
     least = minimum_width(C.validate(g), False)
-    # the narrowest compile tried: here the packed levelled compile, one channel past the grid's
-    assert least == grid_channels(g) + 1 < min(compile_circuit(g).info["compiled"]["state_width"],
-                                               grid_channels(g) + EXTRA)
+    # the narrowest compile tried: here the packed levelled compile on the grid's own channels (x moves
+    # into the carry of a channel holding A at other tokens), the least width any compile can have; it
+    # has the default's layers, so it is the unbounded compile too (the least of the compiles tried)
+    free = compile_circuit(g).info["compiled"]
+    assert least == grid_channels(g) == free["state_width"] < grid_channels(g) + EXTRA
+    assert "packed levelled compile" in free["bound"]["choice"] and "channel_budget" not in free
     with pytest.raises(ValueError, match=f"channel budget {least - 1} is below the minimum {least} for baseconv"):
         compile_circuit(g, channels=least - 1)
     assert compile_circuit(g, channels=least).info["compiled"]["state_width"] <= least
@@ -178,7 +182,9 @@ def test_cli_channels_and_pareto(tmp_path, capsys):
                  "--json", str(j)]) == 0
     rep = json.loads(j.read_text())
     assert rep["compiled"]["state_width"] <= 8 and rep["proof"]["ok"] is True
-    assert rep["pareto"][-1]["budget"] is None and all(p["channels"] >= 5 for p in rep["pareto"])
+    # GD step 3 x 2 (grid 5 channels, default levelled compile 3 layers x 7): the shared-carry compile, 3
+    # layers on the grid's 5 channels, is the unbounded compile and the whole frontier
+    assert [(p["channels"], p["layers"], p["budget"]) for p in rep["pareto"]] == [(5, 3, None)]
     assert "layers/channels frontier" in capsys.readouterr().out
     least = minimum_width(C.load(f), False)
     assert main(["circuit", "--graph", str(f), "--channels", str(least - 1)]) == 2
@@ -251,17 +257,28 @@ def test_gd_step_20x5_budget_machine_at_its_minimum_is_tens_of_layers():
 
 
 def test_gd_step_20x5_budgets_trade_channels_for_layers():
-    """GD step 20 x 5 (grid 21 x 11, default 3 layers on 16 channels): the packed levelled compile puts
-    1, 2, 3 products per token in a layer at 12, 13, 14 channels (the sums over j build up in one slot
-    per token, each -eta sum_i A_ij r_i is added into x_j's slot by its channel's carry): 11, 7, 5
-    layers, each proved; the minimum is 12; at 16 and above the default."""
+    """GD step 20 x 5 (grid 21 x 11, default 3 layers on 16 channels). The packed compile with carries
+    shared at disjoint tokens: layer 1 moves each x_j (token 20) into the carry of A's channel j (tokens
+    0..19) and forms every A_ij x_j (6 carries + 5 products = 11 inner channels); layer 2 forms every
+    A_ij r_i into channel 6 + j, and the same inner channel (gate A's channel j, which holds x_j at
+    token 20, conv B_conv alone there) moves x_j back to its place (20, 6 + j); layer 3 adds each sum
+    over i into x_j's slot through channel 6 + j's carry: 3 layers, the default's, on the grid's own 11
+    channels, the least width any compile has (the state holds the 11-channel grid). So every budget
+    from 11 up to the default's width gives 3 layers on 11 channels, and that one point is the whole
+    frontier (the default compile is dominated); the plain packed compile's 12 x 11, 13 x 7, 14 x 5
+    are still made, and beaten."""
     g = C.gd_step(20, 5, Fraction(1, 16), placed=True)
-    assert minimum_width(C.validate(g), False) == 12
-    for c, layers in {12: 11, 13: 7, 14: 5}.items():
+    gv = C.validate(g)
+    assert minimum_width(gv, False) == 11 == grid_channels(gv)
+    for c in range(11, 16):
         con = compile_circuit(g, channels=c, reassociate=False)
         check(con, g, c)
-        assert con.info["compiled"]["layers"] == layers
-    with pytest.raises(ValueError, match="below the minimum 12"):
-        compile_circuit(g, channels=11)
+        cm = con.info["compiled"]
+        assert (cm["layers"], cm["state_width"], cm["plan"]) == (3, 11, ["product", "product", "merge"])
+        assert cm["bound"]["layers"] == 4  # md + 2
+    for c, layers in {12: 11, 13: 7, 14: 5}.items():  # the plain mode, still tried
+        assert compile_packed(gv, "gd", False, c).info["compiled"]["layers"] == layers
+    with pytest.raises(ValueError, match="below the minimum 11"):
+        compile_circuit(g, channels=10)
     front = [(p["channels"], p["layers"]) for p in pareto(g, "baseconv", reassociate=False)]
-    assert front == [(12, 11), (13, 7), (14, 5), (16, 3)]
+    assert front == [(11, 3)]
