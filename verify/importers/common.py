@@ -27,7 +27,8 @@ import numpy as np
 
 from constructions import ops
 from constructions.layers import Layer
-from constructions.weights_io import MAX_EAGER_ENTRIES as MAX_ENTRIES, exact_tensor  # (one Fraction an entry)
+from constructions.exact_floats import ExactFloats, is_lazy
+from constructions.weights_io import MAX_EAGER_ENTRIES as MAX_ENTRIES, exact_tensor, lazy_tensor  # (one Fraction an entry)
 from polyverify.plumbing.cli import one_line
 from polyverify.plumbing.rational import parse_rational
 from verify.cli_common import input_file_problem
@@ -293,14 +294,17 @@ class Tensors:
                                 f"{'s' if ndim != 1 else ''}, none of them 0")
         return shape
 
-    def take(self, k: str, what: str, shape: tuple | None = None) -> np.ndarray:
+    def take(self, k: str, what: str, shape: tuple | None = None, lazy: bool = False) -> np.ndarray:
+        """Tensor ``k`` read exactly (and counted as read): an object array of its exact values, or with
+        ``lazy`` a float tensor as :class:`~constructions.exact_floats.ExactFloats` (the stored floats, each
+        the binary fraction it is, formed where a consumer reads it: no ``Fraction`` per entry)."""
         if k not in self.t:
             raise ImportRefused(f"{self.path}: lacks tensor {k} ({what})")
         t = self.t[k]
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise ImportRefused(f"{self.path}: tensor {k} has shape {tuple(t.shape)}, {what} needs {tuple(shape)}")
         try:
-            a = exact_tensor(t, k, self.path)
+            a = lazy_tensor(t, k, self.path) if lazy else exact_tensor(t, k, self.path)
         except ValueError as e:
             raise ImportRefused(str(e)) from None
         self.read[k] = what
@@ -438,7 +442,10 @@ def filed_config(imp: Imported, cfg: dict, src: dict) -> Imported:
 
 
 def transpose(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a.T)
+    """The transposed matrix; a lazily read one (no declared rationals) stays lazy (its floats transposed)."""
+    if is_lazy(a) and a.is_float_only():
+        return ExactFloats(np.ascontiguousarray(a.floats.T))
+    return np.ascontiguousarray(np.asarray(a).T)
 
 
 def repeat_rows(vec: np.ndarray, T: int) -> np.ndarray:

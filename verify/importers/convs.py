@@ -32,6 +32,10 @@ convention with ``K != T``) is refused.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from constructions.exact_floats import ExactFloats, is_lazy
+
 from .common import ImportRefused, zeros
 
 
@@ -92,6 +96,10 @@ def conv1d_weight(h, *, same: bool):
 def long_taps(f, T: int, key: str) -> tuple:
     """``(h, inert)`` of a long convolution's ``filter`` (C, L): lags 0..T-1 (``k[..., :T]``)."""
     C, L = f.shape
+    if is_lazy(f) and f.is_float_only():  # a lazily read filter stays lazy: lags 0..T-1 of its floats
+        g = np.zeros((T, C), dtype=f.floats.dtype)
+        g[:min(L, T)] = f.floats[:, :T].T
+        return ExactFloats(g), int(np.count_nonzero(f.floats[:, T:]))
     h = zeros(T, C)
     inert = 0
     for s in range(L):

@@ -155,7 +155,7 @@ def read(path, settings: dict) -> Imported:
 
         def linear(mod):
             W, bias = LINEARS[mod]
-            return (transpose(T.take(f"{pre}{mod}.weight", f"{W}^T", (C, C))),
+            return (transpose(T.take(f"{pre}{mod}.weight", f"{W}^T", (C, C), lazy=True)),
                     T.take(f"{pre}{mod}.bias", bias, (C,)))
 
         W_in, b_in = linear("in_proj")
@@ -164,7 +164,8 @@ def read(path, settings: dict) -> Imported:
                                    same=same, key=pre + SHORT_WEIGHT)
             b_conv = repeat_rows(T.take(pre + SHORT_BIAS, "b_conv", (C,)), Tn)
         else:
-            h, inert = long_taps(T.take(pre + LONG_FILTER, "filter h (lag order)", (C, K)), Tn, pre + LONG_FILTER)
+            h, inert = long_taps(T.take(pre + LONG_FILTER, "filter h (lag order)", (C, K), lazy=True), Tn,
+                                 pre + LONG_FILTER)
             b_conv = repeat_rows(_zero_vec(C), Tn)
         W_gate, b_gate = linear("projection")
         Wo, bo = linear("out_proj")
@@ -174,7 +175,7 @@ def read(path, settings: dict) -> Imported:
             if bw[1] != 0:
                 raise ImportRefused(f"{path}: {pre}branch_weights[1] = {bw[1]} != 0: the block computes "
                                    f"(1 + bw1) u + ..., which is not a BaseConv residual")
-            Wo, bo = Wo * bw[0], bo * bw[0]
+            Wo, bo = np.asarray(Wo) * bw[0], bo * bw[0]  # (a lazily read W_out: its exact values, scaled)
             add_identity(h, same=same)
         if inert:
             inert_taps[f"block {i}"] = inert
