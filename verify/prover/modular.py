@@ -273,7 +273,7 @@ def _weight_residues(a, p: int, wide_matrix: bool):
         r = residues(a, p)
         return Sparse.maybe(r) if wide_matrix else r
     vals = residues(np.asarray(a.vals, dtype=object), p)
-    if wide_matrix and len(vals) <= Sparse.DENSITY * a.size:
+    if wide_matrix and Sparse.few(len(vals), a.size):
         return Sparse.from_entries(a.shape, a.rows, a.cols, vals)
     out = np.zeros(a.shape, dtype=np.int64)
     out[a.rows, a.cols] = vals
@@ -418,32 +418,44 @@ def _scaled_limbs(Y: np.ndarray, bits: int, n: int, p: int) -> list[list[np.ndar
     return out
 
 
-def _mm_wide(X: np.ndarray, Y: np.ndarray, p: int, bits: int | None = None) -> np.ndarray:
-    """``X @ Y mod p`` (broadcast over leading axes) for residues below ``p < 2^61``, in float64 BLAS products.
+def limb_plan(K: int, p: int) -> tuple[int, int] | None:
+    """``(b, n)``: ``n`` limbs of ``b`` bits that hold a residue below ``p`` (``n b >= bitlen(p - 1)``) with
+    ``b = limb_bits(n K)``, the fewest limbs that do; None where that needs limbs narrower than
+    :data:`MIN_LIMB_BITS` (:func:`_mm_wide` then takes the integer product)."""
+    nb = max(p - 1, 1).bit_length()
+    n = 1
+    while True:
+        b = limb_bits(n * K)
+        if b < MIN_LIMB_BITS:
+            return None
+        if n * b >= nb:
+            return b, n
+        n += 1
 
-    ``X = sum_i x_i 2^(b i)`` in ``n`` limbs of ``b = limb_bits(K)`` bits (``K`` the contraction length),
-    ``Y_i = Y 2^(b i) mod p = sum_j y_ij 2^(b j)``; then ``X Y = sum_j 2^(b j) P_j (mod p)`` with
-    ``P_j = sum_i x_i @ y_ij``.  Each ``x_i @ [y_i0 | ... | y_i,n-1]`` is one float64 matrix product whose
-    every partial sum is an integer below ``2^53`` (:func:`limb_bits`), hence exact in any order BLAS sums
-    it; the ``n`` of them are added in int64 (below ``n 2^53``) and put together by :func:`_horner`.  A
-    contraction too long for limbs of :data:`MIN_LIMB_BITS` takes :func:`_mm_integer`.  ``bits``: another
-    limb width (the tests show a wider one than :func:`limb_bits` is not exact)."""
+
+def _mm_wide(X: np.ndarray, Y: np.ndarray, p: int, bits: int | None = None) -> np.ndarray:
+    """``X @ Y mod p`` (broadcast over leading axes) for residues below ``p < 2^61``, in one float64 BLAS
+    product.
+
+    ``X = sum_i x_i 2^(b i)`` in ``n`` limbs of ``b`` bits, ``Y_i = Y 2^(b i) mod p = sum_j y_ij 2^(b j)``;
+    then ``X Y = sum_j 2^(b j) P_j (mod p)`` with ``P_j = sum_i x_i @ y_ij``: all ``n`` of them one product
+    ``[x_0 | ... | x_n-1] @ [[y_ij]]`` (the limbs of ``X`` side by side, a contraction of length ``n K``;
+    the blocks ``y_ij`` in row ``i``, column ``j``).  With :func:`limb_plan`'s ``b = limb_bits(n K)`` its
+    every partial sum is an integer below ``2^53``, hence exact in any order BLAS sums it; :func:`_horner`
+    puts the ``P_j`` together.  A contraction too long for limbs of :data:`MIN_LIMB_BITS` takes
+    :func:`_mm_integer`.  ``bits``: another limb width (the tests show a wider one is not exact)."""
     K = X.shape[-1]
-    bits = limb_bits(K) if bits is None else bits
-    if bits < MIN_LIMB_BITS:
-        return _mm_integer(X, Y, p)
-    n = -(-max(p - 1, 1).bit_length() // bits)
+    if bits is None:
+        plan = limb_plan(K, p)
+        if plan is None:
+            return _mm_integer(X, Y, p)
+        bits, n = plan
+    else:
+        n = -(-max(p - 1, 1).bit_length() // bits)
     N = Y.shape[-1]
-    xl = _limbs(X, bits, n)
-    P = None
-    for i, yl in enumerate(_scaled_limbs(Y, bits, n, p)):
-        if not xl[i].any():
-            continue
-        G = (xl[i] @ np.concatenate(yl, axis=-1)).astype(np.int64)  # exact integers below 2^53
-        P = G if P is None else P + G
-    if P is None:
-        shape = np.broadcast_shapes(X.shape[:-2], Y.shape[:-2]) + (X.shape[-2], N)
-        return np.zeros(shape, dtype=np.int64)
+    Xc = np.concatenate(_limbs(X, bits, n), axis=-1)
+    Yc = np.concatenate([np.concatenate(yl, axis=-1) for yl in _scaled_limbs(Y, bits, n, p)], axis=-2)
+    P = (Xc @ Yc).astype(np.int64)  # exact integers below 2^53
     return _horner([P[..., j * N:(j + 1) * N] for j in range(n)], bits, p)
 
 
@@ -461,8 +473,16 @@ class Sparse:
 
     __slots__ = ("shape", "rows", "vals", "cols", "starts")
 
-    #: a matrix with more nonzeros than this fraction of its entries stays dense
-    DENSITY = 0.25
+    #: a matrix with more nonzeros than this fraction of its entries stays dense: a nonzero costs a
+    #: ``longdouble`` :func:`mulmod` per row of ``X`` here, the dense product ``n^2`` (9) float64
+    #: multiply-adds per entry in BLAS (:func:`_mm_wide`); they cost the same at about 1/400 of the entries
+    #: nonzero (257 x 322 and 513 x 642 states, one BLAS thread, random residues) ...
+    DENSITY = 1 / 256
+    #: ... but a matrix of at most this many entries is sparse up to a quarter of them nonzero: either
+    #: product is then a few milliseconds, and the sparse one starts no BLAS threads (which wait for each
+    #: other on a loaded machine: bench/results/modular/)
+    SMALL = 1 << 16
+    SMALL_DENSITY = 0.25
 
     def __init__(self, A: np.ndarray):
         c, r = np.nonzero(A.T)  # column-major: sorted by column
@@ -487,7 +507,12 @@ class Sparse:
     @classmethod
     def maybe(cls, A: np.ndarray):
         """``A`` as a :class:`Sparse` where it has few nonzeros, else ``A``."""
-        return cls(A) if np.count_nonzero(A) <= cls.DENSITY * A.size else A
+        return cls(A) if cls.few(np.count_nonzero(A), A.size) else A
+
+    @classmethod
+    def few(cls, nnz: int, size: int) -> bool:
+        """Whether a matrix of ``size`` entries with ``nnz`` nonzeros is kept as a :class:`Sparse`."""
+        return nnz <= (cls.SMALL_DENSITY if size <= cls.SMALL else cls.DENSITY) * size
 
 
 #: elements of the gathered products (rows of ``X`` times nonzeros) held at once by _mm_sparse
@@ -546,13 +571,34 @@ def _conv_wide(v: np.ndarray, h: np.ndarray, causal: bool, p: int, same: bool) -
 CONV_BLOCK = 64
 #: :func:`_conv_blocks` holds at most about this many float64 entries of its windowed inputs at once
 #: (channels in chunks)
-_CONV_CHUNK = 1 << 23
+_CONV_CHUNK = 1 << 21
 
 
-def _reduce_every(n: int) -> int:
-    """How many blocks' sums (each below ``n 2^53``) :func:`_conv_blocks` adds to a residue (below ``2^61``)
+#: :func:`_stacked_products` cuts each product into row blocks of at most this many multiply-adds: below
+#: OpenBLAS's threshold for threads (4 x 65536 by default), so the thousands of per-channel products start no
+#: threads (which wait for each other on a loaded machine; bench/results/modular/)
+_GEMM_MACS = 1 << 17
+
+
+def _stacked_products(W: np.ndarray, H: np.ndarray) -> np.ndarray:
+    """``W @ H`` for stacks (C, M, K) @ (C, K, N), in row blocks of at most :data:`_GEMM_MACS`
+    multiply-adds (the same products: only the calls differ)."""
+    C, M, K = W.shape
+    rows = max(1, _GEMM_MACS // max(1, K * H.shape[-1]))
+    k = M // rows
+    if k <= 1:
+        return np.matmul(W, H)
+    out = np.empty((C, M, H.shape[-1]), dtype=np.result_type(W, H))
+    out[:, :k * rows] = np.matmul(W[:, :k * rows].reshape(C, k, rows, K), H[:, None]).reshape(C, k * rows, -1)
+    if k * rows < M:
+        out[:, k * rows:] = np.matmul(W[:, k * rows:], H)
+    return out
+
+
+def _reduce_every() -> int:
+    """How many blocks' sums (each below ``2^53``) :func:`_conv_blocks` adds to a residue (below ``2^61``)
     before reducing modulo ``p``: the total stays below ``2^63``."""
-    return max(1, ((1 << 63) - (1 << 61)) // (n << FLOAT_EXACT_BITS))
+    return ((1 << 63) - (1 << 61)) >> FLOAT_EXACT_BITS
 
 
 def _conv_blocks(v: np.ndarray, h: np.ndarray, causal: bool, same: bool, p: int) -> np.ndarray:
@@ -565,9 +611,9 @@ def _conv_blocks(v: np.ndarray, h: np.ndarray, causal: bool, same: bool, p: int)
     are cut into blocks, ``s = a L + r`` (``r < L``, :data:`CONV_BLOCK`), so that
     ``y[t] = sum_a W[t - a L, a]`` with ``W[u, a] = sum_r w[u - r + o] h[a L + r]``: per channel, the
     product of the (rows x ``L``) window matrix of ``w`` with the (``L`` x blocks) matrix of the taps.  Both
-    sides are split into limbs as in :func:`_mm_wide` (``b = limb_bits(L)``; the taps' side scaled by
-    ``2^(b i)`` first), so each float64 product sums ``L`` integers below ``2^(2b)``, exactly; the block sums
-    run in int64 (each block's below ``n 2^53``), and :func:`_horner` puts the
+    sides are split into limbs as in :func:`_mm_wide` (``limb_plan(L, p)``; the taps' side scaled by
+    ``2^(b i)`` first, the limbs' windows side by side), so each float64 product sums ``n L`` integers below
+    ``2^(2b)``, exactly; the block sums run in int64 (each block's below ``2^53``), and :func:`_horner` puts the
     limbs together (a sum of more blocks than the int64 range allows is reduced modulo ``p`` on the way).
     ``T^2`` products per channel, as the dense lag matrix, but as BLAS products of windows
     of ``w``: no (T, T) matrix is formed."""
@@ -577,9 +623,8 @@ def _conv_blocks(v: np.ndarray, h: np.ndarray, causal: bool, same: bool, p: int)
     B = v.shape[0]
     L = min(CONV_BLOCK, T)
     A = -(-T // L)
-    bits = limb_bits(L)
-    n = -(-max(p - 1, 1).bit_length() // bits)
-    every = _reduce_every(n)
+    bits, n = limb_plan(L, p)  # L <= CONV_BLOCK: limbs of about 20 bits (the products' contraction is n L)
+    every = _reduce_every()
     off = 0 if not same else (T - 1) // 2
     periodic = not causal and not same
     # rows u of W: 0..T-1, and for "same" (whose taps reach forward) also the A - 1 blocks before 0
@@ -607,17 +652,12 @@ def _conv_blocks(v: np.ndarray, h: np.ndarray, causal: bool, same: bool, p: int)
         w = np.where(valid[None, :, None], v[:, take, cs], 0).transpose(2, 0, 1)  # (Cc, B, M)
         wl = _limbs(np.ascontiguousarray(w), bits, n)
         hl = _scaled_limbs(np.ascontiguousarray(hp[cs]), bits, n, p)  # [i][j]: (Cc, L, A)
-        P = None
-        for i in range(n):
-            if not wl[i].any():
-                continue
-            # window row u - lo, column q: w at m = u + off - (L - 1) + q, i.e. index u - lo + q of m
-            win = np.lib.stride_tricks.sliding_window_view(wl[i], L, axis=-1)[:, :, :R, :]  # (Cc, B, R, L)
-            G = np.matmul(np.ascontiguousarray(win).reshape(Cc, B * R, L), np.concatenate(hl[i], axis=-1))
-            G = G.astype(np.int64)  # exact integers below 2^53
-            P = G if P is None else P + G
-        if P is None:
-            continue
+        # window row u - lo, column q: w at m = u + off - (L - 1) + q, i.e. index u - lo + q of m; the n limbs'
+        # windows side by side (Cc, B, R, n L), against the taps' blocks (Cc, n L, n A): one product per channel
+        win = np.concatenate([np.lib.stride_tricks.sliding_window_view(x, L, axis=-1)[:, :, :R, :] for x in wl],
+                             axis=-1)
+        Hc = np.concatenate([np.concatenate(row, axis=-1) for row in hl], axis=-2)
+        P = _stacked_products(win.reshape(Cc, B * R, n * L), Hc).astype(np.int64)  # exact integers below 2^53
         P = P.reshape(Cc, B, R, n, A)
         parts = []
         for j in range(n):

@@ -11,7 +11,9 @@ proof takes as a symbol is the construction's here: a mismatch there refutes the
 1. **the test** (the randomized check's arithmetic, ``verify/prover/randomized.py``): a random 61-bit
    prime ``p`` (redrawn where it divides a denominator of the weights or of the specification) and a
    point ``r`` whose coordinates are integers drawn uniformly from ``[-B, B]`` (:data:`POINT_BOUNDS`:
-   first small ones, then one wider point), reduced modulo ``p``; the start state and the target by
+   first small ones, then one wider point; first of all the points a caller offered, :func:`offer_points`: the
+   import's parameter solve, whose layer evaluations modulo the same prime are then reused,
+   :func:`forward_shared`), reduced modulo ``p``; the start state and the target by
    the specification's own code on residues, the layers by their modular forward.  **A mismatch
    modulo p at an integer point is a definite mismatch at that point**: reduction modulo ``p`` is a
    ring homomorphism on the rationals whose denominators ``p`` does not divide, so equal rational
@@ -212,6 +214,45 @@ def shared(kind: str) -> dict:
     return _SHARED[-1].setdefault(kind, {}) if _SHARED else {}
 
 
+def offer_points(points: list[dict], bound: int) -> None:
+    """Within a :func:`shared_memo` block: integer points (each variable an object array of Python ints with
+    entries in ``[-bound, bound]``) at which the layers were already run modulo :func:`first_prime` through
+    :func:`forward_shared` (the import's parameter solve, ``verify.importers.search``).  :func:`refute` tries
+    them first (those whose variables are the construction's), so its modular test at them is the solve's
+    evaluation, not a second one; any point is as good a test point as its own (a difference modulo p at an
+    integer point is a definite one), and the report gives its bound.  Outside a block: nothing."""
+    if _SHARED:
+        shared("points").setdefault("offered", []).extend((pt, int(bound)) for pt in points)
+
+
+def _fits(point: dict, variables: dict) -> bool:
+    return (isinstance(point, dict) and set(point) == set(variables)
+            and all(np.shape(point[k]) == tuple(shape) for k, shape in variables.items()))
+
+
+def forward_shared(L: dict, S: np.ndarray, p: int) -> np.ndarray:
+    """``modular.forward(L, S, p)``; within a :func:`shared_memo` block kept by the layer's residues (``L``,
+    kept alive with it) and the input state: a second call with the same ``L`` and an equal state (compared in
+    full, not only by its digest) returns the first call's output (read-only: shared)."""
+    if not _SHARED:
+        return modular.forward(L, S, p)
+    import hashlib
+
+    S = np.asarray(S)
+    memo = shared("forward")
+    digest = hashlib.blake2b(np.ascontiguousarray(S).tobytes(), digest_size=16).digest()
+    key = (id(L), p, S.shape, S.dtype.str, digest)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is L and np.array_equal(hit[1], S):
+        return hit[2]
+    out = modular.forward(L, S, p)
+    kept = np.array(S, copy=True)
+    kept.flags.writeable = False
+    out.flags.writeable = False
+    memo[key] = (L, kept, out)
+    return out
+
+
 def first_prime(seed: int = 0) -> int:
     """The first prime :func:`refute` with ``seed`` tests modulo: in a :func:`shared_memo` block, the layers'
     residues ``search.solve_param`` computed modulo it are the test's."""
@@ -266,10 +307,13 @@ _FEW = 256
 
 def prepared(L, memo: dict | None = None):
     """``L`` with its floats read as their exact binary values (``rings.exact_layer``) and its zeros
-    structural (:func:`_structural_zeros`): the same values, the same layer where nothing changes."""
+    structural (:func:`_structural_zeros`): the same values, the same layer where nothing changes.  A lazily
+    read weight (``constructions/exact_floats.py``) is kept as it is: this module reads it exactly itself
+    (residues from its stored floats, its mask and a sample for the cost estimate, gmpy2 rationals for the exact
+    evaluation: :func:`to_mpq`)."""
     if memo is not None and id(L) in memo and memo[id(L)][0] is L:
         return memo[id(L)][1]
-    E = exact_layer(L)
+    E = exact_layer(L, lazy=True)
     changed = [False]
 
     def f(A):
@@ -340,7 +384,7 @@ def _modular_mismatch(con, plan, point, p, cache) -> _Found | None:
             key = (id(L), p)
             if key not in cache:
                 cache[key] = (L, modular.layer_residues(L, p))  # L kept alive: its id stays its own
-            S = modular.forward(cache[key][1], S, p)
+            S = forward_shared(cache[key][1], S, p)
         want = to_residues(evaluated(target, what), p)
         if S[0].shape != want.shape:
             raise ValueError(f"{sec}: the layers produce a state of shape {S[0].shape}, the specification "
@@ -354,12 +398,15 @@ def _modular_mismatch(con, plan, point, p, cache) -> _Found | None:
 
 
 def _test(con, plan, seed: int, bounds, cache: dict) -> _Found | None:
-    """The points of ``bounds`` in turn (one prime), until a section differs modulo p (``cache``: the layers'
-    residues, by layer and prime; the failure's report reuses them)."""
+    """The points :func:`offer_points` offered (those that fit ``con``'s variables), then those of ``bounds`` in
+    turn (one prime), until a section differs modulo p (``cache``: the layers' residues, by layer and prime; the
+    failure's report reuses them)."""
     rng = np.random.default_rng(seed)
     p = draw_prime(rng)
-    for bound in bounds:
-        point = _integer_point(con.variables, rng, bound)
+    tries = [(pt, b) for pt, b in shared("points").get("offered", []) if _fits(pt, con.variables)]
+    for point, bound in tries + [(None, b) for b in bounds]:
+        if point is None:
+            point = _integer_point(con.variables, rng, bound)
         for _ in range(_PRIME_TRIES):
             try:
                 found = _modular_mismatch(con, plan, point, p, cache)
@@ -802,4 +849,5 @@ def _modular_failure(con, found: _Found, Ls, offsets, seed, t0, shrink_seconds, 
     return _result(con, found, failure, t0, "modular", False)
 
 
-__all__ = ["refute", "shared_memo", "first_prime", "exact_feasible", "assignment", "REFUTED", "POINT_BOUNDS", "MORE_BOUNDS"]
+__all__ = ["refute", "shared_memo", "first_prime", "offer_points", "forward_shared", "exact_feasible", "assignment",
+           "REFUTED", "POINT_BOUNDS", "MORE_BOUNDS"]

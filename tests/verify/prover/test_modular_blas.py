@@ -42,6 +42,16 @@ def test_limb_width_is_the_largest_with_2b_plus_bitlength_at_most_53():
     assert modular.limb_bits(511) == 22 and modular.limb_bits(512) == 21  # smaller limbs past the bound
 
 
+def test_limb_plan_holds_a_residue_in_the_fewest_limbs_exact_over_the_stacked_contraction():
+    for p in PRIMES:
+        nb = (p - 1).bit_length()
+        for K in [1, 64, 192, 322, 642, 1000, 4096, 2**20]:
+            b, n = modular.limb_plan(K, p)
+            assert n * b >= nb and 2 * b + (n * K).bit_length() <= 53  # the limbs side by side: n K terms
+            assert n == 1 or (n - 1) * modular.limb_bits((n - 1) * K) < nb  # one limb fewer would not hold it
+    assert modular.limb_plan(2**40, M61) is None  # limbs below MIN_LIMB_BITS: the integer product
+
+
 @pytest.mark.parametrize("K", [1, 2, 63, 64, 322, 511, 512, 642, 1023, 1024, 4095, 4096])
 @pytest.mark.parametrize("p", PRIMES)
 def test_wide_products_are_exact_at_and_past_the_limb_bound(K, p):
@@ -114,7 +124,7 @@ def test_blocked_convolution_is_exact_in_every_convention(T, causal, same):
 def test_blocked_convolution_reduces_long_block_sums(causal, same, monkeypatch):
     """The int64 block sums reduced modulo p after every block (as a convolution with more blocks than
     int64 holds would be): the same exact result, with smaller blocks too."""
-    monkeypatch.setattr(modular, "_reduce_every", lambda n: 1)
+    monkeypatch.setattr(modular, "_reduce_every", lambda: 1)
     monkeypatch.setattr(modular, "CONV_BLOCK", 8)
     p, T = M61, 70
     rng = np.random.default_rng(9)
@@ -154,3 +164,13 @@ def test_lazy_float_weights_give_the_residues_of_their_exact_values():
     A = ExactFloats(f, over_pos=[3], over_vals=[Fraction(1, 10)])
     for p in PRIMES:
         assert (modular.residues(A, p) == modular.residues(np.asarray(A), p)).all()
+
+
+@pytest.mark.parametrize("M", [1, 7, 45, 46, 200])
+def test_stacked_products_in_row_blocks_are_the_products(M, monkeypatch):
+    """The per-channel products cut into row blocks (with a remainder block) are numpy's products."""
+    monkeypatch.setattr(modular, "_GEMM_MACS", 45 * 6 * 5)
+    rng = np.random.default_rng(M)
+    W = rng.integers(0, 2**20, size=(3, M, 6)).astype(np.float64)
+    H = rng.integers(0, 2**20, size=(3, 6, 5)).astype(np.float64)
+    assert np.array_equal(modular._stacked_products(W, H), np.matmul(W, H))
