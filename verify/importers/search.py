@@ -29,11 +29,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions.exact_floats import ExactFloats, is_lazy
 from constructions.layers import BaseConv, TokenLSA, TokenLSAHead
 from constructions.running_sums import RunningSum
 from verify.prover.proof import ProofResult, SymbolicProblem, prove
 from verify.prover.flint_backend import FlintRing
 from verify.prover.refute import shared
+
+from .common import transpose
 
 #: the parameter solve's start states: this many, each variable's entries integers drawn from
 #: [-SOLVE_BOUND, SOLVE_BOUND] (seeded: the same file reads the same value)
@@ -363,6 +366,13 @@ def shortest_decimal(q, dtype: str) -> Fraction | None:
     return None
 
 
+def _reversed_rows(h):
+    """The filter's rows in reverse order; a lazily read one stays lazy (its floats reversed)."""
+    if is_lazy(h) and h.is_float_only():
+        return ExactFloats(np.ascontiguousarray(h.floats[::-1]))
+    return np.ascontiguousarray(np.asarray(h)[::-1])
+
+
 def variants(layers) -> list[tuple[str, list]]:
     """Nearby readings of the same stack (module docstring); repeated layer objects stay shared."""
     kinds = {L.kind for L in layers}
@@ -379,11 +389,10 @@ def variants(layers) -> list[tuple[str, list]]:
                 out.append((f"convolution {mode} (the same taps)",
                             each(lambda L, m=mode: replace(L, causal=m == "causal", same=m == "same"))))
         out.append(("filter taps reversed (lag s read as lag T-1-s: the other orientation of a Conv1d's taps)",
-                    each(lambda L: replace(L, h=np.ascontiguousarray(L.h[::-1])))))
+                    each(lambda L: replace(L, h=_reversed_rows(L.h)))))
         out.append(("transposed weight matrices (W_in, W_gate, W_out)",
-                    each(lambda L: replace(L, W_in=np.ascontiguousarray(L.W_in.T),
-                                           W_gate=np.ascontiguousarray(L.W_gate.T),
-                                           W_out=np.ascontiguousarray(L.W_out.T)))))
+                    each(lambda L: replace(L, W_in=transpose(L.W_in), W_gate=transpose(L.W_gate),
+                                           W_out=transpose(L.W_out)))))
     elif kinds == {"token_lsa"}:
         out.append(("transposed weight matrices (P, Q)",
                     each(lambda L: replace(L, heads=[TokenLSAHead(np.ascontiguousarray(h.P.T),
