@@ -347,7 +347,8 @@ def _build_layers(specs: list[dict], exact: dict, by_layer: dict[int, set[str]],
                 listed = list(_exact_entries_of(ex.get(name, []), t, i, name, prefix + name, seen, path))
                 over_pos, over_vals = _standing_in(listed, t)
                 for at, qf in zip(over_pos.tolist(), over_vals):
-                    gap = max(gap, abs(qf - Fraction(float(t.reshape(-1)[at]))))
+                    if not _own_float(qf):  # (a rational that is its own float64 is the stored value: gap 0)
+                        gap = max(gap, abs(qf - Fraction(float(t.reshape(-1)[at]))))
                 n_exact += len(over_vals)
                 a = lazy_tensor(t, prefix + name, path, over_pos, over_vals)
             else:
@@ -385,6 +386,14 @@ def _standing_in(listed: list, t: np.ndarray) -> tuple[np.ndarray, list]:
     qd = np.asarray([_float64_or_nan(q) for _, q in listed], dtype=np.float64)
     keep = np.flatnonzero((stored != 0) & (stored == qd))  # NaN (no float64): never equal
     return flat[keep], [listed[j][1] for j in keep.tolist()]
+
+
+def _own_float(q: Fraction) -> bool:
+    """Whether ``q`` is a float64 exactly, read off its numerator and denominator: a power-of-two
+    denominator of at most 2^1074 over a numerator of at most 53 bits (normal or subnormal alike; a
+    sufficient test, so a False only costs an exact subtraction)."""
+    n, d = q.numerator, q.denominator
+    return d & (d - 1) == 0 and d.bit_length() <= 1075 and abs(n).bit_length() <= 53 and abs(q) < 2 ** 1023
 
 
 def _float64_or_nan(q: Fraction) -> float:

@@ -201,3 +201,19 @@ def test_the_exact_proof_reads_eager_arrays_the_refutation_may_keep_them_lazy(tm
         assert isinstance(E, np.ndarray) and E.dtype == object and E.tolist() == A.materialise().tolist()
         assert kept.arrays()[name] is A
     assert isinstance(L.W_in.copy(), np.ndarray)  # a copy is writable: the eager array
+
+
+def test_own_float_is_never_wrong():
+    from constructions.weights_io import _own_float
+
+    rng = np.random.default_rng(9)
+    qs = [Fraction(1, 16), Fraction(-3, 2 ** 1074), Fraction(1, 2 ** 1075), Fraction(2 ** 53 + 1, 2), Fraction(1, 3),
+          Fraction(2) ** 1023, Fraction(2 ** 53 - 1, 2 ** 60), Fraction(0)]
+    qs += [Fraction(float(x)) for x in rng.standard_normal(200) * np.exp2(rng.integers(-1070, 1000, 200))]
+    for q in qs:
+        try:
+            exact = Fraction(float(q)) == q
+        except OverflowError:
+            exact = False
+        assert not _own_float(q) or exact  # sufficient: a True is always right
+    assert _own_float(Fraction(1, 16)) and _own_float(Fraction(-3, 2 ** 1074)) and not _own_float(Fraction(1, 3))
