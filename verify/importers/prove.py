@@ -74,6 +74,9 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
 #: reached are named in one line (a compiled GD entry's build at 512x128 runs its circuit compiler for many
 #: minutes: diagnosis after the verdict, bounded)
 NEARBY_SPECS_SECONDS = 60.0
+#: a candidate's child is given no limit of its own (``call_limited``'s limit is its start plus this, capped by
+#: the hard limit its parent, the search's child, already has: so the search's limit is the one that holds)
+_NO_NEW_LIMIT = 1024.0
 
 
 def nearby_specifications(a, st, out, not_tried: list | None = None) -> list[dict]:
@@ -102,12 +105,17 @@ def nearby_specifications(a, st, out, not_tried: list | None = None) -> list[dic
         if left <= 0:
             skipped.append({"specification": name, "why": f"past the search's {NEARBY_SPECS_SECONDS:g} s"})
             continue
-        try:
-            holds = call_limited(lambda: _candidate(name, entry, st, mod) is not None, timeout=left, memory_gb=None)
+        try:  # (the child keeps this process's address-space limit: the search's own)
+            holds = call_limited(lambda: _candidate(name, entry, st, mod) is not None, timeout=left,
+                                 memory_gb=_NO_NEW_LIMIT)
         except Stopped as e:
-            why = (f"past the search's {NEARBY_SPECS_SECONDS:g} s" if e.limit == "time" else
-                   f"building it at the file's sizes stopped: {one_line(str(e))}")
+            why = {"time": f"past the search's {NEARBY_SPECS_SECONDS:g} s",
+                   "memory": "building it at the file's sizes passed the search's memory limit"}.get(
+                e.limit, f"building it at the file's sizes stopped: {one_line(str(e))}")
             skipped.append({"specification": name, "why": why})
+            continue
+        except Exception as e:  # noqa: BLE001 - a candidate that breaks is skipped, named; the search goes on
+            skipped.append({"specification": name, "why": f"building it broke ({type(e).__name__}: {one_line(e)})"})
             continue
         c = _candidate(name, entry, st, mod) if holds else None
         if c is None or c["spec"].name in seen:
@@ -298,6 +306,8 @@ def prove_bounded(a, st, out) -> int:
         if e.limit == "memory":
             how = (f"the diagnosis is held to the memory the verdict used ({memory:.2f} GiB above the command's), "
                    f"so that it never raises the command's peak")
+        elif e.limit == "broke":
+            how = "a fault of the diagnosis, not of the file's proof"
         else:
             how = "raise " + {"time": "--proof-timeout"}.get(e.limit, "--proof-memory-gib or --proof-timeout")
         msg = f"{what} stopped: {one_line(str(e))}; the verdict above stands ({how}" + \
@@ -325,6 +335,9 @@ def prove_bounded(a, st, out) -> int:
             report["functional_distance"] = functional.to_json()
         except Stopped as e:
             stopped("functional distance", e, "functional_distance_stopped")
+        except Exception as e:  # noqa: BLE001 - a diagnosis that breaks is one line; the verdict stands
+            stopped("functional distance", Stopped("broke", f"it broke ({type(e).__name__}: {one_line(e)})"),
+                    "functional_distance_stopped")
     if part["search"]:
         try:
             found = bounded.run_streamed(
@@ -335,6 +348,9 @@ def prove_bounded(a, st, out) -> int:
                 report["nearby_not_tried"] = found["not_tried"]
         except Stopped as e:
             stopped("nearby search", e, "nearby_stopped")
+        except Exception as e:  # noqa: BLE001 - a diagnosis that breaks is one line; the verdict stands
+            stopped("nearby search", Stopped("broke", f"it broke ({type(e).__name__}: {one_line(e)})"),
+                    "nearby_stopped")
     _write_report(report, st, time.monotonic() - t0, out)
     return part["rc"]
 
