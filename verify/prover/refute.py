@@ -279,7 +279,8 @@ def _structural_zeros(A):
     if not cand.size:
         return A
     objs, first = np.unique(addr[cand], return_index=True)
-    if objs.size <= _FEW:  # few objects (a builder's array): only a zero among them to replace
+    if objs.size <= max(_FEW, flat.size // _REPEATS):  # few objects (a builder's array, a bias repeated on every
+        #                                               token): only a zero among them to replace
         zeros = [a for a, x in zip(objs.tolist(), flat[cand[first]].tolist()) if x == 0]
         if not zeros:
             return A
@@ -301,8 +302,10 @@ def _structural_zeros(A):
     return B.reshape(A.shape)
 
 
-#: an array with at most this many distinct entry objects is left as it is unless one of them is a zero
+#: an array with at most this many distinct entry objects, or with each object at least _REPEATS times on
+#: average, is left as it is unless one of them is a zero
 _FEW = 256
+_REPEATS = 16
 
 
 def prepared(L, memo: dict | None = None):

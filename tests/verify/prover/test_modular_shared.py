@@ -93,3 +93,19 @@ def test_lazily_read_weights_are_refuted_as_their_eager_values():
     a, b = R.refute(con, eager), R.refute(con, lazy)
     assert a is not None and b is not None and a.failure == b.failure
     assert is_lazy(R.prepared(lazy["body"][0]).W_out)  # kept lazy: no Fraction per entry
+
+
+def test_a_bias_repeated_on_every_token_keeps_its_objects_and_its_zeros_become_structural():
+    """refute._structural_zeros on a (T, C) bias whose C values repeat on every token (more distinct objects
+    than _FEW, each at least _REPEATS times): the same values, zeros the int 0, the rest the same objects."""
+    rng = np.random.default_rng(0)
+    T, C = 40, R._FEW + 10
+    row = [Fraction(int(x), 2**20) for x in rng.integers(1, 2**20, C)]
+    row[3] = Fraction(0)
+    b = np.empty((T, C), dtype=object)
+    for t in range(T):
+        b[t] = row
+    B = R._structural_zeros(b)
+    assert B is not b and (B == b).all()
+    assert all(type(x) is int and x == 0 for x in B[:, 3])
+    assert all(B[t, 5] is row[5] for t in range(T))
