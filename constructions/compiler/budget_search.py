@@ -67,7 +67,7 @@ def _digest(g) -> str:
 def _memo(g, key, make):
     """``make()`` once per (circuit content, key): the searches of a pareto and of the budgets it
     compiles share their tries."""
-    k = (_digest(g),) + key
+    k = (_key_of(g),) + key
     if k in _CACHE:
         return _CACHE[k]
     if len(_CACHE) > 4096:
@@ -247,6 +247,10 @@ def candidates(g, causal: bool) -> list | None:
     """The compiles the search tries, ``(kind, arg)`` in the order that breaks ties (the default is
     ``("levelled", None)``, first); None where the default compile refuses the circuit (then every
     budget refuses it the same way)."""
+    return _memo(g, ("candidates", causal), lambda: _candidates(g, causal))
+
+
+def _candidates(g, causal: bool) -> list | None:
     from .place import grid_channels
 
     default = _try(g, causal, "levelled", None)
@@ -306,7 +310,8 @@ def _unbounded(g, causal: bool) -> dict | None:
         return None
     rank = {kv: i for i, kv in enumerate(cands)}
     _, top, tokens = _try(g, causal, "levelled", None)
-    return _scan(g, causal, [kv for kv in cands if kv in searched(g, causal)], rank, top, tokens=tokens)
+    chosen = searched(g, causal)
+    return _scan(g, causal, [kv for kv in cands if kv in chosen], rank, top, tokens=tokens)
 
 
 def _least(g, causal: bool, cap: int | None = None) -> dict | None:
