@@ -1,7 +1,7 @@
 """A channel budget for ``baseconv`` / ``baseconv-causal`` as a search over this compiler's own
 compiles (issue 43 item 1): ``compile_circuit(g, target, channels=C)`` is the compile with the fewest
 layers (then the narrowest state) among the compiles it tries whose state and inner channels fit in
-``C``; ``compile_circuit(g, target)`` (no budget) is the best of them all.
+``C``; ``compile_circuit(g, target)`` (no budget) is the least of those it searches.
 
 The compiles tried (:func:`candidates`: a fixed list for the circuit, each proved like any other):
 
@@ -16,20 +16,24 @@ The compiles tried (:func:`candidates`: a fixed list for the circuit, each prove
   ``baseconv``, one product at a time on ``baseconv-causal``) at the budgets :func:`ladder` lists from
   the grid's channels + 2 up to ``W - 1``;
 
-every one of them wider than ``W`` left out (at such budgets the default fits).  Call that set ``S``.
-A budget ``C`` gives the least of ``{s in S : width(s) <= C}`` in one total order (layers, width, then
-the list's order); the unbounded compile is the least of ``S``.  So, by construction: the layers never
-increase with ``C`` (the set only grows), every ``C`` at or above the unbounded compile's width gives
-the unbounded compile, and the stated minimum (:func:`minimum_width`, the narrowest of ``S``) is the
-least budget accepted, never above the unbounded compile's width.
+every one of them wider than ``W`` left out (at such budgets the default fits).  They are ordered by
+(layers, width, then the list's order).  The **unbounded compile** (no budget; :func:`compile_best`) is
+the least of the compiles it searches (:func:`searched`, on the default's tokens): every one on
+circuits of at most :data:`FULL_SEARCH_MAX_GATES` gates; up to :data:`SEARCH_MAX_GATES` gates the
+default and the packed compile on the grid's own channels (one packed budget, so the search's cost is
+bounded by one packed compile); above, the default alone.  Call ``U`` its choice and ``S`` the searched
+compiles and every other compile of the list that comes after ``U`` in the order.  A budget ``C`` gives
+the least of ``{s in S : width(s) <= C}``.  So, by construction: the layers never increase with ``C``
+(the set only grows), every ``C`` at or above ``U``'s width gives ``U``, and the stated minimum
+(:func:`minimum_width`, the narrowest of ``S``, also over the re-associated circuit where
+``compile_circuit`` compiles it) is the least budget accepted, never above ``U``'s width.  A compile
+of the list that would come before ``U`` but is not searched is not used at any budget: no budget
+gives fewer layers than the unbounded compile.
 
 The least is found without building every compile: compiles are compared by their shapes, planned
 without weights (:func:`.packed.packed_shape`, :func:`.budget.budget_shape`), and the packed compile
 stops once it passes the layers of the best compile in hand (:class:`.packed.LayerLimit`: one that
-passes them cannot be the least).  The unbounded compile runs this search on circuits of at most
-:data:`SEARCH_MAX_GATES` gates; above that it is the default levelled compile (the search's cost
-grows with the circuit times the budgets tried), and a budget's compiles are then all of ``S`` below
-the default's width, the default at and above it.
+passes them cannot be the least).
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from .circuit import CompiledCircuit
 from .info import ABSENT
 from .routing import CompileError
 
-#: the budget machine is tried at every budget from its minimum up to this many budgets above it, then at C
+#: the ladder of budgets (:func:`ladder`): this many from its start and this many below the default's width
 EXHAUSTIVE = 8
 #: at most this many products-per-token settings are tried (q = 1, 2, 4, ...)
 MAX_Q = 4
