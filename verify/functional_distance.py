@@ -650,9 +650,11 @@ def for_gd(con, k: int, layers, *, batch: int, seed: int, kappa: float, box: Box
 #: the sampled run's work bound: inputs are drawn until the file's stack would take about this many multiply-adds
 #: (each layer counted as ``R^2 C + R C^2`` on the file's R x C state: a dense convolution's Toeplitz product and
 #: a dense C x C projection), at least :data:`MIN_SAMPLES`, at most :data:`DEFAULT_SAMPLES` (the count is in the
-#: line: "sampled, N inputs").  A learned 512x128 gd-baseconv: 2.7e9 an input, so 16 inputs, not 256
-SAMPLED_WORK = 2 ** 35
-MIN_SAMPLES = 16
+#: line: "sampled, N inputs").  A learned gd-baseconv: 256 inputs at 64x16, 12 at 256x64 (3.3e8 an input), 8 at
+#: 512x128 (2.7e9 an input), where a dense convolution's Toeplitz product runs at about 1e9 multiply-adds a second
+#: (in-process at 256x64: 102 inputs took 52.7 s CPU after a 9 s verdict)
+SAMPLED_WORK = 2 ** 32
+MIN_SAMPLES = 8
 
 
 def sample_count(shape: tuple, n_layers: int, work: int = SAMPLED_WORK) -> int:
