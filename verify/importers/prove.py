@@ -253,7 +253,8 @@ DIAGNOSIS_MIN_GIB = 1.0
 
 
 def _rss_bytes(field: str = "VmRSS") -> int | None:
-    """This process's resident memory (``VmRSS``) or its peak so far (``VmHWM``), bytes; None off Linux."""
+    """This process's resident memory (``VmRSS``), its peak so far (``VmHWM``) or its address space
+    (``VmSize``), bytes; None off Linux."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -265,12 +266,14 @@ def _rss_bytes(field: str = "VmRSS") -> int | None:
 
 
 def diagnosis_memory_gib(a, verdict_peak: int | None) -> float:
-    """The memory (GiB, above the parent's) the diagnosis children may use: what the verdict's child added to
-    the parent's resident memory (``verdict_peak``: its peak, which counts the pages it shares with the
-    parent), at least :data:`DIAGNOSIS_MIN_GIB`, at most ``--proof-memory-gib``.  A child's limit is on its
-    address space, which is at least its resident memory, so its resident memory stays within the parent's
-    and this: the verdict's peak (or the parent's + the minimum)."""
-    here = _rss_bytes()
+    """The memory (GiB) a diagnosis child may map beyond what it starts with (``call_limited``'s limit: its
+    address space at the fork plus this): the verdict child's peak resident memory (``verdict_peak``, which
+    counts the pages it shares with the parent) less this process's address space (``VmSize``), at least
+    :data:`DIAGNOSIS_MIN_GIB`, at most ``--proof-memory-gib``.  A child's resident memory is at most the
+    parent's address space (what it inherits, resident or not) plus what it maps, so it stays within the
+    verdict's peak wherever that is above the minimum (bench row at 512x128: a bound on the resident
+    memory alone let a candidate's build reach 3.4 GiB after a 2.2 GiB verdict)."""
+    here = _rss_bytes("VmSize")
     extra = (verdict_peak - here) / 2 ** 30 if verdict_peak and here else a.proof_memory_gib
     return min(a.proof_memory_gib, max(DIAGNOSIS_MIN_GIB, extra))
 
