@@ -60,9 +60,10 @@ class ExactFloats:
             pos, vals = pos[order], vals[order]
             if pos[0] < 0 or pos[-1] >= f.size or (np.diff(pos) == 0).any():
                 raise ValueError("ExactFloats: override positions must be distinct and inside the array")
-            if not all(type(v) is Fraction for v in vals.tolist()):
+            vl = vals.tolist()
+            if not set(map(type, vl)) <= {Fraction}:
                 raise TypeError("ExactFloats: override values must be Fractions")
-            if (f.ravel()[pos] == 0).any() or any(v == 0 for v in vals.tolist()):
+            if (f.ravel()[pos] == 0).any() or not all(vl):  # (a Fraction's truth: nonzero)
                 raise ValueError("ExactFloats: an override must replace a nonzero entry by a nonzero rational")
         self.floats, self.over_pos, self.over_vals = f, pos, vals
 

@@ -179,11 +179,11 @@ def _header(meta: dict, path) -> tuple[list[dict], dict, dict]:
         for name, entries in arrs.items():
             if name not in specs[int(key)]["names"] or not isinstance(entries, list):
                 raise bad(f"'exact' entry for layer {key} names {name!r}, not an array of that layer")
+            where = f"'exact' value of layer {key} {name}"
             for e in entries:
                 if (not isinstance(e, list) or len(e) < 1 or not isinstance(e[-1], str)
-                        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in e[:-1])):
+                        or not all(type(i) is int and i >= 0 for i in e[:-1])):  # (type: a bool is no index)
                     raise bad(f"'exact' entry {e!r} of layer {key} {name} is not [index..., \"p/q\"]")
-                where = f"'exact' value of layer {key} {name}"
                 try:  # bounded: '1e999999999' is refused before 10**999999999 is computed
                     e[-1] = parse_rational(e[-1], where)  # parsed once: _exact_entries_of reads the Fraction
                 except RationalError as err:
@@ -371,7 +371,7 @@ def _exact_entries_of(listed: list, t: np.ndarray, i: int, name: str, full: str,
         if (i, name, ix) in seen:
             raise WeightFileError(f"{path}: malformed {FORMAT} metadata: 'exact' lists {full}{list(ix)} twice")
         seen.add((i, name, ix))
-        yield ix, parse_rational(q, f"'exact' value of {full}{list(ix)}")  # checked above
+        yield ix, q if type(q) is Fraction else parse_rational(q, f"'exact' value of {full}{list(ix)}")  # (_header)
 
 
 def _standing_in(listed: list, t: np.ndarray) -> tuple[np.ndarray, list]:
@@ -381,7 +381,8 @@ def _standing_in(listed: list, t: np.ndarray) -> tuple[np.ndarray, list]:
     two finite floats are equal exactly when their rationals are)."""
     if not listed or t.dtype != np.float64:
         return np.zeros(0, dtype=np.int64), []
-    flat = np.asarray([np.ravel_multi_index(ix, t.shape) if t.ndim else 0 for ix, _ in listed], dtype=np.int64)
+    flat = (np.ravel_multi_index(np.asarray([ix for ix, _ in listed], dtype=np.int64).T, t.shape) if t.ndim
+            else np.zeros(len(listed), dtype=np.int64)).astype(np.int64)  # (indices checked inside the tensor)
     stored = t.reshape(-1)[flat]
     qd = np.asarray([_float64_or_nan(q) for _, q in listed], dtype=np.float64)
     keep = np.flatnonzero((stored != 0) & (stored == qd))  # NaN (no float64): never equal
@@ -393,7 +394,7 @@ def _own_float(q: Fraction) -> bool:
     denominator of at most 2^1074 over a numerator of at most 53 bits (normal or subnormal alike; a
     sufficient test, so a False only costs an exact subtraction)."""
     n, d = q.numerator, q.denominator
-    return d & (d - 1) == 0 and d.bit_length() <= 1075 and abs(n).bit_length() <= 53 and abs(q) < 2 ** 1023
+    return d & (d - 1) == 0 and d.bit_length() <= 1075 and n.bit_length() <= 53  # (|q| < 2^53: in range)
 
 
 def _float64_or_nan(q: Fraction) -> float:
