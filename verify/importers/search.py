@@ -34,7 +34,7 @@ from constructions.layers import BaseConv, TokenLSA, TokenLSAHead
 from constructions.running_sums import RunningSum
 from verify.prover.proof import ProofResult, SymbolicProblem, prove
 from verify.prover.flint_backend import FlintRing
-from verify.prover.refute import shared
+from verify.prover.refute import offer_points, shared
 
 from .common import transpose
 
@@ -136,6 +136,7 @@ def solve_param(build, name: str, layers) -> dict | None:
     claims = [c for c in claims if c[3]]
     rng = np.random.default_rng(SOLVE_SEED)
     starts = [{k: _integers(rng, shape) for k, shape in con0.variables.items()} for _ in range(SOLVE_POINTS)]
+    offer_points(starts, SOLVE_BOUND)  # the refutation tries them first: the layers' forward below is its own
     if SOLVE_MODULAR:
         quick = _no_value_modulo_p(claims, starts, ar)
         if quick is not None:
@@ -236,7 +237,7 @@ def _no_value_modulo_p(claims, starts, ar) -> dict | None:
     modular forward): the exact residuals decide."""
     from verify.prover import modular
     from verify.prover.randomized_bounds import to_residues
-    from verify.prover.refute import first_prime, prepared
+    from verify.prover.refute import first_prime, forward_shared, prepared
 
     p = first_prime()
     memo, res = shared("prepared"), shared("residues")
@@ -263,7 +264,7 @@ def _no_value_modulo_p(claims, starts, ar) -> dict | None:
                     key = (id(P), p)
                     if key not in res:
                         res[key] = (P, modular.layer_residues(P, p))  # P kept alive: its id stays its own
-                    S = modular.forward(res[key][1], S, p)
+                    S = forward_shared(res[key][1], S, p)  # kept for the refutation at the same point
                 want = ar.array(target(v))
                 S = S[0]
                 if S.shape != want.shape:
