@@ -123,8 +123,8 @@ def blas_name() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="64x16,256x64,512x128")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--batch", default="1")
+    ap.add_argument("--reps", default="2")
     ap.add_argument("--baseline-commit", default=BASELINE)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -133,11 +133,15 @@ def main(argv=None) -> int:
         if not sizes or any(len(s) != 2 or min(s) < 1 or s[0] * s[1] > 1 << 20 for s in sizes):
             raise ValueError
     except ValueError:
-        print(f"bench_modular: --sizes takes N x D pairs like 256x64 (N * D <= 2^20), not {a.sizes!r}",
+        print(f"error: --sizes takes N x D pairs like 256x64 (N, D >= 1, N * D <= 2^20), not {a.sizes!r}",
               file=sys.stderr)
         return 2
-    if not 1 <= a.batch <= 64 or not 1 <= a.reps <= 20:
-        print("bench_modular: --batch is 1..64 and --reps 1..20", file=sys.stderr)
+    try:
+        a.batch, a.reps = int(a.batch), int(a.reps)
+        if not (1 <= a.batch <= 64 and 1 <= a.reps <= 20):
+            raise ValueError
+    except ValueError:
+        print(f"error: --batch is an integer 1..64 and --reps 1..20, not {a.batch!r} and {a.reps!r}", file=sys.stderr)
         return 2
     from verify.prover import modular
 
