@@ -217,3 +217,26 @@ def test_own_float_is_never_wrong():
             exact = False
         assert not _own_float(q) or exact  # sufficient: a True is always right
     assert _own_float(Fraction(1, 16)) and _own_float(Fraction(-3, 2 ** 1074)) and not _own_float(Fraction(1, 3))
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-3])
+def test_lazy_and_eager_layers_get_the_same_verdict(tmp_path, noise):
+    from constructions.exact_floats import ExactFloats as EF
+
+    con = gd_baseconv(4, 2)
+    p = save(tmp_path / "w.safetensors", con, 1)
+    if noise:  # every entry moved a little, as a fine-tuned file's (its metadata then stands in nowhere)
+        tensors = load_file(str(p))
+        with safe_open(str(p), framework="numpy") as f:
+            meta = f.metadata()
+        rng = np.random.default_rng(1)
+        save_file({k: v + noise * rng.standard_normal(v.shape) for k, v in tensors.items()}, str(p), metadata=meta)
+    lw = load(p)
+    lazy = _sections(lw, con)
+    eager = {sec: [L.map(lambda A: A.materialise() if isinstance(A, EF) else A) for L in Ls]
+             for sec, Ls in lazy.items()}
+    assert all(not is_lazy(A) for Ls in eager.values() for L in Ls for A in L.arrays().values())
+    r_lazy, r_eager = prove(con, sections=lazy), prove(con, sections=eager)
+    assert r_lazy.ok == r_eager.ok == (noise == 0)
+    if not r_lazy.ok:
+        assert (r_lazy.failure.section, r_lazy.failure.layer) == (r_eager.failure.section, r_eager.failure.layer)
