@@ -58,6 +58,27 @@ def check(a) -> None:
     check_range("--proof-timeout", a.proof_timeout, *TIMEOUT_RANGE)
 
 
+def within_soft_limit(memory_gb: float | None) -> float | None:
+    """``memory_gb`` for a child forked from here (``call_limited``: its address space at the fork plus this),
+    lowered so that the child's limit is at most this process's own soft address-space limit: a child sets its
+    own limit from its start and caps it only by the *hard* limit, which a limited parent (a diagnosis child
+    under a tighter soft limit, a command under a bench's cap) may have left far higher.  None stays None where
+    this process has no soft limit."""
+    import os
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return memory_gb
+    try:
+        with open("/proc/self/statm") as f:
+            vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return memory_gb
+    left = max(2 ** 20, soft - vm) / 2 ** 30
+    return left if memory_gb is None else min(memory_gb, left)
+
+
 def stopped_message(where: str, e: Stopped) -> str:
     flag = {"time": "--proof-timeout", "memory": "--proof-memory-gib"}.get(e.limit)
     fix = f"raise {flag}" if flag else "raise --proof-memory-gib or --proof-timeout"

@@ -552,7 +552,10 @@ def certified_bound(reference: Stack, learned: Stack, variables: dict, box: Box 
     if child:
         from polyverify.plumbing.child import run_limited
 
-        items, status = run_limited(gen, timeout=timeout, memory_gb=memory_gb)
+        from verify.bounded import within_soft_limit
+
+        # (within this process's own soft limit: an import's diagnosis child is held to the verdict's memory)
+        items, status = run_limited(gen, timeout=timeout, memory_gb=within_soft_limit(memory_gb))
     else:
         try:
             items, status = list(gen()), "done"

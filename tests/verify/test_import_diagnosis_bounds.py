@@ -76,3 +76,26 @@ def test_the_diagnosis_memory_is_the_verdicts_addition_within_the_bounds():
     assert diagnosis_memory_gib(a, here) == DIAGNOSIS_MIN_GIB
     assert diagnosis_memory_gib(a, here + 100 * 2 ** 30) == 8.0
     assert diagnosis_memory_gib(a, None) == 8.0
+
+
+def test_a_grandchild_stays_within_its_parents_soft_limit():
+    """bounded.within_soft_limit: a child forked under a soft address-space limit below the hard one gets a limit
+    no higher than that soft limit (call_limited caps a child's limit by the hard limit only): its 1 GiB
+    allocation is stopped at the memory limit, not allowed up to the hard limit."""
+    import subprocess
+    import sys
+
+    code = """
+import resource
+from polyverify.plumbing.child import Stopped, call_limited
+from verify.bounded import within_soft_limit
+vm = int(open('/proc/self/statm').read().split()[0]) * 4096
+resource.setrlimit(resource.RLIMIT_AS, (vm + 256 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+try:
+    call_limited(lambda: len(bytearray(2**30)), timeout=60, memory_gb=within_soft_limit(1024.0))
+    print('allocated')
+except Stopped as e:
+    print('stopped', e.limit)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "stopped memory", r.stdout + r.stderr

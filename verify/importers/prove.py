@@ -74,8 +74,9 @@ def _candidate(name: str, entry, st, mod) -> dict | None:
 #: reached are named in one line (a compiled GD entry's build at 512x128 runs its circuit compiler for many
 #: minutes: diagnosis after the verdict, bounded)
 NEARBY_SPECS_SECONDS = 60.0
-#: a candidate's child is given no limit of its own (``call_limited``'s limit is its start plus this, capped by
-#: the hard limit its parent, the search's child, already has: so the search's limit is the one that holds)
+#: a candidate's child is given no limit of its own: this, lowered to the search child's own soft limit
+#: (``bounded.within_soft_limit``: a child caps its limit by the hard limit only, which a bench's cap on the command
+#: leaves at 8 GiB: a candidate's build reached 3.4 GiB under a 2.3 GiB search limit in the 512x128 bench row)
 _NO_NEW_LIMIT = 1024.0
 
 
@@ -91,6 +92,7 @@ def nearby_specifications(a, st, out, not_tried: list | None = None) -> list[dic
     from constructions.catalogue import entries, gd_architectures
     from polyverify.plumbing.child import Stopped, call_limited
     from polyverify.plumbing.cli import one_line
+    from verify.bounded import within_soft_limit
 
     mod, imp = FORMATS[a.fmt], st["imported"]
     seen = {st["spec"].name}
@@ -107,7 +109,7 @@ def nearby_specifications(a, st, out, not_tried: list | None = None) -> list[dic
             continue
         try:  # (the child keeps this process's address-space limit: the search's own)
             holds = call_limited(lambda: _candidate(name, entry, st, mod) is not None, timeout=left,
-                                 memory_gb=_NO_NEW_LIMIT)
+                                 memory_gb=within_soft_limit(_NO_NEW_LIMIT))
         except Stopped as e:
             why = {"time": f"past the search's {NEARBY_SPECS_SECONDS:g} s",
                    "memory": "building it at the file's sizes passed the search's memory limit"}.get(
