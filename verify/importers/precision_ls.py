@@ -176,6 +176,7 @@ def read(path, settings: dict) -> Imported:
                 raise ImportRefused(f"{path}: {pre}branch_weights[1] = {bw[1]} != 0: the block computes "
                                    f"(1 + bw1) u + ..., which is not a BaseConv residual")
             Wo, bo = np.asarray(Wo) * bw[0], bo * bw[0]  # (a lazily read W_out: its exact values, scaled)
+            h = np.array(h, dtype=object)  # a lazily read filter is read-only: its exact values, one lag added
             add_identity(h, same=same)
         if inert:
             inert_taps[f"block {i}"] = inert
