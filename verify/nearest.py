@@ -851,6 +851,31 @@ def import_nearest(st, values: dict, layers) -> Nearest:
                    chan=channel_namer(st["spec"].layout, st["con"].cols))
 
 
+def import_used_line(st, values: dict, layers) -> str | None:
+    """The exact weight distance of an import's ``layers`` from its specification at the parameters the
+    proof used (:func:`verify.weight_distance.weight_distance`, the ``gd --weights`` line), for the verdict
+    line of a FAILED file whose nearest construction was not fitted; None where the specification cannot be
+    built at those values (the verdict line then says why the fit was skipped)."""
+    from .weight_distance import weight_distance
+
+    build, used = import_family(st, values)
+    try:
+        reference = build(**used)[1]
+    except ValueError:
+        return None
+    at = ", ".join(f"{n} = {v}" for n, v in used.items())
+    name = st["spec"].name
+    return weight_distance(reference, layers).line(f"{name} at {at} (the parameters used)" if at else name)
+
+
+def guarded_line(fn: Callable[[], str | None]) -> str | None:
+    """``fn()``, or None where it breaks: a distance line is diagnosis and never stops the command."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001 - diagnosis after the verdict: a missing line, never the command's end
+        return None
+
+
 def distance_markdown(file: str, verdict_line: str, used_line: str | None, near: Nearest | None) -> str:
     """``--distance-report``: the file's verdict (as the command printed it), the distance at the
     parameters used, and the nearest construction (:meth:`Nearest.markdown`)."""

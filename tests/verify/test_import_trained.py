@@ -240,3 +240,20 @@ def test_the_nearby_readings_verdicts_are_those_of_the_full_refutation(trained_r
         assert rc == 1, out
         reports.append([(t["variant"], t["ok"], t.get("failure")) for t in rep["nearby"]])
     assert reports[0] == reports[1] and len(reports[0]) >= 4
+
+
+@pytest.mark.parametrize("check", ["exact", "random"])
+def test_a_failed_import_whose_fit_is_skipped_still_gives_a_distance_in_its_verdict_line(tmp_path, monkeypatch,
+                                                                                          check):
+    """Above ``verify/nearest.py``'s bound the nearest construction is not fitted (a 512x128 file); the
+    verdict line then carries the exact weight distance at the parameters used, as ``gd --weights`` does."""
+    import verify.nearest as nearest
+
+    monkeypatch.setattr(nearest, "MAX_ENTRIES", 0)
+    trained_precision_ls(tmp_path / "t.pt", steps=3)
+    rc, out, rep = _gd_baseconv(tmp_path / "t.pt", tmp_path, "--no-search", "--check", check)
+    assert rc == 1, out
+    line = next(x for x in out.splitlines() if x.startswith("verdict: FAILED"))
+    assert "not fitted" in line and "more than the bound 0" in line, line
+    assert "distance" in line.split("not fitted")[0] and "(the parameters used)" in line, line
+    assert rep["nearest"]["skipped"]

@@ -398,7 +398,8 @@ def _verdict_part(a, st, out) -> dict:
         from verify.nearest import guarded, import_nearest  # diagnosis of a FAILED file: how far, from what
 
         near = guarded(lambda: import_nearest(st, values, imp.layers), spec.name)
-        report["verdict"] = _verdict_failed(a, st, res.failure, outside, out, near)
+        report["verdict"] = _verdict_failed(a, st, res.failure, outside, out, near,
+                                            _used_line(st, values, imp.layers, near))
         report["nearest"] = near.to_json()
     report["verdict"]["distance_markdown"] = _distance_md(a, imp, verdict(res).value, near)
     for inf in pinfo.values():
@@ -443,8 +444,9 @@ def _random_part(a, st, con, values: dict, pinfo: dict, psrc: dict, out) -> dict
 
         f = res.failure
         near = guarded(lambda: import_nearest(st, values, imp.layers), spec.name)
+        summary = near.verdict_text(_used_line(st, values, imp.layers, near))
         print(f"verdict: FAILED: the file is not {spec.name}; {f.section} differs modulo p (stack layer {f.layer}, "
-              f"region {f.region!r} entry {list(f.entry)}; a definite failure){not_proved}; {near.summary()}",
+              f"region {f.region!r} entry {list(f.entry)}; a definite failure){not_proved}; {summary}",
               file=out)
         for line in near.lines():
             print(f"  {line}", file=out)
@@ -552,7 +554,17 @@ def _verdict_proved(st, values: dict, pinfo: dict, dropped: dict, outside: dict,
     return verdict
 
 
-def _verdict_failed(a, st, f, outside: dict, out, near=None) -> dict:
+def _used_line(st, values: dict, layers, near) -> str | None:
+    """Where the nearest construction was not fitted (a bound of ``verify/nearest.py``), the exact weight
+    distance at the parameters used, so that the verdict line of a FAILED file still gives a distance."""
+    if near is None or not near.skipped:
+        return None
+    from verify.nearest import guarded_line, import_used_line
+
+    return guarded_line(lambda: import_used_line(st, values, layers))
+
+
+def _verdict_failed(a, st, f, outside: dict, out, near=None, used_line: str | None = None) -> dict:
     """The FAILED verdict, printed: the first wrong layer, the distance to the nearest construction of
     the specification's family (``verify/nearest.py``: its own lines, the verdict stays the file's),
     and a hint where the first layer is wrong."""
@@ -562,7 +574,7 @@ def _verdict_failed(a, st, f, outside: dict, out, near=None) -> dict:
           f"({f.section} layer {f.layer_in_section}, located by {f.located_by})"
           + (f"; {imp.declared_rationals['summary']}" if getattr(imp, "declared_rationals", None) else "")
           + (f"; not proved (--blocks-only): {describe_not_proved(outside)}" if outside else "")
-          + (f"; {near.summary()}" if near is not None else ""), file=out)
+          + (f"; {near.verdict_text(used_line)}" if near is not None else ""), file=out)
     for line in near.lines() if near is not None else []:
         print(f"  {line}", file=out)
     if outside:
