@@ -13,14 +13,9 @@ from verify.prover import modular
 from verify.prover import refute as R
 from verify.prover.kernel import Verdict, verdict
 from verify.prover.proof import replay_counterexample
+from tests.verify.prover.tampering import tampered
 
 
-def _tampered(con):
-    secs = {sec: list(getattr(con, sec)) for sec in ("prologue", "body", "epilogue")}
-    L = secs["body"][0].map(lambda A: np.asarray(A, dtype=object).copy())
-    L.W_out[tuple(np.argwhere(L.W_out != 0)[0])] *= 2
-    secs["body"][0] = L
-    return secs
 
 
 def _point(con, seed: int, bound: int) -> dict:
@@ -58,7 +53,7 @@ def test_forward_shared_evaluates_an_equal_state_once_with_the_same_values(monke
 
 def test_offered_points_are_tried_first_and_the_counterexample_reproduces(monkeypatch):
     con = gd_baseconv(4, 2)
-    secs = _tampered(con)
+    secs = tampered(con)
     offered = _point(con, 7, 64)
     with R.shared_memo():
         R.offer_points([{"nope": np.zeros(2, dtype=object)}, offered], 64)  # the first fits no variable: skipped
@@ -76,7 +71,7 @@ def test_offered_points_are_tried_first_and_the_counterexample_reproduces(monkey
 def test_outside_a_block_offered_points_are_not_kept():
     con = gd_baseconv(4, 2)
     R.offer_points([_point(con, 7, 64)], 64)
-    res = R.refute(con, _tampered(con))
+    res = R.refute(con, tampered(con))
     assert res is not None and "[-8, 8]" in res.ring  # its own first point (POINT_BOUNDS)
 
 
@@ -86,7 +81,7 @@ def test_lazily_read_weights_are_refuted_as_their_eager_values():
     from constructions.exact_floats import ExactFloats, is_lazy
 
     con = gd_baseconv(4, 2)
-    eager = _tampered(con)
+    eager = tampered(con)
     lazy = {sec: [L.map(lambda A: ExactFloats(np.asarray(A, dtype=np.float64))) for L in Ls]
             for sec, Ls in eager.items()}
     assert all(is_lazy(A) for A in lazy["body"][0].arrays().values())

@@ -38,6 +38,7 @@ from verify.prover.kernel import Verdict, is_proved, verdict
 from verify.prover.proof import (LOCATED_STATES, problem_from_assignment, prove, replay_counterexample, replay_culprit,
                                  section_claims)
 from verify.prover.rings import exact_layer
+from tests.verify.prover.tampering import tampered
 
 
 # ------------------------------------------------------------------ constructions and their changes
@@ -135,17 +136,11 @@ def test_junk_in_a_scratch_channel_is_not_refuted():
 
 # ------------------------------------------------------------------ the verdict
 
-def _tampered(con):
-    secs = {sec: list(getattr(con, sec)) for sec in ("prologue", "body", "epilogue")}
-    L = secs["body"][0].map(lambda A: np.asarray(A, dtype=object).copy())
-    L.W_out[tuple(np.argwhere(L.W_out != 0)[0])] *= 2
-    secs["body"][0] = L
-    return secs
 
 
 def test_a_refutation_never_reads_proved():
     con = gd_baseconv(4, 2)
-    res = prove(con, sections=_tampered(con))
+    res = prove(con, sections=tampered(con))
     assert verdict(res) is Verdict.FAILED and not is_proved(res) and res.seal == ""
     assert verdict(pickle.loads(pickle.dumps(res))) is Verdict.FAILED
     res.ok, res.failure = True, None  # made to look proved: still FAILED (the kernel never sealed it)
@@ -164,7 +159,7 @@ def test_the_refutation_module_cannot_seal():
 
 def test_prove_refutes_first_and_the_full_ring_is_not_run(monkeypatch):
     con = gd_baseconv(6, 3)
-    secs = _tampered(con)
+    secs = tampered(con)
 
     def boom(*a, **k):
         raise AssertionError("the exact proof ran on weights the refutation should have failed")
@@ -180,7 +175,7 @@ def test_a_smaller_rings_difference_is_refuted_with_more_points(monkeypatch):
     """Where the first points miss (none tried here) and the grouped ring finds a difference, more points
     are tried before the full ring (whose specification is never built)."""
     con = gd_baseconv(4, 2)
-    secs = _tampered(con)
+    secs = tampered(con)
     monkeypatch.setattr(R, "POINT_BOUNDS", ())
 
     def boom(*a, **k):
@@ -250,7 +245,7 @@ def test_a_learned_file_is_refuted_exactly_through_flint_products(monkeypatch):
 
 def test_too_large_an_exact_evaluation_reports_residues_modulo_p(monkeypatch):
     con = gd_baseconv(4, 2)
-    secs = _tampered(con)
+    secs = tampered(con)
     monkeypatch.setattr(R, "EXACT_ENTRIES", 1)
     res = R.refute(con, secs)
     f = res.failure
@@ -277,14 +272,14 @@ def test_an_exact_evaluation_that_fails_falls_back_to_residues(monkeypatch):
         raise RuntimeError("broken")
 
     monkeypatch.setattr(R._Exact, "at", broken)
-    res = R.refute(con, _tampered(con))
+    res = R.refute(con, tampered(con))
     assert verdict(res) is Verdict.FAILED and "it raised RuntimeError" in res.failure.note
 
 
 def test_the_counterexample_is_sparse():
     """At 24 x 6 the point has 174 coordinates; the counterexample names a handful."""
     con = gd_baseconv(24, 6)
-    res = R.refute(con, _tampered(con))
+    res = R.refute(con, tampered(con))
     assert 0 < len(res.failure.counterexample.assignment) <= 6, res.failure.counterexample.assignment
 
 
