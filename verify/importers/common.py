@@ -28,7 +28,8 @@ import numpy as np
 from constructions import ops
 from constructions.layers import Layer
 from constructions.exact_floats import ExactFloats, is_lazy
-from constructions.weights_io import MAX_EAGER_ENTRIES as MAX_ENTRIES, exact_tensor, lazy_tensor  # (one Fraction an entry)
+from constructions import weights_io
+from constructions.weights_io import exact_tensor, lazy_tensor
 from polyverify.plumbing.cli import one_line
 from polyverify.plumbing.rational import parse_rational
 from verify.cli_common import input_file_problem
@@ -77,11 +78,21 @@ class Imported:
     file_config: dict = field(default_factory=dict)
 
 
-def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dict]:
+def max_entries(lazy: bool) -> int:
+    """The entries a file may hold: ``weights_io.MAX_ENTRIES`` where the reader keeps the dense float tensors
+    as stored (:meth:`Tensors.take` with ``lazy``; its eager takes are bounded by ``MAX_EAGER_ENTRIES`` on
+    their own), ``weights_io.MAX_EAGER_ENTRIES`` where it forms one ``Fraction`` per entry (read at the call:
+    the bounds are the module's)."""
+    return weights_io.MAX_ENTRIES if lazy else weights_io.MAX_EAGER_ENTRIES
+
+
+def load_tensors(path: str | Path, fmt: str, *, lazy: bool = False) -> tuple[dict[str, np.ndarray], dict]:
     """``(tensors, extra)`` of a ``.pt`` / ``.safetensors`` / ``.npz`` file: tensors as numpy
     arrays (bfloat16 widened to float32, exactly); ``extra`` holds non-tensor entries of a
-    ``.pt`` file (a ``config`` dict) or a safetensors file's metadata."""
+    ``.pt`` file (a ``config`` dict) or a safetensors file's metadata.  A file of more entries than
+    :func:`max_entries` ``(lazy)`` is refused before its tensors are read (safetensors) or converted."""
     path = Path(path)
+    limit = max_entries(lazy)
     problem = input_file_problem(path)  # the verify commands' one input check: a device, a FIFO said as such
     if problem is not None:
         raise ImportRefused(f"{path}: {problem}" + ("" if problem.startswith("file not found") else
@@ -89,17 +100,17 @@ def load_tensors(path: str | Path, fmt: str) -> tuple[dict[str, np.ndarray], dic
     suffix = path.suffix.lower()
     try:
         if suffix == ".safetensors":
-            return _safetensors(path)
+            return _safetensors(path, limit)
         if suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 tensors = {k: z[k] for k in z.files}
-            return _checked(tensors, path), {}
+            return _checked(tensors, path, limit), {}
         if suffix in (".pt", ".pth", ".bin", ".ckpt"):
             from verify.cli_common import torch_installed, torch_missing
 
             if not torch_installed():
                 raise ImportRefused(f"{path}: {torch_missing('read')}")
-            return _torch(path)
+            return _torch(path, limit)
     except ImportRefused:
         raise
     except Exception as e:  # noqa: BLE001 - any reader's error is a one-line refusal naming the file
@@ -153,14 +164,14 @@ def unreadable_reason(path: Path, e: BaseException) -> str:
             f"{head!r})")
 
 
-def _checked(tensors: dict, path) -> dict:
+def _checked(tensors: dict, path, limit: int) -> dict:
     total = sum(int(np.prod(t.shape)) for t in tensors.values())
-    if total > MAX_ENTRIES:
-        raise ImportRefused(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+    if total > limit:
+        raise ImportRefused(f"{path}: {total} entries, above the limit {limit} of a weight file")
     return tensors
 
 
-def _safetensors(path: Path):
+def _safetensors(path: Path, limit: int):
     from safetensors import safe_open
 
     try:
@@ -173,8 +184,8 @@ def _safetensors(path: Path):
         meta = f.metadata() or {}
         names = list(f.keys())
         total = sum(int(np.prod(f.get_slice(n).get_shape())) for n in names)
-        if total > MAX_ENTRIES:
-            raise ImportRefused(f"{path}: {total} entries, above the limit {MAX_ENTRIES} of a weight file")
+        if total > limit:
+            raise ImportRefused(f"{path}: {total} entries, above the limit {limit} of a weight file")
         tensors = {n: _to_numpy(f.get_tensor(n)) for n in names}
     return tensors, {"metadata": meta}
 
@@ -197,7 +208,7 @@ TRAINING_ENTRIES = {"optimizer_state_dict": "the optimizer's state: moments and 
                     "train_step": "the training step it was saved at"}
 
 
-def _torch(path: Path):
+def _torch(path: Path, limit: int):
     import torch
 
     with warnings.catch_warnings():  # torch's notes on the pickle protocol: the verdict is our one line
@@ -229,7 +240,7 @@ def _torch(path: Path):
         else:
             raise ImportRefused(f"{path}: entry {k!r} is a {type(v).__name__}, not a tensor (a state_dict holds "
                                f"tensors; settings go in a 'config' dict next to 'model_state_dict')")
-    return _checked(tensors, path), extra
+    return _checked(tensors, path, limit), extra
 
 
 def _describe_training_entry(k: str, v, path, torch) -> dict:
@@ -264,6 +275,7 @@ class Tensors:
     def __init__(self, tensors: dict[str, np.ndarray], path):
         self.t, self.path = tensors, str(path)
         self.read: dict[str, str] = {}
+        self.eager_entries = 0  # entries taken as one Fraction each (bounded by weights_io.MAX_EAGER_ENTRIES)
         self.outside: dict[str, str] = {}  # tensors of the model outside the proved blocks -> what they are
 
     def not_proved(self, k: str, what: str) -> None:
@@ -303,6 +315,12 @@ class Tensors:
         t = self.t[k]
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise ImportRefused(f"{self.path}: tensor {k} has shape {tuple(t.shape)}, {what} needs {tuple(shape)}")
+        lazy = lazy and t.dtype.kind == "f"  # (an integer tensor is read eagerly by lazy_tensor too)
+        if not lazy:
+            self.eager_entries += int(t.size)
+            if self.eager_entries > weights_io.MAX_EAGER_ENTRIES:
+                raise ImportRefused(f"{self.path}: tensor {k} would make {self.eager_entries} entries read one "
+                                   f"Fraction each, above the limit {weights_io.MAX_EAGER_ENTRIES} of such a reading")
         try:
             a = lazy_tensor(t, k, self.path) if lazy else exact_tensor(t, k, self.path)
         except ValueError as e:

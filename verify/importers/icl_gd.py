@@ -44,6 +44,7 @@ from fractions import Fraction
 import numpy as np
 
 from constructions import ops
+from constructions.exact_floats import is_lazy
 from constructions.layers import TokenLSA, TokenLSAHead
 
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, as_rational, config_from, load_tensors,
@@ -89,8 +90,12 @@ def head_matrices(Wq, Wk, Wv, Wo, damp):
     return ops.transpose(ops.mm(Wv, Wo)) * damp, ops.mm(Wk, ops.transpose(Wq))
 
 
-def read(path, settings: dict) -> Imported:
-    tensors, extra = load_tensors(path, NAME)
+def read(path, settings: dict, *, lazy: bool = True) -> Imported:
+    """The file's attention modules as TokenLSA layers.  ``lazy`` (the default): the projections are kept as
+    the floats stored (``constructions.exact_floats``; the file may then hold ``weights_io.MAX_ENTRIES``) and
+    each head's ``P``, ``Q`` formed exactly from them (:func:`exact_float_product`: no ``Fraction`` per
+    projection entry); ``lazy=False``: every entry one ``Fraction`` (the same exact values)."""
+    tensors, extra = load_tensors(path, NAME, lazy=lazy)
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     damp, include_query, y_update, H, reps_cfg = _values(cfg)
     both = "default of src/transformer.py and src/config.py"
@@ -123,7 +128,7 @@ def read(path, settings: dict) -> Imported:
     layers = []
     D = None
     for mod in order:
-        L, D = _module_layer(T, path, mods[mod], H, D, damp, y_update, include_query)
+        L, D = _module_layer(T, path, mods[mod], H, D, damp, y_update, include_query, lazy)
         layers += [L] * reps
     T.check_all_read()
     return filed_config(Imported(NAME, str(path), layers, None, conventions, dict(T.read), T.dtype(), {"d": D - 1},
@@ -164,7 +169,7 @@ def _num_heads(T: Tensors, path, mods, order, H, src) -> tuple[int, dict]:
     return 1, {"value": 1, "from": f"the file: widths {', '.join(map(str, widths))} have no common factor, so 1 head"}
 
 
-def _module_layer(T: Tensors, path, p: dict[str, str], H: int, D, damp, y_update, include_query):
+def _module_layer(T: Tensors, path, p: dict[str, str], H: int, D, damp, y_update, include_query, lazy=False):
     """One attention module's ``TokenLSA`` layer (its weights checked and read) and the token width ``D``
     (``D``: the width of the modules before it, None for the first)."""
     for need in _WEIGHTS:
@@ -180,21 +185,27 @@ def _module_layer(T: Tensors, path, p: dict[str, str], H: int, D, damp, y_update
         raise ImportRefused(f"{path}: {p['value/w']} has {T.raw(p['value/w']).shape[1]} columns, not a multiple "
                            f"of num_heads = {H}")
     K = HK // H
-    Wq = T.take(p["query/w"], "W_Q", (D, HK))
-    Wk = T.take(p["key/w"], "W_K", (D, HK))
-    Wv = T.take(p["value/w"], "W_V", (D, T.raw(p["value/w"]).shape[1]))
+    Wq = T.take(p["query/w"], "W_Q", (D, HK), lazy=lazy)
+    Wk = T.take(p["key/w"], "W_K", (D, HK), lazy=lazy)
+    Wv = T.take(p["value/w"], "W_V", (D, T.raw(p["value/w"]).shape[1]), lazy=lazy)
     Vs = Wv.shape[1] // H
-    Wo = T.take(p["linear/w"], "W_O", (H * Vs, D))
+    Wo = T.take(p["linear/w"], "W_O", (H * Vs, D), lazy=lazy)
     for bname in ("query/b", "key/b", "value/b", "linear/b"):
         if bname in p:
-            bias = T.take(p[bname], "bias (must be 0)")
-            if any(x != 0 for x in bias.flat):
+            bias = T.take(p[bname], "bias (must be 0)", lazy=lazy)
+            if (bias.count_nonzero() if is_lazy(bias) else any(x != 0 for x in bias.flat)):
                 raise ImportRefused(f"{path}: {p[bname]} is nonzero: the token form has no bias")
+    floats = all(is_lazy(W) and W.is_float_only() for W in (Wq, Wk, Wv, Wo))
     heads = []
     for h in range(H):
-        q, k = Wq[:, h * K:(h + 1) * K], Wk[:, h * K:(h + 1) * K]
-        v, o = Wv[:, h * Vs:(h + 1) * Vs], Wo[h * Vs:(h + 1) * Vs, :]
-        P, Q = head_matrices(q, k, v, o, damp)
+        cols, vcols = slice(h * K, (h + 1) * K), slice(h * Vs, (h + 1) * Vs)
+        if floats:  # the products of the stored floats, exactly, without a Fraction per entry
+            P = ops.transpose(exact_float_product(Wv.floats[:, vcols], Wo.floats[vcols, :])) * damp
+            Q = exact_float_product(Wk.floats[:, cols], Wq.floats[:, cols].T)
+        else:
+            q, k = np.asarray(Wq)[:, cols], np.asarray(Wk)[:, cols]
+            v, o = np.asarray(Wv)[:, vcols], np.asarray(Wo)[vcols, :]
+            P, Q = head_matrices(q, k, v, o, damp)
         if y_update:
             P[:-1, :] = 0
         heads.append(TokenLSAHead(_clean(P), _clean(Q)))
@@ -221,6 +232,37 @@ def check_config(settings: dict) -> None:
 def _layer_index(mod: str) -> int:
     m = re.search(r"layer_(\d+)$", mod)
     return int(m[1]) if m else -1
+
+
+def exact_float_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """The exact product ``A @ B`` of two float arrays (float16/32/64, finite), each entry the binary fraction
+    it is, as an object array (``Fraction``, or ``int`` where integral; the int 0 for a zero): each operand is
+    an integer matrix times one power of two (mantissas of 53 bits shifted to the operand's least exponent:
+    Python integers, no rounding), their product one FLINT ``fmpz_mat`` product, scaled back exactly."""
+    import flint
+
+    def integer(M):
+        m, e = np.frexp(np.asarray(M, dtype=np.float64))  # M = m 2^e, m in [0.5, 1) (0 for 0): exact
+        mant = (m * 2.0 ** 53).astype(np.int64)  # exact: 53-bit integers
+        e = e.astype(np.int64) - 53
+        nz = mant != 0
+        e0 = int(e[nz].min()) if nz.any() else 0
+        shift = np.where(nz, e - e0, 0).ravel().tolist()
+        rows = [int(x) << s for x, s in zip(mant.ravel().tolist(), shift)]
+        return flint.fmpz_mat(M.shape[0], M.shape[1], rows), e0
+
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"shape mismatch in matrix product: {A.shape} @ {B.shape}")
+    out = np.empty((A.shape[0], B.shape[1]), dtype=object)
+    if 0 in A.shape or 0 in B.shape:
+        out.fill(0)
+        return out
+    (IA, ea), (IB, eb) = integer(A), integer(B)
+    e = ea + eb
+    prod = [int(x) for x in (IA * IB).entries()]
+    out[:] = np.array([(x << e if e >= 0 else (Fraction(x, 1 << -e) if x else 0)) for x in prod],
+                      dtype=object).reshape(out.shape)
+    return out
 
 
 def _clean(a):

@@ -37,11 +37,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from constructions.exact_floats import ExactFloats, is_lazy
 from constructions.layers import BaseConv
 
 from .common import (ImportRefused, Imported, filed_config, Tensors, as_bool, as_count, config_from, eye, load_tensors,
                      mark_not_proved, numbered_blocks, repeat_rows, transpose, zeros)
-from .convs import add_identity, conv1d_taps, conv1d_weight, fft2t_taps, fit_convention
+from .convs import add_identity, conv1d_lag, conv1d_taps, conv1d_weight, fft2t_taps, filter_row, fit_convention
 from .writing import (ExportError, Exported, check_kinds, distinct_layers, is_identity, is_zero, row_constant,
                       same_for_all)
 
@@ -87,8 +88,12 @@ OUTSIDE = [
 ]
 
 
-def read(path, settings: dict) -> Imported:
-    tensors, extra = load_tensors(path, NAME)
+def read(path, settings: dict, *, lazy: bool = True) -> Imported:
+    """The file's mixers as BaseConv layers.  ``lazy`` (the default): the dense float tensors (the projection
+    weight, the convolution's taps) are kept as the floats stored (``constructions.exact_floats``: each entry the
+    binary fraction it is, no ``Fraction`` per entry; the file may then hold ``weights_io.MAX_ENTRIES``);
+    ``lazy=False``: every entry one ``Fraction`` (the same exact values)."""
+    tensors, extra = load_tensors(path, NAME, lazy=lazy)
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     _check_use_act(cfg)
     T = Tensors(tensors, path)
@@ -109,14 +114,14 @@ def read(path, settings: dict) -> Imported:
         Tn = tokens
         mode = "causal"
         if long:
-            h, b_conv, inert, mode, wraps = _long_convolution(T, path, b, Tn, C)
+            h, b_conv, inert, mode, wraps = _long_convolution(T, path, b, Tn, C, lazy)
             if wraps:
                 wrapped.append(f"mixer {i}: {len(wraps)} taps at lags T+1..2T-1 wrap round; the mixer is read "
                                f"exactly as a {mode} convolution")
         else:
-            h, b_conv, inert = _short_convolution(T, path, i, b, Tn, C)
+            h, b_conv, inert = _short_convolution(T, path, i, b, Tn, C, lazy)
         mod, (Wn, bn) = PROJECTION
-        W_gate = transpose(T.take(b[f"{mod}.weight"], f"{Wn}^T", (C, C)))
+        W_gate = transpose(T.take(b[f"{mod}.weight"], f"{Wn}^T", (C, C), lazy=lazy))  # a lazy one stays lazy
         bias_key = b.get(f"{mod}.bias")
         b_gate = repeat_rows(T.take(bias_key, bn, (C,)), Tn) if bias_key else zeros(Tn, C)
         if inert:
@@ -166,13 +171,20 @@ def _tokens(T: Tensors, path, cfg: dict, src: dict, b: dict, long: bool, convent
     return tokens
 
 
-def _long_convolution(T: Tensors, path, b: dict, Tn: int, C: int):
+def _long_convolution(T: Tensors, path, b: dict, Tn: int, C: int, lazy: bool = False):
     """A long filter's taps as zoology's FFT of size 2T applies them: ``(h, b_conv, inert taps, mode,
     wrapped taps)``, ``mode`` the causal, circular or 'same' convolution they amount to (refused if none)."""
     f = b[LONG_FILTER]
     T.dims(f, 2, "a long convolution's filter (C, L)")
-    coef, inert, wraps = fft2t_taps(T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at "
-                                              "lag 0", (C, T.raw(f).shape[-1])), Tn)
+    taps = T.take(f, "filter h (lag order; FFT of size 2T, not cut to T), +1 at lag 0", (C, T.raw(f).shape[-1]),
+                  lazy=lazy)
+    if is_lazy(taps):
+        read = _lazy_fft2t_causal(taps, Tn)
+        if read is not None:  # no tap wraps round: the causal filter, kept lazy
+            h, inert = read
+            return h, zeros(Tn, C), inert, "causal", []
+        taps = taps.materialise()  # taps wrap round: the exact reading below, entry by entry
+    coef, inert, wraps = fft2t_taps(taps, Tn)
     fit = fit_convention(coef, Tn)
     if fit is None:
         shown = ", ".join(f"{f}[{c}, {j}] (token t <- t + {2 * Tn - j})" for c, j in wraps[:3])
@@ -187,14 +199,67 @@ def _long_convolution(T: Tensors, path, b: dict, Tn: int, C: int):
     return h, zeros(Tn, C), inert, mode, wraps
 
 
-def _short_convolution(T: Tensors, path, i: int, b: dict, Tn: int, C: int):
+def _lazy_fft2t_causal(f: ExactFloats, Tn: int):
+    """``(h, inert)`` of a lazily read long filter ``f`` (C, L) with ``fft_conv``'s ``+ u`` where no nonzero
+    tap wraps round (lags T+1..2T-1: :func:`convs.fft2t_taps`): the causal filter ``h[s, c] = f[c, s]``
+    (s < T) plus 1 at lag 0, kept lazy (``None`` where a tap wraps round, or ``f`` holds declared rationals).
+    The lag-0 row is stored as the float64 sums ``f[c, 0] + 1`` (each correctly rounded); a sum that is not
+    exact is the exact rational in the array's overrides, so every entry's value is ``f[c, 0] + 1`` exactly."""
+
+    if not f.is_float_only():
+        return None
+    g = f.floats
+    C, L = g.shape
+    if np.count_nonzero(g[:, Tn + 1:2 * Tn]):
+        return None
+    inert = int(np.count_nonzero(g[:, Tn:Tn + 1])) + int(np.count_nonzero(g[:, 2 * Tn:]))
+    h = np.zeros((Tn, C), dtype=np.float64)  # float16/32 widened exactly
+    m = min(L, Tn)
+    h[:m] = g[:, :m].T
+    lag0 = h[0].tolist()
+    h[0] += 1.0  # fft_conv's + u (add_identity), each sum rounded once
+    over_pos, over_vals = [], []
+    for c, (x, y) in enumerate(zip(lag0, h[0].tolist())):
+        want = Fraction(x) + 1
+        if Fraction(y) != want:  # not exact in float64 (then want != 0 and y, its rounding, != 0)
+            over_pos.append(c)  # flat position of (0, c)
+            over_vals.append(want)
+    return ExactFloats(h, over_pos, over_vals), inert
+
+
+def _lazy_conv1d_taps(w: ExactFloats, Tn: int):
+    """:func:`convs.conv1d_taps` (causal) of a lazily read Conv1d weight (C, 1, K), kept lazy: tap ``k`` at
+    the lag ``conv1d_lag(k, K)`` (rows 0..T-1 of ``h``), taps at lags >= T counted as inert; ``None`` where
+    ``w`` holds declared rationals."""
+    if not w.is_float_only():
+        return None
+    g = w.floats
+    C, one, K = g.shape
+    if one != 1:
+        return None  # conv1d_taps refuses it, naming the tensor
+    h = np.zeros((Tn, C), dtype=g.dtype)
+    inert = 0
+    for k in range(K):
+        j = filter_row(conv1d_lag(k, K, same=False), Tn, same=False)  # causal: j = K - 1 - k >= 0
+        if j < Tn:
+            h[j] = g[:, 0, k]
+        else:
+            inert += int(np.count_nonzero(g[:, 0, k]))
+    return ExactFloats(h), inert
+
+
+def _short_convolution(T: Tensors, path, i: int, b: dict, Tn: int, C: int, lazy: bool = False):
     """A short Conv1d's taps (reversed) and bias: ``(h, b_conv, inert taps)``."""
     if SHORT_WEIGHT not in b:
         raise ImportRefused(f"{path}: mixer {i} has no convolution (conv.conv.weight or conv.filter)")
     w = b[SHORT_WEIGHT]
     T.dims(w, 3, "a depthwise Conv1d weight (C, 1, K)")
-    h, inert = conv1d_taps(T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1])), Tn,
-                           same=False, key=w)
+    taps = T.take(w, "filter h (taps reversed)", (C, 1, T.raw(w).shape[-1]), lazy=lazy)
+    read = _lazy_conv1d_taps(taps, Tn) if is_lazy(taps) else None
+    if read is not None:
+        h, inert = read
+    else:
+        h, inert = conv1d_taps(np.asarray(taps), Tn, same=False, key=w)
     b_conv = repeat_rows(T.take(b.get(SHORT_BIAS, w[:-len("weight")] + "bias"), "b_conv", (C,)), Tn)
     return h, b_conv, inert
 
