@@ -64,9 +64,17 @@ def gpu_state(m, s: dict | None) -> str:
     """The index table's GPU column."""
     if s is None:
         return "not run on a GPU" + ("" if hasattr(m, "gpu_configs") else " (no GPU grid)")
+    return f"{card(s)}: {s['run']['cells']} cells; {criteria_state(m, s)}"
+
+
+def criteria_state(m, s: dict) -> str:
+    """The index table's reading of a summary's criteria: the experiment's own (``m.index_criteria``: the deciding
+    criterion first, where one decides the paper's claim and the others read less), else how many are met."""
+    own = m.index_criteria(s) if hasattr(m, "index_criteria") else None
+    if own:
+        return own
     met = [c for c in s.get("criteria", []) if c["met"] is not None]
-    return (f"{card(s)}: {s['run']['cells']} cells; criteria met: {sum(bool(c['met']) for c in met)} of "
-            f"{len(s.get('criteria', []))}")
+    return f"criteria met: {sum(bool(c['met']) for c in met)} of {len(s.get('criteria', []))}"
 
 
 def gpu_section(name: str, m, s: dict | None, figure: str | None) -> str:
@@ -113,9 +121,7 @@ def build_report(results: Path, rel_to: Path | None = None) -> str:
         s = _read(path, name)
         try:
             state = "quick run only (pipeline check)" if s.get("quick") else "full run"
-            met = [c for c in s.get("criteria", []) if c["met"] is not None]
-            index.append(f"| `{name}` | {m.REFERENCE} | {state}; criteria met: "
-                         f"{sum(bool(c['met']) for c in met)} of {len(s.get('criteria', []))} | {gpu} |")
+            index.append(f"| `{name}` | {m.REFERENCE} | {state}; {criteria_state(m, s)} | {gpu} |")
             body.append(f"## {m.TITLE}\n\n`{s['run']['command']}`\n\n"
                         f"{m.markdown(s, _figure(results, Path(name), rel_to))}\n\n{gtext}")
         except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:

@@ -919,6 +919,13 @@ def markdown(s: dict, figure: str) -> str:
     return text(s, figure)
 
 
+def index_criteria(s: dict) -> str | None:
+    """The index table's reading: the deciding criterion first (:func:`.seed003_mqar_report.index_criteria`)."""
+    from .seed003_mqar_report import index_criteria as text
+
+    return text(s)
+
+
 def gpu_markdown(s: dict, figure: str) -> str:
     """The GPU grid's section (:func:`.seed003_mqar_report.gpu_markdown`)."""
     from .seed003_mqar_report import gpu_markdown as text
@@ -927,7 +934,7 @@ def gpu_markdown(s: dict, figure: str) -> str:
 
 
 __all__ = ["NAME", "TITLE", "REFERENCE", "FULL", "QUICK", "cell", "configs", "gpu_configs", "summarise", "criteria",
-           "table", "plot", "markdown", "gpu_markdown", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
+           "table", "plot", "markdown", "gpu_markdown", "index_criteria", "smallest_d", "acc_at", "learn_steps", "counts", "mqar_data",
            "build_model", "MQARCell", "config_of", "at_least_N", "carried", "PARTS", "PART_KEY", "pooled", "smallest_width",
            "missing_cells", "decide_order", "widths_grid", "widths_configs", "canonical_config", "add_widths_records",
            "cell_state", "WIDTHS_DIR", "CPU_DIR", "write_widths_grid", "WIDTHS", "WIDTHS_GRID_FILE"]

@@ -13,7 +13,7 @@ import statistics
 from .common import fmt, fmt_seconds, gpu_cost_line, timing_line, verdict
 from .seed003_mqar import (MIXERS, PART_KEY, WIDTHS, WIDTHS_DIR, WIDTHS_GRID_FILE, acc_at, at_least_N, configs, learn_steps,
                            missing_cells, pooled, smallest_d)
-from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, STATE_SAID, TEXT, WIDTHS_SAID, say
+from .seed003_mqar_text import COUNT_WORDS, GROWTH_SAID, POOLED_CHECK, STATE_SAID, TEXT, WIDTHS_SAID, say
 
 
 def blocks(*parts) -> list[str]:
@@ -122,12 +122,78 @@ def _run_seed(acc, seed, first_at=None) -> str:
     return say("run.seed", acc=fmt(acc), seed=seed, first=say("run.from_step", step=first_at) if first_at else "")
 
 
+#: the criterion that decides Claim 1 (issue 45 item 1): both mixers on the same width grid, the median over
+#: ``WANT_SEEDS`` seeds at every cell that decides a crossing, N growing; the others read only the first grid
+DECIDING = "widths-vs-N"
+
+
+def deciding(s: dict) -> dict | None:
+    """The summary's deciding criterion, where it has one read on the width grid both mixers share."""
+    return next((c for c in s.get("criteria", []) if c["id"] == DECIDING and c.get("bounds") and s.get("widths")),
+                None)
+
+
+def first_grid(s: dict) -> dict:
+    """What the criteria other than the deciding one read: the first grid's N, widths per mixer and seeds."""
+    return {"Ns": ", ".join(str(N) for N, _ in s["sizes"]), "seeds": ", ".join(map(str, s["seeds"])),
+            "dims": "; ".join(say("headline.dims", mixer=m, ds=", ".join(map(str, s["dims"][m])))
+                              for m in MIXERS if s["dims"].get(m))}
+
+
+def _said(met: bool | None) -> str:
+    """Whether the setting shows Claim 1, as the deciding criterion reads it."""
+    return say("headline.said.open") if met is None else (say("headline.said.met") if met else say("headline.said.not"))
+
+
+def _steps_text(cr: dict) -> str:
+    return "; ".join(say("crit.widths.steps.mixer", mixer=m, steps=", ".join(
+        say("crit.widths.step", pair=k.replace("->", " to "), said=WIDTHS_SAID[v]) for k, v in cr["steps"][m].items()))
+        for m in MIXERS if (cr.get("steps") or {}).get(m))
+
+
+def headline(s: dict) -> str:
+    """The section's first paragraph: whether this setting shows Claim 1, by the deciding criterion, with each
+    mixer's smallest width per N and the step from one N to the next; then how many of the other criteria, which
+    read only the first grid, are met there.  Empty where the summary has no deciding criterion."""
+    cr = deciding(s)
+    if cr is None:
+        return ""
+    others = [c for c in s["criteria"] if c is not cr]
+    per = "; ".join(say("crit.widths.mixer", mixer=m, said=WIDTHS_SAID[cr["per_mixer"][m]],
+                        per=", ".join(crossing_text(cr, m, N) for N in cr["bounds"][m])) for m in MIXERS)
+    widths = sorted(set(cr["widths"]["attention"]) & set(cr["widths"]["baseconv"]))
+    steps, g = _steps_text(cr), first_grid(s)
+    return say("headline", said=_said(cr["met"]), th=fmt(s["threshold"]),
+               widths=", ".join(map(str, widths)), Ns=", ".join(next(iter(cr["bounds"].values()))),
+               want=cr.get("want") or WANT_SEEDS, per=per, steps=say("headline.steps", per=steps) if steps else "",
+               others=say("headline.others", n=len(others), met=sum(bool(c["met"]) for c in others), Ns=g["Ns"],
+                          dims=g["dims"], seeds=g["seeds"])
+               if others else "")
+
+
+def index_criteria(s: dict) -> str | None:
+    """The index table's reading of this summary: the deciding criterion's result first, then the other criteria
+    as read on the narrower first grid; None where the summary has no deciding criterion (the index's default)."""
+    cr = deciding(s)
+    if cr is None:
+        return None
+    others = [c for c in s["criteria"] if c is not cr]
+    return say("index", want=cr.get("want") or WANT_SEEDS, said=_said(cr["met"]),
+               others=say("index.others", met=sum(bool(c["met"]) for c in others), n=len(others),
+                          seeds=len(s["seeds"]), Ns=first_grid(s)["Ns"]))
+
+
 def criteria_lines(s: dict) -> list[str]:
+    """The criteria, the deciding one first; each other one says that it reads only the first grid."""
     L = []
-    for cr in s["criteria"]:
+    cr0 = deciding(s)
+    g = first_grid(s) if cr0 is not None else {}
+    narrower = say("crit.narrower", Ns=g["Ns"], dims=g["dims"], seeds=g["seeds"]) if g else ""
+    for cr in sorted(s["criteria"], key=lambda c: c is not cr0):
         unread = [N for N, v in (cr.get("per_N") or {}).items() if v is None]
         L.append(say("crit", text=cr["text"], verdict=verdict(cr["met"]),
-                     unread=say("crit.unread", Ns=", ".join(unread)) if cr["met"] is not None and unread else ""))
+                     unread=say("crit.unread", Ns=", ".join(unread)) if cr["met"] is not None and unread else "",
+                     narrower=narrower if cr0 is not None and cr is not cr0 else ""))
         if cr.get("per_N"):
             L.append(say("crit.per_N", per=", ".join(say("crit.per_N.item", N=N, said=_yes_no(v))
                                                     for N, v in cr["per_N"].items())))
@@ -177,11 +243,9 @@ def widths_lines(s: dict, cr: dict) -> list[str]:
                                median=fmt(c["median"]), state=STATE_SAID[c["state"]])
     few = [say("crit.widths.few.cell", mixer=m, N=N, d=c["d"], n=c["seeds"]) for m, N, c in cells
            if c["seeds"] < want]
-    steps = [say("crit.widths.steps.mixer", mixer=m, steps=", ".join(
-        say("crit.widths.step", pair=k.replace("->", " to "), said=WIDTHS_SAID[v]) for k, v in cr["steps"][m].items()))
-        for m in MIXERS if (cr.get("steps") or {}).get(m)]
+    steps = _steps_text(cr)
     L = [say("crit.widths", want=want, per=per),
-         say("crit.widths.steps", per="; ".join(steps)) if steps else "",
+         say("crit.widths.steps", per=steps) if steps else "",
          say("crit.widths.decide", cells="; ".join(text(m, N, c) for m, N, c in cells),
              few=say("crit.widths.few", want=want, cells="; ".join(few)) if few else "")]
     open_ = [m for m in MIXERS if {"undecided", "short"} & {cr["per_mixer"][m], *(cr.get("steps") or {}).get(m, {}).values()}]
@@ -429,7 +493,9 @@ def cost_line(s: dict) -> str:
     hand = c.get("by_hand", c if c and "by_hand" not in c else None)  # a summary made before the two were told apart
     ok = c.get("verified")
     kept = ((say("cost.carried", cells=hand["cells"], sources=", ".join(hand["sources"]),
-                 finished=", ".join(hand["finished"]), cpu=fmt_seconds(hand["cpu_s"])) if hand else "")
+                 finished=", ".join(hand["finished"]), cpu=fmt_seconds(hand["cpu_s"]),
+                 pooled=say("cost.pooled", before=POOLED_CHECK["before"], after=POOLED_CHECK["after"],
+                            steps=POOLED_CHECK["steps"], cell=POOLED_CHECK["cell"], n_cells=POOLED_CHECK["n_cells"])) if hand else "")
             + (say("cost.verified", cells=ok["cells"], sources=", ".join(ok["sources"]),
                    commits=", ".join(f"{k} ({v})" for k, v in ok["commits"].items()), cpu=fmt_seconds(ok["cpu_s"]))
                if ok else ""))
@@ -447,7 +513,7 @@ CRITERIA_HEAD = TEXT["criteria.head"].replace("{verb}", "{}")
 
 def markdown(s: dict, figure: str) -> str:
     """The CPU grid's section of ``docs/experiments.md``."""
-    L = blocks(setup_line(s), why_line(s), say("differences", items="; ".join(differences(s))),
+    L = blocks(headline(s), setup_line(s), why_line(s), say("differences", items="; ".join(differences(s))),
                say("paper", claim=s["paper_claim"]), say("table"),
                results_table(s), say("figure", figure=figure),
                say("criteria", head=say("criteria.head", verb=say("criteria.verb.cpu"))), criteria_lines(s),

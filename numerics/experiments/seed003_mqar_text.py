@@ -76,7 +76,22 @@ TEXT = {
     "diff.filter.implicit": ": with it {hit} of {n} runs at N = {N}, d = {d} reached {th} (below)",
 
     # the criteria and the plateau
-    "crit": "* {text}: {verdict}{unread}.",
+    # the headline: the deciding criterion's result first (issue 45 item 1), then the criteria that read less
+    "headline": ("**Claim 1 in this setting: {said}.** The paper's claim: attention's smallest width reaching {th} "
+                 "does not grow with N, BaseConv's does. Read by the one criterion that measures both mixers alike "
+                 "(widths {widths} for both, N = {Ns}, the median over {want} seeds at every cell that decides a "
+                 "crossing): {per}.{steps}{others}"),
+    "headline.said.met": "shown",
+    "headline.said.not": "not shown",
+    "headline.said.open": "undecided (cells missing)",
+    "headline.steps": " From one N to the next: {per}.",
+    "headline.others": (" The {n} other criteria below read only the first grid (N = {Ns}; {dims}; seeds {seeds}), "
+                        "not the width grid both mixers share: {met} of {n} met there."),
+    "headline.dims": "{mixer} d = {ds}",
+    "index": "Claim 1 (both mixers on one width grid, {want} seeds): **{said}**; {others}",
+    "index.others": "{met} of {n} criteria on the narrower first grid ({seeds} seeds, N = {Ns}) met",
+    "crit.narrower": " (reads only the first grid: N = {Ns}; {dims}; seeds {seeds})",
+    "crit": "* {text}: {verdict}{unread}{narrower}.",
     "crit.unread": " where read (not read at N = {Ns})",
     "crit.per_N": "  Per N: {per}.",
     "crit.per_N.item": "N = {N}: {said}",
@@ -117,6 +132,13 @@ TEXT = {
                     "summed over the cells; added to this folder's records by `python -c \"import "
                     "numerics.experiments.seed003_mqar as m; m.add_widths_records()\"`."),
     "cost.part": "{what} cells {cpu}",
+    "cost.pooled": (
+        "; that the rewrite changes no training was checked on {cell}, {steps} steps at {before} and at {after}, each "
+        "from a snapshot outside the checkout (`git archive REV | tar -x -C DIR`, then from another folder "
+        "`PYTHONPATH=DIR python -c \"import json, sys, numerics.experiments.seed003_mqar as m; "
+        "print(json.dumps(m.cell(json.loads(sys.argv[1]))['history']))\" CONFIG` with that cell's config and "
+        "`steps` {steps}): the same training loss and test accuracy at every evaluation, bit for bit; a check of the "
+        "first steps of {n_cells}, not of every record"),
     "cost.carried": (
         " {cells} of the cells are records made by an earlier code version (sources {sources}, finished {finished}; "
         "{cpu} of CPU), carried over by hand rather than trained again, the others trained by the command above: each "
@@ -129,7 +151,7 @@ TEXT = {
         "the width grid's records it refuses these: the cell's code has changed since they were made, in `PARTS` (a part "
         "added) and in `train` and `train_step` (the MQAR step without host syncs, issue 45 item 4; "
         "tests/numerics/training/test_host_syncs.py checks that it steps as the masked step did), so records made "
-        "before and after that rewrite pool in the same cells). A run is repeatable on one machine, not across "
+        "before and after that rewrite pool in the same cells{pooled}). A run is repeatable on one machine, not across "
         "machines (the float kernels differ), so a carried record and one trained here are two draws of the same "
         "seed."),
 
@@ -372,6 +394,10 @@ WIDTHS_SAID = {"grows": "grows", "same": "the same", "smaller": "smaller", "not 
                "undecided": "undecided: cells missing",
                "short": "not read: runs below the threshold trained too little", None: "not read"}
 #: a cell's state in the smallest-width criterion (:func:`numerics.experiments.seed003_mqar.cell_state`)
+#: the check that records made before and after f398b4c (the MQAR step without host syncs) train alike: what ran
+#: (the cost line's "cost.pooled"); a past check's facts, not read from the records
+POOLED_CHECK = {"before": "f398b4c^", "after": "f398b4c", "steps": 600,
+                "cell": "baseconv, N = 32, d = 64, seed 0, lr 0.01 (the width grid's settings)", "n_cells": "one cell"}
 STATE_SAID = {"reach": "reaches it", "below": "below it", "open": "open"}
 #: a criterion's per-N reading between one N and the next (``>``: larger, ...)
 GROWTH_SAID = {">": "larger", "=": "the same", "<": "smaller", None: "not read"}
@@ -382,4 +408,4 @@ def say(name: str, /, **values) -> str:
     return TEXT[name].format(**values)
 
 
-__all__ = ["TEXT", "COUNT_WORDS", "GROWTH_SAID", "STATE_SAID", "WIDTHS_SAID", "say"]
+__all__ = ["TEXT", "POOLED_CHECK", "COUNT_WORDS", "GROWTH_SAID", "STATE_SAID", "WIDTHS_SAID", "say"]

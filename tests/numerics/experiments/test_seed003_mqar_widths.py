@@ -186,3 +186,30 @@ def test_cpu_estimate_reads_the_cell_then_the_nearest_width_then_the_length():
     assert mqr.cpu_estimate(runs, "baseconv", 64, 256) == (1000.0, "length")  # N = 32's d = 256, x 64 / 32
     assert mqr.cpu_estimate(runs, "attention", 32, 32) == (40.0, "length")
     assert mqr.cpu_estimate(runs, "baseconv", 16, 64) is None  # no BaseConv run at N = 16 or below
+
+
+def test_headline_and_index_state_the_deciding_criterion_first():
+    """The section opens, and the index reads, with whether the setting shows Claim 1 by the criterion that measures
+    both mixers alike; the other criteria are counted apart and say that they read only the first grid."""
+    from numerics.experiments import report
+
+    paper = (full("attention", 16, 16) | full("attention", 32, 16) | full("attention", 64, 16)
+             | full("baseconv", 16, 64) | full("baseconv", 32, 128) | full("baseconv", 64, 256))
+    for accs, said in ((paper, "shown"), (paper | full("attention", 32, 32), "not shown"),
+                       ({k: v for k, v in paper.items() if k[:2] != ("baseconv", 64)}
+                        | {("baseconv", 64, d): [MISS] * 3 for d in (16, 32)}, "undecided (cells missing)")):
+        s = summary(accs)
+        c, others = crit(s), [x for x in s["criteria"] if x["id"] != "widths-vs-N"]
+        head, index = mqr.headline(s), report.criteria_state(mq, s)
+        assert head.startswith(f"**Claim 1 in this setting: {said}.**") and f"**{said}**" in index
+        assert index.startswith("Claim 1") and f"{sum(bool(x['met']) for x in others)} of {len(others)}" in index
+        assert "N = 16: 16, N = 32: " in head and c["text"] not in head
+        lines = mqr.criteria_lines(s)
+        assert lines[0].startswith(f"* {c['text']}")
+        marked = [x for x in lines if x.startswith("* ") and "(reads only the first grid: N = " in x]
+        assert len(marked) == len(others)
+    # a summary without the width grid's criterion: the index counts the criteria met, the section has no headline
+    s = summary(paper)
+    s["criteria"] = [x for x in s["criteria"] if x["id"] != "widths-vs-N"]
+    assert mqr.headline(s) == "" and report.criteria_state(mq, s).startswith("criteria met: ")
+    assert not any("reads only the first grid" in x for x in mqr.criteria_lines(s))
