@@ -318,6 +318,24 @@ def _load_weights(a, con):
     return lw
 
 
+def _guarantee(bound, rewritten) -> str:
+    """The compiler's stated bound as the summary line gives it: layers and channels with their formulas,
+    naming the circuit whose measures they read."""
+    f = bound.get("formulas", {})
+
+    def part(key, unit):
+        e = f.get(key)
+        if e is None:
+            return f"{bound[key]} {unit}" if key in bound else None
+        ms = ", ".join(f"{k} = {v}" for k, v in e["measures"].items())
+        return f"{bound[key]} {unit} ({e['formula']}; {ms})"
+
+    of = ("the re-associated circuit's" if rewritten else "this circuit's") + (
+        " token-sum form" if "token_sum_form" in bound else "")
+    parts = [p for p in (part("layers", "layers"), part("state_width", "channels")) if p]
+    return f"guaranteed, in {of} measures: at most {' and '.join(parts)} on {bound['tokens']} tokens; "
+
+
 def _print_compiled(a, con, target: str, t_compile: float, out) -> None:
     """The circuit's metrics, the compiled stack's shape and bounds, re-association, output slots."""
     info = con.info
@@ -326,12 +344,13 @@ def _print_compiled(a, con, target: str, t_compile: float, out) -> None:
     h21 = info["theorem_H21_bound"]
     print(f"circuit {a.graph}: {m['n_inputs']} inputs, {len(con.output_slots)} outputs, size {m['size']}, "
           f"depth {m['depth']}, width {m['width']}, degree {m['degree']}", file=out)
-    of = (f"the re-associated circuit compiled: depth {after['depth']}, width {after['width']}" if after
-          else f"this circuit: depth {m['depth']}, width {m['width']}")
+    # each figure names the circuit it is of: Thm. H.21's entry carries its own Delta and w (of the circuit
+    # compiled, or of the circuit as given where its token-sum form was compiled); the guarantee is in the
+    # measures of the circuit the target compiled
+    of = (f"the re-associated circuit compiled: depth {h21['Delta']}, width {h21['w']}" if after
+          else f"this circuit: depth {h21['Delta']}, width {h21['w']}")
     print(f"compiled to {target} in {t_compile:.3f} s: {cm['layers']} layers, state {cm['tokens']} x "
-          f"{cm['state_width']}; "
-          + (f"guaranteed: at most {cm['bound']['layers']} layers on {cm['bound']['tokens']} tokens; "
-             if "bound" in cm else "")
+          f"{cm['state_width']}; " + (_guarantee(cm["bound"], after) if "bound" in cm else "")
           + f"Thm. H.21 ({of}): {h21['layers']} layers, {h21.get('inner_tokens', '')} inner tokens, "
           f"{h21['inner_dimension']} inner channels, no constants stated", file=out)
     ra = cm.setdefault("reassociated", {"ran": False})

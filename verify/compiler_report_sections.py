@@ -66,7 +66,9 @@ def _table_a(cells) -> list[str]:
         ok = "yes" if c["within_bound"] else "NO"
         rows.append((c["call"], c["target"], circ, c["layers"], _plan(c) + _modules(c), f"{c['tokens']} x {c['channels']}",
                      f"{c['params']['nonzero']} / {c['params']['total']}",
-                     f"{plural(b['layers'], 'layer')}, {plural(b['tokens'], 'token')} ({ok})", c["status"],
+                     f"{plural(b['layers'], 'layer')}, {plural(b['tokens'], 'token')}"
+                     + (f", {plural(b['state_width'], 'channel')}" if "state_width" in b else "") + f" ({ok})",
+                     c["status"],
                      f"{_s(c['compile_cpu_s'])} / {_s(c['compile_wall_s'])}",
                      f"{_s(c['proof_cpu_s'])} / {_s(c['proof_wall_s'])}"))
     return markdown_table(["circuit (placed)", "target", "size / depth / width / md", "layers", "plan",
@@ -541,15 +543,20 @@ def _section_c_levels(seq) -> list[str]:
             "place and zeros every other slot (skipped when the state already is the final state).",
             "",
             "Hence layers <= 2 md + 1, and the state never gains tokens: the grid is the input grid, "
-            "only channels are added. Channels: a new one is the lowest free, so a state needs at most "
-            "S = D + max over levels (atoms carried + 2 products) + outputs, a product layer's inner "
+            "only channels are added. Channels: the grid's D, at most I more where inputs read across tokens are "
+            "split to fresh channels (constructions/compiler/place.py), then a new one is the lowest free, so a "
+            "state needs at most S = D + I + K + n_out (K: the most, over levels, of the atoms carried into the "
+            "level plus two per product of the level; n_out outputs), a product layer's inner "
             "channels are at most its carried atoms plus products (<= A, the atoms needed: inputs and "
             "products), and a route layer's at most one per (destination slot, source channel it reads) "
             "(constructions/compiler/routing.py opens an inner channel only for a row no earlier one admits), "
             "so at most the atoms it carries plus the terms of the forms it writes: F (every product's two "
-            "factor forms) or O (the outputs' forms). `state_width` <= max(S, A + max(F, O)) in "
-            "`compiled.bound` (it was S^2 T, the route's worst case over every (source, destination) channel pair "
-            "and token). "
+            "factor forms) or O (the outputs' forms). `state_width` <= max(min_width, S, A + max(F, O)) in "
+            "`compiled.bound`. Every bound is stated in `compiled.bound.formulas` as an object (`formula`, the "
+            "`measures` it reads, its `value`) whose measures are the compiled circuit's "
+            "(constructions/compiler/bounds.py), never the compile's own width or layers; the unbounded compile "
+            "states the default's width bound whichever compile it chose (none it tries is wider), a budgeted "
+            "compile the budget C. "
             + (f"In table (a) every proved sequence cell is within the bound; the closest to it is "
                f"`{worst['call']}` on `{worst['target']}`: {worst['layers']} of {worst['bound']['layers']} "
                f"layers (plan {_plan(worst)})." if worst and all(c["within_bound"] for c in seq) else
@@ -607,8 +614,10 @@ def _section_c_not_done(cells, gd, n, d) -> list[str]:
     gd_n, gd_d = (int(a) for a in gb["args"][:2]) if gb else (n, d)
     L = ["", "### What is not done", "",
          "* **An explicit-constant Thm. H.21 bound.** `compiled.bound` is this compiler's own guarantee "
-         "(derived above); the theorem's O(Delta log w) / O(w) expressions are shown with constants "
-         "dropped, not with the constants of a proof."]
+         "(derived above). Seed 003 Thm. H.21 (App. H.5) states orders only, Delta' = O(Delta log w) layers and "
+         "N' = O(w) inner tokens, and its proof composes O(Delta) circuit layers of O(log w) BaseConv layers each "
+         "(Cor. H.20, Prop. H.10) without constants; `theorem_H21_bound` is labelled the paper's and gives "
+         "`c1 Delta ceil(log2 w)` with `value_at_c1`, not a guarantee."]
     dot_l = by.get(("dot", "lsa"))
     if dot_l is not None and dot_l["status"] != "refused" and "gather" in (dot_l["plan"] or []):
         L += [f"* **Row-uniform Gram sums on the attention targets.** `{dot_l['call']}` on `lsa` is "

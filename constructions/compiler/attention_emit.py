@@ -15,6 +15,7 @@ from .. import ops
 from ..layers import ELSA, LSA, ELSAHead, LSAHead
 from ..sparse import SparseMatrix
 from .attention import Head, Plan, pos_cell, limit_heads, plan
+from .bounds import attention_width, formula
 from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import ABSENT, CompileInfo
 from .routing import CompileError
@@ -123,7 +124,8 @@ def _width(pl: Plan, elsa: bool, min_width: int) -> int:
     return n
 
 
-def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | None, g) -> dict:
+def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | None, g,
+           min_width: int = 1) -> dict:
     """The stated guarantee (``compiled.bound``): layers, tokens, state width and the rule.  The width is
     a formula in the linearised circuit's measures: the grid's ``D`` channels, ``I`` inputs (each gathered
     at most once), ``F + O`` terms of the products' factor forms and the outputs' forms (a consumer form
@@ -140,9 +142,8 @@ def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | 
     n_in = sum(1 for a in need if atoms[a][0] == "input")
     terms = sum(len([x for x in f if x != CONST]) for a in need if atoms[a][0] == "mul" for f in atoms[a][1:]) \
         + sum(len([x for x in f if x != CONST]) for f in outputs.values())
-    data = pl.D + n_in + terms
-    temps = data if limit is not None else 0
-    width = max(data + temps, len(pl.outputs), pl.T if elsa else 0) + (0 if elsa else pl.T)
+    wb = attention_width(g, elsa, limit is not None, min_width)
+    width, D, temps = wb["value"], wb["measures"]["D"], limit is not None
     rule = ("a gather layer (if an input must move to the work row), one product layer per "
             "level of multiplicative depth md, one output layer: at most md + 2 layers"
             + (", two per module: at most ceil((md + 2) / 2) modules" if elsa else "")
@@ -151,12 +152,15 @@ def _bound(pl0: Plan, pl: Plan, elsa: bool, limit: int | None, per_layer: int | 
                f"heads becomes ceil(K / {per_layer}) layers, + 1 where its heads read what "
                "others write (temporaries added back)"
                + (" (each a module at worst)" if elsa else ""))
-            + f"; channels <= max(D + I + (F + O){' + temporaries (as many again)' if limit is not None else ''}, "
-            f"outputs{', T' if elsa else ''}){'' if elsa else ' + T (positions)'} = {width} with D = {pl.D} grid "
+            + f"; channels <= max(min_width, D + I + (F + O){' + temporaries (as many again)' if temps else ''}, "
+            f"outputs{', T' if elsa else ''}){'' if elsa else ' + T (positions)'} = {width} with D = {D} grid "
             f"channels, I = {n_in} inputs (each gathered at most once), F + O = {terms} terms of the products' "
             "factor forms and the outputs' forms (one work channel per consumer form and level it reads)"
             + (", T for the skip of Property 3" if elsa else ""))
-    return {"layers": layers, "tokens": pl.T, "state_width": width, "rule": rule}
+    lf = (formula("ceil((md + 2) / 2)" if elsa else "md + 2", {"md": pl0.md}, layers) if limit is None else
+          formula("sum over layers (1 if K_j <= h else ceil(K_j / h) + 1)", {"h": per_layer, "md": pl0.md}, layers))
+    return {"layers": layers, "tokens": pl.T, "state_width": width, "rule": rule,
+            "formulas": {"layers": lf, "state_width": wb}}
 
 
 def _compiled_info(pl: Plan, layers: list, width: int, mods, limit: int | None, bound: dict) -> CompileInfo:
@@ -195,7 +199,7 @@ def compile_attention(g, name: str = "circuit", *, elsa: bool = False, min_width
         constants = {(r, pl.D + r): Fraction(1) for r in range(pl.T)}
         ix = _lsa_channel(pl)
         pl.outputs = {n: (t, ix(c)) for n, (t, c) in pl.outputs.items()}
-    bound = _bound(pl0, pl, elsa, heads, per_layer, g)
+    bound = _bound(pl0, pl, elsa, heads, per_layer, g, min_width)
     m = C.metrics(g, validated=True)
     info = {"circuit": m, "compiled": _compiled_info(pl, layers, width, mods, heads, bound),
             "theorem_H21_bound": theorem_h21(m, h21_d(g))}

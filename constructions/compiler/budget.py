@@ -61,6 +61,7 @@ from fractions import Fraction
 
 import circuits as C
 
+from .bounds import budget_width, formula
 from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, linearise, needed
@@ -448,8 +449,10 @@ def layer_bound(g, channels: int) -> dict:
     P = sum(1 for a in need if atoms[a][0] == "mul")
     O = len(outputs)
     M = channels - EXTRA
-    return {"layers": P * (2 + 2 * M) + O * (M + 1) + math.ceil(O / 2) + 1, "products": P, "outputs": O,
-            "memory_channels": M,
+    value = P * (2 + 2 * M) + O * (M + 1) + math.ceil(O / 2) + 1
+    return {"layers": value, "products": P, "outputs": O, "memory_channels": M,
+            "formulas": {"layers": formula("P (2 + 2 M) + O (M + 1) + ceil(O / 2) + 1", {"P": P, "O": O, "M": M},
+                                           value), "state_width": budget_width(channels)},
             "rule": "per product 2 layers (load A and B, multiply) + (u - 1) partial-sum layers per factor of u >= 2 "
                     "units (u <= 1 + M: a local read and one read per memory channel); per output max(1, u - 1); "
                     "ceil(moved / 2) moves: <= P (2 + 2 M) + O (M + 1) + ceil(O / 2) + 1"}
@@ -536,6 +539,7 @@ def compile_budget(g, name: str = "circuit", causal: bool = False, channels: int
     layers = layers_of(specs, T, Cw, causal)
     bound.update({"scheme": scheme, "tokens": T, "state_width": channels, "inner_width": channels,
                   "channel_budget": channels})
+    bound["formulas"] = {**bound.get("formulas", {}), "state_width": budget_width(channels)}
     info = {
         "circuit": m,
         "compiled": CompileInfo("budget", target, layers=len(layers), tokens=T, state_width=Cw,

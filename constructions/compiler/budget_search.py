@@ -41,7 +41,8 @@ from dataclasses import replace
 
 import circuits as C
 
-from .circuit import CompiledCircuit
+from .bounds import budget_width
+from .circuit import CompiledCircuit, h21_d, theorem_h21
 from .info import ABSENT
 from .routing import CompileError
 
@@ -154,6 +155,9 @@ def _packed(g, name, causal, c, min_width=1):
     if h is not g:
         con.graph, con.compiled_graph = g, h
         con.info["circuit"] = C.metrics(g, validated=True)
+        # Thm. H.21's entry, like the circuit's metrics, is of the circuit as given; the bound's measures are
+        # the token-sum form's (the circuit compiled)
+        con.info["theorem_H21_bound"] = theorem_h21(con.info["circuit"], h21_d(g))
         con.compile_info = replace(con.compile_info, bound={
             **con.compile_info.bound, "token_sum_form": "compiled from the circuit's token-sum form "
             "(constructions/compiler/token_sums.py); proved against the circuit as given"})
@@ -436,6 +440,16 @@ def compile_best(g, name: str, causal: bool, min_width: int = 1) -> CompiledCirc
     ci = con.compile_info
     d = default.compile_info
     bound = {k: v for k, v in ci.bound.items() if k != "channel_budget"}  # the budget it was tried at: in choice
+    # the stated bound reads the circuit's measures only: the budget the choice was tried at is a ladder step
+    # below the default's width, so its width bound is the default's (no compile tried is wider than the
+    # default, nor has more layers); the choice's layer formula where it reads no budget
+    df = d.bound["formulas"]
+    lf = ci.bound.get("formulas", {}).get("layers")
+    if lf is None or {"C", "M"} & set(lf["measures"]):
+        lf = df["layers"]
+    bound.update({"layers": lf["value"], "state_width": df["state_width"]["value"],
+                  "formulas": {"layers": lf, "state_width": df["state_width"]}})
+    bound.pop("inner_width", None)
     bound.update({"choice": _describe(best["kind"], best["arg"]),
                   "default": {"layers": d.layers, "state_width": d.state_width,
                               "layers_bound": d.bound["layers"]},
@@ -471,6 +485,9 @@ def compile_within(g, name: str, causal: bool, channels: int) -> CompiledCircuit
     ci = con.compile_info
     layers, width, tokens = _shape(con)
     bound = dict(ci.bound)
+    if bound.get("state_width", channels) > channels:  # the budget is the tighter width guarantee
+        bound.update({"state_width": channels,
+                      "formulas": {**bound.get("formulas", {}), "state_width": budget_width(channels)}})
     bound.update({"channel_budget": channels, "choice": _describe(kind, arg),
                   "search": "the fewest layers, then the narrowest state, among the compiles tried within the budget "
                             "(constructions/compiler/budget_search.py)"})

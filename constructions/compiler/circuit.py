@@ -130,7 +130,14 @@ def theorem_h21(m: dict, d: int) -> dict:
                          "inner channels; no constants stated",
             "layers": f"O(Delta log w) = O({delta} * log2({w}))", "Delta": delta, "w": w, "d": int(d),
             "Delta_log2_w": delta * max(1, math.ceil(math.log2(max(w, 2)))),
-            "inner_tokens": f"N' = O(w) = O({w})", "inner_dimension": f"d' = d = {int(d)}"}
+            "inner_tokens": f"N' = O(w) = O({w})", "inner_dimension": f"d' = d = {int(d)}",
+            "source": "the paper's (seed 003 App. H.5, Thm. H.21), not this compiler's guarantee",
+            "constants": "none stated: the statement and its proof give orders only (O(Delta) circuit layers, each "
+                         "O(log w) BaseConv layers by Cor. H.20 / Prop. H.10)",
+            "formulas": {"layers": {"formula": "c1 Delta ceil(log2 w), c1 not stated", "measures": {"Delta": delta,
+                                    "w": w}, "value_at_c1": delta * max(1, math.ceil(math.log2(max(w, 2))))},
+                         "inner_tokens": {"formula": "c2 w, c2 not stated", "measures": {"w": w}, "value_at_c2": w},
+                         "inner_dimension": {"formula": "d", "measures": {"d": int(d)}, "value": int(d)}}}
 
 
 def h21_d(g) -> int:

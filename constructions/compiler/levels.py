@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .bounds import formula
 from .linearise import CONST, last_uses, linearise, needed
 from .place import grid, grid_channels
 from .routing import LayerSpec
@@ -124,6 +125,8 @@ def level_bound(md: int, K: int, parallel: bool) -> dict:
     """The stated layer bound of the level-parallel scheme on ``2^K >= N'`` tokens."""
     per = 6 * K - 1 if parallel else 12 * K - 3
     return {"layers": md * per + 8 * K - 1, "per_level": per, "K": K,
+            "formulas": {"layers": formula(f"md ({'6K - 1' if parallel else '12K - 3'}) + 8K - 1", {"md": md, "K": K},
+                                           md * per + 8 * K - 1)},
             "rule": (f"level-parallel (seed 003 Lemmas H.7-H.8 Benes routing, seed 000 App. D.2.1 MULTIPLY): "
                      f"1 flatten layer; per level of multiplicative depth, each work channel "
                      f"({'both in the same layers' if parallel else 'one after the other: budget < 7'}) gets its "

@@ -65,6 +65,7 @@ from fractions import Fraction
 
 import circuits as C
 
+from .bounds import budget_width, formula
 from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, linearise, needed
@@ -667,12 +668,15 @@ def packed_bound(g, channels: int, fuse: bool = False) -> dict:
     if fuse:
         md = max((level[a] for a in need if atoms[a][0] == "mul"), default=0)
         return {"layers": md + 2, "products": P, "multiplicative_depth": md, "formula": "md + 2",
+                "formulas": {"layers": formula("md + 2", {"md": md}, md + 2), "state_width": budget_width(channels)},
                 "mode": "level-synchronous, carries shared at disjoint tokens",
                 "rule": "product layer k forms every product of level k (all ready: their factors read only "
                         "lower levels; a level that does not fit one layer is refused), so md product layers "
                         "(md: the multiplicative depth of the products the outputs need), then at most one merge "
                         "layer and one route layer for the outputs: layers <= md + 2"}
     return {"layers": 2 * P + I + 1, "products": P, "inputs": I, "formula": "2 P + I + 1", "mode": "plain",
+            "formulas": {"layers": formula("2 P + I + 1", {"P": P, "I": I}, 2 * P + I + 1),
+                         "state_width": budget_width(channels)},
             "rule": "each layer up to the last product forms at least one product (<= P layers), each later layer "
                     "merges at least two values into one (<= P + I layers), one route layer for the outputs: "
                     "layers <= 2 P + I + 1"}

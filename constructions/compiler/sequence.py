@@ -47,6 +47,7 @@ from fractions import Fraction
 import circuits as C
 
 from ..layers import BaseConv
+from .bounds import formula, sequence_width
 from .circuit import CompiledCircuit, compiled, h21_d, param_counts, theorem_h21
 from .info import CompileInfo
 from .linearise import CONST, last_uses, linearise, needed
@@ -324,25 +325,8 @@ def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
         r["width"] = max([min_width, grid_channels, r["width"]] + [c + 1 for _, c in inputs.values()])
         if best is None or (r["width"], len(r["specs"])) < (best["width"], len(best["specs"])):
             best = r
-    grid = max([1, grid_channels] + [c + 1 for _, c in best["internal"].values()]
-               + [p[1] + 1 for p in places.values() if p is not None])
-    states = max(min_width, grid + best["grow"] + len(outputs))
-    bound = max(states, width_formula(atoms, need, outputs)["value"])
-    return (best["specs"], best["kinds"], inputs, best["slots"], T, best["width"], md, bound,
+    return (best["specs"], best["kinds"], inputs, best["slots"], T, best["width"], md,
             {"layout": best["layout"], "moved": best["moved"]})
-
-
-def width_formula(atoms: dict, need: set, outputs: dict) -> dict:
-    """The inner-channel guarantee of a levelled compile, from the linearised circuit: a product layer has
-    at most (atoms carried) + (products) <= A inner channels; a route layer at most one per (destination
-    slot, source channel it reads) (routing.py: a new inner channel only for a row no earlier one admits),
-    so at most the carried atoms plus the terms of the forms it writes: the factor forms of a level's
-    products (F over all levels) or the outputs' forms (O).  Width <= A + max(F, O), ``A`` the atoms needed
-    (inputs and products)."""
-    A = len(need)
-    F = sum(len([x for x in f if x != CONST]) for a in need if atoms[a][0] == "mul" for f in atoms[a][1:])
-    O = sum(len([x for x in f if x != CONST]) for f in outputs.values())
-    return {"A": A, "F": F, "O": O, "value": A + max(F, O), "formula": "A + max(F, O)"}
 
 
 def _chunks(need, atoms, level, md: int, per_layer: int | None, state):
@@ -384,15 +368,11 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     for name, (t, c) in inputs.items():
         entry.put(f"in:{name}", t, c)
     specs, kinds, widths = [], [], [st.width()]
-    # the channel guarantee: a state's channels are its inputs' (the grid's D) or allocated lowest-free,
-    # so at a level at most (atoms carried) + 2 (products) (a route's factor pairs) more than the grid's
-    grow = 0
     before = st  # the state the last product layer read (for :func:`_fold_outputs`)
     for lv, prods, later in _chunks(need, atoms, level, md, per_layer, lambda: st):
         before = st
         forms = {p: (atoms[p][1], atoms[p][2]) for p in prods}
         keep = {a for a in st.slot_of if last_use.get(a, 0) > lv or a in later}
-        grow = max(grow, len(keep) + 2 * len(prods))
         direct = _product_layer(st, prods, forms, keep, causal)
         if direct is not None:
             specs.append(direct[0])
@@ -439,7 +419,7 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
         widths.append(max(c for _, c in layout.values()) + 1)
         moved = sum(layout[n] != inputs[n] for n in inputs)
     width = max(widths + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()])
-    return {"specs": specs, "kinds": kinds, "slots": slots, "width": width, "grow": grow,
+    return {"specs": specs, "kinds": kinds, "slots": slots, "width": width,
             "internal": layout, "moved": moved}
 
 
@@ -557,16 +537,21 @@ def compile_sequence(g, name: str = "circuit", causal: bool = False, min_width: 
     return compile_best(g, name, causal, min_width)
 
 
-def _levelled_bound(g, md: int, T: int, width_bound: int, per_layer: int | None) -> dict:
+def _levelled_bound(g, md: int, T: int, per_layer: int | None, min_width: int = 1) -> dict:
     """The levelled compile's guarantee: ``2 md + 1`` layers; with ``per_layer = q`` products per
     token per layer, ``2 sum_l ceil(m_l / q) + 1`` for ``m_l`` products at level ``l``."""
-    wf = width_formula(*(lambda a, lv, o: (a, needed(a, o), o))(*linearise(g)))
-    rule_w = (f"channels <= max(S, A + max(F, O)): states S = D + max over levels (carried atoms + 2 products) + "
-              f"outputs; a product layer's inner channels <= A = {wf['A']} atoms (inputs and products), a route "
-              f"layer's <= the atoms it carries + the terms of the forms it writes, F = {wf['F']} (every product's "
-              f"two factor forms) or O = {wf['O']} (the outputs' forms)")
+    wb = sequence_width(g, min_width)
+    wm = wb["measures"]
+    width_bound = wb["value"]
+    rule_w = (f"channels <= max(min_width, S, A + max(F, O)) = {width_bound}: states S = D + I + K + n_out = "
+              f"{wm['D']} + {wm['I']} + {wm['K']} + {wm['n_out']} (grid channels, inputs split to fresh channels, "
+              f"max over levels of carried atoms + 2 products, outputs); a product layer's inner channels <= A = "
+              f"{wm['A']} atoms (inputs and products), a route layer's <= the atoms it carries + the terms of the "
+              f"forms it writes, F = {wm['F']} (every product's two factor forms) or O = {wm['O']} (the outputs' "
+              f"forms)")
     if not per_layer:
         return {"layers": 2 * md + 1, "tokens": T, "state_width": width_bound,
+                "formulas": {"layers": formula("2 md + 1", {"md": md}, 2 * md + 1), "state_width": wb},
                 "rule": "one product layer per level of multiplicative depth md, preceded by a route layer where a "
                         "factor must move; one route layer for the outputs: layers <= 2 md + 1, on the input grid's "
                         "tokens; " + rule_w}
@@ -577,6 +562,8 @@ def _levelled_bound(g, md: int, T: int, width_bound: int, per_layer: int | None)
             per[level[a]] = per.get(level[a], 0) + 1
     chunks = sum(-(-m // per_layer) for m in per.values())
     return {"layers": 2 * chunks + 1, "tokens": T, "state_width": width_bound, "products_per_token": per_layer,
+            "formulas": {"layers": formula("2 sum_l ceil(m_l / q) + 1", {"q": per_layer, "sum_l ceil(m_l / q)": chunks},
+                                           2 * chunks + 1), "state_width": wb},
             "rule": f"at most q = {per_layer} products per token in a product layer: level l's m_l products in at "
                     f"most ceil(m_l / q) product layers, each preceded by a route layer where a factor must move; one "
                     f"route layer for the outputs: layers <= 2 sum_l ceil(m_l / q) + 1 = {2 * chunks + 1}; " + rule_w}
@@ -603,6 +590,7 @@ def compile_levelled(g, name: str = "circuit", causal: bool = False, min_width: 
             if alt is not None and cost(alt) < cost(con):
                 alt.graph, alt.compiled_graph = g, h
                 alt.info["circuit"] = con.info["circuit"]
+                alt.info["theorem_H21_bound"] = con.info["theorem_H21_bound"]  # of the circuit as given, as its metrics
                 alt.compile_info = replace(alt.compile_info, bound={
                     **alt.compile_info.bound, "token_sum_form": "compiled from the circuit's token-sum form "
                     "(constructions/compiler/token_sums.py): per-token products summed to later tokens by causal "
@@ -612,7 +600,7 @@ def compile_levelled(g, name: str = "circuit", causal: bool = False, min_width: 
 
 
 def _compile_levelled(g, name: str, causal: bool, min_width: int, per_layer: int | None) -> CompiledCircuit:
-    specs, kinds, inputs, outputs, T, Cw, md, width_bound, placed = plan(g, causal, min_width, per_layer)
+    specs, kinds, inputs, outputs, T, Cw, md, placed = plan(g, causal, min_width, per_layer)
     layers = [_emit(sp, T, Cw, causal) for sp in specs]
     m = C.metrics(g, validated=True)
     target = "baseconv-causal" if causal else "baseconv"
@@ -621,7 +609,7 @@ def _compile_levelled(g, name: str, causal: bool, min_width: int, per_layer: int
         "compiled": CompileInfo(
             "sequence", target, layers=len(layers), tokens=T, state_width=Cw, params=param_counts(layers), plan=kinds,
             multiplicative_depth=md, input_layout=placed, outputs=dict(sorted(outputs.items())),
-            bound=_levelled_bound(g, md, T, width_bound, per_layer)),
+            bound=_levelled_bound(g, md, T, per_layer, min_width)),
         "theorem_H21_bound": theorem_h21(m, h21_d(g)),
     }
     conv = "causal (linear) convolution" if causal else "circular convolution"

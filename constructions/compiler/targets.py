@@ -114,6 +114,7 @@ class Target:
 
 def compile_mlp_bounded(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit:
     """:func:`.mlp.compile_mlp`, with its stated bound (module docstring) in ``compiled.bound``."""
+    from .bounds import formula
     from .linearise import needed
     from .mlp import compile_mlp
 
@@ -121,7 +122,7 @@ def compile_mlp_bounded(g: nx.DiGraph, name: str = "circuit") -> CompiledCircuit
     s = con.schedule
     md = max([0] + [s.level[a] for a in needed(s.atoms, s.outputs)])
     con.compile_info = replace(con.compile_info, bound={
-        "layers": max(1, md), "tokens": 1,
+        "layers": max(1, md), "tokens": 1, "formulas": {"layers": formula("max(1, md)", {"md": md}, max(1, md))},
         "rule": "max(1, md) layers on one token, md the multiplicative depth (one fused MULTIPLY + LINEAR layer "
                 "per level; constructions/compiler/mlp.py)"})
     return con
