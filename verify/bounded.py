@@ -88,9 +88,12 @@ def stopped_message(where: str, e: Stopped) -> str:
 def call(fn, a, where: str = "", on_item=None):
     """``fn()`` (e.g. ``lambda: prove(con)``) in a child under ``a.proof_memory_gib`` and
     ``a.proof_timeout``; its return value (it must pickle: a ``ProofResult`` does), or a
-    UsageError naming the limit that stopped it.  An exception ``fn`` raises is raised again."""
+    UsageError naming the limit that stopped it.  An exception ``fn`` raises is raised again.  Called inside a
+    limited child (a diagnosis child's nearest construction, a command under a bench's cap), the child's limit
+    is at most this process's soft limit (:func:`within_soft_limit`): the outer limit is inherited."""
     try:
-        return call_limited(fn, timeout=a.proof_timeout, memory_gb=a.proof_memory_gib, on_item=on_item)
+        return call_limited(fn, timeout=a.proof_timeout, memory_gb=within_soft_limit(a.proof_memory_gib),
+                            on_item=on_item)
     except Stopped as e:
         raise UsageError(stopped_message(where, e)) from None
 
@@ -137,7 +140,8 @@ def run_command(body, out, a, where: str = ""):
 def run_streamed(body, out, *, timeout: float, memory_gb: float | None):
     """:func:`run_command` under the given limits, raising :class:`polyverify.plumbing.child.Stopped` past
     one (for a step after a verdict, which reports it in a line of its own: ``import``'s nearby
-    search); ``body``'s return value comes back (it must pickle)."""
+    search); ``body``'s return value comes back (it must pickle).  The child's memory limit is at most this
+    process's soft limit (:func:`within_soft_limit`), as :func:`call`'s."""
     def child(send):
         o, e = _LineSender(send, "out"), _LineSender(send, "err")
         sys.stderr = e
@@ -151,7 +155,7 @@ def run_streamed(body, out, *, timeout: float, memory_gb: float | None):
         tag, text = item
         (out if tag == "out" else sys.stderr).write(text)
 
-    return call_limited(child, timeout=timeout, memory_gb=memory_gb, on_item=relay)
+    return call_limited(child, timeout=timeout, memory_gb=within_soft_limit(memory_gb), on_item=relay)
 
 
 # ------------------------------------------------------------------ the circuit proof's size

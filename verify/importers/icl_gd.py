@@ -199,16 +199,16 @@ def _module_layer(T: Tensors, path, p: dict[str, str], H: int, D, damp, y_update
     heads = []
     for h in range(H):
         cols, vcols = slice(h * K, (h + 1) * K), slice(h * Vs, (h + 1) * Vs)
-        if floats:  # the products of the stored floats, exactly, without a Fraction per entry
-            P = ops.transpose(exact_float_product(Wv.floats[:, vcols], Wo.floats[vcols, :])) * damp
-            Q = exact_float_product(Wk.floats[:, cols], Wq.floats[:, cols].T)
+        if floats:  # head_matrices of the stored floats, exactly, without a Fraction per projection entry
+            P = exact_float_product(Wo.floats[vcols, :].T, Wv.floats[:, vcols].T, damp)  # dampening (W_V W_O)^T
+            Q = exact_float_product(Wk.floats[:, cols], Wq.floats[:, cols].T)  # W_K W_Q^T
         else:
             q, k = np.asarray(Wq)[:, cols], np.asarray(Wk)[:, cols]
             v, o = np.asarray(Wv)[:, vcols], np.asarray(Wo)[vcols, :]
-            P, Q = head_matrices(q, k, v, o, damp)
+            P, Q = (_clean(M) for M in head_matrices(q, k, v, o, damp))
         if y_update:
             P[:-1, :] = 0
-        heads.append(TokenLSAHead(_clean(P), _clean(Q)))
+        heads.append(TokenLSAHead(P, Q))
     return TokenLSA(heads, exclude_last=not include_query, residual=True), D
 
 
@@ -234,11 +234,12 @@ def _layer_index(mod: str) -> int:
     return int(m[1]) if m else -1
 
 
-def exact_float_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """The exact product ``A @ B`` of two float arrays (float16/32/64, finite), each entry the binary fraction
-    it is, as an object array (``Fraction``, or ``int`` where integral; the int 0 for a zero): each operand is
-    an integer matrix times one power of two (mantissas of 53 bits shifted to the operand's least exponent:
-    Python integers, no rounding), their product one FLINT ``fmpz_mat`` product, scaled back exactly."""
+def exact_float_product(A: np.ndarray, B: np.ndarray, scale=1) -> np.ndarray:
+    """The exact product ``scale * (A @ B)`` of two float arrays (float16/32/64, finite), each entry the binary
+    fraction it is, and a rational ``scale``, as an object array (``Fraction``, or ``int`` where integral; the
+    int 0 for a zero): each operand is an integer matrix times one power of two (mantissas of 53 bits shifted
+    to the operand's least exponent: Python integers, no rounding), their product one FLINT ``fmpz_mat``
+    product, scaled back exactly (one ``Fraction`` per entry)."""
     import flint
 
     def integer(M):
@@ -259,9 +260,12 @@ def exact_float_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return out
     (IA, ea), (IB, eb) = integer(A), integer(B)
     e = ea + eb
-    prod = [int(x) for x in (IA * IB).entries()]
-    out[:] = np.array([(x << e if e >= 0 else (Fraction(x, 1 << -e) if x else 0)) for x in prod],
-                      dtype=object).reshape(out.shape)
+    scale = Fraction(scale)
+    num, den = scale.numerator, scale.denominator << max(0, -e)  # entry x: x num 2^e / den.denominator
+    num <<= max(0, e)
+    vals = [int(x) * num for x in (IA * IB).entries()]
+    out.ravel()[:] = [0 if not x else (x // den if x % den == 0 else Fraction(x, den)) for x in vals] \
+        if den != 1 else vals
     return out
 
 
