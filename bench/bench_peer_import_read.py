@@ -62,16 +62,15 @@ print(json.dumps({"cpu_s": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
 """
 
 
-def parse_size(s: str) -> tuple[str, tuple[int, ...]]:
+def parse_size(s: str) -> tuple[str, tuple[int, ...]] | None:
+    """``("zoology", (T, C, L))`` / ``("icl-gd", (D, H, L))`` of ``FMT:AxBxC`` (each in 1..4096), else None."""
     fmt, _, dims = s.partition(":")
-    if fmt not in ("zoology", "icl-gd"):
-        raise SystemExit(f"error: --sizes {s!r}: the format is zoology or icl-gd")
     try:
         n = tuple(int(x) for x in dims.split("x"))
     except ValueError:
-        n = ()
-    if len(n) != 3 or not all(1 <= x <= 4096 for x in n):
-        raise SystemExit(f"error: --sizes {s!r}: three sizes in 1..4096 (zoology:TxCxL, icl-gd:DxHxL)")
+        return None
+    if fmt not in ("zoology", "icl-gd") or len(n) != 3 or not all(1 <= x <= 4096 for x in n):
+        return None
     return fmt, n
 
 
@@ -106,7 +105,7 @@ def run_one(tree: Path, fmt: str, path: Path, cfg: dict) -> dict:
     p = subprocess.run([sys.executable, "-c", CHILD, fmt, str(path), json.dumps(cfg)], cwd=tree, env=env,
                        capture_output=True, text=True, timeout=3600)
     if p.returncode:
-        raise SystemExit(f"error: the read in {tree} failed: {p.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"the read in {tree} failed: {p.stderr.strip()[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -114,13 +113,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="zoology:512x128x4,icl-gd:129x4x4")
     ap.add_argument("--tree", action="append", default=None, help="a source tree to read with (repeatable)")
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", default="2")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
-    if not 1 <= a.runs <= 20:
-        print("error: --runs must be in 1..20", file=sys.stderr)
+    if not a.runs.isdigit() or not 1 <= int(a.runs) <= 20:
+        print(f"error: --runs is an integer 1..20, not {a.runs!r}", file=sys.stderr)
         return 2
-    sizes = [parse_size(s) for s in a.sizes.split(",") if s]
+    a.runs = int(a.runs)
+    sizes = [parse_size(s) for s in a.sizes.split(",")]
+    if not sizes or None in sizes:
+        print(f"error: --sizes takes zoology:TxCxL and icl-gd:DxHxL (each 1..4096), comma-separated, not "
+              f"{a.sizes!r}", file=sys.stderr)
+        return 2
     trees = [Path(t).resolve() for t in (a.tree or [str(ROOT)])]
     for t in trees:
         if not (t / "verify" / "importers" / "zoology.py").is_file():
@@ -139,9 +143,8 @@ def main(argv=None) -> int:
                     print(f"{fmt} {row['size']} ({entries} entries) {tree}: {res['cpu_s']:.2f} s CPU, "
                           f"{res['wall_s']:.2f} s wall, peak {res['peak_rss_mib']:.0f} MiB, values "
                           f"{res['values_sha256']}", flush=True)
-    bad = {(r["format"], r["size"]) for r in rows} and [
-        k for k in {(r["format"], r["size"]) for r in rows}
-        if len({r["values_sha256"] for r in rows if (r["format"], r["size"]) == k}) != 1]
+    bad = [k for k in {(r["format"], r["size"]) for r in rows}
+           if len({r["values_sha256"] for r in rows if (r["format"], r["size"]) == k}) != 1]
     out = {"command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
            "load_average": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
