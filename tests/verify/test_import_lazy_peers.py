@@ -227,3 +227,18 @@ def test_icl_gd_file_above_the_eager_bound_is_read_lazily(tmp_path, monkeypatch)
     monkeypatch.setattr(weights_io, "MAX_ENTRIES", n - 1)
     with pytest.raises(ImportRefused, match=f"{n} entries, above the limit {n - 1}"):
         icl_gd.read(path, cfg)
+
+
+# ------------------------------------------------------------------ precision-ls (its dense tensors read lazily since 254ad20)
+
+def test_precision_ls_file_above_the_eager_bound_is_read(tmp_path, monkeypatch):
+    from verify.importers import precision_ls
+
+    path = _export(tmp_path, "s003-linear", "precision-ls", ".safetensors")
+    n = sum(int(np.prod(t.shape)) for t in _safetensors(path)[1].values())
+    monkeypatch.setattr(weights_io, "MAX_EAGER_ENTRIES", n - 1)
+    monkeypatch.setattr(weights_io, "MAX_ENTRIES", n)
+    assert is_lazy(precision_ls.read(path, {}).layers[0].W_in)
+    monkeypatch.setattr(weights_io, "MAX_ENTRIES", n - 1)
+    with pytest.raises(ImportRefused, match=f"{n} entries, above the limit {n - 1}"):
+        precision_ls.read(path, {})

@@ -114,7 +114,7 @@ def _identity_embedding(T) -> bool:
 
 
 def read(path, settings: dict) -> Imported:
-    tensors, extra = load_tensors(path, NAME)
+    tensors, extra = load_tensors(path, NAME, lazy=True)  # the dense tensors are read lazily (take(lazy=True))
     cfg, src = config_from(extra, settings, path, known=SETTINGS, fmt=NAME)
     T = Tensors(tensors, path)
     embedding = _identity_embedding(T)
