@@ -19,7 +19,6 @@ are the figure to compare, wall seconds are noisy.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
