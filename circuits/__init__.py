@@ -83,6 +83,8 @@ What each function needs / adds
                             ``load`` returns a validated graph.
 ``random.random_circuit``   random validated circuits; CLI
                             ``python -m circuits.random``.
+``random.local_circuit``    a placed circuit whose outputs read 3 neighbouring
+                            tokens (blocks of one shape or random shapes).
 ``frontend.from_function``  a numpy-style function traced on symbolic arrays
                             (``fn, A=(n, d), x=(d,)``: inputs ``A_i_j``,
                             ``x_j``) -> validated circuit (outputs ``y_i``,
@@ -118,6 +120,7 @@ _NAMES = {
     # not imported with the package: ``python -m circuits.random`` would find the module pre-imported
     # (runpy RuntimeWarning)
     "random_circuit": "random",
+    "local_circuit": "random",
 }
 
 __all__ = [
@@ -126,7 +129,7 @@ __all__ = [
     "metrics", "levels", "formal_degrees",
     "evaluate", "evaluate_affine", "infer_const", "polynomials", "to_ring",
     "dot", "matvec", "gd_step", "ridge_gd_step", "newton_schulz_step", "horner",
-    "dump", "load", "random_circuit",
+    "dump", "load", "random_circuit", "local_circuit",
     "Placement", "placement", "place_inputs",
     "from_function", "from_sympy", "UnsupportedOperation", "token_sum", "prefix_sum", "shift",
 ]

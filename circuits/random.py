@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections import Counter
 from fractions import Fraction
 
@@ -81,6 +82,51 @@ def random_circuit(
         gates.append(v)
     _mark_outputs(rng, g, gates, dangling.items, n_outputs)
     return validate(g, in_place=True)  # g is built here: checked in place, not copied
+
+
+def local_circuit(tokens: int, channels: int = 2, gates_per: int = 16, seed: int = 0,
+                  shared: bool = False) -> nx.DiGraph:
+    """A placed circuit whose output ``y{t}`` reads only the inputs of tokens ``t-1, t, t+1``: a
+    sequence model's per-token computation over a short window (a compiler test family: its width
+    should not grow with ``tokens`` when the blocks share a shape, ``shared``).
+
+    Token ``t``'s block is a chain of ``gates_per`` random two-input add/mul gates, each reading the
+    previous gate and one earlier value of its window (degree at most 6); inputs ``x{t}_{c}`` at
+    ``(t, c)``; outputs ``y{t}`` unplaced.  ``shared``: every block draws the same random choices
+    (the same shape, up to the two edge tokens whose windows are shorter)."""
+    for name, v, lo in (("tokens", tokens, 2), ("channels", channels, 1), ("gates_per", gates_per, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise CircuitError(f"local_circuit: {name} must be an integer >= {lo}, got {v!r}")
+    if tokens * gates_per > LARGE_LIMITS["max_gates"] or tokens * channels > LARGE_LIMITS["max_inputs"]:
+        raise CircuitError(f"local_circuit: {tokens} tokens x {gates_per} gates and {channels} inputs per token: more "
+                           f"than {LARGE_LIMITS['max_gates']} gates or {LARGE_LIMITS['max_inputs']} inputs")
+    rng = np.random.default_rng(seed)
+    g = nx.DiGraph()
+    for t in range(tokens):
+        for c in range(channels):
+            g.add_node(f"x{t}_{c}", **{K.OP: K.INPUT, K.NAME: f"x{t}_{c}", K.TOKEN: t, K.CHANNEL: c})
+    for t in range(tokens):
+        if shared:
+            rng = np.random.default_rng(seed)
+        pool = [f"x{s}_{c}" for s in range(max(0, t - 1), min(tokens, t + 2)) for c in range(channels)]
+        deg = dict.fromkeys(pool, 1)
+        for j in range(gates_per):
+            a = pool[-1] if j else pool[rng.integers(len(pool))]
+            b = pool[rng.integers(len(pool) - 1)]
+            if a == b:
+                b = pool[0] if a != pool[0] else pool[1]
+            op = K.MUL if rng.random() < 0.4 and deg[a] + deg[b] <= 6 else K.ADD
+            v = f"g{t}_{j}"
+            g.add_node(v, **{K.OP: op})
+            g.add_edge(a, v)
+            g.add_edge(b, v)
+            deg[v] = deg[a] + deg[b] if op == K.MUL else max(deg[a], deg[b])
+            pool.append(v)
+        g.nodes[pool[-1]][K.OUTPUT] = f"y{t}"
+    g.graph["tokens"], g.graph["channels"] = tokens, channels
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a block's unread inputs are pruned
+        return validate(g)
 
 
 def _check_random_args(n_inputs: int, n_gates: int, n_outputs: int, max_arity: int, const_prob: float) -> None:

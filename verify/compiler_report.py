@@ -223,7 +223,45 @@ def run(mode: str, log=lambda s: None) -> dict:
     warm_up()
     return {"mode": mode, "sizes": {k: [str(a) for a in v] for k, v in SIZES[mode].items()},
             "cells": builder_cells(mode, log), "gd": gd_rows(mode, log), "trace_example": trace_example(),
-            "budget": budget_example(mode)}
+            "budget": budget_example(mode), "local": local_example(mode)}
+
+
+#: the local circuits' token counts (``circuits.local_circuit``: outputs reading 3 neighbouring tokens, 16 gates
+#: per token, 2 input channels), default and --quick
+LOCAL_TOKENS = {"default": (20, 40, 80, 160, 625), "quick": (10, 20, 40)}
+
+
+def local_example(mode: str = "default") -> list:
+    """``circuits.local_circuit`` at each of :data:`LOCAL_TOKENS`' token counts, blocks of one shape and of random
+    shapes, compiled to ``baseconv``: layers, width, and the width under the balanced placement alone
+    (``sequence.PLACEMENTS``' first rule, the compiler before the translation-equivariant rule); the largest of
+    each kind proved."""
+    import circuits as C
+    from constructions.compiler import compile_circuit, sequence
+    from verify.prover.kernel import verdict
+    from verify.prover.proof import prove
+
+    out = []
+    tokens = LOCAL_TOKENS[mode]
+    for shared in (True, False):
+        for T in tokens:
+            g = C.local_circuit(T, shared=shared)
+            cpu = time.process_time()
+            con = compile_circuit(g, target="baseconv")
+            cpu = time.process_time() - cpu
+            rules = sequence.PLACEMENTS
+            try:
+                sequence.PLACEMENTS = rules[:1]
+                alone = compile_circuit(g, target="baseconv").layout.shape[1]
+            finally:
+                sequence.PLACEMENTS = rules
+            row = {"tokens": T, "shapes": "one" if shared else "random", "gates": T * 16,
+                   "layers": len(con.layers(0)), "width": con.layout.shape[1], "balanced_width": alone,
+                   "compile_cpu_s": round(cpu, 2)}
+            if T == tokens[-1]:
+                row["proved"] = verdict(prove(con)).value == "PROVED"
+            out.append(row)
+    return out
 
 
 #: the circuit of the trace section (small in both modes: its tables are printed whole); its PNG
@@ -393,6 +431,7 @@ def _main(argv) -> int:
     ok = all(c["status"] == "refused" and c["message"] or c["status"] == "PROVED" and c["within_bound"]
              for c in res["cells"]) and all(r["proved"] for r in res["gd"])
     ok = ok and (res.get("trace_example") or {}).get("proved", True)
+    ok = ok and all(r.get("proved", True) for r in res.get("local") or [])
     print(f"wrote {md} ({len(res['cells'])} builder x target cells, {len(res['gd'])} GD architectures)"
           + (f" and {js}" if js else ""))
     return 0 if ok else 1

@@ -175,8 +175,34 @@ def markdown(res: dict, command: str, mach: dict) -> str:
     L += _section_c(cells, gd, n, d)
     L += _section_trace(res.get("trace_example"))
     L += _section_budget(res.get("budget"))
+    L += _section_local(res.get("local"))
     L += frontend_section()  # text only (circuits.from_function / from_sympy and docs/frontend_example.py)
     return "\n".join(L) + "\n"
+
+
+def _section_local(rows) -> list[str]:
+    """Local circuits (``compiler_report.local_example``): the width as the tokens grow."""
+    if not rows:
+        return []
+    L = ["", "## Local circuits: width as the tokens grow", "",
+         "`circuits.local_circuit(T)`: output `y_t` reads the inputs of tokens `t - 1, t, t + 1` only (16 random "
+         "add/mul gates per token, 2 input channels, degree at most 6), a sequence model's per-token computation; "
+         "its blocks share one shape (`shared=True`: every token draws the same gates, the two edge tokens aside) "
+         "or have random shapes. A routed level puts each product at a token by one of two rules "
+         "(`constructions/compiler/sequence.py` `_place_products`) and the plan keeps the narrower compile: "
+         "*balanced* (a factor's token unless it holds its share of the level's products, then the least loaded), "
+         "and *latest* (the latest token a factor sits at). The latest rule commutes with moving the circuit "
+         "along the tokens, so blocks of one shape place their products at the same relative token and share "
+         "every inner channel: the width does not grow with `T`. Blocks of random shapes need forms that differ "
+         "from token to token, and a channel mix is shared by all tokens, so their width still grows with `T`; "
+         "the plan is never wider than the balanced rule alone, the compiler before the latest rule.", "",
+         "| blocks | tokens | gates | layers | width | width, balanced rule alone | compile CPU s | proof |",
+         "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        proof = {True: "PROVED", False: "FAILED"}.get(r.get("proved"), "")
+        L.append(f"| {r['shapes']} shape{'s' if r['shapes'] == 'random' else ''} | {r['tokens']} | {r['gates']:,} | "
+                 f"{r['layers']} | {r['width']} | {r['balanced_width']} | {r['compile_cpu_s']} | {proof} |")
+    return L
 
 
 def _section_budget(ex) -> list[str]:

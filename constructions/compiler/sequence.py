@@ -14,8 +14,11 @@ level of multiplicative depth (:mod:`.linearise`), emits:
   different tokens.  Atoms still needed later are copied with a masked gate (``B_gate`` = 1 on
   their tokens only).  Where a factor cannot be read that way, the level first gets
 * a **route layer** (:mod:`.routing`): any linear map, here putting both factors of each
-  product side by side at a token chosen to balance the products over the tokens (at most
-  ``ceil(m / N')`` per token for a level of ``m`` products, when the target allows it), and
+  product side by side at a token chosen by one of two rules (:func:`_place_products`): *balanced*
+  (at most ``ceil(m / N')`` per token for a level of ``m`` products, when the target allows it) or
+  *latest* (the latest token a factor sits at: blocks of one shape at different tokens are placed
+  alike, so they share inner channels and the width does not grow with the tokens); the plan
+  compiles with each and keeps the narrower, and
 * one final route layer that writes every output at its place and zeros everywhere else,
   folded into the last product layer where it is a channel map per token (every output form
   at token ``t`` reads atoms at ``t`` only) and every inner channel's row through it is the same
@@ -217,10 +220,25 @@ def _conv_reads(gr: _Group, t: int, st: SeqState, causal: bool) -> bool:
     return False
 
 
-def _place_products(st: SeqState, prods: list, forms: dict, causal: bool) -> dict:
-    """A token for each product of a level: one of its factors' tokens, unless that token
-    already holds ceil(m / T) of the level's products; then the least loaded allowed token."""
+#: how a routed level chooses each product's token (:func:`_place_products`); :func:`plan` compiles
+#: with each and keeps the narrowest
+PLACEMENTS = ("balanced", "latest")
+
+
+def _place_products(st: SeqState, prods: list, forms: dict, causal: bool, placement: str = "balanced") -> dict:
+    """A token for each product of a level.
+
+    ``balanced``: one of its factors' tokens, unless that token already holds ceil(m / T) of the
+    level's products; then the least loaded allowed token (the products spread over the tokens).
+    ``latest``: the latest token its factors sit at, whatever the load.  This rule commutes with
+    moving the whole circuit along the tokens, so blocks of one shape at different tokens get
+    their products at the same relative token, share their inner channels and the width does not
+    grow with the number of tokens (the balanced rule's choice depends on the load earlier blocks
+    left, so equal blocks can be placed differently)."""
     T, m = st.T, len(prods)
+    if placement == "latest":
+        return {p: max([st.slot_of[a][0] for f in forms[p] for a in f if a != CONST], default=T - 1)
+                for p in prods}
     cap = math.ceil(m / T)
     load = [0] * T
     where = {}
@@ -234,10 +252,10 @@ def _place_products(st: SeqState, prods: list, forms: dict, causal: bool) -> dic
     return where
 
 
-def _routed_level(st: SeqState, prods: list, forms: dict, keep: set, causal: bool):
+def _routed_level(st: SeqState, prods: list, forms: dict, keep: set, causal: bool, placement: str = "balanced"):
     """A route layer putting each product's two factors side by side (channels L_g, R_g of the
-    g-th product at its token), then the product layer on that state."""
-    where = _place_products(st, prods, forms, causal)
+    g-th product at its token, chosen by :func:`_place_products`), then the product layer on that state."""
+    where = _place_products(st, prods, forms, causal, placement)
     new = SeqState(st.T)
     targets = {}
     for a in sorted(keep, key=str):
@@ -307,7 +325,8 @@ def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
     The compile works on the input layouts of :func:`.place.candidates` (the canonical channel
     relabelling, and the layouts with the inputs read across tokens split off to free channels)
     and keeps the narrowest, then the shallowest: its width does not depend on which channels
-    the inputs occupy."""
+    the inputs occupy.  A layout with a routed level is compiled again with each later rule of
+    :data:`PLACEMENTS`, kept only where narrower (or as wide and shallower)."""
     pl = C.placement(g)
     if pl is None:
         T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
@@ -318,13 +337,19 @@ def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
     need = needed(atoms, outputs)
     md = max([0] + [level[a] for a in need])
     last_use = last_uses(atoms, level, need, outputs, md + 1)
-    best = None
-    for label, layout in candidates(inputs, atoms, need):
-        r = _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal, per_layer)
-        r["layout"] = label
-        r["width"] = max([min_width, grid_channels, r["width"]] + [c + 1 for _, c in inputs.values()])
-        if best is None or (r["width"], len(r["specs"])) < (best["width"], len(best["specs"])):
-            best = r
+    best, routed, layouts = None, set(), candidates(inputs, atoms, need)
+    for placement in PLACEMENTS:  # a later rule is kept only where it is narrower (or as wide, shallower)
+        for label, layout in layouts:
+            if placement != PLACEMENTS[0] and label not in routed:
+                continue  # no level of this layout was routed: the placement rule chooses nothing
+            r = _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal,
+                             per_layer, placement)
+            r["layout"] = label
+            r["width"] = max([min_width, grid_channels, r["width"]] + [c + 1 for _, c in inputs.values()])
+            if r["routed"]:
+                routed.add(label)
+            if best is None or (r["width"], len(r["specs"])) < (best["width"], len(best["specs"])):
+                best = r
     return (best["specs"], best["kinds"], inputs, best["slots"], T, best["width"], md,
             {"layout": best["layout"], "moved": best["moved"]})
 
@@ -356,11 +381,12 @@ def _chunks(need, atoms, level, md: int, per_layer: int | None, state):
 
 
 def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal,
-                 per_layer: int | None = None) -> dict:
+                 per_layer: int | None = None, placement: str = "balanced") -> dict:
     """The plan with the inputs at their internal slots ``layout`` (same tokens as ``inputs``);
     the first layer reads the placed inputs: a relabelling permutes its channel rows, any other
     layout is a route layer (the first level's route where it has one, else one more layer).
-    ``per_layer``: at most that many products per product layer (:func:`_chunks`)."""
+    ``per_layer``: at most that many products per product layer (:func:`_chunks`); ``placement``: how a
+    routed level chooses its products' tokens (:func:`_place_products`)."""
     st = SeqState(T)
     for name, (t, c) in layout.items():
         st.put(f"in:{name}", t, c)
@@ -368,6 +394,7 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
     for name, (t, c) in inputs.items():
         entry.put(f"in:{name}", t, c)
     specs, kinds, widths = [], [], [st.width()]
+    routed = False
     before = st  # the state the last product layer read (for :func:`_fold_outputs`)
     for lv, prods, later in _chunks(need, atoms, level, md, per_layer, lambda: st):
         before = st
@@ -383,7 +410,8 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
             # supports would be computed on the wrong state (a product channel read as empty and
             # dropped), so a routed level's product layer is not folded
             before = None
-            pair, st, mid = _routed_level(st, prods, forms, keep, causal)
+            pair, st, mid = _routed_level(st, prods, forms, keep, causal, placement)
+            routed = True
             specs += pair
             kinds += ["route", "product"]
             widths.append(mid)
@@ -420,7 +448,7 @@ def _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, las
         moved = sum(layout[n] != inputs[n] for n in inputs)
     width = max(widths + [sp.inner for sp in specs] + [c + 1 for _, c in slots.values()])
     return {"specs": specs, "kinds": kinds, "slots": slots, "width": width,
-            "internal": layout, "moved": moved}
+            "internal": layout, "moved": moved, "routed": routed}
 
 
 def _support(spec: LayerSpec, k: int, st: SeqState, causal: bool) -> set:

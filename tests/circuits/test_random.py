@@ -82,3 +82,37 @@ def test_cli_stdout_and_errors():
     assert outputs(load(json.loads(r.stdout))) == ["y0", "y1"]
     r = run_cli("--gates", "1", "--outputs", "2")
     assert r.returncode == 2 and r.stderr.startswith("error: random_circuit:")
+
+
+def test_local_circuit_outputs_read_three_neighbouring_tokens_only():
+    from circuits import local_circuit
+
+    for shared in (False, True):
+        g = local_circuit(12, channels=3, gates_per=10, seed=4, shared=shared)
+        assert sum(1 for _, op in g.nodes(data="op") if op in ("add", "mul")) == 12 * 10
+        polys = polynomials(g)
+        for t in range(12):
+            toks = {int(str(s)[1:].split("_")[0]) for s in polys[f"y{t}"].free_symbols}
+            assert toks and toks <= {t - 1, t, t + 1}, (t, toks)
+    # blocks of one shape: interior blocks are the same polynomial up to the shift of the tokens
+    g = local_circuit(8, shared=True)
+    p = polynomials(g)
+
+    def shifted(e, by):
+        import sympy
+
+        return e.xreplace({s: sympy.Symbol("x%d_%s" % (int(str(s)[1:].split("_")[0]) + by, str(s).split("_")[1]))
+                           for s in e.free_symbols})
+
+    assert all(shifted(p["y2"], k).expand() == p[f"y{2 + k}"].expand() for k in range(1, 5))
+
+
+@pytest.mark.parametrize("kw, msg", [({"tokens": 1}, "tokens must be an integer >= 2"),
+                                     ({"tokens": 4, "channels": 0}, "channels must be"),
+                                     ({"tokens": 4, "gates_per": True}, "gates_per must be"),
+                                     ({"tokens": 10**6, "gates_per": 16}, "more than")])
+def test_local_circuit_bad_arguments(kw, msg):
+    from circuits import local_circuit
+
+    with pytest.raises(CircuitError, match=msg):
+        local_circuit(**kw)

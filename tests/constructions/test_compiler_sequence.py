@@ -276,3 +276,39 @@ def test_a_routed_levels_product_layer_is_not_folded_with_the_outputs(target):
     g = C.validate(g)
     con = compile_circuit(g, target=target)
     assert_proved(prove(con))
+
+
+# ---------------------------------------------------------------- local circuits (issue 43 item 3)
+
+@pytest.mark.parametrize("channels, seed", [(1, 0), (1, 1), (2, 1), (3, 1), (4, 3)])
+def test_blocks_of_one_shape_keep_their_width_as_the_tokens_grow(channels, seed):
+    """Blocks of one shape (outputs reading tokens t-1..t+1) compile to a width that does not grow with the
+    tokens: at 40, 80 and 160 tokens no wider than the widest of 10, 11, 20 and 21 tokens.  The balanced
+    placement alone grew: (1, 1) went 36, 56, 49, 50, 66 at 8, 20, 40, 80, 160 tokens."""
+    def width(T):
+        return compile_circuit(C.local_circuit(T, channels=channels, seed=seed, shared=True),
+                               target="baseconv").layout.shape[1]
+
+    small = max(width(T) for T in (10, 11, 20, 21))
+    for T in (40, 80, 160):
+        assert width(T) <= small, (T, width(T), small)
+
+
+def test_local_circuit_compiles_proved_under_either_placement_and_keeps_the_narrower(monkeypatch):
+    """The plan compiles a routed circuit with each placement rule and keeps the narrower: never wider than
+    the balanced rule alone, narrower on random-shape local blocks (176 -> 150 channels at 80 tokens)."""
+    from constructions.compiler import sequence
+
+    g = C.local_circuit(80, seed=0)
+    both = compile_circuit(g, target="baseconv")
+    monkeypatch.setattr(sequence, "PLACEMENTS", ("balanced",))
+    balanced = compile_circuit(g, target="baseconv")
+    monkeypatch.setattr(sequence, "PLACEMENTS", ("latest",))
+    latest = compile_circuit(g, target="baseconv")
+    w = {k: c.layout.shape[1] for k, c in (("both", both), ("balanced", balanced), ("latest", latest))}
+    assert w["both"] == min(w["balanced"], w["latest"]) < w["balanced"], w
+    small = C.local_circuit(12, seed=2, shared=True)
+    for target in TARGETS:
+        for rule in ("balanced", "latest"):
+            monkeypatch.setattr(sequence, "PLACEMENTS", (rule,))
+            assert_proved(prove(compile_circuit(small, target=target)))

@@ -4,52 +4,15 @@ in one line naming the bound), and never a traceback after the verdict."""
 import io
 import json
 import tracemalloc
-import warnings
 
-import networkx as nx
-import numpy as np
 import pytest
 
 import circuits as C
+from circuits.random import local_circuit
 from constructions.compiler import compile_circuit
 from verify import circuit_cmd
 from verify.circuit_cmd import _planned, float_trial_bytes, float_trials
 from verify.construct import main
-
-
-def local_circuit(tokens: int, channels: int = 2, gates_per: int = 16, seed: int = 0,
-                  shared: bool = False) -> nx.DiGraph:
-    """A placed circuit whose output ``y{t}`` reads only the inputs of tokens ``t-1, t, t+1``: a chain
-    of ``gates_per`` random add/mul gates per token (each reads the previous one and one earlier value
-    of its window; degree at most 6), inputs ``x{t}_{c}`` at ``(t, c)``, outputs unplaced.
-    ``shared``: every token's block has the same shape (the same random draws)."""
-    rng = np.random.default_rng(seed)
-    g = nx.DiGraph()
-    for t in range(tokens):
-        for c in range(channels):
-            g.add_node(f"x{t}_{c}", op="input", name=f"x{t}_{c}", token=t, channel=c)
-    for t in range(tokens):
-        if shared:
-            rng = np.random.default_rng(seed)
-        pool = [f"x{s}_{c}" for s in range(max(0, t - 1), min(tokens, t + 2)) for c in range(channels)]
-        deg = dict.fromkeys(pool, 1)
-        for j in range(gates_per):
-            a = pool[-1] if j else pool[rng.integers(len(pool))]
-            b = pool[rng.integers(len(pool) - 1)]
-            if a == b:
-                b = pool[0] if a != pool[0] else pool[1]
-            op = "mul" if rng.random() < 0.4 and deg[a] + deg[b] <= 6 else "add"
-            v = f"g{t}_{j}"
-            g.add_node(v, op=op)
-            g.add_edge(a, v)
-            g.add_edge(b, v)
-            deg[v] = deg[a] + deg[b] if op == "mul" else max(deg[a], deg[b])
-            pool.append(v)
-        g.nodes[pool[-1]]["output"] = f"y{t}"
-    g.graph["tokens"], g.graph["channels"] = tokens, channels
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return C.validate(g)
 
 
 @pytest.fixture(scope="module")

@@ -52,8 +52,21 @@ def test_quick_markdown_names_every_target_and_builder_and_the_run(quick):
             assert f"refused: {c['message']}" in text
         else:
             assert f"| {c['call']} | {c['target']} |" in text and f"{c['tokens']} x {c['channels']}" in text
-    for heading in ("## (a)", "## (b)", "## (c)", "Thm. H.21", "Lemma H.7", "What is not done", "LSA"):
+    for heading in ("## (a)", "## (b)", "## (c)", "Thm. H.21", "Lemma H.7", "What is not done", "LSA",
+                    "## Local circuits"):
         assert heading in text
+
+
+def test_quick_local_circuits_rows_are_the_run_and_one_shape_does_not_widen(quick):
+    _, text, res = quick
+    rows = res["local"]
+    assert [r["tokens"] for r in rows] == list(cr.LOCAL_TOKENS["quick"]) * 2
+    for r in rows:
+        assert f"| {r['tokens']} | {r['gates']:,} | {r['layers']} | {r['width']} | {r['balanced_width']} |" in text
+        assert r["width"] <= r["balanced_width"]
+    one = [r["width"] for r in rows if r["shapes"] == "one"]
+    assert max(one[1:]) <= max(one[:2]) and all(r.get("proved", True) for r in rows)
+    assert sum("proved" in r for r in rows) == 2
 
 
 @pytest.mark.parametrize("argv, words", [
