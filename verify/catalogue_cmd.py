@@ -283,9 +283,7 @@ def weights_diagnosis(entry, obj, sizes: dict, params: dict, lw, a, res, out) ->
 
     k = lw_k(obj, lw)
     distance = weight_distance(obj.layers(k), lw.layers)
-    at = ", ".join(f"{p} = {v}" for p, v in {**entry.params, **params}.items()) if getattr(entry, "params", None) \
-        else ""
-    used_line = distance.line(f"{entry.name} at {at} (the parameters used)" if at else entry.name)
+    used_line = distance.line_at(entry.name, {**entry.params, **params} if getattr(entry, "params", None) else {})
     used = {}
     for n, v in {**(getattr(entry, "params", {}) or {}), **params}.items():
         try:

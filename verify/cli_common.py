@@ -46,13 +46,16 @@ def check_check_arguments(a) -> None:
 
 def call_check(fn, a, where: str = ""):
     """``fn()`` (a randomized check) in a child under ``--proof-memory-gib`` and
-    ``--proof-timeout``, as every exact proof (``verify.bounded.call``); its result, or a
+    ``--proof-timeout``, as every exact proof (``verify.bounded.call``; a limited parent's soft
+    address-space limit caps the child's, :func:`verify.bounded.within_soft_limit`); its result, or a
     UsageError naming the limit that stopped it."""
     from polyverify.plumbing.child import Stopped, call_limited
     from polyverify.plumbing.cli import one_line
 
+    from .bounded import within_soft_limit
+
     try:
-        return call_limited(fn, timeout=a.proof_timeout, memory_gb=a.proof_memory_gib)
+        return call_limited(fn, timeout=a.proof_timeout, memory_gb=within_soft_limit(a.proof_memory_gib))
     except Stopped as e:
         flag = {"time": "--proof-timeout", "memory": "--proof-memory-gib"}.get(e.limit)
         fix = f"raise {flag}" if flag else "raise --proof-memory-gib or --proof-timeout"

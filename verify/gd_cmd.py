@@ -558,8 +558,7 @@ def cmd_gd(a, out) -> int:
         from .weight_distance import weight_distance
 
         distance = weight_distance(con.layers(k), lw.layers)
-        at = ", ".join(f"{p} = {v}" for p, v in con.params.items())
-        used_line = distance.line(f"{con.name} at {at} (the parameters used)" if at else con.name)
+        used_line = distance.line_at(con.name, con.params)
         # the verdict line first, with the exact weight distance at the parameters used; the nearest
         # construction's fit (the slow part of the diagnosis) after it, then its own "verdict:" line
         print_failed(proof, None, out, summary=used_line)

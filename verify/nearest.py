@@ -863,9 +863,7 @@ def import_used_line(st, values: dict, layers) -> str | None:
         reference = build(**used)[1]
     except ValueError:
         return None
-    at = ", ".join(f"{n} = {v}" for n, v in used.items())
-    name = st["spec"].name
-    return weight_distance(reference, layers).line(f"{name} at {at} (the parameters used)" if at else name)
+    return weight_distance(reference, layers).line_at(st["spec"].name, used)
 
 
 def guarded_line(fn: Callable[[], str | None]) -> str | None:

@@ -51,6 +51,12 @@ class WeightDistance:
     def spurious(self) -> int:
         return sum(x.spurious for x in self.arrays)
 
+    def line_at(self, name: str, params: dict) -> str:
+        """:meth:`line` with the reference named by the parameters the proof used: ``NAME at p = v, ... (the
+        parameters used)``, or ``NAME`` alone where it has none."""
+        at = ", ".join(f"{p} = {v}" for p, v in params.items())
+        return self.line(f"{name} at {at} (the parameters used)" if at else name)
+
     def line(self, reference: str) -> str:
         """One line: the largest difference, where, its relative size, the spurious entries."""
         w = self.worst

@@ -2,7 +2,7 @@
 ``within_soft_limit``, f1114b6).  ``call_limited`` sets a child's limit from its own start and caps it by the
 *hard* limit only, so a ``bounded.call`` / ``bounded.prove`` / ``run_streamed`` inside a child under a soft limit
 (the nearest construction's proof in a diagnosis child, a command under a bench's cap) could map far more than the
-outer limit allowed.  Each case runs in a fresh interpreter under a soft limit 256 MiB above its address space
+outer limit allowed (``cli_common.call_check``, the randomized check's child, too).  Each case runs in a fresh interpreter under a soft limit 256 MiB above its address space
 and allocates 1 GiB in the inner child: stopped at the memory limit, not allocated."""
 from __future__ import annotations
 
@@ -29,6 +29,14 @@ CASES = {
     "call": """
 try:
     bounded.call(lambda: len(bytearray(2**30)), a, 'inner')
+    print('allocated')
+except UsageError as e:
+    print('stopped memory' if 'memory limit' in str(e) else 'stopped ' + str(e))
+""",
+    "call_check": """
+from verify.cli_common import call_check
+try:
+    call_check(lambda: len(bytearray(2**30)), a, 'inner')
     print('allocated')
 except UsageError as e:
     print('stopped memory' if 'memory limit' in str(e) else 'stopped ' + str(e))
