@@ -194,8 +194,12 @@ def _section_local(rows) -> list[str]:
          "and *latest* (the latest token a factor sits at). The latest rule commutes with moving the circuit "
          "along the tokens, so blocks of one shape place their products at the same relative token and share "
          "every inner channel: the width does not grow with `T`. Blocks of random shapes need forms that differ "
-         "from token to token, and a channel mix is shared by all tokens, so their width still grows with `T`; "
-         "the plan is never wider than the balanced rule alone, the compiler before the latest rule.", "",
+         "from token to token while a channel mix is shared by all tokens: a route layer "
+         "(`constructions/compiler/routing.py`) gives such rows of one (source, destination) channel pair one "
+         "inner channel per shift they read, the rows' coefficients in its mask (`B_gate`), so its inner channels "
+         "are at most the source channels x destination channels x the shifts (3 here) whatever `T`; the states' "
+         "channels (products per token per level) still vary with the draws, and the width grows with `T` over "
+         "this range, more slowly. The plan is never wider than the balanced rule alone.", "",
          "| blocks | tokens | gates | layers | width | width, balanced rule alone | compile CPU s | proof |",
          "|---|---|---|---|---|---|---|---|"]
     for r in rows:

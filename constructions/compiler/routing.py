@@ -15,7 +15,9 @@ slots.  For one (source channel ``c``, destination channel ``c'``) pair, destina
 needs the filter taps ``h[t - t2] = coefficient of the atom at (t2, c)`` for *every* occupied
 slot ``(t2, c)``, zero for the atoms (and junk) it must not read.  Rows whose tap requirements
 agree up to a scale share one inner channel (the mask carries the scale): greedy first fit, in
-row order.  Groups with equal normalised taps and masks are then merged, first over sources
+row order; where a pair's rows read fewer distinct shifts than that gives groups, one inner
+channel per shift instead (one tap, the rows' coefficients in its mask: rows of any forms share
+it).  Groups with equal normalised taps and masks are then merged, first over sources
 (into ``W_in``), then over destinations (into ``W_out``).  The result is exact (Fractions); the
 prover checks it like every other layer.
 
@@ -191,7 +193,15 @@ def route(occupied: dict, slot_of: dict, targets: dict, T: int, causal: bool) ->
                 gr.add(t, nz, row_bits, reads, ONE, i, index)
                 if gr.pinned != full:
                     partial[i] = None
-        groups += [(c, cd, gr.taps, gr.mask) for gr in mine]
+        shifts = sorted({sh for nz in rows.values() for sh in nz})
+        if len(shifts) < len(mine):
+            # fewer inner channels as one tap each: shift s's channel reads slot (t - s, c) only, its mask the
+            # row's coefficient there (zero where a row does not read it), so any rows share it whatever their
+            # ratios (rows of many different forms: a local circuit's blocks of random shapes)
+            groups += [(c, cd, {sh: ONE}, {t: nz[sh] for t, nz in sorted(rows.items()) if sh in nz})
+                       for sh in shifts]
+        else:
+            groups += [(c, cd, gr.taps, gr.mask) for gr in mine]
     # normalise the taps (first nonzero tap = 1, its value moves into W_in) and merge
     by_dst: dict = {}
     for c, cd, taps, mask in groups:

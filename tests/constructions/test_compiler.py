@@ -201,8 +201,9 @@ def test_malformed_circuits_are_rejected(case):
 
 def _route_reference(occupied, slot_of, targets, T, causal):
     """The route pass as it was before the sparse rewrite (dense per-row requests over every
-    occupied slot, first fit over every group, Fractions): routing.route must give the same
-    LayerSpec, entry for entry and in the same order."""
+    occupied slot, first fit over every group, Fractions; where a (source, destination) pair's rows
+    read fewer distinct shifts than first fit gives groups, one single-tap group per shift):
+    routing.route must give the same LayerSpec, entry for entry and in the same order."""
     from constructions.compiler.linearise import CONST
     from constructions.compiler.routing import CompileError, LayerSpec, shift
 
@@ -255,7 +256,12 @@ def _route_reference(occupied, slot_of, targets, T, causal):
                     break
             else:
                 mine.append((dict(req), {t: Fraction(1)}))
-        groups += [(c, cd, taps, mask) for taps, mask in mine]
+        shifts = sorted({s for req in rows.values() for s, v in req.items() if v != 0})
+        if len(shifts) < len(mine):  # one tap per inner channel, the rows' coefficients in its mask
+            groups += [(c, cd, {s: Fraction(1)}, {t: req[s] for t, req in sorted(rows.items()) if req.get(s, 0) != 0})
+                       for s in shifts]
+        else:
+            groups += [(c, cd, taps, mask) for taps, mask in mine]
     by_dst = {}
     for c, cd, taps, mask in groups:
         first = next(taps[s] for s in sorted(taps) if taps[s] != 0)
@@ -432,3 +438,25 @@ def test_linearise_forms_evaluate_like_the_circuit(g, data):
     for a, t in atoms.items():  # a product's level: one more than its factors' deepest atom
         if t[0] == "mul":
             assert level[a] == 1 + max((level[x] for f in t[1:] for x in f if x != CONST), default=0)
+
+
+def test_route_rows_of_different_ratios_share_one_channel_per_shift():
+    """Row t reads a_{t-1} + (t + 1) a_{t+1}: no two rows agree up to a scale, so first fit makes a group per
+    row (grows with T); one inner channel per shift, the rows' coefficients in its mask, is 2 whatever T, and
+    the layer computes the map exactly."""
+    import random
+
+    from constructions.compiler.routing import route
+
+    for T in (5, 50, 200):
+        occupied = {(t, 0): f"a{t}" for t in range(T)}
+        slot_of = {f"a{t}": (t, 0) for t in range(T)}
+        targets = {(t, 1): {f"a{(t - 1) % T}": Fraction(1), f"a{(t + 1) % T}": Fraction(t + 1)} for t in range(T)}
+        spec = route(occupied, slot_of, targets, T, causal=False)
+        assert spec.inner == 2, (T, spec.inner)
+        rnd = random.Random(T)
+        values = {slot: Fraction(rnd.randint(-9, 9), rnd.randint(1, 5)) for slot in occupied}
+        out = _apply_route(spec, T, False, values, occupied)
+        for t in range(T):
+            assert out[(t, 1)] == values[((t - 1) % T, 0)] + (t + 1) * values[((t + 1) % T, 0)]
+            assert out.get((t, 0), 0) == 0

@@ -280,14 +280,16 @@ def test_a_routed_levels_product_layer_is_not_folded_with_the_outputs(target):
 
 # ---------------------------------------------------------------- local circuits (issue 43 item 3)
 
-@pytest.mark.parametrize("channels, seed", [(1, 0), (1, 1), (2, 1), (3, 1), (4, 3)])
-def test_blocks_of_one_shape_keep_their_width_as_the_tokens_grow(channels, seed):
+@pytest.mark.parametrize("channels, seed, target", [(1, 0, "baseconv"), (1, 1, "baseconv"), (2, 1, "baseconv"),
+                                                     (3, 1, "baseconv"), (4, 3, "baseconv"),
+                                                     (1, 1, "baseconv-causal"), (2, 1, "baseconv-causal")])
+def test_blocks_of_one_shape_keep_their_width_as_the_tokens_grow(channels, seed, target):
     """Blocks of one shape (outputs reading tokens t-1..t+1) compile to a width that does not grow with the
     tokens: at 40, 80 and 160 tokens no wider than the widest of 10, 11, 20 and 21 tokens.  The balanced
     placement alone grew: (1, 1) went 36, 56, 49, 50, 66 at 8, 20, 40, 80, 160 tokens."""
     def width(T):
         return compile_circuit(C.local_circuit(T, channels=channels, seed=seed, shared=True),
-                               target="baseconv").layout.shape[1]
+                               target=target).layout.shape[1]
 
     small = max(width(T) for T in (10, 11, 20, 21))
     for T in (40, 80, 160):
