@@ -65,10 +65,12 @@ class SeqState:
     T: int
     slot_of: dict = field(default_factory=dict)  # atom -> (t, c)
     occupied: dict = field(default_factory=dict)  # (t, c) -> atom | JUNK
+    by_channel: dict = field(default_factory=dict)  # c -> its occupied tokens, in the order they were put
 
     def put(self, a, t: int, c: int) -> None:
         assert (t, c) not in self.occupied, (a, t, c)
         self.occupied[(t, c)] = a
+        self.by_channel.setdefault(c, []).append(t)
         if a != JUNK:
             self.slot_of[a] = (t, c)
 
@@ -92,12 +94,13 @@ def _token_of(form: dict, st: SeqState):
 
 def _conv_side(form: dict, t: int, st: SeqState, causal: bool):
     """How the conv side reads ``form`` at token ``t`` in ``st``: :func:`conv_side`."""
-    return conv_side(form, t, st.slot_of, st.occupied, st.T, causal)
+    return conv_side(form, t, st.slot_of, st.occupied, st.T, causal, st.by_channel)
 
 
-def conv_side(form: dict, t: int, slot_of: dict, occupied, T: int, causal: bool):
+def conv_side(form: dict, t: int, slot_of: dict, occupied, T: int, causal: bool, by_channel: dict | None = None):
     """How the conv side reads ``form`` at token ``t``: ``(key, taps)`` or None (``slot_of``: atom ->
-    (t, c); ``occupied``: the occupied slots (t, c), iterated in order; ``T`` tokens).
+    (t, c); ``occupied``: the occupied slots (t, c), iterated in order; ``T`` tokens; ``by_channel``: where
+    given, channel -> its occupied tokens in that order, so only the form's channel is visited).
     key ``("mix", channels)``: every atom at ``t`` (filter = identity);
     key ``("chan", c)``: every atom in channel ``c``, moved by the taps (all occupied slots of
     ``c`` get a tap, zero where the form does not read them); None where two slots would need
@@ -112,11 +115,10 @@ def conv_side(form: dict, t: int, slot_of: dict, occupied, T: int, causal: bool)
     c = chans.pop()
     want = {slots[a][0]: v for a, v in atoms.items()}
     taps = {}
-    for (t2, c2) in occupied:
-        if c2 != c:
-            continue
+    tokens = by_channel.get(c, ()) if by_channel is not None else (t2 for (t2, c2) in occupied if c2 == c)
+    for t2 in tokens:
         s = shift(t, t2, T, causal)
-        coef = want.get(t2, Fraction(0))
+        coef = want.get(t2, 0)  # an int zero: compared with ints in C, equal to Fraction(0)
         if s is None:
             if coef != 0:
                 return None
