@@ -249,12 +249,8 @@ def local_example(mode: str = "default") -> list:
             cpu = time.process_time()
             con = compile_circuit(g, target="baseconv")
             cpu = time.process_time() - cpu
-            rules = sequence.PLACEMENTS
-            try:
-                sequence.PLACEMENTS = rules[:1]
+            with sequence.placements(sequence.PLACEMENTS[0]):
                 alone = compile_circuit(g, target="baseconv").layout.shape[1]
-            finally:
-                sequence.PLACEMENTS = rules
             row = {"tokens": T, "shapes": "one" if shared else "random", "gates": T * 16,
                    "layers": len(con.layers(0)), "width": con.layout.shape[1], "balanced_width": alone,
                    "compile_cpu_s": round(cpu, 2)}

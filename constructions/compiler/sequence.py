@@ -44,6 +44,8 @@ token where nothing was asked of it: never read, and zeroed by the final route),
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -226,6 +228,25 @@ def _conv_reads(gr: _Group, t: int, st: SeqState, causal: bool) -> bool:
 #: with each and keeps the narrowest
 PLACEMENTS = ("balanced", "latest")
 
+#: the rules :func:`plan` tries in this context (:func:`placements`); unset: all of :data:`PLACEMENTS`
+_RULES: ContextVar[tuple] = ContextVar("placement_rules", default=PLACEMENTS)
+
+
+@contextmanager
+def placements(*rules: str):
+    """Compile with only ``rules`` (a non-empty subset of :data:`PLACEMENTS`, tried in that order) inside the
+    ``with`` block, e.g. ``with placements("balanced"):`` for the compiler before the ``latest`` rule (the
+    compiler report's comparison column).  Scoped to the block and to this thread or task; any other name is
+    a one-line ValueError."""
+    bad = [r for r in rules if r not in PLACEMENTS]
+    if not rules or bad:
+        raise ValueError(f"placement rules must be a non-empty subset of {PLACEMENTS}, got {rules}")
+    token = _RULES.set(tuple(rules))
+    try:
+        yield
+    finally:
+        _RULES.reset(token)
+
 
 def _place_products(st: SeqState, prods: list, forms: dict, causal: bool, placement: str = "balanced") -> dict:
     """A token for each product of a level.
@@ -328,7 +349,8 @@ def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
     relabelling, and the layouts with the inputs read across tokens split off to free channels)
     and keeps the narrowest, then the shallowest: its width does not depend on which channels
     the inputs occupy.  A layout with a routed level is compiled again with each later rule of
-    :data:`PLACEMENTS`, kept only where narrower (or as wide and shallower)."""
+    :data:`PLACEMENTS` (or of :func:`placements` inside its block), kept only where narrower (or as wide and
+    shallower)."""
     pl = C.placement(g)
     if pl is None:
         T, inputs, places = 1, {n: (0, i) for i, n in enumerate(C.inputs(g))}, {}
@@ -340,9 +362,10 @@ def plan(g, causal: bool, min_width: int = 1, per_layer: int | None = None):
     md = max([0] + [level[a] for a in need])
     last_use = last_uses(atoms, level, need, outputs, md + 1)
     best, routed, layouts = None, set(), candidates(inputs, atoms, need)
-    for placement in PLACEMENTS:  # a later rule is kept only where it is narrower (or as wide, shallower)
+    rules = _RULES.get()
+    for placement in rules:  # a later rule is kept only where it is narrower (or as wide, shallower)
         for label, layout in layouts:
-            if placement != PLACEMENTS[0] and label not in routed:
+            if placement != rules[0] and label not in routed:
                 continue  # no level of this layout was routed: the placement rule chooses nothing
             r = _plan_layout(T, inputs, layout, places, atoms, level, outputs, need, md, last_use, causal,
                              per_layer, placement)

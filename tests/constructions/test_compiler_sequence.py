@@ -296,21 +296,31 @@ def test_blocks_of_one_shape_keep_their_width_as_the_tokens_grow(channels, seed,
         assert width(T) <= small, (T, width(T), small)
 
 
-def test_local_circuit_compiles_proved_under_either_placement_and_keeps_the_narrower(monkeypatch):
+def test_local_circuit_compiles_proved_under_either_placement_and_keeps_the_narrower():
     """The plan compiles a routed circuit with each placement rule and keeps the narrower: never wider than
     the balanced rule alone, narrower on random-shape local blocks (176 -> 150 channels at 80 tokens)."""
     from constructions.compiler import sequence
 
     g = C.local_circuit(80, seed=0)
     both = compile_circuit(g, target="baseconv")
-    monkeypatch.setattr(sequence, "PLACEMENTS", ("balanced",))
-    balanced = compile_circuit(g, target="baseconv")
-    monkeypatch.setattr(sequence, "PLACEMENTS", ("latest",))
-    latest = compile_circuit(g, target="baseconv")
+    with sequence.placements("balanced"):
+        balanced = compile_circuit(g, target="baseconv")
+    with sequence.placements("latest"):
+        latest = compile_circuit(g, target="baseconv")
     w = {k: c.layout.shape[1] for k, c in (("both", both), ("balanced", balanced), ("latest", latest))}
     assert w["both"] == min(w["balanced"], w["latest"]) < w["balanced"], w
+    assert compile_circuit(g, target="baseconv").layout.shape[1] == w["both"]  # the block's rules ended with it
     small = C.local_circuit(12, seed=2, shared=True)
     for target in TARGETS:
         for rule in ("balanced", "latest"):
-            monkeypatch.setattr(sequence, "PLACEMENTS", (rule,))
-            assert_proved(prove(compile_circuit(small, target=target)))
+            with sequence.placements(rule):
+                assert_proved(prove(compile_circuit(small, target=target)))
+
+
+@pytest.mark.parametrize("rules", [(), ("nearest",), ("balanced", "Latest")])
+def test_placements_refuses_rules_it_does_not_know(rules):
+    from constructions.compiler import sequence
+
+    with pytest.raises(ValueError, match="non-empty subset"):
+        with sequence.placements(*rules):
+            pass
