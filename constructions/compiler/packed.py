@@ -101,6 +101,7 @@ class _Packer:
         self.T, self.causal, self.C = T, causal, channels
         self.fuse, self.relocate, self.limit = fuse, relocate, limit
         self._full, self._sigs = None, {}  # the readers' index of the current state and its ratios (cache)
+        self._by_channel = None  # conv_side's channel index of the current state (cache)
         self.occ: dict = {}
         self.slot: dict = {}
         for n, (t, c) in inputs.items():
@@ -173,7 +174,11 @@ class _Packer:
         return toks.pop() if len(toks) == 1 else None
 
     def _conv(self, form, t):
-        return conv_side(form, t, self.slot, self.occ, self.T, self.causal)
+        if self._by_channel is None:  # channel -> its occupied tokens in the state's order, per state
+            self._by_channel = {}
+            for (t2, c) in self.occ:
+                self._by_channel.setdefault(c, []).append(t2)
+        return conv_side(form, t, self.slot, self.occ, self.T, self.causal, self._by_channel)
 
     def _read(self, p):
         """(token, gate, conv key, taps, gate const, conv const) of product ``p``, or None."""
@@ -568,7 +573,7 @@ class _Packer:
                         del f[a]
                     assert len(hit) == len(parts), (m, hit, parts)
                     f[m] = v
-        self.occ = occ2
+        self.occ, self._by_channel = occ2, None
         self.slot = {a: s for s, a in occ2.items() if a != JUNK}
         self.specs.append(spec)
         self.kinds.append(spec.kind)
