@@ -18,8 +18,7 @@ status, and the CPU (user + sys of the child) and wall time it took:
 * ``bench/bench_memory.py`` (when present): peak RSS of ``gd --layers`` at two depths;
 * ``bench/bench_startup.py``: ``--help`` and argument errors of ``verify.construct`` against ``import sympy``;
 * ``bench/bench_construction.py``: the GD constructions' float run against equal-work baselines and
-  plain torch GD (its JSON and markdown in ``bench/results/execution/``; ``--only execution`` reruns
-  this section alone and replaces it in the document);
+  plain torch GD (its JSON and markdown in ``bench/results/execution/``);
 * the committed results of ``bench/gpu.sh`` (``bench/results/gpu/``), under the card's name, or "not
   run on a GPU" (:func:`gpu_section`; the GPU run is not started from here);
 * the circuit command end to end on random 10,000- and 100,000-gate circuits (``python -m
@@ -27,7 +26,10 @@ status, and the CPU (user + sys of the child) and wall time it took:
   memory of the circuit command (targets: 60 s and 10 minutes).
 
 The machine (platform, CPU count, load average before and after) heads the document: the
-figures are only comparable within one run.  Nothing in the document is typed by hand.
+figures are only comparable within one run.  ``--only SECTION`` (a key of :data:`SECTION_KEYS`:
+proofs, proofs-256, proofs-512, compiler, compiler-scale, pareto, sparse, memory, sweep-worker,
+startup, execution, circuit-10k, circuit-100k; circuit-1k with ``--quick``) reruns that section alone and replaces it in the
+document, the rest kept as it is, with the date and load of the rerun under it.  Nothing in the document is typed by hand.
 """
 from __future__ import annotations
 
@@ -184,13 +186,93 @@ def replace_section(text: str, titles: tuple[str, ...], new: str) -> str:
     raise ValueError(f"no section {titles[0]!r}")
 
 
+def _circuit_e2e(gates: int, timeout: float) -> dict:
+    """``python -m circuits.random`` then ``python -m verify.construct circuit`` on a random circuit of
+    ``gates`` gates, the circuit command's peak RSS last (generating the circuit not counted)."""
+    py = sys.executable
+    large = ["--allow-large"] if gates > 10_000 else []
+    with tempfile.TemporaryDirectory() as tmp:
+        g = str(Path(tmp) / "circuit.json")
+        made = run([py, "-m", "circuits.random", "--seed", "0", "--inputs", "20", "--gates", str(gates),
+                    "--outputs", "8", "--out", g, *large], timeout)
+        e2e = run([py, "-m", "verify.construct", "circuit", "--graph", g, *large], timeout, rss=True)
+    e2e["cmd"] = (f"{made['cmd'].replace(g, 'c.json')} && "
+                  f"{e2e['cmd'].replace(g, 'c.json')}  # circuit command's time and memory")
+    e2e["out"] = (made["out"] + "\n" + e2e["out"]).replace(g, "c.json")
+    e2e["out"] += f"\ngenerating the circuit: {made['cpu']:.1f} s CPU, {made['wall']:.1f} s wall (not counted above)"
+    return e2e
+
+
+def benchmarks(quick: bool, timeout: float) -> list[tuple[str, str, tuple[str, ...], object]]:
+    """Every section of the document, in its order: ``(key, title, older titles, thunk)``; the thunk runs the
+    benchmark and returns :func:`run`'s record.  ``--only KEY`` reruns one of them."""
+    py = sys.executable
+    sizes = "20x5,40x10" if quick else "20x5,64x16,128x32"
+    out = [("proofs", "Exact proofs of the GD architectures (flint vs sympy)", (),
+            lambda: run([py, "bench/bench_proof.py", "--sizes", sizes, "--sympy-up-to", "20", "--catalogue"],
+                        timeout))]
+    if not quick:
+        out.append(("proofs-256", "Exact proofs of the GD architectures at 256x64 (against 64x16; exact and "
+                    "randomized)", (),
+                    lambda: run([py, "bench/bench_proof.py", "--sizes", "64x16,256x64", "--archs",
+                                 "baseconv,baseconv-causal,lsa,elsa", "--paired-up-to", "0", "--sympy-up-to", "0",
+                                 "--full-up-to", "0"], timeout)))
+        out.append(("proofs-512", "Exact proofs at 512x128, the widths of seed 003's sweeps (against 64x16; at "
+                    "most 8 GiB each)", (),
+                    lambda: run([py, "bench/bench_proof.py", "--sizes", "64x16,512x128", "--archs",
+                                 "baseconv,lsa,elsa", "--paired-up-to", "0", "--sympy-up-to", "0", "--full-up-to",
+                                 "0", "--memory-gib", "8"], timeout)))
+    out += [
+        ("compiler", "Compiler: 1,000-gate placed circuit, baseconv vs baseconv-mlp", (),
+         lambda: run([py, "bench/bench_compiler.py"] + (["--gates", "200", "--repeat", "1"] if quick else []),
+                     timeout)),
+        ("compiler-scale", "Compiler at scale: compile + proof of placed random circuits (1k to 10^6 gates), "
+         "fitted exponents", (),
+         lambda: run([py, "bench/bench_compiler.py", "--scale"]
+                     + (["--quick"] if quick else ["--sizes", "1000,10000,100000", "--million"]), timeout)),
+        ("pareto", "Compiler: the GD step's layers/channels frontier under channel budgets, each point proved", (),
+         lambda: run([py, "bench/bench_compiler.py", "--pareto", "--pareto-size", "6x2" if quick else "20x5"],
+                     timeout)),
+        ("sparse", "Compiler: sparse against dense weights of the compiled layers (entries, float forward, proof)",
+         (), lambda: run([py, "bench/bench_sparse.py"] + (["--quick"] if quick else []), timeout)),
+    ]
+    if (ROOT / "bench" / "bench_memory.py").exists():
+        out.append(("memory", "Peak memory of gd --layers at two depths", (),
+                    lambda: run([py, "bench/bench_memory.py"] + (["--quick"] if quick else []), timeout)))
+    out += [
+        ("sweep-worker", "Sweep workers: the runner's allocator settings against Dask's default (torch cell CPU "
+         "per step)", (),
+         lambda: run([py, "bench/bench_sweep_worker.py", "--seconds", "2" if quick else "10", "--rounds",
+                      "1" if quick else "2"], timeout)),
+        ("startup", "Start-up: --help and argument errors against import sympy", (),
+         lambda: run([py, "bench/bench_startup.py"] + (["--repeat", "3", "--only-light"] if quick else []),
+                     timeout)),
+        ("execution", EXECUTION_TITLE, EXECUTION_OLD_TITLES, lambda: execution_run(quick, timeout)[1]),
+    ]
+    for gates in ((1000,) if quick else (10_000, 100_000)):
+        out.append((f"circuit-{gates // 1000}k", f"The circuit command end to end, {gates:,} random gates", (),
+                    lambda gates=gates: _circuit_e2e(gates, timeout)))
+    return out
+
+
+#: the keys ``--only`` takes: every section of a full run, then those only a ``--quick`` run has
+SECTION_KEYS = tuple(dict.fromkeys(k for q in (False, True) for k, *_ in benchmarks(q, 0)))
+
+
+def _write(out: Path, text: str) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"), help="the markdown to write")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark (default 1800)")
-    ap.add_argument("--only", choices=("execution",),
-                    help="rerun one section and replace it in --out (the rest of the document kept as it is)")
+    ap.add_argument("--only", choices=SECTION_KEYS, metavar="SECTION",
+                    help="rerun one section and replace it in --out (the rest of the document kept as it is): "
+                         + ", ".join(SECTION_KEYS))
     a = ap.parse_args(argv)
     out = Path(a.out)
     if out.is_dir():
@@ -198,71 +280,23 @@ def main(argv=None) -> int:
     if a.only:
         if not out.is_file():
             raise SystemExit(f"error: --only needs the document {out} to replace a section of")
-        text = out.read_text()
+        found = [b for b in benchmarks(a.quick, a.timeout) if b[0] == a.only]
+        if not found:
+            raise SystemExit(f"error: --only {a.only}: not a section of a{' --quick' if a.quick else ' full'} run")
+        _, title, old, thunk = found[0]
         try:
-            replace_section(text, (EXECUTION_TITLE, *EXECUTION_OLD_TITLES), "")
+            replace_section(out.read_text(), (title, *old), "")
         except ValueError as e:
             raise SystemExit(f"error: {out}: {e}") from None
-        title, r = execution_run(a.quick, a.timeout)
-        new = (f"{section(title, r)}\n(Section rerun alone by `python bench/performance.py --only execution` on "
+        r = thunk()
+        new = (f"{section(title, r)}\n(Section rerun alone by `python bench/performance.py --only {a.only}` on "
                f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f} after.)\n\n")
-        text = replace_section(out.read_text(), (EXECUTION_TITLE, *EXECUTION_OLD_TITLES), new)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, out)
+        _write(out, replace_section(out.read_text(), (title, *old), new))
         print(f"wrote the section {title!r} of {out} ({'ok' if r['rc'] == 0 else 'failed'})")
         return 0 if r["rc"] == 0 else 1
-    py = sys.executable
     load0 = os.getloadavg()
     start = time.strftime("%Y-%m-%d %H:%M")
-    runs = []
-    sizes = "20x5,40x10" if a.quick else "20x5,64x16,128x32"
-    runs.append(("Exact proofs of the GD architectures (flint vs sympy)",
-                 run([py, "bench/bench_proof.py", "--sizes", sizes, "--sympy-up-to", "20", "--catalogue"],
-                     a.timeout)))
-    if not a.quick:
-        runs.append(("Exact proofs of the GD architectures at 256x64 (against 64x16; exact and randomized)",
-                     run([py, "bench/bench_proof.py", "--sizes", "64x16,256x64", "--archs",
-                          "baseconv,baseconv-causal,lsa,elsa", "--paired-up-to", "0", "--sympy-up-to", "0",
-                          "--full-up-to", "0"], a.timeout)))
-        runs.append(("Exact proofs at 512x128, the widths of seed 003's sweeps (against 64x16; at most 8 GiB each)",
-                     run([py, "bench/bench_proof.py", "--sizes", "64x16,512x128", "--archs", "baseconv,lsa,elsa",
-                          "--paired-up-to", "0", "--sympy-up-to", "0", "--full-up-to", "0", "--memory-gib", "8"],
-                         a.timeout)))
-    runs.append(("Compiler: 1,000-gate placed circuit, baseconv vs baseconv-mlp",
-                 run([py, "bench/bench_compiler.py"] + (["--gates", "200", "--repeat", "1"] if a.quick else []),
-                     a.timeout)))
-    runs.append(("Compiler at scale: compile + proof of placed random circuits (1k to 10^6 gates), fitted exponents",
-                 run([py, "bench/bench_compiler.py", "--scale"]
-                     + (["--quick"] if a.quick else ["--sizes", "1000,10000,100000", "--million"]), a.timeout)))
-    runs.append(("Compiler: the GD step's layers/channels frontier under channel budgets, each point proved",
-                 run([py, "bench/bench_compiler.py", "--pareto", "--pareto-size", "6x2" if a.quick else "20x5"],
-                     a.timeout)))
-    runs.append(("Compiler: sparse against dense weights of the compiled layers (entries, float forward, proof)",
-                 run([py, "bench/bench_sparse.py"] + (["--quick"] if a.quick else []), a.timeout)))
-    if (ROOT / "bench" / "bench_memory.py").exists():
-        runs.append(("Peak memory of gd --layers at two depths",
-                     run([py, "bench/bench_memory.py"] + (["--quick"] if a.quick else []), a.timeout)))
-    runs.append(("Sweep workers: the runner's allocator settings against Dask's default (torch cell CPU per step)",
-                 run([py, "bench/bench_sweep_worker.py", "--seconds", "2" if a.quick else "10", "--rounds",
-                      "1" if a.quick else "2"], a.timeout)))
-    runs.append(("Start-up: --help and argument errors against import sympy",
-                 run([py, "bench/bench_startup.py"] + (["--repeat", "3", "--only-light"] if a.quick else []),
-                     a.timeout)))
-    runs.append(execution_run(a.quick, a.timeout))
-    for gates in ((1000,) if a.quick else (10_000, 100_000)):
-        large = ["--allow-large"] if gates > 10_000 else []
-        with tempfile.TemporaryDirectory() as tmp:
-            g = str(Path(tmp) / "circuit.json")
-            made = run([py, "-m", "circuits.random", "--seed", "0", "--inputs", "20", "--gates", str(gates),
-                        "--outputs", "8", "--out", g, *large], a.timeout)
-            e2e = run([py, "-m", "verify.construct", "circuit", "--graph", g, *large], a.timeout, rss=True)
-            e2e["cmd"] = (f"{made['cmd'].replace(g, 'c.json')} && "
-                          f"{e2e['cmd'].replace(g, 'c.json')}  # circuit command's time and memory")
-            e2e["out"] = (made["out"] + "\n" + e2e["out"]).replace(g, "c.json")
-            e2e["out"] += (f"\ngenerating the circuit: {made['cpu']:.1f} s CPU, {made['wall']:.1f} s wall "
-                           f"(not counted above)")
-            runs.append((f"The circuit command end to end, {gates:,} random gates", e2e))
+    runs = [(title, thunk()) for _, title, _, thunk in benchmarks(a.quick, a.timeout)]
     load1 = os.getloadavg()
     head = (f"# Performance\n\nGenerated by `python bench/performance.py{' --quick' if a.quick else ''}` on "
             f"{start}: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
@@ -270,9 +304,7 @@ def main(argv=None) -> int:
             f"figures within this document (ratios), not with other runs.\n\n")
     text = head + "\n".join(section(t, r) for t, r in runs) + "\n" + gpu_section()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    _write(out, text)
     print(f"wrote {out} ({sum(1 for _, r in runs if r['rc'] == 0)}/{len(runs)} benchmarks ok)")
     return 0 if all(r["rc"] == 0 for _, r in runs) else 1
 

@@ -29,3 +29,34 @@ def test_the_committed_document_has_the_execution_section(load_bench):
     perf = load_bench("performance.py")
     text = (perf.ROOT / "docs" / "performance.md").read_text()
     perf.replace_section(text, (perf.EXECUTION_TITLE, *perf.EXECUTION_OLD_TITLES), "")  # no ValueError
+
+
+def test_every_section_has_a_key_and_only_refuses_unknown_keys(load_bench, tmp_path, capsys):
+    perf = load_bench("performance.py")
+    full = [k for k, *_ in perf.benchmarks(False, 1)]
+    assert len(set(full)) == len(full) and set(full) <= set(perf.SECTION_KEYS)
+    assert {"execution", "circuit-10k", "circuit-100k", "compiler-scale", "circuit-1k"} <= set(perf.SECTION_KEYS)
+    doc = tmp_path / "perf.md"
+    doc.write_text("# Performance\n\n## A\n\na\n")
+    with pytest.raises(SystemExit) as e:
+        perf.main(["--only", "circuits", "--out", str(doc)])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="not a section of a --quick run"):
+        perf.main(["--only", "proofs-512", "--out", str(doc), "--quick"])
+    with pytest.raises(SystemExit, match="no section 'The circuit command end to end, 1,000 random gates'"):
+        perf.main(["--only", "circuit-1k", "--out", str(doc), "--quick"])  # refused before the run
+    assert doc.read_text() == "# Performance\n\n## A\n\na\n"
+
+
+def test_only_a_circuit_section_reruns_it_in_place(load_bench, tmp_path):
+    """``--only circuit-1k --quick`` runs the 1,000-gate circuit command and replaces that section alone."""
+    perf = load_bench("performance.py")
+    title = "The circuit command end to end, 1,000 random gates"
+    doc = tmp_path / "perf.md"
+    doc.write_text(f"# Performance\n\n## A\n\na\n\n## {title}\n\nold\n\n## B\n\nb\n")
+    assert perf.main(["--only", "circuit-1k", "--out", str(doc), "--quick"]) == 0
+    text = doc.read_text()
+    assert text.startswith("# Performance\n\n## A\n\na\n\n## " + title + "\n\n`python -m circuits.random")
+    assert text.endswith("\n\n## B\n\nb\n") and "old" not in text
+    assert "proof: PROVED" in text and "peak resident memory of the command" in text
+    assert "rerun alone by `python bench/performance.py --only circuit-1k`" in text
