@@ -596,8 +596,8 @@ def at_least_N(s: dict) -> dict:
 def pooled(s: dict) -> dict:
     """Per ``"mixer/N/d"``: every recorded run at the grid's settings and learning rate(s), the grid's seeds and
     those of the parts that share its settings (:data:`POOLED_PARTS`: attention below the grid's widths, more
-    BaseConv seeds); ``seeds``, ``accs`` (best test accuracy per seed, by seed), their ``median`` and how many
-    ``reached`` the threshold.  The figure draws these and the smallest-width criterion reads them."""
+    BaseConv seeds); ``seeds``, ``accs`` (best test accuracy per seed, by seed), their ``median``, how many
+    ``reached`` the threshold, and each run's ``steps`` and ``cpu`` (CPU seconds, None where not recorded).  The figure draws these and the smallest-width criterion reads them."""
     th, steps = s["threshold"], s["config"].get("steps")
     out: dict = {}
     for x in [*s["runs"], *(y for part in POOLED_PARTS for y in s.get(part) or [])]:
@@ -610,7 +610,7 @@ def pooled(s: dict) -> dict:
         accs = [x["best_test_acc"] for x in xs]
         cells[key] = {"mixer": xs[0]["mixer"], "N": xs[0]["N"], "D": xs[0]["D"], "d": xs[0]["d"],
                       "seeds": [x["seed"] for x in xs], "accs": accs, "median": statistics.median(accs),
-                      "steps": [x["steps_run"] for x in xs],
+                      "steps": [x["steps_run"] for x in xs], "cpu": [x.get("cpu_s") for x in xs],
                       "reached": sum(a >= th for a in accs), "ran": max(x["steps_run"] for x in xs),
                       # the steps its runs could run: under a GPU budget the steps planned, else the configured ones
                       "budget": max(x.get("steps_planned") or x["steps"] for x in xs)}

@@ -349,6 +349,21 @@ def missing_lines(s: dict) -> list[str]:
                     ways[e[1]] = ways.get(e[1], 0) + 1
                 else:
                     ways["none"] = ways.get("none", 0) + 1
+    per_n = []  # per N: the grid's recorded CPU (one run per seed: the mean of a seed's records) and the estimate
+    p = pooled(s)
+    for N, _ in WIDTHS["sizes"]:
+        done = 0.0
+        for m in MIXERS:
+            for d in WIDTHS["dims"]:
+                c = p.get(f"{m}/{N}/{d}")
+                by_seed: dict = {}
+                for sd, t in zip(c["seeds"] if c else (), c["cpu"] if c else ()):
+                    if sd in WIDTHS["seeds"] and t:
+                        by_seed.setdefault(sd, []).append(t)
+                done += sum(sum(v) / len(v) for v in by_seed.values())
+        est = sum(e[0] for c in miss if c["N"] == N for e in [cpu_estimate(runs, c["mixer"], N, c["d"])] if e)
+        per_n.append(say("missing.per_n", N=N, done=fmt(done / 3600), left=fmt(est / 3600),
+                         whole=fmt((done + est) / 3600)))
     how = ", ".join(text for k, text in (("cell", say("missing.how.cell", n=ways.get("cell"))),
                                          ("width", say("missing.how.width", n=ways.get("width"))),
                                          ("length", say("missing.how.length", n=ways.get("length"))),
@@ -356,7 +371,7 @@ def missing_lines(s: dict) -> list[str]:
     return [say("missing", out=WIDTHS_DIR, dims=_ints(WIDTHS["dims"]), seeds=_ints(WIDTHS["seeds"]),
                 Ns=_ints(N for N, _ in WIDTHS["sizes"]), vocab_Ns=_ints(WIDTHS["vocab_at"]),
                 vocab_at=_ints(WIDTHS["vocab_at"].values()), n=len(miss), cells="; ".join(groups),
-                hours=fmt(cpu / 3600), grid_file=WIDTHS_GRID_FILE, how=how)]
+                hours=fmt(cpu / 3600), grid_file=WIDTHS_GRID_FILE, how=how, per_n="; ".join(per_n))]
 
 
 def plateau_lines(s: dict) -> list[str]:

@@ -215,7 +215,9 @@ TEXT = {
     "missing": ("**What measuring both mixers alike still needs** (issue 45 item 1: widths {dims} for both mixers, "
                 "seeds {seeds} at every cell, N = {Ns}; N = {vocab_Ns} at vocabulary {vocab_at} since the generator "
                 "needs a vocabulary above N). {n} cells have no record: {cells}. Estimated {hours} CPU hours on this "
-                "machine ({how}; a run that stops early at 0.99 costs less, one on a loaded machine more). The grid file `{grid_file}` holds "
+                "machine ({how}; a run that stops early at 0.99 costs less, one on a loaded machine more). Per N, the "
+                "whole width grid (both mixers, every width, 5 seeds; a seed's CPU the mean of its records) in CPU hours, "
+                "recorded + estimated for its missing cells: {per_n}. The grid file `{grid_file}` holds "
                 "exactly these cells, those that decide each mixer's crossing first, the cheapest (N x d) first (written from this summary by "
                 "`python -c \"import numerics.experiments.seed003_mqar as m; m.write_widths_grid()\"`; the order: "
                 "`decide_order` in numerics/experiments/seed003_mqar.py); `python -m numerics.sweep run {grid_file} "
@@ -227,6 +229,7 @@ TEXT = {
                 "`python -m numerics.experiments seed003-mqar --resummarise --out docs/experiments/seed003-mqar` "
                 "bring the new records into this section."),
     "missing.group": "{mixer}, N = {N}: {cells}",
+    "missing.per_n": "N = {N}: {done} + {left} = {whole}",
     "missing.cell": "d = {d} (seeds {seeds})",
     "missing.how.cell": "{n} cell(s) at the mean CPU per recorded run of that cell",
     "missing.how.width": "{n} at the recorded width nearest theirs at the same mixer and N, scaled in proportion to d",

@@ -213,3 +213,15 @@ def test_headline_and_index_state_the_deciding_criterion_first():
     s["criteria"] = [x for x in s["criteria"] if x["id"] != "widths-vs-N"]
     assert mqr.headline(s) == "" and report.criteria_state(mq, s).startswith("criteria met: ")
     assert not any("reads only the first grid" in x for x in mqr.criteria_lines(s))
+
+
+def test_missing_lines_give_each_N_its_whole_grid_cost_recorded_plus_estimated():
+    """Per N: the CPU the grid's records took (one run per seed) plus the estimate for its missing cells; an N
+    without a record of either mixer is all estimate."""
+    from numerics.experiments.common import fmt
+
+    accs = full("attention", 16, 16) | {k: v[:3] for k, v in full("baseconv", 16, 96).items()}
+    text = mqr.missing_lines(summary(accs))[0]
+    # every record took 10 s: 30 attention + 18 BaseConv runs; BaseConv's 12 missing seeds at that cell's 10 s each
+    assert f"N = 16: {fmt(480 / 3600)} + {fmt(120 / 3600)} = {fmt(600 / 3600)}" in text
+    assert f"N = 32: {fmt(0.0)} + " in text and f"N = 64: {fmt(0.0)} + " in text
