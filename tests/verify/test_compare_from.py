@@ -164,3 +164,14 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and said in err, (extra, err)
         assert not (tmp_path / "out").exists()
+
+
+
+def test_from_formats_are_the_registrys_and_a_state_dict():
+    """``--from`` offers every format of the one registry (``verify.importers.REGISTRY``), this toolkit's own
+    first, then a module's state_dict: no second list of the formats to keep in step."""
+    from verify import importers
+    from verify.comparison import models
+
+    assert models.FROM_FORMATS == (*importers.REGISTRY, "torch")
+    assert models.PEER_FORMATS == tuple(importers.REGISTRY)[1:] and "polyverify" not in models.PEER_FORMATS

@@ -22,6 +22,7 @@ import numpy as np
 from constructions.base import Construction, run_layers, to_float_array
 from constructions.layers import Layer
 from constructions import weights_io
+from verify.importers import REGISTRY
 
 
 class CompareError(ValueError):
@@ -120,9 +121,10 @@ def load_learned(path, con: Construction, k: int | None = None) -> Stack:
     return st
 
 
-#: the formats ``--from`` reads: this toolkit's weight files, the peers' (``verify/importers/``) and a
-#: ``polyverify.torch`` module's ``state_dict``
-PEER_FORMATS = ("precision-ls", "zoology", "icl-gd")
+#: the formats ``--from`` reads: this toolkit's weight files, the peers' (the one registry of formats,
+#: ``verify.importers.REGISTRY``: every format but this toolkit's own) and a ``polyverify.torch`` module's
+#: ``state_dict``
+PEER_FORMATS = tuple(name for name in REGISTRY if name != "polyverify")
 FROM_FORMATS = ("polyverify",) + PEER_FORMATS + ("torch",)
 
 
