@@ -771,7 +771,8 @@ def decide_order(s: dict, cells: list[dict]) -> list[dict]:
 
     ordered by N x d (a run's cost grows with both: the cheaper runs first, so that a stopped run has decided what
     it could), then seeds 0-2 before 3-4 (three seeds of five agreeing settle a median), then by mixer.  Then the
-    rest, by mixer, N, width and seed."""
+    rest alike: seeds 0-2 of every cell before seeds 3-4 (a stopped run has a three-seed median at as many cells
+    as it could), each the cheapest (N x d) first, then by mixer, N, width and seed."""
     want = len(WIDTHS["seeds"])
     dims = sorted(set(WIDTHS["dims"]))
     have = {(c["mixer"], c["N"]) for c in pooled(s).values()}
@@ -792,7 +793,7 @@ def decide_order(s: dict, cells: list[dict]) -> list[dict]:
         else:
             first = d in {y["d"] for y in x["cells"] if y["state"] == "open"} or d in deciding(x)
         if not first:
-            return (True, MIXERS.index(m), N, d, sd)
+            return (True, sd >= 3, N * d, MIXERS.index(m), N, d, sd)
         return (False, N * d, sd >= 3, MIXERS.index(m), N, sd)
 
     return sorted(cells, key=key)

@@ -136,6 +136,11 @@ def test_decide_order_runs_the_open_crossing_cells_first():
     for c in [("attention", 16, 32, 0), ("baseconv", 16, 96, 0), ("attention", 64, 64, 0), ("baseconv", 64, 96, 0)]:
         assert c not in first
     assert order[-1] == ("baseconv", 64, 256, 4)
+    # the rest: seeds 0-2 of every cell, the cheapest first, before any seed 3-4
+    later = order[rest:]
+    low = [c for c in later if c[3] < 3]
+    assert later[:len(low)] == low and [N * d for _, N, d, _ in low] == sorted(N * d for _, N, d, _ in low)
+    assert ("attention", 64, 256, 0) in low and later.index(("attention", 64, 256, 0)) < later.index(("attention", 16, 32, 3))
 
 
 def test_add_widths_records_adds_whole_records_of_the_width_grid_only(tmp_path):
