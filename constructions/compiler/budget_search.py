@@ -171,18 +171,21 @@ def _build(g, name, causal, kind, arg):
 _DIGESTS: dict = {}
 
 
-def _key_of(g) -> str:
+def _key_of(g) -> tuple[str, tuple]:
     """:func:`_digest` of ``g``, remembered for the last few graphs by identity (the entry keeps the
     graph, so its id is not reused while remembered; the search's circuits are validated copies that
-    no pass changes)."""
+    no pass changes), with the placement rules in force (:func:`.sequence.active_placements`: a compile
+    under other rules is another compile)."""
+    from .sequence import active_placements
+
     hit = _DIGESTS.get(id(g))
     if hit is not None and hit[0] is g:
-        return hit[1]
+        return hit[1], active_placements()
     if len(_DIGESTS) >= 8:
         _DIGESTS.pop(next(iter(_DIGESTS)))
     d = _digest(g)
     _DIGESTS[id(g)] = (g, d)
-    return d
+    return d, active_placements()
 
 
 def _try(g, causal: bool, kind: str, arg, limit: int | None = None):

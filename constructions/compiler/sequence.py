@@ -232,6 +232,12 @@ PLACEMENTS = ("balanced", "latest")
 _RULES: ContextVar[tuple] = ContextVar("placement_rules", default=PLACEMENTS)
 
 
+def active_placements() -> tuple:
+    """The placement rules :func:`plan` tries here and now (:func:`placements`; unset: :data:`PLACEMENTS`): part of
+    the key of every memoised compile (:mod:`.budget_search`), since a compile under other rules differs."""
+    return _RULES.get()
+
+
 @contextmanager
 def placements(*rules: str):
     """Compile with only ``rules`` (a non-empty subset of :data:`PLACEMENTS`, tried in that order) inside the

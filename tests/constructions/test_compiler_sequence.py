@@ -324,3 +324,20 @@ def test_placements_refuses_rules_it_does_not_know(rules):
     with pytest.raises(ValueError, match="non-empty subset"):
         with sequence.placements(*rules):
             pass
+
+
+def test_memoised_compiles_are_kept_apart_per_placement_rules():
+    """The budget search memoises each try by the circuit's content; a try under other placement rules is another
+    compile, so it is not read back under the default rules (blocks of one shape at 20 tokens: 39 channels under
+    the balanced rule alone, 37 with both)."""
+    from constructions.compiler import budget_search, sequence
+
+    g = C.validate(C.local_circuit(20, seed=1, shared=True))
+    budget_search._CACHE.clear()
+    with sequence.placements("balanced"):
+        alone = budget_search._try(g, False, "levelled", None)
+    both = budget_search._try(g, False, "levelled", None)
+    budget_search._CACHE.clear()
+    assert both == budget_search._try(g, False, "levelled", None) and both[1] < alone[1], (both, alone)
+    with sequence.placements("balanced"):
+        assert budget_search._try(g, False, "levelled", None) == alone
