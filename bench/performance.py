@@ -33,7 +33,6 @@ document, the rest kept as it is, with the date and load of the rerun under it. 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import resource
@@ -44,6 +43,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the toolkit's plumbing
+
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_finite, output_file,  # noqa: E402
+                                     run_main)
 
 
 #: runs a command and prints its own peak RSS last (``RUSAGE_CHILDREN`` of a process with one child)
@@ -259,14 +262,8 @@ def benchmarks(quick: bool, timeout: float) -> list[tuple[str, str, tuple[str, .
 SECTION_KEYS = tuple(dict.fromkeys(k for q in (False, True) for k, *_ in benchmarks(q, 0)))
 
 
-def _write(out: Path, text: str) -> None:
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"), help="the markdown to write")
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark (default 1800)")
@@ -274,24 +271,23 @@ def main(argv=None) -> int:
                     help="rerun one section and replace it in --out (the rest of the document kept as it is): "
                          + ", ".join(SECTION_KEYS))
     a = ap.parse_args(argv)
-    out = Path(a.out)
-    if out.is_dir():
-        raise SystemExit(f"error: --out {out}: is a folder, not a file")
+    check_finite("--timeout", a.timeout, positive=True)
+    out = output_file("--out", a.out)  # checked before any work; written atomically (a device written through)
     if a.only:
         if not out.is_file():
-            raise SystemExit(f"error: --only needs the document {out} to replace a section of")
+            raise UsageError(f"--only needs the document {out} to replace a section of")
         found = [b for b in benchmarks(a.quick, a.timeout) if b[0] == a.only]
         if not found:
-            raise SystemExit(f"error: --only {a.only}: not a section of a{' --quick' if a.quick else ' full'} run")
+            raise UsageError(f"--only {a.only}: not a section of a{' --quick' if a.quick else ' full'} run")
         _, title, old, thunk = found[0]
         try:
             replace_section(out.read_text(), (title, *old), "")
         except ValueError as e:
-            raise SystemExit(f"error: {out}: {e}") from None
+            raise UsageError(f"{out}: {e}") from None
         r = thunk()
         new = (f"{section(title, r)}\n(Section rerun alone by `python bench/performance.py --only {a.only}` on "
                f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f} after.)\n\n")
-        _write(out, replace_section(out.read_text(), (title, *old), new))
+        atomic_write_text(out, replace_section(out.read_text(), (title, *old), new), "--out")
         print(f"wrote the section {title!r} of {out} ({'ok' if r['rc'] == 0 else 'failed'})")
         return 0 if r["rc"] == 0 else 1
     load0 = os.getloadavg()
@@ -303,10 +299,14 @@ def main(argv=None) -> int:
             f"load average {load0[0]:.2f} before, {load1[0]:.2f} after.  The machine is shared: compare "
             f"figures within this document (ratios), not with other runs.\n\n")
     text = head + "\n".join(section(t, r) for t, r in runs) + "\n" + gpu_section()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _write(out, text)
+    atomic_write_text(out, text, "--out")
     print(f"wrote {out} ({sum(1 for _, r in runs if r['rc'] == 0)}/{len(runs)} benchmarks ok)")
     return 0 if all(r["rc"] == 0 for _, r in runs) else 1
+
+
+def main(argv=None) -> int:
+    """The command: bad arguments and paths are one ``error:`` line and exit status 2, before any benchmark runs."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -14,15 +14,35 @@ def test_replace_section_keeps_the_rest(load_bench):
         perf.replace_section("## A\n\na\n", (perf.EXECUTION_TITLE,), "")
 
 
-def test_only_execution_refuses_a_document_without_the_section(load_bench, tmp_path):
+def refused(capsys, fn, match: str):
+    """``fn()`` returns exit status 2 with one ``error:`` line on stderr that contains ``match``."""
+    rc = fn()
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and match in err, (rc, err)
+
+
+def test_only_execution_refuses_a_document_without_the_section(load_bench, tmp_path, capsys):
     perf = load_bench("performance.py")
     doc = tmp_path / "perf.md"
     doc.write_text("# Performance\n\n## A\n\na\n")
-    with pytest.raises(SystemExit, match="no section"):
-        perf.main(["--only", "execution", "--out", str(doc), "--quick"])
+    refused(capsys, lambda: perf.main(["--only", "execution", "--out", str(doc), "--quick"]), "no section")
     assert doc.read_text() == "# Performance\n\n## A\n\na\n"
-    with pytest.raises(SystemExit, match="needs the document"):
-        perf.main(["--only", "execution", "--out", str(tmp_path / "missing.md"), "--quick"])
+    refused(capsys, lambda: perf.main(["--only", "execution", "--out", str(tmp_path / "missing.md"), "--quick"]),
+            "needs the document")
+    refused(capsys, lambda: perf.main(["--only", "execution", "--out", str(tmp_path)]), "is a folder")
+
+
+def test_a_device_named_as_the_document_to_rerun_is_refused_and_left_alone(load_bench, capsys):
+    """``--out /dev/null`` is checked like every output of the toolkit (``output_file``: a device is written
+    through, never renamed over); ``--only`` refuses it first, as no document to replace a section of."""
+    import os
+    import stat
+
+    perf = load_bench("performance.py")
+    if not os.path.exists("/dev/null"):
+        pytest.skip("no /dev/null on this machine")
+    refused(capsys, lambda: perf.main(["--only", "startup", "--out", "/dev/null"]), "needs the document")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 def test_the_committed_document_has_the_execution_section(load_bench):
@@ -38,13 +58,12 @@ def test_every_section_has_a_key_and_only_refuses_unknown_keys(load_bench, tmp_p
     assert {"execution", "circuit-10k", "circuit-100k", "compiler-scale", "circuit-1k"} <= set(perf.SECTION_KEYS)
     doc = tmp_path / "perf.md"
     doc.write_text("# Performance\n\n## A\n\na\n")
-    with pytest.raises(SystemExit) as e:
-        perf.main(["--only", "circuits", "--out", str(doc)])
-    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="not a section of a --quick run"):
-        perf.main(["--only", "proofs-512", "--out", str(doc), "--quick"])
-    with pytest.raises(SystemExit, match="no section 'The circuit command end to end, 1,000 random gates'"):
-        perf.main(["--only", "circuit-1k", "--out", str(doc), "--quick"])  # refused before the run
+    refused(capsys, lambda: perf.main(["--only", "circuits", "--out", str(doc)]), "invalid choice: 'circuits'")
+    refused(capsys, lambda: perf.main(["--only", "startup", "--out", str(doc), "--timeout", "nan"]), "--timeout")
+    refused(capsys, lambda: perf.main(["--only", "proofs-512", "--out", str(doc), "--quick"]),
+            "not a section of a --quick run")
+    refused(capsys, lambda: perf.main(["--only", "circuit-1k", "--out", str(doc), "--quick"]),  # before the run
+            "no section 'The circuit command end to end, 1,000 random gates'")
     assert doc.read_text() == "# Performance\n\n## A\n\na\n"
 
 
