@@ -10,12 +10,16 @@ Rows: ``{"case", "target", "gates", "layers", "width", "cpu_s"}``; a refusal is 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 import warnings
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:  # the CLI plumbing of this tree (a --src tree's compiler is imported later)
+    sys.path.insert(0, _ROOT)
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
 
 
 def cases(quick: bool):
@@ -46,19 +50,24 @@ def cases(quick: bool):
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--src", help="import the compiler from this tree (a baseline checkout)")
     p.add_argument("--json", help="write the rows here (atomically)")
     p.add_argument("--quick", action="store_true", help="3 circuits (a smoke run)")
     a = p.parse_args(argv)
+    # every argument and the output path checked before any compile
+    if a.src is not None and not os.path.isdir(os.path.join(a.src, "constructions", "compiler")):
+        raise UsageError(f"--src {a.src!r} holds no constructions/compiler")
+    output_file("--json", a.json)
     if a.src is not None:
-        if not os.path.isdir(os.path.join(a.src, "constructions", "compiler")):
-            print(f"error: --src {a.src!r} holds no constructions/compiler", file=sys.stderr)
-            return 2
         sys.path.insert(0, os.path.abspath(a.src))
+        # the other tree's modules throughout: forget this tree's plumbing, imported above for the checks
+        # (this module keeps its own references), so the --src tree's compiler imports its own
+        for name in [m for m in sys.modules if m == "polyverify" or m.startswith("polyverify.")]:
+            del sys.modules[name]
     else:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        sys.path.insert(0, _ROOT)
     import circuits as C
     from constructions.compiler import budget_search, compile_circuit, linearise
 
@@ -84,12 +93,14 @@ def main(argv=None) -> int:
     total = round(sum(r["cpu_s"] for r in rows), 2)
     print(f"total {total} s CPU over {len(rows)} compiles (src {a.src or 'this tree'})")
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump({"src": a.src, "rows": rows, "total_cpu_s": total}, fh, indent=1)
-            fh.write("\n")
-        os.replace(tmp, a.json)
+        atomic_write_text(a.json, json.dumps({"src": a.src, "rows": rows, "total_cpu_s": total}, indent=1) + "\n",
+                          "--json")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any compile."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ shared (2 cores): the seconds are noisy.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_file,  # noqa: E402
+                                     run_main)
 
 
 def _cpu() -> float:
@@ -54,29 +55,51 @@ def measure(n: int, d: int, folder: Path, batch: int, finetuned: bool) -> dict:
             "certified_seconds": rep.get("certified_seconds"), "certified_terms": rep.get("certified_difference_terms")}
 
 
-def _sizes(text: str) -> list[tuple[int, int]]:
-    return [tuple(int(x) for x in s.split("x")) for s in text.split(",") if s]
+def _sizes(flag: str, text: str) -> list[tuple[int, int]]:
+    """``N x D`` pairs, comma-separated (``''``: none), within ``gd``'s own limits (``GD_LIMITS``: 1 <= N <=
+    its ``--n``, 1 <= D <= its ``--d``); else a UsageError naming ``flag``."""
+    from verify.gd_cmd import GD_LIMITS
+
+    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
+    out = []
+    for s in text.split(","):
+        if not s:
+            continue
+        try:
+            n, d = (int(x) for x in s.split("x"))
+        except ValueError:
+            n = d = 0
+        if not (1 <= n <= hi_n and 1 <= d <= hi_d):
+            raise UsageError(f"{flag} takes N x D pairs like 64x16 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), "
+                             f"comma-separated, not {text!r}")
+        out.append((n, d))
+    return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="64x16,256x64", help="N x D of the tampered files (default 64x16,256x64)")
     p.add_argument("--finetuned", default="20x5", help="N x D of the dense fine-tuned files (default 20x5; '' none)")
     p.add_argument("--batch", type=int, default=256, help="sampled problems (default 256, as gd's --batch)")
     p.add_argument("--json", default=str(ROOT / "bench" / "results" / "distance" / "results.json"),
                    help="the results as JSON (a .md table beside it)")
     a = p.parse_args(argv)
+    # every argument and both outputs checked before any file is made or timed
+    sizes = ((False, _sizes("--sizes", a.sizes)), (True, _sizes("--finetuned", a.finetuned)))
+    from verify.gd_cmd import GD_LIMITS
+
+    check_range("--batch", a.batch, 1, GD_LIMITS["--batch"])
+    out = output_file("--json", a.json)
+    output_file("--json (.md beside it)", out.with_suffix(".md"))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for finetuned, sizes in ((False, _sizes(a.sizes)), (True, _sizes(a.finetuned))):
-            for n, d in sizes:
+        for finetuned, pairs in sizes:
+            for n, d in pairs:
                 r = measure(n, d, Path(tmp), a.batch, finetuned)
                 rows.append(r)
                 print(f"{r['size']:>8} {r['file']}: wall {r['wall_s']:.2f} s, CPU {r['cpu_s']:.2f} s\n  {r['line']}",
                       flush=True)
-    out = Path(a.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"batch": a.batch, "rows": rows}, indent=1))
+    atomic_write_text(out, json.dumps({"batch": a.batch, "rows": rows}, indent=1), "--json")
     md = ["| size | file | wall s | CPU s | sampled max | sampled rms | certified bound (box abs <= 1) |",
           "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -84,9 +107,15 @@ def main(argv=None) -> int:
                 if r["certified_bound"] is not None else f"skipped: {r['certified_skipped']}")
         md.append(f"| {r['size']} | {r['file']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['sampled_max_abs']:.3e} | "
                   f"{r['sampled_rms']:.3e} | {cert} |")
-    out.with_suffix(".md").write_text(f"`python bench/bench_distance.py --batch {a.batch}`\n\n" + "\n".join(md) + "\n")
+    atomic_write_text(out.with_suffix(".md"), f"`python bench/bench_distance.py --batch {a.batch}`\n\n" + "\n".join(md)
+                      + "\n", "--json (.md beside it)")
     print(f"written {out} and {out.with_suffix('.md')}")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

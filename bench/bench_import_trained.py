@@ -36,7 +36,6 @@ of the search, the first exact evaluation at the point the other half (``ops._mm
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -46,6 +45,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_finite, output_file,  # noqa: E402
+                                     run_main)
+
 TARGET_S, TARGET_GIB = 60.0, 2.0
 
 #: run in the child for a baseline: the old search and prove modules in place of the new, then the CLI
@@ -135,8 +139,39 @@ def _modules_at(commit: str, folder: Path) -> Path:
     return folder
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _sizes(text: str) -> list[tuple[int, int]]:
+    """``--sizes``: N x D pairs, comma-separated (``''``: none), within ``gd``'s limits (``GD_LIMITS``)."""
+    from verify.gd_cmd import GD_LIMITS
+
+    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
+    out = []
+    for s in text.split(","):
+        if not s:
+            continue
+        try:
+            n, d = (int(x) for x in s.split("x"))
+        except ValueError:
+            n = d = 0
+        if not (1 <= n <= hi_n and 1 <= d <= hi_d):
+            raise UsageError(f"--sizes takes N x D pairs like 20x5 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), "
+                             f"comma-separated, not {text!r}")
+        out.append((n, d))
+    return out
+
+
+def _check_commit(flag: str, commit: str | None) -> None:
+    """``commit`` (when given) holds the two modules :func:`_modules_at` reads, or a UsageError naming ``flag``."""
+    if commit is None:
+        return
+    for name in ("search", "prove"):
+        spec = f"{commit}:verify/importers/{name}.py"
+        if commit.startswith("-") or subprocess.run(["git", "cat-file", "-e", spec], cwd=ROOT,
+                                                    capture_output=True).returncode != 0:
+            raise UsageError(f"{flag} {commit}: no verify/importers/{name}.py at that commit in {ROOT}")
+
+
+def _main(argv) -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--memory-gib", type=float, default=TARGET_GIB)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--sizes", default="4x2,20x5")
@@ -145,8 +180,14 @@ def main() -> int:
     ap.add_argument("--baseline-timeout", type=float, default=300)
     ap.add_argument("--before-commit")
     ap.add_argument("--json")
-    a = ap.parse_args()
-    sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",") if s]
+    a = ap.parse_args(argv)
+    # every argument and the output path checked before any file is made or command run
+    for flag in ("--memory-gib", "--timeout", "--baseline-memory-gib", "--baseline-timeout"):
+        check_finite(flag, getattr(a, flag[2:].replace("-", "_")), positive=True)
+    sizes = _sizes(a.sizes)
+    _check_commit("--baseline-commit", a.baseline_commit)
+    _check_commit("--before-commit", a.before_commit)
+    output_file("--json", a.json)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
@@ -169,14 +210,18 @@ def main() -> int:
                 row = {"file": cell["name"], "solve": f"symbolic (baseline {a.baseline_commit}, --no-search)", **r}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    print(f"\n| file | solve | exit | eta | wall s | CPU s | peak GiB | verdict |\n|---|---|---|---|---|---|---|---|")
+    print("\n| file | solve | exit | eta | wall s | CPU s | peak GiB | verdict |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['file']} | {r['solve']} | {r['rc']} | {r['eta']} | {r['wall_s']} | {r['cpu_s']} | "
               f"{r['peak_rss_gib']} | {r['verdict'][:90]} |")
     if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+        atomic_write_text(a.json, json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1), "--json")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.plumbing.cli import Parser, run_main  # noqa: E402 (one-line errors, exit 2)
+from polyverify.plumbing.cli import (Parser, atomic_write_text, check_range, output_file,  # noqa: E402
+                                     run_main)  # (one-line errors, exit 2)
 
 #: runs verify.construct with the modular path chosen by argv[1]: "hand" (verify.prover.modular's forward
 #: everywhere), "layer" (Layer.forward on verify.prover.modp's Residues everywhere), "nmod" (one point:
@@ -63,6 +64,8 @@ sys.exit(run_main(main, sys.argv[2:]))
 """
 
 PATHS = ("hand", "layer", "nmod")
+#: the most rounds --repeat asks for (each round runs every case on every path, a fresh interpreter each)
+MAX_REPEAT = 20
 
 
 def cases(tmp: Path) -> dict[str, list[str]]:
@@ -124,11 +127,14 @@ def _find(d, key):
     return None
 
 
-def main(argv=None) -> int:
+def _main(argv) -> int:
     ap = Parser(prog="bench/bench_modp.py", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    # the arguments and the output path checked before any command runs
+    check_range("--repeat", a.repeat, 1, MAX_REPEAT)
+    output_file("--json", a.json)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -155,9 +161,14 @@ def main(argv=None) -> int:
         meta = {"command": "python bench/bench_modp.py" + (f" --repeat {a.repeat}" if a.repeat != 3 else "")
                 + f" --json {a.json}", "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                 "load_average": list(os.getloadavg()), "cpus": os.cpu_count()}
-        Path(a.json).write_text(json.dumps({**meta, "repeat": a.repeat, "rows": rows}, indent=1) + "\n")
+        atomic_write_text(a.json, json.dumps({**meta, "repeat": a.repeat, "rows": rows}, indent=1) + "\n", "--json")
     return 0
 
 
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_main(main))
+    sys.exit(main())

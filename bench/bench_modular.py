@@ -24,7 +24,6 @@ comparable figure; on a loaded machine OpenBLAS's threads wait for each other (r
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -37,6 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
 
 #: the last commit with the loop products (the parent of the BLAS products' commit)
 BASELINE = "899bee5"
@@ -120,29 +120,34 @@ def blas_name() -> str:
         return "unknown"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _main(argv) -> int:
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="64x16,256x64,512x128")
     ap.add_argument("--batch", default="1")
     ap.add_argument("--reps", default="2")
     ap.add_argument("--baseline-commit", default=BASELINE)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    # every argument and both outputs checked before any work
     try:
         sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",")]
         if not sizes or any(len(s) != 2 or min(s) < 1 or s[0] * s[1] > 1 << 20 for s in sizes):
             raise ValueError
     except ValueError:
-        print(f"error: --sizes takes N x D pairs like 256x64 (N, D >= 1, N * D <= 2^20), not {a.sizes!r}",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"--sizes takes N x D pairs like 256x64 (N, D >= 1, N * D <= 2^20), not {a.sizes!r}") from None
     try:
         a.batch, a.reps = int(a.batch), int(a.reps)
         if not (1 <= a.batch <= 64 and 1 <= a.reps <= 20):
             raise ValueError
     except ValueError:
-        print(f"error: --batch is an integer 1..64 and --reps 1..20, not {a.batch!r} and {a.reps!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--batch is an integer 1..64 and --reps 1..20, not {a.batch!r} and {a.reps!r}") from None
+    spec = f"{a.baseline_commit}:verify/prover/modular.py"
+    if a.baseline_commit.startswith("-") or subprocess.run(["git", "cat-file", "-e", spec], cwd=ROOT,
+                                                           capture_output=True).returncode != 0:
+        raise UsageError(f"--baseline-commit {a.baseline_commit}: no verify/prover/modular.py at that commit in {ROOT}")
+    if a.json:
+        output_file("--json", a.json)
+        output_file("--json (.md beside it)", Path(a.json).with_suffix(".md"))
     from verify.prover import modular
 
     old = load_baseline(a.baseline_commit)
@@ -171,19 +176,19 @@ def main(argv=None) -> int:
     print("\n".join(md))
     if a.json:
         path = Path(a.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n", "--json")
         mdp = path.with_suffix(".md")
-        tmp = mdp.with_suffix(".tmp")
-        tmp.write_text(f"`{meta['command']}` at {head} (baseline {a.baseline_commit}); load {meta['load_before']} -> "
-                       f"{meta['load_after']}, {meta['cpus']} CPUs, BLAS {meta['blas']} (OPENBLAS_NUM_THREADS "
-                       f"{meta['OPENBLAS_NUM_THREADS']}); best of {a.reps}\n\n"
-                       + "\n".join(md) + "\n")
-        os.replace(tmp, mdp)
+        atomic_write_text(mdp, f"`{meta['command']}` at {head} (baseline {a.baseline_commit}); load "
+                          f"{meta['load_before']} -> {meta['load_after']}, {meta['cpus']} CPUs, BLAS {meta['blas']} "
+                          f"(OPENBLAS_NUM_THREADS {meta['OPENBLAS_NUM_THREADS']}); best of {a.reps}\n\n"
+                          + "\n".join(md) + "\n", "--json (.md beside it)")
         print(f"wrote {path} and {mdp}")
     return 0 if all(r["equal"] for r in rows) else 1
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

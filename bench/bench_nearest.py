@@ -16,7 +16,6 @@ fitted and snapped parameters, the distance after alignment, the snapped verdict
 """
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_file,  # noqa: E402
+                                     run_main)
 
 ARCHS = ("baseconv", "baseconv-causal", "lsa", "elsa", "token-lsa", "compiled-baseconv", "compiled-lsa",
          "compiled-elsa", "compiled-baseconv-causal")
@@ -80,8 +81,41 @@ def measure(arch: str, n: int, d: int, sigma: float, eta: Fraction) -> dict:
             "snapped_distance": r.snapped_distance, "skipped": r.skipped, "summary": r.summary()}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _check_args(a) -> tuple[int, int, Fraction, list[str]]:
+    """N, D, the file's eta and the architectures, each checked (a UsageError naming the flag) before any
+    work: N x D within ``gd``'s limits, ``--sigma`` finite and >= 0, ``--eta`` a fraction that every
+    architecture named takes (built once at 2 x 1: gd-lsa / gd-elsa need a square), ``--archs`` known."""
+    from verify.gd_cmd import GD_LIMITS
+
+    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
+    try:
+        n, d = (int(x) for x in a.size.split("x"))
+    except ValueError:
+        n = d = 0
+    if not (1 <= n <= hi_n and 1 <= d <= hi_d):
+        raise UsageError(f"--size takes N x D like 64x16 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), not {a.size!r}")
+    check_range("--sigma", a.sigma, 0.0)
+    try:
+        eta = Fraction(a.eta)
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"--eta takes a fraction like 1/4, not {a.eta!r}") from None
+    from constructions.catalogue import gd_architectures
+
+    known = gd_architectures()
+    archs = a.archs.split(",")
+    for arch in archs:
+        if arch not in known:
+            raise UsageError(f"--archs {arch!r}: not a GD architecture (one of {', '.join(known)})")
+        e = known[arch]
+        try:
+            e.build(2, 1, eta=eta, lam=Fraction(1, 16)) if e.ridge else e.build(2, 1, eta=eta)
+        except ValueError as ex:
+            raise UsageError(f"--eta {a.eta} for {arch}: {ex}") from None
+    return n, d, eta, archs
+
+
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--size", default="64x16", help="N x D (default 64x16)")
     p.add_argument("--archs", default=",".join(ARCHS), help="GD architectures (default: all)")
     p.add_argument("--sigma", type=float, default=1e-3, help="noise on every entry (default 1e-3)")
@@ -89,16 +123,18 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=str(ROOT / "bench" / "results" / "nearest" / "results.json"),
                    help="the results as JSON (a .md table beside it)")
     a = p.parse_args(argv)
-    n, d = (int(x) for x in a.size.split("x"))
+    # both outputs and every argument checked before any file is made or fitted
+    out = output_file("--json", a.json)
+    output_file("--json (.md beside it)", out.with_suffix(".md"))
+    n, d, eta, archs = _check_args(a)
     rows = []
-    for arch in a.archs.split(","):
-        r = measure(arch, n, d, a.sigma, Fraction(a.eta))
+    for arch in archs:
+        r = measure(arch, n, d, a.sigma, eta)
         rows.append(r)
         print(f"{arch:>26} {r['size']}: build {r['build_s']:.2f} s, fit {r['fit_wall_s']:.2f} s (CPU {r['cpu_s']:.2f} s)"
               f"\n  {r['summary']}; snapped {r['snapped_verdict']}; kept {r['kept'] or '-'}", flush=True)
-    out = Path(a.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"size": a.size, "sigma": a.sigma, "eta": a.eta, "rows": rows}, indent=1))
+    atomic_write_text(out, json.dumps({"size": a.size, "sigma": a.sigma, "eta": a.eta, "rows": rows}, indent=1),
+                      "--json")
     md = ["| arch | file's parameters | build s | fit s (wall) | fitted | snapped | distance | spurious | snapped verdict |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -107,10 +143,15 @@ def main(argv=None) -> int:
         md.append(f"| {r['arch']} | {fp} | {r['build_s']:.2f} | {r['fit_wall_s']:.2f} | {fit} | "
                   f"{', '.join(f'{k} = {v}' for k, v in r['rational'].items()) or '-'} | {r['distance']:.3g} | "
                   f"{r['spurious']} | {r['snapped_verdict']} |")
-    out.with_suffix(".md").write_text(f"`python bench/bench_nearest.py --size {a.size} --sigma {a.sigma} "
-                                      f"--eta {a.eta}`\n\n" + "\n".join(md) + "\n")
+    atomic_write_text(out.with_suffix(".md"), f"`python bench/bench_nearest.py --size {a.size} --sigma {a.sigma} "
+                      f"--eta {a.eta}`\n\n" + "\n".join(md) + "\n", "--json (.md beside it)")
     print(f"written {out} and {out.with_suffix('.md')}")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ are the figure to compare, wall seconds are noisy.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -30,6 +29,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
 
 CHILD = r"""
 import hashlib, json, resource, sys, time
@@ -108,27 +110,26 @@ def run_one(tree: Path, fmt: str, path: Path, cfg: dict) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _main(argv) -> int:
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="zoology:512x128x4,icl-gd:129x4x4")
     ap.add_argument("--tree", action="append", default=None, help="a source tree to read with (repeatable)")
     ap.add_argument("--runs", default="2")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
+    # every argument and the output path checked before any file is made or read
     if not a.runs.isdigit() or not 1 <= int(a.runs) <= 20:
-        print(f"error: --runs is an integer 1..20, not {a.runs!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--runs is an integer 1..20, not {a.runs!r}")
     a.runs = int(a.runs)
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     if not sizes or None in sizes:
-        print(f"error: --sizes takes zoology:TxCxL and icl-gd:DxHxL (each 1..4096), comma-separated, not "
-              f"{a.sizes!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--sizes takes zoology:TxCxL and icl-gd:DxHxL (each 1..4096), comma-separated, not "
+                         f"{a.sizes!r}")
     trees = [Path(t).resolve() for t in (a.tree or [str(ROOT)])]
     for t in trees:
         if not (t / "verify" / "importers" / "zoology.py").is_file():
-            print(f"error: --tree {t}: not a polyverify source tree", file=sys.stderr)
-            return 2
+            raise UsageError(f"--tree {t}: not a polyverify source tree")
+    output_file("--json", a.json)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for fmt, n in sizes:
@@ -149,13 +150,16 @@ def main(argv=None) -> int:
            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                     text=True).stdout.strip(), "rows": rows, "values_agree": not bad}
     if a.json:
-        tmp_json = a.json.with_suffix(".tmp")
-        tmp_json.write_text(json.dumps(out, indent=1) + "\n")
-        os.replace(tmp_json, a.json)
+        atomic_write_text(a.json, json.dumps(out, indent=1) + "\n", "--json")
     if bad:
         print(f"error: the exact values differ between trees for {bad}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

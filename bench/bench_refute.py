@@ -41,6 +41,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import _timed  # noqa: E402 - the timed runner bench_learned_targets.py shares
+
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_finite, output_file,  # noqa: E402
+                                     run_main)
 #: (seconds, GiB) per size: the issue's targets
 TARGETS = {(64, 16): (5.0, None), (256, 64): (30.0, 2.0), (512, 128): (60.0, 3.0)}
 
@@ -152,8 +157,31 @@ def verdict_of(m: dict, kind: str) -> str:
     return "stopped: memory" if "MemoryError" in tail or m.get("rc") in (-6, 134, -9) else f"exit {m.get('rc')}"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _sizes(flag: str, text: str, parts: int) -> list[tuple[int, ...]]:
+    """``N x D`` (``parts`` 2) or ``N x D x k`` (``parts`` 3) items, comma-separated (``''``: none), N and D
+    within ``gd``'s limits (``GD_LIMITS``), k within its ``--layers`` (depth 1 + 3k); else a UsageError
+    naming ``flag``."""
+    from verify.gd_cmd import GD_LIMITS
+
+    hi = (GD_LIMITS["--n"], GD_LIMITS["--d"], GD_LIMITS["--layers"] // 3)[:parts]
+    shape, like = ("N x D x k", "20x5x10") if parts == 3 else ("N x D", "64x16")
+    out = []
+    for s in text.split(","):
+        if not s:
+            continue
+        try:
+            v = tuple(int(x) for x in s.split("x"))
+        except ValueError:
+            v = ()
+        if len(v) != parts or not all(1 <= x <= h for x, h in zip(v, hi)):
+            bounds = ", ".join(f"1 <= {name} <= {h}" for name, h in zip(("N", "D", "k"), hi))
+            raise UsageError(f"{flag} takes {shape} items like {like} ({bounds}), comma-separated, not {text!r}")
+        out.append(v)
+    return out
+
+
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="64x16,256x64,512x128", help="N x D sizes (default 64x16,256x64,512x128)")
     p.add_argument("--baseline-sizes", default="64x16,256x64",
                    help="sizes where the exact proof alone (refute=False) is measured too (default 64x16,256x64; "
@@ -177,15 +205,18 @@ def main(argv=None) -> int:
         return worker(f, int(n), int(d), r == "1")
     if a.one:
         return one(a.one)
-
-    def sizes(text):
-        return [tuple(int(x) for x in s.split("x")) for s in text.split(",") if s]  # "20x5" or "20x5x10"
+    # every argument and the output path checked before any file is made or run
+    for flag in ("--memory-gib", "--baseline-memory-gib", "--timeout", "--baseline-timeout"):
+        check_finite(flag, getattr(a, flag[2:].replace("-", "_")), positive=True)
+    plain, tuned = _sizes("--sizes", a.sizes, 2), _sizes("--finetuned", a.finetuned, 3)
+    baseline_sizes = _sizes("--baseline-sizes", a.baseline_sizes, 2)
+    out = output_file("--json", a.json)
 
     cap = _cap(a.memory_gib)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [(n, d, 1, False) for n, d in sizes(a.sizes)]
-        cases += [(n, d, k, True) for n, d, k in sizes(a.finetuned)]
+        cases = [(n, d, 1, False) for n, d in plain]
+        cases += [(n, d, k, True) for n, d, k in tuned]
         for n, d, k, finetuned in cases:
             path = tampered_file(n, d, Path(tmp), k, finetuned)
             what = f"{n}x{d}" + (f" k={k} fine-tuned" if finetuned else "")
@@ -195,7 +226,7 @@ def main(argv=None) -> int:
                                             "--proof-memory-gib", f"{cap / 2**30 * 0.9:.2f}",
                                             "--proof-timeout", f"{a.timeout:.0f}"], cap, a.timeout),
                     ("prove (refute first)", "py", worker_cmd + ["1"], cap, a.timeout)]
-            if (n, d) in sizes(a.baseline_sizes) or finetuned:
+            if (n, d) in baseline_sizes or finetuned:
                 runs.append(("prove, refute=False (baseline)", "py", worker_cmd + ["0"],
                              _cap(a.baseline_memory_gib), a.baseline_timeout))
             for label, kind, cmd, run_cap, run_timeout in runs:
@@ -237,13 +268,17 @@ def main(argv=None) -> int:
             print(f"{size}: baseline / refute first: wall {base['wall_s'] / new['wall_s']:.1f}x, peak RSS "
                   f"{(base['peak_rss_mib'] or 0) / max(new['peak_rss_mib'] or 1, 1):.1f}x"
                   + (f" (baseline {base['verdict']})" if base["verdict"] != "FAILED" else ""))
-    out = Path(a.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"memory_cap_gib": cap / 2**30, "baseline_memory_cap_gib": _cap(a.baseline_memory_gib)
-                               / 2**30, "timeout_s": a.timeout, "baseline_timeout_s": a.baseline_timeout,
-                               "cores": os.cpu_count(), "rows": rows}, indent=1))
+    atomic_write_text(out, json.dumps({"memory_cap_gib": cap / 2**30, "baseline_memory_cap_gib":
+                                       _cap(a.baseline_memory_gib) / 2**30, "timeout_s": a.timeout,
+                                       "baseline_timeout_s": a.baseline_timeout, "cores": os.cpu_count(),
+                                       "rows": rows}, indent=1), "--json")
     print(f"wrote {out}")
     return 0 if all(r["target_met"] is not False for r in rows) else 1
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":
