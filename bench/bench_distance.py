@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_file,  # noqa: E402
-                                     run_main)
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_beside,  # noqa: E402
+                                     output_file, run_main)
 
 
 def _cpu() -> float:
@@ -90,7 +90,7 @@ def _main(argv) -> int:
 
     check_range("--batch", a.batch, 1, GD_LIMITS["--batch"])
     out = output_file("--json", a.json)
-    output_file("--json (.md beside it)", out.with_suffix(".md"))
+    md_path = output_beside("--json (.md beside it)", out, ".md")  # None: --json is a device or FIFO
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for finetuned, pairs in sizes:
@@ -107,9 +107,12 @@ def _main(argv) -> int:
                 if r["certified_bound"] is not None else f"skipped: {r['certified_skipped']}")
         md.append(f"| {r['size']} | {r['file']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['sampled_max_abs']:.3e} | "
                   f"{r['sampled_rms']:.3e} | {cert} |")
-    atomic_write_text(out.with_suffix(".md"), f"`python bench/bench_distance.py --batch {a.batch}`\n\n" + "\n".join(md)
-                      + "\n", "--json (.md beside it)")
-    print(f"written {out} and {out.with_suffix('.md')}")
+    if md_path is None:
+        print(f"written {out} (no .md table: --json is a device or FIFO)")
+        return 0
+    atomic_write_text(md_path, f"`python bench/bench_distance.py --batch {a.batch}`\n\n" + "\n".join(md) + "\n",
+                      "--json (.md beside it)")
+    print(f"written {out} and {md_path}")
     return 0
 
 

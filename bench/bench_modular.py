@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_beside, output_file, run_main  # noqa: E402
 
 #: the last commit with the loop products (the parent of the BLAS products' commit)
 BASELINE = "899bee5"
@@ -145,9 +145,10 @@ def _main(argv) -> int:
     if a.baseline_commit.startswith("-") or subprocess.run(["git", "cat-file", "-e", spec], cwd=ROOT,
                                                            capture_output=True).returncode != 0:
         raise UsageError(f"--baseline-commit {a.baseline_commit}: no verify/prover/modular.py at that commit in {ROOT}")
+    md_path = None
     if a.json:
         output_file("--json", a.json)
-        output_file("--json (.md beside it)", Path(a.json).with_suffix(".md"))
+        md_path = output_beside("--json (.md beside it)", Path(a.json), ".md")  # None: a device or FIFO
     from verify.prover import modular
 
     old = load_baseline(a.baseline_commit)
@@ -177,7 +178,10 @@ def _main(argv) -> int:
     if a.json:
         path = Path(a.json)
         atomic_write_text(path, json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n", "--json")
-        mdp = path.with_suffix(".md")
+        mdp = md_path
+        if mdp is None:
+            print(f"wrote {path} (no .md table: --json is a device or FIFO)")
+            return 0 if all(r["equal"] for r in rows) else 1
         atomic_write_text(mdp, f"`{meta['command']}` at {head} (baseline {a.baseline_commit}); load "
                           f"{meta['load_before']} -> {meta['load_after']}, {meta['cpus']} CPUs, BLAS {meta['blas']} "
                           f"(OPENBLAS_NUM_THREADS {meta['OPENBLAS_NUM_THREADS']}); best of {a.reps}\n\n"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_file,  # noqa: E402
-                                     run_main)
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_beside,  # noqa: E402
+                                     output_file, run_main)
 
 ARCHS = ("baseconv", "baseconv-causal", "lsa", "elsa", "token-lsa", "compiled-baseconv", "compiled-lsa",
          "compiled-elsa", "compiled-baseconv-causal")
@@ -125,7 +125,7 @@ def _main(argv) -> int:
     a = p.parse_args(argv)
     # both outputs and every argument checked before any file is made or fitted
     out = output_file("--json", a.json)
-    output_file("--json (.md beside it)", out.with_suffix(".md"))
+    md_path = output_beside("--json (.md beside it)", out, ".md")  # None: --json is a device or FIFO
     n, d, eta, archs = _check_args(a)
     rows = []
     for arch in archs:
@@ -143,9 +143,12 @@ def _main(argv) -> int:
         md.append(f"| {r['arch']} | {fp} | {r['build_s']:.2f} | {r['fit_wall_s']:.2f} | {fit} | "
                   f"{', '.join(f'{k} = {v}' for k, v in r['rational'].items()) or '-'} | {r['distance']:.3g} | "
                   f"{r['spurious']} | {r['snapped_verdict']} |")
-    atomic_write_text(out.with_suffix(".md"), f"`python bench/bench_nearest.py --size {a.size} --sigma {a.sigma} "
+    if md_path is None:
+        print(f"written {out} (no .md table: --json is a device or FIFO)")
+        return 0
+    atomic_write_text(md_path, f"`python bench/bench_nearest.py --size {a.size} --sigma {a.sigma} "
                       f"--eta {a.eta}`\n\n" + "\n".join(md) + "\n", "--json (.md beside it)")
-    print(f"written {out} and {out.with_suffix('.md')}")
+    print(f"written {out} and {md_path}")
     return 0
 
 

@@ -411,6 +411,16 @@ def output_file(flag: str, path: str | os.PathLike | None) -> Path | None:
     return p
 
 
+def output_beside(flag: str, path: Path, suffix: str) -> Path | None:
+    """The file written beside the output ``path`` (``path`` with ``suffix``, e.g. a ``.md`` table beside a
+    ``--json``), checked by :func:`output_file` under ``flag`` before any work; None where ``path`` is written
+    through (a character device or a FIFO, :func:`writes_through`): it has no folder of its own to put a file
+    beside, and ``/dev/null.md`` is not one the command may make."""
+    if writes_through(Path(path)):
+        return None
+    return output_file(flag, Path(path).with_suffix(suffix))
+
+
 def output_dir(flag: str, path: str | os.PathLike | None, *, must_be_new: bool = False) -> Path | None:
     """Check an output folder before any work: not a file, writable or can be created
     (:func:`_check_folder`; nothing is created: :func:`make_folder` or the writers do it

@@ -179,18 +179,24 @@ def test_the_results_are_written_atomically(script, load_bench, monkeypatch, cap
     assert {p.name for p in out.parent.iterdir()} == expected  # no temporary file left beside it
 
 
-@pytest.mark.parametrize("script", sorted(set(WORK) - set(MD_BESIDE)))
+@pytest.mark.parametrize("script", sorted(WORK))
 def test_dev_null_is_written_through_never_replaced(script, load_bench, monkeypatch, capsys, tmp_path):
+    """``--json /dev/null`` is written through and stays a character device; a script that writes a .md table
+    beside its --json writes none beside a device (no ``/dev/null.md``) and says so."""
     mod = load_bench(script)
     args = _fake_work(monkeypatch, mod, script, tmp_path)
+    before = set(os.listdir(os.path.dirname(os.devnull)))
     assert mod.main([*args, "--json", os.devnull]) == 0, capsys.readouterr().err
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert set(os.listdir(os.path.dirname(os.devnull))) <= before
+    if script in MD_BESIDE:
+        assert "no .md table: --json is a device or FIFO" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("script", MD_BESIDE)
 def test_a_fifo_as_json_is_written_through(script, load_bench, monkeypatch, capsys, tmp_path):
     """The scripts with a .md beside the --json: a FIFO (read by a thread) is written through, not replaced,
-    and the .md lands beside it."""
+    and no .md is made beside it (a FIFO is written through like a device)."""
     import threading
 
     mod = load_bench(script)
@@ -203,4 +209,4 @@ def test_a_fifo_as_json_is_written_through(script, load_bench, monkeypatch, caps
     assert mod.main([*args, "--json", str(fifo)]) == 0, capsys.readouterr().err
     reader.join(30)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert json.loads(got[0])["rows"] and (tmp_path / "r.md").read_text().count("|") > 2
+    assert json.loads(got[0])["rows"] and not (tmp_path / "r.md").exists()
