@@ -382,3 +382,24 @@ def test_a_graph_from_a_fifo_whose_writer_comes_late_is_read(tmp_path, capsys):
     writer.join(10)
     assert rc == 0, err
     assert "PROVED" in out
+
+
+def test_output_beside_is_checked_beside_a_file_and_none_beside_a_device(tmp_path):
+    """The file written beside an output (a .md table beside a --json): checked like any output beside a regular
+    path (a folder in its place refused), None beside a FIFO or a character device (nothing made in /dev)."""
+    from polyverify.plumbing.cli import UsageError, output_beside, run_main
+
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)
+    (tmp_path / "taken.md").mkdir()
+
+    def fn(_):
+        assert output_beside("--json (.md)", tmp_path / "r.json", ".md") == tmp_path / "r.md"
+        assert output_beside("--json (.md)", fifo, ".md") is None
+        assert output_beside("--json (.md)", Path(os.devnull), ".md") is None
+        with pytest.raises(UsageError, match=r"--json \(\.md\) .*taken\.md: is a folder"):
+            output_beside("--json (.md)", tmp_path / "taken.json", ".md")
+        return 0
+
+    assert run_main(fn, []) == 0
+    assert not (tmp_path / "r.md").exists() and not os.path.exists(os.devnull + ".md")
