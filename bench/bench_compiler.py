@@ -55,7 +55,6 @@ arguments.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -71,6 +70,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import circuits as C  # noqa: E402
 from circuits.random import random_circuit  # noqa: E402
 from constructions.compiler import compile_circuit  # noqa: E402
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_finite, check_range,  # noqa: E402
+                                     output_file, run_main)
 from verify.prover.proof import prove  # noqa: E402
 
 TARGET_RATIO = 10.0
@@ -282,12 +283,10 @@ def scale(a) -> int:
         got = r.get("error") or f"{r['total_cpu']:.1f} s CPU, {r['peak_rss_mib'] / 1024:.2f} GiB"
         print(f"target at {n:,} gates: <= {cpu_t:g} s CPU and <= {rss_t:g} GiB: {got}: {'met' if met else 'MISSED'}")
     if a.json:
-        from polyverify.plumbing.cli import atomic_write_text
-
         atomic_write_text(a.json, json.dumps({"family": a.family, "target": a.target, "seed": a.seed,
                                               "runs": rows, "baseline": list(base.values()), "fit": fit,
                                               "targets": {str(k): v for k, v in SCALE_TARGETS.items()}},
-                                             indent=1) + "\n")
+                                             indent=1) + "\n", "--json")
     return 0 if good else 1
 
 
@@ -321,10 +320,8 @@ def pareto_table(a) -> int:
         print(f"{budget:>9} {cm['state_width']:>8} {cm['tokens']:>6} {cm['layers']:>6} {c1 - c0:>11.2f} "
               f"{c2 - c1:>9.2f} {'PROVED' if r.ok else 'FAILED'}")
     if a.json:
-        from polyverify.plumbing.cli import atomic_write_text
-
         atomic_write_text(a.json, json.dumps({"circuit": f"gd_step({n}, {d}, 1/16)", "target": a.target,
-                                              "frontier": rows}, indent=1) + "\n")
+                                              "frontier": rows}, indent=1) + "\n", "--json")
     return 0 if good else 1
 
 
@@ -340,8 +337,8 @@ def once(g, target: str) -> dict:
             "layers": len(con.epilogue) + len(con.body) + len(con.prologue), "state": con.layout.shape}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--gates", type=int, default=1000, help="add/mul gates of the random circuit (default 1000)")
     p.add_argument("--inputs", type=int, default=64, help="inputs x0.. (default 64)")
     p.add_argument("--outputs", type=int, default=8, help="outputs y0.. (default 8)")
@@ -363,32 +360,32 @@ def main(argv=None) -> int:
     s.add_argument("--max-rss-gib", type=float, default=12,
                    help="address-space limit of each run in GiB (default 12; 0: none; never above the "
                         "limit the bench was given, ulimit -v)")
-    s.add_argument("--json", help="write the sweep's figures as JSON to this file")
+    s.add_argument("--json", help="write the sweep's figures as JSON to this file (--scale, --pareto)")
     f = p.add_argument_group("frontier (--pareto: the GD step's layers/channels frontier, each point proved)")
     f.add_argument("--pareto", action="store_true", help="the channel-budget frontier instead of the comparison")
     f.add_argument("--pareto-size", default="20x5", help="N x D of the GD step (default 20x5)")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--child"]:
-        fam, gates, target, seed, lim = argv[1:6]
-        return child(fam, int(gates), target, int(seed), float(lim))
     a = p.parse_args(argv)
+    # every argument and the output checked before any circuit is made
     from constructions.compiler import TARGETS
 
     PLACED = [n for n, t in TARGETS.items() if t.family != "mlp"]  # the baseline's family is excluded
+    if a.pareto and a.scale:
+        raise UsageError("--pareto and --scale: give one (each is its own run)")
+    if a.json is not None and not (a.pareto or a.scale):
+        raise UsageError(f"--json {a.json}: written by --scale and --pareto only (the comparison prints its table)")
+    check_range("--seed", a.seed, 0, 2**32 - 1)
     if a.pareto:
         try:
             n, d = (int(x) for x in a.pareto_size.lower().split("x"))
         except ValueError:
             n = d = 0
         if not (1 <= n <= 64 and 1 <= d <= 16):
-            print(f"error: --pareto-size must be NxD with N in 1..64 and D in 1..16, got {a.pareto_size!r}",
-                  file=sys.stderr)
-            return 2
+            raise UsageError(f"--pareto-size must be NxD with N in 1..64 and D in 1..16, got {a.pareto_size!r}")
         budgeted = [t for t in PLACED if TARGETS[t].accepts("channels")]
         if a.target not in budgeted:
-            print(f"error: --target {a.target!r}: --pareto needs a target with a channel budget "
-                  f"({', '.join(budgeted)})", file=sys.stderr)
-            return 2
+            raise UsageError(f"--target {a.target!r}: --pareto needs a target with a channel budget "
+                             f"({', '.join(budgeted)})")
+        output_file("--json", a.json)
         a.pareto_size = (n, d)
         return pareto_table(a)
     if a.scale:
@@ -397,28 +394,24 @@ def main(argv=None) -> int:
         except ValueError:
             sizes = []
         if not sizes or any(not 1 <= n <= 1_000_000 for n in sizes) or sorted(set(sizes)) != sizes:
-            print(f"error: --sizes must be increasing gate counts in 1..1000000, got {a.sizes!r}", file=sys.stderr)
-            return 2
+            raise UsageError(f"--sizes must be increasing gate counts in 1..1000000, got {a.sizes!r}")
         if a.target not in PLACED:
-            print(f"error: --target {a.target!r}: choose among {', '.join(PLACED)}",
-                  file=sys.stderr)
-            return 2
-        if a.timeout <= 0 or a.max_rss_gib < 0 or a.baseline_up_to < 0:
-            print("error: --timeout must be > 0, --max-rss-gib and --baseline-up-to >= 0", file=sys.stderr)
-            return 2
+            raise UsageError(f"--target {a.target!r}: choose among {', '.join(PLACED)}")
+        check_finite("--timeout", a.timeout, positive=True)
+        check_range("--max-rss-gib", a.max_rss_gib, 0.0)
+        check_range("--baseline-up-to", a.baseline_up_to, 0)
+        output_file("--json", a.json)
         return scale(a)
     placed_targets = [t for t in a.targets.split(",") if t]
     bad = [t for t in placed_targets if t not in PLACED]
     if bad or not placed_targets:
-        print(f"error: --targets: unknown or baseline target {', '.join(bad) or '(none)'} (choose among "
-              f"{', '.join(PLACED)})", file=sys.stderr)
-        return 2
+        raise UsageError(f"--targets: unknown or baseline target {', '.join(bad) or '(none)'} (choose among "
+                         f"{', '.join(PLACED)})")
     for flag, v, lo, hi in (("--gates", a.gates, 1, 10_000), ("--inputs", a.inputs, 1, 10_000),
                             ("--outputs", a.outputs, 1, a.gates), ("--tokens", a.tokens, 1, 10_000),
-                            ("--seed", a.seed, 0, 2**32 - 1), ("--repeat", a.repeat, 1, 100)):
+                            ("--repeat", a.repeat, 1, 100)):
         if not lo <= v <= hi:
-            print(f"error: {flag} must be in {lo}..{hi}, got {v}", file=sys.stderr)
-            return 2
+            raise UsageError(f"{flag} must be in {lo}..{hi}, got {v}")
     g = random_circuit(a.seed, a.inputs, a.gates, n_outputs=a.outputs)
     gp = placed(g, a.tokens)
     m = C.metrics(g)
@@ -454,6 +447,17 @@ def main(argv=None) -> int:
         print(f"{t} compile+prove / mlp compile+prove: {ratio_cpu:.2f}x CPU, {ratio_wall:.2f}x wall "
               f"(target <= {TARGET_RATIO:g}x: {'met' if ratio_cpu <= TARGET_RATIO else 'MISSED'})")
     return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work.
+    ``--child FAMILY GATES TARGET SEED MAX_RSS_GIB`` (a scale run's child, started by :func:`_run_child` with
+    the arguments it built) is one measurement, run as it is."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        fam, gates, target, seed, lim = argv[1:6]
+        return child(fam, int(gates), target, int(seed), float(lim))
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ calls it) measures depths 100 and 1000 only.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -21,6 +20,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from polyverify.plumbing.cli import Parser, UsageError, check_range, run_main  # noqa: E402
+
 TARGET = 1.10
 
 
@@ -42,8 +44,23 @@ def run(cmd) -> tuple[float, float, float]:
     return float(ru.ru_maxrss), wall, ru.ru_utime + ru.ru_stime  # ru_maxrss is KiB on Linux
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _depths(text: str) -> list[int]:
+    """The ``--depths``: at least two distinct depths of the form 1 + 3k (k >= 1) for baseconv, each within
+    ``gd``'s ``--layers`` limit (``GD_LIMITS``); else a UsageError naming the flag and the value."""
+    from verify.gd_cmd import GD_LIMITS
+
+    try:
+        depths = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        raise UsageError(f"--depths {text!r}: comma-separated integers") from None
+    if len(depths) < 2 or depths[0] < 4 or any((L - 1) % 3 for L in depths):
+        raise UsageError(f"--depths {text!r}: needs at least two depths of the form 1 + 3k (k >= 1) for baseconv")
+    check_range("--depths", depths[-1], 4, GD_LIMITS["--layers"])
+    return depths
+
+
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--depths", default="100,1000,3001", help="comma-separated --layers (default 100,1000,3001)")
     p.add_argument("--repeat", type=int, default=1, help="runs per depth (median reported; default 1)")
     p.add_argument("--check", action="store_true", help=f"exit 1 if the ratio exceeds {TARGET}")
@@ -51,17 +68,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.quick:
         a.depths = "100,1000"
-    if not 1 <= a.repeat <= 100:
-        print("error: --repeat must be in 1..100", file=sys.stderr)
-        return 2
-    try:
-        depths = sorted({int(x) for x in a.depths.split(",")})
-    except ValueError:
-        print(f"error: --depths {a.depths!r}: comma-separated integers", file=sys.stderr)
-        return 2
-    if len(depths) < 2 or depths[0] < 4 or (depths[-1] - 1) % 3 or (depths[0] - 1) % 3:
-        print("error: --depths needs at least two depths of the form 1 + 3k (k >= 1) for baseconv", file=sys.stderr)
-        return 2
+    check_range("--repeat", a.repeat, 1, 100)
+    depths = _depths(a.depths)
     rows = {}
     for L in depths:
         runs = [run(gd_command(L)) for _ in range(a.repeat)]
@@ -77,6 +85,11 @@ def main(argv=None) -> int:
     print(f"peak RSS depth {hi} / depth {lo}: {ratio:.3f} (target <= {TARGET:.2f}: {'met' if ok else 'NOT met'}); "
           f"growth {per_step:.1f} KiB per GD step")
     return 1 if a.check and not ok else 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument is one ``error:`` line and exit status 2, before any child runs."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ files run, and the back edges (a call from a file to one that (transitively) cal
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from polyverify.plumbing.cli import Parser, run_main  # noqa: E402
 
 
 def trace(refute: bool) -> tuple[collections.Counter, set]:
@@ -46,8 +48,8 @@ def trace(refute: bool) -> tuple[collections.Counter, set]:
     return edges, files
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--refute", action="store_true", help="trace the default prove(), refutation first")
     a = ap.parse_args(argv)
     edges, files = trace(a.refute)
@@ -58,6 +60,11 @@ def main(argv=None) -> int:
         back = " (back edge: a callback)" if (b, a_) in edges else ""
         print(f"  {a_.split('/')[-1]} -> {b.split('/')[-1]}: {c}{back}")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument is one ``error:`` line and exit status 2, before the traced proof."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

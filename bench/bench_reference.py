@@ -17,7 +17,6 @@ that subset.  Example::
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -29,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from numerics.problems import optimal_step, sample_ls  # noqa: E402
 from numerics.reference import gd_reference, gd_reference_direct  # noqa: E402
+from polyverify.plumbing.cli import (Parser, UsageError, check_finite, check_memory, check_range,  # noqa: E402
+                                     run_main)
 
 try:
     from tqdm import tqdm
@@ -55,8 +56,34 @@ def naive_mpmath(A, b, x0, eta, steps, digits, progress=True):
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _check(args) -> None:
+    """Every argument in range (a UsageError naming the flag and the value) before any problem is sampled:
+    the sizes within ``gd``'s own limits (``GD_LIMITS``; N >= D, as a least-squares problem needs), at least
+    one step, repeat and naive problem, the digits a float64 comparison needs, kappa finite and >= 1, the step
+    finite and > 0, the float64 iterates held within the memory limit."""
+    from verify.gd_cmd import GD_LIMITS, GD_MIN_DIGITS
+
+    check_range("--batch", args.batch, 1, GD_LIMITS["--batch"])
+    check_range("--steps", args.steps, 1, GD_LIMITS["--layers"])
+    check_range("--n", args.n, 1, GD_LIMITS["--n"])
+    check_range("--d", args.d, 1, GD_LIMITS["--d"])
+    if args.n < args.d:
+        raise UsageError(f"--n ({args.n}) must be >= --d ({args.d}) for a least-squares problem")
+    check_range("--batch x --steps", args.batch * args.steps, 1, GD_LIMITS["--batch x --layers (problem-layers)"])
+    check_range("--digits", args.digits, GD_MIN_DIGITS, GD_LIMITS["--digits"])
+    check_range("--kappa", args.kappa, 1.0)
+    check_range("--seed", args.seed, 0, 2**63 - 1)
+    if args.eta is not None:
+        check_finite("--eta", args.eta, positive=True)
+    check_range("--naive-problems", args.naive_problems, 1)
+    check_range("--repeats", args.repeats, 1, 100)
+    # the float64 iterates (steps + 1, B, D) of the fast and the direct reference
+    check_memory(f"--batch {args.batch} x --steps {args.steps} x --d {args.d}",
+                 2 * 8 * (args.steps + 1) * args.batch * args.d)
+
+
+def _main(argv) -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--n", type=int, default=20)
@@ -69,6 +96,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="best-of repeats for gd_reference")
     ap.add_argument("--no-direct", action="store_true", help="skip timing gd_reference_direct")
     args = ap.parse_args(argv)
+    _check(args)
 
     eta = optimal_step(args.kappa) if args.eta is None else args.eta
     P = sample_ls(args.batch, args.n, args.d, kappa=args.kappa, seed=args.seed)
@@ -102,6 +130,11 @@ def main(argv=None) -> int:
     print(f"naive float64 outputs identical to fast on the subset: {np.array_equal(Xn, X[:, :k])}")
     print(f"speed ratio naive / fast  : {t_naive_full / best:8.1f}x")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument is one ``error:`` line and exit status 2, before any problem is sampled."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ float outputs agree within 1e-6 relative (float64), 1 otherwise, 2 bad arguments
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -43,6 +42,8 @@ from circuits.random import random_circuit  # noqa: E402
 from constructions.compiler import compile_circuit  # noqa: E402
 from constructions.sparse import SparseMatrix, dense, nnz  # noqa: E402
 from numerics.backends import Backend  # noqa: E402
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_file,  # noqa: E402
+                                     run_main)
 from verify.prover.proof import prove  # noqa: E402
 
 TARGETS = ("baseconv", "baseconv-causal", "lsa", "elsa")
@@ -108,8 +109,8 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.1f}x" if b > 0 else "-"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000", help="gates per circuit (default 1000,10000)")
     p.add_argument("--targets", default="baseconv,baseconv-causal", help="placed targets (default baseconv,"
                                                                           "baseconv-causal)")
@@ -119,28 +120,19 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="200 gates, baseconv only (a smoke run)")
     p.add_argument("--json", help="write the figures as JSON to this file")
     a = p.parse_args(argv)
+    # every argument and the output checked before any circuit is compiled
     try:
         sizes = [int(x) for x in a.sizes.split(",") if x]
     except ValueError:
         sizes = []
     targets = [t for t in a.targets.split(",") if t]
     if not sizes or any(not 1 <= n <= 100_000 for n in sizes):
-        print(f"error: --sizes must be gate counts in 1..100000, got {a.sizes!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--sizes must be gate counts in 1..100000, got {a.sizes!r}")
     if not targets or any(t not in TARGETS for t in targets):
-        print(f"error: --targets: choose among {', '.join(TARGETS)}, got {a.targets!r}", file=sys.stderr)
-        return 2
-    if not 1 <= a.batch <= 65_536 or a.dense_proof_up_to < 0:
-        print("error: --batch must be in 1..65536 and --dense-proof-up-to >= 0", file=sys.stderr)
-        return 2
-    if a.json:
-        from polyverify.plumbing.cli import output_file, UsageError
-
-        try:
-            output_file("--json", a.json)
-        except UsageError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        raise UsageError(f"--targets: choose among {', '.join(TARGETS)}, got {a.targets!r}")
+    check_range("--batch", a.batch, 1, 65_536)
+    check_range("--dense-proof-up-to", a.dense_proof_up_to, 0)
+    out = output_file("--json", a.json)
     if a.quick:
         sizes, targets = [200], ["baseconv"]
     print(f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; CPU = user + sys "
@@ -172,11 +164,14 @@ def main(argv=None) -> int:
                   flush=True)
     print("ratios: dense / sparse (above 1: the sparse form holds fewer entries / runs faster); float outputs of "
           f"the two forms agree within {max(r['float64']['rel_diff'] for r in rows):.1e} relative (float64)")
-    if a.json:
-        from polyverify.plumbing.cli import atomic_write_text
-
-        atomic_write_text(a.json, json.dumps({"batch": a.batch, "rows": rows}, indent=1) + "\n")
+    if out is not None:
+        atomic_write_text(out, json.dumps({"batch": a.batch, "rows": rows}, indent=1) + "\n", "--json")
     return 0 if good else 1
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

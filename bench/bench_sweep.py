@@ -35,6 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, input_file,  # noqa: E402
+                                     output_file, run_main)
 
 CELL = "numerics.roundoff:sweep_cell"
 BEGIN, END = "<!-- bench_sweep:begin -->", "<!-- bench_sweep:end -->"
@@ -127,25 +129,47 @@ def markdown(s: dict, argv: list[str], runs: list[dict]) -> str:
               f"- overhead per cell of a 1-worker sweep over the plain loop: {s['overhead_per_cell_wall_s']:.2f} s wall, "
               f"{s['overhead_per_cell_cpu_s']:.2f} s CPU (cluster start and shutdown spread over the "
               f"{s['cells']} cells)",
-              f"- results of every sweep equal the loop's bit for bit: "
+              "- results of every sweep equal the loop's bit for bit: "
               + ("yes" if s["identical"] else f"NO (cells {s['differing_cells']})")]
     return "\n".join(lines) + "\n"
 
 
-def write_md(path: Path, text: str) -> None:
-    from polyverify.plumbing.cli import atomic_write_text
-
-    doc = path.read_text()
-    if BEGIN not in doc or END not in doc:
-        raise SystemExit(f"{path}: no {BEGIN} ... {END} section to replace")
+def _md_section(path: Path) -> tuple[str, str]:
+    """The text of ``path`` before its measured section and after it, or a UsageError naming ``--md``."""
+    try:
+        doc = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--md {path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    if BEGIN not in doc or END not in doc.split(BEGIN, 1)[1]:
+        raise UsageError(f"--md {path}: no {BEGIN} ... {END} section to replace")
     head, rest = doc.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    atomic_write_text(path, head + BEGIN + "\n" + text + END + tail)
+    return head, tail
 
 
-def main(argv=None) -> int:
+def write_md(path: Path, text: str) -> None:
+    head, tail = _md_section(path)  # read again: the file as it is now, checked before the work too
+    atomic_write_text(path, head + BEGIN + "\n" + text + END + tail, "--md")
+
+
+def _depths(text: str) -> list[int]:
+    """``--depths``: comma-separated depths, each one the roundoff cells take (``numerics.roundoff.sweep_check``,
+    as ``grid`` checks them: 1 + 3k for baseconv, within the ``--layers`` limit); else a UsageError naming the
+    flag and the value."""
+    try:
+        depths = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--depths takes comma-separated integers, not {text!r}") from None
+    try:
+        grid(depths)
+    except UsageError as e:
+        raise UsageError(f"--depths {text}: {str(e).removeprefix('cell: ')}") from None
+    return depths
+
+
+def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="python bench/bench_sweep.py", description=__doc__.splitlines()[0])
+    p = Parser(prog="python bench/bench_sweep.py", description=__doc__.splitlines()[0])
     p.add_argument("--depths", default="151,301", help="depths of the grid (2 of them make 16 cells; default 151,301)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of the three modes (default 1)")
     p.add_argument("--json", help="write every measurement to this file")
@@ -154,10 +178,18 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    depths = [int(x) for x in a.depths.split(",")]
-    if a.child:
+    if a.child:  # a measured run, started by measure() with the arguments it built
+        depths = [int(x) for x in a.depths.split(",")]
         child(a.child, a.workers, depths, a.out)
         return 0
+    # every argument and both outputs checked before any run is started
+    depths = _depths(a.depths)
+    check_range("--repeat", a.repeat, 1, 100)
+    if a.md is not None:
+        input_file("--md", a.md)  # read, then replaced: a regular file holding the section
+        _md_section(Path(a.md))
+        output_file("--md", a.md)
+    output_file("--json", a.json)
     runs = []
     for rep in range(a.repeat):
         for mode, w in (("loop", 1), ("sweep", 1), ("sweep", 2)):
@@ -171,12 +203,17 @@ def main(argv=None) -> int:
     text = markdown(s, shown, runs)
     print(text)
     if a.json:
-        Path(a.json).write_text(json.dumps({"summary": {k: v for k, v in s.items() if k not in ("loop", "one", "two")},
-                                            "runs": [{k: v for k, v in r.items() if k != "results"} for r in runs]},
-                                           indent=1))
+        atomic_write_text(a.json, json.dumps({"summary": {k: v for k, v in s.items() if k not in ("loop", "one", "two")},
+                                              "runs": [{k: v for k, v in r.items() if k != "results"} for r in runs]},
+                                             indent=1), "--json")
     if a.md:
         write_md(Path(a.md), text)
     return 0 if s["identical"] and not any(r["failed"] for r in runs) else 1
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any run."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

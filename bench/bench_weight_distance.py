@@ -10,7 +10,6 @@ that both give the same line.
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import subprocess
@@ -24,10 +23,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
+
+#: the file ``--before-commit`` reads (``git show``)
+BEFORE_FILE = "verify/weight_distance.py"
 
 
 def _old_module(commit: str):
-    src = subprocess.run(["git", "show", f"{commit}:verify/weight_distance.py"], cwd=ROOT, check=True,
+    src = subprocess.run(["git", "show", f"{commit}:{BEFORE_FILE}"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "weight_distance_before.py"
     path.write_text(src)
@@ -49,39 +52,79 @@ def _learned(ref, seed: int = 0):
     return [L.map(noisy) for L in ref]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def measure(size: str, n: int, d: int, new, old) -> dict:
+    """One size: new, old, new on the same learned-like layers; the row printed and written."""
+    from constructions.gd_baseconv import gd_baseconv
+
+    ref = gd_baseconv(n, d).layers(2)
+    learned = _learned(ref)
+    times, lines = {}, {}
+    for name, fn in (("after", new), ("before", old), ("after", new)):
+        t0, c0 = time.perf_counter(), time.process_time()
+        lines[name] = fn(ref, learned).line("gd-baseconv")
+        times.setdefault(name, []).append((time.perf_counter() - t0, time.process_time() - c0))
+    if lines["after"] != lines["before"]:
+        raise SystemExit(f"{size}: the two differ:\n{lines['before']}\n{lines['after']}")
+    b, af = times["before"][0], min(times["after"], key=lambda x: x[1])
+    return {"size": size, "before_cpu_s": round(b[1], 3), "before_wall_s": round(b[0], 3),
+            "after_cpu_s": round(af[1], 3), "after_wall_s": round(af[0], 3), "ratio_cpu": round(b[1] / af[1], 1),
+            "line": lines["after"]}
+
+
+def _sizes(text: str) -> list[tuple[str, int, int]]:
+    """``--sizes``: N x D pairs, comma-separated, within ``gd``'s limits (``GD_LIMITS``: 1 <= N <= its ``--n``,
+    1 <= D <= its ``--d``); else a UsageError naming the flag and the value."""
+    from verify.gd_cmd import GD_LIMITS
+
+    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
+    out = []
+    for s in text.split(","):
+        try:
+            n, d = (int(x) for x in s.split("x"))
+        except ValueError:
+            n = d = 0
+        if not (1 <= n <= hi_n and 1 <= d <= hi_d):
+            raise UsageError(f"--sizes takes N x D pairs like 64x16 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), "
+                             f"comma-separated, not {text!r}")
+        out.append((s, n, d))
+    return out
+
+
+def _check_commit(commit: str) -> None:
+    """``commit`` holds the file :func:`_old_module` reads, or a UsageError naming ``--before-commit``."""
+    if commit.startswith("-") or subprocess.run(["git", "cat-file", "-e", f"{commit}:{BEFORE_FILE}"], cwd=ROOT,
+                                                capture_output=True).returncode != 0:
+        raise UsageError(f"--before-commit {commit}: no {BEFORE_FILE} at that commit in {ROOT}")
+
+
+def _main(argv) -> int:
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before-commit", required=True)
     p.add_argument("--sizes", default="64x16,256x64")
     p.add_argument("--json")
     a = p.parse_args(argv)
-    from constructions.gd_baseconv import gd_baseconv
+    # every argument and the output checked before any module is loaded or timed
+    sizes = _sizes(a.sizes)
+    _check_commit(a.before_commit)
+    out = output_file("--json", a.json)
     from verify.weight_distance import weight_distance as new
 
     old = _old_module(a.before_commit).weight_distance
     rows = []
-    for size in a.sizes.split(","):
-        n, d = map(int, size.split("x"))
-        ref = gd_baseconv(n, d).layers(2)
-        learned = _learned(ref)
-        times, lines = {}, {}
-        for name, fn in (("after", new), ("before", old), ("after", new)):
-            t0, c0 = time.perf_counter(), time.process_time()
-            lines[name] = fn(ref, learned).line("gd-baseconv")
-            times.setdefault(name, []).append((time.perf_counter() - t0, time.process_time() - c0))
-        if lines["after"] != lines["before"]:
-            raise SystemExit(f"{size}: the two differ:\n{lines['before']}\n{lines['after']}")
-        b, af = times["before"][0], min(times["after"], key=lambda x: x[1])
-        row = {"size": size, "before_cpu_s": round(b[1], 3), "before_wall_s": round(b[0], 3),
-               "after_cpu_s": round(af[1], 3), "after_wall_s": round(af[0], 3), "ratio_cpu": round(b[1] / af[1], 1),
-               "line": lines["after"]}
+    for size, n, d in sizes:
+        row = measure(size, n, d, new, old)
         print(json.dumps(row))
         rows.append(row)
-    if a.json:
-        Path(a.json).write_text(json.dumps({"command": "python bench/bench_weight_distance.py "
-                                            + " ".join(argv if argv is not None else sys.argv[1:]),
-                                            "rows": rows}, indent=1) + "\n")
+    if out is not None:
+        atomic_write_text(out, json.dumps({"command": "python bench/bench_weight_distance.py "
+                                           + " ".join(argv if argv is not None else sys.argv[1:]),
+                                           "rows": rows}, indent=1) + "\n", "--json")
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":

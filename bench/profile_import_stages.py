@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_path, check_range, claim_input,  # noqa: E402
+                                     output_file, run_main)
 
 
 def _status() -> dict[str, int]:
@@ -125,6 +127,23 @@ def instrument(stages: Stages) -> None:
             stages.wrap(owner, attr, label)
 
 
+def check_import(argv: list[str]) -> None:
+    """The import command's arguments parsed and checked as :func:`run` parses and checks them (a UsageError
+    names the first problem), before any stage is wrapped or run; its weight file claimed as an input (an
+    output of this script on it is refused)."""
+    from verify import bounded
+    from verify.cli_common import check_check_arguments
+    from verify.construct import build_parser
+
+    if argv[:1] != ["import"]:
+        raise UsageError(f"give the import command to profile after '--' (-- import FILE --from FORMAT ...), "
+                         f"not {' '.join(argv)!r}")
+    a = build_parser("import", lazy=True).parse_args(argv)
+    bounded.check(a)
+    check_check_arguments(a)
+    claim_input("the weight file", a.file)
+
+
 def run(argv: list[str], out) -> int:
     """The import's stages in this process (as ``cli.cmd_import`` and ``prove.prove_bounded``, without
     the children)."""
@@ -166,18 +185,22 @@ class _Stamped(io.TextIOBase):
         return len(s)
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _main(argv) -> int:
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--cprofile", help="write cProfile's stats here")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("argv", nargs=argparse.REMAINDER)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    # every argument and the output checked before any stage is wrapped or run
+    check_range("--top", a.top, 1)
+    check_import(argv)
+    cprofile = output_file("--cprofile", a.cprofile)
     stages = Stages()
     instrument(stages)
     out = _Stamped(stages.t0)
     prof = None
-    if a.cprofile:
+    if cprofile is not None:
         import cProfile
 
         prof = cProfile.Profile()
@@ -185,7 +208,8 @@ def main() -> int:
     rc = run(argv, out)
     if prof is not None:
         prof.disable()
-        prof.dump_stats(a.cprofile)
+        with atomic_path(cprofile, "--cprofile") as tmp:
+            prof.dump_stats(tmp)
     print(f"exit status {rc}; wall {time.perf_counter() - stages.t0:.1f} s, CPU {time.process_time():.1f} s")
     print(stages.table())
     if prof is not None:
@@ -193,6 +217,11 @@ def main() -> int:
 
         pstats.Stats(prof).sort_stats("cumulative").print_stats(a.top)
     return 0
+
+
+def main(argv=None) -> int:
+    """The command: a bad argument or output path is one ``error:`` line and exit status 2, before any work."""
+    return run_main(_main, argv)
 
 
 if __name__ == "__main__":
