@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from polyverify.plumbing.cli import (Parser, UsageError, atomic_path, check_range, claim_input,  # noqa: E402
+from polyverify.plumbing.cli import (Parser, UsageError, atomic_path, check_range, input_file,  # noqa: E402
                                      output_file, run_main)
 
 
@@ -129,8 +129,9 @@ def instrument(stages: Stages) -> None:
 
 def check_import(argv: list[str]) -> None:
     """The import command's arguments parsed and checked as :func:`run` parses and checks them (a UsageError
-    names the first problem), before any stage is wrapped or run; its weight file claimed as an input (an
-    output of this script on it is refused)."""
+    names the first problem), before any stage is wrapped or run; its weight file a regular file (missing, a
+    folder, a FIFO: refused as the command refuses it), claimed as an input (an output of this script on it is
+    refused)."""
     from verify import bounded
     from verify.cli_common import check_check_arguments
     from verify.construct import build_parser
@@ -141,7 +142,7 @@ def check_import(argv: list[str]) -> None:
     a = build_parser("import", lazy=True).parse_args(argv)
     bounded.check(a)
     check_check_arguments(a)
-    claim_input("the weight file", a.file)
+    input_file("the weight file", a.file)
 
 
 def run(argv: list[str], out) -> int:

@@ -27,8 +27,9 @@ WORK = {
     "profile_import_stages.py": ("instrument", "run"),
 }
 
-#: an import command for profile_import_stages (parsed and checked, never run here)
-IMPORT = ["--", "import", "w.pt", "--from", "zoology"]
+#: an import command for profile_import_stages (parsed and checked, never run here): its weight file must be a
+#: regular file, and this test module is one (never written: an output on it is refused, as a test shows)
+IMPORT = ["--", "import", os.path.abspath(__file__), "--from", "zoology"]
 
 #: (script, bad arguments, what the error line must name)
 BAD = [
@@ -84,6 +85,7 @@ BAD = [
     ("profile_import_stages.py", ["--", "gd", "--layers", "4"], "import"),
     ("profile_import_stages.py", ["--", "import", "w.pt"], "--from"),
     ("profile_import_stages.py", [*IMPORT, "--proof-timeout", "-1"], "--proof-timeout"),
+    ("profile_import_stages.py", ["--", "import", "/nonexistent/w.pt", "--from", "zoology"], "file not found"),
 ]
 
 #: the scripts' outputs: name -> (script, the arguments with the output path ``p``, the output's flag)
