@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_beside,  # noqa: E402
+from polyverify.plumbing.cli import (Parser, atomic_write_text, check_range, output_beside,  # noqa: E402
                                      output_file, run_main)
+from _args import gd_sizes  # noqa: E402
 
 
 def _cpu() -> float:
@@ -55,27 +56,6 @@ def measure(n: int, d: int, folder: Path, batch: int, finetuned: bool) -> dict:
             "certified_seconds": rep.get("certified_seconds"), "certified_terms": rep.get("certified_difference_terms")}
 
 
-def _sizes(flag: str, text: str) -> list[tuple[int, int]]:
-    """``N x D`` pairs, comma-separated (``''``: none), within ``gd``'s own limits (``GD_LIMITS``: 1 <= N <=
-    its ``--n``, 1 <= D <= its ``--d``); else a UsageError naming ``flag``."""
-    from verify.gd_cmd import GD_LIMITS
-
-    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
-    out = []
-    for s in text.split(","):
-        if not s:
-            continue
-        try:
-            n, d = (int(x) for x in s.split("x"))
-        except ValueError:
-            n = d = 0
-        if not (1 <= n <= hi_n and 1 <= d <= hi_d):
-            raise UsageError(f"{flag} takes N x D pairs like 64x16 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), "
-                             f"comma-separated, not {text!r}")
-        out.append((n, d))
-    return out
-
-
 def _main(argv) -> int:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="64x16,256x64", help="N x D of the tampered files (default 64x16,256x64)")
@@ -85,7 +65,7 @@ def _main(argv) -> int:
                    help="the results as JSON (a .md table beside it)")
     a = p.parse_args(argv)
     # every argument and both outputs checked before any file is made or timed
-    sizes = ((False, _sizes("--sizes", a.sizes)), (True, _sizes("--finetuned", a.finetuned)))
+    sizes = ((False, gd_sizes("--sizes", a.sizes)), (True, gd_sizes("--finetuned", a.finetuned)))
     from verify.gd_cmd import GD_LIMITS
 
     check_range("--batch", a.batch, 1, GD_LIMITS["--batch"])

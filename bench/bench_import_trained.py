@@ -49,6 +49,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_finite, output_file,  # noqa: E402
                                      run_main)
+sys.path.insert(0, str(ROOT / "bench"))
+from _args import gd_sizes  # noqa: E402
 
 TARGET_S, TARGET_GIB = 60.0, 2.0
 
@@ -139,26 +141,6 @@ def _modules_at(commit: str, folder: Path) -> Path:
     return folder
 
 
-def _sizes(text: str) -> list[tuple[int, int]]:
-    """``--sizes``: N x D pairs, comma-separated (``''``: none), within ``gd``'s limits (``GD_LIMITS``)."""
-    from verify.gd_cmd import GD_LIMITS
-
-    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
-    out = []
-    for s in text.split(","):
-        if not s:
-            continue
-        try:
-            n, d = (int(x) for x in s.split("x"))
-        except ValueError:
-            n = d = 0
-        if not (1 <= n <= hi_n and 1 <= d <= hi_d):
-            raise UsageError(f"--sizes takes N x D pairs like 20x5 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), "
-                             f"comma-separated, not {text!r}")
-        out.append((n, d))
-    return out
-
-
 def _check_commit(flag: str, commit: str | None) -> None:
     """``commit`` (when given) holds the two modules :func:`_modules_at` reads, or a UsageError naming ``flag``."""
     if commit is None:
@@ -184,7 +166,7 @@ def _main(argv) -> int:
     # every argument and the output path checked before any file is made or command run
     for flag in ("--memory-gib", "--timeout", "--baseline-memory-gib", "--baseline-timeout"):
         check_finite(flag, getattr(a, flag[2:].replace("-", "_")), positive=True)
-    sizes = _sizes(a.sizes)
+    sizes = gd_sizes("--sizes", a.sizes, like="20x5")
     _check_commit("--baseline-commit", a.baseline_commit)
     _check_commit("--before-commit", a.before_commit)
     output_file("--json", a.json)

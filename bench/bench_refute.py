@@ -44,8 +44,9 @@ import _timed  # noqa: E402 - the timed runner bench_learned_targets.py shares
 
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
-from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_finite, output_file,  # noqa: E402
+from polyverify.plumbing.cli import (Parser, atomic_write_text, check_finite, output_file,  # noqa: E402
                                      run_main)
+from _args import gd_sizes  # noqa: E402
 #: (seconds, GiB) per size: the issue's targets
 TARGETS = {(64, 16): (5.0, None), (256, 64): (30.0, 2.0), (512, 128): (60.0, 3.0)}
 
@@ -157,29 +158,6 @@ def verdict_of(m: dict, kind: str) -> str:
     return "stopped: memory" if "MemoryError" in tail or m.get("rc") in (-6, 134, -9) else f"exit {m.get('rc')}"
 
 
-def _sizes(flag: str, text: str, parts: int) -> list[tuple[int, ...]]:
-    """``N x D`` (``parts`` 2) or ``N x D x k`` (``parts`` 3) items, comma-separated (``''``: none), N and D
-    within ``gd``'s limits (``GD_LIMITS``), k within its ``--layers`` (depth 1 + 3k); else a UsageError
-    naming ``flag``."""
-    from verify.gd_cmd import GD_LIMITS
-
-    hi = (GD_LIMITS["--n"], GD_LIMITS["--d"], GD_LIMITS["--layers"] // 3)[:parts]
-    shape, like = ("N x D x k", "20x5x10") if parts == 3 else ("N x D", "64x16")
-    out = []
-    for s in text.split(","):
-        if not s:
-            continue
-        try:
-            v = tuple(int(x) for x in s.split("x"))
-        except ValueError:
-            v = ()
-        if len(v) != parts or not all(1 <= x <= h for x, h in zip(v, hi)):
-            bounds = ", ".join(f"1 <= {name} <= {h}" for name, h in zip(("N", "D", "k"), hi))
-            raise UsageError(f"{flag} takes {shape} items like {like} ({bounds}), comma-separated, not {text!r}")
-        out.append(v)
-    return out
-
-
 def _main(argv) -> int:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="64x16,256x64,512x128", help="N x D sizes (default 64x16,256x64,512x128)")
@@ -208,8 +186,8 @@ def _main(argv) -> int:
     # every argument and the output path checked before any file is made or run
     for flag in ("--memory-gib", "--baseline-memory-gib", "--timeout", "--baseline-timeout"):
         check_finite(flag, getattr(a, flag[2:].replace("-", "_")), positive=True)
-    plain, tuned = _sizes("--sizes", a.sizes, 2), _sizes("--finetuned", a.finetuned, 3)
-    baseline_sizes = _sizes("--baseline-sizes", a.baseline_sizes, 2)
+    plain, tuned = gd_sizes("--sizes", a.sizes, 2), gd_sizes("--finetuned", a.finetuned, 3)
+    baseline_sizes = gd_sizes("--baseline-sizes", a.baseline_sizes, 2)
     out = output_file("--json", a.json)
 
     cap = _cap(a.memory_gib)

@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from polyverify.plumbing.cli import Parser, UsageError, atomic_write_text, output_file, run_main  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from _args import gd_sizes  # noqa: E402
+
 #: the file ``--before-commit`` reads (``git show``)
 BEFORE_FILE = "verify/weight_distance.py"
 
@@ -71,25 +74,6 @@ def measure(size: str, n: int, d: int, new, old) -> dict:
             "line": lines["after"]}
 
 
-def _sizes(text: str) -> list[tuple[str, int, int]]:
-    """``--sizes``: N x D pairs, comma-separated, within ``gd``'s limits (``GD_LIMITS``: 1 <= N <= its ``--n``,
-    1 <= D <= its ``--d``); else a UsageError naming the flag and the value."""
-    from verify.gd_cmd import GD_LIMITS
-
-    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
-    out = []
-    for s in text.split(","):
-        try:
-            n, d = (int(x) for x in s.split("x"))
-        except ValueError:
-            n = d = 0
-        if not (1 <= n <= hi_n and 1 <= d <= hi_d):
-            raise UsageError(f"--sizes takes N x D pairs like 64x16 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), "
-                             f"comma-separated, not {text!r}")
-        out.append((s, n, d))
-    return out
-
-
 def _check_commit(commit: str) -> None:
     """``commit`` holds the file :func:`_old_module` reads, or a UsageError naming ``--before-commit``."""
     if commit.startswith("-") or subprocess.run(["git", "cat-file", "-e", f"{commit}:{BEFORE_FILE}"], cwd=ROOT,
@@ -104,7 +88,9 @@ def _main(argv) -> int:
     p.add_argument("--json")
     a = p.parse_args(argv)
     # every argument and the output checked before any module is loaded or timed
-    sizes = _sizes(a.sizes)
+    sizes = [(f"{n}x{d}", n, d) for n, d in gd_sizes("--sizes", a.sizes)]
+    if not sizes:
+        raise UsageError("--sizes names no N x D size")
     _check_commit(a.before_commit)
     out = output_file("--json", a.json)
     from verify.weight_distance import weight_distance as new

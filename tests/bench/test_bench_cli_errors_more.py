@@ -15,6 +15,8 @@ import types
 
 import pytest
 
+from tests.bench.cli_checks import no_work, refused
+
 #: script -> its work functions (none may run on a refused command)
 WORK = {
     "bench_memory.py": ("run",),
@@ -113,20 +115,10 @@ BAD_WITH_OUTPUT = {
 
 
 def _no_work(monkeypatch, mod, script):
-    for name in WORK[script]:
-        def forbidden(*a, _name=name, **k):
-            raise AssertionError(f"{script}: {_name} ran on a refused command")
-        monkeypatch.setattr(mod, name, forbidden)
+    no_work(monkeypatch, mod, script, WORK[script])
 
 
-def _refused(rc, capsys, *words):
-    cap = capsys.readouterr()
-    assert rc == 2, cap
-    assert cap.out == "", cap.out
-    assert cap.err.startswith("error: ") and cap.err.count("\n") == 1, cap.err
-    for w in words:
-        assert w in cap.err, cap.err
-    return cap.err
+_refused = refused
 
 
 @pytest.mark.parametrize("script,args,flag", BAD, ids=[f"{s}:{' '.join(a)}" for s, a, _ in BAD])
