@@ -337,6 +337,13 @@ def once(g, target: str) -> dict:
             "layers": len(con.epilogue) + len(con.body) + len(con.prologue), "state": con.layout.shape}
 
 
+#: the options each mode reads (the mode's own flag aside): any other set off its default is refused
+READ_BY = {"the comparison": {"gates", "inputs", "outputs", "tokens", "seed", "repeat", "targets"},
+           "--scale": {"scale", "family", "sizes", "million", "quick", "target", "baseline_up_to", "timeout",
+                       "max_rss_gib", "json", "seed"},
+           "--pareto": {"pareto", "pareto_size", "target", "json"}}
+
+
 def _main(argv) -> int:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--gates", type=int, default=1000, help="add/mul gates of the random circuit (default 1000)")
@@ -371,6 +378,14 @@ def _main(argv) -> int:
     PLACED = [n for n, t in TARGETS.items() if t.family != "mlp"]  # the baseline's family is excluded
     if a.pareto and a.scale:
         raise UsageError("--pareto and --scale: give one (each is its own run)")
+    mode = "--pareto" if a.pareto else "--scale" if a.scale else "the comparison"
+    unread = [k for k in vars(a) if k not in READ_BY[mode] and getattr(a, k) != p.get_default(k)]
+    if a.scale and a.quick and a.sizes != p.get_default("sizes"):
+        raise UsageError(f"--sizes {a.sizes} with --quick: --quick runs its own two sizes (200, 1000); give one")
+    if unread:  # an option the run would not read is refused, not ignored
+        k = unread[0]
+        raise UsageError(f"--{k.replace('_', '-')} {getattr(a, k)}: not read by {mode} (it reads "
+                         f"{', '.join('--' + r.replace('_', '-') for r in sorted(READ_BY[mode]))})")
     if a.json is not None and not (a.pareto or a.scale):
         raise UsageError(f"--json {a.json}: written by --scale and --pareto only (the comparison prints its table)")
     check_range("--seed", a.seed, 0, 2**32 - 1)

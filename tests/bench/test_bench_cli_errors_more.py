@@ -304,3 +304,20 @@ def test_bench_sweep_a_fifo_as_md_is_refused(load_bench, monkeypatch, capsys, tm
     os.mkfifo(fifo)
     _refused(mod.main(["--md", str(fifo)]), capsys, "--md", "a FIFO")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--sizes", "10"], ("--sizes 10: not read by the comparison",)),
+    (["--json", "x.json"], ("--json x.json: not read by the comparison",)),
+    (["--scale", "--gates", "5"], ("--gates 5: not read by --scale",)),
+    (["--scale", "--repeat", "2"], ("--repeat 2: not read by --scale",)),
+    (["--pareto", "--seed", "3"], ("--seed 3: not read by --pareto",)),
+    (["--pareto", "--family", "blocks"], ("--family blocks: not read by --pareto",)),
+    (["--scale", "--quick", "--sizes", "100"], ("--sizes 100 with --quick",)),
+])
+def test_bench_compiler_refuses_an_option_its_mode_does_not_read(args, words, load_bench, monkeypatch, capsys):
+    """Each mode of bench_compiler reads its own options (READ_BY); one set off its default that the mode would
+    ignore is refused before any work, naming it and the mode."""
+    mod = load_bench("bench_compiler.py")
+    no_work(monkeypatch, mod, "bench_compiler.py", ("scale", "pareto_table", "random_circuit", "once"))
+    refused(mod.main(args), capsys, *words)
