@@ -35,12 +35,13 @@ BEFORE_FILE = "verify/weight_distance.py"
 def _old_module(commit: str):
     src = subprocess.run(["git", "show", f"{commit}:{BEFORE_FILE}"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "weight_distance_before.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("weight_distance_before", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    with tempfile.TemporaryDirectory() as tmp:  # the module is compiled when loaded: its file is not kept
+        path = Path(tmp) / "weight_distance_before.py"
+        path.write_text(src)
+        spec = importlib.util.spec_from_file_location("weight_distance_before", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
     return mod
 
 
