@@ -323,6 +323,36 @@ def cpu_estimate(runs: list[dict], m: str, N: int, d: int) -> tuple[float, str] 
     return None
 
 
+def relapse_lines(s: dict) -> list[str]:
+    """Per mixer: the widths of the width grid above its smallest width reaching the threshold at an N where the
+    median over the recorded seeds (three at least) falls below the threshold again, with the learning rate that
+    ran them and the cell it was tuned at: accuracy is then not monotone in width in this setting, which the
+    smallest-width criterion (the first crossing) does not read."""
+    th, p = s["threshold"], pooled(s)
+    tune = s.get("tune") or []
+    out = []
+    for m in MIXERS:
+        items = []
+        for N, _ in WIDTHS["sizes"]:
+            reached = False
+            for d in sorted(WIDTHS["dims"]):
+                c = p.get(f"{m}/{N}/{d}")
+                if c is None or len(c["seeds"]) < 3:
+                    continue
+                if c["median"] >= th:
+                    reached = True
+                elif reached:
+                    items.append(say("relapse.cell", N=N, d=d, median=fmt(c["median"]), n=len(c["seeds"]),
+                                     reached=c["reached"]))
+        if items:
+            cell = next((say("setting.lr.cell", mixer=m, N=xs[0]["N"], d=xs[0]["d"])
+                         for xs in [[x for x in tune if x["mixer"] == m]] if xs), None)
+            out.append(say("relapse", mixer=m, th=th, cells="; ".join(items),
+                           lr=", ".join(fmt(v) for v in (s.get("lrs") or {}).get(m, [])),
+                           tuned=cell or say("relapse.untuned")))
+    return out
+
+
 def missing_lines(s: dict) -> list[str]:
     """The cells of the width grid (:data:`~numerics.experiments.seed003_mqar.WIDTHS`) without a record, grouped
     per mixer and N, their estimated CPU time (:func:`cpu_estimate`, summed) and the command that runs them."""
@@ -532,7 +562,7 @@ def markdown(s: dict, figure: str) -> str:
                say("paper", claim=s["paper_claim"]), say("table"),
                results_table(s), say("figure", figure=figure),
                say("criteria", head=say("criteria.head", verb=say("criteria.verb.cpu"))), criteria_lines(s),
-               setting_lines(s), missing_lines(s), cpu_reading(s), plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s),
+               setting_lines(s), relapse_lines(s), missing_lines(s), cpu_reading(s), plateau_lines(s), more_seeds_lines(s), small_lines(s), long_lines(s), filter_lines(s),
                tuning_lines(s), *failure_lines(s))
     return "\n".join(L + [cost_line(s)])
 

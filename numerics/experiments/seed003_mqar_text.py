@@ -228,6 +228,14 @@ TEXT = {
                 "`python -c \"import numerics.experiments.seed003_mqar as m; m.add_widths_records()\"` then "
                 "`python -m numerics.experiments seed003-mqar --resummarise --out docs/experiments/seed003-mqar` "
                 "bring the new records into this section."),
+    "relapse": ("**Wider is not always better here.** Above its smallest width reaching {th}, {mixer}'s median "
+                "falls below {th} again at {cells}. Every width runs the one learning rate of its mixer ({lr}, tuned "
+                "at {tuned}), and at that rate these wider models did not reach it, so accuracy is not "
+                "monotone in width in this setting; the smallest-width criterion reads the first crossing only, and "
+                "another learning rate per width (the paper keeps the best of four at every cell) may lift these "
+                "cells."),
+    "relapse.cell": "N = {N}, d = {d} (median {median} over {n} seeds, {reached} of {n} reaching it)",
+    "relapse.untuned": "no recorded tuning cell",
     "missing.group": "{mixer}, N = {N}: {cells}",
     "missing.per_n": "N = {N}: {done} + {left} = {whole}",
     "missing.cell": "d = {d} (seeds {seeds})",

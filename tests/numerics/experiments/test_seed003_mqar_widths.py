@@ -230,3 +230,14 @@ def test_missing_lines_give_each_N_its_whole_grid_cost_recorded_plus_estimated()
     # every record took 10 s: 30 attention + 18 BaseConv runs; BaseConv's 12 missing seeds at that cell's 10 s each
     assert f"N = 16: {fmt(480 / 3600)} + {fmt(120 / 3600)} = {fmt(600 / 3600)}" in text
     assert f"N = 32: {fmt(0.0)} + " in text and f"N = 64: {fmt(0.0)} + " in text
+
+
+def test_relapse_lines_name_the_widths_above_a_crossing_that_fall_below_it_again():
+    """A width above the mixer's first crossing whose median (three seeds or more) is below the threshold again is
+    named with its median; a cell of fewer seeds is not read, and a grid that stays above after crossing says
+    nothing."""
+    accs = full("attention", 16, 32) | {("attention", 16, 256): [MISS, MISS, HIT], ("attention", 16, 128): [MISS] * 2}
+    text = mqr.relapse_lines(summary(accs))
+    assert len(text) == 1 and "attention's median falls below 0.9 again at N = 16, d = 256" in text[0]
+    assert "1 of 3 reaching it" in text[0] and "d = 128" not in text[0] and "d = 16 " not in text[0]
+    assert mqr.relapse_lines(summary(full("attention", 16, 32) | full("baseconv", 16, 96))) == []
