@@ -28,6 +28,9 @@ sys.path.insert(0, str(ROOT))
 from polyverify.plumbing.cli import (Parser, UsageError, atomic_write_text, check_range, output_beside,  # noqa: E402
                                      output_file, run_main)
 
+sys.path.insert(0, str(ROOT / "bench"))
+from _args import gd_sizes  # noqa: E402
+
 ARCHS = ("baseconv", "baseconv-causal", "lsa", "elsa", "token-lsa", "compiled-baseconv", "compiled-lsa",
          "compiled-elsa", "compiled-baseconv-causal")
 
@@ -85,15 +88,10 @@ def _check_args(a) -> tuple[int, int, Fraction, list[str]]:
     """N, D, the file's eta and the architectures, each checked (a UsageError naming the flag) before any
     work: N x D within ``gd``'s limits, ``--sigma`` finite and >= 0, ``--eta`` a fraction that every
     architecture named takes (built once at 2 x 1: gd-lsa / gd-elsa need a square), ``--archs`` known."""
-    from verify.gd_cmd import GD_LIMITS
-
-    hi_n, hi_d = GD_LIMITS["--n"], GD_LIMITS["--d"]
-    try:
-        n, d = (int(x) for x in a.size.split("x"))
-    except ValueError:
-        n = d = 0
-    if not (1 <= n <= hi_n and 1 <= d <= hi_d):
-        raise UsageError(f"--size takes N x D like 64x16 (1 <= N <= {hi_n}, 1 <= D <= {hi_d}), not {a.size!r}")
+    sizes = gd_sizes("--size", a.size)
+    if len(sizes) != 1:
+        raise UsageError(f"--size takes one N x D size like 64x16, not {a.size!r}")
+    (n, d), = sizes
     check_range("--sigma", a.sigma, 0.0)
     try:
         eta = Fraction(a.eta)

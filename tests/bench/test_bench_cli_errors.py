@@ -47,6 +47,7 @@ BAD = [
     ("bench_modular.py", ["--reps", "0"], "--reps"),
     ("bench_modular.py", ["--baseline-commit", "no-such-commit"], "--baseline-commit"),
     ("bench_nearest.py", ["--size", "64x"], "--size"),
+    ("bench_nearest.py", ["--size", "64x16,8x2"], "--size"),
     ("bench_nearest.py", ["--eta", "one quarter"], "--eta"),
     ("bench_nearest.py", ["--eta", "1/0"], "--eta"),
     ("bench_nearest.py", ["--eta", "1/3", "--archs", "baseconv,lsa"], "--eta"),
