@@ -178,15 +178,14 @@ def _main(argv) -> int:
     if a.json:
         path = Path(a.json)
         atomic_write_text(path, json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n", "--json")
-        mdp = md_path
-        if mdp is None:
+        if md_path is None:
             print(f"wrote {path} (no .md table: --json is a device or FIFO)")
             return 0 if all(r["equal"] for r in rows) else 1
-        atomic_write_text(mdp, f"`{meta['command']}` at {head} (baseline {a.baseline_commit}); load "
+        atomic_write_text(md_path, f"`{meta['command']}` at {head} (baseline {a.baseline_commit}); load "
                           f"{meta['load_before']} -> {meta['load_after']}, {meta['cpus']} CPUs, BLAS {meta['blas']} "
                           f"(OPENBLAS_NUM_THREADS {meta['OPENBLAS_NUM_THREADS']}); best of {a.reps}\n\n"
                           + "\n".join(md) + "\n", "--json (.md beside it)")
-        print(f"wrote {path} and {mdp}")
+        print(f"wrote {path} and {md_path}")
     return 0 if all(r["equal"] for r in rows) else 1
 
 

@@ -45,6 +45,7 @@ from .bounds import budget_width
 from .circuit import CompiledCircuit, h21_d, theorem_h21
 from .info import ABSENT
 from .routing import CompileError
+from .sequence import active_placements
 
 #: the ladder of budgets (:func:`ladder`): this many from its start and this many below the default's width
 EXHAUSTIVE = 8
@@ -176,8 +177,6 @@ def _key_of(g) -> tuple[str, tuple]:
     graph, so its id is not reused while remembered; the search's circuits are validated copies that
     no pass changes), with the placement rules in force (:func:`.sequence.active_placements`: a compile
     under other rules is another compile)."""
-    from .sequence import active_placements
-
     hit = _DIGESTS.get(id(g))
     if hit is not None and hit[0] is g:
         return hit[1], active_placements()
